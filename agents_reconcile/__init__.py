@@ -1,0 +1,67 @@
+"""agents-reconcile: no uncertain session write duplicates, loses, or continues unvouched.
+
+Wrap any OpenAI Agents SDK session in ``ReconcilingSession`` and pass
+``run_config=session.run_config()`` to the runner.
+"""
+
+from __future__ import annotations
+
+from .classify import Observation, Verdict, classify
+from .config import ReconcileConfig
+from .errors import (
+    BindingMismatch,
+    ConfigurationError,
+    ContinuationDenied,
+    FingerprintError,
+    IntentConflict,
+    JournalCorrupt,
+    JournalError,
+    JournalUnavailable,
+    ReconcileError,
+    RecordError,
+    RecordMalformed,
+    RecordTampered,
+    UnsupportedRecordVersion,
+    UnsupportedSession,
+)
+from .fingerprint import FINGERPRINT_SCHEME, item_digest
+from .journal import IntentJournal, IntentState, JournalEntry, MemoryJournal, SQLiteJournal
+from .records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
+from .session import ReconcilingSession
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FINGERPRINT_SCHEME",
+    "Action",
+    "BackendIdentity",
+    "BindingMismatch",
+    "ConfigurationError",
+    "ContinuationDenied",
+    "Decision",
+    "FingerprintError",
+    "IntentConflict",
+    "IntentJournal",
+    "IntentState",
+    "JournalCorrupt",
+    "JournalEntry",
+    "JournalError",
+    "JournalUnavailable",
+    "MemoryJournal",
+    "Observation",
+    "Outcome",
+    "PendingWrite",
+    "Reason",
+    "ReconcileConfig",
+    "ReconcileError",
+    "ReconcilingSession",
+    "RecordError",
+    "RecordMalformed",
+    "RecordTampered",
+    "SQLiteJournal",
+    "UnsupportedRecordVersion",
+    "UnsupportedSession",
+    "Verdict",
+    "classify",
+    "item_digest",
+]

@@ -1,0 +1,80 @@
+"""``ReconcileConfig``: the switches a user sets, and the ``AGENTS_RECONCILE`` flag."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Final, Literal
+
+from .errors import ConfigurationError
+from .journal import IntentJournal
+from .records import BackendIdentity
+
+__all__ = ["ENV_FLAG", "ReconcileConfig", "env_disabled"]
+
+ENV_FLAG: Final = "AGENTS_RECONCILE"
+_OFF: Final = frozenset({"0", "false", "off", "no"})
+
+
+def env_disabled() -> bool:
+    """Whether ``AGENTS_RECONCILE`` switches reconciliation off (``0/false/off/no``, any case)."""
+    return os.environ.get(ENV_FLAG, "").strip().lower() in _OFF
+
+
+@dataclass(frozen=True)
+class ReconcileConfig:
+    """How a ``ReconcilingSession`` records and settles uncertain writes.
+
+    - ``enabled``: off makes the wrapper a pure pass-through and the gate a no-op;
+      ``AGENTS_RECONCILE=0`` forces it off.
+    - ``journal``: an ``IntentJournal``, an SQLite path, or a URL; default
+      ``agents-reconcile.db`` in the working directory.
+    - ``durability``: ``"write_ahead"`` records each intent before the append starts (it
+      survives SIGKILL); ``"on_failure"`` records it only when the append raises or is cancelled.
+    - ``on_unchanged``: ``"replay"`` appends a missing batch once; ``"fail"`` denies with
+      ``operator_required`` and leaves the intent pending.
+    - ``backend_identity``: overrides the identity derived from the inner session.
+    - ``merge_retried_input``: treat a batch equal to the one just settled, sent while the
+      history still ends with it, as the same write (the usual retry after a lost
+      acknowledgement). Off, such a batch is appended again.
+    - ``lease_seconds``: how long an in-flight intent of a worker on another host is
+      presumed live; ``in_flight_wait``: how long to wait for a live owner before denying.
+    - ``journal_retries``: attempts when the journal cannot be read, before reporting it.
+    """
+
+    enabled: bool = True
+    journal: IntentJournal | str | os.PathLike[str] | None = None
+    durability: Literal["write_ahead", "on_failure"] = "write_ahead"
+    on_unchanged: Literal["replay", "fail"] = "replay"
+    backend_identity: BackendIdentity | str | None = None
+    merge_retried_input: bool = True
+    lease_seconds: float = 30.0
+    in_flight_wait: float = 5.0
+    journal_retries: int = 3
+
+    def __post_init__(self) -> None:
+        if self.durability not in ("write_ahead", "on_failure"):
+            raise ConfigurationError(
+                f"durability must be 'write_ahead' or 'on_failure', not {self.durability!r}"
+            )
+        if self.on_unchanged not in ("replay", "fail"):
+            raise ConfigurationError(
+                f"on_unchanged must be 'replay' or 'fail', not {self.on_unchanged!r}"
+            )
+        if self.lease_seconds <= 0 or self.in_flight_wait < 0 or self.journal_retries < 1:
+            raise ConfigurationError(
+                "lease_seconds must be positive, in_flight_wait non-negative, "
+                "journal_retries at least 1"
+            )
+        if self.journal is not None and not isinstance(
+            self.journal, str | Path | os.PathLike | IntentJournal
+        ):
+            raise ConfigurationError(
+                f"journal must be an IntentJournal, a path or a URL, not {self.journal!r}"
+            )
+
+    @property
+    def active(self) -> bool:
+        """``enabled``, unless the environment switches reconciliation off."""
+        return self.enabled and not env_disabled()

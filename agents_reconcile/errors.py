@@ -1,0 +1,137 @@
+"""The exceptions agents-reconcile raises, as one tree.
+
+::
+
+    ReconcileError                     base of everything raised here
+    ├── ConfigurationError             fix the code or the configuration (also a ValueError)
+    │   └── UnsupportedSession         this session cannot be reconciled honestly
+    ├── FingerprintError               an item cannot be serialised; nothing was written
+    ├── RecordError                    a stored or carried record cannot be trusted
+    │   ├── RecordTampered             its digest does not match its content
+    │   ├── UnsupportedRecordVersion   written by a newer (or unknown) format version
+    │   └── RecordMalformed            not a record at all (truncated, wrong shape)
+    ├── JournalError                   the intent journal could not be used
+    │   ├── JournalUnavailable         unreachable, locked or read-only: retry later
+    │   ├── JournalCorrupt             the journal's storage is damaged: call an operator
+    │   └── IntentConflict             one intent id, two different contents
+    └── ContinuationDenied             the run may not go on (also the SDK's ``UserError``)
+        └── BindingMismatch            the intent belongs to another backend, scheme or version
+
+``ContinuationDenied`` subclasses the SDK's ``UserError`` (an ``AgentsException``), so code
+that handles the SDK's own refusal keeps working, and the SDK attaches ``run_data`` to it
+when it escapes a run. A failed ``add_items`` is *not* translated: the backend's own
+exception reaches the caller, with a note naming the pending intent.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agents.exceptions import UserError
+
+if TYPE_CHECKING:
+    from .records import Decision
+
+__all__ = [
+    "BindingMismatch",
+    "ConfigurationError",
+    "ContinuationDenied",
+    "FingerprintError",
+    "IntentConflict",
+    "JournalCorrupt",
+    "JournalError",
+    "JournalUnavailable",
+    "ReconcileError",
+    "RecordError",
+    "RecordMalformed",
+    "RecordTampered",
+    "UnsupportedRecordVersion",
+    "UnsupportedSession",
+]
+
+
+class ReconcileError(Exception):
+    """Base class of every exception this package raises."""
+
+
+class ConfigurationError(ReconcileError, ValueError):
+    """The wrapper or its configuration is invalid; nothing was read or written."""
+
+
+class UnsupportedSession(ConfigurationError, TypeError):
+    """The inner session cannot be reconciled honestly (for example, it writes in chunks)."""
+
+
+class FingerprintError(ReconcileError, TypeError):
+    """An item cannot be serialised canonically; the batch was not written.
+
+    ``index`` is the item's position in the batch.
+    """
+
+    def __init__(self, message: str, *, index: int) -> None:
+        super().__init__(message)
+        self.index = index
+
+
+class RecordError(ReconcileError):
+    """A record (from the journal or a RunState) cannot be trusted as written."""
+
+
+class RecordTampered(RecordError):
+    """The record's content does not match the digest stored with it."""
+
+
+class UnsupportedRecordVersion(RecordError):
+    """The record uses a format version or fingerprint scheme this release does not read."""
+
+
+class RecordMalformed(RecordError):
+    """The bytes are not a record: truncated, wrong type, or missing fields."""
+
+
+class JournalError(ReconcileError):
+    """The intent journal could not be used."""
+
+
+class JournalUnavailable(JournalError):
+    """The journal is unreachable, locked, or read-only; the operation may succeed later."""
+
+
+class JournalCorrupt(JournalError):
+    """The journal's storage is damaged or is not a journal; an operator must look at it."""
+
+
+class IntentConflict(JournalError):
+    """An intent id is already recorded with different content."""
+
+    def __init__(self, message: str, *, intent_id: str) -> None:
+        super().__init__(message)
+        self.intent_id = intent_id
+
+
+class ContinuationDenied(ReconcileError, UserError):
+    """The run may not continue: a pending write could not be vouched for.
+
+    ``decision`` holds the outcome, the reason and the payload-free evidence; ``intent_id``
+    and ``session_id`` name what an operator has to look at. Raised before any model call,
+    with the stored history untouched.
+    """
+
+    def __init__(self, decision: Decision) -> None:
+        self.decision = decision
+        self.intent_id = decision.intent_id
+        self.session_id = decision.session_id
+        super().__init__(_describe(decision))
+
+
+class BindingMismatch(ContinuationDenied):
+    """The intent belongs to another backend, session, scheme or version, or its copies
+    disagree."""
+
+
+def _describe(decision: Decision) -> str:
+    return (
+        f"agents-reconcile denied continuation of session {decision.session_id!r}: "
+        f"intent {decision.intent_id} is {decision.outcome.value} ({decision.reason.value}). "
+        f"{decision.reason.explanation} Evidence: {decision.evidence_text()}"
+    )

@@ -1,0 +1,126 @@
+"""The gate: settle pending intents before every model call, or refuse the call.
+
+``install_gate`` composes it into a ``RunConfig`` as ``call_model_input_filter`` (which the
+SDK runs before each model call of ``Runner.run``, ``run_sync`` and ``run_streamed``, fresh
+or resumed), together with a ``session_input_callback`` that keeps a retried input from
+reaching the model twice. ``gate_hooks`` offers the same gate as ``RunHooks.on_llm_start``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import inspect
+from collections.abc import MutableMapping
+from typing import TYPE_CHECKING, Any
+
+from agents import RunConfig, RunHooks
+from agents.run_config import CallModelData, ModelInputData
+
+from .fingerprint import digest_items
+
+if TYPE_CHECKING:
+    from agents.items import TResponseInputItem
+
+    from .session import ReconcilingSession
+
+__all__ = ["gate_hooks", "install_gate"]
+
+
+def install_gate(session: ReconcilingSession, base: RunConfig | None = None) -> RunConfig:
+    """Return ``base`` (or a new ``RunConfig``) with the gate composed into it.
+
+    With reconciliation switched off, ``base`` comes back unchanged (``None`` becomes a
+    plain ``RunConfig()``).
+    """
+    config = base if base is not None else RunConfig()
+    if not session.enabled:
+        return config
+    user_filter = config.call_model_input_filter
+    user_callback = config.session_input_callback
+
+    async def gate(data: CallModelData[Any]) -> ModelInputData:
+        await session._settle_pending(_mapping(data.context))
+        if user_filter is None:
+            return data.model_data
+        result = user_filter(data)
+        return await result if inspect.isawaitable(result) else result
+
+    async def merge_retried_input(
+        history: list[TResponseInputItem], new_input: list[TResponseInputItem]
+    ) -> list[TResponseInputItem]:
+        if _is_retried_input(session, history, new_input):
+            new_input = []
+        if user_callback is None:
+            return history + new_input
+        result = user_callback(history, new_input)
+        return await result if inspect.isawaitable(result) else result
+
+    gate.__agents_reconcile_gate__ = True  # type: ignore[attr-defined]
+    return dataclasses.replace(
+        config, call_model_input_filter=gate, session_input_callback=merge_retried_input
+    )
+
+
+def _is_retried_input(
+    session: ReconcilingSession,
+    history: list[TResponseInputItem],
+    new_input: list[TResponseInputItem],
+) -> bool:
+    """Whether ``new_input`` is the batch just settled and the history still ends with it."""
+    settled = session._settled
+    if settled is None or not session.config.merge_retried_input or not new_input:
+        return False
+    if len(new_input) != len(settled.batch) or len(history) < len(settled.batch):
+        return False
+    ignore = bool(getattr(session.inner, "_ignore_ids_for_matching", False))
+    try:
+        if digest_items(new_input, ignore_ids=ignore) != settled.batch:
+            return False
+        return digest_items(history[-len(settled.batch) :], ignore_ids=ignore) == settled.batch
+    except TypeError:
+        return False
+
+
+def _mapping(context: Any) -> MutableMapping[str, Any] | None:
+    return context if isinstance(context, MutableMapping) else None
+
+
+class _GateHooks(RunHooks[Any]):
+    """Runs the gate in ``on_llm_start``, then delegates every hook to ``base``."""
+
+    def __init__(self, session: ReconcilingSession, base: RunHooks[Any] | None) -> None:
+        self._session = session
+        self._base = base if base is not None else RunHooks()
+
+    async def on_llm_start(self, context: Any, agent: Any, *args: Any, **kwargs: Any) -> None:
+        await self._session._settle_pending(_mapping(getattr(context, "context", None)))
+        await self._base.on_llm_start(context, agent, *args, **kwargs)
+
+    async def on_llm_end(self, *args: Any, **kwargs: Any) -> None:
+        await self._base.on_llm_end(*args, **kwargs)
+
+    async def on_agent_start(self, *args: Any, **kwargs: Any) -> None:
+        await self._base.on_agent_start(*args, **kwargs)
+
+    async def on_agent_end(self, *args: Any, **kwargs: Any) -> None:
+        await self._base.on_agent_end(*args, **kwargs)
+
+    async def on_handoff(self, *args: Any, **kwargs: Any) -> None:
+        await self._base.on_handoff(*args, **kwargs)
+
+    async def on_tool_start(self, *args: Any, **kwargs: Any) -> None:
+        await self._base.on_tool_start(*args, **kwargs)
+
+    async def on_tool_end(self, *args: Any, **kwargs: Any) -> None:
+        await self._base.on_tool_end(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        # Hooks added by later SDK releases still reach the user's object.
+        return getattr(self._base, name)
+
+
+def gate_hooks(session: ReconcilingSession, base: RunHooks[Any] | None = None) -> RunHooks[Any]:
+    """``RunHooks`` whose ``on_llm_start`` runs the gate; ``base`` keeps receiving every hook."""
+    if not session.enabled:
+        return base if base is not None else RunHooks()
+    return _GateHooks(session, base)

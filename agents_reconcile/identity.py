@@ -1,0 +1,78 @@
+"""Deriving a ``BackendIdentity`` from a session: its store's type and which instance."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+from .records import BackendIdentity
+
+__all__ = ["derive_identity"]
+
+# Wrappers whose identity is that of the store they wrap.
+_UNDERLYING_ATTRIBUTES = ("underlying_session", "inner", "_inner", "session")
+
+
+def derive_identity(session: Any) -> BackendIdentity:
+    """Identity of the store under ``session`` (through wrapping sessions)."""
+    wrappers: list[str] = []
+    store = session
+    for _ in range(8):
+        underlying = next(
+            (
+                getattr(store, name)
+                for name in _UNDERLYING_ATTRIBUTES
+                if hasattr(type(store), "add_items") and _is_session(getattr(store, name, None))
+            ),
+            None,
+        )
+        if underlying is None:
+            break
+        wrappers.append(_qualified(store))
+        store = underlying
+    kind = _qualified(store)
+    return BackendIdentity(kind=kind, namespace=_namespace(store))
+
+
+def _is_session(value: Any) -> bool:
+    return value is not None and all(
+        callable(getattr(value, name, None))
+        for name in ("get_items", "add_items", "pop_item", "clear_session")
+    )
+
+
+def _qualified(value: Any) -> str:
+    cls = type(value)
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _namespace(store: Any) -> str:
+    parts: list[str] = []
+    db_path = getattr(store, "db_path", None)
+    if db_path is not None:
+        text = str(db_path)
+        parts.append(text if text == ":memory:" else str(Path(text).expanduser().resolve()))
+        if text == ":memory:":
+            parts.append(f"object={id(store):x}")
+    engine = getattr(store, "_engine", None)
+    url = getattr(engine, "url", None)
+    if url is not None:
+        parts.append(_without_credentials(url))
+    for attribute in ("sessions_table", "messages_table", "_sessions", "_messages", "_key_prefix"):
+        value = getattr(store, attribute, None)
+        name = getattr(value, "name", value)
+        if isinstance(name, str):
+            parts.append(f"{attribute.strip('_')}={name}")
+    return ";".join(parts)
+
+
+def _without_credentials(url: Any) -> str:
+    strip = getattr(url, "set", None)
+    if callable(strip) and callable(getattr(url, "render_as_string", None)):
+        return str(strip(username=None, password=None).render_as_string(hide_password=False))
+    parsed = urlsplit(str(url))
+    host = parsed.hostname or ""
+    if parsed.port:
+        host = f"{host}:{parsed.port}"
+    return urlunsplit((parsed.scheme, host, parsed.path, "", ""))

@@ -1,0 +1,69 @@
+"""Intent journals: the durable record of pending writes and of the decisions that settled them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Final
+from urllib.parse import urlsplit
+
+from ..errors import ConfigurationError
+from .base import IntentJournal, IntentState, JournalEntry
+from .memory import InvariantViolation, MemoryJournal
+from .sqlite import SQLiteJournal
+
+__all__ = [
+    "DEFAULT_JOURNAL_PATH",
+    "IntentJournal",
+    "IntentState",
+    "InvariantViolation",
+    "JournalEntry",
+    "MemoryJournal",
+    "SQLiteJournal",
+    "open_journal",
+]
+
+DEFAULT_JOURNAL_PATH: Final = "agents-reconcile.db"
+"""The embedded journal's file name, in the working directory, when none is configured."""
+
+_shared: dict[Path, SQLiteJournal] = {}
+
+
+def open_journal(spec: IntentJournal | str | os.PathLike[str] | None) -> IntentJournal:
+    """Resolve a journal address: an ``IntentJournal``, a path, or a URL.
+
+    Paths and ``sqlite:///relative.db`` / ``sqlite:////absolute.db`` URLs open the
+    embedded journal; one ``SQLiteJournal`` is shared per file within a process.
+    """
+    if spec is None:
+        return _sqlite(Path(DEFAULT_JOURNAL_PATH))
+    if isinstance(spec, os.PathLike):
+        return _sqlite(Path(spec))
+    if not isinstance(spec, str):
+        if isinstance(spec, IntentJournal):
+            return spec
+        raise ConfigurationError(f"journal must be an IntentJournal, a path or a URL, not {spec!r}")
+    if "://" not in spec:
+        return _sqlite(Path(spec))
+    scheme = urlsplit(spec).scheme.lower()
+    if scheme == "sqlite":
+        path = spec.split("://", 1)[1]
+        if not path.startswith("/") or path == "/":
+            raise ConfigurationError(f"sqlite journal URL needs a path: {spec!r}")
+        return _sqlite(Path(path[1:]))
+    if scheme == "memory":
+        return MemoryJournal()
+    if scheme in ("redis", "rediss", "postgresql", "postgres"):
+        raise ConfigurationError(
+            f"{scheme} journals are not part of this release; use an SQLite path or an "
+            "IntentJournal instance"
+        )
+    raise ConfigurationError(f"unknown journal URL scheme {scheme!r} in {spec!r}")
+
+
+def _sqlite(path: Path) -> SQLiteJournal:
+    key = path.expanduser().resolve()
+    journal = _shared.get(key)
+    if journal is None or journal._closed:
+        journal = _shared[key] = SQLiteJournal(key)
+    return journal

@@ -1,0 +1,98 @@
+"""The intent journal contract: where pending writes and decisions are kept."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+from ..ownership import Owner
+from ..records import BackendIdentity, Decision, PendingWrite
+
+__all__ = ["IntentJournal", "IntentState", "JournalEntry"]
+
+
+class IntentState(enum.Enum):
+    """Where an unresolved intent stands."""
+
+    IN_FLIGHT = "in_flight"
+    """The owner's append has started and not returned."""
+    FAILED = "failed"
+    """The append raised; the outcome is unknown."""
+    CANCELLED = "cancelled"
+    """The append was cancelled; the outcome is unknown."""
+    RECONCILING = "reconciling"
+    """An owner is classifying (and perhaps replaying) it now."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """An unresolved intent with its state, its owner, and when either last changed."""
+
+    intent: PendingWrite
+    state: IntentState
+    owner: Owner
+    updated_at: float
+
+
+@runtime_checkable
+class IntentJournal(Protocol):
+    """Durable store of unresolved intents and of the decisions that settled them.
+
+    Implementations translate their driver's errors into ``JournalError`` subclasses and
+    raise ``RecordError`` subclasses for records they cannot trust.
+    """
+
+    async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
+        """Store a new intent. The same id with the same content is a no-op; other content
+        raises ``IntentConflict``; an id that was already settled raises it too."""
+        ...
+
+    async def transition(
+        self,
+        intent_id: str,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_state: IntentState | None = None,
+        expect_owner: Owner | None = None,
+    ) -> bool:
+        """Set state and owner if the intent is unresolved and matches what is expected;
+        return whether it changed (a compare-and-set, used to claim an intent)."""
+        ...
+
+    async def discard(self, intent_id: str) -> None:
+        """Forget an intent whose append was acknowledged (no decision is recorded)."""
+        ...
+
+    async def pending(
+        self, session_id: str, backend: BackendIdentity | None = None
+    ) -> list[JournalEntry]:
+        """Unresolved intents of one session (and backend, when given), oldest first."""
+        ...
+
+    async def get(self, intent_id: str) -> JournalEntry | None:
+        """One unresolved intent, or None when unknown or settled."""
+        ...
+
+    async def is_settled(self, intent_id: str) -> bool:
+        """Whether a decision has settled this intent."""
+        ...
+
+    async def settle(self, decision: Decision) -> None:
+        """Close the decision's intent and store the decision, atomically."""
+        ...
+
+    async def note(self, decision: Decision) -> None:
+        """Store a decision that leaves its intent unresolved (a denial)."""
+        ...
+
+    async def decisions(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[Decision]:
+        """Stored decisions, newest first."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections; the journal may not be used afterwards."""
+        ...

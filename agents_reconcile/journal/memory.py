@@ -1,0 +1,120 @@
+"""An in-memory journal for tests that fails loudly when an invariant is broken."""
+
+from __future__ import annotations
+
+import time
+
+from ..errors import IntentConflict
+from ..ownership import Owner
+from ..records import BackendIdentity, Decision, PendingWrite
+from .base import IntentState, JournalEntry
+
+__all__ = ["InvariantViolation", "MemoryJournal"]
+
+
+class InvariantViolation(AssertionError):
+    """A caller broke a journal invariant (for example, touched a settled intent)."""
+
+
+class MemoryJournal:
+    """``IntentJournal`` in a dict. Settling, noting or moving a settled or unknown intent
+    raises ``InvariantViolation`` instead of being ignored."""
+
+    def __init__(self) -> None:
+        self._entries: dict[str, JournalEntry] = {}
+        self._settled: set[str] = set()
+        self._decisions: list[Decision] = []
+        self.closed = False
+
+    def _open_entry(self, intent_id: str, operation: str) -> JournalEntry:
+        if intent_id in self._settled:
+            raise InvariantViolation(f"{operation} on settled intent {intent_id}")
+        entry = self._entries.get(intent_id)
+        if entry is None:
+            raise InvariantViolation(f"{operation} on unknown intent {intent_id}")
+        return entry
+
+    async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
+        if intent.intent_id in self._settled:
+            raise IntentConflict(
+                f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
+            )
+        existing = self._entries.get(intent.intent_id)
+        if existing is not None:
+            if not existing.intent.same_content(intent):
+                raise IntentConflict(
+                    f"intent {intent.intent_id} is recorded with other content",
+                    intent_id=intent.intent_id,
+                )
+            return
+        self._entries[intent.intent_id] = JournalEntry(intent, state, owner, time.time())
+
+    async def transition(
+        self,
+        intent_id: str,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_state: IntentState | None = None,
+        expect_owner: Owner | None = None,
+    ) -> bool:
+        entry = self._open_entry(intent_id, "transition")
+        if expect_state is not None and entry.state is not expect_state:
+            return False
+        if expect_owner is not None and entry.owner != expect_owner:
+            return False
+        self._entries[intent_id] = JournalEntry(entry.intent, state, owner, time.time())
+        return True
+
+    async def discard(self, intent_id: str) -> None:
+        self._open_entry(intent_id, "discard")
+        del self._entries[intent_id]
+
+    async def pending(
+        self, session_id: str, backend: BackendIdentity | None = None
+    ) -> list[JournalEntry]:
+        return sorted(
+            (
+                entry
+                for entry in self._entries.values()
+                if entry.intent.session_id == session_id
+                and (backend is None or entry.intent.backend == backend)
+            ),
+            key=lambda entry: entry.intent.created_at,
+        )
+
+    async def get(self, intent_id: str) -> JournalEntry | None:
+        return self._entries.get(intent_id)
+
+    async def is_settled(self, intent_id: str) -> bool:
+        return intent_id in self._settled
+
+    async def settle(self, decision: Decision) -> None:
+        if not decision.settled:
+            raise InvariantViolation(f"settle() with a {decision.action.value} decision")
+        if decision.intent_id in self._settled:
+            raise InvariantViolation(f"intent {decision.intent_id} settled twice")
+        self._entries.pop(decision.intent_id, None)
+        self._settled.add(decision.intent_id)
+        self._decisions.append(decision)
+
+    async def note(self, decision: Decision) -> None:
+        if decision.settled:
+            raise InvariantViolation("note() with a settling decision; use settle()")
+        if decision.intent_id in self._settled:
+            raise InvariantViolation(f"decision noted on settled intent {decision.intent_id}")
+        self._decisions.append(decision)
+
+    async def decisions(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[Decision]:
+        chosen = [
+            d
+            for d in reversed(self._decisions)
+            if (session_id is None or d.session_id == session_id)
+            and (intent_id is None or d.intent_id == intent_id)
+        ]
+        return chosen[:limit]
+
+    async def close(self) -> None:
+        self.closed = True

@@ -1,0 +1,355 @@
+"""The embedded journal: one SQLite file, no setup.
+
+Each operation is one short transaction on a connection owned by this object. It runs on
+the calling thread while the database is free (a few tens of microseconds, cheaper than a
+thread hop) and moves to a worker thread with a longer busy timeout when another process
+holds the write lock, so a busy journal never stalls the event loop for long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final, TypeVar
+
+from ..errors import IntentConflict, JournalCorrupt, JournalUnavailable
+from ..ownership import Owner
+from ..records import BackendIdentity, Decision, PendingWrite
+from .base import IntentState, JournalEntry
+
+__all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
+
+SCHEMA_VERSION: Final = 1
+_T = TypeVar("_T")
+_SETTLING_ACTIONS: Final = ("settled", "replayed", "dropped")
+
+_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS journal_schema (
+        version INTEGER NOT NULL,
+        applied_at REAL NOT NULL
+    )""",
+    """CREATE TABLE IF NOT EXISTS intents (
+        intent_id TEXT PRIMARY KEY,
+        session_id TEXT NOT NULL,
+        backend TEXT NOT NULL,
+        state TEXT NOT NULL,
+        owner TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL,
+        record BLOB NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS intents_by_session ON intents (session_id, created_at)",
+    """CREATE TABLE IF NOT EXISTS decisions (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        intent_id TEXT NOT NULL,
+        session_id TEXT NOT NULL,
+        backend TEXT NOT NULL,
+        outcome TEXT NOT NULL,
+        reason TEXT NOT NULL,
+        action TEXT NOT NULL,
+        decided_at REAL NOT NULL,
+        record BLOB NOT NULL
+    )""",
+    "CREATE INDEX IF NOT EXISTS decisions_by_intent ON decisions (intent_id)",
+    "CREATE INDEX IF NOT EXISTS decisions_by_session ON decisions (session_id, seq)",
+)
+
+
+class _Busy(Exception):
+    """The database is locked by another connection; retry off the event loop."""
+
+
+class SQLiteJournal:
+    """``IntentJournal`` in one SQLite file (created with its schema on first use).
+
+    ``synchronous="NORMAL"`` (the default) makes every commit survive the process being
+    killed; ``"FULL"`` also survives power loss, at an fsync per commit.
+    """
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        synchronous: str = "NORMAL",
+    ) -> None:
+        self.path = Path(path).expanduser().resolve()
+        self._busy_timeout = busy_timeout
+        if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous must be NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self._synchronous = synchronous.upper()
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+        self._closed = False
+
+    def __repr__(self) -> str:
+        return f"SQLiteJournal({str(self.path)!r})"
+
+    # -- connection ---------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._closed:
+            raise JournalUnavailable(f"journal {self.path} is closed")
+        # A connection must not cross a fork: the child opens its own.
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=0, isolation_level=None, check_same_thread=False
+            )
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+        try:
+            # WAL lets readers run beside the one writer; NORMAL commits reach the OS before
+            # returning, which is what surviving SIGKILL needs.
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            self._migrate(conn)
+        except BaseException:
+            conn.close()
+            raise
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    def _migrate(self, conn: sqlite3.Connection) -> None:
+        conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
+        # IMMEDIATE: two processes creating the schema at once must not both insert a version.
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            for statement in _SCHEMA:
+                conn.execute(statement)
+            row = conn.execute("SELECT max(version) FROM journal_schema").fetchone()
+            version = row[0] if row else None
+            if version is None:
+                conn.execute(
+                    "INSERT INTO journal_schema (version, applied_at) VALUES (?, ?)",
+                    (SCHEMA_VERSION, time.time()),
+                )
+            elif version > SCHEMA_VERSION:
+                raise JournalCorrupt(
+                    f"journal {self.path} has schema version {version}, newer than this "
+                    f"release's {SCHEMA_VERSION}; upgrade agents-reconcile"
+                )
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        conn.execute("PRAGMA busy_timeout=0")
+
+    def schema_version(self) -> int:
+        """The schema version recorded in the file (runs no DDL beyond first creation)."""
+        row = self._sync(lambda c: c.execute("SELECT max(version) FROM journal_schema").fetchone())
+        return int(row[0])
+
+    def _sync(self, operation: Callable[[sqlite3.Connection], _T], *, patient: bool = False) -> _T:
+        if not self._lock.acquire(blocking=patient):
+            raise _Busy
+        try:
+            try:
+                conn = self._connection()
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+            if patient:
+                conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
+            try:
+                return operation(conn)
+            except sqlite3.OperationalError as exc:
+                if not patient and _is_busy(exc):
+                    raise _Busy from exc
+                raise _translate(exc, self.path) from exc
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if patient:
+                    conn.execute("PRAGMA busy_timeout=0")
+        finally:
+            self._lock.release()
+
+    async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
+        try:
+            return self._sync(operation)
+        except _Busy:
+            return await asyncio.to_thread(self._sync, operation, patient=True)
+
+    # -- IntentJournal ------------------------------------------------------------------
+
+    async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
+        blob = intent.encode()
+
+        def write(conn: sqlite3.Connection) -> None:
+            # IMMEDIATE: the existence checks and the insert must see one state of the file.
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT record FROM intents WHERE intent_id = ?", (intent.intent_id,)
+            ).fetchone()
+            if row is not None:
+                conn.execute("COMMIT")
+                if not PendingWrite.decode(row[0]).same_content(intent):
+                    raise IntentConflict(
+                        f"intent {intent.intent_id} is recorded with other content",
+                        intent_id=intent.intent_id,
+                    )
+                return
+            if _settled(conn, intent.intent_id):
+                raise IntentConflict(
+                    f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
+                )
+            now = time.time()
+            conn.execute(
+                "INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at,"
+                " updated_at, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    intent.intent_id,
+                    intent.session_id,
+                    str(intent.backend),
+                    state.value,
+                    str(owner),
+                    intent.created_at,
+                    now,
+                    blob,
+                ),
+            )
+            conn.execute("COMMIT")
+
+        await self._run(write)
+
+    async def transition(
+        self,
+        intent_id: str,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_state: IntentState | None = None,
+        expect_owner: Owner | None = None,
+    ) -> bool:
+        sql = "UPDATE intents SET state = ?, owner = ?, updated_at = ? WHERE intent_id = ?"
+        args: list[object] = [state.value, str(owner), time.time(), intent_id]
+        if expect_state is not None:
+            sql += " AND state = ?"
+            args.append(expect_state.value)
+        if expect_owner is not None:
+            sql += " AND owner = ?"
+            args.append(str(expect_owner))
+        return await self._run(lambda conn: conn.execute(sql, args).rowcount == 1)
+
+    async def discard(self, intent_id: str) -> None:
+        await self._run(
+            lambda conn: conn.execute("DELETE FROM intents WHERE intent_id = ?", (intent_id,))
+        )
+
+    async def pending(
+        self, session_id: str, backend: BackendIdentity | None = None
+    ) -> list[JournalEntry]:
+        def read(conn: sqlite3.Connection) -> list[tuple[str, str, float, bytes]]:
+            sql = "SELECT state, owner, updated_at, record FROM intents WHERE session_id = ?"
+            args: list[object] = [session_id]
+            if backend is not None:
+                sql += " AND backend = ?"
+                args.append(str(backend))
+            rows = conn.execute(sql + " ORDER BY created_at", args).fetchall()
+            return rows
+
+        return [_entry(*row) for row in await self._run(read)]
+
+    async def get(self, intent_id: str) -> JournalEntry | None:
+        row = await self._run(
+            lambda conn: conn.execute(
+                "SELECT state, owner, updated_at, record FROM intents WHERE intent_id = ?",
+                (intent_id,),
+            ).fetchone()
+        )
+        return None if row is None else _entry(*row)
+
+    async def is_settled(self, intent_id: str) -> bool:
+        return await self._run(lambda conn: _settled(conn, intent_id))
+
+    async def settle(self, decision: Decision) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("DELETE FROM intents WHERE intent_id = ?", (decision.intent_id,))
+            _insert_decision(conn, decision)
+            conn.execute("COMMIT")
+
+        await self._run(write)
+
+    async def note(self, decision: Decision) -> None:
+        await self._run(lambda conn: _insert_decision(conn, decision))
+
+    async def decisions(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[Decision]:
+        sql = "SELECT record FROM decisions WHERE 1 = 1"
+        args: list[object] = []
+        if session_id is not None:
+            sql += " AND session_id = ?"
+            args.append(session_id)
+        if intent_id is not None:
+            sql += " AND intent_id = ?"
+            args.append(intent_id)
+        sql += " ORDER BY seq DESC LIMIT ?"
+        args.append(limit)
+        rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
+        return [Decision.decode(row[0]) for row in rows]
+
+    async def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+
+def _entry(state: str, owner: str, updated_at: float, record: bytes) -> JournalEntry:
+    return JournalEntry(
+        intent=PendingWrite.decode(record),
+        state=IntentState(state),
+        owner=Owner.parse(owner),
+        updated_at=updated_at,
+    )
+
+
+def _settled(conn: sqlite3.Connection, intent_id: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM decisions WHERE intent_id = ? AND action IN (?, ?, ?) LIMIT 1",
+        (intent_id, *_SETTLING_ACTIONS),
+    ).fetchone()
+    return row is not None
+
+
+def _insert_decision(conn: sqlite3.Connection, decision: Decision) -> None:
+    conn.execute(
+        "INSERT INTO decisions (intent_id, session_id, backend, outcome, reason, action,"
+        " decided_at, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            decision.intent_id,
+            decision.session_id,
+            str(decision.backend),
+            decision.outcome.value,
+            decision.reason.value,
+            decision.action.value,
+            decision.decided_at,
+            decision.encode(),
+        ),
+    )
+
+
+def _is_busy(exc: sqlite3.OperationalError) -> bool:
+    text = str(exc).lower()
+    return "locked" in text or "busy" in text
+
+
+def _translate(exc: sqlite3.Error, path: Path) -> Exception:
+    text = str(exc).lower()
+    if isinstance(exc, sqlite3.DatabaseError) and (
+        "not a database" in text or "malformed" in text or "corrupt" in text
+    ):
+        return JournalCorrupt(f"journal {path} is damaged or is not a journal: {exc}")
+    return JournalUnavailable(f"journal {path} cannot be used: {exc}")

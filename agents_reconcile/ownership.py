@@ -1,0 +1,86 @@
+"""Who owns an intent, and whether that owner is still alive.
+
+An intent in flight belongs to the process that started the append. Another process may
+settle it only once that owner is gone: on the same host, when its pid is dead or reused
+(start time differs); elsewhere, when the intent is older than the lease time.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import uuid
+from dataclasses import dataclass
+from functools import cache
+from typing import Final
+
+__all__ = ["Owner", "current_owner"]
+
+_BOOT_ID_PATH: Final = "/proc/sys/kernel/random/boot_id"
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """A process: host (with boot id where known), pid, and the pid's start time."""
+
+    host: str
+    pid: int
+    started: str
+
+    def __str__(self) -> str:
+        return f"{self.host}/{self.pid}/{self.started}"
+
+    @classmethod
+    def parse(cls, text: str) -> Owner:
+        host, _, rest = text.rpartition("/")
+        host, _, pid = host.rpartition("/")
+        return cls(host=host, pid=int(pid), started=rest)
+
+    def is_live(self, *, age_seconds: float, lease_seconds: float) -> bool:
+        """Whether this owner may still finish what it started."""
+        me = current_owner()
+        if self.host != me.host:
+            return age_seconds < lease_seconds
+        if self.pid == me.pid:
+            return self.started == me.started
+        return _process_started(self.pid) == self.started
+
+
+def _read(path: str) -> str | None:
+    try:
+        with open(path, encoding="ascii") as handle:
+            return handle.read().strip()
+    except OSError:
+        return None
+
+
+def _process_started(pid: int) -> str | None:
+    """The pid's start time in clock ticks since boot, or None when no such process runs."""
+    stat = _read(f"/proc/{pid}/stat")
+    if stat is not None:
+        # Field 22 counts from after the parenthesised command name, which may hold spaces.
+        fields = stat[stat.rfind(")") + 2 :].split()
+        return fields[19] if len(fields) > 19 else None
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        return "unknown"
+    return "unknown"
+
+
+@cache
+def _current(pid: int) -> Owner:
+    boot = _read(_BOOT_ID_PATH) or uuid.uuid4().hex
+    started = _process_started(pid)
+    return Owner(
+        host=f"{socket.gethostname()}#{boot[:8]}",
+        pid=pid,
+        started=started if started is not None else uuid.uuid4().hex,
+    )
+
+
+def current_owner() -> Owner:
+    """This process (re-derived after a fork)."""
+    return _current(os.getpid())

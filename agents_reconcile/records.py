@@ -1,0 +1,324 @@
+"""The records agents-reconcile keeps: pending writes, decisions, backend identities.
+
+Records are frozen dataclasses with a versioned encoding. Every encoded record carries a
+blake3 digest over its other fields, so a record that was edited, truncated or written by a
+newer release is refused with a typed error instead of being guessed at.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+from blake3 import blake3
+
+from .errors import RecordMalformed, RecordTampered, UnsupportedRecordVersion
+from .fingerprint import FINGERPRINT_SCHEME, digest_items
+
+__all__ = [
+    "RECORD_VERSION",
+    "Action",
+    "BackendIdentity",
+    "Decision",
+    "Outcome",
+    "PendingWrite",
+    "Reason",
+]
+
+RECORD_VERSION: Final = 1
+"""Format version of encoded records; a record with a higher version is refused."""
+
+
+class Outcome(enum.Enum):
+    """What the authoritative history says about a pending write."""
+
+    COMMITTED = "committed"
+    """The batch is in the history: never replay it."""
+    UNCHANGED = "unchanged"
+    """The history is as it was before the write: the batch is missing and may be replayed."""
+    AMBIGUOUS = "ambiguous"
+    """Nobody can vouch for the history: stop, and show the evidence."""
+    EXTENDED = "extended"
+    """(Revisioned stores.) The batch is proven absent and other writers' batches present."""
+
+
+class Reason(enum.Enum):
+    """Why a decision came out as it did. ``explanation`` is a sentence for people."""
+
+    BATCH_PRESENT = "batch_present"
+    BATCH_ABSENT = "batch_absent"
+    INDISTINGUISHABLE = "indistinguishable"
+    HISTORY_CHANGED = "history_changed"
+    PARTIAL_COMMIT = "partial_commit"
+    OPERATOR_REQUIRED = "operator_required"
+    IN_FLIGHT_ELSEWHERE = "in_flight_elsewhere"
+    BACKEND_MISMATCH = "backend_mismatch"
+    SESSION_MISMATCH = "session_mismatch"
+    UNSUPPORTED_RECORD = "unsupported_record"
+    RECORD_UNTRUSTED = "record_untrusted"
+    COPIES_DISAGREE = "copies_disagree"
+    ALREADY_SETTLED = "already_settled"
+
+    @property
+    def explanation(self) -> str:
+        return _EXPLANATIONS[self]
+
+
+_EXPLANATIONS: Final[dict[Reason, str]] = {
+    Reason.BATCH_PRESENT: "The history ends with the batch on top of what preceded it: "
+    "the write landed and is never replayed.",
+    Reason.BATCH_ABSENT: "The history is exactly as it was before the write: the batch is missing.",
+    Reason.INDISTINGUISHABLE: "Repeated content makes the history look both written and "
+    "unwritten; neither replaying nor skipping can be vouched for.",
+    Reason.HISTORY_CHANGED: "The history no longer ends with what preceded the write, with or "
+    "without the batch: someone else changed it.",
+    Reason.PARTIAL_COMMIT: "Only the first items of the batch are in the history.",
+    Reason.OPERATOR_REQUIRED: "The batch is missing and on_unchanged='fail' leaves replaying "
+    "it to an operator.",
+    Reason.IN_FLIGHT_ELSEWHERE: "Another live worker owns this write and it is still in flight.",
+    Reason.BACKEND_MISMATCH: "The intent was recorded for another backend.",
+    Reason.SESSION_MISMATCH: "The intent was recorded for another session.",
+    Reason.UNSUPPORTED_RECORD: "The intent was recorded by another format version or "
+    "fingerprint scheme and is never compared.",
+    Reason.RECORD_UNTRUSTED: "The intent's record is damaged or was edited; its digest does "
+    "not match.",
+    Reason.COPIES_DISAGREE: "The journal and the RunState hold different contents for one intent.",
+    Reason.ALREADY_SETTLED: "The journal had already settled this intent.",
+}
+
+
+class Action(enum.Enum):
+    """What the session did after deciding."""
+
+    SETTLED = "settled"
+    """Nothing to write: the intent is closed."""
+    REPLAYED = "replayed"
+    """The missing batch was appended once, then the intent was closed."""
+    DENIED = "denied"
+    """Continuation refused; the intent stays pending for an operator."""
+    LEFT_PENDING = "left_pending"
+    """Nothing written, nothing refused permanently: the intent stays pending."""
+    DROPPED = "dropped"
+    """A stale RunState copy of an already settled intent was removed."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendIdentity:
+    """Which store an intent was written to: never credentials.
+
+    ``kind`` names the store's type (module and qualified name); ``namespace`` says which
+    instance (a resolved database file, a URL without credentials, table names).
+    """
+
+    kind: str
+    namespace: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind}|{self.namespace}" if self.namespace else self.kind
+
+    @classmethod
+    def parse(cls, text: str) -> BackendIdentity:
+        """Inverse of ``str()``."""
+        kind, _, namespace = text.partition("|")
+        if not kind:
+            raise RecordMalformed(f"empty backend identity: {text!r}")
+        return cls(kind, namespace)
+
+
+@dataclass(frozen=True)
+class PendingWrite:
+    """A write to a session whose outcome is not known yet, with what it needs to be judged.
+
+    ``before_digests`` are the digests of the items that preceded the batch (at most
+    ``len(batch) + 1``); ``before_is_whole`` says they were the whole history.
+    """
+
+    intent_id: str
+    session_id: str
+    backend: BackendIdentity
+    batch: tuple[Any, ...]
+    batch_digests: tuple[str, ...]
+    before_digests: tuple[str, ...]
+    before_is_whole: bool
+    created_at: float
+    persisted_count: int | None = None
+    ignore_ids: bool = False
+    scheme: str = FINGERPRINT_SCHEME
+    version: int = RECORD_VERSION
+
+    def to_mapping(self) -> dict[str, Any]:
+        """JSON-shaped form with its digest, as stored in journals and RunState contexts."""
+        body: dict[str, Any] = {
+            "v": self.version,
+            "type": "pending_write",
+            "intent_id": self.intent_id,
+            "session_id": self.session_id,
+            "backend": str(self.backend),
+            "scheme": self.scheme,
+            "batch": list(self.batch),
+            "batch_digests": list(self.batch_digests),
+            "before_digests": list(self.before_digests),
+            "before_is_whole": self.before_is_whole,
+            "persisted_count": self.persisted_count,
+            "ignore_ids": self.ignore_ids,
+            "created_at": self.created_at,
+        }
+        body["digest"] = _body_digest(body)
+        return body
+
+    def encode(self) -> bytes:
+        return orjson.dumps(self.to_mapping())
+
+    @classmethod
+    def decode(cls, data: bytes | str | Mapping[str, Any]) -> PendingWrite:
+        """Rebuild a record, refusing damaged, edited or future-version input."""
+        body = _checked_body(data, "pending_write")
+        try:
+            record = cls(
+                intent_id=_str(body, "intent_id"),
+                session_id=_str(body, "session_id"),
+                backend=BackendIdentity.parse(_str(body, "backend")),
+                batch=tuple(_list(body, "batch")),
+                batch_digests=tuple(_list(body, "batch_digests")),
+                before_digests=tuple(_list(body, "before_digests")),
+                before_is_whole=bool(body["before_is_whole"]),
+                created_at=float(body["created_at"]),
+                persisted_count=body.get("persisted_count"),
+                ignore_ids=bool(body.get("ignore_ids", False)),
+                scheme=_str(body, "scheme"),
+                version=int(body["v"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordMalformed(f"pending write record is missing or mistypes {exc}") from exc
+        if record.scheme != FINGERPRINT_SCHEME:
+            raise UnsupportedRecordVersion(
+                f"intent {record.intent_id} uses fingerprint scheme {record.scheme!r}; "
+                f"this release compares only {FINGERPRINT_SCHEME!r}"
+            )
+        if digest_items(record.batch, ignore_ids=record.ignore_ids) != record.batch_digests:
+            raise RecordTampered(f"intent {record.intent_id}: the batch does not match its digests")
+        return record
+
+    def same_content(self, other: PendingWrite) -> bool:
+        """Whether two copies describe the same write (timestamps included)."""
+        return bool(self.to_mapping()["digest"] == other.to_mapping()["digest"])
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What reconciliation concluded about one intent, and what it did. Payload-free."""
+
+    intent_id: str
+    session_id: str
+    backend: BackendIdentity
+    outcome: Outcome
+    reason: Reason
+    action: Action
+    decided_at: float
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def settled(self) -> bool:
+        """Whether this decision closed the intent."""
+        return self.action in (Action.SETTLED, Action.REPLAYED, Action.DROPPED)
+
+    def evidence_text(self) -> str:
+        """The evidence on one line, digests shortened for people."""
+        parts = []
+        for key, value in self.evidence.items():
+            if isinstance(value, list | tuple):
+                shown = "[" + ", ".join(_short(v) for v in value) + "]"
+            else:
+                shown = _short(value)
+            parts.append(f"{key}={shown}")
+        return "; ".join(parts) or "none"
+
+    def to_mapping(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "v": RECORD_VERSION,
+            "type": "decision",
+            "intent_id": self.intent_id,
+            "session_id": self.session_id,
+            "backend": str(self.backend),
+            "outcome": self.outcome.value,
+            "reason": self.reason.value,
+            "action": self.action.value,
+            "decided_at": self.decided_at,
+            "evidence": dict(self.evidence),
+        }
+        body["digest"] = _body_digest(body)
+        return body
+
+    def encode(self) -> bytes:
+        return orjson.dumps(self.to_mapping())
+
+    @classmethod
+    def decode(cls, data: bytes | str | Mapping[str, Any]) -> Decision:
+        body = _checked_body(data, "decision")
+        try:
+            return cls(
+                intent_id=_str(body, "intent_id"),
+                session_id=_str(body, "session_id"),
+                backend=BackendIdentity.parse(_str(body, "backend")),
+                outcome=Outcome(body["outcome"]),
+                reason=Reason(body["reason"]),
+                action=Action(body["action"]),
+                decided_at=float(body["decided_at"]),
+                evidence=dict(body["evidence"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordMalformed(f"decision record is missing or mistypes {exc}") from exc
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text[:12] if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
+
+
+def _body_digest(body: Mapping[str, Any]) -> str:
+    payload = {key: value for key, value in body.items() if key != "digest"}
+    return blake3(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _checked_body(data: bytes | str | Mapping[str, Any], expected_type: str) -> Mapping[str, Any]:
+    if isinstance(data, Mapping):
+        body = data
+    else:
+        try:
+            body = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise RecordMalformed(f"{expected_type} record is not valid JSON: {exc}") from exc
+    if not isinstance(body, Mapping):
+        raise RecordMalformed(f"{expected_type} record is {type(body).__name__}, not an object")
+    version = body.get("v")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise RecordMalformed(f"{expected_type} record has no format version")
+    if version != RECORD_VERSION:
+        raise UnsupportedRecordVersion(
+            f"{expected_type} record has format version {version}; this release reads "
+            f"version {RECORD_VERSION} only"
+        )
+    if body.get("type") != expected_type:
+        raise RecordMalformed(f"expected a {expected_type} record, found {body.get('type')!r}")
+    if body.get("digest") != _body_digest(body):
+        raise RecordTampered(
+            f"{expected_type} record {body.get('intent_id')!r}: content does not match its digest"
+        )
+    return body
+
+
+def _str(body: Mapping[str, Any], key: str) -> str:
+    value = body[key]
+    if not isinstance(value, str):
+        raise TypeError(f"{key!r}")
+    return value
+
+
+def _list(body: Mapping[str, Any], key: str) -> Sequence[Any]:
+    value = body[key]
+    if not isinstance(value, list):
+        raise TypeError(f"{key!r}")
+    return value

@@ -1,0 +1,103 @@
+"""Fault injection for tests of code that uses sessions (ours and yours).
+
+``FaultInjectingSession`` wraps any session and makes chosen ``add_items`` calls fail the way
+real backends do: rejected before writing, written with the acknowledgement lost, hanging
+until cancelled, or preceded by another writer's append.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+__all__ = ["BackendFailure", "Fault", "FaultInjectingSession", "PlannedFault"]
+
+
+class BackendFailure(ConnectionError):
+    """The exception an injected fault raises (a stand-in for a driver error)."""
+
+
+class Fault(enum.Enum):
+    """How an injected ``add_items`` fails."""
+
+    REJECT = "reject"
+    """Raise before anything is written."""
+    LOST_ACK = "lost_ack"
+    """Write the whole batch, then raise as if the reply was lost."""
+    PARTIAL = "partial"
+    """Write the first item(s) of the batch, then raise (a chunking backend)."""
+    HANG = "hang"
+    """Never return until cancelled; nothing is written."""
+    CONCURRENT_WRITER = "concurrent_writer"
+    """Another writer appends ``foreign_items`` first, then the write is rejected."""
+
+
+@dataclass
+class PlannedFault:
+    """One fault, fired on the ``at``-th ``add_items`` call (1-based, counted from arming)."""
+
+    fault: Fault
+    at: int = 1
+    partial_items: int = 1
+    foreign_items: Sequence[Any] = field(
+        default_factory=lambda: ({"role": "user", "content": "written by someone else"},)
+    )
+
+
+class FaultInjectingSession:
+    """A session that forwards to ``inner`` and fails the ``add_items`` calls it is told to."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner = inner
+        self.session_id: str = inner.session_id
+        self.add_calls = 0
+        self.faults_fired: list[Fault] = []
+        self._planned: list[tuple[int, PlannedFault]] = []
+
+    @property
+    def session_settings(self) -> Any:
+        return getattr(self.inner, "session_settings", None)
+
+    def plan(self, fault: Fault, *, at: int = 1, **options: Any) -> PlannedFault:
+        """Fire ``fault`` on the ``at``-th ``add_items`` call from now."""
+        planned = PlannedFault(fault, at, **options)
+        self._planned.append((self.add_calls + at, planned))
+        return planned
+
+    def clear(self) -> None:
+        """Cancel every planned fault."""
+        self._planned.clear()
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        items: list[Any] = await self.inner.get_items(limit)
+        return items
+
+    async def add_items(self, items: list[Any]) -> None:
+        self.add_calls += 1
+        planned = next((p for n, p in self._planned if n == self.add_calls), None)
+        if planned is None:
+            await self.inner.add_items(items)
+            return
+        self._planned = [(n, p) for n, p in self._planned if p is not planned]
+        self.faults_fired.append(planned.fault)
+        if planned.fault is Fault.REJECT:
+            raise BackendFailure("injected: write rejected")
+        if planned.fault is Fault.LOST_ACK:
+            await self.inner.add_items(items)
+            raise BackendFailure("injected: acknowledgement lost after the write")
+        if planned.fault is Fault.PARTIAL:
+            await self.inner.add_items(items[: planned.partial_items])
+            raise BackendFailure("injected: only part of the batch was written")
+        if planned.fault is Fault.CONCURRENT_WRITER:
+            await self.inner.add_items(list(planned.foreign_items))
+            raise BackendFailure("injected: write rejected after another writer appended")
+        await asyncio.Event().wait()
+
+    async def pop_item(self) -> Any:
+        return await self.inner.pop_item()
+
+    async def clear_session(self) -> None:
+        await self.inner.clear_session()
