@@ -68,10 +68,9 @@ def _namespace(store: Any) -> str:
 
 
 def _without_credentials(url: Any) -> str:
-    strip = getattr(url, "set", None)
-    if callable(strip) and callable(getattr(url, "render_as_string", None)):
-        return str(strip(username=None, password=None).render_as_string(hide_password=False))
-    parsed = urlsplit(str(url))
+    render = getattr(url, "render_as_string", None)
+    text = str(render(hide_password=True)) if callable(render) else str(url)
+    parsed = urlsplit(text)
     host = parsed.hostname or ""
     if parsed.port:
         host = f"{host}:{parsed.port}"

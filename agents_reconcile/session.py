@@ -19,6 +19,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
+import orjson
 from agents.memory import OpenAIConversationsSession
 
 from .classify import Observation, classify, observation_window
@@ -31,7 +32,6 @@ from .errors import (
     JournalError,
     JournalUnavailable,
     RecordError,
-    RecordTampered,
     UnsupportedRecordVersion,
     UnsupportedSession,
 )
@@ -202,8 +202,8 @@ class ReconcilingSession:
         if not self._active:
             await self._inner_add(items, wrapper)
             return
-        batch = [canonical_item(item) if not isinstance(item, dict) else item for item in items]
         digests = digest_items(items, ignore_ids=self._ignore_ids)
+        batch = _detached_batch(items)
         if not items:
             await self._inner_add(items, wrapper)
             return
@@ -389,6 +389,15 @@ class ReconcilingSession:
             self._tail = None
             return
         complete = limit is None or limit <= 0 or len(items) < limit
+        known = self._tail
+        if (
+            not complete
+            and known is not None
+            and len(known.digests) > len(digests)
+            and known.digests[len(known.digests) - len(digests) :] == digests
+        ):
+            # A short read that agrees with what is known says nothing new: keep the longer view.
+            return
         self._tail = _Tail(digests, whole=complete and len(items) <= _TAIL_KEEP)
 
     def _extend_tail(self, digests: Sequence[str]) -> None:
@@ -432,9 +441,20 @@ class ReconcilingSession:
         """Settle every pending intent of this session, oldest first; deny on the first that
         cannot be vouched for."""
         decisions = await self._adopt_context_copies(context)
-        entries = await self._journal_call(
-            self.journal.pending, self.session_id, self.backend_identity
-        )
+        try:
+            entries = await self._journal_call(
+                self.journal.pending, self.session_id, self.backend_identity
+            )
+        except RecordError as exc:
+            await self._refuse(
+                None,
+                Outcome.AMBIGUOUS,
+                Reason.UNSUPPORTED_RECORD
+                if isinstance(exc, UnsupportedRecordVersion)
+                else Reason.RECORD_UNTRUSTED,
+                {"journal_error": str(exc)},
+                cause=exc,
+            )
         if not entries and not self._unjournaled:
             return decisions
         if not locked:
@@ -604,6 +624,7 @@ class ReconcilingSession:
         *,
         intent_id: str | None = None,
         binding: bool = False,
+        cause: BaseException | None = None,
     ) -> NoReturn:
         """Record a denial in the trail (best effort) and raise it."""
         decision = self._decision(intent, outcome, reason, action, evidence, intent_id=intent_id)
@@ -614,7 +635,7 @@ class ReconcilingSession:
                 "could not record denial of intent %s", decision.intent_id, exc_info=True
             )
         logger.warning("session %s: %s", self.session_id, decision.reason.explanation)
-        raise (BindingMismatch if binding else ContinuationDenied)(decision)
+        raise (BindingMismatch if binding else ContinuationDenied)(decision) from cause
 
     async def _journal_call(
         self, operation: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any
@@ -693,8 +714,9 @@ class ReconcilingSession:
                 {"error": str(exc)},
                 intent_id=str(intent_id),
                 binding=True,
+                cause=exc,
             )
-        except (RecordTampered, RecordError) as exc:
+        except RecordError as exc:
             await self._refuse(
                 None,
                 Outcome.AMBIGUOUS,
@@ -702,6 +724,7 @@ class ReconcilingSession:
                 {"error": str(exc)},
                 intent_id=str(intent_id),
                 binding=True,
+                cause=exc,
             )
         if intent is None:
             await self._refuse(
@@ -833,7 +856,8 @@ def _context_put(context: MutableMapping[str, Any], intent: PendingWrite) -> Non
     carried = context.setdefault(CONTEXT_KEY, {"version": _CONTEXT_VERSION, "pending": []})
     pending = carried.setdefault("pending", [])
     pending[:] = [p for p in pending if p.get("intent_id") != intent.intent_id]
-    pending.append(intent.to_mapping())
+    # A detached copy: the caller's context must not alias the intent's own batch.
+    pending.append(orjson.loads(intent.encode()))
 
 
 def _context_drop(context: MutableMapping[str, Any], intent_id: str) -> None:
@@ -848,6 +872,17 @@ def _context_drop(context: MutableMapping[str, Any], intent_id: str) -> None:
     ]
     if not carried["pending"]:
         del context[CONTEXT_KEY]
+
+
+def _detached_batch(items: Sequence[Any]) -> list[Any]:
+    """The batch as JSON values owned by the intent, so later mutation by the caller (or the
+    SDK) cannot change what is recorded or replayed."""
+    shaped = [item if isinstance(item, dict) else canonical_item(item) for item in items]
+    try:
+        detached: list[Any] = orjson.loads(orjson.dumps(shaped))
+    except (TypeError, ValueError) as exc:
+        raise FingerprintError(f"the batch cannot be recorded: {exc}", index=0) from exc
+    return detached
 
 
 def _accepts(method: Any, name: str) -> bool:

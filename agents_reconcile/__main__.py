@@ -1,0 +1,7 @@
+"""``python -m agents_reconcile``: the same command line as ``agents-reconcile``."""
+
+from __future__ import annotations
+
+from .cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,331 @@
+"""The ``agents-reconcile`` command: run the demo, and look into an intent journal.
+
+::
+
+    agents-reconcile demo [--dir DIR]
+    agents-reconcile pending --journal PATH [--session ID]
+    agents-reconcile decisions --journal PATH [--session ID] [--limit N]
+
+``pending`` and ``decisions`` open the SQLite journal read-only and never print a batch's
+contents: only ids, states, owners, counts and digests. Problems with the journal (missing,
+damaged, a record that fails its digest) are reported on one line on stderr, exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sqlite3
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import closing, contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Final, TypeVar
+
+from . import __version__
+from .config import ReconcileConfig
+from .errors import (
+    JournalCorrupt,
+    JournalError,
+    JournalUnavailable,
+    RecordError,
+    RecordMalformed,
+    RecordTampered,
+)
+from .journal import IntentState, JournalEntry
+from .journal.sqlite import SCHEMA_VERSION
+from .ownership import Owner
+from .records import Decision, PendingWrite
+
+__all__ = ["main", "read_decisions", "read_pending"]
+
+PROG: Final = "agents-reconcile"
+EXIT_OK: Final = 0
+EXIT_TROUBLE: Final = 2
+_T = TypeVar("_T")
+
+
+# -- reading a journal without changing it ---------------------------------------------------
+
+
+def read_pending(path: Path, session_id: str | None = None) -> list[JournalEntry]:
+    """Unresolved intents in the SQLite journal at ``path`` (all sessions unless one is given),
+    oldest first.
+
+    The journal protocol lists one session at a time; an operator needs all of them, so this
+    reads the file directly, read-only. Raises ``JournalError`` or ``RecordError``.
+    """
+    sql = "SELECT intent_id, session_id, backend, state, owner, updated_at, record FROM intents"
+    args: list[object] = []
+    if session_id is not None:
+        sql += " WHERE session_id = ?"
+        args.append(session_id)
+    sql += " ORDER BY created_at, intent_id"
+    rows = _query(path, sql, args)
+    entries = []
+    for intent_id, row_session, backend, state, owner, updated_at, record in rows:
+        intent = _decoded(intent_id, PendingWrite.decode, record)
+        if (intent.intent_id, intent.session_id, str(intent.backend)) != (
+            intent_id,
+            row_session,
+            backend,
+        ):
+            raise RecordTampered(
+                f"intent {intent_id}: the journal row and its record name different "
+                "intents, sessions or backends"
+            )
+        try:
+            entries.append(
+                JournalEntry(
+                    intent=intent,
+                    state=IntentState(state),
+                    owner=Owner.parse(str(owner)),
+                    updated_at=float(str(updated_at)),
+                )
+            )
+        except (TypeError, ValueError) as exc:
+            raise JournalCorrupt(f"intent {intent_id}: unreadable state or owner ({exc})") from exc
+    return entries
+
+
+def read_decisions(path: Path, session_id: str | None = None, limit: int = 20) -> list[Decision]:
+    """The newest ``limit`` decisions in the SQLite journal at ``path``, newest first.
+
+    Read-only, like ``read_pending``; raises ``JournalError`` or ``RecordError``.
+    """
+    sql = "SELECT intent_id, session_id, record FROM decisions"
+    args: list[object] = []
+    if session_id is not None:
+        sql += " WHERE session_id = ?"
+        args.append(session_id)
+    sql += " ORDER BY seq DESC LIMIT ?"
+    args.append(limit)
+    decisions = []
+    for intent_id, row_session, record in _query(path, sql, args):
+        decision = _decoded(intent_id, Decision.decode, record)
+        if (decision.intent_id, decision.session_id) != (intent_id, row_session):
+            raise RecordTampered(
+                f"decision on intent {intent_id}: the journal row and its record disagree"
+            )
+        decisions.append(decision)
+    return decisions
+
+
+def _decoded(intent_id: object, decode: Callable[[bytes], _T], record: object) -> _T:
+    if not isinstance(record, bytes):
+        raise RecordMalformed(f"intent {intent_id}: the stored record is not a blob")
+    try:
+        return decode(record)
+    except RecordError as exc:
+        if str(intent_id) in str(exc):
+            raise
+        # Name the row: a record that cannot be parsed at all cannot name itself.
+        raise type(exc)(f"intent {intent_id}: {exc}") from exc
+
+
+def _query(path: Path, sql: str, args: Sequence[object]) -> list[tuple[object, ...]]:
+    with _read_only(path) as conn:
+        try:
+            version = conn.execute("SELECT max(version) FROM journal_schema").fetchone()[0]
+            if isinstance(version, int) and version > SCHEMA_VERSION:
+                raise JournalCorrupt(
+                    f"{path} has journal schema version {version}; this release reads "
+                    f"version {SCHEMA_VERSION}: upgrade agents-reconcile"
+                )
+            return list(conn.execute(sql, args).fetchall())
+        except sqlite3.Error as exc:
+            raise _translated(exc, path) from exc
+
+
+@contextmanager
+def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
+    resolved = path.expanduser().resolve()
+    if not resolved.is_file():
+        raise JournalUnavailable(f"no journal file at {path}")
+    # mode=ro: inspecting a journal must never create, migrate or lock it for writing, even
+    # when the path is mistyped or a live process is using it.
+    uri = f"{resolved.as_uri()}?mode=ro"
+    try:
+        conn = sqlite3.connect(uri, uri=True, timeout=5.0)
+    except sqlite3.Error as exc:
+        raise _translated(exc, path) from exc
+    with closing(conn):
+        yield conn
+
+
+def _translated(exc: sqlite3.Error, path: Path) -> JournalError:
+    text = str(exc).lower()
+    if "no such table" in text or "no such column" in text:
+        return JournalCorrupt(f"{path} is not an agents-reconcile journal ({exc})")
+    if "not a database" in text or "malformed" in text or "corrupt" in text:
+        return JournalCorrupt(f"{path} is damaged or is not a journal ({exc})")
+    return JournalUnavailable(f"{path} cannot be read ({exc})")
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run_demo
+
+    if args.dir is None:
+        directory = Path(tempfile.mkdtemp(prefix="agents-reconcile-demo-"))
+        print(f"Demo files go to a new temporary directory: {directory}")
+    else:
+        directory = Path(args.dir)
+    return asyncio.run(run_demo(directory, sys.stdout))
+
+
+def _cmd_pending(args: argparse.Namespace) -> int:
+    entries = read_pending(Path(args.journal), args.session)
+    if not entries:
+        where = f" for session {args.session!r}" if args.session else ""
+        print(f"No pending intents{where}.")
+        return EXIT_OK
+    now = time.time()
+    lease = ReconcileConfig().lease_seconds
+    rows = [("INTENT", "SESSION", "STATE", "AGE", "ITEMS", "OWNER", "BACKEND")]
+    for entry in entries:
+        intent = entry.intent
+        live = entry.owner.is_live(age_seconds=now - entry.updated_at, lease_seconds=lease)
+        rows.append(
+            (
+                intent.intent_id,
+                intent.session_id,
+                entry.state.value,
+                _age(now - intent.created_at),
+                str(len(intent.batch)),
+                f"{entry.owner.host}/{entry.owner.pid} ({'live' if live else 'gone'})",
+                str(intent.backend),
+            )
+        )
+    _table(rows)
+    return EXIT_OK
+
+
+def _cmd_decisions(args: argparse.Namespace) -> int:
+    decisions = read_decisions(Path(args.journal), args.session, args.limit)
+    if not decisions:
+        where = f" for session {args.session!r}" if args.session else ""
+        print(f"No decisions recorded{where}.")
+        return EXIT_OK
+    rows = [("DECIDED (UTC)", "SESSION", "INTENT", "OUTCOME", "REASON", "ACTION")]
+    for decision in decisions:
+        rows.append(
+            (
+                datetime.fromtimestamp(decision.decided_at, UTC).strftime("%Y-%m-%d %H:%M:%S"),
+                decision.session_id,
+                decision.intent_id,
+                decision.outcome.value,
+                decision.reason.value,
+                decision.action.value,
+            )
+        )
+    widths = _widths(rows)
+    print(_row(rows[0], widths))
+    for row, decision in zip(rows[1:], decisions, strict=True):
+        print(_row(row, widths))
+        # Digests and counts only: the evidence never holds an item's content.
+        print(f"    evidence: {decision.evidence_text()}")
+    return EXIT_OK
+
+
+def _age(seconds: float) -> str:
+    whole = max(int(seconds), 0)
+    minutes, secs = divmod(whole, 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def _widths(rows: Sequence[Sequence[str]]) -> list[int]:
+    return [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+
+
+def _row(row: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+
+
+def _table(rows: Sequence[Sequence[str]]) -> None:
+    widths = _widths(rows)
+    for row in rows:
+        print(_row(row, widths))
+
+
+# -- entry point -------------------------------------------------------------------------------
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog=PROG,
+        description="Reconcile uncertain OpenAI Agents SDK session writes: demo and journal "
+        "inspection.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser("demo", help="run three offline scenes: replayed, committed, denied")
+    demo.add_argument(
+        "--dir", metavar="DIR", help="where to keep the demo's files (default: a new temp dir)"
+    )
+    demo.set_defaults(handler=_cmd_demo)
+
+    pending = commands.add_parser(
+        "pending", help="list unresolved intents (ids, states, owners; never item contents)"
+    )
+    pending.add_argument("--journal", required=True, metavar="PATH", help="SQLite journal file")
+    pending.add_argument("--session", metavar="ID", help="only this session")
+    pending.set_defaults(handler=_cmd_pending)
+
+    decisions = commands.add_parser(
+        "decisions", help="show the decision trail, newest first (payload-free)"
+    )
+    decisions.add_argument("--journal", required=True, metavar="PATH", help="SQLite journal file")
+    decisions.add_argument("--session", metavar="ID", help="only this session")
+    decisions.add_argument(
+        "--limit", type=_positive, default=20, metavar="N", help="at most N (default 20)"
+    )
+    decisions.set_defaults(handler=_cmd_decisions)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit code (0 ok, 1 demo check failed, 2 trouble)."""
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as exit_request:
+        # --help, --version and usage errors: report their code instead of leaving the caller.
+        code = exit_request.code
+        return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_TROUBLE)
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except (JournalError, RecordError, OSError) as exc:
+        print(f"{PROG}: {_one_line(exc)}", file=sys.stderr)
+        return EXIT_TROUBLE
+    except KeyboardInterrupt:
+        return 130
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__
