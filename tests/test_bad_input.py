@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import shutil
 import sqlite3
+import subprocess
 from pathlib import Path
 from typing import Any
 
@@ -53,6 +55,11 @@ def fresh_session(tmp_path: Path, db: str = "chat.db") -> ReconcilingSession:
     return ReconcilingSession(
         SQLiteSession("s1", tmp_path / db), config=ReconcileConfig(journal=tmp_path / "j2.db")
     )
+
+
+def chattr(flag: str, path: Path) -> bool:
+    """Set or clear the immutable attribute; whether the file system allowed it."""
+    return subprocess.run(["chattr", flag, str(path)], capture_output=True).returncode == 0
 
 
 def resign(entry: dict[str, Any]) -> None:
@@ -155,7 +162,7 @@ async def test_unserialisable_item_names_its_position_and_writes_nothing(tmp_pat
 
 
 async def test_corrupt_journal_file_fails_closed_and_is_left_alone(tmp_path: Path) -> None:
-    """A journal file that is not a database stops writes with JournalCorrupt and keeps its bytes."""
+    """A journal file that is not a database stops writes (JournalCorrupt) and keeps its bytes."""
     garbage = b"this is not an sqlite database" * 100
     (tmp_path / "j.db").write_bytes(garbage)
     inner = SQLiteSession("s1", tmp_path / "chat.db")
@@ -181,9 +188,6 @@ async def test_unopenable_journal_fails_closed(tmp_path: Path) -> None:
 
 async def test_read_only_journal_fails_closed(tmp_path: Path) -> None:
     """A journal opened read-only by the file system refuses writes with JournalUnavailable."""
-    import shutil
-    import subprocess
-
     if shutil.which("chattr") is None:
         pytest.skip("chattr is not available to make the journal immutable")
     journal = tmp_path / "j.db"
@@ -191,7 +195,7 @@ async def test_read_only_journal_fails_closed(tmp_path: Path) -> None:
     session = ReconcilingSession(inner, config=ReconcileConfig(journal=journal))
     await session.add_items([USER])
     await session.journal.close()
-    if subprocess.run(["chattr", "+i", str(journal)], capture_output=True).returncode != 0:
+    if not chattr("+i", journal):
         pytest.skip("the file system does not support immutable files")
     try:
         session = ReconcilingSession(
@@ -202,4 +206,4 @@ async def test_read_only_journal_fails_closed(tmp_path: Path) -> None:
             await session.add_items([ANSWER])
         assert await inner.get_items() == [USER]
     finally:
-        subprocess.run(["chattr", "-i", str(journal)], check=False)
+        chattr("-i", journal)

@@ -188,7 +188,7 @@ async def test_environment_flag_makes_a_pure_pass_through(
 ) -> None:
     """AGENTS_RECONCILE=0/false/off/no overrides enabled=True: no journal, no notes, no gate."""
     monkeypatch.setenv("AGENTS_RECONCILE", value)
-    session, faulty, inner = wrapped(tmp_path)
+    session, faulty, _inner = wrapped(tmp_path)
     assert not session.enabled
     base = RunConfig(workflow_name="mine")
     assert session.run_config(base) is base
@@ -234,7 +234,7 @@ async def test_write_ahead_intent_is_durable_before_the_append(tmp_path: Path) -
 
 async def test_a_cancelled_append_is_uncertain_and_reconciled(tmp_path: Path) -> None:
     """A cancelled append stays pending and the next use replays it once."""
-    session, faulty, inner = wrapped(tmp_path)
+    session, faulty, _inner = wrapped(tmp_path)
     faulty.plan(Fault.HANG)
     task = asyncio.create_task(session.add_items([USER]))
     await asyncio.sleep(0.05)
@@ -372,7 +372,7 @@ async def test_hooks_gate_denies_before_the_model_and_delegates(tmp_path: Path) 
         async def on_agent_start(self, *args: Any, **kwargs: Any) -> None:
             calls.append("agent_start")
 
-    session, faulty, inner = wrapped(tmp_path)
+    session, faulty, _inner = wrapped(tmp_path)
     agent, model = text_agent("hello")
     await Runner.run(agent, "hi", session=session, hooks=session.hooks(Mine()))
     assert calls == ["agent_start", "llm_start"]
@@ -410,7 +410,7 @@ async def test_live_foreign_in_flight_intent_is_waited_for_then_denied(tmp_path:
 
 async def test_dead_owners_in_flight_intent_is_reconciled(tmp_path: Path) -> None:
     """An in-flight intent whose owner process is gone (same host, no such pid) is settled."""
-    session, _, inner = wrapped(tmp_path)
+    session, _, _inner = wrapped(tmp_path)
     me = current_owner()
     await recorded_intent(session, Owner(host=me.host, pid=2**22 + 7, started="1"))
     assert await session.get_items() == [USER]
@@ -419,7 +419,7 @@ async def test_dead_owners_in_flight_intent_is_reconciled(tmp_path: Path) -> Non
 
 async def test_expired_lease_of_a_foreign_worker_is_reconciled(tmp_path: Path) -> None:
     """A foreign in-flight intent older than lease_seconds is presumed dead and settled."""
-    session, _, inner = wrapped(tmp_path, lease_seconds=0.05)
+    session, _, _inner = wrapped(tmp_path, lease_seconds=0.05)
     await recorded_intent(session, Owner(host="other-host#x", pid=1, started="1"))
     await asyncio.sleep(0.1)
     assert await session.get_items() == [USER]
