@@ -9,9 +9,10 @@ history) and of the batch, the observed tail says:
 - it ends with ``before + batch``            -> COMMITTED (never replay)
 - it ends with ``before`` (and, where before
   was the whole history, holds nothing more) -> UNCHANGED (the batch is missing)
-- both (repeated content), neither (someone
-  changed the history), or a strict prefix
-  of the batch is there                      -> AMBIGUOUS (fail closed)
+- more than one reading fits (repeated
+  content), none does (someone changed the
+  history), or only a strict prefix of the
+  batch is there                             -> AMBIGUOUS (fail closed)
 
 Nothing here searches for "similar" items or repairs anything.
 """
@@ -105,16 +106,18 @@ def classify_digests(
     if count_before is not None:
         evidence["count_before"] = count_before
 
-    if committed and unchanged:
+    partial = [n for n in range(1, len(batch)) if holds(before + batch[:n], n)]
+    # A clean verdict needs exactly one reading of the tail: with repeated content a partial
+    # write can look like a full one or like none, and then neither can be vouched for.
+    if committed + unchanged + bool(partial) > 1:
         return Verdict(Outcome.AMBIGUOUS, Reason.INDISTINGUISHABLE, evidence)
     if committed:
         return Verdict(Outcome.COMMITTED, Reason.BATCH_PRESENT, evidence)
     if unchanged:
         return Verdict(Outcome.UNCHANGED, Reason.BATCH_ABSENT, evidence)
-    for landed in range(1, len(batch)):
-        if holds(before + batch[:landed], landed):
-            evidence["landed"] = landed
-            return Verdict(Outcome.AMBIGUOUS, Reason.PARTIAL_COMMIT, evidence)
+    if partial:
+        evidence["landed"] = partial[-1]
+        return Verdict(Outcome.AMBIGUOUS, Reason.PARTIAL_COMMIT, evidence)
     return Verdict(Outcome.AMBIGUOUS, Reason.HISTORY_CHANGED, evidence)
 
 

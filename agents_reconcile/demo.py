@@ -27,11 +27,11 @@ from typing import Any, Final, TextIO
 from agents import Agent, FunctionTool, Runner, SQLiteSession, function_tool, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from .config import ReconcileConfig
+from .config import ENV_FLAG, ReconcileConfig, env_disabled
 from .errors import ContinuationDenied
 from .records import Action, Decision, Outcome, Reason
 from .session import ReconcilingSession
-from .testing import Fault, FaultInjectingSession
+from .testing import BackendFailure, Fault, FaultInjectingSession
 
 __all__ = ["JOURNAL_FILE", "SESSION_FILE", "run_demo"]
 
@@ -113,6 +113,8 @@ async def run_demo(directory: Path, out: TextIO) -> int:
     journal_file = directory / JOURNAL_FILE
     say = _printer(out)
     say("agents-reconcile demo: a scripted agent whose charge_card tool has a real effect")
+    if env_disabled():
+        say(f"  note: {ENV_FLAG} switches reconciliation off, so the checks below will fail")
     say(f"  session store {session_file}")
     say(f"  journal       {journal_file}")
     passed = 0
@@ -159,7 +161,7 @@ async def _play(scene: _Scene, session_id: str, session_file: Path, journal_file
             await Runner.run(
                 agent, _ORDER_REQUEST, session=session, run_config=session.run_config()
             )
-        except Exception as exc:  # the backend's own error, which the wrapper re-raises
+        except Exception as exc:  # the wrapper re-raises the backend's own error
             result.first_error = exc
         result.history_before_retry = await store.get_items()
         calls_before_retry = len(model.calls)
@@ -237,12 +239,15 @@ def _report(scene: _Scene, session_id: str, result: _Result, say: Callable[[str]
 
 
 def _verdict(scene: _Scene, result: _Result) -> tuple[bool, str]:
+    """Check the scene's claims; return whether they hold and a one-line account of them."""
     decision = result.decision
     decided = (
         decision is not None
         and decision.outcome is scene.expected
         and decision.action is scene.expected_action
+        and isinstance(result.first_error, BackendFailure)
     )
+    wrong = "" if decided else f"expected {scene.expected.value} -> {scene.expected_action.value}; "
     ran = len(result.charges)
     if scene.expected is Outcome.AMBIGUOUS:
         untouched = result.history == result.history_before_retry
@@ -256,24 +261,26 @@ def _verdict(scene: _Scene, result: _Result) -> tuple[bool, str]:
             and result.still_pending == 1
             and ran == 1
         )
-        return ok, (
-            f"denied with {result.model_calls_on_retry} model calls in run 2; history "
+        calls = result.model_calls_on_retry
+        return ok, wrong + (
+            f"{'denied' if result.denied else 'NOT denied'} with {calls} model "
+            f"call{'' if calls == 1 else 's'} in run 2; history "
             f"{'unchanged' if untouched else 'CHANGED'} ({len(result.history)} items); "
-            f"{result.still_pending} intent left for an operator"
+            f"{result.still_pending} intent{'' if result.still_pending == 1 else 's'} left "
+            "for an operator"
         )
     stored_calls = _copies(result.history, "function_call")
     stored_outputs = _copies(result.history, "function_call_output")
     seen_calls = _copies(result.model_input, "function_call")
     ok = (
         decided
-        and result.first_error is not None
         and ran == 1
         and stored_calls == 1
         and stored_outputs == 1
         and seen_calls == 1
         and result.still_pending == 0
     )
-    return ok, (
+    return ok, wrong + (
         f"tool ran {_times(ran)}; history has {stored_calls} "
         f"cop{'y' if stored_calls == 1 else 'ies'} of the call and {stored_outputs} of its "
         f"output; the model saw {seen_calls}"

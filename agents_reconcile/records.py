@@ -184,10 +184,10 @@ class PendingWrite:
                 batch=tuple(_list(body, "batch")),
                 batch_digests=tuple(_list(body, "batch_digests")),
                 before_digests=tuple(_list(body, "before_digests")),
-                before_is_whole=bool(body["before_is_whole"]),
+                before_is_whole=_bool(body, "before_is_whole"),
                 created_at=float(body["created_at"]),
-                persisted_count=body.get("persisted_count"),
-                ignore_ids=bool(body.get("ignore_ids", False)),
+                persisted_count=_optional_int(body, "persisted_count"),
+                ignore_ids=_bool(body, "ignore_ids"),
                 scheme=_str(body, "scheme"),
                 version=int(body["v"]),
             )
@@ -313,6 +313,20 @@ def _checked_body(data: bytes | str | Mapping[str, Any], expected_type: str) -> 
 def _str(body: Mapping[str, Any], key: str) -> str:
     value = body[key]
     if not isinstance(value, str):
+        raise TypeError(f"{key!r}")
+    return value
+
+
+def _bool(body: Mapping[str, Any], key: str) -> bool:
+    value = body[key]
+    if not isinstance(value, bool):
+        raise TypeError(f"{key!r}")
+    return value
+
+
+def _optional_int(body: Mapping[str, Any], key: str) -> int | None:
+    value = body.get(key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
         raise TypeError(f"{key!r}")
     return value
 
