@@ -60,6 +60,9 @@ def _process_started(pid: int) -> str | None:
     if stat is not None:
         # Field 22 counts from after the parenthesised command name, which may hold spaces.
         fields = stat[stat.rfind(")") + 2 :].split()
+        # A zombie has exited; it only waits for its parent to reap it.
+        if not fields or fields[0] in ("Z", "X"):
+            return None
         return fields[19] if len(fields) > 19 else None
     try:
         os.kill(pid, 0)

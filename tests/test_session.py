@@ -552,3 +552,17 @@ async def test_recorded_batch_is_detached_from_the_callers_items(tmp_path: Path)
     assert intent.batch == ({"role": "user", "content": "original"},)
     await session.reconcile()
     assert await inner.get_items() == [{"role": "user", "content": "original"}]
+
+
+async def test_closing_a_shared_journal_does_not_break_other_sessions(tmp_path: Path) -> None:
+    """Sessions on one journal file share it; closing it from one leaves the other working."""
+    first, _, _ = wrapped(tmp_path)
+    second = ReconcilingSession(
+        SQLiteSession("s2", tmp_path / "chat.db"),
+        config=ReconcileConfig(journal=tmp_path / "journal.db"),
+    )
+    assert first.journal is second.journal
+    await first.journal.close()
+    await second.add_items([USER])
+    await first.add_items([ANSWER])
+    assert await second.get_items() == [USER]

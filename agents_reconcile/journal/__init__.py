@@ -64,6 +64,6 @@ def open_journal(spec: IntentJournal | str | os.PathLike[str] | None) -> IntentJ
 def _sqlite(path: Path) -> SQLiteJournal:
     key = path.expanduser().resolve()
     journal = _shared.get(key)
-    if journal is None or journal._closed:
+    if journal is None:
         journal = _shared[key] = SQLiteJournal(key)
     return journal

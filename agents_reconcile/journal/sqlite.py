@@ -86,7 +86,6 @@ class SQLiteJournal:
         self._lock = threading.Lock()
         self._conn: sqlite3.Connection | None = None
         self._pid = -1
-        self._closed = False
 
     def __repr__(self) -> str:
         return f"SQLiteJournal({str(self.path)!r})"
@@ -94,8 +93,6 @@ class SQLiteJournal:
     # -- connection ---------------------------------------------------------------------
 
     def _connection(self) -> sqlite3.Connection:
-        if self._closed:
-            raise JournalUnavailable(f"journal {self.path} is closed")
         # A connection must not cross a fork: the child opens its own.
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
@@ -300,8 +297,9 @@ class SQLiteJournal:
         return [Decision.decode(row[0]) for row in rows]
 
     async def close(self) -> None:
+        """Close the connection. The journal is shared per file within a process, so a later
+        operation (by this or another session) opens a new one instead of failing."""
         with self._lock:
-            self._closed = True
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
