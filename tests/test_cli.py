@@ -1,0 +1,79 @@
+"""The agents-reconcile command: the demo, and reading a journal without changing it."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from agents import SQLiteSession
+
+from agents_reconcile import ReconcileConfig, ReconcilingSession
+from agents_reconcile.cli import main
+from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
+
+
+def test_demo_runs_offline_and_passes_its_own_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`agents-reconcile demo` shows a replay, a committed write and a denial, and exits 0."""
+    assert main(["demo", "--dir", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    assert "unchanged / batch_absent -> replayed" in out
+    assert "committed / batch_present -> settled" in out
+    assert "ambiguous / history_changed -> denied" in out
+    assert "3 of 3 scenes" in out
+
+
+async def failed_journal(tmp_path: Path) -> Path:
+    journal = tmp_path / "journal.db"
+    faulty = FaultInjectingSession(SQLiteSession("s1", tmp_path / "chat.db"))
+    session = ReconcilingSession(faulty, config=ReconcileConfig(journal=journal))
+    faulty.plan(Fault.REJECT)
+    with pytest.raises(BackendFailure):
+        await session.add_items([{"role": "user", "content": "card 4242 4242 4242 4242"}])
+    return journal
+
+
+async def test_pending_lists_intents_without_their_contents(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pending` lists the unresolved intent (id, session, state) and never its payload."""
+    journal = await failed_journal(tmp_path)
+    assert main(["pending", "--journal", str(journal)]) == 0
+    out = capsys.readouterr().out
+    assert "s1" in out and "failed" in out
+    assert "4242" not in out
+
+
+async def test_decisions_show_the_trail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`decisions` shows what reconciliation decided, payload-free."""
+    journal = await failed_journal(tmp_path)
+    session = ReconcilingSession(
+        SQLiteSession("s1", tmp_path / "chat.db"), config=ReconcileConfig(journal=journal)
+    )
+    await session.reconcile()
+    assert main(["decisions", "--journal", str(journal), "--session", "s1"]) == 0
+    out = capsys.readouterr().out
+    assert "replayed" in out and "unchanged" in out
+    assert "4242" not in out
+
+
+def test_a_damaged_journal_is_one_line_and_exit_code_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing or damaged journal file gives one clear line on stderr and exit code 2."""
+    assert main(["pending", "--journal", str(tmp_path / "missing.db")]) == 2
+    (tmp_path / "junk.db").write_bytes(b"not a database" * 64)
+    assert main(["decisions", "--journal", str(tmp_path / "junk.db")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("agents-reconcile") for line in err)
+
+
+def test_module_entry_point_reports_its_version() -> None:
+    """`python -m agents_reconcile --version` prints the version."""
+    done = subprocess.run(
+        [sys.executable, "-m", "agents_reconcile", "--version"], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and "agents-reconcile" in done.stdout
