@@ -48,7 +48,10 @@ def canonical_item(item: Any, *, ignore_ids: bool = False) -> Any:
     else:
         return item
     if isinstance(payload, dict) and (
-        (ignore_ids and "id" in payload) or any(key in payload for key in _SESSION_ONLY_KEYS)
+        (ignore_ids and "id" in payload)
+        or "_agents_tool_description" in payload
+        or "_agents_tool_title" in payload
+        or "created_by" in payload
     ):
         payload = {
             key: value
@@ -71,12 +74,12 @@ def canonical_bytes(item: Any, *, ignore_ids: bool = False, index: int = 0) -> b
 
 def item_digest(item: Any, *, ignore_ids: bool = False, index: int = 0) -> str:
     """Digest of one item under ``FINGERPRINT_SCHEME`` (hex, 64 characters)."""
-    return blake3(canonical_bytes(item, ignore_ids=ignore_ids, index=index)).hexdigest()
+    return blake3(canonical_bytes(item, ignore_ids=ignore_ids, index=index)).digest().hex()
 
 
 def digest_items(items: Iterable[Any], *, ignore_ids: bool = False) -> tuple[str, ...]:
     """Digests of a sequence of items, in order; the first unserialisable item raises."""
     return tuple(
-        blake3(canonical_bytes(item, ignore_ids=ignore_ids, index=index)).hexdigest()
+        blake3(canonical_bytes(item, ignore_ids=ignore_ids, index=index)).digest().hex()
         for index, item in enumerate(items)
     )

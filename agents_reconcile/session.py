@@ -203,21 +203,38 @@ class ReconcilingSession:
             await self._inner_add(items, wrapper)
             return
         digests = digest_items(items, ignore_ids=self._ignore_ids)
-        batch = _detached_batch(items)
         if not items:
             await self._inner_add(items, wrapper)
             return
         context = _context_of(wrapper)
-        async with self._mutation(context):
-            if self._is_retried_batch(digests):
-                logger.info(
-                    "session %s: batch equal to the one just settled was not appended again",
-                    self.session_id,
-                )
-                self._settled = None
-                return
+        write_ahead = self.config.durability == "write_ahead"
+        # Under write_ahead the journal checks for pending intents in the same transaction
+        # that records the new one, so settling first would only repeat that query.
+        async with self._mutation(context, settle=not write_ahead):
+            while True:
+                if write_ahead and (self._unjournaled or _carries_intents(context)):
+                    await self._settle_pending(context, locked=True)
+                if self._is_retried_batch(digests):
+                    logger.info(
+                        "session %s: batch equal to the one just settled was not appended again",
+                        self.session_id,
+                    )
+                    self._settled = None
+                    return
+                intent = await self._new_intent(items, digests, wrapper)
+                if write_ahead:
+                    blocking = await self._journal_call(
+                        self.journal.open_intent,
+                        intent,
+                        state=IntentState.IN_FLIGHT,
+                        owner=current_owner(),
+                    )
+                    if blocking:
+                        await self._settle_pending(context, locked=True)
+                        continue
+                break
             self._settled = None
-            await self._append(items, batch, digests, wrapper, context)
+            await self._append(intent, items, wrapper, context, recorded=write_ahead)
 
     async def pop_item(
         self, *, wrapper: RunContextWrapper[Any] | None = None
@@ -285,20 +302,15 @@ class ReconcilingSession:
 
     # -- the write path -------------------------------------------------------------------
 
-    async def _append(
-        self,
-        items: list[TResponseInputItem],
-        batch: list[Any],
-        digests: tuple[str, ...],
-        wrapper: RunContextWrapper[Any] | None,
-        context: MutableMapping[str, Any] | None,
-    ) -> None:
+    async def _new_intent(
+        self, items: list[Any], digests: tuple[str, ...], wrapper: RunContextWrapper[Any] | None
+    ) -> PendingWrite:
         before, whole = await self._before(len(items), wrapper)
-        intent = PendingWrite(
+        return PendingWrite(
             intent_id=uuid.uuid4().hex,
             session_id=self.session_id,
             backend=self.backend_identity,
-            batch=tuple(batch),
+            batch=tuple(item if isinstance(item, dict) else canonical_item(item) for item in items),
             batch_digests=digests,
             before_digests=before,
             before_is_whole=whole,
@@ -306,10 +318,17 @@ class ReconcilingSession:
             persisted_count=len(before) if whole else None,
             ignore_ids=self._ignore_ids,
         )
-        write_ahead = self.config.durability == "write_ahead"
-        owner = current_owner()
-        if write_ahead:
-            await self.journal.record(intent, state=IntentState.IN_FLIGHT, owner=owner)
+
+    async def _append(
+        self,
+        intent: PendingWrite,
+        items: list[TResponseInputItem],
+        wrapper: RunContextWrapper[Any] | None,
+        context: MutableMapping[str, Any] | None,
+        *,
+        recorded: bool,
+    ) -> None:
+        write_ahead = recorded
         _BUSY.add(intent.intent_id)
         try:
             await self._inner_add(items, wrapper)
@@ -328,7 +347,7 @@ class ReconcilingSession:
         finally:
             _BUSY.discard(intent.intent_id)
         if self._tail is not None:
-            self._extend_tail(digests)
+            self._extend_tail(intent.batch_digests)
         if write_ahead:
             try:
                 await self.journal.discard(intent.intent_id)
@@ -360,7 +379,8 @@ class ReconcilingSession:
                 await self.journal.record(intent, state=state, owner=current_owner())
             where = "the journal" + (" and the RunState context" if context is not None else "")
         except JournalError as journal_error:
-            self._unjournaled[intent.intent_id] = intent
+            # Kept in memory only: detach it from the caller's (mutable) items first.
+            self._unjournaled[intent.intent_id] = PendingWrite.decode(intent.encode())
             where += f" (the journal failed: {journal_error})"
         return (
             f"agents-reconcile: the outcome of this append is unknown; intent "
@@ -429,8 +449,10 @@ class ReconcilingSession:
             lock = self._locks[loop] = asyncio.Lock()
         return lock
 
-    def _mutation(self, context: MutableMapping[str, Any] | None) -> _Mutation:
-        return _Mutation(self, context, settle=True)
+    def _mutation(
+        self, context: MutableMapping[str, Any] | None, *, settle: bool = True
+    ) -> _Mutation:
+        return _Mutation(self, context, settle=settle)
 
     def _exclusive(self) -> _Mutation:
         return _Mutation(self, None, settle=False)
@@ -806,6 +828,22 @@ class _Mutation:
     async def __aenter__(self) -> None:
         session = self._session
         lock = session._loop_lock()
+        if not lock.locked():
+            # Free: acquiring cannot block, so skip the timer task wait_for would create.
+            await lock.acquire()
+        else:
+            await self._acquire_within_bound(lock)
+        self._lock = lock
+        if self._settle:
+            try:
+                await session._settle_pending(self._context, locked=True)
+            except BaseException:
+                lock.release()
+                self._lock = None
+                raise
+
+    async def _acquire_within_bound(self, lock: asyncio.Lock) -> None:
+        session = self._session
         try:
             await asyncio.wait_for(
                 lock.acquire(), timeout=max(session.config.in_flight_wait, 0.001)
@@ -818,14 +856,6 @@ class _Mutation:
                 {"waited_seconds": session.config.in_flight_wait},
                 intent_id="local",
             )
-        self._lock = lock
-        if self._settle:
-            try:
-                await session._settle_pending(self._context, locked=True)
-            except BaseException:
-                lock.release()
-                self._lock = None
-                raise
 
     async def __aexit__(self, *exc: object) -> None:
         if self._lock is not None:
@@ -845,6 +875,10 @@ def _blocked(entry: JournalEntry | None, lease_seconds: float) -> bool:
     return entry.owner.is_live(
         age_seconds=time.time() - entry.updated_at, lease_seconds=lease_seconds
     )
+
+
+def _carries_intents(context: MutableMapping[str, Any] | None) -> bool:
+    return context is not None and CONTEXT_KEY in context
 
 
 def _context_of(wrapper: Any) -> MutableMapping[str, Any] | None:
@@ -872,17 +906,6 @@ def _context_drop(context: MutableMapping[str, Any], intent_id: str) -> None:
     ]
     if not carried["pending"]:
         del context[CONTEXT_KEY]
-
-
-def _detached_batch(items: Sequence[Any]) -> list[Any]:
-    """The batch as JSON values owned by the intent, so later mutation by the caller (or the
-    SDK) cannot change what is recorded or replayed."""
-    shaped = [item if isinstance(item, dict) else canonical_item(item) for item in items]
-    try:
-        detached: list[Any] = orjson.loads(orjson.dumps(shaped))
-    except (TypeError, ValueError) as exc:
-        raise FingerprintError(f"the batch cannot be recorded: {exc}", index=0) from exc
-    return detached
 
 
 def _accepts(method: Any, name: str) -> bool:

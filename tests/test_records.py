@@ -74,9 +74,12 @@ def make_decision(**overrides) -> Decision:
 
 
 def redigest(mapping: dict) -> dict:
-    """Recompute a mapping's digest the way records are sealed: blake3 of sorted-key JSON."""
+    """Recompute a mapping's digest the way records are sealed: blake3 of sorted-key JSON over
+    every field but the batch (which batch_digests cover)."""
     body = {key: value for key, value in mapping.items() if key != "digest"}
-    return {**body, "digest": blake3(orjson.dumps(body, option=orjson.OPT_SORT_KEYS)).hexdigest()}
+    sealed = {key: value for key, value in body.items() if key != "batch"}
+    digest = blake3(orjson.dumps(sealed, option=orjson.OPT_SORT_KEYS)).hexdigest()
+    return {**body, "digest": digest}
 
 
 # -- round trips --------------------------------------------------------------------------

@@ -58,7 +58,8 @@ def open_journal(spec: IntentJournal | str | os.PathLike[str] | None) -> IntentJ
             f"{scheme} journals are not part of this release; use an SQLite path or an "
             "IntentJournal instance"
         )
-    raise ConfigurationError(f"unknown journal URL scheme {scheme!r} in {spec!r}")
+    # The URL itself may hold credentials: name only its scheme.
+    raise ConfigurationError(f"unknown journal URL scheme {scheme!r}")
 
 
 def _sqlite(path: Path) -> SQLiteJournal:

@@ -9,7 +9,7 @@ from typing import Protocol, runtime_checkable
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
 
-__all__ = ["IntentJournal", "IntentState", "JournalEntry"]
+__all__ = ["IntentJournal", "IntentState", "JournalEntry", "require_limit", "require_settling"]
 
 
 class IntentState(enum.Enum):
@@ -46,6 +46,13 @@ class IntentJournal(Protocol):
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
         """Store a new intent. The same id with the same content is a no-op; other content
         raises ``IntentConflict``; an id that was already settled raises it too."""
+        ...
+
+    async def open_intent(
+        self, intent: PendingWrite, *, state: IntentState, owner: Owner
+    ) -> list[JournalEntry]:
+        """Record ``intent`` only if its session and backend have no unresolved intent, in one
+        atomic step; return the unresolved ones found (then nothing was recorded)."""
         ...
 
     async def transition(
@@ -94,5 +101,17 @@ class IntentJournal(Protocol):
         ...
 
     async def close(self) -> None:
-        """Release connections; the journal may not be used afterwards."""
+        """Release connections; a later operation may open them again."""
         ...
+
+
+def require_settling(decision: Decision, *, settling: bool) -> None:
+    """``settle()`` takes only decisions that close an intent, ``note()`` only others."""
+    if decision.settled != settling:
+        verb = "settle" if settling else "note"
+        raise ValueError(f"{verb}() cannot take a decision whose action is {decision.action.value}")
+
+
+def require_limit(limit: int) -> None:
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")

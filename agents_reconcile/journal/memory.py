@@ -7,7 +7,7 @@ import time
 from ..errors import IntentConflict
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
-from .base import IntentState, JournalEntry
+from .base import IntentState, JournalEntry, require_limit
 
 __all__ = ["InvariantViolation", "MemoryJournal"]
 
@@ -48,6 +48,14 @@ class MemoryJournal:
                 )
             return
         self._entries[intent.intent_id] = JournalEntry(intent, state, owner, time.time())
+
+    async def open_intent(
+        self, intent: PendingWrite, *, state: IntentState, owner: Owner
+    ) -> list[JournalEntry]:
+        found = await self.pending(intent.session_id, intent.backend)
+        if not found:
+            await self.record(intent, state=state, owner=owner)
+        return found
 
     async def transition(
         self,
@@ -108,6 +116,7 @@ class MemoryJournal:
     async def decisions(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[Decision]:
+        require_limit(limit)
         chosen = [
             d
             for d in reversed(self._decisions)

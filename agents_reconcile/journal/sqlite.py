@@ -20,7 +20,7 @@ from typing import Final, TypeVar
 from ..errors import IntentConflict, JournalCorrupt, JournalUnavailable
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
-from .base import IntentState, JournalEntry
+from .base import IntentState, JournalEntry, require_limit, require_settling
 
 __all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
 
@@ -28,6 +28,8 @@ SCHEMA_VERSION: Final = 1
 _T = TypeVar("_T")
 _SETTLING_ACTIONS: Final = ("settled", "replayed", "dropped")
 
+# The intents table holds only writes in flight or unresolved, a handful of rows at any time,
+# so it needs no secondary index; WITHOUT ROWID keeps each row in its primary-key b-tree.
 _SCHEMA: Final = (
     """CREATE TABLE IF NOT EXISTS journal_schema (
         version INTEGER NOT NULL,
@@ -42,8 +44,7 @@ _SCHEMA: Final = (
         created_at REAL NOT NULL,
         updated_at REAL NOT NULL,
         record BLOB NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS intents_by_session ON intents (session_id, created_at)",
+    ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS decisions (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
         intent_id TEXT NOT NULL,
@@ -171,52 +172,59 @@ class SQLiteJournal:
             self._lock.release()
 
     async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
-        try:
-            return self._sync(operation)
-        except _Busy:
-            return await asyncio.to_thread(self._sync, operation, patient=True)
+        # Opening (and migrating) may wait on another process's lock: never on the event loop.
+        if self._conn is not None and self._pid == os.getpid():
+            try:
+                return self._sync(operation)
+            except _Busy:
+                pass
+        return await asyncio.to_thread(self._sync, operation, patient=True)
 
     # -- IntentJournal ------------------------------------------------------------------
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
         blob = intent.encode()
+        row = _intent_row(intent, state, owner, blob)
 
         def write(conn: sqlite3.Connection) -> None:
-            # IMMEDIATE: the existence checks and the insert must see one state of the file.
+            # IMMEDIATE: the settled check and the insert must see one state of the file.
             conn.execute("BEGIN IMMEDIATE")
-            row = conn.execute(
-                "SELECT record FROM intents WHERE intent_id = ?", (intent.intent_id,)
-            ).fetchone()
-            if row is not None:
-                conn.execute("COMMIT")
-                if not PendingWrite.decode(row[0]).same_content(intent):
-                    raise IntentConflict(
-                        f"intent {intent.intent_id} is recorded with other content",
-                        intent_id=intent.intent_id,
-                    )
-                return
             if _settled(conn, intent.intent_id):
                 raise IntentConflict(
                     f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
                 )
-            now = time.time()
-            conn.execute(
-                "INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at,"
-                " updated_at, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    intent.intent_id,
-                    intent.session_id,
-                    str(intent.backend),
-                    state.value,
-                    str(owner),
-                    intent.created_at,
-                    now,
-                    blob,
-                ),
-            )
+            _insert_or_compare(conn, intent, row)
             conn.execute("COMMIT")
 
         await self._run(write)
+
+    async def open_intent(
+        self, intent: PendingWrite, *, state: IntentState, owner: Owner
+    ) -> list[JournalEntry]:
+        blob = intent.encode()
+        row = _intent_row(intent, state, owner, blob)
+
+        def write(conn: sqlite3.Connection) -> list[tuple[str, str, float, bytes]]:
+            # One statement is one atomic transaction: no other intent of this session can
+            # appear between the check and the insert, and it costs a single commit.
+            try:
+                inserted = conn.execute(_OPEN_INTENT_SQL, (*row, *row[1:3])).rowcount
+            except sqlite3.IntegrityError:
+                inserted = 0
+            if inserted == 1:
+                return []
+            rows: list[tuple[str, str, float, bytes]] = conn.execute(
+                _PENDING_SQL + " AND backend = ? ORDER BY created_at",
+                (intent.session_id, str(intent.backend)),
+            ).fetchall()
+            if not rows:
+                # The id itself was taken (a retried record of the same intent): compare.
+                conn.execute("BEGIN IMMEDIATE")
+                _insert_or_compare(conn, intent, row)
+                conn.execute("COMMIT")
+            return rows
+
+        return [_entry(*found) for found in await self._run(write)]
 
     async def transition(
         self,
@@ -246,7 +254,7 @@ class SQLiteJournal:
         self, session_id: str, backend: BackendIdentity | None = None
     ) -> list[JournalEntry]:
         def read(conn: sqlite3.Connection) -> list[tuple[str, str, float, bytes]]:
-            sql = "SELECT state, owner, updated_at, record FROM intents WHERE session_id = ?"
+            sql = _PENDING_SQL
             args: list[object] = [session_id]
             if backend is not None:
                 sql += " AND backend = ?"
@@ -269,6 +277,8 @@ class SQLiteJournal:
         return await self._run(lambda conn: _settled(conn, intent_id))
 
     async def settle(self, decision: Decision) -> None:
+        require_settling(decision, settling=True)
+
         def write(conn: sqlite3.Connection) -> None:
             conn.execute("BEGIN IMMEDIATE")
             conn.execute("DELETE FROM intents WHERE intent_id = ?", (decision.intent_id,))
@@ -278,6 +288,7 @@ class SQLiteJournal:
         await self._run(write)
 
     async def note(self, decision: Decision) -> None:
+        require_settling(decision, settling=False)
         await self._run(lambda conn: _insert_decision(conn, decision))
 
     async def decisions(
@@ -291,6 +302,7 @@ class SQLiteJournal:
         if intent_id is not None:
             sql += " AND intent_id = ?"
             args.append(intent_id)
+        require_limit(limit)
         sql += " ORDER BY seq DESC LIMIT ?"
         args.append(limit)
         rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
@@ -303,6 +315,50 @@ class SQLiteJournal:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
+
+
+_OPEN_INTENT_SQL: Final = (
+    "INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at, updated_at,"
+    " record) SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS"
+    " (SELECT 1 FROM intents WHERE session_id = ? AND backend = ?)"
+)
+_PENDING_SQL: Final = "SELECT state, owner, updated_at, record FROM intents WHERE session_id = ?"
+
+
+def _intent_row(
+    intent: PendingWrite, state: IntentState, owner: Owner, blob: bytes
+) -> tuple[object, ...]:
+    return (
+        intent.intent_id,
+        intent.session_id,
+        str(intent.backend),
+        state.value,
+        str(owner),
+        intent.created_at,
+        time.time(),
+        blob,
+    )
+
+
+def _insert_or_compare(
+    conn: sqlite3.Connection, intent: PendingWrite, row: tuple[object, ...]
+) -> None:
+    """Insert a new intent; the same id again is a no-op if the content is the same."""
+    try:
+        conn.execute(
+            "INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at,"
+            " updated_at, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+            row,
+        )
+    except sqlite3.IntegrityError:
+        (existing,) = conn.execute(
+            "SELECT record FROM intents WHERE intent_id = ?", (intent.intent_id,)
+        ).fetchone()
+        if not PendingWrite.decode(existing).same_content(intent):
+            raise IntentConflict(
+                f"intent {intent.intent_id} is recorded with other content",
+                intent_id=intent.intent_id,
+            ) from None
 
 
 def _entry(state: str, owner: str, updated_at: float, record: bytes) -> JournalEntry:

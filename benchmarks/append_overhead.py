@@ -1,0 +1,549 @@
+"""What ``ReconcilingSession`` costs on the append path, and what reconciling costs.
+
+Prints, in one run:
+
+(a) p50/p95 latency of a 3-item ``add_items`` (a user message, a function_call and a
+    function_call_output of about 300 bytes each) on a bare file ``SQLiteSession`` and on
+    ``ReconcilingSession`` around an identical one, under ``durability="write_ahead"`` and
+    ``"on_failure"``. The variants run interleaved, one append each per round, so that drift
+    (page cache, CPU frequency, background load) hits them all alike.
+(b) the per-item fingerprint (``item_digest``) next to the SDK's own pending-write
+    fingerprint (sha256 over ``fingerprint_input_item``) for items of ~100 B, 1 KiB, 10 KiB.
+(c) ``reconcile()`` time for one failed intent over 100, 10,000 and 100,000 stored items.
+
+Usage::
+
+    python benchmarks/append_overhead.py            # full run (about a minute at most)
+    python benchmarks/append_overhead.py --quick    # smoke run, a few seconds
+    python benchmarks/append_overhead.py --rounds 5000
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import hashlib
+import importlib.metadata
+import json
+import os
+import platform
+import sqlite3
+import statistics
+import sys
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from contextlib import closing
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from agents import SQLiteSession, set_tracing_disabled
+from agents.run_internal.items import fingerprint_input_item
+
+from agents_reconcile import Action, Outcome, ReconcileConfig, ReconcilingSession
+from agents_reconcile.fingerprint import canonical_bytes, item_digest
+from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
+
+# Aims this benchmark checks (printed as MET / MISSED; the exit status does not depend on them).
+WRITE_AHEAD_P50_AIM = 1.25
+FINGERPRINT_1KIB_AIM_US = 4.0
+RECONCILE_FLAT_AIM = 1.5  # slowest / fastest median across history sizes
+
+ITEM_BYTES = 300
+FILLER = (
+    "The order shipped from the Rotterdam warehouse on Tuesday and is expected to arrive "
+    "within three to five business days; tracking updates appear once the carrier scans it. "
+)
+
+
+@dataclass(frozen=True)
+class Settings:
+    rounds: int
+    warmup_rounds: int
+    fingerprint_batches: int
+    history_sizes: tuple[int, ...]
+    reconcile_repetitions: int
+
+
+FULL = Settings(
+    rounds=2000,
+    warmup_rounds=100,
+    fingerprint_batches=101,
+    history_sizes=(100, 10_000, 100_000),
+    reconcile_repetitions=31,
+)
+QUICK = Settings(
+    rounds=200,
+    warmup_rounds=20,
+    fingerprint_batches=11,
+    history_sizes=(100, 10_000),
+    reconcile_repetitions=5,
+)
+
+
+# -- items -----------------------------------------------------------------------------------
+
+
+def filler(length: int) -> str:
+    """ASCII text of exactly ``length`` characters (nothing JSON would escape)."""
+    repeats = length // len(FILLER) + 1
+    return (FILLER * repeats)[: max(length, 0)]
+
+
+def fitted(make: Callable[[str], dict[str, Any]], size: int) -> dict[str, Any]:
+    """The item ``make(padding)`` whose JSON form is ``size`` bytes (or the smallest possible)."""
+    empty = make("")
+    return make(filler(size - len(json.dumps(empty))))
+
+
+def user_message(turn: int, size: int = ITEM_BYTES) -> dict[str, Any]:
+    return fitted(
+        lambda pad: {"role": "user", "content": f"Turn {turn}: where is my order? {pad}"}, size
+    )
+
+
+def function_call(turn: int, size: int = ITEM_BYTES) -> dict[str, Any]:
+    def make(pad: str) -> dict[str, Any]:
+        arguments = {"order_id": f"ord_{turn:09d}", "include": ["tracking"], "note": pad}
+        return {
+            "type": "function_call",
+            "id": f"fc_{turn:024d}",
+            "call_id": f"call_{turn:020d}",
+            "name": "lookup_order",
+            "arguments": json.dumps(arguments),
+            "status": "completed",
+        }
+
+    return fitted(make, size)
+
+
+def function_call_output(turn: int, size: int = ITEM_BYTES) -> dict[str, Any]:
+    def make(pad: str) -> dict[str, Any]:
+        output = {"order_id": f"ord_{turn:09d}", "status": "in_transit", "detail": pad}
+        return {
+            "type": "function_call_output",
+            "call_id": f"call_{turn:020d}",
+            "output": json.dumps(output),
+        }
+
+    return fitted(make, size)
+
+
+def turn_items(turn: int) -> list[dict[str, Any]]:
+    """One tool-using turn as the runner saves it: three items of about 300 bytes each."""
+    return [user_message(turn), function_call(turn), function_call_output(turn)]
+
+
+# -- statistics and printing ---------------------------------------------------------------
+
+
+def percentile(values: Sequence[float], percent: int) -> float:
+    if len(values) == 1:
+        return float(values[0])
+    return statistics.quantiles(values, n=100, method="inclusive")[percent - 1]
+
+
+def microseconds(nanoseconds: float) -> float:
+    return nanoseconds / 1000.0
+
+
+def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
+    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
+    print(title)
+    print("  " + "  ".join(f"{cell:>{width}}" for cell, width in zip(header, widths, strict=True)))
+    print("  " + "  ".join("-" * width for width in widths))
+    for row in rows:
+        print("  " + "  ".join(f"{cell:>{width}}" for cell, width in zip(row, widths, strict=True)))
+    print()
+
+
+def verdict(met: bool) -> str:
+    return "MET" if met else "MISSED"
+
+
+# -- machine ---------------------------------------------------------------------------------
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def package_version(name: str) -> str:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def print_machine(workdir: Path, mode: str) -> None:
+    print("agents-reconcile append overhead benchmark")
+    print(f"  mode           {mode}")
+    print(f"  platform       {platform.platform()}")
+    print(f"  cpu            {cpu_model()} ({os.cpu_count()} logical CPUs)")
+    print(f"  python         {platform.python_implementation()} {platform.python_version()}")
+    print(f"  openai-agents  {package_version('openai-agents')}")
+    print(f"  package        agents-reconcile {package_version('agents-reconcile')}")
+    print(f"  sqlite         {sqlite3.sqlite_version}")
+    print(f"  temp dir       {workdir}")
+    if hasattr(os, "getloadavg"):
+        load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
+        print(f"  load average   {load} (1, 5, 15 min; other work on the machine adds noise)")
+    print()
+
+
+# -- (a) append latency ----------------------------------------------------------------------
+
+
+@dataclass
+class AppendVariant:
+    name: str
+    session: Any
+    samples: list[int]
+
+
+def wrapped_session(
+    workdir: Path,
+    name: str,
+    durability: Literal["write_ahead", "on_failure"],
+    inner: Any | None = None,
+) -> ReconcilingSession:
+    inner = inner if inner is not None else SQLiteSession(name, workdir / f"{name}.sessions.db")
+    config = ReconcileConfig(journal=workdir / f"{name}.journal.db", durability=durability)
+    session = ReconcilingSession(inner, config=config)
+    if not session.enabled:
+        sys.exit("AGENTS_RECONCILE switches reconciliation off; unset it to benchmark the wrapper")
+    return session
+
+
+async def bench_append(workdir: Path, settings: Settings) -> dict[str, float]:
+    variants = [
+        AppendVariant(
+            "bare SQLiteSession", SQLiteSession("bare", workdir / "bare.sessions.db"), []
+        ),
+        AppendVariant("write_ahead", wrapped_session(workdir, "write_ahead", "write_ahead"), []),
+        AppendVariant("on_failure", wrapped_session(workdir, "on_failure", "on_failure"), []),
+    ]
+    for variant in variants:
+        # The runner reads the history before its first save; the wrapper caches the tail there.
+        await variant.session.get_items()
+
+    total = settings.warmup_rounds + settings.rounds
+    for round_index in range(total):
+        batch = turn_items(round_index)
+        # Rotate who goes first, so no variant always follows the same neighbour.
+        for offset in range(len(variants)):
+            variant = variants[(round_index + offset) % len(variants)]
+            items = [dict(item) for item in batch]
+            started = time.perf_counter_ns()
+            await variant.session.add_items(items)
+            elapsed = time.perf_counter_ns() - started
+            if round_index >= settings.warmup_rounds:
+                variant.samples.append(elapsed)
+
+    bare = variants[0].samples
+    bare_p50, bare_p95 = statistics.median(bare), percentile(bare, 95)
+    rows = []
+    ratios: dict[str, float] = {}
+    for variant in variants:
+        p50, p95 = statistics.median(variant.samples), percentile(variant.samples, 95)
+        ratios[variant.name] = p50 / bare_p50
+        rows.append(
+            [
+                variant.name,
+                f"{microseconds(p50):.1f}",
+                f"{microseconds(p95):.1f}",
+                f"{microseconds(p50 - bare_p50):+.1f}",
+                f"{p50 / bare_p50:.3f}",
+                f"{p95 / bare_p95:.3f}",
+            ]
+        )
+    print_table(
+        f"(a) 3-item add_items latency, file SQLiteSession, {settings.rounds} interleaved rounds "
+        f"after {settings.warmup_rounds} warm-up rounds (item sizes: "
+        f"{', '.join(str(len(json.dumps(item))) for item in turn_items(0))} B)",
+        ["variant", "p50 us", "p95 us", "p50 delta us", "ratio p50", "ratio p95"],
+        rows,
+    )
+    with closing(sqlite3.connect(workdir / "bare.sessions.db")) as probe:
+        synchronous = probe.execute("PRAGMA synchronous").fetchone()[0]
+    print(
+        f"  note: SQLiteSession commits with PRAGMA synchronous={synchronous} (2 = FULL, an fsync\n"
+        "  per commit), so the bare time and every ratio depend on the disk's fsync latency;\n"
+        "  the p50 delta is the wrapper's own cost.\n"
+    )
+
+    for variant in variants:
+        if isinstance(variant.session, ReconcilingSession):
+            leftover = await variant.session.pending()
+            if leftover:
+                raise RuntimeError(f"{variant.name}: {len(leftover)} intents left pending")
+            await variant.session.journal.close()
+            variant.session.inner.close()
+        else:
+            variant.session.close()
+    return ratios
+
+
+# -- (b) fingerprint cost --------------------------------------------------------------------
+
+
+def sdk_pending_write_digest(item: Any) -> str:
+    """The digest ``resume_pending_session_write`` keeps per item (agents 0.24)."""
+    serialized = fingerprint_input_item(item) or repr(item)
+    return hashlib.sha256(serialized.encode("utf-8")).hexdigest()
+
+
+def time_per_item(digest: Callable[[Any], str], item: Any, batch_size: int) -> float:
+    started = time.perf_counter_ns()
+    for _ in range(batch_size):
+        digest(item)
+    return (time.perf_counter_ns() - started) / batch_size
+
+
+def bench_fingerprint(settings: Settings) -> dict[int, tuple[float, float]]:
+    batch_sizes = {100: 1000, 1024: 500, 10 * 1024: 100}  # item bytes -> items per timed batch
+    items = {
+        size: fitted(
+            lambda pad: {"type": "function_call_output", "call_id": "call_7", "output": pad}, size
+        )
+        for size in batch_sizes
+    }
+    schemes: dict[str, Callable[[Any], str]] = {
+        "ours": item_digest,
+        "sdk": sdk_pending_write_digest,
+    }
+    samples: dict[tuple[int, str], list[float]] = {
+        (size, scheme): [] for size in batch_sizes for scheme in schemes
+    }
+    for batch_index in range(settings.fingerprint_batches + 1):
+        # Sizes and schemes interleaved, the scheme order alternating, so drift hits all alike.
+        order = list(schemes.items()) if batch_index % 2 else list(schemes.items())[::-1]
+        for size, batch_size in batch_sizes.items():
+            for scheme, digest in order:
+                per_item = time_per_item(digest, items[size], batch_size)
+                if batch_index > 0:  # the first round only warms up
+                    samples[size, scheme].append(per_item)
+
+    results: dict[int, tuple[float, float]] = {}
+    rows = []
+    for size in batch_sizes:
+        ours_us = microseconds(statistics.median(samples[size, "ours"]))
+        theirs_us = microseconds(statistics.median(samples[size, "sdk"]))
+        results[size] = (ours_us, theirs_us)
+        rows.append(
+            [
+                f"{size} B",
+                str(len(canonical_bytes(items[size]))),
+                f"{ours_us:.2f}",
+                f"{theirs_us:.2f}",
+                f"{ours_us / theirs_us:.2f}",
+            ]
+        )
+    print_table(
+        f"(b) fingerprint per item, median of {settings.fingerprint_batches} timed batches per "
+        "cell (ours: item_digest = blake3 over orjson with sorted keys; SDK: sha256 over "
+        "fingerprint_input_item, as resume_pending_session_write)",
+        ["item", "canonical B", "ours us", "SDK us", "ours/SDK"],
+        rows,
+    )
+    return results
+
+
+# -- (c) reconcile time ----------------------------------------------------------------------
+
+
+def history_items(start: int, stop: int) -> list[dict[str, Any]]:
+    """Stored history: distinct user / function_call / function_call_output items (~300 B)."""
+    text = filler(240)
+    items: list[dict[str, Any]] = []
+    for index in range(start, stop):
+        call_id = f"call_{index - index % 3:020d}"
+        kind = index % 3
+        if kind == 0:
+            items.append({"role": "user", "content": f"History {index}: {text}"})
+        elif kind == 1:
+            arguments = json.dumps({"order_id": f"ord_{index:09d}", "note": text[:180]})
+            items.append(
+                {
+                    "type": "function_call",
+                    "call_id": call_id,
+                    "name": "lookup_order",
+                    "arguments": arguments,
+                }
+            )
+        else:
+            items.append(
+                {"type": "function_call_output", "call_id": call_id, "output": f"{index} {text}"}
+            )
+    return items
+
+
+async def build_history(store: SQLiteSession, size: int, chunk: int = 10_000) -> None:
+    for start in range(0, size, chunk):
+        await store.add_items(history_items(start, min(start + chunk, size)))
+
+
+async def time_reconcile(
+    session: ReconcilingSession, faulty: FaultInjectingSession, fault: Fault, turn: int
+) -> int:
+    """Leave one failed intent behind, then time the ``reconcile()`` that settles it."""
+    faulty.plan(fault)
+    try:
+        await session.add_items(turn_items(turn))
+    except BackendFailure:
+        pass
+    else:
+        raise RuntimeError(f"the injected {fault.name} did not fire")
+    started = time.perf_counter_ns()
+    decisions = await session.reconcile()
+    elapsed = time.perf_counter_ns() - started
+    expected = (
+        (Outcome.COMMITTED, Action.SETTLED)
+        if fault is Fault.LOST_ACK
+        else (Outcome.UNCHANGED, Action.REPLAYED)
+    )
+    found = [(decision.outcome, decision.action) for decision in decisions]
+    if found != [expected]:
+        raise RuntimeError(f"{fault.name}: expected one {expected}, got {found}")
+    return elapsed
+
+
+@dataclass
+class History:
+    size: int
+    store: SQLiteSession
+    faulty: FaultInjectingSession
+    session: ReconcilingSession
+    build_seconds: float
+    next_turn: int
+
+
+async def bench_reconcile(workdir: Path, settings: Settings) -> dict[str, list[float]]:
+    faults = {"lost ack (committed)": Fault.LOST_ACK, "rejected (replayed)": Fault.REJECT}
+    histories: list[History] = []
+    for size in settings.history_sizes:
+        name = f"history_{size}"
+        store = SQLiteSession(name, workdir / f"{name}.sessions.db")
+        build_started = time.perf_counter()
+        await build_history(store, size)
+        build_seconds = time.perf_counter() - build_started
+        faulty = FaultInjectingSession(store)
+        session = wrapped_session(workdir, name, "write_ahead", inner=faulty)
+        histories.append(History(size, store, faulty, session, build_seconds, size))
+
+    samples: dict[tuple[int, str], list[int]] = {
+        (history.size, fault_name): [] for history in histories for fault_name in faults
+    }
+    warmup = 2
+    for repetition in range(warmup + settings.reconcile_repetitions):
+        # History sizes in rotating order, so drift hits them alike.
+        for offset in range(len(histories)):
+            history = histories[(repetition + offset) % len(histories)]
+            for fault_name, fault in faults.items():
+                history.next_turn += 1
+                elapsed = await time_reconcile(
+                    history.session, history.faulty, fault, history.next_turn
+                )
+                if repetition >= warmup:
+                    samples[history.size, fault_name].append(elapsed)
+
+    medians: dict[str, list[float]] = {name: [] for name in faults}
+    rows = []
+    for history in histories:
+        row = [f"{history.size:,}", f"{history.build_seconds:.2f}"]
+        for fault_name in faults:
+            timings = samples[history.size, fault_name]
+            median_us = microseconds(statistics.median(timings))
+            medians[fault_name].append(median_us)
+            row += [f"{median_us:.1f}", f"{microseconds(percentile(timings, 95)):.1f}"]
+        rows.append(row)
+        stored = len(await history.store.get_items())
+        if stored < history.size:
+            raise RuntimeError(f"history of {history.size} holds only {stored} items")
+        await history.session.journal.close()
+        history.store.close()
+    header = ["history items", "build s"]
+    for fault_name in faults:
+        header += [f"{fault_name} p50 us", "p95 us"]
+    print_table(
+        "(c) reconcile() of one failed 3-item intent (write_ahead, SQLite journal), median of "
+        f"{settings.reconcile_repetitions} repetitions interleaved across history sizes, "
+        "a new failed intent each time",
+        header,
+        rows,
+    )
+    return medians
+
+
+# -- main ------------------------------------------------------------------------------------
+
+
+async def run(settings: Settings, mode: str) -> None:
+    with tempfile.TemporaryDirectory(prefix="agents-reconcile-bench-") as directory:
+        workdir = Path(directory)
+        print_machine(workdir, mode)
+        run_started = time.perf_counter()
+
+        ratios = await bench_append(workdir, settings)
+        fingerprints = bench_fingerprint(settings)
+        reconcile_medians = await bench_reconcile(workdir, settings)
+
+        print("summary")
+        write_ahead = ratios["write_ahead"]
+        print(
+            f"  {verdict(write_ahead <= WRITE_AHEAD_P50_AIM)}: write_ahead p50 is "
+            f"{write_ahead:.3f}x bare (aim: within {WRITE_AHEAD_P50_AIM}x); "
+            f"on_failure p50 is {ratios['on_failure']:.3f}x"
+        )
+        ours_1kib = fingerprints[1024][0]
+        print(
+            f"  {verdict(ours_1kib < FINGERPRINT_1KIB_AIM_US)}: fingerprint of a 1 KiB item "
+            f"takes {ours_1kib:.2f} us (aim: under {FINGERPRINT_1KIB_AIM_US} us)"
+        )
+        cheaper = all(ours < theirs for ours, theirs in fingerprints.values())
+        comparison = ", ".join(
+            f"{size} B {ours / theirs:.2f}x" for size, (ours, theirs) in fingerprints.items()
+        )
+        print(
+            f"  {verdict(cheaper)}: our fingerprint is cheaper per item than the SDK's "
+            f"(ours/SDK: {comparison})"
+        )
+        spreads = {name: max(values) / min(values) for name, values in reconcile_medians.items()}
+        flat = all(spread <= RECONCILE_FLAT_AIM for spread in spreads.values())
+        spread_text = ", ".join(f"{name} {spread:.2f}x" for name, spread in spreads.items())
+        sizes = ", ".join(f"{size:,}" for size in settings.history_sizes)
+        print(
+            f"  {verdict(flat)}: reconcile time is flat across {sizes} items of history "
+            f"(slowest/fastest median: {spread_text}; aim: within {RECONCILE_FLAT_AIM}x)"
+        )
+        print(f"\ntotal time {time.perf_counter() - run_started:.1f} s")
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
+    parser.add_argument(
+        "--rounds", type=int, help="measured append rounds per variant (default 2000; quick 200)"
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small numbers for a smoke run (under 10 s)"
+    )
+    args = parser.parse_args(argv)
+    settings = QUICK if args.quick else FULL
+    if args.rounds is not None:
+        if args.rounds < 1:
+            parser.error("--rounds must be at least 1")
+        settings = replace(settings, rounds=args.rounds)
+    set_tracing_disabled(True)
+    asyncio.run(run(settings, "quick" if args.quick else "full"))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,445 @@
+"""Conformance suite for the ``IntentJournal`` contract, run against every implementation."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agents_reconcile.errors import IntentConflict
+from agents_reconcile.fingerprint import digest_items
+from agents_reconcile.journal import IntentJournal, IntentState, MemoryJournal, SQLiteJournal
+from agents_reconcile.ownership import Owner, current_owner
+from agents_reconcile.records import (
+    Action,
+    BackendIdentity,
+    Decision,
+    Outcome,
+    PendingWrite,
+    Reason,
+)
+
+BACKEND = BackendIdentity("agents.memory.sqlite_session.SQLiteSession", "/srv/data/chat.db")
+OTHER_DB = BackendIdentity("agents.memory.sqlite_session.SQLiteSession", "/srv/data/other.db")
+OTHER_KIND = BackendIdentity("tests.custom.ListSession", "/srv/data/chat.db")
+STRANGER = Owner(host="elsewhere#0badc0de", pid=4242, started="987654")
+SETTLING = (Action.SETTLED, Action.REPLAYED, Action.DROPPED)
+NOT_SETTLING = (Action.DENIED, Action.LEFT_PENDING)
+
+
+def make_intent(
+    intent_id: str,
+    *,
+    session_id: str = "session-a",
+    backend: BackendIdentity = BACKEND,
+    created_at: float = 1_700_000_000.0,
+    text: str = "hello",
+) -> PendingWrite:
+    """A well-formed pending write of one user item on top of one assistant item."""
+    batch: tuple[dict[str, Any], ...] = ({"role": "user", "content": text},)
+    before = ({"role": "assistant", "content": "earlier answer"},)
+    return PendingWrite(
+        intent_id=intent_id,
+        session_id=session_id,
+        backend=backend,
+        batch=batch,
+        batch_digests=digest_items(batch),
+        before_digests=digest_items(before),
+        before_is_whole=True,
+        created_at=created_at,
+        persisted_count=1,
+    )
+
+
+def make_decision(
+    intent: PendingWrite,
+    *,
+    action: Action = Action.SETTLED,
+    outcome: Outcome = Outcome.COMMITTED,
+    reason: Reason = Reason.BATCH_PRESENT,
+    decided_at: float = 1_700_000_100.0,
+) -> Decision:
+    """A payload-free decision about ``intent`` with digest evidence."""
+    return Decision(
+        intent_id=intent.intent_id,
+        session_id=intent.session_id,
+        backend=intent.backend,
+        outcome=outcome,
+        reason=reason,
+        action=action,
+        decided_at=decided_at,
+        evidence={"batch_digests": list(intent.batch_digests), "observed_count": 2},
+    )
+
+
+def ids(entries: Sequence[Any]) -> list[str]:
+    """Intent ids of journal entries, in order."""
+    return [entry.intent.intent_id for entry in entries]
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("memory", marks=pytest.mark.memory),
+        pytest.param("sqlite", marks=pytest.mark.sqlite),
+    ]
+)
+async def journal(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[IntentJournal]:
+    """Each journal implementation, empty."""
+    instance: IntentJournal
+    if request.param == "memory":
+        instance = MemoryJournal()
+    else:
+        instance = SQLiteJournal(tmp_path / "journal.db")
+    yield instance
+    await instance.close()
+
+
+async def test_implements_protocol(journal: IntentJournal) -> None:
+    """Every implementation satisfies the runtime-checkable ``IntentJournal`` protocol."""
+    assert isinstance(journal, IntentJournal)
+
+
+async def test_record_then_pending_lists_it(journal: IntentJournal) -> None:
+    """A recorded intent comes back from pending() and get() with its content, state and owner."""
+    intent = make_intent("i-1")
+    owner = current_owner()
+    await journal.record(intent, state=IntentState.IN_FLIGHT, owner=owner)
+
+    entries = await journal.pending("session-a")
+    assert len(entries) == 1
+    entry = entries[0]
+    assert entry.intent == intent
+    assert entry.intent.same_content(intent)
+    assert entry.state is IntentState.IN_FLIGHT
+    assert entry.owner == owner
+    assert await journal.get("i-1") == entry
+    assert not await journal.is_settled("i-1")
+
+
+async def test_unknown_intent_is_absent(journal: IntentJournal) -> None:
+    """An id never recorded has no entry, is not settled, and has no decisions."""
+    assert await journal.get("nope") is None
+    assert not await journal.is_settled("nope")
+    assert await journal.pending("session-a") == []
+    assert await journal.decisions(intent_id="nope") == []
+
+
+async def test_pending_filters_by_session(journal: IntentJournal) -> None:
+    """pending() returns only the intents of the session it is asked about."""
+    owner = current_owner()
+    await journal.record(make_intent("a-1"), state=IntentState.FAILED, owner=owner)
+    await journal.record(
+        make_intent("b-1", session_id="session-b"), state=IntentState.FAILED, owner=owner
+    )
+    await journal.record(make_intent("a-2", text="more"), state=IntentState.FAILED, owner=owner)
+
+    assert sorted(ids(await journal.pending("session-a"))) == ["a-1", "a-2"]
+    assert ids(await journal.pending("session-b")) == ["b-1"]
+    assert await journal.pending("session-c") == []
+
+
+async def test_pending_filters_by_backend_identity(journal: IntentJournal) -> None:
+    """pending() with a backend returns only that backend's intents (kind and namespace both
+    count); without one it returns them all."""
+    owner = current_owner()
+    await journal.record(make_intent("same"), state=IntentState.FAILED, owner=owner)
+    await journal.record(
+        make_intent("other-db", backend=OTHER_DB), state=IntentState.FAILED, owner=owner
+    )
+    await journal.record(
+        make_intent("other-kind", backend=OTHER_KIND), state=IntentState.FAILED, owner=owner
+    )
+
+    assert ids(await journal.pending("session-a", BACKEND)) == ["same"]
+    assert ids(await journal.pending("session-a", OTHER_DB)) == ["other-db"]
+    assert ids(await journal.pending("session-a", OTHER_KIND)) == ["other-kind"]
+    assert await journal.pending("session-a", BackendIdentity("unknown.Kind")) == []
+    assert sorted(ids(await journal.pending("session-a"))) == ["other-db", "other-kind", "same"]
+
+
+async def test_pending_is_oldest_first(journal: IntentJournal) -> None:
+    """pending() orders intents by creation time, not by the order they were recorded."""
+    owner = current_owner()
+    await journal.record(
+        make_intent("middle", created_at=2000.0, text="m"), state=IntentState.FAILED, owner=owner
+    )
+    await journal.record(
+        make_intent("newest", created_at=3000.0, text="n"), state=IntentState.FAILED, owner=owner
+    )
+    await journal.record(
+        make_intent("oldest", created_at=1000.0, text="o"), state=IntentState.FAILED, owner=owner
+    )
+
+    assert ids(await journal.pending("session-a")) == ["oldest", "middle", "newest"]
+
+
+async def test_record_same_intent_twice_is_a_noop(journal: IntentJournal) -> None:
+    """Recording the same intent again changes nothing, not even its state or owner."""
+    intent = make_intent("i-1")
+    await journal.record(intent, state=IntentState.IN_FLIGHT, owner=current_owner())
+    before = await journal.get("i-1")
+
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=STRANGER)
+
+    assert await journal.get("i-1") == before
+    assert ids(await journal.pending("session-a")) == ["i-1"]
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        pytest.param({"text": "different"}, id="batch"),
+        pytest.param({"created_at": 1_700_000_001.0}, id="created_at"),
+        pytest.param({"session_id": "session-b"}, id="session"),
+        pytest.param({"backend": OTHER_DB}, id="backend"),
+    ],
+)
+async def test_record_same_id_other_content_conflicts(
+    journal: IntentJournal, changed: dict[str, Any]
+) -> None:
+    """Recording an id again with different content raises IntentConflict and keeps the
+    original."""
+    original = make_intent("i-1")
+    await journal.record(original, state=IntentState.IN_FLIGHT, owner=current_owner())
+
+    with pytest.raises(IntentConflict) as caught:
+        await journal.record(
+            make_intent("i-1", **changed), state=IntentState.FAILED, owner=current_owner()
+        )
+
+    assert caught.value.intent_id == "i-1"
+    entry = await journal.get("i-1")
+    assert entry is not None
+    assert entry.intent == original
+    assert entry.state is IntentState.IN_FLIGHT
+
+
+async def test_transition_without_expectations_sets_state_and_owner(
+    journal: IntentJournal,
+) -> None:
+    """An unconditional transition returns True and get() shows the new state and owner."""
+    await journal.record(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=current_owner())
+
+    changed = await journal.transition("i-1", state=IntentState.RECONCILING, owner=STRANGER)
+
+    assert changed is True
+    entry = await journal.get("i-1")
+    assert entry is not None
+    assert (entry.state, entry.owner) == (IntentState.RECONCILING, STRANGER)
+
+
+async def test_transition_with_wrong_expected_state_changes_nothing(
+    journal: IntentJournal,
+) -> None:
+    """A transition whose expect_state does not match returns False and leaves the entry."""
+    me = current_owner()
+    await journal.record(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=me)
+    before = await journal.get("i-1")
+
+    changed = await journal.transition(
+        "i-1", state=IntentState.RECONCILING, owner=STRANGER, expect_state=IntentState.FAILED
+    )
+
+    assert changed is False
+    assert await journal.get("i-1") == before
+
+
+async def test_transition_with_wrong_expected_owner_changes_nothing(
+    journal: IntentJournal,
+) -> None:
+    """A transition whose expect_owner does not match returns False, even if the state
+    matches."""
+    me = current_owner()
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=me)
+    before = await journal.get("i-1")
+
+    changed = await journal.transition(
+        "i-1",
+        state=IntentState.RECONCILING,
+        owner=STRANGER,
+        expect_state=IntentState.FAILED,
+        expect_owner=STRANGER,
+    )
+
+    assert changed is False
+    assert await journal.get("i-1") == before
+
+
+async def test_transition_with_matching_expectations_claims_the_intent(
+    journal: IntentJournal,
+) -> None:
+    """A transition whose expectations match returns True, and a second claim expecting the
+    old state then fails."""
+    me = current_owner()
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=STRANGER)
+
+    first = await journal.transition(
+        "i-1",
+        state=IntentState.RECONCILING,
+        owner=me,
+        expect_state=IntentState.FAILED,
+        expect_owner=Owner(STRANGER.host, STRANGER.pid, STRANGER.started),
+    )
+    second = await journal.transition(
+        "i-1", state=IntentState.RECONCILING, owner=STRANGER, expect_state=IntentState.FAILED
+    )
+
+    assert (first, second) == (True, False)
+    entry = await journal.get("i-1")
+    assert entry is not None
+    assert (entry.state, entry.owner) == (IntentState.RECONCILING, me)
+    assert entry.intent == make_intent("i-1")
+
+
+async def test_discard_removes_without_a_decision(journal: IntentJournal) -> None:
+    """discard() forgets the intent and records no decision, so it is not settled."""
+    await journal.record(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=current_owner())
+    await journal.record(make_intent("i-2", text="x"), state=IntentState.FAILED, owner=STRANGER)
+
+    await journal.discard("i-1")
+
+    assert await journal.get("i-1") is None
+    assert ids(await journal.pending("session-a")) == ["i-2"]
+    assert not await journal.is_settled("i-1")
+    assert await journal.decisions() == []
+
+
+@pytest.mark.parametrize("action", SETTLING, ids=[a.value for a in SETTLING])
+async def test_settle_closes_the_intent_and_stores_the_decision(
+    journal: IntentJournal, action: Action
+) -> None:
+    """settle() with any settling action removes the intent, stores the decision, and marks
+    the id settled."""
+    intent = make_intent("i-1")
+    keep = make_intent("i-2", text="kept")
+    await journal.record(intent, state=IntentState.RECONCILING, owner=current_owner())
+    await journal.record(keep, state=IntentState.FAILED, owner=current_owner())
+    decision = make_decision(intent, action=action)
+
+    await journal.settle(decision)
+
+    assert await journal.is_settled("i-1")
+    assert await journal.get("i-1") is None
+    assert ids(await journal.pending("session-a")) == ["i-2"]
+    assert await journal.decisions(intent_id="i-1") == [decision]
+    assert not await journal.is_settled("i-2")
+
+
+@pytest.mark.parametrize("same_content", [True, False], ids=["same", "different"])
+async def test_record_after_settle_conflicts(journal: IntentJournal, same_content: bool) -> None:
+    """Recording a settled id again, with the same or other content, raises IntentConflict and
+    revives nothing."""
+    intent = make_intent("i-1")
+    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    await journal.settle(make_decision(intent))
+
+    again = intent if same_content else make_intent("i-1", text="other")
+    with pytest.raises(IntentConflict) as caught:
+        await journal.record(again, state=IntentState.IN_FLIGHT, owner=current_owner())
+
+    assert caught.value.intent_id == "i-1"
+    assert await journal.get("i-1") is None
+    assert await journal.pending("session-a") == []
+
+
+@pytest.mark.parametrize("action", NOT_SETTLING, ids=[a.value for a in NOT_SETTLING])
+async def test_note_keeps_the_intent_pending(journal: IntentJournal, action: Action) -> None:
+    """note() stores a non-settling decision while the intent stays pending and unsettled."""
+    intent = make_intent("i-1")
+    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    before = await journal.get("i-1")
+    denial = make_decision(
+        intent, action=action, outcome=Outcome.AMBIGUOUS, reason=Reason.HISTORY_CHANGED
+    )
+
+    await journal.note(denial)
+
+    assert await journal.decisions(intent_id="i-1") == [denial]
+    assert not await journal.is_settled("i-1")
+    assert await journal.get("i-1") == before
+    assert ids(await journal.pending("session-a")) == ["i-1"]
+    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+
+
+async def test_noted_intent_can_still_be_settled(journal: IntentJournal) -> None:
+    """After a denial is noted, settling the intent keeps both decisions, newest first."""
+    intent = make_intent("i-1")
+    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    denial = make_decision(
+        intent,
+        action=Action.DENIED,
+        outcome=Outcome.UNCHANGED,
+        reason=Reason.OPERATOR_REQUIRED,
+        decided_at=10.0,
+    )
+    replay = make_decision(
+        intent,
+        action=Action.REPLAYED,
+        outcome=Outcome.UNCHANGED,
+        reason=Reason.BATCH_ABSENT,
+        decided_at=20.0,
+    )
+
+    await journal.note(denial)
+    await journal.settle(replay)
+
+    assert await journal.decisions(intent_id="i-1") == [replay, denial]
+    assert await journal.is_settled("i-1")
+
+
+async def test_decisions_filter_order_and_limit(journal: IntentJournal) -> None:
+    """decisions() filters by session and by intent, returns newest first, and honours limit."""
+    owner = current_owner()
+    a1 = make_intent("a-1", created_at=1.0)
+    a2 = make_intent("a-2", created_at=2.0, text="two")
+    b1 = make_intent("b-1", session_id="session-b", created_at=3.0)
+    for intent in (a1, a2, b1):
+        await journal.record(intent, state=IntentState.FAILED, owner=owner)
+
+    d1 = make_decision(
+        a1,
+        action=Action.DENIED,
+        outcome=Outcome.AMBIGUOUS,
+        reason=Reason.INDISTINGUISHABLE,
+        decided_at=101.0,
+    )
+    d2 = make_decision(b1, decided_at=102.0)
+    d3 = make_decision(a2, decided_at=103.0)
+    d4 = make_decision(
+        a1,
+        action=Action.REPLAYED,
+        outcome=Outcome.UNCHANGED,
+        reason=Reason.BATCH_ABSENT,
+        decided_at=104.0,
+    )
+    await journal.note(d1)
+    await journal.settle(d2)
+    await journal.settle(d3)
+    await journal.settle(d4)
+
+    assert await journal.decisions() == [d4, d3, d2, d1]
+    assert await journal.decisions(session_id="session-a") == [d4, d3, d1]
+    assert await journal.decisions(session_id="session-b") == [d2]
+    assert await journal.decisions(intent_id="a-1") == [d4, d1]
+    assert await journal.decisions(session_id="session-b", intent_id="a-1") == []
+    assert await journal.decisions(session_id="session-a", intent_id="a-2") == [d3]
+    assert await journal.decisions(limit=2) == [d4, d3]
+    assert await journal.decisions(session_id="session-a", limit=1) == [d4]
+    assert await journal.decisions(session_id="nobody") == []
+
+
+async def test_updated_at_moves_forward_on_transition(journal: IntentJournal) -> None:
+    """A transition refreshes updated_at to the present, never to an earlier time."""
+    await journal.record(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=current_owner())
+    first = await journal.get("i-1")
+    assert first is not None
+    start = time.time()
+
+    assert await journal.transition("i-1", state=IntentState.FAILED, owner=current_owner())
+
+    second = await journal.get("i-1")
+    assert second is not None
+    assert first.updated_at <= start <= second.updated_at
