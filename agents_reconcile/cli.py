@@ -15,32 +15,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import sqlite3
 import sys
 import tempfile
 import time
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import closing, contextmanager
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Final, TypeVar
 
 from . import __version__
 from .config import ReconcileConfig
-from .errors import (
-    JournalCorrupt,
-    JournalError,
-    JournalUnavailable,
-    RecordError,
-    RecordMalformed,
-    RecordTampered,
-)
-from .journal import IntentState, JournalEntry
-from .journal.sqlite import SCHEMA_VERSION
-from .ownership import Owner
-from .records import Decision, PendingWrite
+from .errors import JournalError, RecordError
+from .journal import SQLiteJournal
 
-__all__ = ["main", "read_decisions", "read_pending"]
+__all__ = ["main"]
 
 PROG: Final = "agents-reconcile"
 EXIT_OK: Final = 0
@@ -48,121 +36,13 @@ EXIT_TROUBLE: Final = 2
 _T = TypeVar("_T")
 
 
-# -- reading a journal without changing it ---------------------------------------------------
-
-
-def read_pending(path: Path, session_id: str | None = None) -> list[JournalEntry]:
-    """Unresolved intents in the SQLite journal at ``path`` (all sessions unless one is given),
-    oldest first.
-
-    The journal protocol lists one session at a time; an operator needs all of them, so this
-    reads the file directly, read-only. Raises ``JournalError`` or ``RecordError``.
-    """
-    sql = "SELECT intent_id, session_id, backend, state, owner, updated_at, record FROM intents"
-    args: list[object] = []
-    if session_id is not None:
-        sql += " WHERE session_id = ?"
-        args.append(session_id)
-    sql += " ORDER BY created_at, intent_id"
-    rows = _query(path, sql, args)
-    entries = []
-    for intent_id, row_session, backend, state, owner, updated_at, record in rows:
-        intent = _decoded(intent_id, PendingWrite.decode, record)
-        if (intent.intent_id, intent.session_id, str(intent.backend)) != (
-            intent_id,
-            row_session,
-            backend,
-        ):
-            raise RecordTampered(
-                f"intent {intent_id}: the journal row and its record name different "
-                "intents, sessions or backends"
-            )
-        try:
-            entries.append(
-                JournalEntry(
-                    intent=intent,
-                    state=IntentState(state),
-                    owner=Owner.parse(str(owner)),
-                    updated_at=float(str(updated_at)),
-                )
-            )
-        except (TypeError, ValueError) as exc:
-            raise JournalCorrupt(f"intent {intent_id}: unreadable state or owner ({exc})") from exc
-    return entries
-
-
-def read_decisions(path: Path, session_id: str | None = None, limit: int = 20) -> list[Decision]:
-    """The newest ``limit`` decisions in the SQLite journal at ``path``, newest first.
-
-    Read-only, like ``read_pending``; raises ``JournalError`` or ``RecordError``.
-    """
-    sql = "SELECT intent_id, session_id, record FROM decisions"
-    args: list[object] = []
-    if session_id is not None:
-        sql += " WHERE session_id = ?"
-        args.append(session_id)
-    sql += " ORDER BY seq DESC LIMIT ?"
-    args.append(limit)
-    decisions = []
-    for intent_id, row_session, record in _query(path, sql, args):
-        decision = _decoded(intent_id, Decision.decode, record)
-        if (decision.intent_id, decision.session_id) != (intent_id, row_session):
-            raise RecordTampered(
-                f"decision on intent {intent_id}: the journal row and its record disagree"
-            )
-        decisions.append(decision)
-    return decisions
-
-
-def _decoded(intent_id: object, decode: Callable[[bytes], _T], record: object) -> _T:
-    if not isinstance(record, bytes):
-        raise RecordMalformed(f"intent {intent_id}: the stored record is not a blob")
+async def _read_only(path: Path, read: Callable[[SQLiteJournal], Awaitable[_T]]) -> _T:
+    # Inspecting a journal must never create, migrate or write it.
+    journal = SQLiteJournal(path, read_only=True)
     try:
-        return decode(record)
-    except RecordError as exc:
-        if str(intent_id) in str(exc):
-            raise
-        # Name the row: a record that cannot be parsed at all cannot name itself.
-        raise type(exc)(f"intent {intent_id}: {exc}") from exc
-
-
-def _query(path: Path, sql: str, args: Sequence[object]) -> list[tuple[object, ...]]:
-    with _read_only(path) as conn:
-        try:
-            version = conn.execute("SELECT max(version) FROM journal_schema").fetchone()[0]
-            if isinstance(version, int) and version > SCHEMA_VERSION:
-                raise JournalCorrupt(
-                    f"{path} has journal schema version {version}; this release reads "
-                    f"version {SCHEMA_VERSION}: upgrade agents-reconcile"
-                )
-            return list(conn.execute(sql, args).fetchall())
-        except sqlite3.Error as exc:
-            raise _translated(exc, path) from exc
-
-
-@contextmanager
-def _read_only(path: Path) -> Iterator[sqlite3.Connection]:
-    resolved = path.expanduser().resolve()
-    if not resolved.is_file():
-        raise JournalUnavailable(f"no journal file at {path}")
-    # mode=ro: inspecting a journal must never create, migrate or lock it for writing, even
-    # when the path is mistyped or a live process is using it.
-    uri = f"{resolved.as_uri()}?mode=ro"
-    try:
-        conn = sqlite3.connect(uri, uri=True, timeout=5.0)
-    except sqlite3.Error as exc:
-        raise _translated(exc, path) from exc
-    with closing(conn):
-        yield conn
-
-
-def _translated(exc: sqlite3.Error, path: Path) -> JournalError:
-    text = str(exc).lower()
-    if "no such table" in text or "no such column" in text:
-        return JournalCorrupt(f"{path} is not an agents-reconcile journal ({exc})")
-    if "not a database" in text or "malformed" in text or "corrupt" in text:
-        return JournalCorrupt(f"{path} is damaged or is not a journal ({exc})")
-    return JournalUnavailable(f"{path} cannot be read ({exc})")
+        return await read(journal)
+    finally:
+        await journal.close()
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -180,7 +60,9 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_pending(args: argparse.Namespace) -> int:
-    entries = read_pending(Path(args.journal), args.session)
+    entries = asyncio.run(
+        _read_only(Path(args.journal), lambda journal: journal.pending(args.session))
+    )
     if not entries:
         where = f" for session {args.session!r}" if args.session else ""
         print(f"No pending intents{where}.")
@@ -207,7 +89,12 @@ def _cmd_pending(args: argparse.Namespace) -> int:
 
 
 def _cmd_decisions(args: argparse.Namespace) -> int:
-    decisions = read_decisions(Path(args.journal), args.session, args.limit)
+    decisions = asyncio.run(
+        _read_only(
+            Path(args.journal),
+            lambda journal: journal.decisions(session_id=args.session, limit=args.limit),
+        )
+    )
     if not decisions:
         where = f" for session {args.session!r}" if args.session else ""
         print(f"No decisions recorded{where}.")

@@ -19,9 +19,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
-import orjson
 from agents.memory import OpenAIConversationsSession
 
+from . import runstate
 from .classify import Observation, classify, observation_window
 from .config import ReconcileConfig
 from .errors import (
@@ -56,11 +56,10 @@ if TYPE_CHECKING:
 
 __all__ = ["CONTEXT_KEY", "ReconcilingSession"]
 
+CONTEXT_KEY: Final = runstate.CONTEXT_KEY
+
 logger = logging.getLogger("agents_reconcile")
 
-CONTEXT_KEY: Final = "agents_reconcile"
-"""Key of the intent copy in a mapping run context (carried by ``RunState.to_string()``)."""
-_CONTEXT_VERSION: Final = 1
 _TAIL_KEEP: Final = 32
 _POLL_SECONDS: Final = 0.02
 
@@ -188,7 +187,7 @@ class ReconcilingSession:
     ) -> list[TResponseInputItem]:
         """The inner history, after settling pending intents (raises ``ContinuationDenied``)."""
         if self._active and not _NO_RECONCILE.get():
-            await self._settle_pending(_context_of(wrapper))
+            await self._settle_pending(runstate.context_of(wrapper))
         items = await self._inner_get(limit, wrapper)
         if self._active:
             self._observe_read(items, limit)
@@ -206,13 +205,15 @@ class ReconcilingSession:
         if not items:
             await self._inner_add(items, wrapper)
             return
-        context = _context_of(wrapper)
+        context = runstate.context_of(wrapper)
         write_ahead = self.config.durability == "write_ahead"
         # Under write_ahead the journal checks for pending intents in the same transaction
         # that records the new one, so settling first would only repeat that query.
         async with self._mutation(context, settle=not write_ahead):
             while True:
-                if write_ahead and (self._unjournaled or _carries_intents(context)):
+                if write_ahead and (
+                    self._unjournaled or (context is not None and runstate.CONTEXT_KEY in context)
+                ):
                     await self._settle_pending(context, locked=True)
                 if self._is_retried_batch(digests):
                     logger.info(
@@ -245,7 +246,7 @@ class ReconcilingSession:
                 self._inner.pop_item, "pop_item", wrapper
             )
             return popped
-        async with self._mutation(_context_of(wrapper)):
+        async with self._mutation(runstate.context_of(wrapper)):
             self._tail = None
             self._settled = None
             result: TResponseInputItem | None = await self._call(
@@ -258,7 +259,7 @@ class ReconcilingSession:
         if not self._active:
             await self._call(self._inner.clear_session, "clear_session", wrapper)
             return
-        async with self._mutation(_context_of(wrapper)):
+        async with self._mutation(runstate.context_of(wrapper)):
             self._tail = None
             self._settled = None
             await self._call(self._inner.clear_session, "clear_session", wrapper)
@@ -370,7 +371,7 @@ class ReconcilingSession:
         recorded: bool,
     ) -> str:
         if context is not None:
-            _context_put(context, intent)
+            runstate.put(context, intent)
         where = "the RunState context" if context is not None else "this session object"
         try:
             if recorded:
@@ -462,7 +463,8 @@ class ReconcilingSession:
     ) -> list[Decision]:
         """Settle every pending intent of this session, oldest first; deny on the first that
         cannot be vouched for."""
-        decisions = await self._adopt_context_copies(context)
+        await self._adopt_context_copies(context)
+        decisions: list[Decision] = []
         try:
             entries = await self._journal_call(
                 self.journal.pending, self.session_id, self.backend_identity
@@ -608,7 +610,7 @@ class ReconcilingSession:
         replayed: bool,
     ) -> None:
         if context is not None:
-            _context_drop(context, intent.intent_id)
+            runstate.drop(context, intent.intent_id)
         self._unjournaled.pop(intent.intent_id, None)
         stored = tail + intent.batch_digests if replayed else tail
         whole = len(tail) < window
@@ -675,36 +677,21 @@ class ReconcilingSession:
 
     # -- the RunState copy ---------------------------------------------------------------
 
-    async def _adopt_context_copies(
-        self, context: MutableMapping[str, Any] | None
-    ) -> list[Decision]:
+    async def _adopt_context_copies(self, context: MutableMapping[str, Any] | None) -> None:
         """Check the intents a RunState carries against the journal, recording unknown ones."""
-        if context is None or CONTEXT_KEY not in context:
-            return []
-        carried = context[CONTEXT_KEY]
-        if not isinstance(carried, MutableMapping) or carried.get("version") != _CONTEXT_VERSION:
-            version = carried.get("version") if isinstance(carried, MutableMapping) else None
-            await self._refuse(
-                None,
-                Outcome.AMBIGUOUS,
-                Reason.UNSUPPORTED_RECORD,
-                {"context_version": str(version)},
-                binding=True,
+        entries = runstate.carried_entries(context)
+        if isinstance(entries, runstate.Refusal):
+            await self._refuse_binding(entries)
+        assert context is not None or not entries
+        for raw in entries:
+            intent = runstate.check_carried(
+                raw, session_id=self.session_id, backend=self.backend_identity
             )
-        raw_entries = carried.get("pending", [])
-        if not isinstance(raw_entries, list):
-            await self._refuse(
-                None,
-                Outcome.AMBIGUOUS,
-                Reason.RECORD_UNTRUSTED,
-                {"pending": type(raw_entries).__name__},
-                binding=True,
-            )
-        decisions: list[Decision] = []
-        for raw in list(raw_entries):
-            intent = await self._decode_carried(raw)
+            if isinstance(intent, runstate.Refusal):
+                await self._refuse_binding(intent)
+            assert context is not None
             if await self._journal_call(self.journal.is_settled, intent.intent_id):
-                _context_drop(context, intent.intent_id)
+                runstate.drop(context, intent.intent_id)
                 continue
             entry = await self._journal_call(self.journal.get, intent.intent_id)
             if entry is None:
@@ -712,68 +699,24 @@ class ReconcilingSession:
                     self.journal.record, intent, state=IntentState.FAILED, owner=current_owner()
                 )
             elif not entry.intent.same_content(intent):
-                await self._refuse(
-                    intent,
-                    Outcome.AMBIGUOUS,
-                    Reason.COPIES_DISAGREE,
-                    {
-                        "journal": entry.intent.to_mapping()["digest"],
-                        "run_state": intent.to_mapping()["digest"],
-                    },
-                    binding=True,
+                evidence = {
+                    "journal": entry.intent.to_mapping()["digest"],
+                    "run_state": intent.to_mapping()["digest"],
+                }
+                await self._refuse_binding(
+                    runstate.Refusal(Reason.COPIES_DISAGREE, evidence, intent)
                 )
-        return decisions
 
-    async def _decode_carried(self, raw: Any) -> PendingWrite:
-        intent_id = raw.get("intent_id") if isinstance(raw, MutableMapping) else None
-        try:
-            intent = PendingWrite.decode(raw) if isinstance(raw, MutableMapping) else None
-        except UnsupportedRecordVersion as exc:
-            await self._refuse(
-                None,
-                Outcome.AMBIGUOUS,
-                Reason.UNSUPPORTED_RECORD,
-                {"error": str(exc)},
-                intent_id=str(intent_id),
-                binding=True,
-                cause=exc,
-            )
-        except RecordError as exc:
-            await self._refuse(
-                None,
-                Outcome.AMBIGUOUS,
-                Reason.RECORD_UNTRUSTED,
-                {"error": str(exc)},
-                intent_id=str(intent_id),
-                binding=True,
-                cause=exc,
-            )
-        if intent is None:
-            await self._refuse(
-                None,
-                Outcome.AMBIGUOUS,
-                Reason.RECORD_UNTRUSTED,
-                {"entry": type(raw).__name__},
-                binding=True,
-            )
-        assert intent is not None
-        if intent.session_id != self.session_id:
-            await self._refuse(
-                intent,
-                Outcome.AMBIGUOUS,
-                Reason.SESSION_MISMATCH,
-                {"recorded": intent.session_id, "current": self.session_id},
-                binding=True,
-            )
-        if intent.backend != self.backend_identity:
-            await self._refuse(
-                intent,
-                Outcome.AMBIGUOUS,
-                Reason.BACKEND_MISMATCH,
-                {"recorded": str(intent.backend), "current": str(self.backend_identity)},
-                binding=True,
-            )
-        return intent
+    async def _refuse_binding(self, refusal: runstate.Refusal) -> NoReturn:
+        await self._refuse(
+            refusal.intent,
+            Outcome.AMBIGUOUS,
+            refusal.reason,
+            refusal.evidence,
+            intent_id=refusal.intent_id,
+            binding=True,
+            cause=refusal.cause,
+        )
 
     # -- calling the inner session -------------------------------------------------------
 
@@ -875,37 +818,6 @@ def _blocked(entry: JournalEntry | None, lease_seconds: float) -> bool:
     return entry.owner.is_live(
         age_seconds=time.time() - entry.updated_at, lease_seconds=lease_seconds
     )
-
-
-def _carries_intents(context: MutableMapping[str, Any] | None) -> bool:
-    return context is not None and CONTEXT_KEY in context
-
-
-def _context_of(wrapper: Any) -> MutableMapping[str, Any] | None:
-    context = getattr(wrapper, "context", None)
-    return context if isinstance(context, MutableMapping) else None
-
-
-def _context_put(context: MutableMapping[str, Any], intent: PendingWrite) -> None:
-    carried = context.setdefault(CONTEXT_KEY, {"version": _CONTEXT_VERSION, "pending": []})
-    pending = carried.setdefault("pending", [])
-    pending[:] = [p for p in pending if p.get("intent_id") != intent.intent_id]
-    # A detached copy: the caller's context must not alias the intent's own batch.
-    pending.append(orjson.loads(intent.encode()))
-
-
-def _context_drop(context: MutableMapping[str, Any], intent_id: str) -> None:
-    carried = context.get(CONTEXT_KEY)
-    if not isinstance(carried, MutableMapping):
-        return
-    pending = carried.get("pending", [])
-    carried["pending"] = [
-        p
-        for p in pending
-        if not (isinstance(p, MutableMapping) and p.get("intent_id") == intent_id)
-    ]
-    if not carried["pending"]:
-        del context[CONTEXT_KEY]
 
 
 def _accepts(method: Any, name: str) -> bool:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import subprocess
 import sys
 from pathlib import Path
@@ -36,24 +37,28 @@ async def failed_journal(tmp_path: Path) -> Path:
     return journal
 
 
-async def test_pending_lists_intents_without_their_contents(
+def test_pending_lists_intents_without_their_contents(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """`pending` lists the unresolved intent (id, session, state) and never its payload."""
-    journal = await failed_journal(tmp_path)
+    journal = asyncio.run(failed_journal(tmp_path))
     assert main(["pending", "--journal", str(journal)]) == 0
     out = capsys.readouterr().out
     assert "s1" in out and "failed" in out
     assert "4242" not in out
 
 
-async def test_decisions_show_the_trail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_decisions_show_the_trail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """`decisions` shows what reconciliation decided, payload-free."""
-    journal = await failed_journal(tmp_path)
-    session = ReconcilingSession(
-        SQLiteSession("s1", tmp_path / "chat.db"), config=ReconcileConfig(journal=journal)
-    )
-    await session.reconcile()
+    journal = asyncio.run(failed_journal(tmp_path))
+
+    async def settle() -> None:
+        session = ReconcilingSession(
+            SQLiteSession("s1", tmp_path / "chat.db"), config=ReconcileConfig(journal=journal)
+        )
+        await session.reconcile()
+
+    asyncio.run(settle())
     assert main(["decisions", "--journal", str(journal), "--session", "s1"]) == 0
     out = capsys.readouterr().out
     assert "replayed" in out and "unchanged" in out
@@ -77,3 +82,15 @@ def test_module_entry_point_reports_its_version() -> None:
         [sys.executable, "-m", "agents_reconcile", "--version"], capture_output=True, text=True
     )
     assert done.returncode == 0 and "agents-reconcile" in done.stdout
+
+
+def test_inspecting_never_creates_or_changes_a_journal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pending` on a mistyped path creates nothing; on a real journal it changes no byte."""
+    assert main(["pending", "--journal", str(tmp_path / "typo.db")]) == 2
+    assert not (tmp_path / "typo.db").exists()
+    journal = asyncio.run(failed_journal(tmp_path))
+    before = journal.read_bytes()
+    assert main(["pending", "--journal", str(journal)]) == 0
+    assert journal.read_bytes() == before

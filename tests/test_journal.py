@@ -443,3 +443,51 @@ async def test_updated_at_moves_forward_on_transition(journal: IntentJournal) ->
     second = await journal.get("i-1")
     assert second is not None
     assert first.updated_at <= start <= second.updated_at
+
+
+async def test_open_intent_records_only_when_the_session_is_clear(journal: IntentJournal) -> None:
+    """open_intent records an intent when its session and backend have none pending, and
+    otherwise returns the pending ones and records nothing."""
+    owner = current_owner()
+    first = make_intent("i-1")
+    assert await journal.open_intent(first, state=IntentState.IN_FLIGHT, owner=owner) == []
+    assert ids(await journal.pending("session-a")) == ["i-1"]
+
+    second = make_intent("i-2", created_at=1_700_000_001.0)
+    blocking = await journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner)
+    assert ids(blocking) == ["i-1"]
+    assert await journal.get("i-2") is None
+
+    elsewhere = make_intent("i-3", session_id="session-b")
+    assert await journal.open_intent(elsewhere, state=IntentState.IN_FLIGHT, owner=owner) == []
+    other_backend = make_intent("i-4", backend=BackendIdentity("other.Store", "x"))
+    assert await journal.open_intent(other_backend, state=IntentState.IN_FLIGHT, owner=owner) == []
+
+    await journal.discard("i-1")
+    assert await journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner) == []
+    assert ids(await journal.pending("session-a", BACKEND)) == ["i-2"]
+
+
+async def test_pending_without_a_session_lists_every_session(journal: IntentJournal) -> None:
+    """pending(None) lists the unresolved intents of all sessions, oldest first."""
+    owner = current_owner()
+    await journal.record(
+        make_intent("b", session_id="s-2", created_at=2.0), state=IntentState.FAILED, owner=owner
+    )
+    await journal.record(
+        make_intent("a", session_id="s-1", created_at=1.0), state=IntentState.FAILED, owner=owner
+    )
+    assert ids(await journal.pending(None)) == ["a", "b"]
+
+
+async def test_settle_and_note_take_only_their_kind_of_decision(journal: IntentJournal) -> None:
+    """settle() refuses a decision that does not close the intent, note() one that does."""
+    intent = make_intent("i-1")
+    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    with pytest.raises((ValueError, AssertionError)):
+        await journal.settle(make_decision(intent, action=Action.DENIED))
+    with pytest.raises((ValueError, AssertionError)):
+        await journal.note(make_decision(intent, action=Action.SETTLED))
+    assert ids(await journal.pending("session-a")) == ["i-1"]
+    with pytest.raises(ValueError):
+        await journal.decisions(limit=0)

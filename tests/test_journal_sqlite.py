@@ -623,3 +623,34 @@ def test_fork_child_writes_and_parent_keeps_working(tmp_path: Path) -> None:
             await fresh.close()
 
     asyncio.run(parent_side())
+
+
+async def test_a_row_moved_to_another_session_is_refused(
+    journal: SQLiteJournal, tmp_path: Path
+) -> None:
+    """A row whose session column was edited (to hide it from its session) is refused."""
+    intent = make_intent("i-1")
+    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    with sqlite3.connect(journal.path) as conn:
+        conn.execute("UPDATE intents SET session_id = 'someone-else'")
+    with pytest.raises(RecordTampered):
+        await journal.pending(None)
+
+
+async def test_read_only_journal_reads_and_never_writes(tmp_path: Path) -> None:
+    """A read-only journal lists what is there, refuses writes, and never creates a file."""
+    path = tmp_path / "journal.db"
+    writer = SQLiteJournal(path)
+    intent = make_intent("i-1")
+    await writer.record(intent, state=IntentState.FAILED, owner=current_owner())
+    await writer.close()
+
+    reader = SQLiteJournal(path, read_only=True)
+    assert [e.intent.intent_id for e in await reader.pending(None)] == ["i-1"]
+    with pytest.raises(JournalUnavailable):
+        await reader.discard("i-1")
+    await reader.close()
+    missing = SQLiteJournal(tmp_path / "absent.db", read_only=True)
+    with pytest.raises(JournalUnavailable):
+        await missing.pending(None)
+    assert not (tmp_path / "absent.db").exists()

@@ -566,3 +566,17 @@ async def test_closing_a_shared_journal_does_not_break_other_sessions(tmp_path: 
     await second.add_items([USER])
     await first.add_items([ANSWER])
     assert await second.get_items() == [USER]
+
+
+def test_run_sync_across_event_loops(tmp_path: Path) -> None:
+    """Runner.run_sync (a new event loop per call) records, reconciles and gates as run does."""
+    session, faulty, inner = wrapped(tmp_path)
+    agent, _ = text_agent("first")
+    faulty.plan(Fault.REJECT, at=2)
+    with pytest.raises(BackendFailure):
+        Runner.run_sync(agent, "hi", session=session, run_config=session.run_config())
+    agent, model = text_agent("second")
+    Runner.run_sync(agent, "again", session=session, run_config=session.run_config())
+    stored = [summarize(item) for item in asyncio.run(inner.get_items())]
+    assert stored == ["user:hi", "assistant:first", "user:again", "assistant:second"]
+    assert len(model.calls) == 1

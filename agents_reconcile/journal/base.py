@@ -73,9 +73,10 @@ class IntentJournal(Protocol):
         ...
 
     async def pending(
-        self, session_id: str, backend: BackendIdentity | None = None
+        self, session_id: str | None, backend: BackendIdentity | None = None
     ) -> list[JournalEntry]:
-        """Unresolved intents of one session (and backend, when given), oldest first."""
+        """Unresolved intents of one session (every session when ``None``; one backend when
+        given), oldest first."""
         ...
 
     async def get(self, intent_id: str) -> JournalEntry | None:

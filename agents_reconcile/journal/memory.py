@@ -79,13 +79,13 @@ class MemoryJournal:
         del self._entries[intent_id]
 
     async def pending(
-        self, session_id: str, backend: BackendIdentity | None = None
+        self, session_id: str | None, backend: BackendIdentity | None = None
     ) -> list[JournalEntry]:
         return sorted(
             (
                 entry
                 for entry in self._entries.values()
-                if entry.intent.session_id == session_id
+                if (session_id is None or entry.intent.session_id == session_id)
                 and (backend is None or entry.intent.backend == backend)
             ),
             key=lambda entry: entry.intent.created_at,

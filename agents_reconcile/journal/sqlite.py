@@ -17,7 +17,14 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, TypeVar
 
-from ..errors import IntentConflict, JournalCorrupt, JournalUnavailable
+from ..errors import (
+    IntentConflict,
+    JournalCorrupt,
+    JournalUnavailable,
+    RecordError,
+    RecordMalformed,
+    RecordTampered,
+)
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
 from .base import IntentState, JournalEntry, require_limit, require_settling
@@ -69,7 +76,8 @@ class SQLiteJournal:
     """``IntentJournal`` in one SQLite file (created with its schema on first use).
 
     ``synchronous="NORMAL"`` (the default) makes every commit survive the process being
-    killed; ``"FULL"`` also survives power loss, at an fsync per commit.
+    killed; ``"FULL"`` also survives power loss, at an fsync per commit. ``read_only=True``
+    opens an existing journal for inspection: it never creates, migrates or writes the file.
     """
 
     def __init__(
@@ -78,8 +86,10 @@ class SQLiteJournal:
         *,
         busy_timeout: float = 5.0,
         synchronous: str = "NORMAL",
+        read_only: bool = False,
     ) -> None:
         self.path = Path(path).expanduser().resolve()
+        self.read_only = read_only
         self._busy_timeout = busy_timeout
         if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be NORMAL, FULL or EXTRA, not {synchronous!r}")
@@ -97,18 +107,31 @@ class SQLiteJournal:
         # A connection must not cross a fork: the child opens its own.
         if self._conn is not None and self._pid == os.getpid():
             return self._conn
+        if self.read_only and not self.path.is_file():
+            raise JournalUnavailable(f"no journal file at {self.path}")
+        # mode=ro: inspecting a journal must never create or migrate it, even when the path
+        # is mistyped or a live process is using it.
+        target = f"{self.path.as_uri()}?mode=ro" if self.read_only else str(self.path)
         try:
             conn = sqlite3.connect(
-                self.path, timeout=0, isolation_level=None, check_same_thread=False
+                target,
+                uri=self.read_only,
+                timeout=0,
+                isolation_level=None,
+                check_same_thread=False,
             )
         except sqlite3.Error as exc:
             raise _translate(exc, self.path) from exc
         try:
-            # WAL lets readers run beside the one writer; NORMAL commits reach the OS before
-            # returning, which is what surviving SIGKILL needs.
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
-            self._migrate(conn)
+            if self.read_only:
+                conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
+                self._check_version(conn)
+            else:
+                # WAL lets readers run beside the one writer; NORMAL commits reach the OS
+                # before returning, which is what surviving SIGKILL needs.
+                conn.execute("PRAGMA journal_mode=WAL")
+                conn.execute(f"PRAGMA synchronous={self._synchronous}")
+                self._migrate(conn)
         except BaseException:
             conn.close()
             raise
@@ -120,25 +143,42 @@ class SQLiteJournal:
         # IMMEDIATE: two processes creating the schema at once must not both insert a version.
         conn.execute("BEGIN IMMEDIATE")
         try:
+            # A newer schema is refused before any DDL touches it.
+            version = self._check_version(conn, missing_ok=True)
             for statement in _SCHEMA:
                 conn.execute(statement)
-            row = conn.execute("SELECT max(version) FROM journal_schema").fetchone()
-            version = row[0] if row else None
             if version is None:
                 conn.execute(
                     "INSERT INTO journal_schema (version, applied_at) VALUES (?, ?)",
                     (SCHEMA_VERSION, time.time()),
-                )
-            elif version > SCHEMA_VERSION:
-                raise JournalCorrupt(
-                    f"journal {self.path} has schema version {version}, newer than this "
-                    f"release's {SCHEMA_VERSION}; upgrade agents-reconcile"
                 )
             conn.execute("COMMIT")
         except BaseException:
             conn.execute("ROLLBACK")
             raise
         conn.execute("PRAGMA busy_timeout=0")
+
+    def _check_version(self, conn: sqlite3.Connection, *, missing_ok: bool = False) -> int | None:
+        """The file's schema version; refuses a newer one, and a file that is not a journal."""
+        exists = conn.execute(
+            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'journal_schema'"
+        ).fetchone()
+        if not exists:
+            if missing_ok:
+                return None
+            raise JournalCorrupt(f"{self.path} is not an agents-reconcile journal")
+        row = conn.execute("SELECT max(version) FROM journal_schema").fetchone()
+        version = row[0] if row else None
+        if not isinstance(version, int):
+            if missing_ok and version is None:
+                return None
+            raise JournalCorrupt(f"journal {self.path} has no readable schema version")
+        if version > SCHEMA_VERSION:
+            raise JournalCorrupt(
+                f"journal {self.path} has schema version {version}, newer than this "
+                f"release's {SCHEMA_VERSION}; upgrade agents-reconcile"
+            )
+        return version
 
     def schema_version(self) -> int:
         """The schema version recorded in the file (runs no DDL beyond first creation)."""
@@ -204,7 +244,7 @@ class SQLiteJournal:
         blob = intent.encode()
         row = _intent_row(intent, state, owner, blob)
 
-        def write(conn: sqlite3.Connection) -> list[tuple[str, str, float, bytes]]:
+        def write(conn: sqlite3.Connection) -> list[_Row]:
             # One statement is one atomic transaction: no other intent of this session can
             # appear between the check and the insert, and it costs a single commit.
             try:
@@ -213,8 +253,8 @@ class SQLiteJournal:
                 inserted = 0
             if inserted == 1:
                 return []
-            rows: list[tuple[str, str, float, bytes]] = conn.execute(
-                _PENDING_SQL + " AND backend = ? ORDER BY created_at",
+            rows: list[_Row] = conn.execute(
+                _SELECT_INTENTS + " WHERE session_id = ? AND backend = ? ORDER BY created_at",
                 (intent.session_id, str(intent.backend)),
             ).fetchall()
             if not rows:
@@ -251,15 +291,18 @@ class SQLiteJournal:
         )
 
     async def pending(
-        self, session_id: str, backend: BackendIdentity | None = None
+        self, session_id: str | None, backend: BackendIdentity | None = None
     ) -> list[JournalEntry]:
-        def read(conn: sqlite3.Connection) -> list[tuple[str, str, float, bytes]]:
-            sql = _PENDING_SQL
-            args: list[object] = [session_id]
+        def read(conn: sqlite3.Connection) -> list[_Row]:
+            sql = _SELECT_INTENTS + " WHERE 1 = 1"
+            args: list[object] = []
+            if session_id is not None:
+                sql += " AND session_id = ?"
+                args.append(session_id)
             if backend is not None:
                 sql += " AND backend = ?"
                 args.append(str(backend))
-            rows = conn.execute(sql + " ORDER BY created_at", args).fetchall()
+            rows: list[_Row] = conn.execute(sql + " ORDER BY created_at", args).fetchall()
             return rows
 
         return [_entry(*row) for row in await self._run(read)]
@@ -267,8 +310,7 @@ class SQLiteJournal:
     async def get(self, intent_id: str) -> JournalEntry | None:
         row = await self._run(
             lambda conn: conn.execute(
-                "SELECT state, owner, updated_at, record FROM intents WHERE intent_id = ?",
-                (intent_id,),
+                _SELECT_INTENTS + " WHERE intent_id = ?", (intent_id,)
             ).fetchone()
         )
         return None if row is None else _entry(*row)
@@ -294,7 +336,7 @@ class SQLiteJournal:
     async def decisions(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[Decision]:
-        sql = "SELECT record FROM decisions WHERE 1 = 1"
+        sql = "SELECT intent_id, session_id, record FROM decisions WHERE 1 = 1"
         args: list[object] = []
         if session_id is not None:
             sql += " AND session_id = ?"
@@ -306,7 +348,7 @@ class SQLiteJournal:
         sql += " ORDER BY seq DESC LIMIT ?"
         args.append(limit)
         rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
-        return [Decision.decode(row[0]) for row in rows]
+        return [_decision(*row) for row in rows]
 
     async def close(self) -> None:
         """Close the connection. The journal is shared per file within a process, so a later
@@ -322,7 +364,10 @@ _OPEN_INTENT_SQL: Final = (
     " record) SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS"
     " (SELECT 1 FROM intents WHERE session_id = ? AND backend = ?)"
 )
-_PENDING_SQL: Final = "SELECT state, owner, updated_at, record FROM intents WHERE session_id = ?"
+_SELECT_INTENTS: Final = (
+    "SELECT intent_id, session_id, backend, state, owner, updated_at, record FROM intents"
+)
+_Row = tuple[str, str, str, str, str, float, bytes]
 
 
 def _intent_row(
@@ -361,13 +406,57 @@ def _insert_or_compare(
             ) from None
 
 
-def _entry(state: str, owner: str, updated_at: float, record: bytes) -> JournalEntry:
-    return JournalEntry(
-        intent=PendingWrite.decode(record),
-        state=IntentState(state),
-        owner=Owner.parse(owner),
-        updated_at=updated_at,
-    )
+def _entry(
+    intent_id: str,
+    session_id: str,
+    backend: str,
+    state: str,
+    owner: str,
+    updated_at: float,
+    record: bytes,
+) -> JournalEntry:
+    intent = _decoded(intent_id, PendingWrite.decode, record)
+    # The columns are what queries select by: a row edited to hide its intent from its
+    # session (or to show it to another) must not pass as that session's record.
+    if (intent.intent_id, intent.session_id, str(intent.backend)) != (
+        intent_id,
+        session_id,
+        backend,
+    ):
+        raise RecordTampered(
+            f"intent {intent_id}: the journal row and its record name different intents, "
+            "sessions or backends"
+        )
+    try:
+        return JournalEntry(
+            intent=intent,
+            state=IntentState(state),
+            owner=Owner.parse(owner),
+            updated_at=float(updated_at),
+        )
+    except (TypeError, ValueError) as exc:
+        raise JournalCorrupt(f"intent {intent_id}: unreadable state or owner ({exc})") from exc
+
+
+def _decision(intent_id: str, session_id: str, record: bytes) -> Decision:
+    decision = _decoded(intent_id, Decision.decode, record)
+    if (decision.intent_id, decision.session_id) != (intent_id, session_id):
+        raise RecordTampered(
+            f"decision on intent {intent_id}: the journal row and its record disagree"
+        )
+    return decision
+
+
+def _decoded(intent_id: object, decode: Callable[[bytes], _T], record: object) -> _T:
+    if not isinstance(record, bytes):
+        raise RecordMalformed(f"intent {intent_id}: the stored record is not a blob")
+    try:
+        return decode(record)
+    except RecordError as exc:
+        if str(intent_id) in str(exc):
+            raise
+        # Name the row: a record that cannot be parsed at all cannot name itself.
+        raise type(exc)(f"intent {intent_id}: {exc}") from exc
 
 
 def _settled(conn: sqlite3.Connection, intent_id: str) -> bool:
@@ -402,6 +491,8 @@ def _is_busy(exc: sqlite3.OperationalError) -> bool:
 
 def _translate(exc: sqlite3.Error, path: Path) -> Exception:
     text = str(exc).lower()
+    if "no such table" in text or "no such column" in text:
+        return JournalCorrupt(f"{path} is not an agents-reconcile journal ({exc})")
     if isinstance(exc, sqlite3.DatabaseError) and (
         "not a database" in text or "malformed" in text or "corrupt" in text
     ):

@@ -1,0 +1,106 @@
+"""The RunState copy of pending intents: ``context["agents_reconcile"]`` in a mapping context.
+
+``RunState.to_string()`` carries a mapping context across processes, so an intent written
+there survives with the state even when the journal is elsewhere. These functions read and
+write that copy and check it against the session resuming it; they do no other I/O.
+"""
+
+from __future__ import annotations
+
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+
+from .errors import RecordError, UnsupportedRecordVersion
+from .records import BackendIdentity, PendingWrite, Reason
+
+__all__ = [
+    "CONTEXT_KEY",
+    "CONTEXT_VERSION",
+    "Refusal",
+    "carried_entries",
+    "check_carried",
+    "context_of",
+    "drop",
+    "put",
+]
+
+CONTEXT_KEY: Final = "agents_reconcile"
+"""Key of the intent copy in a mapping run context."""
+CONTEXT_VERSION: Final = 1
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a carried copy cannot be used: the session denies with this as a BindingMismatch."""
+
+    reason: Reason
+    evidence: dict[str, Any] = field(default_factory=dict)
+    intent: PendingWrite | None = None
+    intent_id: str | None = None
+    cause: BaseException | None = None
+
+
+def context_of(wrapper: Any) -> MutableMapping[str, Any] | None:
+    """The run's context when it is a mutable mapping (the only kind a copy can live in)."""
+    context = getattr(wrapper, "context", None)
+    return context if isinstance(context, MutableMapping) else None
+
+
+def put(context: MutableMapping[str, Any], intent: PendingWrite) -> None:
+    """Add (or replace) the copy of ``intent``."""
+    carried = context.setdefault(CONTEXT_KEY, {"version": CONTEXT_VERSION, "pending": []})
+    pending = carried.setdefault("pending", [])
+    pending[:] = [p for p in pending if p.get("intent_id") != intent.intent_id]
+    # A detached copy: the caller's context must not alias the intent's own batch.
+    pending.append(orjson.loads(intent.encode()))
+
+
+def drop(context: MutableMapping[str, Any], intent_id: str) -> None:
+    """Remove the copy of a settled intent (and the key, once nothing is left)."""
+    carried = context.get(CONTEXT_KEY)
+    if not isinstance(carried, MutableMapping):
+        return
+    carried["pending"] = [
+        p
+        for p in carried.get("pending", [])
+        if not (isinstance(p, MutableMapping) and p.get("intent_id") == intent_id)
+    ]
+    if not carried["pending"]:
+        del context[CONTEXT_KEY]
+
+
+def carried_entries(context: MutableMapping[str, Any] | None) -> list[Any] | Refusal:
+    """The raw carried entries, or why the container itself cannot be read."""
+    if context is None or CONTEXT_KEY not in context:
+        return []
+    carried = context[CONTEXT_KEY]
+    if not isinstance(carried, MutableMapping) or carried.get("version") != CONTEXT_VERSION:
+        version = carried.get("version") if isinstance(carried, MutableMapping) else None
+        return Refusal(Reason.UNSUPPORTED_RECORD, {"context_version": str(version)})
+    entries = carried.get("pending", [])
+    if not isinstance(entries, list):
+        return Refusal(Reason.RECORD_UNTRUSTED, {"pending": type(entries).__name__})
+    return list(entries)
+
+
+def check_carried(raw: Any, *, session_id: str, backend: BackendIdentity) -> PendingWrite | Refusal:
+    """Decode one carried entry and check that it belongs to this session and backend."""
+    if not isinstance(raw, MutableMapping):
+        return Refusal(Reason.RECORD_UNTRUSTED, {"entry": type(raw).__name__})
+    intent_id = str(raw.get("intent_id"))
+    try:
+        intent = PendingWrite.decode(raw)
+    except UnsupportedRecordVersion as exc:
+        return Refusal(Reason.UNSUPPORTED_RECORD, {"error": str(exc)}, None, intent_id, exc)
+    except RecordError as exc:
+        return Refusal(Reason.RECORD_UNTRUSTED, {"error": str(exc)}, None, intent_id, exc)
+    if intent.session_id != session_id:
+        evidence = {"recorded": intent.session_id, "current": session_id}
+        return Refusal(Reason.SESSION_MISMATCH, evidence, intent)
+    if intent.backend != backend:
+        evidence = {"recorded": str(intent.backend), "current": str(backend)}
+        return Refusal(Reason.BACKEND_MISMATCH, evidence, intent)
+    return intent
