@@ -10,69 +10,21 @@ from typing import Any
 import pytest
 
 from agents_reconcile.errors import IntentConflict
-from agents_reconcile.fingerprint import digest_items
 from agents_reconcile.journal import IntentJournal, IntentState, MemoryJournal, SQLiteJournal
 from agents_reconcile.ownership import Owner, current_owner
 from agents_reconcile.records import (
     Action,
     BackendIdentity,
-    Decision,
     Outcome,
-    PendingWrite,
     Reason,
 )
 
-BACKEND = BackendIdentity("agents.memory.sqlite_session.SQLiteSession", "/srv/data/chat.db")
+from .journal_support import BACKEND, SETTLING, STRANGER, make_decision, make_intent
+
 OTHER_DB = BackendIdentity("agents.memory.sqlite_session.SQLiteSession", "/srv/data/other.db")
 OTHER_KIND = BackendIdentity("tests.custom.ListSession", "/srv/data/chat.db")
-STRANGER = Owner(host="elsewhere#0badc0de", pid=4242, started="987654")
-SETTLING = (Action.SETTLED, Action.REPLAYED, Action.DROPPED)
+
 NOT_SETTLING = (Action.DENIED, Action.LEFT_PENDING)
-
-
-def make_intent(
-    intent_id: str,
-    *,
-    session_id: str = "session-a",
-    backend: BackendIdentity = BACKEND,
-    created_at: float = 1_700_000_000.0,
-    text: str = "hello",
-) -> PendingWrite:
-    """A well-formed pending write of one user item on top of one assistant item."""
-    batch: tuple[dict[str, Any], ...] = ({"role": "user", "content": text},)
-    before = ({"role": "assistant", "content": "earlier answer"},)
-    return PendingWrite(
-        intent_id=intent_id,
-        session_id=session_id,
-        backend=backend,
-        batch=batch,
-        batch_digests=digest_items(batch),
-        before_digests=digest_items(before),
-        before_is_whole=True,
-        created_at=created_at,
-        persisted_count=1,
-    )
-
-
-def make_decision(
-    intent: PendingWrite,
-    *,
-    action: Action = Action.SETTLED,
-    outcome: Outcome = Outcome.COMMITTED,
-    reason: Reason = Reason.BATCH_PRESENT,
-    decided_at: float = 1_700_000_100.0,
-) -> Decision:
-    """A payload-free decision about ``intent`` with digest evidence."""
-    return Decision(
-        intent_id=intent.intent_id,
-        session_id=intent.session_id,
-        backend=intent.backend,
-        outcome=outcome,
-        reason=reason,
-        action=action,
-        decided_at=decided_at,
-        evidence={"batch_digests": list(intent.batch_digests), "observed_count": 2},
-    )
 
 
 def ids(entries: Sequence[Any]) -> list[str]:

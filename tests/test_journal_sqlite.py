@@ -25,7 +25,6 @@ from agents_reconcile.errors import (
     JournalUnavailable,
     RecordTampered,
 )
-from agents_reconcile.fingerprint import digest_items
 from agents_reconcile.journal import (
     IntentJournal,
     IntentState,
@@ -34,57 +33,14 @@ from agents_reconcile.journal import (
     open_journal,
 )
 from agents_reconcile.journal.sqlite import SCHEMA_VERSION
-from agents_reconcile.ownership import Owner, current_owner
+from agents_reconcile.ownership import current_owner
 from agents_reconcile.records import (
     Action,
-    BackendIdentity,
-    Decision,
-    Outcome,
-    PendingWrite,
-    Reason,
 )
 
+from .journal_support import STRANGER, make_decision, make_intent
+
 pytestmark = pytest.mark.sqlite
-
-BACKEND = BackendIdentity("agents.memory.sqlite_session.SQLiteSession", "/srv/data/chat.db")
-STRANGER = Owner(host="elsewhere#0badc0de", pid=4242, started="987654")
-
-
-def make_intent(
-    intent_id: str,
-    *,
-    session_id: str = "session-a",
-    created_at: float = 1_700_000_000.0,
-    text: str = "hello",
-) -> PendingWrite:
-    """A well-formed pending write of one user item on top of one assistant item."""
-    batch: tuple[dict[str, Any], ...] = ({"role": "user", "content": text},)
-    before = ({"role": "assistant", "content": "earlier answer"},)
-    return PendingWrite(
-        intent_id=intent_id,
-        session_id=session_id,
-        backend=BACKEND,
-        batch=batch,
-        batch_digests=digest_items(batch),
-        before_digests=digest_items(before),
-        before_is_whole=True,
-        created_at=created_at,
-        persisted_count=1,
-    )
-
-
-def make_decision(intent: PendingWrite, *, action: Action = Action.SETTLED) -> Decision:
-    """A payload-free decision about ``intent``."""
-    return Decision(
-        intent_id=intent.intent_id,
-        session_id=intent.session_id,
-        backend=intent.backend,
-        outcome=Outcome.COMMITTED if action is Action.SETTLED else Outcome.AMBIGUOUS,
-        reason=Reason.BATCH_PRESENT if action is Action.SETTLED else Reason.HISTORY_CHANGED,
-        action=action,
-        decided_at=1_700_000_100.0,
-        evidence={"batch_digests": list(intent.batch_digests)},
-    )
 
 
 def query(path: Path, sql: str, *args: object) -> list[tuple[Any, ...]]:
