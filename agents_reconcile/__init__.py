@@ -6,6 +6,7 @@ Wrap any OpenAI Agents SDK session in ``ReconcilingSession`` and pass
 
 from __future__ import annotations
 
+from . import crashpoints
 from .classify import Observation, Verdict, classify
 from .config import ReconcileConfig
 from .errors import (
@@ -63,5 +64,6 @@ __all__ = [
     "UnsupportedSession",
     "Verdict",
     "classify",
+    "crashpoints",
     "item_digest",
 ]

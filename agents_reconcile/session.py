@@ -24,6 +24,7 @@ from agents.memory import OpenAIConversationsSession
 from . import runstate
 from .classify import Observation, classify, observation_window
 from .config import ReconcileConfig
+from .crashpoints import CrashPoint, reached
 from .errors import (
     BindingMismatch,
     ConfigurationError,
@@ -223,6 +224,7 @@ class ReconcilingSession:
                     self._settled = None
                     return
                 intent = await self._new_intent(items, digests, wrapper)
+                reached(CrashPoint.BEFORE_INTENT_RECORDED)
                 if write_ahead:
                     blocking = await self._journal_call(
                         self.journal.open_intent,
@@ -330,6 +332,7 @@ class ReconcilingSession:
         recorded: bool,
     ) -> None:
         write_ahead = recorded
+        reached(CrashPoint.AFTER_INTENT_RECORDED)
         _BUSY.add(intent.intent_id)
         try:
             await self._inner_add(items, wrapper)
@@ -349,6 +352,7 @@ class ReconcilingSession:
             _BUSY.discard(intent.intent_id)
         if self._tail is not None:
             self._extend_tail(intent.batch_digests)
+        reached(CrashPoint.BEFORE_INTENT_CLEARED)
         if write_ahead:
             try:
                 await self.journal.discard(intent.intent_id)
@@ -571,20 +575,24 @@ class ReconcilingSession:
         with self._no_reconcile():
             items = await self._inner_get(window, None)
         tail = tuple(digest_items(items[-window:], ignore_ids=intent.ignore_ids))
+        reached(CrashPoint.DURING_RECONCILE_READ)
         verdict = classify(intent, Observation(tail))
         evidence = verdict.evidence
         if verdict.outcome is Outcome.COMMITTED:
             decision = self._decision(
                 intent, verdict.outcome, verdict.reason, Action.SETTLED, evidence
             )
+            reached(CrashPoint.BEFORE_SETTLE)
             await self._journal_call(self.journal.settle, decision)
             self._after_settlement(intent, tail, window, context, replayed=False)
             return decision
         if verdict.outcome is Outcome.UNCHANGED and self.config.on_unchanged == "replay":
+            reached(CrashPoint.BEFORE_REPLAY)
             with self._no_reconcile():
                 await _despite_cancellation(
                     self._inner_add(copy.deepcopy(list(intent.batch)), None)
                 )
+            reached(CrashPoint.AFTER_REPLAY)
             decision = self._decision(
                 intent, verdict.outcome, verdict.reason, Action.REPLAYED, evidence
             )

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from .crashpoints import CrashPoint, reached
+
 __all__ = ["BackendFailure", "Fault", "FaultInjectingSession", "PlannedFault"]
 
 
@@ -79,7 +81,9 @@ class FaultInjectingSession:
         self.add_calls += 1
         planned = next((p for n, p in self._planned if n == self.add_calls), None)
         if planned is None:
+            reached(CrashPoint.INSIDE_APPEND_BEFORE_COMMIT)
             await self.inner.add_items(items)
+            reached(CrashPoint.AFTER_COMMIT_BEFORE_ACK)
             return
         self._planned = [(n, p) for n, p in self._planned if p is not planned]
         self.faults_fired.append(planned.fault)

@@ -1,0 +1,117 @@
+"""Named crash points: places where a test can stop the process, to prove recovery from there.
+
+The session calls ``reached(point)`` at each point. Unarmed (the normal case) that is one
+global lookup and a comparison with ``None``. Armed, the N-th time the point is reached the
+process is killed with SIGKILL (or a given callable runs, for in-process tests).
+
+Arm in code with ``arm(CrashPoint.AFTER_INTENT_RECORDED)``, or for a child process through the
+environment: ``AGENTS_RECONCILE_CRASH_AT=after_intent_recorded`` (``:N`` for the N-th time),
+read when this module is first imported.
+"""
+
+from __future__ import annotations
+
+import enum
+import os
+import signal
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Final
+
+__all__ = ["ENV_CRASH_AT", "CrashPoint", "arm", "armed", "disarm", "reached"]
+
+ENV_CRASH_AT: Final = "AGENTS_RECONCILE_CRASH_AT"
+
+
+class CrashPoint(enum.Enum):
+    """Where a process can be stopped, in the order an append and its recovery reach them."""
+
+    BEFORE_INTENT_RECORDED = "before_intent_recorded"
+    """The intent is built; nothing is in the journal or the store yet."""
+    AFTER_INTENT_RECORDED = "after_intent_recorded"
+    """The intent is durable (write-ahead); the inner append has not started."""
+    INSIDE_APPEND_BEFORE_COMMIT = "inside_append_before_commit"
+    """Inside the inner append, before the store commits (fired by ``FaultInjectingSession``)."""
+    AFTER_COMMIT_BEFORE_ACK = "after_commit_before_ack"
+    """The store committed; its acknowledgement has not reached the wrapper (likewise)."""
+    BEFORE_INTENT_CLEARED = "before_intent_cleared"
+    """The append was acknowledged; the intent is still in the journal."""
+    DURING_RECONCILE_READ = "during_reconcile_read"
+    """An intent is claimed for reconciliation and the tail was read; nothing decided yet."""
+    BEFORE_REPLAY = "before_replay"
+    """The batch was found missing; the replay has not started."""
+    AFTER_REPLAY = "after_replay"
+    """The replay was acknowledged; the intent is not settled yet."""
+    BEFORE_SETTLE = "before_settle"
+    """A committed intent is about to be settled in the journal."""
+
+
+@dataclass
+class _Trigger:
+    point: CrashPoint
+    remaining: int
+    action: Callable[[CrashPoint], None]
+
+
+def _kill(point: CrashPoint) -> None:
+    os.kill(os.getpid(), signal.SIGKILL)
+
+
+_armed: _Trigger | None = None
+
+
+def reached(point: CrashPoint) -> None:
+    """Mark that execution reached ``point``; stops the process there when armed for it."""
+    if _armed is None:
+        return
+    _fire(point)
+
+
+def _fire(point: CrashPoint) -> None:
+    global _armed
+    trigger = _armed
+    if trigger is None or trigger.point is not point:
+        return
+    trigger.remaining -= 1
+    if trigger.remaining > 0:
+        return
+    _armed = None
+    trigger.action(point)
+
+
+def arm(
+    point: CrashPoint, *, at: int = 1, action: Callable[[CrashPoint], None] | None = None
+) -> None:
+    """Stop at the ``at``-th time ``point`` is reached: SIGKILL unless ``action`` is given."""
+    global _armed
+    if at < 1:
+        raise ValueError(f"at must be at least 1, not {at}")
+    _armed = _Trigger(point, at, action or _kill)
+
+
+def disarm() -> None:
+    """Remove any armed crash point."""
+    global _armed
+    _armed = None
+
+
+def armed() -> CrashPoint | None:
+    """The armed point, if any."""
+    return None if _armed is None else _armed.point
+
+
+def _arm_from_environment() -> None:
+    spec = os.environ.get(ENV_CRASH_AT, "").strip()
+    if not spec:
+        return
+    name, _, count = spec.partition(":")
+    try:
+        arm(CrashPoint(name), at=int(count) if count else 1)
+    except ValueError as exc:
+        names = ", ".join(point.value for point in CrashPoint)
+        raise ValueError(
+            f"{ENV_CRASH_AT}={spec!r} is not 'point[:n]' with a point in: {names}"
+        ) from exc
+
+
+_arm_from_environment()
