@@ -38,6 +38,11 @@ class ReconcileConfig:
     - ``merge_retried_input``: treat a batch equal to the one just settled, sent while the
       history still ends with it, as the same write (the usual retry after a lost
       acknowledgement). Off, such a batch is appended again.
+    - ``verify_tail``: re-read the ``len(batch) + 1`` newest items from the store before every
+      append. By default a write-ahead wrapper remembers them, and trusts that memory only while
+      the journal's count of the session's writes is unchanged; set this when something writes
+      to the session without going through a write-ahead ``ReconcilingSession`` on the same
+      journal (``on_failure`` wrappers always re-read).
     - ``lease_seconds``: how long an in-flight intent of a worker on another host is
       presumed live; ``in_flight_wait``: how long to wait for a live owner before denying.
     - ``journal_retries``: attempts when the journal cannot be read, before reporting it.
@@ -49,6 +54,7 @@ class ReconcileConfig:
     on_unchanged: Literal["replay", "fail"] = "replay"
     backend_identity: BackendIdentity | str | None = None
     merge_retried_input: bool = True
+    verify_tail: bool = False
     lease_seconds: float = 30.0
     in_flight_wait: float = 5.0
     journal_retries: int = 3

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
 
 __all__ = ["gate_hooks", "install_gate"]
 
+_MARK = "__agents_reconcile_session__"
+
 
 def install_gate(session: ReconcilingSession, base: RunConfig | None = None) -> RunConfig:
     """Return ``base`` (or a new ``RunConfig``) with the gate composed into it.
@@ -33,7 +35,7 @@ def install_gate(session: ReconcilingSession, base: RunConfig | None = None) -> 
     plain ``RunConfig()``).
     """
     config = base if base is not None else RunConfig()
-    if not session.enabled:
+    if not session.enabled or getattr(config.call_model_input_filter, _MARK, None) is session:
         return config
     user_filter = config.call_model_input_filter
     user_callback = config.session_input_callback
@@ -55,7 +57,8 @@ def install_gate(session: ReconcilingSession, base: RunConfig | None = None) -> 
         result = user_callback(history, new_input)
         return await result if inspect.isawaitable(result) else result
 
-    gate.__agents_reconcile_gate__ = True  # type: ignore[attr-defined]
+    # Marked with its session, so installing the gate twice leaves one gate.
+    setattr(gate, _MARK, session)
     return dataclasses.replace(
         config, call_model_input_filter=gate, session_input_callback=merge_retried_input
     )
@@ -113,10 +116,6 @@ class _GateHooks(RunHooks[Any]):
 
     async def on_tool_end(self, *args: Any, **kwargs: Any) -> None:
         await self._base.on_tool_end(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        # Hooks added by later SDK releases still reach the user's object.
-        return getattr(self._base, name)
 
 
 def gate_hooks(session: ReconcilingSession, base: RunHooks[Any] | None = None) -> RunHooks[Any]:

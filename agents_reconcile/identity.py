@@ -8,7 +8,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 from .records import BackendIdentity
 
-__all__ = ["derive_identity"]
+__all__ = ["derive_identity", "session_layers"]
 
 # Wrappers whose identity is that of the store they wrap.
 _UNDERLYING_ATTRIBUTES = ("underlying_session", "inner", "_inner", "session")
@@ -16,9 +16,15 @@ _UNDERLYING_ATTRIBUTES = ("underlying_session", "inner", "_inner", "session")
 
 def derive_identity(session: Any) -> BackendIdentity:
     """Identity of the store under ``session`` (through wrapping sessions)."""
-    wrappers: list[str] = []
-    store = session
+    store = session_layers(session)[-1]
+    return BackendIdentity(kind=_qualified(store), namespace=_namespace(store))
+
+
+def session_layers(session: Any) -> list[Any]:
+    """``session`` and the sessions it wraps, outermost first, down to the store."""
+    layers = [session]
     for _ in range(8):
+        store = layers[-1]
         underlying = next(
             (
                 getattr(store, name)
@@ -29,10 +35,8 @@ def derive_identity(session: Any) -> BackendIdentity:
         )
         if underlying is None:
             break
-        wrappers.append(_qualified(store))
-        store = underlying
-    kind = _qualified(store)
-    return BackendIdentity(kind=kind, namespace=_namespace(store))
+        layers.append(underlying)
+    return layers
 
 
 def _is_session(value: Any) -> bool:

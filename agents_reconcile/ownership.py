@@ -75,10 +75,11 @@ def _process_started(pid: int) -> str | None:
 
 @cache
 def _current(pid: int) -> Owner:
-    boot = _read(_BOOT_ID_PATH) or uuid.uuid4().hex
+    # Without a boot id, the host name alone: pids are still compared on this host.
+    boot = _read(_BOOT_ID_PATH)
     started = _process_started(pid)
     return Owner(
-        host=f"{socket.gethostname()}#{boot[:8]}",
+        host=f"{socket.gethostname()}#{boot[:8]}" if boot else socket.gethostname(),
         pid=pid,
         started=started if started is not None else uuid.uuid4().hex,
     )

@@ -55,12 +55,12 @@ class Reason(enum.Enum):
     PARTIAL_COMMIT = "partial_commit"
     OPERATOR_REQUIRED = "operator_required"
     IN_FLIGHT_ELSEWHERE = "in_flight_elsewhere"
+    SESSION_BUSY = "session_busy"
     BACKEND_MISMATCH = "backend_mismatch"
     SESSION_MISMATCH = "session_mismatch"
     UNSUPPORTED_RECORD = "unsupported_record"
     RECORD_UNTRUSTED = "record_untrusted"
     COPIES_DISAGREE = "copies_disagree"
-    ALREADY_SETTLED = "already_settled"
 
     @property
     def explanation(self) -> str:
@@ -79,6 +79,8 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.OPERATOR_REQUIRED: "The batch is missing and on_unchanged='fail' leaves replaying "
     "it to an operator.",
     Reason.IN_FLIGHT_ELSEWHERE: "Another live worker owns this write and it is still in flight.",
+    Reason.SESSION_BUSY: "Another task of this process kept the session busy past the wait "
+    "bound (in_flight_wait).",
     Reason.BACKEND_MISMATCH: "The intent was recorded for another backend.",
     Reason.SESSION_MISMATCH: "The intent was recorded for another session.",
     Reason.UNSUPPORTED_RECORD: "The intent was recorded by another format version or "
@@ -86,7 +88,6 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.RECORD_UNTRUSTED: "The intent's record is damaged or was edited; its digest does "
     "not match.",
     Reason.COPIES_DISAGREE: "The journal and the RunState hold different contents for one intent.",
-    Reason.ALREADY_SETTLED: "The journal had already settled this intent.",
 }
 
 

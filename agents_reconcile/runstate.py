@@ -86,8 +86,13 @@ def carried_entries(context: MutableMapping[str, Any] | None) -> list[Any] | Ref
     return list(entries)
 
 
-def check_carried(raw: Any, *, session_id: str, backend: BackendIdentity) -> PendingWrite | Refusal:
-    """Decode one carried entry and check that it belongs to this session and backend."""
+def check_carried(
+    raw: Any, *, session_id: str, backend: BackendIdentity
+) -> PendingWrite | Refusal | None:
+    """Decode one carried entry and check it against this session and backend.
+
+    ``None``: the entry is another session's (a context may be shared by several sessions,
+    as agents used as tools share their parent's), to be left for it."""
     if not isinstance(raw, MutableMapping):
         return Refusal(Reason.RECORD_UNTRUSTED, {"entry": type(raw).__name__})
     intent_id = str(raw.get("intent_id"))
@@ -98,8 +103,7 @@ def check_carried(raw: Any, *, session_id: str, backend: BackendIdentity) -> Pen
     except RecordError as exc:
         return Refusal(Reason.RECORD_UNTRUSTED, {"error": str(exc)}, None, intent_id, exc)
     if intent.session_id != session_id:
-        evidence = {"recorded": intent.session_id, "current": session_id}
-        return Refusal(Reason.SESSION_MISMATCH, evidence, intent)
+        return None
     if intent.backend != backend:
         evidence = {"recorded": str(intent.backend), "current": str(backend)}
         return Refusal(Reason.BACKEND_MISMATCH, evidence, intent)

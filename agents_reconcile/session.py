@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterator, MutableMapping, Seque
 from contextlib import contextmanager
 from contextvars import ContextVar
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 
 from agents.memory import OpenAIConversationsSession
@@ -30,6 +31,7 @@ from .errors import (
     ConfigurationError,
     ContinuationDenied,
     FingerprintError,
+    IntentConflict,
     JournalError,
     JournalUnavailable,
     RecordError,
@@ -37,8 +39,16 @@ from .errors import (
     UnsupportedSession,
 )
 from .fingerprint import canonical_item, digest_items
-from .identity import derive_identity
-from .journal import IntentJournal, IntentState, JournalEntry, open_journal
+from .identity import derive_identity, session_layers
+from .journal import (
+    IntentJournal,
+    IntentState,
+    JournalEntry,
+    Opened,
+    SQLiteJournal,
+    journal_path,
+    open_journal,
+)
 from .ownership import current_owner
 from .records import (
     Action,
@@ -66,6 +76,9 @@ _POLL_SECONDS: Final = 0.02
 
 # Intents this process has in flight or is reconciling right now, across all wrappers.
 _BUSY: set[str] = set()
+# Replays whose caller was cancelled, still running in the background, and their tasks.
+_REPLAYING: set[str] = set()
+_BACKGROUND: set[asyncio.Future[Any]] = set()
 # Set while the inner session holds its own lock around a read through this wrapper.
 _NO_RECONCILE: ContextVar[bool] = ContextVar("agents_reconcile_no_reconcile", default=False)
 # SDK capability hooks forwarded when, and only when, the inner session has them.
@@ -80,10 +93,12 @@ _T = TypeVar("_T")
 
 @dataclass
 class _Tail:
-    """Digests of the newest items as this wrapper last saw them; ``whole`` if that is all."""
+    """Digests of the newest items as this wrapper last saw them; ``whole`` if that is all;
+    ``writes``, the journal's write count for the session then (None: not to be kept)."""
 
     digests: list[str]
     whole: bool
+    writes: int | None = None
 
 
 @dataclass(frozen=True)
@@ -103,7 +118,7 @@ class ReconcilingSession:
     """
 
     def __init__(self, inner: Any, *, config: ReconcileConfig | None = None) -> None:
-        if isinstance(inner, OpenAIConversationsSession):
+        if any(isinstance(layer, OpenAIConversationsSession) for layer in session_layers(inner)):
             raise UnsupportedSession(
                 "OpenAIConversationsSession writes in chunks of 20 items and the SDK special-cases "
                 "it by type, so its appends cannot be reconciled honestly; use a local session"
@@ -130,9 +145,15 @@ class ReconcilingSession:
         self.backend_identity: BackendIdentity = identity or derive_identity(inner)
         self._ignore_ids = bool(getattr(inner, "_ignore_ids_for_matching", False))
         self._journal: IntentJournal | None = None
+        # The newest items' digests as last seen, and the journal's write count for the
+        # session at that moment: the memory is trusted only while that count is unchanged.
         self._tail: _Tail | None = None
+        self._trust_memory = self.config.durability == "write_ahead" and not self.config.verify_tail
         self._settled: _Settled | None = None
         self._unjournaled: dict[str, PendingWrite] = {}
+        self._undiscarded: set[str] = set()
+        # Counts this wrapper's writes, so a read that a write overtook is not remembered.
+        self._writes = 0
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
@@ -188,10 +209,13 @@ class ReconcilingSession:
     ) -> list[TResponseInputItem]:
         """The inner history, after settling pending intents (raises ``ContinuationDenied``)."""
         if self._active and not _NO_RECONCILE.get():
-            await self._settle_pending(runstate.context_of(wrapper))
+            await self._settle_pending(runstate.context_of(wrapper), wrapper)
+        own_writes = self._writes
+        counted = await self._counted_writes() if self._active else None
         items = await self._inner_get(limit, wrapper)
-        if self._active:
-            self._observe_read(items, limit)
+        if counted is not None and self._writes == own_writes:
+            # Only a read that no write of ours overtook may refresh the remembered tail.
+            self._observe_read(items, limit, counted)
         return items
 
     async def add_items(
@@ -210,34 +234,52 @@ class ReconcilingSession:
         write_ahead = self.config.durability == "write_ahead"
         # Under write_ahead the journal checks for pending intents in the same transaction
         # that records the new one, so settling first would only repeat that query.
-        async with self._mutation(context, settle=not write_ahead):
+        async with self._mutation(context, wrapper, settle=not write_ahead):
+            opened: Opened | None = None
             while True:
-                if write_ahead and (
-                    self._unjournaled or (context is not None and runstate.CONTEXT_KEY in context)
-                ):
-                    await self._settle_pending(context, locked=True)
-                if self._is_retried_batch(digests):
+                if write_ahead and self._has_local_work(context):
+                    await self._settle_pending(context, wrapper, locked=True)
+                view = await self._tail_view(len(items) + 1, wrapper)
+                if self._is_retried_batch(digests, view):
                     logger.info(
                         "session %s: batch equal to the one just settled was not appended again",
                         self.session_id,
                     )
                     self._settled = None
                     return
-                intent = await self._new_intent(items, digests, wrapper)
+                intent = self._new_intent(items, digests, view)
                 reached(CrashPoint.BEFORE_INTENT_RECORDED)
-                if write_ahead:
-                    blocking = await self._journal_call(
+                # In flight from the moment it can be seen in the journal: another wrapper in
+                # this process must never take it for a failed write.
+                _BUSY.add(intent.intent_id)
+                if not write_ahead:
+                    break
+                try:
+                    opened = await self._journal_call(
                         self.journal.open_intent,
                         intent,
                         state=IntentState.IN_FLIGHT,
                         owner=current_owner(),
                     )
-                    if blocking:
-                        await self._settle_pending(context, locked=True)
+                    if opened.blocking:
+                        _BUSY.discard(intent.intent_id)
+                        await self._settle_pending(context, wrapper, locked=True)
                         continue
+                    if self._trust_memory and opened.writes != view.writes:
+                        # Another writer wrote after the tail this intent was built on: take
+                        # the intent back (it has not started) and build it on a fresh read.
+                        await self._journal_call(self.journal.discard, intent.intent_id)
+                        _BUSY.discard(intent.intent_id)
+                        self._forget_tail()
+                        continue
+                except BaseException:
+                    _BUSY.discard(intent.intent_id)
+                    raise
                 break
             self._settled = None
             await self._append(intent, items, wrapper, context, recorded=write_ahead)
+            if self._tail is not None and opened is not None:
+                self._extend_tail(intent.batch_digests, writes=opened.writes + 1)
 
     async def pop_item(
         self, *, wrapper: RunContextWrapper[Any] | None = None
@@ -248,9 +290,8 @@ class ReconcilingSession:
                 self._inner.pop_item, "pop_item", wrapper
             )
             return popped
-        async with self._mutation(runstate.context_of(wrapper)):
-            self._tail = None
-            self._settled = None
+        async with self._mutation(runstate.context_of(wrapper), wrapper):
+            await self._count_foreign_write()
             result: TResponseInputItem | None = await self._call(
                 self._inner.pop_item, "pop_item", wrapper
             )
@@ -261,17 +302,18 @@ class ReconcilingSession:
         if not self._active:
             await self._call(self._inner.clear_session, "clear_session", wrapper)
             return
-        async with self._mutation(runstate.context_of(wrapper)):
-            self._tail = None
-            self._settled = None
+        async with self._mutation(runstate.context_of(wrapper), wrapper):
+            await self._count_foreign_write()
             await self._call(self._inner.clear_session, "clear_session", wrapper)
-            self._tail = _Tail([], whole=True)
 
     # -- public controls ------------------------------------------------------------------
 
     async def pending(self) -> list[PendingWrite]:
         """Unresolved intents the journal holds for this session and backend (no reconciling)."""
-        entries = await self.journal.pending(self.session_id, self.backend_identity)
+        journal = self._journal_for_reading()
+        entries = (
+            [] if journal is None else await journal.pending(self.session_id, self.backend_identity)
+        )
         found = [entry.intent for entry in entries]
         known = {intent.intent_id for intent in found}
         found.extend(i for i in self._unjournaled.values() if i.intent_id not in known)
@@ -289,7 +331,10 @@ class ReconcilingSession:
 
     async def decisions(self, limit: int = 100) -> list[Decision]:
         """This session's recorded decisions, newest first."""
-        return await self.journal.decisions(session_id=self.session_id, limit=limit)
+        journal = self._journal_for_reading()
+        if journal is None:
+            return []
+        return await journal.decisions(session_id=self.session_id, limit=limit)
 
     def run_config(self, base: RunConfig | None = None) -> RunConfig:
         """``base`` (or a new ``RunConfig``) with the gate installed before every model call."""
@@ -298,17 +343,37 @@ class ReconcilingSession:
         return install_gate(self, base)
 
     def hooks(self, base: RunHooks[Any] | None = None) -> RunHooks[Any]:
-        """``RunHooks`` whose ``on_llm_start`` runs the gate, delegating everything to ``base``."""
+        """``RunHooks`` whose ``on_llm_start`` runs the gate, delegating everything to ``base``.
+
+        Hooks cannot shape the model's input: use ``run_config()`` as well to keep a retried
+        input from reaching the model twice.
+        """
         from .gate import gate_hooks
 
         return gate_hooks(self, base)
 
+    def _journal_for_reading(self) -> IntentJournal | None:
+        """The journal, without creating one when reconciliation is off."""
+        if self._active or self._journal is not None:
+            return self.journal
+        path = journal_path(self.config.journal)
+        if path is None:
+            return self.journal
+        return SQLiteJournal(path, read_only=True) if path.exists() else None
+
     # -- the write path -------------------------------------------------------------------
 
-    async def _new_intent(
-        self, items: list[Any], digests: tuple[str, ...], wrapper: RunContextWrapper[Any] | None
-    ) -> PendingWrite:
-        before, whole = await self._before(len(items), wrapper)
+    def _has_local_work(self, context: MutableMapping[str, Any] | None) -> bool:
+        return bool(
+            self._unjournaled
+            or self._undiscarded
+            or (context is not None and runstate.CONTEXT_KEY in context)
+        )
+
+    def _new_intent(self, items: list[Any], digests: tuple[str, ...], view: _Tail) -> PendingWrite:
+        needed = len(items) + 1
+        before = tuple(view.digests[-needed:])
+        whole = view.whole and len(view.digests) <= needed
         return PendingWrite(
             intent_id=uuid.uuid4().hex,
             session_id=self.session_id,
@@ -322,6 +387,44 @@ class ReconcilingSession:
             ignore_ids=self._ignore_ids,
         )
 
+    async def _tail_view(self, needed: int, wrapper: RunContextWrapper[Any] | None) -> _Tail:
+        """Digests of at least ``needed`` newest items (more after a settlement, to recognise a
+        retried batch): from memory while the journal's write count vouches for it, else read."""
+        settled = self._settled
+        want = max(needed, len(settled.tail) if settled is not None else 0)
+        known = self._tail
+        if (
+            known is not None
+            and known.writes is not None
+            and (known.whole or len(known.digests) >= want)
+        ):
+            return known
+        counted = await self._counted_writes()
+        items = await self._inner_get(want, wrapper)
+        try:
+            digests = digest_items(items[-want:], ignore_ids=self._ignore_ids)
+        except FingerprintError as exc:
+            raise FingerprintError(
+                f"an item already stored in session {self.session_id!r} cannot be "
+                f"fingerprinted: {exc}",
+                index=exc.index,
+            ) from exc
+        view = _Tail(list(digests), whole=len(items) < want, writes=counted)
+        if counted is not None:
+            self._tail = view
+        return view
+
+    async def _counted_writes(self) -> int | None:
+        """The journal's write count for this session, when memory may be trusted at all."""
+        if not self._trust_memory:
+            return None
+        return await self._journal_call(self.journal.writes, self.session_id, self.backend_identity)
+
+    async def _count_foreign_write(self) -> None:
+        """A pop or a clear: count it, so that every wrapper's memory of the tail expires."""
+        self._forget_tail()
+        await self._journal_call(self.journal.count_write, self.session_id, self.backend_identity)
+
     async def _append(
         self,
         intent: PendingWrite,
@@ -331,10 +434,8 @@ class ReconcilingSession:
         *,
         recorded: bool,
     ) -> None:
-        write_ahead = recorded
-        reached(CrashPoint.AFTER_INTENT_RECORDED)
-        _BUSY.add(intent.intent_id)
         try:
+            reached(CrashPoint.AFTER_INTENT_RECORDED)
             await self._inner_add(items, wrapper)
         except BaseException as exc:
             state = (
@@ -342,25 +443,23 @@ class ReconcilingSession:
                 if isinstance(exc, asyncio.CancelledError)
                 else IntentState.FAILED
             )
-            self._tail = None
+            self._forget_tail()
             note = await _despite_cancellation(
-                self._remember_failure(intent, state, context, recorded=write_ahead)
+                self._remember_failure(intent, state, context, recorded=recorded)
             )
             exc.add_note(note)
             raise
         finally:
             _BUSY.discard(intent.intent_id)
-        if self._tail is not None:
-            self._extend_tail(intent.batch_digests)
         reached(CrashPoint.BEFORE_INTENT_CLEARED)
-        if write_ahead:
+        if recorded:
             try:
                 await self.journal.discard(intent.intent_id)
             except JournalError:
-                # The append is acknowledged; the intent will classify as COMMITTED later.
+                # The append is acknowledged; retried before this wrapper's next operation.
+                self._undiscarded.add(intent.intent_id)
                 logger.warning(
-                    "session %s: intent %s could not be cleared from the journal; it will be "
-                    "settled on the next reconciliation",
+                    "session %s: acknowledged intent %s could not be cleared from the journal",
                     self.session_id,
                     intent.intent_id,
                     exc_info=True,
@@ -376,40 +475,34 @@ class ReconcilingSession:
     ) -> str:
         if context is not None:
             runstate.put(context, intent)
-        where = "the RunState context" if context is not None else "this session object"
+        places = ["the RunState context"] if context is not None else []
+        me = current_owner()
         try:
             if recorded:
-                await self.journal.transition(intent.intent_id, state=state, owner=current_owner())
+                moved = await self.journal.transition(
+                    intent.intent_id,
+                    state=state,
+                    owner=me,
+                    expect_state=IntentState.IN_FLIGHT,
+                    expect_owner=me,
+                )
+                places.insert(0, "the journal" if moved else "the journal (claimed by another)")
             else:
-                await self.journal.record(intent, state=state, owner=current_owner())
-            where = "the journal" + (" and the RunState context" if context is not None else "")
+                await self.journal.record(intent, state=state, owner=me)
+                places.insert(0, "the journal")
         except JournalError as journal_error:
-            # Kept in memory only: detach it from the caller's (mutable) items first.
+            # Kept in memory too: detach it from the caller's (mutable) items first.
             self._unjournaled[intent.intent_id] = PendingWrite.decode(intent.encode())
-            where += f" (the journal failed: {journal_error})"
+            places.append(f"this session object (the journal failed: {journal_error})")
         return (
             f"agents-reconcile: the outcome of this append is unknown; intent "
-            f"{intent.intent_id} for session {self.session_id!r} is pending in {where} and "
-            f"will be reconciled before the session is used again"
+            f"{intent.intent_id} for session {self.session_id!r} is pending in "
+            f"{' and '.join(places)} and will be reconciled before the session is used again"
         )
 
-    async def _before(
-        self, batch_len: int, wrapper: RunContextWrapper[Any] | None
-    ) -> tuple[tuple[str, ...], bool]:
-        needed = batch_len + 1
-        tail = self._tail
-        if tail is None or (not tail.whole and len(tail.digests) < needed):
-            items = await self._inner_get(needed, wrapper)
-            self._observe_read(items, needed)
-            tail = self._tail
-            assert tail is not None
-        before = tuple(tail.digests[-needed:])
-        return before, tail.whole and len(tail.digests) <= needed
-
-    def _observe_read(self, items: Sequence[Any], limit: int | None) -> None:
-        newest = items[-_TAIL_KEEP:]
+    def _observe_read(self, items: Sequence[Any], limit: int | None, writes: int) -> None:
         try:
-            digests = list(digest_items(newest, ignore_ids=self._ignore_ids))
+            digests = list(digest_items(items[-_TAIL_KEEP:], ignore_ids=self._ignore_ids))
         except FingerprintError:
             self._tail = None
             return
@@ -418,24 +511,29 @@ class ReconcilingSession:
         if (
             not complete
             and known is not None
+            and known.writes == writes
             and len(known.digests) > len(digests)
             and known.digests[len(known.digests) - len(digests) :] == digests
         ):
             # A short read that agrees with what is known says nothing new: keep the longer view.
             return
-        self._tail = _Tail(digests, whole=complete and len(items) <= _TAIL_KEEP)
+        self._tail = _Tail(digests, complete and len(items) <= _TAIL_KEEP, writes)
 
-    def _extend_tail(self, digests: Sequence[str]) -> None:
+    def _extend_tail(self, digests: Sequence[str], *, writes: int) -> None:
         assert self._tail is not None
         merged = self._tail.digests + list(digests)
-        self._tail = _Tail(merged[-_TAIL_KEEP:], self._tail.whole and len(merged) <= _TAIL_KEEP)
+        whole = self._tail.whole and len(merged) <= _TAIL_KEEP
+        self._tail = _Tail(merged[-_TAIL_KEEP:], whole, writes)
 
-    def _is_retried_batch(self, digests: tuple[str, ...]) -> bool:
+    def _forget_tail(self) -> None:
+        self._tail = None
+        self._settled = None
+
+    def _is_retried_batch(self, digests: tuple[str, ...], view: _Tail) -> bool:
         settled = self._settled
         if settled is None or not self.config.merge_retried_input or settled.batch != digests:
             return False
-        tail = self._tail
-        return tail is not None and tuple(tail.digests[-len(settled.tail) :]) == settled.tail
+        return tuple(view.digests[-len(settled.tail) :]) == settled.tail
 
     # -- settling ----------------------------------------------------------------------
 
@@ -455,91 +553,122 @@ class ReconcilingSession:
         return lock
 
     def _mutation(
-        self, context: MutableMapping[str, Any] | None, *, settle: bool = True
+        self,
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
+        *,
+        settle: bool = True,
     ) -> _Mutation:
-        return _Mutation(self, context, settle=settle)
-
-    def _exclusive(self) -> _Mutation:
-        return _Mutation(self, None, settle=False)
+        return _Mutation(self, context, wrapper, settle=settle)
 
     async def _settle_pending(
-        self, context: MutableMapping[str, Any] | None, *, locked: bool = False
+        self,
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None = None,
+        *,
+        locked: bool = False,
     ) -> list[Decision]:
         """Settle every pending intent of this session, oldest first; deny on the first that
         cannot be vouched for."""
+        await self._retry_discards()
         await self._adopt_context_copies(context)
-        decisions: list[Decision] = []
-        try:
-            entries = await self._journal_call(
-                self.journal.pending, self.session_id, self.backend_identity
-            )
-        except RecordError as exc:
-            await self._refuse(
-                None,
-                Outcome.AMBIGUOUS,
-                Reason.UNSUPPORTED_RECORD
-                if isinstance(exc, UnsupportedRecordVersion)
-                else Reason.RECORD_UNTRUSTED,
-                {"journal_error": str(exc)},
-                cause=exc,
-            )
+        entries = await self._journal_call(
+            self.journal.pending, self.session_id, self.backend_identity
+        )
         if not entries and not self._unjournaled:
-            return decisions
+            return []
         if not locked:
-            async with self._exclusive():
-                return decisions + await self._settle_pending(context, locked=True)
+            async with self._mutation(context, wrapper, settle=False):
+                return await self._settle_pending(context, wrapper, locked=True)
+        decisions: list[Decision] = []
         for entry in entries:
             try:
-                decisions.append(await self._settle_entry(entry, context))
+                decisions.append(await self._settle_entry(entry, context, wrapper))
             except _AlreadySettled:
                 continue
         for intent in list(self._unjournaled.values()):
-            decisions.append(await self._settle_unjournaled(intent, context))
+            decision = await self._settle_unjournaled(intent, context, wrapper)
+            if decision is not None:
+                decisions.append(decision)
         return decisions
 
+    async def _retry_discards(self) -> None:
+        for intent_id in list(self._undiscarded):
+            try:
+                await self.journal.discard(intent_id)
+            except JournalError:
+                return
+            self._undiscarded.discard(intent_id)
+
     async def _settle_unjournaled(
-        self, intent: PendingWrite, context: MutableMapping[str, Any] | None
-    ) -> Decision:
-        await self._journal_call(
-            self.journal.record, intent, state=IntentState.FAILED, owner=current_owner()
-        )
+        self,
+        intent: PendingWrite,
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
+    ) -> Decision | None:
+        """Settle an intent only this object remembers (the journal failed when it failed)."""
+        if await self._journal_call(self.journal.is_settled, intent.intent_id):
+            del self._unjournaled[intent.intent_id]
+            return None
+        try:
+            await self._journal_call(
+                self.journal.record, intent, state=IntentState.FAILED, owner=current_owner()
+            )
+        except IntentConflict as exc:
+            if await self._journal_call(self.journal.is_settled, intent.intent_id):
+                del self._unjournaled[intent.intent_id]
+                return None
+            await self._refuse(
+                intent,
+                Outcome.AMBIGUOUS,
+                Reason.COPIES_DISAGREE,
+                {"error": str(exc)},
+                binding=True,
+                cause=exc,
+            )
         del self._unjournaled[intent.intent_id]
         entry = await self._journal_call(self.journal.get, intent.intent_id)
         if entry is None:
-            self._unjournaled[intent.intent_id] = intent
-            raise JournalUnavailable(f"intent {intent.intent_id} vanished from the journal")
-        return await self._settle_entry(entry, context)
+            return None
+        try:
+            return await self._settle_entry(entry, context, wrapper)
+        except _AlreadySettled:
+            return None
 
     async def _settle_entry(
-        self, entry: JournalEntry, context: MutableMapping[str, Any] | None
+        self,
+        entry: JournalEntry,
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
     ) -> Decision:
         intent = entry.intent
-        entry = await self._claim(entry)
+        await self._claim(entry)
         _BUSY.add(intent.intent_id)
         try:
-            return await self._decide(intent, context)
+            return await self._decide(intent, context, wrapper)
         except BaseException:
+            if intent.intent_id in _REPLAYING:
+                # A cancelled replay goes on in the background and keeps the claim; it
+                # releases both when it ends (see _replay).
+                raise
             await _despite_cancellation(self._release(intent))
             raise
         finally:
-            _BUSY.discard(intent.intent_id)
+            if intent.intent_id not in _REPLAYING:
+                _BUSY.discard(intent.intent_id)
 
-    async def _claim(self, entry: JournalEntry) -> JournalEntry:
+    async def _claim(self, entry: JournalEntry) -> None:
         """Take ownership of an intent, waiting (bounded) for a live owner to finish."""
         deadline = time.monotonic() + self.config.in_flight_wait
         me = current_owner()
         while True:
-            current: JournalEntry | None = entry
-            if _blocked(current, self.config.lease_seconds):
+            if _blocked(entry, self.config.lease_seconds):
                 if time.monotonic() >= deadline:
                     await self._refuse(
                         entry.intent,
                         Outcome.AMBIGUOUS,
                         Reason.IN_FLIGHT_ELSEWHERE,
-                        {
-                            "state": entry.state.value,
-                            "owner": str(entry.owner),
-                        },
+                        {"state": entry.state.value, "owner": str(entry.owner)},
                     )
                 await asyncio.sleep(_POLL_SECONDS)
             elif await self._journal_call(
@@ -550,63 +679,87 @@ class ReconcilingSession:
                 expect_state=entry.state,
                 expect_owner=entry.owner,
             ):
-                return entry
+                return
             current = await self._journal_call(self.journal.get, entry.intent.intent_id)
             if current is None:
                 raise _AlreadySettled(entry.intent.intent_id)
             entry = current
 
     async def _release(self, intent: PendingWrite) -> None:
+        me = current_owner()
         try:
             await self.journal.transition(
                 intent.intent_id,
                 state=IntentState.FAILED,
-                owner=current_owner(),
+                owner=me,
                 expect_state=IntentState.RECONCILING,
-                expect_owner=current_owner(),
+                expect_owner=me,
             )
         except JournalError:
             logger.warning("could not release intent %s", intent.intent_id, exc_info=True)
 
     async def _decide(
-        self, intent: PendingWrite, context: MutableMapping[str, Any] | None
+        self,
+        intent: PendingWrite,
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
     ) -> Decision:
         window = observation_window(intent)
         with self._no_reconcile():
-            items = await self._inner_get(window, None)
+            items = await self._inner_get(window, wrapper)
         tail = tuple(digest_items(items[-window:], ignore_ids=intent.ignore_ids))
         reached(CrashPoint.DURING_RECONCILE_READ)
         verdict = classify(intent, Observation(tail))
         evidence = verdict.evidence
         if verdict.outcome is Outcome.COMMITTED:
-            decision = self._decision(
-                intent, verdict.outcome, verdict.reason, Action.SETTLED, evidence
-            )
             reached(CrashPoint.BEFORE_SETTLE)
-            await self._journal_call(self.journal.settle, decision)
-            self._after_settlement(intent, tail, window, context, replayed=False)
-            return decision
-        if verdict.outcome is Outcome.UNCHANGED and self.config.on_unchanged == "replay":
+            action = Action.SETTLED
+        elif verdict.outcome is Outcome.UNCHANGED and self.config.on_unchanged == "replay":
             reached(CrashPoint.BEFORE_REPLAY)
-            with self._no_reconcile():
-                await _despite_cancellation(
-                    self._inner_add(copy.deepcopy(list(intent.batch)), None)
-                )
+            await self._replay(intent, wrapper)
             reached(CrashPoint.AFTER_REPLAY)
-            decision = self._decision(
-                intent, verdict.outcome, verdict.reason, Action.REPLAYED, evidence
-            )
-            await self._journal_call(self.journal.settle, decision)
-            self._after_settlement(intent, tail, window, context, replayed=True)
-            logger.info(
-                "session %s: replayed missing batch of intent %s", self.session_id, intent.intent_id
-            )
-            return decision
-        if verdict.outcome is Outcome.UNCHANGED:
+            action = Action.REPLAYED
+        elif verdict.outcome is Outcome.UNCHANGED:
             await self._refuse(
                 intent, verdict.outcome, Reason.OPERATOR_REQUIRED, evidence, Action.LEFT_PENDING
             )
-        await self._refuse(intent, verdict.outcome, verdict.reason, evidence)
+        else:
+            await self._refuse(intent, verdict.outcome, verdict.reason, evidence)
+        decision = self._decision(intent, verdict.outcome, verdict.reason, action, evidence)
+        await self._journal_call(self.journal.settle, decision, owner=current_owner())
+        self._after_settlement(intent, tail, window, context, replayed=action is Action.REPLAYED)
+        if action is Action.REPLAYED:
+            logger.info(
+                "session %s: replayed missing batch of intent %s", self.session_id, intent.intent_id
+            )
+        return decision
+
+    async def _replay(self, intent: PendingWrite, wrapper: RunContextWrapper[Any] | None) -> None:
+        """Append the missing batch once. A cancelled caller gets its cancellation at once;
+        the append goes on in the background, still owning the intent, so nobody replays it
+        meanwhile, and releases it when it ends (the next reconciliation then settles it)."""
+        with self._no_reconcile():
+            task = asyncio.ensure_future(
+                self._inner_add(copy.deepcopy(list(intent.batch)), wrapper)
+            )
+        try:
+            await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                _REPLAYING.add(intent.intent_id)
+                _BACKGROUND.add(task)
+                task.add_done_callback(partial(self._replay_ended, intent))
+            raise
+
+    def _replay_ended(self, intent: PendingWrite, task: asyncio.Future[None]) -> None:
+        _BACKGROUND.discard(task)
+        _REPLAYING.discard(intent.intent_id)
+        _BUSY.discard(intent.intent_id)
+        if not task.cancelled():
+            task.exception()  # retrieved: the outcome is settled by the next reconciliation
+        release = asyncio.ensure_future(self._release(intent))
+        _BACKGROUND.add(release)
+        release.add_done_callback(_BACKGROUND.discard)
 
     def _after_settlement(
         self,
@@ -620,9 +773,8 @@ class ReconcilingSession:
         if context is not None:
             runstate.drop(context, intent.intent_id)
         self._unjournaled.pop(intent.intent_id, None)
-        stored = tail + intent.batch_digests if replayed else tail
-        whole = len(tail) < window
-        self._tail = _Tail(list(stored[-_TAIL_KEEP:]), whole and len(stored) <= _TAIL_KEEP)
+        # A replay is a counted write; the next append re-reads the tail in any case.
+        self._tail = None
         self._settled = _Settled(intent.batch_digests, intent.before_digests + intent.batch_digests)
 
     def _decision(
@@ -672,7 +824,8 @@ class ReconcilingSession:
     async def _journal_call(
         self, operation: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any
     ) -> _T:
-        """Run a journal operation, retrying briefly while it is unavailable."""
+        """Run a journal operation, retrying briefly while it is unavailable; a record it
+        cannot trust is a denial."""
         attempts = self.config.journal_retries
         for attempt in range(attempts):
             try:
@@ -681,23 +834,36 @@ class ReconcilingSession:
                 if attempt == attempts - 1:
                     raise
                 await asyncio.sleep(0.05 * 2**attempt)
+            except RecordError as exc:
+                unsupported = isinstance(exc, UnsupportedRecordVersion)
+                await self._refuse(
+                    None,
+                    Outcome.AMBIGUOUS,
+                    Reason.UNSUPPORTED_RECORD if unsupported else Reason.RECORD_UNTRUSTED,
+                    {"journal_error": str(exc)},
+                    binding=unsupported,
+                    cause=exc,
+                )
         raise AssertionError("unreachable")
 
     # -- the RunState copy ---------------------------------------------------------------
 
     async def _adopt_context_copies(self, context: MutableMapping[str, Any] | None) -> None:
-        """Check the intents a RunState carries against the journal, recording unknown ones."""
+        """Check the intents a RunState carries against the journal, recording unknown ones.
+        Copies of other sessions' intents (a context shared by several sessions) are left as
+        they are, for their own session."""
         entries = runstate.carried_entries(context)
         if isinstance(entries, runstate.Refusal):
             await self._refuse_binding(entries)
-        assert context is not None or not entries
         for raw in entries:
+            assert context is not None
             intent = runstate.check_carried(
                 raw, session_id=self.session_id, backend=self.backend_identity
             )
+            if intent is None:
+                continue
             if isinstance(intent, runstate.Refusal):
                 await self._refuse_binding(intent)
-            assert context is not None
             if await self._journal_call(self.journal.is_settled, intent.intent_id):
                 runstate.drop(context, intent.intent_id)
                 continue
@@ -728,8 +894,11 @@ class ReconcilingSession:
 
     # -- calling the inner session -------------------------------------------------------
 
-    async def _call(self, method: Callable[..., Any], name: str, wrapper: Any, *args: Any) -> Any:
-        kwargs = {"wrapper": wrapper} if wrapper is not None and self._takes_wrapper[name] else {}
+    async def _call(
+        self, method: Callable[..., Any], name: str, wrapper: Any, *args: Any, **kwargs: Any
+    ) -> Any:
+        if wrapper is not None and self._takes_wrapper[name]:
+            kwargs["wrapper"] = wrapper
         result = method(*args, **kwargs)
         if inspect.isawaitable(result):
             return await result
@@ -739,10 +908,7 @@ class ReconcilingSession:
         if limit is None:
             items = await self._call(self._inner.get_items, "get_items", wrapper)
         elif self._get_takes_limit:
-            kwargs: dict[str, Any] = {"limit": limit}
-            if wrapper is not None and self._takes_wrapper["get_items"]:
-                kwargs["wrapper"] = wrapper
-            items = await _maybe_await(self._inner.get_items(**kwargs))
+            items = await self._call(self._inner.get_items, "get_items", wrapper, limit=limit)
         else:
             # A legacy session without ``limit``: read everything and keep the tail.
             items = await self._call(self._inner.get_items, "get_items", wrapper)
@@ -750,6 +916,7 @@ class ReconcilingSession:
         return list(items)
 
     async def _inner_add(self, items: list[Any], wrapper: Any) -> None:
+        self._writes += 1
         await self._call(self._inner.add_items, "add_items", wrapper, items)
 
 
@@ -762,61 +929,55 @@ class _AlreadySettled(Exception):
 
 
 class _Mutation:
-    """Serialises this wrapper's mutations and settles pending intents first."""
+    """Serialises this wrapper's mutations (waiting a bounded time) and settles pending
+    intents first."""
 
     def __init__(
         self,
         session: ReconcilingSession,
         context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
         *,
         settle: bool,
     ) -> None:
         self._session = session
         self._context = context
+        self._wrapper = wrapper
         self._settle = settle
         self._lock: asyncio.Lock | None = None
 
     async def __aenter__(self) -> None:
         session = self._session
         lock = session._loop_lock()
-        if not lock.locked():
-            # Free: acquiring cannot block, so skip the timer task wait_for would create.
-            await lock.acquire()
-        else:
-            await self._acquire_within_bound(lock)
-        self._lock = lock
-        if self._settle:
-            try:
-                await session._settle_pending(self._context, locked=True)
-            except BaseException:
-                lock.release()
-                self._lock = None
-                raise
-
-    async def _acquire_within_bound(self, lock: asyncio.Lock) -> None:
-        session = self._session
+        bound = session.config.in_flight_wait
         try:
-            await asyncio.wait_for(
-                lock.acquire(), timeout=max(session.config.in_flight_wait, 0.001)
-            )
+            async with asyncio.timeout(bound):
+                await lock.acquire()
         except TimeoutError:
             await session._refuse(
                 None,
                 Outcome.AMBIGUOUS,
-                Reason.IN_FLIGHT_ELSEWHERE,
-                {"waited_seconds": session.config.in_flight_wait},
-                intent_id="local",
+                Reason.SESSION_BUSY,
+                {"waited_seconds": bound},
+                intent_id="none",
             )
+        self._lock = lock
+        if self._settle:
+            try:
+                await session._settle_pending(self._context, self._wrapper, locked=True)
+            except BaseException:
+                lock.release()
+                self._lock = None
+                raise
 
     async def __aexit__(self, *exc: object) -> None:
         if self._lock is not None:
             self._lock.release()
 
 
-def _blocked(entry: JournalEntry | None, lease_seconds: float) -> bool:
-    """Whether a live owner other than a finished task of this process holds the intent."""
-    if entry is None:
-        return False
+def _blocked(entry: JournalEntry, lease_seconds: float) -> bool:
+    """Whether a live owner (another task of this process, or another live process) holds
+    the intent, so it is not ours to settle yet."""
     if entry.intent.intent_id in _BUSY:
         return True
     if entry.state not in (IntentState.IN_FLIGHT, IntentState.RECONCILING):
@@ -836,10 +997,6 @@ def _accepts(method: Any, name: str) -> bool:
     return any(
         p.name == name and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in parameters
     )
-
-
-async def _maybe_await(value: Any) -> Any:
-    return await value if inspect.isawaitable(value) else value
 
 
 async def _despite_cancellation(awaitable: Awaitable[_T]) -> _T:

@@ -103,16 +103,21 @@ async def test_runstate_from_another_backend_is_refused(tmp_path: Path) -> None:
     assert await other.inner.get_items() == []
 
 
-async def test_runstate_for_another_session_is_refused(tmp_path: Path) -> None:
-    """An intent recorded for another session id is a BindingMismatch."""
-    context, _ = await failed_write(tmp_path)
+async def test_a_context_shared_with_another_session_is_left_for_it(tmp_path: Path) -> None:
+    """Another session's intent in a shared context (agents used as tools share their parent's)
+    neither blocks this session nor is adopted by it; its own session still settles it."""
+    context, inner = await failed_write(tmp_path)
     other = ReconcilingSession(
         SQLiteSession("s2", tmp_path / "chat.db"),
         config=ReconcileConfig(journal=tmp_path / "j2.db"),
     )
-    with pytest.raises(BindingMismatch) as denied:
-        await other.reconcile(context)
-    assert denied.value.decision.reason is Reason.SESSION_MISMATCH
+    assert await other.reconcile(context) == []
+    await other.add_items([ANSWER], wrapper=Wrapper(context))  # type: ignore[arg-type]
+    assert len(context[CONTEXT_KEY]["pending"]) == 1
+    [decision] = await fresh_session(tmp_path).reconcile(context)
+    assert decision.action.value == "replayed"
+    assert CONTEXT_KEY not in context
+    assert await inner.get_items() == [USER]
 
 
 async def test_journal_and_runstate_that_disagree_are_refused(tmp_path: Path) -> None:
@@ -207,3 +212,25 @@ async def test_read_only_journal_fails_closed(tmp_path: Path) -> None:
         assert await inner.get_items() == [USER]
     finally:
         chattr("-i", journal)
+
+
+async def test_a_journal_record_from_a_future_version_is_a_binding_mismatch(
+    tmp_path: Path,
+) -> None:
+    """A journal row written by a newer release stops reads and writes with BindingMismatch."""
+    _, inner = await failed_write(tmp_path)
+    with sqlite3.connect(tmp_path / "j1.db") as conn:
+        (blob,) = conn.execute("SELECT record FROM intents").fetchone()
+        body = orjson.loads(blob)
+        body["v"] = 2
+        resign(body)
+        conn.execute("UPDATE intents SET record = ?", (orjson.dumps(body),))
+    session = ReconcilingSession(
+        SQLiteSession("s1", tmp_path / "chat.db"),
+        config=ReconcileConfig(journal=tmp_path / "j1.db"),
+    )
+    for operation in (session.get_items(), session.add_items([ANSWER])):
+        with pytest.raises(BindingMismatch) as denied:
+            await operation
+        assert denied.value.decision.reason is Reason.UNSUPPORTED_RECORD
+    assert await inner.get_items() == []

@@ -10,7 +10,13 @@ from typing import Any
 import pytest
 
 from agents_reconcile.errors import IntentConflict
-from agents_reconcile.journal import IntentJournal, IntentState, MemoryJournal, SQLiteJournal
+from agents_reconcile.journal import (
+    IntentJournal,
+    IntentState,
+    MemoryJournal,
+    Opened,
+    SQLiteJournal,
+)
 from agents_reconcile.ownership import Owner, current_owner
 from agents_reconcile.records import (
     Action,
@@ -398,26 +404,61 @@ async def test_updated_at_moves_forward_on_transition(journal: IntentJournal) ->
 
 
 async def test_open_intent_records_only_when_the_session_is_clear(journal: IntentJournal) -> None:
-    """open_intent records an intent when its session and backend have none pending, and
-    otherwise returns the pending ones and records nothing."""
+    """open_intent records (and counts) an intent when its session and backend have none
+    pending, and otherwise returns the pending ones and records nothing."""
     owner = current_owner()
     first = make_intent("i-1")
-    assert await journal.open_intent(first, state=IntentState.IN_FLIGHT, owner=owner) == []
+    assert await journal.open_intent(first, state=IntentState.IN_FLIGHT, owner=owner) == Opened(
+        [], 0
+    )
     assert ids(await journal.pending("session-a")) == ["i-1"]
 
     second = make_intent("i-2", created_at=1_700_000_001.0)
-    blocking = await journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner)
-    assert ids(blocking) == ["i-1"]
+    opened = await journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner)
+    assert ids(opened.blocking) == ["i-1"] and opened.writes == 1
     assert await journal.get("i-2") is None
 
     elsewhere = make_intent("i-3", session_id="session-b")
-    assert await journal.open_intent(elsewhere, state=IntentState.IN_FLIGHT, owner=owner) == []
+    opened = await journal.open_intent(elsewhere, state=IntentState.IN_FLIGHT, owner=owner)
+    assert opened == Opened([], 0)
     other_backend = make_intent("i-4", backend=BackendIdentity("other.Store", "x"))
-    assert await journal.open_intent(other_backend, state=IntentState.IN_FLIGHT, owner=owner) == []
+    opened = await journal.open_intent(other_backend, state=IntentState.IN_FLIGHT, owner=owner)
+    assert opened == Opened([], 0)
 
     await journal.discard("i-1")
-    assert await journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner) == []
+    opened = await journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner)
+    assert opened == Opened([], 1)
     assert ids(await journal.pending("session-a", BACKEND)) == ["i-2"]
+    assert await journal.writes("session-a", BACKEND) == 2
+
+
+async def test_writes_count_replays_and_other_writes(journal: IntentJournal) -> None:
+    """A replayed settlement and count_write each add one write; other settlements do not."""
+    owner = current_owner()
+    replayed, landed = make_intent("r"), make_intent("c", created_at=1_700_000_005.0)
+    for intent in (replayed, landed):
+        await journal.record(intent, state=IntentState.RECONCILING, owner=owner)
+    await journal.settle(make_decision(replayed, action=Action.REPLAYED), owner=owner)
+    await journal.settle(make_decision(landed, action=Action.SETTLED), owner=owner)
+    assert await journal.writes("session-a", BACKEND) == 1
+    assert await journal.count_write("session-a", BACKEND) == 2
+    assert await journal.writes("session-b", BACKEND) == 0
+
+
+async def test_settling_needs_the_claim_when_an_owner_is_given(journal: IntentJournal) -> None:
+    """settle(owner=...) refuses an intent that owner does not hold, and one settled before."""
+    owner = current_owner()
+    intent = make_intent("i-1")
+    await journal.record(intent, state=IntentState.FAILED, owner=owner)
+    with pytest.raises(IntentConflict):
+        await journal.settle(make_decision(intent), owner=owner)
+    assert await journal.transition(
+        "i-1", state=IntentState.RECONCILING, owner=STRANGER, expect_state=IntentState.FAILED
+    )
+    with pytest.raises(IntentConflict):
+        await journal.settle(make_decision(intent), owner=owner)
+    await journal.settle(make_decision(intent), owner=STRANGER)
+    assert await journal.is_settled("i-1")
 
 
 async def test_pending_without_a_session_lists_every_session(journal: IntentJournal) -> None:

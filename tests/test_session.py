@@ -580,3 +580,33 @@ def test_run_sync_across_event_loops(tmp_path: Path) -> None:
     stored = [summarize(item) for item in asyncio.run(inner.get_items())]
     assert stored == ["user:hi", "assistant:first", "user:again", "assistant:second"]
     assert len(model.calls) == 1
+
+
+async def test_switched_off_reading_creates_no_journal(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With reconciliation off, pending() and decisions() read nothing into existence."""
+    monkeypatch.setenv("AGENTS_RECONCILE", "0")
+    session = ReconcilingSession(SQLiteSession("s", tmp_path / "chat.db"))
+    assert await session.pending() == []
+    assert await session.decisions() == []
+    assert not (tmp_path / "agents-reconcile.db").exists()
+
+
+async def test_a_chunking_store_is_refused_behind_other_wrappers() -> None:
+    """OpenAIConversationsSession is refused even when another session wraps it."""
+    from openai import AsyncOpenAI
+
+    conversations = OpenAIConversationsSession(
+        conversation_id="conv_1",
+        openai_client=AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9"),
+    )
+    with pytest.raises(UnsupportedSession):
+        ReconcilingSession(FaultInjectingSession(conversations))
+
+
+async def test_installing_the_gate_twice_leaves_one_gate(tmp_path: Path) -> None:
+    """run_config(run_config()) keeps a single gate for the session."""
+    session, _, _ = wrapped(tmp_path)
+    once = session.run_config()
+    assert session.run_config(once) is once

@@ -8,7 +8,7 @@ from typing import Final
 from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError
-from .base import IntentJournal, IntentState, JournalEntry
+from .base import IntentJournal, IntentState, JournalEntry, Opened
 from .memory import InvariantViolation, MemoryJournal
 from .sqlite import SQLiteJournal
 
@@ -19,7 +19,9 @@ __all__ = [
     "InvariantViolation",
     "JournalEntry",
     "MemoryJournal",
+    "Opened",
     "SQLiteJournal",
+    "journal_path",
     "open_journal",
 ]
 
@@ -35,22 +37,14 @@ def open_journal(spec: IntentJournal | str | os.PathLike[str] | None) -> IntentJ
     Paths and ``sqlite:///relative.db`` / ``sqlite:////absolute.db`` URLs open the
     embedded journal; one ``SQLiteJournal`` is shared per file within a process.
     """
-    if spec is None:
-        return _sqlite(Path(DEFAULT_JOURNAL_PATH))
-    if isinstance(spec, os.PathLike):
-        return _sqlite(Path(spec))
+    path = journal_path(spec)
+    if path is not None:
+        return _sqlite(path)
     if not isinstance(spec, str):
         if isinstance(spec, IntentJournal):
             return spec
         raise ConfigurationError(f"journal must be an IntentJournal, a path or a URL, not {spec!r}")
-    if "://" not in spec:
-        return _sqlite(Path(spec))
     scheme = urlsplit(spec).scheme.lower()
-    if scheme == "sqlite":
-        path = spec.split("://", 1)[1]
-        if not path.startswith("/") or path == "/":
-            raise ConfigurationError(f"sqlite journal URL needs a path: {spec!r}")
-        return _sqlite(Path(path[1:]))
     if scheme == "memory":
         return MemoryJournal()
     if scheme in ("redis", "rediss", "postgresql", "postgres"):
@@ -60,6 +54,24 @@ def open_journal(spec: IntentJournal | str | os.PathLike[str] | None) -> IntentJ
         )
     # The URL itself may hold credentials: name only its scheme.
     raise ConfigurationError(f"unknown journal URL scheme {scheme!r}")
+
+
+def journal_path(spec: object) -> Path | None:
+    """The SQLite file a journal address names, or None for other kinds of journal."""
+    if spec is None:
+        return Path(DEFAULT_JOURNAL_PATH)
+    if isinstance(spec, os.PathLike):
+        return Path(spec)
+    if not isinstance(spec, str):
+        return None
+    if "://" not in spec:
+        return Path(spec)
+    if urlsplit(spec).scheme.lower() != "sqlite":
+        return None
+    path = spec.split("://", 1)[1]
+    if not path.startswith("/") or path == "/":
+        raise ConfigurationError("an sqlite journal URL needs a path: sqlite:///relative.db")
+    return Path(path[1:])
 
 
 def _sqlite(path: Path) -> SQLiteJournal:

@@ -9,7 +9,14 @@ from typing import Protocol, runtime_checkable
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
 
-__all__ = ["IntentJournal", "IntentState", "JournalEntry", "require_limit", "require_settling"]
+__all__ = [
+    "IntentJournal",
+    "IntentState",
+    "JournalEntry",
+    "Opened",
+    "require_limit",
+    "require_settling",
+]
 
 
 class IntentState(enum.Enum):
@@ -35,6 +42,15 @@ class JournalEntry:
     updated_at: float
 
 
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What ``open_intent`` found: the unresolved intents that kept it from recording (none if
+    it recorded), and the session's write count before this intent."""
+
+    blocking: list[JournalEntry]
+    writes: int
+
+
 @runtime_checkable
 class IntentJournal(Protocol):
     """Durable store of unresolved intents and of the decisions that settled them.
@@ -50,9 +66,19 @@ class IntentJournal(Protocol):
 
     async def open_intent(
         self, intent: PendingWrite, *, state: IntentState, owner: Owner
-    ) -> list[JournalEntry]:
-        """Record ``intent`` only if its session and backend have no unresolved intent, in one
-        atomic step; return the unresolved ones found (then nothing was recorded)."""
+    ) -> Opened:
+        """Record ``intent`` only if its session and backend have no unresolved intent, and
+        count it as a write of that session, in one atomic step. Returns the unresolved intents
+        found (then nothing was recorded) and the write count before this intent."""
+        ...
+
+    async def writes(self, session_id: str, backend: BackendIdentity) -> int:
+        """How many writes of this session the journal has counted (intents opened, replays,
+        and ``count_write`` calls): a tail read when the count was N is current while it is N."""
+        ...
+
+    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
+        """Count a write that is not an intent (a pop, a clear); return the new count."""
         ...
 
     async def transition(
@@ -87,8 +113,11 @@ class IntentJournal(Protocol):
         """Whether a decision has settled this intent."""
         ...
 
-    async def settle(self, decision: Decision) -> None:
-        """Close the decision's intent and store the decision, atomically."""
+    async def settle(self, decision: Decision, *, owner: Owner | None = None) -> None:
+        """Close the decision's intent and store the decision, atomically (a replay also counts
+        as a write of the session). With ``owner``, only while that owner still holds the
+        intent's claim (state reconciling); a lost claim or an intent settled already raises
+        ``IntentConflict``."""
         ...
 
     async def note(self, decision: Decision) -> None:

@@ -6,8 +6,8 @@ import time
 
 from ..errors import IntentConflict
 from ..ownership import Owner
-from ..records import BackendIdentity, Decision, PendingWrite
-from .base import IntentState, JournalEntry, require_limit
+from ..records import Action, BackendIdentity, Decision, PendingWrite
+from .base import IntentState, JournalEntry, Opened, require_limit
 
 __all__ = ["InvariantViolation", "MemoryJournal"]
 
@@ -24,6 +24,7 @@ class MemoryJournal:
         self._entries: dict[str, JournalEntry] = {}
         self._settled: set[str] = set()
         self._decisions: list[Decision] = []
+        self._writes: dict[tuple[str, BackendIdentity], int] = {}
         self.closed = False
 
     def _open_entry(self, intent_id: str, operation: str) -> JournalEntry:
@@ -51,11 +52,21 @@ class MemoryJournal:
 
     async def open_intent(
         self, intent: PendingWrite, *, state: IntentState, owner: Owner
-    ) -> list[JournalEntry]:
+    ) -> Opened:
         found = await self.pending(intent.session_id, intent.backend)
+        writes = await self.writes(intent.session_id, intent.backend)
         if not found:
             await self.record(intent, state=state, owner=owner)
-        return found
+            await self.count_write(intent.session_id, intent.backend)
+        return Opened(found, writes)
+
+    async def writes(self, session_id: str, backend: BackendIdentity) -> int:
+        return self._writes.get((session_id, backend), 0)
+
+    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
+        key = (session_id, backend)
+        self._writes[key] = self._writes.get(key, 0) + 1
+        return self._writes[key]
 
     async def transition(
         self,
@@ -97,13 +108,22 @@ class MemoryJournal:
     async def is_settled(self, intent_id: str) -> bool:
         return intent_id in self._settled
 
-    async def settle(self, decision: Decision) -> None:
+    async def settle(self, decision: Decision, *, owner: Owner | None = None) -> None:
         if not decision.settled:
             raise InvariantViolation(f"settle() with a {decision.action.value} decision")
         if decision.intent_id in self._settled:
             raise InvariantViolation(f"intent {decision.intent_id} settled twice")
+        entry = self._entries.get(decision.intent_id)
+        claimed = entry is None or (entry.state is IntentState.RECONCILING and entry.owner == owner)
+        if owner is not None and not claimed:
+            raise IntentConflict(
+                f"intent {decision.intent_id} is not claimed by {owner}",
+                intent_id=decision.intent_id,
+            )
         self._entries.pop(decision.intent_id, None)
         self._settled.add(decision.intent_id)
+        if decision.action is Action.REPLAYED:
+            await self.count_write(decision.session_id, decision.backend)
         self._decisions.append(decision)
 
     async def note(self, decision: Decision) -> None:

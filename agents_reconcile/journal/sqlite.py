@@ -26,8 +26,8 @@ from ..errors import (
     RecordTampered,
 )
 from ..ownership import Owner
-from ..records import BackendIdentity, Decision, PendingWrite
-from .base import IntentState, JournalEntry, require_limit, require_settling
+from ..records import Action, BackendIdentity, Decision, PendingWrite
+from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 
 __all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
 
@@ -65,6 +65,12 @@ _SCHEMA: Final = (
     )""",
     "CREATE INDEX IF NOT EXISTS decisions_by_intent ON decisions (intent_id)",
     "CREATE INDEX IF NOT EXISTS decisions_by_session ON decisions (session_id, seq)",
+    """CREATE TABLE IF NOT EXISTS session_writes (
+        session_id TEXT NOT NULL,
+        backend TEXT NOT NULL,
+        writes INTEGER NOT NULL,
+        PRIMARY KEY (session_id, backend)
+    ) WITHOUT ROWID""",
 )
 
 
@@ -131,6 +137,8 @@ class SQLiteJournal:
                 # before returning, which is what surviving SIGKILL needs.
                 conn.execute("PRAGMA journal_mode=WAL")
                 conn.execute(f"PRAGMA synchronous={self._synchronous}")
+                # Pending batches hold conversation content: overwrite it when a row goes.
+                conn.execute("PRAGMA secure_delete=ON")
                 self._migrate(conn)
         except BaseException:
             conn.close()
@@ -240,31 +248,43 @@ class SQLiteJournal:
 
     async def open_intent(
         self, intent: PendingWrite, *, state: IntentState, owner: Owner
-    ) -> list[JournalEntry]:
+    ) -> Opened:
         blob = intent.encode()
         row = _intent_row(intent, state, owner, blob)
 
-        def write(conn: sqlite3.Connection) -> list[_Row]:
-            # One statement is one atomic transaction: no other intent of this session can
-            # appear between the check and the insert, and it costs a single commit.
+        def write(conn: sqlite3.Connection) -> tuple[list[_Row], int]:
+            key = (intent.session_id, str(intent.backend))
+            # IMMEDIATE: the check, the insert and the count are one step for other writers.
+            conn.execute("BEGIN IMMEDIATE")
             try:
-                inserted = conn.execute(_OPEN_INTENT_SQL, (*row, *row[1:3])).rowcount
+                inserted = conn.execute(_OPEN_INTENT_SQL, (*row, *key)).rowcount
             except sqlite3.IntegrityError:
                 inserted = 0
             if inserted == 1:
-                return []
+                writes = _count_write(conn, key) - 1
+                conn.execute("COMMIT")
+                return [], writes
             rows: list[_Row] = conn.execute(
-                _SELECT_INTENTS + " WHERE session_id = ? AND backend = ? ORDER BY created_at",
-                (intent.session_id, str(intent.backend)),
+                _SELECT_INTENTS + " WHERE session_id = ? AND backend = ? ORDER BY created_at", key
             ).fetchall()
             if not rows:
                 # The id itself was taken (a retried record of the same intent): compare.
-                conn.execute("BEGIN IMMEDIATE")
                 _insert_or_compare(conn, intent, row)
-                conn.execute("COMMIT")
-            return rows
+            writes = _writes(conn, key)
+            conn.execute("COMMIT")
+            return rows, writes
 
-        return [_entry(*found) for found in await self._run(write)]
+        rows, writes = await self._run(write)
+        return Opened([_entry(*found) for found in rows], writes)
+
+    async def writes(self, session_id: str, backend: BackendIdentity) -> int:
+        return await self._run(lambda conn: _writes(conn, (session_id, str(backend))))
+
+    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            return _count_write(conn, (session_id, str(backend)))
+
+        return await self._run(write)
 
     async def transition(
         self,
@@ -318,12 +338,26 @@ class SQLiteJournal:
     async def is_settled(self, intent_id: str) -> bool:
         return await self._run(lambda conn: _settled(conn, intent_id))
 
-    async def settle(self, decision: Decision) -> None:
+    async def settle(self, decision: Decision, *, owner: Owner | None = None) -> None:
         require_settling(decision, settling=True)
+        intent_id = decision.intent_id
 
         def write(conn: sqlite3.Connection) -> None:
+            # IMMEDIATE: the claim check and the delete must see one state of the file.
             conn.execute("BEGIN IMMEDIATE")
-            conn.execute("DELETE FROM intents WHERE intent_id = ?", (decision.intent_id,))
+            if _settled(conn, intent_id):
+                raise IntentConflict(f"intent {intent_id} was already settled", intent_id=intent_id)
+            if owner is not None:
+                row = conn.execute(
+                    "SELECT state, owner FROM intents WHERE intent_id = ?", (intent_id,)
+                ).fetchone()
+                if row is not None and tuple(row) != (IntentState.RECONCILING.value, str(owner)):
+                    raise IntentConflict(
+                        f"intent {intent_id} is not claimed by {owner}", intent_id=intent_id
+                    )
+            conn.execute("DELETE FROM intents WHERE intent_id = ?", (intent_id,))
+            if decision.action is Action.REPLAYED:
+                _count_write(conn, (decision.session_id, str(decision.backend)))
             _insert_decision(conn, decision)
             conn.execute("COMMIT")
 
@@ -357,6 +391,22 @@ class SQLiteJournal:
             if self._conn is not None and self._pid == os.getpid():
                 self._conn.close()
             self._conn = None
+
+
+def _writes(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
+    row = conn.execute(
+        "SELECT writes FROM session_writes WHERE session_id = ? AND backend = ?", key
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _count_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
+    (writes,) = conn.execute(
+        "INSERT INTO session_writes (session_id, backend, writes) VALUES (?, ?, 1)"
+        " ON CONFLICT (session_id, backend) DO UPDATE SET writes = writes + 1 RETURNING writes",
+        key,
+    ).fetchone()
+    return int(writes)
 
 
 _OPEN_INTENT_SQL: Final = (
