@@ -23,38 +23,43 @@ from __future__ import annotations
 import argparse
 import asyncio
 import hashlib
-import importlib.metadata
 import json
-import os
-import platform
 import sqlite3
 import statistics
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
 from contextlib import closing
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 
+from _common import (
+    WRITE_AHEAD_P50_AIM,
+    AppendVariant,
+    fitted,
+    history_items,
+    latency_cells,
+    microseconds,
+    percentile,
+    print_machine,
+    print_table,
+    time_appends,
+    turn_items,
+    verdict,
+    wrapped_session,
+)
 from agents import SQLiteSession, set_tracing_disabled
 from agents.run_internal.items import fingerprint_input_item
 
-from agents_reconcile import Action, Outcome, ReconcileConfig, ReconcilingSession
+from agents_reconcile import Action, Outcome, ReconcilingSession
 from agents_reconcile.fingerprint import canonical_bytes, item_digest
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
-# Aims this benchmark checks (printed as MET / MISSED; the exit status does not depend on them).
-WRITE_AHEAD_P50_AIM = 1.25
+# Aims this benchmark checks (printed as MET / MISSED; the exit status does not depend on them);
+# WRITE_AHEAD_P50_AIM, shared with backend_overhead.py, comes from _common.
 FINGERPRINT_1KIB_AIM_US = 4.0
 RECONCILE_FLAT_AIM = 1.5  # slowest / fastest median across history sizes
-
-ITEM_BYTES = 300
-FILLER = (
-    "The order shipped from the Rotterdam warehouse on Tuesday and is expected to arrive "
-    "within three to five business days; tracking updates appear once the carrier scans it. "
-)
 
 
 @dataclass(frozen=True)
@@ -82,145 +87,7 @@ QUICK = Settings(
 )
 
 
-# -- items -----------------------------------------------------------------------------------
-
-
-def filler(length: int) -> str:
-    """ASCII text of exactly ``length`` characters (nothing JSON would escape)."""
-    repeats = length // len(FILLER) + 1
-    return (FILLER * repeats)[: max(length, 0)]
-
-
-def fitted(make: Callable[[str], dict[str, Any]], size: int) -> dict[str, Any]:
-    """The item ``make(padding)`` whose JSON form is ``size`` bytes (or the smallest possible)."""
-    empty = make("")
-    return make(filler(size - len(json.dumps(empty))))
-
-
-def user_message(turn: int, size: int = ITEM_BYTES) -> dict[str, Any]:
-    return fitted(
-        lambda pad: {"role": "user", "content": f"Turn {turn}: where is my order? {pad}"}, size
-    )
-
-
-def function_call(turn: int, size: int = ITEM_BYTES) -> dict[str, Any]:
-    def make(pad: str) -> dict[str, Any]:
-        arguments = {"order_id": f"ord_{turn:09d}", "include": ["tracking"], "note": pad}
-        return {
-            "type": "function_call",
-            "id": f"fc_{turn:024d}",
-            "call_id": f"call_{turn:020d}",
-            "name": "lookup_order",
-            "arguments": json.dumps(arguments),
-            "status": "completed",
-        }
-
-    return fitted(make, size)
-
-
-def function_call_output(turn: int, size: int = ITEM_BYTES) -> dict[str, Any]:
-    def make(pad: str) -> dict[str, Any]:
-        output = {"order_id": f"ord_{turn:09d}", "status": "in_transit", "detail": pad}
-        return {
-            "type": "function_call_output",
-            "call_id": f"call_{turn:020d}",
-            "output": json.dumps(output),
-        }
-
-    return fitted(make, size)
-
-
-def turn_items(turn: int) -> list[dict[str, Any]]:
-    """One tool-using turn as the runner saves it: three items of about 300 bytes each."""
-    return [user_message(turn), function_call(turn), function_call_output(turn)]
-
-
-# -- statistics and printing ---------------------------------------------------------------
-
-
-def percentile(values: Sequence[float], percent: int) -> float:
-    if len(values) == 1:
-        return float(values[0])
-    return statistics.quantiles(values, n=100, method="inclusive")[percent - 1]
-
-
-def microseconds(nanoseconds: float) -> float:
-    return nanoseconds / 1000.0
-
-
-def print_table(title: str, header: Sequence[str], rows: Sequence[Sequence[str]]) -> None:
-    widths = [max(len(str(cell)) for cell in column) for column in zip(header, *rows, strict=True)]
-    print(title)
-    print("  " + "  ".join(f"{cell:>{width}}" for cell, width in zip(header, widths, strict=True)))
-    print("  " + "  ".join("-" * width for width in widths))
-    for row in rows:
-        print("  " + "  ".join(f"{cell:>{width}}" for cell, width in zip(row, widths, strict=True)))
-    print()
-
-
-def verdict(met: bool) -> str:
-    return "MET" if met else "MISSED"
-
-
-# -- machine ---------------------------------------------------------------------------------
-
-
-def cpu_model() -> str:
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as cpuinfo:
-            for line in cpuinfo:
-                if line.lower().startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
-def package_version(name: str) -> str:
-    try:
-        return importlib.metadata.version(name)
-    except importlib.metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def print_machine(workdir: Path, mode: str) -> None:
-    print("agents-reconcile append overhead benchmark")
-    print(f"  mode           {mode}")
-    print(f"  platform       {platform.platform()}")
-    print(f"  cpu            {cpu_model()} ({os.cpu_count()} logical CPUs)")
-    print(f"  python         {platform.python_implementation()} {platform.python_version()}")
-    print(f"  openai-agents  {package_version('openai-agents')}")
-    print(f"  package        agents-reconcile {package_version('agents-reconcile')}")
-    print(f"  sqlite         {sqlite3.sqlite_version}")
-    print(f"  temp dir       {workdir}")
-    if hasattr(os, "getloadavg"):
-        load = ", ".join(f"{value:.2f}" for value in os.getloadavg())
-        print(f"  load average   {load} (1, 5, 15 min; other work on the machine adds noise)")
-    print()
-
-
 # -- (a) append latency ----------------------------------------------------------------------
-
-
-@dataclass
-class AppendVariant:
-    name: str
-    session: Any
-    samples: list[int]
-
-
-def wrapped_session(
-    workdir: Path,
-    name: str,
-    durability: Literal["write_ahead", "on_failure"],
-    inner: Any | None = None,
-) -> ReconcilingSession:
-    inner = inner if inner is not None else SQLiteSession(name, workdir / f"{name}.sessions.db")
-    config = ReconcileConfig(journal=workdir / f"{name}.journal.db", durability=durability)
-    session = ReconcilingSession(inner, config=config)
-    if not session.enabled:
-        sys.exit("AGENTS_RECONCILE switches reconciliation off; unset it to benchmark the wrapper")
-    return session
 
 
 async def bench_append(workdir: Path, settings: Settings) -> dict[str, float]:
@@ -231,40 +98,14 @@ async def bench_append(workdir: Path, settings: Settings) -> dict[str, float]:
         AppendVariant("write_ahead", wrapped_session(workdir, "write_ahead", "write_ahead"), []),
         AppendVariant("on_failure", wrapped_session(workdir, "on_failure", "on_failure"), []),
     ]
-    for variant in variants:
-        # The runner reads the history before its first save; the wrapper caches the tail there.
-        await variant.session.get_items()
-
-    total = settings.warmup_rounds + settings.rounds
-    for round_index in range(total):
-        batch = turn_items(round_index)
-        # Rotate who goes first, so no variant always follows the same neighbour.
-        for offset in range(len(variants)):
-            variant = variants[(round_index + offset) % len(variants)]
-            items = [dict(item) for item in batch]
-            started = time.perf_counter_ns()
-            await variant.session.add_items(items)
-            elapsed = time.perf_counter_ns() - started
-            if round_index >= settings.warmup_rounds:
-                variant.samples.append(elapsed)
+    await time_appends(variants, settings.rounds, settings.warmup_rounds)
 
     bare = variants[0].samples
-    bare_p50, bare_p95 = statistics.median(bare), percentile(bare, 95)
     rows = []
     ratios: dict[str, float] = {}
     for variant in variants:
-        p50, p95 = statistics.median(variant.samples), percentile(variant.samples, 95)
-        ratios[variant.name] = p50 / bare_p50
-        rows.append(
-            [
-                variant.name,
-                f"{microseconds(p50):.1f}",
-                f"{microseconds(p95):.1f}",
-                f"{microseconds(p50 - bare_p50):+.1f}",
-                f"{p50 / bare_p50:.3f}",
-                f"{p95 / bare_p95:.3f}",
-            ]
-        )
+        ratios[variant.name] = statistics.median(variant.samples) / statistics.median(bare)
+        rows.append([variant.name, *latency_cells(variant.samples, bare)])
     print_table(
         f"(a) 3-item add_items latency, file SQLiteSession, {settings.rounds} interleaved rounds "
         f"after {settings.warmup_rounds} warm-up rounds (item sizes: "
@@ -358,32 +199,6 @@ def bench_fingerprint(settings: Settings) -> dict[int, tuple[float, float]]:
 
 
 # -- (c) reconcile time ----------------------------------------------------------------------
-
-
-def history_items(start: int, stop: int) -> list[dict[str, Any]]:
-    """Stored history: distinct user / function_call / function_call_output items (~300 B)."""
-    text = filler(240)
-    items: list[dict[str, Any]] = []
-    for index in range(start, stop):
-        call_id = f"call_{index - index % 3:020d}"
-        kind = index % 3
-        if kind == 0:
-            items.append({"role": "user", "content": f"History {index}: {text}"})
-        elif kind == 1:
-            arguments = json.dumps({"order_id": f"ord_{index:09d}", "note": text[:180]})
-            items.append(
-                {
-                    "type": "function_call",
-                    "call_id": call_id,
-                    "name": "lookup_order",
-                    "arguments": arguments,
-                }
-            )
-        else:
-            items.append(
-                {"type": "function_call_output", "call_id": call_id, "output": f"{index} {text}"}
-            )
-    return items
 
 
 async def build_history(store: SQLiteSession, size: int, chunk: int = 10_000) -> None:
@@ -489,7 +304,7 @@ async def bench_reconcile(workdir: Path, settings: Settings) -> dict[str, list[f
 async def run(settings: Settings, mode: str) -> None:
     with tempfile.TemporaryDirectory(prefix="agents-reconcile-bench-") as directory:
         workdir = Path(directory)
-        print_machine(workdir, mode)
+        print_machine("agents-reconcile append overhead benchmark", workdir, mode)
         run_started = time.perf_counter()
 
         ratios = await bench_append(workdir, settings)
