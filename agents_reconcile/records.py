@@ -57,7 +57,6 @@ class Reason(enum.Enum):
     IN_FLIGHT_ELSEWHERE = "in_flight_elsewhere"
     SESSION_BUSY = "session_busy"
     BACKEND_MISMATCH = "backend_mismatch"
-    SESSION_MISMATCH = "session_mismatch"
     UNSUPPORTED_RECORD = "unsupported_record"
     RECORD_UNTRUSTED = "record_untrusted"
     COPIES_DISAGREE = "copies_disagree"
@@ -82,7 +81,6 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.SESSION_BUSY: "Another task of this process kept the session busy past the wait "
     "bound (in_flight_wait).",
     Reason.BACKEND_MISMATCH: "The intent was recorded for another backend.",
-    Reason.SESSION_MISMATCH: "The intent was recorded for another session.",
     Reason.UNSUPPORTED_RECORD: "The intent was recorded by another format version or "
     "fingerprint scheme and is never compared.",
     Reason.RECORD_UNTRUSTED: "The intent's record is damaged or was edited; its digest does "
