@@ -393,8 +393,11 @@ class ReconcilingSession:
         settled = self._settled
         want = max(needed, len(settled.tail) if settled is not None else 0)
         known = self._tail
+        # Right after a settlement the retried-batch check decides without the journal's
+        # verdict, so it must see the store itself.
         if (
-            known is not None
+            settled is None
+            and known is not None
             and known.writes is not None
             and (known.whole or len(known.digests) >= want)
         ):
@@ -738,6 +741,8 @@ class ReconcilingSession:
         """Append the missing batch once. A cancelled caller gets its cancellation at once;
         the append goes on in the background, still owning the intent, so nobody replays it
         meanwhile, and releases it when it ends (the next reconciliation then settles it)."""
+        # Whatever happens next, the store may change: no memory of its tail survives this.
+        self._tail = None
         with self._no_reconcile():
             task = asyncio.ensure_future(
                 self._inner_add(copy.deepcopy(list(intent.batch)), wrapper)

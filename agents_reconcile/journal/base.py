@@ -114,10 +114,10 @@ class IntentJournal(Protocol):
         ...
 
     async def settle(self, decision: Decision, *, owner: Owner | None = None) -> None:
-        """Close the decision's intent and store the decision, atomically (a replay also counts
-        as a write of the session). With ``owner``, only while that owner still holds the
-        intent's claim (state reconciling); a lost claim or an intent settled already raises
-        ``IntentConflict``."""
+        """Close the decision's intent and store the decision, atomically, counting a write of
+        the session (a replay wrote; a batch found committed may have come from one). With
+        ``owner``, only while that owner still holds the intent's claim (state reconciling); a
+        lost claim or an intent settled already raises ``IntentConflict``."""
         ...
 
     async def note(self, decision: Decision) -> None:

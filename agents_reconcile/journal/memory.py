@@ -6,7 +6,7 @@ import time
 
 from ..errors import IntentConflict
 from ..ownership import Owner
-from ..records import Action, BackendIdentity, Decision, PendingWrite
+from ..records import BackendIdentity, Decision, PendingWrite
 from .base import IntentState, JournalEntry, Opened, require_limit
 
 __all__ = ["InvariantViolation", "MemoryJournal"]
@@ -122,8 +122,7 @@ class MemoryJournal:
             )
         self._entries.pop(decision.intent_id, None)
         self._settled.add(decision.intent_id)
-        if decision.action is Action.REPLAYED:
-            await self.count_write(decision.session_id, decision.backend)
+        await self.count_write(decision.session_id, decision.backend)
         self._decisions.append(decision)
 
     async def note(self, decision: Decision) -> None:

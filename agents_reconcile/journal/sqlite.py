@@ -26,7 +26,7 @@ from ..errors import (
     RecordTampered,
 )
 from ..ownership import Owner
-from ..records import Action, BackendIdentity, Decision, PendingWrite
+from ..records import BackendIdentity, Decision, PendingWrite
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 
 __all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
@@ -356,8 +356,9 @@ class SQLiteJournal:
                         f"intent {intent_id} is not claimed by {owner}", intent_id=intent_id
                     )
             conn.execute("DELETE FROM intents WHERE intent_id = ?", (intent_id,))
-            if decision.action is Action.REPLAYED:
-                _count_write(conn, (decision.session_id, str(decision.backend)))
+            # Counted whatever the action: a batch that landed through a replay whose reply was
+            # lost settles as committed, and other wrappers' memories must expire either way.
+            _count_write(conn, (decision.session_id, str(decision.backend)))
             _insert_decision(conn, decision)
             conn.execute("COMMIT")
 
