@@ -433,8 +433,8 @@ async def test_open_intent_records_only_when_the_session_is_clear(journal: Inten
 
 
 async def test_writes_count_settlements_and_other_writes(journal: IntentJournal) -> None:
-    """Every settlement (a replay wrote; a committed batch may have come from one) and every
-    count_write add one write; denials do not."""
+    """Every intent recorded, every settlement (a replay wrote; a committed batch may have come
+    from one) and every count_write add one write; denials do not."""
     owner = current_owner()
     replayed, landed = make_intent("r"), make_intent("c", created_at=1_700_000_005.0)
     for intent in (replayed, landed):
@@ -444,8 +444,8 @@ async def test_writes_count_settlements_and_other_writes(journal: IntentJournal)
     denied = make_intent("d", created_at=1_700_000_009.0)
     await journal.record(denied, state=IntentState.FAILED, owner=owner)
     await journal.note(make_decision(denied, action=Action.DENIED))
-    assert await journal.writes("session-a", BACKEND) == 2
-    assert await journal.count_write("session-a", BACKEND) == 3
+    assert await journal.writes("session-a", BACKEND) == 5
+    assert await journal.count_write("session-a", BACKEND) == 6
     assert await journal.writes("session-b", BACKEND) == 0
 
 

@@ -73,8 +73,9 @@ class IntentJournal(Protocol):
         ...
 
     async def writes(self, session_id: str, backend: BackendIdentity) -> int:
-        """How many writes of this session the journal has counted (intents opened, replays,
-        and ``count_write`` calls): a tail read when the count was N is current while it is N."""
+        """How many writes of this session the journal has counted (intents recorded,
+        settlements, and ``count_write`` calls): a tail read when the count was N is current
+        while it is N."""
         ...
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:

@@ -49,6 +49,7 @@ class MemoryJournal:
                 )
             return
         self._entries[intent.intent_id] = JournalEntry(intent, state, owner, time.time())
+        await self.count_write(intent.session_id, intent.backend)
 
     async def open_intent(
         self, intent: PendingWrite, *, state: IntentState, owner: Owner
@@ -57,7 +58,6 @@ class MemoryJournal:
         writes = await self.writes(intent.session_id, intent.backend)
         if not found:
             await self.record(intent, state=state, owner=owner)
-            await self.count_write(intent.session_id, intent.backend)
         return Opened(found, writes)
 
     async def writes(self, session_id: str, backend: BackendIdentity) -> int:

@@ -50,7 +50,8 @@ _SCHEMA: Final = (
         owner TEXT NOT NULL,
         created_at REAL NOT NULL,
         updated_at REAL NOT NULL,
-        record BLOB NOT NULL
+        record BLOB NOT NULL,
+        write_seq INTEGER NOT NULL DEFAULT 0
     ) WITHOUT ROWID""",
     """CREATE TABLE IF NOT EXISTS decisions (
         seq INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -71,6 +72,14 @@ _SCHEMA: Final = (
         writes INTEGER NOT NULL,
         PRIMARY KEY (session_id, backend)
     ) WITHOUT ROWID""",
+    # Every intent recorded is a write of its session (the write may land): counting it in a
+    # trigger keeps opening an intent a single statement.
+    """CREATE TRIGGER IF NOT EXISTS intents_count_write AFTER INSERT ON intents
+    BEGIN
+        INSERT INTO session_writes (session_id, backend, writes)
+        VALUES (NEW.session_id, NEW.backend, 1)
+        ON CONFLICT (session_id, backend) DO UPDATE SET writes = writes + 1;
+    END""",
 )
 
 
@@ -254,16 +263,15 @@ class SQLiteJournal:
 
         def write(conn: sqlite3.Connection) -> tuple[list[_Row], int]:
             key = (intent.session_id, str(intent.backend))
-            # IMMEDIATE: the check, the insert and the count are one step for other writers.
-            conn.execute("BEGIN IMMEDIATE")
+            # One statement, so one atomic step: no other intent of this session can appear
+            # between the check and the insert, and the insert returns the write count it saw.
             try:
-                inserted = conn.execute(_OPEN_INTENT_SQL, (*row, *key)).rowcount
+                inserted = conn.execute(_OPEN_INTENT_SQL, (*row, *key, *key)).fetchall()
             except sqlite3.IntegrityError:
-                inserted = 0
-            if inserted == 1:
-                writes = _count_write(conn, key) - 1
-                conn.execute("COMMIT")
-                return [], writes
+                inserted = []
+            if inserted:
+                return [], int(inserted[0][0])
+            conn.execute("BEGIN IMMEDIATE")
             rows: list[_Row] = conn.execute(
                 _SELECT_INTENTS + " WHERE session_id = ? AND backend = ? ORDER BY created_at", key
             ).fetchall()
@@ -412,8 +420,9 @@ def _count_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
 
 _OPEN_INTENT_SQL: Final = (
     "INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at, updated_at,"
-    " record) SELECT ?, ?, ?, ?, ?, ?, ?, ? WHERE NOT EXISTS"
-    " (SELECT 1 FROM intents WHERE session_id = ? AND backend = ?)"
+    " record, write_seq) SELECT ?, ?, ?, ?, ?, ?, ?, ?, coalesce((SELECT writes FROM"
+    " session_writes WHERE session_id = ? AND backend = ?), 0) WHERE NOT EXISTS"
+    " (SELECT 1 FROM intents WHERE session_id = ? AND backend = ?) RETURNING write_seq"
 )
 _SELECT_INTENTS: Final = (
     "SELECT intent_id, session_id, backend, state, owner, updated_at, record FROM intents"
