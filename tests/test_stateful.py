@@ -218,7 +218,7 @@ def _digests(items: list[Item], *, ignore_ids: bool) -> tuple[str, ...]:
 
 
 def _event(label: str) -> None:
-    # Statistics for --hypothesis-show-statistics; a replayed example runs outside a test.
+    # Coverage labels (hypothesis.event); a replayed example runs outside any test.
     if currently_in_test_context():
         event(label)
 
