@@ -730,7 +730,7 @@ class ReconcilingSession:
             await self._refuse(intent, verdict.outcome, verdict.reason, evidence)
         decision = self._decision(intent, verdict.outcome, verdict.reason, action, evidence)
         await self._journal_call(self.journal.settle, decision, owner=current_owner())
-        self._after_settlement(intent, tail, window, context, replayed=action is Action.REPLAYED)
+        self._after_settlement(intent, context)
         if action is Action.REPLAYED:
             logger.info(
                 "session %s: replayed missing batch of intent %s", self.session_id, intent.intent_id
@@ -767,18 +767,12 @@ class ReconcilingSession:
         release.add_done_callback(_BACKGROUND.discard)
 
     def _after_settlement(
-        self,
-        intent: PendingWrite,
-        tail: tuple[str, ...],
-        window: int,
-        context: MutableMapping[str, Any] | None,
-        *,
-        replayed: bool,
+        self, intent: PendingWrite, context: MutableMapping[str, Any] | None
     ) -> None:
         if context is not None:
             runstate.drop(context, intent.intent_id)
         self._unjournaled.pop(intent.intent_id, None)
-        # A replay is a counted write; the next append re-reads the tail in any case.
+        # A settlement is a counted write; the next append re-reads the tail in any case.
         self._tail = None
         self._settled = _Settled(intent.batch_digests, intent.before_digests + intent.batch_digests)
 

@@ -6,6 +6,8 @@ this module as ``_common``.
 
 from __future__ import annotations
 
+import argparse
+import dataclasses
 import importlib.metadata
 import json
 import os
@@ -17,7 +19,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, Protocol, TypeVar
 
 from agents import SQLiteSession
 
@@ -244,3 +246,32 @@ def latency_cells(samples: Sequence[int], bare: Sequence[int]) -> list[str]:
         f"{p50 / bare_p50:.3f}",
         f"{p95 / bare_p95:.3f}",
     ]
+
+
+class _HasRounds(Protocol):
+    rounds: int
+
+
+_Settings = TypeVar("_Settings", bound=_HasRounds)
+
+
+def rounds_settings(
+    doc: str | None, argv: Sequence[str] | None, full: _Settings, quick: _Settings
+) -> tuple[_Settings, str]:
+    """Parse ``--rounds`` and ``--quick``; return the chosen settings and the mode's name."""
+    parser = argparse.ArgumentParser(description=doc.split("\n\n")[0] if doc else None)
+    parser.add_argument(
+        "--rounds",
+        type=int,
+        help=f"measured append rounds per variant (default {full.rounds}; quick {quick.rounds})",
+    )
+    parser.add_argument(
+        "--quick", action="store_true", help="small numbers for a smoke run (under 10 s)"
+    )
+    args = parser.parse_args(argv)
+    settings = quick if args.quick else full
+    if args.rounds is not None:
+        if args.rounds < 1:
+            parser.error("--rounds must be at least 1")
+        settings = dataclasses.replace(settings, rounds=args.rounds)  # type: ignore[type-var]
+    return settings, "quick" if args.quick else "full"

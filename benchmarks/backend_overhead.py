@@ -23,7 +23,6 @@ Usage::
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import dataclasses
 import inspect
@@ -32,7 +31,7 @@ import tempfile
 import textwrap
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -44,6 +43,7 @@ from _common import (
     package_version,
     print_machine,
     print_table,
+    rounds_settings,
     time_appends,
     verdict,
     wrapped_session,
@@ -271,23 +271,9 @@ async def run(settings: Settings, mode: str) -> None:
 
 
 def main(argv: Sequence[str] | None = None) -> None:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0] if __doc__ else None)
-    parser.add_argument(
-        "--rounds",
-        type=int,
-        help=f"measured append rounds per variant (default {FULL.rounds}; quick {QUICK.rounds})",
-    )
-    parser.add_argument(
-        "--quick", action="store_true", help="small numbers for a smoke run (under 10 s)"
-    )
-    args = parser.parse_args(argv)
-    settings = QUICK if args.quick else FULL
-    if args.rounds is not None:
-        if args.rounds < 1:
-            parser.error("--rounds must be at least 1")
-        settings = replace(settings, rounds=args.rounds)
+    settings, mode = rounds_settings(__doc__, argv, FULL, QUICK)
     set_tracing_disabled(True)
-    asyncio.run(run(settings, "quick" if args.quick else "full"))
+    asyncio.run(run(settings, mode))
 
 
 if __name__ == "__main__":
