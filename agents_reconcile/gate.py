@@ -3,7 +3,9 @@
 ``install_gate`` composes it into a ``RunConfig`` as ``call_model_input_filter`` (which the
 SDK runs before each model call of ``Runner.run``, ``run_sync`` and ``run_streamed``, fresh
 or resumed), together with a ``session_input_callback`` that keeps a retried input from
-reaching the model twice. ``gate_hooks`` offers the same gate as ``RunHooks.on_llm_start``.
+reaching the model twice. ``gate_hooks`` offers the same gate as ``RunHooks.on_llm_start``,
+and runs it in ``on_tool_start`` too: a RunState resumed from a checkpoint older than the
+session executes its approved tools before any model call, and only a tool hook can stop that.
 """
 
 from __future__ import annotations
@@ -41,7 +43,7 @@ def install_gate(session: ReconcilingSession, base: RunConfig | None = None) -> 
     user_callback = config.session_input_callback
 
     async def gate(data: CallModelData[Any]) -> ModelInputData:
-        await session._settle_pending(_mapping(data.context))
+        await session._admit(_mapping(data.context))
         if user_filter is None:
             return data.model_data
         result = user_filter(data)
@@ -96,7 +98,7 @@ class _GateHooks(RunHooks[Any]):
         self._base = base if base is not None else RunHooks()
 
     async def on_llm_start(self, context: Any, agent: Any, *args: Any, **kwargs: Any) -> None:
-        await self._session._settle_pending(_mapping(getattr(context, "context", None)))
+        await self._session._admit(_mapping(getattr(context, "context", None)))
         await self._base.on_llm_start(context, agent, *args, **kwargs)
 
     async def on_llm_end(self, *args: Any, **kwargs: Any) -> None:
@@ -111,8 +113,10 @@ class _GateHooks(RunHooks[Any]):
     async def on_handoff(self, *args: Any, **kwargs: Any) -> None:
         await self._base.on_handoff(*args, **kwargs)
 
-    async def on_tool_start(self, *args: Any, **kwargs: Any) -> None:
-        await self._base.on_tool_start(*args, **kwargs)
+    async def on_tool_start(self, context: Any, agent: Any, *args: Any, **kwargs: Any) -> None:
+        # A resumed RunState runs its approved tools before any model call: check it here.
+        await self._session._admit(_mapping(getattr(context, "context", None)))
+        await self._base.on_tool_start(context, agent, *args, **kwargs)
 
     async def on_tool_end(self, *args: Any, **kwargs: Any) -> None:
         await self._base.on_tool_end(*args, **kwargs)

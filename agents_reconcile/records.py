@@ -60,6 +60,7 @@ class Reason(enum.Enum):
     UNSUPPORTED_RECORD = "unsupported_record"
     RECORD_UNTRUSTED = "record_untrusted"
     COPIES_DISAGREE = "copies_disagree"
+    STALE_STATE = "stale_state"
 
     @property
     def explanation(self) -> str:
@@ -86,6 +87,10 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.RECORD_UNTRUSTED: "The intent's record is damaged or was edited; its digest does "
     "not match.",
     Reason.COPIES_DISAGREE: "The journal and the RunState hold different contents for one intent.",
+    Reason.STALE_STATE: "The session was written after this run last saw it (a RunState "
+    "checkpoint older than the history, or another writer): continuing would write on a "
+    "history the run has not seen, repeating what is already there. Resume the newest "
+    "state, or start a new run on the session.",
 }
 
 

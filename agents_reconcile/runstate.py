@@ -24,7 +24,11 @@ __all__ = [
     "check_carried",
     "context_of",
     "drop",
+    "has_pending",
+    "mark_seen",
     "put",
+    "seen",
+    "seen_key",
 ]
 
 CONTEXT_KEY: Final = "agents_reconcile"
@@ -59,17 +63,73 @@ def put(context: MutableMapping[str, Any], intent: PendingWrite) -> None:
 
 
 def drop(context: MutableMapping[str, Any], intent_id: str) -> None:
-    """Remove the copy of a settled intent (and the key, once nothing is left)."""
+    """Remove the copy of a settled intent (and the key, once nothing is left).
+
+    Its settlement counted one write of its session: the state's mark moves past it, so that
+    the writes the state accounts for (mark plus carried intents) stay the same."""
     carried = context.get(CONTEXT_KEY)
     if not isinstance(carried, MutableMapping):
         return
-    carried["pending"] = [
+    pending = carried.get("pending", [])
+    kept = [
         p
-        for p in carried.get("pending", [])
+        for p in pending
         if not (isinstance(p, MutableMapping) and p.get("intent_id") == intent_id)
     ]
-    if not carried["pending"]:
+    marks = carried.get("seen")
+    if len(kept) < len(pending) and isinstance(marks, MutableMapping):
+        for entry in pending:
+            if isinstance(entry, MutableMapping) and entry.get("intent_id") == intent_id:
+                key = seen_key(str(entry.get("session_id")), str(entry.get("backend")))
+                if isinstance(marks.get(key), int):
+                    marks[key] += 1
+    carried["pending"] = kept
+    if not kept and not marks:
         del context[CONTEXT_KEY]
+
+
+def has_pending(context: MutableMapping[str, Any] | None) -> bool:
+    """Whether the context carries any intent (of any session)."""
+    if context is None:
+        return False
+    carried = context.get(CONTEXT_KEY)
+    return not isinstance(carried, MutableMapping) or bool(carried.get("pending"))
+
+
+def seen_key(session_id: str, backend: BackendIdentity | str) -> str:
+    return f"{session_id}@{backend}"
+
+
+def seen(context: MutableMapping[str, Any] | None, key: str) -> int | Refusal | None:
+    """How many writes of the session the journal had counted when this run last wrote it
+    (intents it still carries aside): None when the context holds no mark for it."""
+    if context is None or CONTEXT_KEY not in context:
+        return None
+    carried = context[CONTEXT_KEY]
+    if not isinstance(carried, MutableMapping) or carried.get("version") != CONTEXT_VERSION:
+        version = carried.get("version") if isinstance(carried, MutableMapping) else None
+        return Refusal(Reason.UNSUPPORTED_RECORD, {"context_version": str(version)})
+    marks = carried.get("seen")
+    if marks is None:
+        return None
+    mark = marks.get(key) if isinstance(marks, MutableMapping) else None
+    if mark is None and isinstance(marks, MutableMapping):
+        return None
+    if type(mark) is not int or mark < 0:
+        return Refusal(Reason.RECORD_UNTRUSTED, {"seen": type(mark).__name__})
+    return mark
+
+
+def mark_seen(context: MutableMapping[str, Any], key: str, writes: int) -> None:
+    """Remember that the journal has counted ``writes`` writes of the session, all seen by
+    this run (``RunState.to_string()`` carries the mark with the state)."""
+    carried = context.get(CONTEXT_KEY)
+    if not isinstance(carried, MutableMapping):
+        carried = context[CONTEXT_KEY] = {"version": CONTEXT_VERSION, "pending": []}
+    marks = carried.get("seen")
+    if not isinstance(marks, MutableMapping):
+        marks = carried["seen"] = {}
+    marks[key] = writes
 
 
 def carried_entries(context: MutableMapping[str, Any] | None) -> list[Any] | Refusal:

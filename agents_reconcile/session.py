@@ -143,6 +143,7 @@ class ReconcilingSession:
         if isinstance(identity, str):
             identity = BackendIdentity.parse(identity)
         self.backend_identity: BackendIdentity = identity or derive_identity(inner)
+        self._seen_key = runstate.seen_key(inner.session_id, self.backend_identity)
         self._ignore_ids = bool(getattr(inner, "_ignore_ids_for_matching", False))
         self._journal: IntentJournal | None = None
         # The newest items' digests as last seen, and the journal's write count for the
@@ -236,6 +237,9 @@ class ReconcilingSession:
         # that records the new one, so settling first would only repeat that query.
         async with self._mutation(context, wrapper, settle=not write_ahead):
             opened: Opened | None = None
+            # What this run has seen of the session (a RunState carries it): checked against
+            # the journal's count once the intent is open, so a stale state never writes.
+            accounted = await self._accounted_writes(context) if write_ahead else None
             while True:
                 if write_ahead and self._has_local_work(context):
                     await self._settle_pending(context, wrapper, locked=True)
@@ -246,6 +250,12 @@ class ReconcilingSession:
                         self.session_id,
                     )
                     self._settled = None
+                    if context is not None and write_ahead:
+                        # The store ends exactly as this run's own write left it: in step again.
+                        writes = await self._journal_call(
+                            self.journal.writes, self.session_id, self.backend_identity
+                        )
+                        runstate.mark_seen(context, self._seen_key, writes)
                     return
                 intent = self._new_intent(items, digests, view)
                 reached(CrashPoint.BEFORE_INTENT_RECORDED)
@@ -272,6 +282,17 @@ class ReconcilingSession:
                         _BUSY.discard(intent.intent_id)
                         self._forget_tail()
                         continue
+                    if accounted is not None and opened.writes > accounted:
+                        await self._journal_call(self.journal.discard, intent.intent_id)
+                        _BUSY.discard(intent.intent_id)
+                        await self._refuse(
+                            intent,
+                            Outcome.AMBIGUOUS,
+                            Reason.STALE_STATE,
+                            {"state_accounts_for": accounted, "journal_counted": opened.writes},
+                        )
+                    if context is not None:
+                        runstate.mark_seen(context, self._seen_key, opened.writes + 1)
                 except BaseException:
                     _BUSY.discard(intent.intent_id)
                     raise
@@ -291,7 +312,7 @@ class ReconcilingSession:
             )
             return popped
         async with self._mutation(runstate.context_of(wrapper), wrapper):
-            await self._count_foreign_write()
+            await self._count_foreign_write(runstate.context_of(wrapper))
             result: TResponseInputItem | None = await self._call(
                 self._inner.pop_item, "pop_item", wrapper
             )
@@ -303,7 +324,7 @@ class ReconcilingSession:
             await self._call(self._inner.clear_session, "clear_session", wrapper)
             return
         async with self._mutation(runstate.context_of(wrapper), wrapper):
-            await self._count_foreign_write()
+            await self._count_foreign_write(runstate.context_of(wrapper))
             await self._call(self._inner.clear_session, "clear_session", wrapper)
 
     # -- public controls ------------------------------------------------------------------
@@ -328,6 +349,29 @@ class ReconcilingSession:
         if not self._active:
             return []
         return await self._settle_pending(context if isinstance(context, MutableMapping) else None)
+
+    async def _admit(self, context: MutableMapping[str, Any] | None) -> None:
+        """The gate: settle pending intents, then refuse a run whose state is older than the
+        session (a RunState checkpoint taken before later writes): it would act, and write,
+        on a history it has not seen. Runs before every model call, and before every tool
+        call when ``hooks()`` is used, so a stale checkpoint does not run a tool again."""
+        await self._settle_pending(context)
+        if self.config.durability != "write_ahead":
+            return
+        accounted = await self._accounted_writes(context)
+        if accounted is None:
+            return
+        counted = await self._journal_call(
+            self.journal.writes, self.session_id, self.backend_identity
+        )
+        if counted > accounted:
+            await self._refuse(
+                None,
+                Outcome.AMBIGUOUS,
+                Reason.STALE_STATE,
+                {"state_accounts_for": accounted, "journal_counted": counted},
+                intent_id="none",
+            )
 
     async def decisions(self, limit: int = 100) -> list[Decision]:
         """This session's recorded decisions, newest first."""
@@ -364,11 +408,33 @@ class ReconcilingSession:
     # -- the write path -------------------------------------------------------------------
 
     def _has_local_work(self, context: MutableMapping[str, Any] | None) -> bool:
-        return bool(
-            self._unjournaled
-            or self._undiscarded
-            or (context is not None and runstate.CONTEXT_KEY in context)
+        return bool(self._unjournaled or self._undiscarded or runstate.has_pending(context))
+
+    async def _accounted_writes(self, context: MutableMapping[str, Any] | None) -> int | None:
+        """The session's write count this run can account for: what it last saw, plus one
+        settlement for each intent it still carries. None when the context has no mark.
+
+        A journal that counted fewer writes than that is another journal than the one the
+        state last wrote through (a RunState copy may be resumed anywhere): counts say
+        nothing then, and the carried intents alone are checked."""
+        mark = runstate.seen(context, self._seen_key)
+        if mark is None:
+            return None
+        if isinstance(mark, runstate.Refusal):
+            await self._refuse_binding(mark)
+        carried = runstate.carried_entries(context)
+        if isinstance(carried, runstate.Refusal):
+            await self._refuse_binding(carried)
+        mine = sum(
+            isinstance(
+                runstate.check_carried(
+                    raw, session_id=self.session_id, backend=self.backend_identity
+                ),
+                PendingWrite,
+            )
+            for raw in carried
         )
+        return mark + mine
 
     def _new_intent(self, items: list[Any], digests: tuple[str, ...], view: _Tail) -> PendingWrite:
         needed = len(items) + 1
@@ -423,10 +489,14 @@ class ReconcilingSession:
             return None
         return await self._journal_call(self.journal.writes, self.session_id, self.backend_identity)
 
-    async def _count_foreign_write(self) -> None:
+    async def _count_foreign_write(self, context: MutableMapping[str, Any] | None) -> None:
         """A pop or a clear: count it, so that every wrapper's memory of the tail expires."""
         self._forget_tail()
-        await self._journal_call(self.journal.count_write, self.session_id, self.backend_identity)
+        writes = await self._journal_call(
+            self.journal.count_write, self.session_id, self.backend_identity
+        )
+        if context is not None:
+            runstate.mark_seen(context, self._seen_key, writes)
 
     async def _append(
         self,

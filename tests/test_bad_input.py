@@ -116,7 +116,7 @@ async def test_a_context_shared_with_another_session_is_left_for_it(tmp_path: Pa
     assert len(context[CONTEXT_KEY]["pending"]) == 1
     [decision] = await fresh_session(tmp_path).reconcile(context)
     assert decision.action.value == "replayed"
-    assert CONTEXT_KEY not in context
+    assert context[CONTEXT_KEY]["pending"] == []
     assert await inner.get_items() == [USER]
 
 

@@ -1,0 +1,381 @@
+"""The crash-point matrix: which cells exist, how one runs, and how it is judged.
+
+A cell is (store, path, crash point, the append it stops, and whether another writer appends
+before the recovery). Its first process is killed with SIGKILL at the crash point; its second
+recovers on the same files. The judge then reads the store afresh and checks the promises:
+
+- no item appears twice, and no item the session acknowledged to the SDK is missing;
+- a tool call and its output are both stored or both absent;
+- no tool runs again once its output is stored (a resume from a RunState checkpoint taken
+  before the crash re-runs an approved tool inside the SDK: counted on its own);
+- where the recovery met an intent it could not vouch for (another writer came between),
+  it was denied before any model call and left the history as it found it; where nothing was
+  in doubt, it was not denied.
+
+Processes are forked from a server that imported the SDK once (``zygote.py``), so a cell
+costs about as much as the conversation it runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+
+from ..crashpoints import CrashPoint
+from ..testing import Fault
+from .scenario import SESSION_ID, Job, Path_, Phase, item_name
+from .stores import close_store, store_named
+
+__all__ = [
+    "APPEND_POINTS",
+    "RECONCILE_FAULTS",
+    "Cell",
+    "Verdict",
+    "boundaries",
+    "cells",
+    "run_cell",
+    "run_cells",
+    "stop_servers",
+]
+
+APPEND_POINTS: Final = (
+    CrashPoint.BEFORE_INTENT_RECORDED,
+    CrashPoint.AFTER_INTENT_RECORDED,
+    CrashPoint.INSIDE_APPEND_BEFORE_COMMIT,
+    CrashPoint.AFTER_COMMIT_BEFORE_ACK,
+    CrashPoint.BEFORE_INTENT_CLEARED,
+)
+"""Points an append passes; the cell stops one append there."""
+RECONCILE_FAULTS: Final = {
+    CrashPoint.DURING_RECONCILE_READ: Fault.LOST_ACK,
+    CrashPoint.BEFORE_SETTLE: Fault.LOST_ACK,
+    CrashPoint.BEFORE_REPLAY: Fault.REJECT,
+    CrashPoint.AFTER_REPLAY: Fault.REJECT,
+}
+"""Points a recovery passes, and the failed append that makes a recovery pass them."""
+PROCESS_TIMEOUT: Final = 120.0
+
+
+@dataclass(frozen=True)
+class Cell:
+    store: str
+    path: Path_
+    point: CrashPoint
+    boundary: str
+    """Which append the crash (or the fault before it) hits: ``input``, ``tool_turn``, ..."""
+    at: int
+    foreign: bool = False
+
+    @property
+    def fault(self) -> Fault | None:
+        return RECONCILE_FAULTS.get(self.point)
+
+    @property
+    def row(self) -> str:
+        return f"{self.point.value} @ {self.boundary}"
+
+    def job(self, directory: Path, phase: Phase) -> Job:
+        return Job(
+            directory=str(directory),
+            store=self.store,
+            path=self.path,
+            phase=phase,
+            point=self.point,
+            at=self.at,
+            fault=self.fault,
+            foreign=self.foreign,
+        )
+
+
+@dataclass
+class Verdict:
+    """What happened in one cell, and every broken promise counted."""
+
+    cell: Cell
+    killed: bool = False
+    outcome: str = ""
+    duplicates: int = 0
+    losses: int = 0
+    unpaired: int = 0
+    continued_on_ambiguity: int = 0
+    false_denials: int = 0
+    reexecuted: int = 0
+    """Tools run again although their output was stored or held by a pending intent."""
+    unrecorded_reruns: int = 0
+    """Tools run again whose first run the crash left no record of (no output, no intent):
+    only a receipt of the tool's effect can prevent these."""
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def holds(self) -> bool:
+        """Every promise kept (the two informational counts aside)."""
+        return not (
+            self.problems
+            or self.duplicates
+            or self.losses
+            or self.unpaired
+            or self.continued_on_ambiguity
+            or self.false_denials
+            or self.reexecuted
+        )
+
+
+# -- which cells ------------------------------------------------------------------------------
+
+
+def _boundary_name(names: Sequence[str]) -> str:
+    kinds = []
+    if any(name.startswith("user:") for name in names):
+        kinds.append("input")
+    calls = any(name.startswith("call:") for name in names)
+    outputs = any(name.startswith("output:") for name in names)
+    if calls and outputs:
+        kinds.append("tool_turn")
+    elif calls:
+        kinds.append("tool_call")
+    elif outputs:
+        kinds.append("tool_output")
+    if any(name.startswith("assistant:") for name in names):
+        kinds.append("final")
+    return "+".join(kinds) or "empty"
+
+
+def boundaries(store: str, path: Path_, *, workdir: Path) -> list[str]:
+    """Run the conversation once without a crash; name each append made after arming."""
+    directory = Path(tempfile.mkdtemp(prefix=f"probe-{store}-{path.value}-", dir=workdir))
+    job = Job(directory=str(directory), store=store, path=path, phase=Phase.PROBE)
+    code = _spawn(job)
+    if code != 0:
+        raise RuntimeError(f"the probe run on {store}/{path.value} failed ({code}): " + _tail(job))
+    batches = []
+    armed = False
+    for record in _records(directory / "acks.log"):
+        if record.get("armed"):
+            armed = True
+        elif armed:
+            batches.append(_boundary_name(record["items"]))
+    shutil.rmtree(directory, ignore_errors=True)
+    return batches
+
+
+def cells(
+    stores: Iterable[str],
+    paths: Iterable[Path_],
+    *,
+    workdir: Path,
+    foreign: Iterable[bool] = (False, True),
+) -> list[Cell]:
+    """Every crash point at every append of every path, over the given stores."""
+    result = []
+    interference = list(foreign)
+    for store in stores:
+        for path in paths:
+            for at, boundary in enumerate(boundaries(store, path, workdir=workdir), start=1):
+                for point in (*APPEND_POINTS, *RECONCILE_FAULTS):
+                    for other in interference:
+                        result.append(Cell(store, path, point, boundary, at, other))
+    return result
+
+
+# -- running ----------------------------------------------------------------------------------
+
+
+class _Zygote:
+    """One fork server (``zygote.py``) per worker thread: it imported the SDK once."""
+
+    def __init__(self) -> None:
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "agents_reconcile.selftest.zygote"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+        )
+
+    def run(self, job: Job) -> int | None:
+        assert self.process.stdin is not None and self.process.stdout is not None
+        request = {"job": job.to_json(), "timeout": PROCESS_TIMEOUT}
+        self.process.stdin.write(orjson.dumps(request) + b"\n")
+        self.process.stdin.flush()
+        reply = self.process.stdout.readline()
+        if not reply:
+            raise RuntimeError(f"the fork server stopped (exit code {self.process.wait()})")
+        code: int | None = orjson.loads(reply)["code"]
+        return code
+
+    def stop(self) -> None:
+        if self.process.stdin is not None:
+            self.process.stdin.close()
+        try:
+            self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            self.process.wait()
+        if self.process.stdout is not None:
+            self.process.stdout.close()
+
+
+_local = threading.local()
+_zygotes: list[_Zygote] = []
+_zygotes_lock = threading.Lock()
+
+
+def _spawn(job: Job) -> int | None:
+    """Run one job in a child process; its exit code (negative: killed by that signal), or
+    None when it did not finish in time (it is then killed)."""
+    zygote: _Zygote | None = getattr(_local, "zygote", None)
+    if zygote is None:
+        zygote = _local.zygote = _Zygote()
+        with _zygotes_lock:
+            _zygotes.append(zygote)
+    return zygote.run(job)
+
+
+def stop_servers() -> None:
+    """Stop the fork servers this process started."""
+    with _zygotes_lock:
+        while _zygotes:
+            _zygotes.pop().stop()
+    _local.__dict__.clear()
+
+
+def _tail(job: Job) -> str:
+    log = Path(job.directory) / f"stderr-{job.phase.value}.log"
+    try:
+        lines = log.read_text(errors="replace").strip().splitlines()
+    except OSError:
+        return "no output"
+    return lines[-1] if lines else "no output"
+
+
+def _records(log: Path) -> Iterator[dict[str, Any]]:
+    try:
+        raw = log.read_bytes()
+    except FileNotFoundError:
+        return
+    for line in raw.splitlines():
+        if line.strip():
+            yield orjson.loads(line)
+
+
+async def _stored(store: str, directory: Path) -> list[str]:
+    session = await store_named(store).open(SESSION_ID, directory)
+    try:
+        return [item_name(item) for item in await session.get_items()]
+    finally:
+        await close_store(session)
+
+
+def run_cell(cell: Cell, directory: Path) -> Verdict:
+    """Kill, recover, judge."""
+    verdict = Verdict(cell)
+    crash = cell.job(directory, Phase.CRASH)
+    code = _spawn(crash)
+    verdict.killed = code == -9
+    if not verdict.killed:
+        verdict.outcome = "not reached"
+        verdict.problems.append(f"the crash process ended with {code}: {_tail(crash)}")
+        return verdict
+    recover = cell.job(directory, Phase.RECOVER)
+    code = _spawn(recover)
+    if code != 0:
+        verdict.outcome = "error"
+        verdict.problems.append(f"the recovery process ended with {code}: {_tail(recover)}")
+        return verdict
+    recovery = orjson.loads((directory / "recovery.json").read_bytes())
+    stored = asyncio.run(_stored(cell.store, directory))
+    _judge(verdict, recovery, stored, directory)
+    return verdict
+
+
+def _judge(verdict: Verdict, recovery: dict[str, Any], stored: list[str], directory: Path) -> None:
+    cell = verdict.cell
+    verdict.outcome = _outcome(recovery)
+    verdict.duplicates = sum(count - 1 for count in Counter(stored).values())
+    acknowledged = {
+        name for record in _records(directory / "acks.log") for name in record.get("items", ())
+    }
+    verdict.losses = len(acknowledged - set(stored))
+    calls = {name.removeprefix("call:") for name in stored if name.startswith("call:")}
+    outputs = {name.removeprefix("output:") for name in stored if name.startswith("output:")}
+    if recovery["outcome"] == "completed":
+        # A call waits for its output while its approval is pending, and a denied recovery
+        # leaves the history as it found it; a finished conversation must have both.
+        verdict.unpaired = len(calls ^ outputs)
+    runs = Counter(record["call_id"] for record in _records(directory / "tools.log"))
+    recorded = {*recovery["history_before"], *recovery["pending_items"]}
+    for call_id, count in runs.items():
+        if f"output:{call_id}" in recorded:
+            verdict.reexecuted += count - 1
+        else:
+            verdict.unrecorded_reruns += count - 1
+    if recovery["outcome"] == "error":
+        verdict.problems.append(f"recovery failed: {recovery['detail']}")
+    denied = recovery["outcome"] == "denied"
+    # Must be denied: an intent that another writer came after. May be denied: a RunState
+    # checkpoint older than the history (resuming it would act on a history it has not
+    # seen). A denial comes before any model call and leaves the history as it was.
+    in_doubt = cell.foreign and recovery["pending_before"] > 0
+    stale = cell.path.resumes and _checkpoint_history(directory) != stored
+    # Settling the pending intent (a replay) may come before the denial; nothing else may.
+    settled = recovery["history_before"] + recovery["pending_items"]
+    untouched = recovery["model_calls"] == 0 and stored in (recovery["history_before"], settled)
+    if (in_doubt and not denied) or (denied and not untouched):
+        verdict.continued_on_ambiguity = 1
+    if denied and not (in_doubt or stale):
+        verdict.false_denials = 1
+        verdict.problems.append(f"denied with nothing in doubt: {recovery['detail']}")
+
+
+def _checkpoint_history(directory: Path) -> list[str] | None:
+    try:
+        saved: list[str] = orjson.loads((directory / "checkpoint.json").read_bytes())["history"]
+    except FileNotFoundError:
+        return None
+    return saved
+
+
+def _outcome(recovery: dict[str, Any]) -> str:
+    if recovery["outcome"] == "denied":
+        return f"denied: {recovery['reason']}"
+    if recovery["outcome"] != "completed":
+        return str(recovery["outcome"])
+    actions = {action for _, action in recovery["decisions"]}
+    outcomes = {outcome for outcome, _ in recovery["decisions"]}
+    if "replayed" in actions:
+        return "replayed"
+    if "committed" in outcomes:
+        return "committed"
+    return "clean"
+
+
+def run_cells(
+    selected: Sequence[Cell],
+    *,
+    workdir: Path,
+    workers: int = 2,
+    progress: Callable[[Verdict], None] | None = None,
+) -> list[Verdict]:
+    """Run cells, ``workers`` at a time, each in its own directory under ``workdir``."""
+
+    def one(indexed: tuple[int, Cell]) -> Verdict:
+        index, cell = indexed
+        directory = workdir / f"cell-{index:04d}"
+        directory.mkdir(parents=True, exist_ok=True)
+        verdict = run_cell(cell, directory)
+        if progress is not None:
+            progress(verdict)
+        return verdict
+
+    with ThreadPoolExecutor(max_workers=max(1, workers)) as pool:
+        return list(pool.map(one, enumerate(selected)))

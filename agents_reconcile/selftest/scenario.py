@@ -1,0 +1,343 @@
+"""One process of a fault-matrix cell: a multi-turn agent with a card-charging tool.
+
+A cell runs two processes on the same files. The first runs the conversation with a crash
+point armed (and perhaps a fault planned) and is expected to die by SIGKILL. The second
+recovers the way the cell says: a fresh run with the next input, or a resume of the RunState
+checkpoint saved before the crash, each with ``Runner.run`` or ``Runner.run_streamed``.
+
+Each process leaves evidence in the cell's directory, written before it moves on so that a
+kill cannot lose it: ``acks.log`` (every batch the session acknowledged to the SDK),
+``tools.log`` (every execution of the tool), ``checkpoint.json`` (the saved RunState) and,
+from the recovering process, ``recovery.json``. Items are logged by name only
+(``user:buy 1``, ``call:charge-1``), which is what the judge compares.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+from agents import (
+    Agent,
+    RunConfig,
+    Runner,
+    RunState,
+    TResponseInputItem,
+    function_tool,
+    set_tracing_disabled,
+)
+from agents.memory import Session
+from agents.run_context import RunContextWrapper
+from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
+from agents.testing.model import ModelCall
+from agents.tool_context import ToolContext
+
+from .. import crashpoints
+from ..config import ReconcileConfig
+from ..crashpoints import CrashPoint
+from ..errors import ContinuationDenied
+from ..journal import SQLiteJournal
+from ..session import ReconcilingSession
+from ..testing import BackendFailure, Fault, FaultInjectingSession
+from .stores import close_store, store_named
+
+__all__ = ["FOREIGN", "SESSION_ID", "Job", "Path_", "Phase", "item_name", "run_job"]
+
+SESSION_ID: Final = "customer-7"
+FOREIGN: Final = {"role": "user", "content": "foreign"}
+"""What another writer appends between the crash and the recovery, in cells that say so."""
+MAX_MODEL_CALLS: Final = 8
+
+
+class Path_(enum.Enum):
+    """How the conversation goes on after the crash."""
+
+    RUN = "run"
+    """A fresh ``Runner.run`` with the next input."""
+    STREAMED = "streamed"
+    """A fresh ``Runner.run_streamed`` with the next input."""
+    RESUME_RUN = "resume_run"
+    """``Runner.run`` on the RunState checkpoint saved before the crash."""
+    RESUME_STREAMED = "resume_streamed"
+    """``Runner.run_streamed`` on that checkpoint."""
+
+    @property
+    def resumes(self) -> bool:
+        return self in (Path_.RESUME_RUN, Path_.RESUME_STREAMED)
+
+    @property
+    def streamed(self) -> bool:
+        return self in (Path_.STREAMED, Path_.RESUME_STREAMED)
+
+
+class Phase(enum.Enum):
+    PROBE = "probe"
+    """No crash: record which batches the conversation appends, for naming boundaries."""
+    CRASH = "crash"
+    RECOVER = "recover"
+
+
+@dataclass(frozen=True)
+class Job:
+    """What one process of a cell does."""
+
+    directory: str
+    store: str
+    path: Path_
+    phase: Phase
+    point: CrashPoint | None = None
+    at: int = 1
+    """Stop at the ``at``-th append after the checkpoint (fresh paths: after the start)."""
+    fault: Fault | None = None
+    """Fail the ``at``-th append this way, then recover in the same process, which is where
+    a reconciliation crash point stops it."""
+    foreign: bool = False
+    """(Recovery) another writer appends to the store before the recovery starts."""
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "directory": self.directory,
+            "store": self.store,
+            "path": self.path.value,
+            "phase": self.phase.value,
+            "point": None if self.point is None else self.point.value,
+            "at": self.at,
+            "fault": None if self.fault is None else self.fault.value,
+            "foreign": self.foreign,
+        }
+
+    @classmethod
+    def from_json(cls, raw: dict[str, Any]) -> Job:
+        return cls(
+            directory=raw["directory"],
+            store=raw["store"],
+            path=Path_(raw["path"]),
+            phase=Phase(raw["phase"]),
+            point=None if raw["point"] is None else CrashPoint(raw["point"]),
+            at=int(raw["at"]),
+            fault=None if raw["fault"] is None else Fault(raw["fault"]),
+            foreign=bool(raw["foreign"]),
+        )
+
+
+def item_name(item: Any) -> str:
+    """``role:text``, ``call:<id>`` or ``output:<id>``: enough to compare histories."""
+    if hasattr(item, "model_dump"):
+        item = item.model_dump(exclude_unset=True)
+    kind = item.get("type")
+    if kind == "function_call":
+        return f"call:{item['call_id']}"
+    if kind == "function_call_output":
+        return f"output:{item['call_id']}"
+    content = item.get("content")
+    if isinstance(content, list):
+        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
+    return f"{item.get('role')}:{content}"
+
+
+class _Evidence:
+    """Append-only logs in the cell directory; each line reaches the OS before going on."""
+
+    def __init__(self, directory: Path, phase: Phase) -> None:
+        self.directory = directory
+        self.phase = phase
+
+    def log(self, name: str, record: dict[str, Any]) -> None:
+        line = orjson.dumps({"phase": self.phase.value, **record}) + b"\n"
+        fd = os.open(self.directory / name, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+
+    def save(self, name: str, value: Any) -> None:
+        target = self.directory / name
+        temporary = target.with_suffix(".tmp")
+        temporary.write_bytes(orjson.dumps(value))
+        os.replace(temporary, target)
+
+
+class _AckLoggingSession(ReconcilingSession):
+    """Logs each batch once the session has acknowledged it to the SDK."""
+
+    evidence: _Evidence
+
+    async def add_items(
+        self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> None:
+        await super().add_items(items, wrapper=wrapper)
+        self.evidence.log("acks.log", {"items": [item_name(item) for item in items]})
+
+
+def _respond(call: ModelCall) -> Any:
+    # A model that reads the conversation: charge for the newest "buy N" once, then confirm.
+    received = call.input
+    names = [f"user:{received}"] if isinstance(received, str) else list(map(item_name, received))
+    asks = [index for index, name in enumerate(names) if name.startswith("user:buy ")]
+    if not asks:
+        return [assistant_message("nothing to buy", item_id="msg-none")]
+    number = names[asks[-1]].removeprefix("user:buy ")
+    if f"output:charge-{number}" in names[asks[-1] :]:
+        return [assistant_message(f"done {number}", item_id=f"msg-{number}")]
+    return [function_call("charge_card", {"amount": int(number)}, call_id=f"charge-{number}")]
+
+
+def _agent(evidence: _Evidence, *, approval: bool) -> tuple[Agent[Any], ScriptedModel]:
+    @function_tool(needs_approval=approval)
+    def charge_card(context: ToolContext[Any], amount: int) -> str:
+        """Charge the customer's card."""
+        evidence.log("tools.log", {"call_id": context.tool_call_id})
+        return f"charged {amount}"
+
+    model = ScriptedModel([ModelStep.respond(_respond) for _ in range(MAX_MODEL_CALLS)])
+    return Agent(name="shop", model=model, tools=[charge_card]), model
+
+
+async def _run(
+    agent: Agent[Any], start: Any, session: Session, config: RunConfig, *, streamed: bool
+) -> Any:
+    # A mapping context carries the session's marks; a RunState brings its own (passing
+    # ``context=`` with a state would replace it).
+    context = None if isinstance(start, RunState) else {}
+    hooks = session.hooks() if isinstance(session, ReconcilingSession) else None
+    if not streamed:
+        return await Runner.run(
+            agent, start, session=session, run_config=config, context=context, hooks=hooks
+        )
+    result = Runner.run_streamed(
+        agent, start, session=session, run_config=config, context=context, hooks=hooks
+    )
+    async for _ in result.stream_events():
+        pass
+    return result
+
+
+class _Conversation:
+    """The agent, the session and the evidence of one process."""
+
+    def __init__(self, job: Job, inner: Any) -> None:
+        self.job = job
+        self.directory = Path(job.directory)
+        self.evidence = _Evidence(self.directory, job.phase)
+        self.faulty = FaultInjectingSession(inner) if job.phase is not Phase.RECOVER else None
+        config = ReconcileConfig(journal=self.directory / "journal.db")
+        self.session = _AckLoggingSession(self.faulty or inner, config=config)
+        self.session.evidence = self.evidence
+        self.agent, self.model = _agent(self.evidence, approval=job.path.resumes)
+
+    def arm(self) -> None:
+        """Arm the crash point (or plan the fault) for the ``at``-th append from now."""
+        job = self.job
+        self.evidence.log("acks.log", {"armed": True})
+        if job.fault is not None:
+            assert self.faulty is not None
+            self.faulty.plan(job.fault, at=job.at)
+        elif job.point is not None and job.phase is Phase.CRASH:
+            crashpoints.arm(job.point, at=job.at)
+
+    async def first_turn(self) -> None:
+        """The conversation up to the crash: ``buy 1``, through an approval when resuming."""
+        config = self.session.run_config()
+        if not self.job.path.resumes:
+            self.arm()
+            await _run(self.agent, "buy 1", self.session, config, streamed=self.job.path.streamed)
+            return
+        result = await Runner.run(
+            self.agent, "buy 1", session=self.session, run_config=config, context={}
+        )
+        state = result.to_state()
+        for interruption in state.get_interruptions():
+            state.approve(interruption)
+        stored = [item_name(item) for item in await self.session.inner.get_items()]
+        self.evidence.save("checkpoint.json", {"state": state.to_string(), "history": stored})
+        self.arm()
+        await _run(self.agent, state, self.session, config, streamed=self.job.path.streamed)
+
+    async def go_on(self) -> None:
+        """What the cell's path does after a crash."""
+        config = self.session.run_config()
+        path = self.job.path
+        if not path.resumes:
+            await _run(self.agent, "buy 2", self.session, config, streamed=path.streamed)
+            return
+        saved = orjson.loads((self.directory / "checkpoint.json").read_bytes())
+        state = await RunState.from_string(self.agent, saved["state"])
+        await _run(self.agent, state, self.session, config, streamed=path.streamed)
+
+
+async def _crash(job: Job, inner: Any) -> None:
+    conversation = _Conversation(job, inner)
+    try:
+        await conversation.first_turn()
+    except BackendFailure:
+        if job.fault is None:
+            raise
+        # The planned fault fired: recover in this process, with the point armed there.
+        assert job.point is not None
+        crashpoints.arm(job.point)
+        await conversation.go_on()
+
+
+async def _recover(job: Job, inner: Any) -> dict[str, Any]:
+    if job.foreign:
+        await inner.add_items([dict(FOREIGN)])
+    before = [item_name(item) for item in await inner.get_items()]
+    conversation = _Conversation(job, inner)
+    pending = await conversation.session.pending()
+    outcome, detail, reason = "completed", "", None
+    try:
+        await conversation.go_on()
+    except ContinuationDenied as denied:
+        outcome, detail = "denied", str(denied).splitlines()[0]
+        reason = denied.decision.reason.value if denied.decision is not None else None
+    except Exception as error:
+        outcome, detail = "error", f"{type(error).__name__}: {error}"
+    journal = SQLiteJournal(conversation.directory / "journal.db", read_only=True)
+    try:
+        decisions = await journal.decisions(session_id=SESSION_ID)
+    finally:
+        await journal.close()
+    return {
+        "outcome": outcome,
+        "detail": detail,
+        "reason": reason,
+        "pending_before": len(pending),
+        "pending_items": [item_name(item) for intent in pending for item in intent.batch],
+        "history_before": before,
+        "model_calls": len(conversation.model.calls),
+        "decisions": [[d.outcome.value, d.action.value] for d in reversed(decisions)],
+    }
+
+
+async def _probe(job: Job, inner: Any) -> None:
+    conversation = _Conversation(job, inner)
+    await conversation.first_turn()
+
+
+async def _main(job: Job) -> None:
+    set_tracing_disabled(True)
+    inner = await store_named(job.store).open(SESSION_ID, Path(job.directory))
+    try:
+        if job.phase is Phase.CRASH:
+            await _crash(job, inner)
+        elif job.phase is Phase.PROBE:
+            await _probe(job, inner)
+        else:
+            result = await _recover(job, inner)
+            _Evidence(Path(job.directory), job.phase).save("recovery.json", result)
+    finally:
+        await close_store(inner)
+
+
+def run_job(job: Job) -> None:
+    """The entry point of a cell's child process; its stderr goes to the cell's directory."""
+    log = Path(job.directory) / f"stderr-{job.phase.value}.log"
+    descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    os.dup2(descriptor, 2)
+    os.close(descriptor)
+    asyncio.run(_main(job))

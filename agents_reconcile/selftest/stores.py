@@ -1,0 +1,105 @@
+"""The SDK's file-backed sessions the self-test runs over, each opened on files in a directory.
+
+Some need the SDK's optional extras (``aiosqlite``, ``sqlalchemy``, ``cryptography``); a store
+whose driver is missing reports itself unavailable instead of failing the whole run.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+__all__ = ["STORES", "Store", "close_store", "store_named"]
+
+ENCRYPTION_KEY: Final = "agents-reconcile-selftest-key-0123456789"
+
+
+@dataclass(frozen=True)
+class Store:
+    """How to open one kind of SDK session on files in a directory."""
+
+    name: str
+    opener: Callable[[str, Path], Awaitable[Any]]
+    needs: tuple[str, ...] = ()
+    """Modules the store's driver needs; the store is skipped when one is missing."""
+
+    def available(self) -> bool:
+        return all(importlib.util.find_spec(module) is not None for module in self.needs)
+
+    async def open(self, session_id: str, directory: Path) -> Any:
+        return await self.opener(session_id, directory)
+
+
+async def close_store(session: Any) -> None:
+    """Release what a session holds (connections, engines, worker threads)."""
+    store = getattr(session, "underlying_session", session)
+    closer = getattr(store, "close", None)
+    if callable(closer):
+        result = closer()
+        if hasattr(result, "__await__"):
+            await result
+    engine = getattr(store, "_engine", None)
+    if engine is not None:
+        await engine.dispose()
+
+
+async def _sqlite(session_id: str, directory: Path) -> Any:
+    from agents import SQLiteSession
+
+    return SQLiteSession(session_id, directory / "chat.db")
+
+
+async def _async_sqlite(session_id: str, directory: Path) -> Any:
+    from agents.extensions.memory import AsyncSQLiteSession
+
+    return AsyncSQLiteSession(session_id, directory / "chat-async.db")
+
+
+async def _advanced_sqlite(session_id: str, directory: Path) -> Any:
+    from agents.extensions.memory import AdvancedSQLiteSession
+
+    return AdvancedSQLiteSession(
+        session_id=session_id, db_path=directory / "chat-advanced.db", create_tables=True
+    )
+
+
+async def _encrypted_sqlite(session_id: str, directory: Path) -> Any:
+    from agents import SQLiteSession
+    from agents.extensions.memory import EncryptedSession
+
+    return EncryptedSession(
+        session_id=session_id,
+        underlying_session=SQLiteSession(session_id, directory / "chat-encrypted.db"),
+        encryption_key=ENCRYPTION_KEY,
+        ttl=3600,
+    )
+
+
+async def _sqlalchemy_sqlite(session_id: str, directory: Path) -> Any:
+    from agents.extensions.memory import SQLAlchemySession
+
+    return SQLAlchemySession.from_url(
+        session_id,
+        url=f"sqlite+aiosqlite:///{directory / 'chat-sqlalchemy.db'}",
+        create_tables=True,
+    )
+
+
+STORES: Final = (
+    Store("sqlite", _sqlite),
+    Store("async_sqlite", _async_sqlite, ("aiosqlite",)),
+    Store("advanced_sqlite", _advanced_sqlite),
+    Store("encrypted_sqlite", _encrypted_sqlite, ("cryptography",)),
+    Store("sqlalchemy_sqlite", _sqlalchemy_sqlite, ("sqlalchemy", "aiosqlite")),
+)
+
+
+def store_named(name: str) -> Store:
+    for store in STORES:
+        if store.name == name:
+            return store
+    known = ", ".join(store.name for store in STORES)
+    raise ValueError(f"unknown store {name!r}; known: {known}")
