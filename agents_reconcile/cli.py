@@ -5,6 +5,7 @@
     agents-reconcile demo [--dir DIR]
     agents-reconcile pending --journal PATH [--session ID]
     agents-reconcile decisions --journal PATH [--session ID] [--limit N]
+    agents-reconcile selftest [--store NAME] [--path PATH] [--no-foreign] [--workers N]
 
 ``pending`` and ``decisions`` open the SQLite journal read-only and never print a batch's
 contents: only ids, states, owners, counts and digests. Problems with the journal (missing,
@@ -27,6 +28,8 @@ from . import __version__
 from .config import ReconcileConfig
 from .errors import JournalError, RecordError
 from .journal import SQLiteJournal
+from .selftest.scenario import Path_ as RunPath
+from .selftest.stores import STORES
 
 __all__ = ["main"]
 
@@ -148,6 +151,18 @@ def _table(rows: Sequence[Sequence[str]]) -> None:
         print(_row(row, widths))
 
 
+def _cmd_selftest(args: argparse.Namespace) -> int:
+    from .selftest.command import run_selftest
+
+    return run_selftest(
+        stores=args.store,
+        paths=args.path,
+        foreign=not args.no_foreign,
+        workers=args.workers,
+        keep=None if args.keep is None else Path(args.keep),
+    )
+
+
 # -- entry point -------------------------------------------------------------------------------
 
 
@@ -192,6 +207,39 @@ def _parser() -> argparse.ArgumentParser:
         "--limit", type=_positive, default=20, metavar="N", help="at most N (default 20)"
     )
     decisions.set_defaults(handler=_cmd_decisions)
+
+    selftest = commands.add_parser(
+        "selftest",
+        help="kill agent runs with SIGKILL at every crash point, recover, and check (offline)",
+    )
+    selftest.add_argument(
+        "--store",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this store (repeatable): " + ", ".join(s.name for s in STORES),
+    )
+    selftest.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help="only this recovery path (repeatable): " + ", ".join(p.value for p in RunPath),
+    )
+    selftest.add_argument(
+        "--no-foreign",
+        action="store_true",
+        help="skip the scenarios where another writer appends before the recovery",
+    )
+    selftest.add_argument(
+        "--workers",
+        type=_positive,
+        default=2,
+        metavar="N",
+        help="scenarios run at once (default 2)",
+    )
+    selftest.add_argument("--keep", metavar="DIR", help="keep every scenario's files under DIR")
+    selftest.set_defaults(handler=_cmd_selftest)
     return parser
 
 

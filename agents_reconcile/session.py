@@ -209,15 +209,36 @@ class ReconcilingSession:
         self, limit: int | None = None, *, wrapper: RunContextWrapper[Any] | None = None
     ) -> list[TResponseInputItem]:
         """The inner history, after settling pending intents (raises ``ContinuationDenied``)."""
+        context = runstate.context_of(wrapper)
         if self._active and not _NO_RECONCILE.get():
-            await self._settle_pending(runstate.context_of(wrapper), wrapper)
+            await self._settle_pending(context, wrapper)
         own_writes = self._writes
         counted = await self._counted_writes() if self._active else None
+        # A run that reads the history as a fresh run does has seen every write so far.
+        marks = context is not None and self._marks_reads(limit)
+        if marks and counted is None and runstate.seen(context, self._seen_key) is not None:
+            counted = await self._journal_call(
+                self.journal.writes, self.session_id, self.backend_identity
+            )
         items = await self._inner_get(limit, wrapper)
         if counted is not None and self._writes == own_writes:
             # Only a read that no write of ours overtook may refresh the remembered tail.
-            self._observe_read(items, limit, counted)
+            if self._trust_memory:
+                self._observe_read(items, limit, counted)
+            if marks:
+                assert context is not None
+                runstate.mark_seen(context, self._seen_key, counted)
         return items
+
+    def _marks_reads(self, limit: int | None) -> bool:
+        """Whether a read with this limit is a fresh run's read of the history (all of it, or
+        the session's own limit); the SDK reads a resumed run's tail with other limits."""
+        if not self._active or self.config.durability != "write_ahead":
+            return False
+        if limit is None:
+            return True
+        settings = self.session_settings
+        return settings is not None and settings.limit == limit
 
     async def add_items(
         self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None

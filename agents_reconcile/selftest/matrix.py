@@ -193,7 +193,7 @@ def cells(
 
 
 class _Zygote:
-    """One fork server (``zygote.py``) per worker thread: it imported the SDK once."""
+    """A fork server (``zygote.py``) that imported the SDK once; one per concurrent job."""
 
     def __init__(self) -> None:
         self.process = subprocess.Popen(
@@ -225,28 +225,34 @@ class _Zygote:
             self.process.stdout.close()
 
 
-_local = threading.local()
-_zygotes: list[_Zygote] = []
-_zygotes_lock = threading.Lock()
+_pool_lock = threading.Lock()
+_idle: list[_Zygote] = []
+_started: list[_Zygote] = []
 
 
 def _spawn(job: Job) -> int | None:
     """Run one job in a child process; its exit code (negative: killed by that signal), or
     None when it did not finish in time (it is then killed)."""
-    zygote: _Zygote | None = getattr(_local, "zygote", None)
+    with _pool_lock:
+        zygote = _idle.pop() if _idle else None
     if zygote is None:
-        zygote = _local.zygote = _Zygote()
-        with _zygotes_lock:
-            _zygotes.append(zygote)
-    return zygote.run(job)
+        zygote = _Zygote()
+        with _pool_lock:
+            _started.append(zygote)
+    code = zygote.run(job)
+    with _pool_lock:
+        _idle.append(zygote)
+    return code
 
 
 def stop_servers() -> None:
     """Stop the fork servers this process started."""
-    with _zygotes_lock:
-        while _zygotes:
-            _zygotes.pop().stop()
-    _local.__dict__.clear()
+    with _pool_lock:
+        started = list(_started)
+        _started.clear()
+        _idle.clear()
+    for zygote in started:
+        zygote.stop()
 
 
 def _tail(job: Job) -> str:

@@ -46,7 +46,16 @@ from ..session import ReconcilingSession
 from ..testing import BackendFailure, Fault, FaultInjectingSession
 from .stores import close_store, store_named
 
-__all__ = ["FOREIGN", "SESSION_ID", "Job", "Path_", "Phase", "item_name", "run_job"]
+__all__ = [
+    "FOREIGN",
+    "SESSION_ID",
+    "Job",
+    "Path_",
+    "Phase",
+    "item_name",
+    "main_async",
+    "run_job",
+]
 
 SESSION_ID: Final = "customer-7"
 FOREIGN: Final = {"role": "user", "content": "foreign"}
@@ -203,7 +212,7 @@ async def _run(
 ) -> Any:
     # A mapping context carries the session's marks; a RunState brings its own (passing
     # ``context=`` with a state would replace it).
-    context = None if isinstance(start, RunState) else {}
+    context: dict[str, Any] | None = None if isinstance(start, RunState) else {}
     hooks = session.hooks() if isinstance(session, ReconcilingSession) else None
     if not streamed:
         return await Runner.run(
@@ -319,7 +328,7 @@ async def _probe(job: Job, inner: Any) -> None:
     await conversation.first_turn()
 
 
-async def _main(job: Job) -> None:
+async def main_async(job: Job) -> None:
     set_tracing_disabled(True)
     inner = await store_named(job.store).open(SESSION_ID, Path(job.directory))
     try:
@@ -340,4 +349,4 @@ def run_job(job: Job) -> None:
     descriptor = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     os.dup2(descriptor, 2)
     os.close(descriptor)
-    asyncio.run(_main(job))
+    asyncio.run(main_async(job))

@@ -8,15 +8,20 @@ one JSON line back: ``{"code": <exit status>}``, negative when a signal ended th
 
 from __future__ import annotations
 
+import asyncio
 import os
+import shutil
 import signal
 import sys
+import tempfile
+import threading
 import time
 import traceback
 
 import orjson
 
-from .scenario import Job, run_job
+from .scenario import Job, Path_, Phase, main_async, run_job
+from .stores import STORES
 
 __all__ = ["main"]
 
@@ -48,7 +53,26 @@ def _wait(pid: int, timeout: float) -> int | None:
         delay = min(delay * 2, 0.02)
 
 
+def _warm_up() -> None:
+    """Run the conversation once per store and path, so that what the SDK and the drivers
+    import or build lazily is already there in every child."""
+    directory = tempfile.mkdtemp(prefix="agents-reconcile-warm-up-")
+    try:
+        for store in STORES:
+            if not store.available():
+                continue
+            for path in Path_:
+                target = os.path.join(directory, f"{store.name}-{path.value}")
+                os.mkdir(target)
+                asyncio.run(main_async(Job(target, store.name, path, Phase.PROBE)))
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
+    if threading.active_count() > 1:
+        raise RuntimeError("the warm-up left threads running; forking now would be unsafe")
+
+
 def main() -> None:
+    _warm_up()
     for line in sys.stdin.buffer:
         if not line.strip():
             continue

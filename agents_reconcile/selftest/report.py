@@ -1,0 +1,130 @@
+"""The self-test's tables: the outcome of every cell, and the broken promises counted."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, fields
+from typing import Final
+
+from ..crashpoints import CrashPoint
+from .matrix import Verdict
+from .scenario import Path_
+
+__all__ = ["Totals", "outcome_table", "totals", "totals_table"]
+
+_POINT_ORDER: Final = {point: index for index, point in enumerate(CrashPoint)}
+
+
+@dataclass
+class Totals:
+    scenarios: int = 0
+    killed: int = 0
+    duplicates: int = 0
+    losses: int = 0
+    unpaired: int = 0
+    continued_on_ambiguity: int = 0
+    false_denials: int = 0
+    reexecuted: int = 0
+    unrecorded_reruns: int = 0
+    broken: int = 0
+    """Cells where any promise was broken (the counts above, or a run that failed)."""
+
+    def add(self, verdict: Verdict) -> None:
+        self.scenarios += 1
+        self.killed += verdict.killed
+        self.duplicates += verdict.duplicates
+        self.losses += verdict.losses
+        self.unpaired += verdict.unpaired
+        self.continued_on_ambiguity += verdict.continued_on_ambiguity
+        self.false_denials += verdict.false_denials
+        self.reexecuted += verdict.reexecuted
+        self.unrecorded_reruns += verdict.unrecorded_reruns
+        self.broken += not verdict.holds
+
+
+_HEADINGS: Final = {
+    "scenarios": "scenarios",
+    "killed": "killed",
+    "duplicates": "duplicates",
+    "losses": "losses",
+    "unpaired": "unpaired",
+    "continued_on_ambiguity": "continued on doubt",
+    "false_denials": "false denials",
+    "reexecuted": "tools re-run",
+    "unrecorded_reruns": "re-run, unrecorded",
+    "broken": "broken cells",
+}
+
+
+def totals(verdicts: Sequence[Verdict]) -> dict[str, Totals]:
+    """Totals per store, and over all of them under ``"all"``."""
+    result: dict[str, Totals] = defaultdict(Totals)
+    for verdict in verdicts:
+        result[verdict.cell.store].add(verdict)
+        result["all"].add(verdict)
+    return dict(result)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+
+    def line(cells: Sequence[str]) -> str:
+        return "| " + " | ".join(c.ljust(w) for c, w in zip(cells, widths, strict=True)) + " |"
+
+    rule = "|" + "|".join("-" * (w + 2) for w in widths) + "|"
+    return "\n".join([line(header), rule, *map(line, rows)])
+
+
+def totals_table(verdicts: Sequence[Verdict]) -> str:
+    by_store = totals(verdicts)
+    names = [field.name for field in fields(Totals)]
+    rows = [
+        [store, *(str(getattr(counted, name)) for name in names)]
+        for store, counted in by_store.items()
+        if store != "all"
+    ]
+    if "all" in by_store:
+        rows.append(["**all**", *(str(getattr(by_store["all"], name)) for name in names)])
+    return _table(["store", *(_HEADINGS[name] for name in names)], rows)
+
+
+def _describe(group: Sequence[Verdict]) -> str:
+    outcomes = Counter(verdict.outcome for verdict in group)
+    if len(outcomes) == 1:
+        [(outcome, count)] = outcomes.items()
+        text = f"{outcome} ({count})" if count > 1 else outcome
+    else:
+        text = ", ".join(f"{outcome} {count}" for outcome, count in outcomes.most_common())
+    if not all(verdict.holds for verdict in group):
+        text += " BROKEN"
+    return text
+
+
+def outcome_table(verdicts: Sequence[Verdict], *, foreign: bool) -> str:
+    """Rows: crash point @ the append it stopped; columns: how the recovery went on; cells:
+    the recovery's outcome over the stores (with how many stores, when several)."""
+    groups: dict[tuple[CrashPoint, str], dict[Path_, list[Verdict]]] = defaultdict(
+        lambda: defaultdict(list)
+    )
+    order: dict[str, int] = {}
+    paths: list[Path_] = []
+    for verdict in verdicts:
+        cell = verdict.cell
+        if cell.foreign is not foreign:
+            continue
+        order.setdefault(cell.boundary, cell.at + (10 if cell.path.resumes else 0))
+        groups[(cell.point, cell.boundary)][cell.path].append(verdict)
+        if cell.path not in paths:
+            paths.append(cell.path)
+    paths.sort(key=list(Path_).index)
+    rows = []
+    for point, boundary in sorted(groups, key=lambda k: (_POINT_ORDER[k[0]], order[k[1]])):
+        by_path = groups[(point, boundary)]
+        rows.append(
+            [
+                f"{point.value} @ {boundary}",
+                *(_describe(by_path[path]) if path in by_path else "-" for path in paths),
+            ]
+        )
+    return _table(["crash point @ append", *(path.value for path in paths)], rows)

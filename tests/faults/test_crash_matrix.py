@@ -1,0 +1,85 @@
+"""The crash-point matrix: a real agent run is killed with SIGKILL at every named crash point,
+at every append it makes, over every store; a fresh process recovers (a new run with the next
+input, or the saved RunState checkpoint, each run and streamed), with and without another
+writer in between. Every cell must keep every promise; the outcomes must be the expected ones.
+
+This is what ``agents-reconcile selftest`` prints as a table.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from agents_reconcile.crashpoints import CrashPoint
+from agents_reconcile.selftest.matrix import Cell, Verdict, cells, run_cells, stop_servers
+from agents_reconcile.selftest.scenario import Path_
+from agents_reconcile.selftest.stores import STORES
+
+pytestmark = pytest.mark.faults
+
+GROUPS = [
+    pytest.param(store.name, path, id=f"{store.name}-{path.value}")
+    for store in STORES
+    for path in Path_
+]
+LEAVES_AN_INTENT = {
+    CrashPoint.AFTER_INTENT_RECORDED,
+    CrashPoint.INSIDE_APPEND_BEFORE_COMMIT,
+    CrashPoint.AFTER_COMMIT_BEFORE_ACK,
+    CrashPoint.BEFORE_INTENT_CLEARED,
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def fork_servers() -> Iterator[None]:
+    yield
+    stop_servers()
+
+
+def expected(cell: Cell) -> str:
+    """The outcome each cell must have."""
+    if cell.point is CrashPoint.BEFORE_INTENT_RECORDED:
+        # Nothing was recorded: nothing to settle. A checkpoint that the run had moved past
+        # (its tool output was stored) is stale.
+        if cell.path.resumes and cell.boundary == "final":
+            return "denied: stale_state"
+        return "clean"
+    if cell.foreign:
+        return "denied: history_changed"
+    if cell.path.resumes:
+        # Every crash after the checkpoint's own tool ran leaves the history ahead of it.
+        return "denied: stale_state"
+    if cell.point in (CrashPoint.AFTER_INTENT_RECORDED, CrashPoint.INSIDE_APPEND_BEFORE_COMMIT):
+        return "replayed"
+    if cell.point is CrashPoint.BEFORE_REPLAY:
+        return "replayed"
+    return "committed"
+
+
+@pytest.mark.parametrize(("store", "path"), GROUPS)
+def test_every_crash_point_recovers(store: str, path: Path_, tmp_path: Path) -> None:
+    chosen = cells([store], [path], workdir=tmp_path)
+    assert len(chosen) == len(chosen and {c.boundary for c in chosen}) * 9 * 2
+    verdicts: list[Verdict] = run_cells(chosen, workdir=tmp_path, workers=2)
+    broken = [
+        f"{v.cell.row} foreign={v.cell.foreign}: {v.outcome} {v.problems} dup={v.duplicates} "
+        f"lost={v.losses} unpaired={v.unpaired} continued={v.continued_on_ambiguity} "
+        f"rerun={v.reexecuted}"
+        for v in verdicts
+        if not v.holds or not v.killed
+    ]
+    assert not broken, "\n".join(broken)
+    wrong = [
+        f"{v.cell.row} foreign={v.cell.foreign}: {v.outcome}, expected {expected(v.cell)}"
+        for v in verdicts
+        if v.outcome != expected(v.cell)
+    ]
+    assert not wrong, "\n".join(wrong)
+    # Only a tool whose run left no record at all is run again (on resuming a checkpoint).
+    for verdict in verdicts:
+        if verdict.unrecorded_reruns:
+            assert verdict.cell.path.resumes
+            assert verdict.cell.point is CrashPoint.BEFORE_INTENT_RECORDED
