@@ -47,11 +47,14 @@ def open_journal(spec: IntentJournal | str | os.PathLike[str] | None) -> IntentJ
     scheme = urlsplit(spec).scheme.lower()
     if scheme == "memory":
         return MemoryJournal()
-    if scheme in ("redis", "rediss", "postgresql", "postgres"):
-        raise ConfigurationError(
-            f"{scheme} journals are not part of this release; use an SQLite path or an "
-            "IntentJournal instance"
-        )
+    if scheme in ("redis", "rediss", "unix"):
+        from .redis import RedisJournal
+
+        return RedisJournal.from_url(spec)
+    if scheme in ("postgresql", "postgres"):
+        from .postgres import PostgresJournal
+
+        return PostgresJournal.from_url(spec)
     # The URL itself may hold credentials: name only its scheme.
     raise ConfigurationError(f"unknown journal URL scheme {scheme!r}")
 
