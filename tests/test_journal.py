@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from agents_reconcile.records import (
 )
 
 from .journal_support import BACKEND, SETTLING, STRANGER, make_decision, make_intent
+from .servers import postgres_url, redis_url
 
 OTHER_DB = BackendIdentity("agents.memory.sqlite_session.SQLiteSession", "/srv/data/other.db")
 OTHER_KIND = BackendIdentity("tests.custom.ListSession", "/srv/data/chat.db")
@@ -42,16 +44,28 @@ def ids(entries: Sequence[Any]) -> list[str]:
     params=[
         pytest.param("memory", marks=pytest.mark.memory),
         pytest.param("sqlite", marks=pytest.mark.sqlite),
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("postgres", marks=pytest.mark.postgres),
     ]
 )
 async def journal(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[IntentJournal]:
-    """Each journal implementation, empty."""
-    instance: IntentJournal
+    """Each journal implementation, empty (the server-backed ones in a namespace of their own)."""
+    instance: Any
     if request.param == "memory":
         instance = MemoryJournal()
-    else:
+    elif request.param == "sqlite":
         instance = SQLiteJournal(tmp_path / "journal.db")
+    elif request.param == "redis":
+        from agents_reconcile.journal.redis import RedisJournal
+
+        instance = RedisJournal.from_url(redis_url(), prefix=f"test-{uuid.uuid4().hex}")
+    else:
+        from agents_reconcile.journal.postgres import PostgresJournal
+
+        instance = PostgresJournal.from_url(postgres_url(), schema=f"t_{uuid.uuid4().hex[:16]}")
     yield instance
+    if request.param in ("redis", "postgres"):
+        await instance.drop()
     await instance.close()
 
 
