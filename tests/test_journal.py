@@ -56,13 +56,15 @@ async def journal(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterat
     elif request.param == "sqlite":
         instance = SQLiteJournal(tmp_path / "journal.db")
     elif request.param == "redis":
+        url = redis_url()
         from agents_reconcile.journal.redis import RedisJournal
 
-        instance = RedisJournal.from_url(redis_url(), prefix=f"test-{uuid.uuid4().hex}")
+        instance = RedisJournal.from_url(url, prefix=f"test-{uuid.uuid4().hex}")
     else:
+        url = postgres_url()
         from agents_reconcile.journal.postgres import PostgresJournal
 
-        instance = PostgresJournal.from_url(postgres_url(), schema=f"t_{uuid.uuid4().hex[:16]}")
+        instance = PostgresJournal.from_url(url, schema=f"t_{uuid.uuid4().hex[:16]}")
     yield instance
     if request.param in ("redis", "postgres"):
         await instance.drop()
