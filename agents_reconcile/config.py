@@ -46,6 +46,9 @@ class ReconcileConfig:
     - ``lease_seconds``: how long an in-flight intent of a worker on another host is
       presumed live; ``in_flight_wait``: how long to wait for a live owner before denying.
     - ``journal_retries``: attempts when the journal cannot be read, before reporting it.
+    - ``on_extended`` (revisioned stores): when a write is proven absent and other writers'
+      writes are proven present after the revision it expected, ``"fail"`` denies (the run
+      would go on from a history it has not seen); ``"append"`` appends it after them.
     """
 
     enabled: bool = True
@@ -58,8 +61,13 @@ class ReconcileConfig:
     lease_seconds: float = 30.0
     in_flight_wait: float = 5.0
     journal_retries: int = 3
+    on_extended: Literal["fail", "append"] = "fail"
 
     def __post_init__(self) -> None:
+        if self.on_extended not in ("fail", "append"):
+            raise ConfigurationError(
+                f"on_extended must be 'fail' or 'append', not {self.on_extended!r}"
+            )
         if self.durability not in ("write_ahead", "on_failure"):
             raise ConfigurationError(
                 f"durability must be 'write_ahead' or 'on_failure', not {self.durability!r}"

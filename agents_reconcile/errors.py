@@ -10,6 +10,8 @@
     │   ├── RecordTampered             its digest does not match its content
     │   ├── UnsupportedRecordVersion   written by a newer (or unknown) format version
     │   └── RecordMalformed            not a record at all (truncated, wrong shape)
+    ├── RevisionConflict               a revisioned append found another head (nothing written)
+    ├── SchemaMismatch                 a store's schema is missing (migrate) or newer (upgrade)
     ├── JournalError                   the intent journal could not be used
     │   ├── JournalUnavailable         unreachable, locked or read-only: retry later
     │   ├── JournalCorrupt             the journal's storage is damaged: call an operator
@@ -45,6 +47,8 @@ __all__ = [
     "RecordError",
     "RecordMalformed",
     "RecordTampered",
+    "RevisionConflict",
+    "SchemaMismatch",
     "UnsupportedRecordVersion",
     "UnsupportedSession",
 ]
@@ -87,6 +91,23 @@ class UnsupportedRecordVersion(RecordError):
 
 class RecordMalformed(RecordError):
     """The bytes are not a record: truncated, wrong type, or missing fields."""
+
+
+class RevisionConflict(ReconcileError):
+    """A revisioned store refused an append: the session's head was not the expected one.
+
+    Nothing was written; ``actual`` is the head the store holds now.
+    """
+
+    def __init__(self, message: str, *, expected: int, actual: int) -> None:
+        super().__init__(message)
+        self.expected = expected
+        self.actual = actual
+
+
+class SchemaMismatch(ReconcileError):
+    """A revisioned store's schema is missing (run ``agents-reconcile migrate``) or newer than
+    this release knows (upgrade); nothing was read or written."""
 
 
 class JournalError(ReconcileError):

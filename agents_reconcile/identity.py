@@ -52,6 +52,10 @@ def _qualified(value: Any) -> str:
 
 
 def _namespace(store: Any) -> str:
+    declared = getattr(store, "backend_namespace", None)
+    if isinstance(declared, str) and declared:
+        # The store says which instance it is (without credentials): the revisioned stores do.
+        return declared
     parts: list[str] = []
     db_path = getattr(store, "db_path", None)
     if db_path is not None:

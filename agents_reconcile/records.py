@@ -61,6 +61,10 @@ class Reason(enum.Enum):
     RECORD_UNTRUSTED = "record_untrusted"
     COPIES_DISAGREE = "copies_disagree"
     STALE_STATE = "stale_state"
+    WRITE_FOUND = "write_found"
+    WRITE_ABSENT = "write_absent"
+    EXTENDED_BY_OTHERS = "extended_by_others"
+    WRITE_RECORD_BROKEN = "write_record_broken"
 
     @property
     def explanation(self) -> str:
@@ -87,6 +91,14 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.RECORD_UNTRUSTED: "The intent's record is damaged or was edited; its digest does "
     "not match.",
     Reason.COPIES_DISAGREE: "The journal and the RunState hold different contents for one intent.",
+    Reason.WRITE_FOUND: "The store's record of writes holds this write's id: it landed and is "
+    "never replayed.",
+    Reason.WRITE_ABSENT: "The store's head revision is the one the write expected and the write's "
+    "id is not recorded: it did not land.",
+    Reason.EXTENDED_BY_OTHERS: "The write did not land, and the head moved through writes other "
+    "writers recorded: the history was legitimately extended (policy on_extended decides).",
+    Reason.WRITE_RECORD_BROKEN: "The store's record of writes is inconsistent (revisions missing, "
+    "going back, or the write found out of place): nobody can vouch for the history.",
     Reason.STALE_STATE: "The session was written after this run last saw it (a RunState "
     "checkpoint older than the history, or another writer): continuing would write on a "
     "history the run has not seen, repeating what is already there. Resume the newest "
@@ -152,6 +164,9 @@ class PendingWrite:
     ignore_ids: bool = False
     scheme: str = FINGERPRINT_SCHEME
     version: int = RECORD_VERSION
+    expected_revision: int | None = None
+    """(Revisioned stores.) The head revision the write was made against; the intent id is
+    the write id stamped with the items. None for writes judged by fingerprints."""
 
     def to_mapping(self) -> dict[str, Any]:
         """JSON-shaped form with its digest, as stored in journals and RunState contexts."""
@@ -170,6 +185,8 @@ class PendingWrite:
             "ignore_ids": self.ignore_ids,
             "created_at": self.created_at,
         }
+        if self.expected_revision is not None:
+            body["expected_revision"] = self.expected_revision
         body["digest"] = _body_digest(body)
         return body
 
@@ -194,6 +211,7 @@ class PendingWrite:
                 ignore_ids=_bool(body, "ignore_ids"),
                 scheme=_str(body, "scheme"),
                 version=int(body["v"]),
+                expected_revision=_optional_int(body, "expected_revision"),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordMalformed(f"pending write record is missing or mistypes {exc}") from exc

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import dataclasses
 import inspect
 import logging
 import time
@@ -23,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar
 from agents.memory import OpenAIConversationsSession
 
 from . import runstate
-from .classify import Observation, classify, observation_window
+from .classify import Observation, Verdict, classify, observation_window
 from .config import ReconcileConfig
 from .crashpoints import CrashPoint, reached
 from .errors import (
@@ -35,6 +36,7 @@ from .errors import (
     JournalError,
     JournalUnavailable,
     RecordError,
+    RevisionConflict,
     UnsupportedRecordVersion,
     UnsupportedSession,
 )
@@ -57,6 +59,13 @@ from .records import (
     Outcome,
     PendingWrite,
     Reason,
+)
+from .revision import (
+    WRITES_CHECKED,
+    RevisionedStore,
+    WriteRecord,
+    classify_revision,
+    is_revisioned,
 )
 
 if TYPE_CHECKING:
@@ -145,6 +154,10 @@ class ReconcilingSession:
         self.backend_identity: BackendIdentity = identity or derive_identity(inner)
         self._seen_key = runstate.seen_key(inner.session_id, self.backend_identity)
         self._ignore_ids = bool(getattr(inner, "_ignore_ids_for_matching", False))
+        # A revisioned store is judged by its record of writes, not by fingerprints.
+        self._store: RevisionedStore | None = inner if is_revisioned(inner) else None
+        self._head: int | None = None
+        self._settled_at: tuple[tuple[str, ...], int] | None = None
         self._journal: IntentJournal | None = None
         # The newest items' digests as last seen, and the journal's write count for the
         # session at that moment: the memory is trusted only while that count is unchanged.
@@ -220,6 +233,9 @@ class ReconcilingSession:
             counted = await self._journal_call(
                 self.journal.writes, self.session_id, self.backend_identity
             )
+        if self._store is not None and self._active and self._reads_whole(limit):
+            # A fresh run's read: what it sees is the head its next append builds on.
+            self._head = await self._store.head()
         items = await self._inner_get(limit, wrapper)
         if counted is not None and self._writes == own_writes:
             # Only a read that no write of ours overtook may refresh the remembered tail.
@@ -235,6 +251,9 @@ class ReconcilingSession:
         the session's own limit); the SDK reads a resumed run's tail with other limits."""
         if not self._active or self.config.durability != "write_ahead":
             return False
+        return self._reads_whole(limit)
+
+    def _reads_whole(self, limit: int | None) -> bool:
         if limit is None:
             return True
         settings = self.session_settings
@@ -254,6 +273,9 @@ class ReconcilingSession:
             return
         context = runstate.context_of(wrapper)
         write_ahead = self.config.durability == "write_ahead"
+        if self._store is not None:
+            await self._add_revisioned(self._store, items, digests, context, wrapper)
+            return
         # Under write_ahead the journal checks for pending intents in the same transaction
         # that records the new one, so settling first would only repeat that query.
         async with self._mutation(context, wrapper, settle=not write_ahead):
@@ -527,10 +549,24 @@ class ReconcilingSession:
         context: MutableMapping[str, Any] | None,
         *,
         recorded: bool,
-    ) -> None:
+        store: RevisionedStore | None = None,
+    ) -> int | None:
+        new_head: int | None = None
         try:
             reached(CrashPoint.AFTER_INTENT_RECORDED)
-            await self._inner_add(items, wrapper)
+            if store is None:
+                await self._inner_add(items, wrapper)
+            else:
+                assert intent.expected_revision is not None
+                new_head = await store.append_if(
+                    items,
+                    expected=intent.expected_revision,
+                    write_id=intent.intent_id,
+                    writer=str(current_owner()),
+                )
+        except RevisionConflict:
+            # Proven not written: the caller takes the intent back and decides.
+            raise
         except BaseException as exc:
             state = (
                 IntentState.CANCELLED
@@ -558,6 +594,158 @@ class ReconcilingSession:
                     intent.intent_id,
                     exc_info=True,
                 )
+        return new_head
+
+    # -- revisioned stores ---------------------------------------------------------------
+
+    async def _add_revisioned(
+        self,
+        store: RevisionedStore,
+        items: list[TResponseInputItem],
+        digests: tuple[str, ...],
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
+    ) -> None:
+        """Append with ``append_if`` against the head this wrapper knows: the store itself
+        refuses the write if anyone wrote since, so no tail is read and nothing is guessed."""
+        write_ahead = self.config.durability == "write_ahead"
+        async with self._mutation(context, wrapper, settle=not write_ahead):
+            accounted = await self._accounted_writes(context) if write_ahead else None
+            while True:
+                if write_ahead and self._has_local_work(context):
+                    await self._settle_pending(context, wrapper, locked=True)
+                if self._head is None:
+                    self._head = await store.head()
+                settled = self._settled_at
+                self._settled_at = None
+                if (
+                    settled is not None
+                    and self.config.merge_retried_input
+                    and settled == (digests, self._head)
+                ):
+                    logger.info(
+                        "session %s: batch equal to the one just settled was not appended again",
+                        self.session_id,
+                    )
+                    return
+                intent = self._new_intent(items, digests, _Tail([], whole=False, writes=None))
+                intent = dataclasses.replace(
+                    intent, before_digests=(), persisted_count=None, expected_revision=self._head
+                )
+                reached(CrashPoint.BEFORE_INTENT_RECORDED)
+                _BUSY.add(intent.intent_id)
+                if write_ahead:
+                    try:
+                        opened = await self._journal_call(
+                            self.journal.open_intent,
+                            intent,
+                            state=IntentState.IN_FLIGHT,
+                            owner=current_owner(),
+                        )
+                        if opened.blocking:
+                            _BUSY.discard(intent.intent_id)
+                            await self._settle_pending(context, wrapper, locked=True)
+                            continue
+                        if accounted is not None and opened.writes > accounted:
+                            await self._journal_call(self.journal.discard, intent.intent_id)
+                            _BUSY.discard(intent.intent_id)
+                            await self._refuse(
+                                intent,
+                                Outcome.AMBIGUOUS,
+                                Reason.STALE_STATE,
+                                {
+                                    "state_accounts_for": accounted,
+                                    "journal_counted": opened.writes,
+                                },
+                            )
+                        if context is not None:
+                            runstate.mark_seen(context, self._seen_key, opened.writes + 1)
+                    except BaseException:
+                        _BUSY.discard(intent.intent_id)
+                        raise
+                try:
+                    new_head = await self._append(
+                        intent, items, wrapper, context, recorded=write_ahead, store=store
+                    )
+                except RevisionConflict as conflict:
+                    if write_ahead:
+                        await self._journal_call(self.journal.discard, intent.intent_id)
+                    self._head = conflict.actual
+                    assert intent.expected_revision is not None
+                    verdict = await self._judge_revision(store, intent, conflict.actual)
+                    if verdict.outcome is Outcome.EXTENDED and self.config.on_extended == "append":
+                        continue
+                    await self._refuse(intent, verdict.outcome, verdict.reason, verdict.evidence)
+                except BaseException:
+                    self._head = None
+                    raise
+                self._head = new_head
+                return
+
+    async def _judge_revision(
+        self, store: RevisionedStore, intent: PendingWrite, head: int | None = None
+    ) -> Verdict:
+        """What the store's record of writes says about ``intent``."""
+        assert intent.expected_revision is not None
+        found = await store.find_write(intent.intent_id)
+        if head is None:
+            head = await store.head()
+        after: list[WriteRecord] = []
+        if found is None and head > intent.expected_revision:
+            after = await store.writes_after(intent.expected_revision, limit=WRITES_CHECKED)
+        return classify_revision(
+            expected=intent.expected_revision,
+            write_id=intent.intent_id,
+            head=head,
+            found=found,
+            after=after,
+        )
+
+    async def _decide_revisioned(
+        self,
+        store: RevisionedStore,
+        intent: PendingWrite,
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
+    ) -> Decision:
+        for _ in range(3):
+            verdict = await self._judge_revision(store, intent)
+            reached(CrashPoint.DURING_RECONCILE_READ)
+            outcome, evidence = verdict.outcome, verdict.evidence
+            if outcome is Outcome.COMMITTED:
+                reached(CrashPoint.BEFORE_SETTLE)
+                action = Action.SETTLED
+            elif outcome is Outcome.UNCHANGED and self.config.on_unchanged == "fail":
+                await self._refuse(
+                    intent, outcome, Reason.OPERATOR_REQUIRED, evidence, Action.LEFT_PENDING
+                )
+            elif outcome is Outcome.UNCHANGED or (
+                outcome is Outcome.EXTENDED and self.config.on_extended == "append"
+            ):
+                reached(CrashPoint.BEFORE_REPLAY)
+                try:
+                    self._head = await self._replay(
+                        intent, wrapper, store=store, expected=int(evidence["head"])
+                    )
+                except RevisionConflict:
+                    continue  # someone wrote meanwhile: judge again
+                reached(CrashPoint.AFTER_REPLAY)
+                action = Action.REPLAYED
+            else:
+                await self._refuse(intent, outcome, verdict.reason, evidence)
+            decision = self._decision(intent, outcome, verdict.reason, action, evidence)
+            await self._journal_call(self.journal.settle, decision, owner=current_owner())
+            self._after_settlement(intent, context)
+            head = await store.head() if action is Action.SETTLED else self._head
+            self._settled_at = (intent.batch_digests, head) if head is not None else None
+            return decision
+        await self._refuse(
+            intent,
+            Outcome.AMBIGUOUS,
+            Reason.SESSION_BUSY,
+            {"expected_revision": intent.expected_revision, "problem": "head kept moving"},
+            Action.LEFT_PENDING,
+        )
 
     async def _remember_failure(
         self,
@@ -798,6 +986,16 @@ class ReconcilingSession:
         context: MutableMapping[str, Any] | None,
         wrapper: RunContextWrapper[Any] | None,
     ) -> Decision:
+        if intent.expected_revision is not None:
+            if self._store is None:
+                await self._refuse(
+                    intent,
+                    Outcome.AMBIGUOUS,
+                    Reason.BACKEND_MISMATCH,
+                    {"problem": "a revisioned intent, and the session is not revisioned"},
+                    binding=True,
+                )
+            return await self._decide_revisioned(self._store, intent, context, wrapper)
         window = observation_window(intent)
         with self._no_reconcile():
             items = await self._inner_get(window, wrapper)
@@ -828,18 +1026,30 @@ class ReconcilingSession:
             )
         return decision
 
-    async def _replay(self, intent: PendingWrite, wrapper: RunContextWrapper[Any] | None) -> None:
+    async def _replay(
+        self,
+        intent: PendingWrite,
+        wrapper: RunContextWrapper[Any] | None,
+        *,
+        store: RevisionedStore | None = None,
+        expected: int = 0,
+    ) -> int | None:
         """Append the missing batch once. A cancelled caller gets its cancellation at once;
         the append goes on in the background, still owning the intent, so nobody replays it
         meanwhile, and releases it when it ends (the next reconciliation then settles it)."""
         # Whatever happens next, the store may change: no memory of its tail survives this.
         self._tail = None
+        batch = copy.deepcopy(list(intent.batch))
         with self._no_reconcile():
-            task = asyncio.ensure_future(
-                self._inner_add(copy.deepcopy(list(intent.batch)), wrapper)
+            task: asyncio.Future[int | None] = asyncio.ensure_future(
+                self._inner_add(batch, wrapper)
+                if store is None
+                else store.append_if(
+                    batch, expected=expected, write_id=intent.intent_id, writer=str(current_owner())
+                )
             )
         try:
-            await asyncio.shield(task)
+            return await asyncio.shield(task)
         except asyncio.CancelledError:
             if not task.done():
                 _REPLAYING.add(intent.intent_id)
@@ -847,7 +1057,7 @@ class ReconcilingSession:
                 task.add_done_callback(partial(self._replay_ended, intent))
             raise
 
-    def _replay_ended(self, intent: PendingWrite, task: asyncio.Future[None]) -> None:
+    def _replay_ended(self, intent: PendingWrite, task: asyncio.Future[int | None]) -> None:
         _BACKGROUND.discard(task)
         _REPLAYING.discard(intent.intent_id)
         _BUSY.discard(intent.intent_id)

@@ -9,13 +9,22 @@ from __future__ import annotations
 
 import asyncio
 import enum
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from .crashpoints import CrashPoint, reached
+from .revision import WriteRecord, is_revisioned
 
-__all__ = ["BackendFailure", "Fault", "FaultInjectingSession", "PlannedFault"]
+__all__ = [
+    "BackendFailure",
+    "Fault",
+    "FaultInjectingRevisionedSession",
+    "FaultInjectingSession",
+    "PlannedFault",
+]
+
+_T = TypeVar("_T")
 
 
 class BackendFailure(ConnectionError):
@@ -52,6 +61,13 @@ class PlannedFault:
 class FaultInjectingSession:
     """A session that forwards to ``inner`` and fails the ``add_items`` calls it is told to."""
 
+    def __new__(cls, inner: Any) -> FaultInjectingSession:
+        # Around a revisioned store, the injector is revisioned too (its appends go through
+        # ``append_if``), so the wrapper above it still judges writes exactly.
+        if cls is FaultInjectingSession and is_revisioned(inner):
+            return super().__new__(FaultInjectingRevisionedSession)
+        return super().__new__(cls)
+
     def __init__(self, inner: Any) -> None:
         self.inner = inner
         self.session_id: str = inner.session_id
@@ -78,19 +94,22 @@ class FaultInjectingSession:
         return items
 
     async def add_items(self, items: list[Any]) -> None:
+        await self._write(items, self.inner.add_items)
+
+    async def _write(self, items: list[Any], write: Callable[[list[Any]], Awaitable[_T]]) -> _T:
         self.add_calls += 1
         planned = next((p for n, p in self._planned if n == self.add_calls), None)
         if planned is None:
             reached(CrashPoint.INSIDE_APPEND_BEFORE_COMMIT)
-            await self.inner.add_items(items)
+            result = await write(items)
             reached(CrashPoint.AFTER_COMMIT_BEFORE_ACK)
-            return
+            return result
         self._planned = [(n, p) for n, p in self._planned if p is not planned]
         self.faults_fired.append(planned.fault)
         if planned.fault is Fault.REJECT:
             raise BackendFailure("injected: write rejected")
         if planned.fault is Fault.LOST_ACK:
-            await self.inner.add_items(items)
+            await write(items)
             raise BackendFailure("injected: acknowledgement lost after the write")
         if planned.fault is Fault.PARTIAL:
             await self.inner.add_items(items[: planned.partial_items])
@@ -99,9 +118,41 @@ class FaultInjectingSession:
             await self.inner.add_items(list(planned.foreign_items))
             raise BackendFailure("injected: write rejected after another writer appended")
         await asyncio.Event().wait()
+        raise AssertionError("unreachable")
 
     async def pop_item(self) -> Any:
         return await self.inner.pop_item()
 
     async def clear_session(self) -> None:
         await self.inner.clear_session()
+
+
+class FaultInjectingRevisionedSession(FaultInjectingSession):
+    """``FaultInjectingSession`` around a revisioned store: faults apply to ``append_if`` too.
+
+    ``PARTIAL`` and ``CONCURRENT_WRITER`` write through the store's plain ``add_items`` (as
+    a broken or foreign writer would), so the record of writes shows what really happened.
+    """
+
+    async def head(self) -> int:
+        head: int = await self.inner.head()
+        return head
+
+    async def append_if(
+        self, items: list[Any], *, expected: int, write_id: str, writer: str
+    ) -> int:
+        async def write(batch: list[Any]) -> int:
+            revision: int = await self.inner.append_if(
+                batch, expected=expected, write_id=write_id, writer=writer
+            )
+            return revision
+
+        return await self._write(items, write)
+
+    async def find_write(self, write_id: str) -> WriteRecord | None:
+        found: WriteRecord | None = await self.inner.find_write(write_id)
+        return found
+
+    async def writes_after(self, revision: int, *, limit: int = 100) -> list[WriteRecord]:
+        writes: list[WriteRecord] = await self.inner.writes_after(revision, limit=limit)
+        return writes

@@ -1,0 +1,96 @@
+"""``MemoryRevisionedSession``: the revisioned capability in memory, for tests and examples."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from ..errors import RevisionConflict
+from ..revision import WriteRecord
+from ._common import ANONYMOUS, decode_item, encode_item, new_write_id, valid_limit
+
+__all__ = ["MemoryRevisionedSession"]
+
+
+class _Data:
+    def __init__(self) -> None:
+        self.items: list[bytes] = []
+        self.writes: list[WriteRecord] = []
+        self.by_id: dict[str, WriteRecord] = {}
+
+
+class MemoryRevisionedSession:
+    """A full SDK ``Session`` with a head revision and a record of writes, in this process.
+
+    Sessions built with the same ``shared`` mapping see the same data, like two workers on
+    one server.
+    """
+
+    def __init__(self, session_id: str, *, shared: dict[str, Any] | None = None) -> None:
+        self.session_id = session_id
+        self.session_settings = None
+        store = shared if shared is not None else {}
+        data = store.get(session_id)
+        if not isinstance(data, _Data):
+            data = store[session_id] = _Data()
+        self._data = data
+        self._lock = asyncio.Lock()
+
+    def _record(self, kind: str, count: int, write_id: str, writer: str) -> int:
+        revision = len(self._data.writes) + 1
+        record = WriteRecord(revision, write_id, writer, kind, count, time.time())
+        self._data.writes.append(record)
+        self._data.by_id[write_id] = record
+        return revision
+
+    # -- Session -------------------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        limit = valid_limit(limit)
+        items = self._data.items if limit is None else self._data.items[-limit:] if limit else []
+        return [decode_item(raw) for raw in items]
+
+    async def add_items(self, items: list[Any]) -> None:
+        if not items:
+            return
+        encoded = [encode_item(item, index) for index, item in enumerate(items)]
+        self._data.items.extend(encoded)
+        self._record("append", len(encoded), new_write_id(), ANONYMOUS)
+
+    async def pop_item(self) -> Any | None:
+        if not self._data.items:
+            return None
+        raw = self._data.items.pop()
+        self._record("pop", 1, new_write_id(), ANONYMOUS)
+        return decode_item(raw)
+
+    async def clear_session(self) -> None:
+        count = len(self._data.items)
+        self._data.items.clear()
+        self._record("clear", count, new_write_id(), ANONYMOUS)
+
+    # -- RevisionedStore -----------------------------------------------------------------
+
+    async def head(self) -> int:
+        return len(self._data.writes)
+
+    async def append_if(
+        self, items: list[Any], *, expected: int, write_id: str, writer: str
+    ) -> int:
+        encoded = [encode_item(item, index) for index, item in enumerate(items)]
+        actual = len(self._data.writes)
+        if actual != expected or write_id in self._data.by_id:
+            raise RevisionConflict(
+                f"session {self.session_id!r} is at revision {actual}, not {expected}",
+                expected=expected,
+                actual=actual,
+            )
+        self._data.items.extend(encoded)
+        return self._record("append", len(encoded), write_id, writer)
+
+    async def find_write(self, write_id: str) -> WriteRecord | None:
+        return self._data.by_id.get(write_id)
+
+    async def writes_after(self, revision: int, *, limit: int = 100) -> list[WriteRecord]:
+        return self._data.writes[max(revision, 0) : max(revision, 0) + limit]

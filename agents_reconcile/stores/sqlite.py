@@ -1,0 +1,411 @@
+"""``RevisionedSQLiteSession``: a revisioned SDK session in one SQLite file.
+
+Every write is one transaction: it checks the head (for ``append_if``), stores the items,
+records the write (revision, write id, writer, kind, count) and moves the head. Items are kept
+as the SDK's ``SQLiteSession`` keeps them, as JSON text, one row each; ``get_items(limit)``
+reads only the newest ``limit`` rows through the primary key.
+
+The file has a versioned schema (``revisioned_schema``); a newer one is refused. Operations run
+on the event loop while the file is free (WAL, ``synchronous=NORMAL``: commits survive a
+killed process) and move to a worker thread to wait when another connection holds the lock;
+``synchronous="FULL"`` (survives power loss, an fsync per commit) always runs in a thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+from ..errors import RevisionConflict, SchemaMismatch
+from ..revision import WriteRecord
+from ._common import ANONYMOUS, decode_item, encode_item, new_write_id, valid_limit
+
+__all__ = ["SCHEMA_VERSION", "RevisionedSQLiteSession"]
+
+SCHEMA_VERSION: Final = 1
+_T = TypeVar("_T")
+
+_SCHEMA: Final = (
+    """CREATE TABLE IF NOT EXISTS revisioned_schema (
+        version INTEGER NOT NULL, applied_at REAL NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS revisioned_sessions (
+        session_id TEXT PRIMARY KEY,
+        revision INTEGER NOT NULL,
+        next_seq INTEGER NOT NULL)""",
+    """CREATE TABLE IF NOT EXISTS revisioned_items (
+        session_id TEXT NOT NULL,
+        seq INTEGER NOT NULL,
+        revision INTEGER NOT NULL,
+        item TEXT NOT NULL,
+        PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
+    """CREATE TABLE IF NOT EXISTS revisioned_writes (
+        session_id TEXT NOT NULL,
+        revision INTEGER NOT NULL,
+        write_id TEXT NOT NULL,
+        writer TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        count INTEGER NOT NULL,
+        at REAL NOT NULL,
+        PRIMARY KEY (session_id, revision),
+        UNIQUE (session_id, write_id)) WITHOUT ROWID""",
+)
+
+
+class _Busy(Exception):
+    pass
+
+
+class RevisionedSQLiteSession:
+    """A full SDK ``Session`` (usable with ``Runner.run`` directly) that is also a
+    ``RevisionedStore``: ``ReconcilingSession`` then judges its writes exactly."""
+
+    def __init__(
+        self,
+        session_id: str,
+        db_path: str | os.PathLike[str],
+        *,
+        synchronous: str = "NORMAL",
+        busy_timeout: float = 5.0,
+        migrate: bool = True,
+    ) -> None:
+        if synchronous.upper() not in ("NORMAL", "FULL"):
+            raise ValueError(f"synchronous must be NORMAL or FULL, not {synchronous!r}")
+        self.session_id = session_id
+        self.session_settings: Any = None
+        self.path = Path(db_path).expanduser().resolve()
+        self.db_path = self.path
+        self._synchronous = synchronous.upper()
+        self._busy_timeout = busy_timeout
+        self._migrate_on_open = migrate
+        self._lock = threading.Lock()
+        self._conn: sqlite3.Connection | None = None
+        self._pid = -1
+
+    def __repr__(self) -> str:
+        return f"RevisionedSQLiteSession({self.session_id!r}, {str(self.path)!r})"
+
+    # -- connection ----------------------------------------------------------------------
+
+    def _connection(self) -> sqlite3.Connection:
+        if self._conn is not None and self._pid == os.getpid():
+            return self._conn
+        conn = sqlite3.connect(
+            str(self.path), timeout=0, isolation_level=None, check_same_thread=False
+        )
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
+            self._prepare(conn)
+            conn.execute("PRAGMA busy_timeout=0")
+        except BaseException:
+            conn.close()
+            raise
+        self._conn, self._pid = conn, os.getpid()
+        return conn
+
+    def _prepare(self, conn: sqlite3.Connection) -> None:
+        version = _version(conn)
+        if version is not None and version > SCHEMA_VERSION:
+            raise SchemaMismatch(
+                f"{self.path} has revisioned-store schema version {version}, newer than this "
+                f"release's {SCHEMA_VERSION}; upgrade agents-reconcile"
+            )
+        if version == SCHEMA_VERSION:
+            return
+        if not self._migrate_on_open:
+            raise SchemaMismatch(
+                f"{self.path} has no revisioned-store schema; run `agents-reconcile migrate`"
+            )
+        _apply_schema(conn)
+
+    def _sync(self, operation: Callable[[sqlite3.Connection], _T], *, patient: bool) -> _T:
+        if not self._lock.acquire(blocking=patient):
+            raise _Busy
+        try:
+            conn = self._connection()
+            if patient:
+                conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
+            try:
+                return operation(conn)
+            except sqlite3.OperationalError as exc:
+                if not patient and "locked" in str(exc).lower():
+                    raise _Busy from exc
+                raise
+            finally:
+                if conn.in_transaction:
+                    conn.execute("ROLLBACK")
+                if patient:
+                    conn.execute("PRAGMA busy_timeout=0")
+        finally:
+            self._lock.release()
+
+    async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
+        if self._synchronous == "NORMAL" and self._conn is not None and self._pid == os.getpid():
+            try:
+                return self._sync(operation, patient=False)
+            except _Busy:
+                pass
+        return await asyncio.to_thread(self._sync, operation, patient=True)
+
+    async def close(self) -> None:
+        with self._lock:
+            if self._conn is not None and self._pid == os.getpid():
+                self._conn.close()
+            self._conn = None
+
+    async def migrate(self) -> list[str]:
+        """Create or upgrade the schema; return the steps applied (none when current)."""
+        return await asyncio.to_thread(self._migrate_now)
+
+    def _migrate_now(self) -> list[str]:
+        conn = sqlite3.connect(str(self.path), timeout=self._busy_timeout, isolation_level=None)
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            version = _version(conn)
+            if version is not None and version > SCHEMA_VERSION:
+                raise SchemaMismatch(
+                    f"{self.path} has revisioned-store schema version {version}, newer than "
+                    f"this release's {SCHEMA_VERSION}; upgrade agents-reconcile"
+                )
+            if version == SCHEMA_VERSION:
+                return []
+            _apply_schema(conn)
+            return [f"revisioned store schema {SCHEMA_VERSION}"]
+        finally:
+            conn.close()
+
+    async def check(self) -> str | None:
+        """None when the file has this release's schema; else what is wrong. Writes nothing."""
+        version = await asyncio.to_thread(_read_version, self.path)
+        if version is None:
+            return f"{self.path}: no revisioned-store schema (run migrate)"
+        if version > SCHEMA_VERSION:
+            return f"{self.path}: schema version {version} is newer than {SCHEMA_VERSION}"
+        if version < SCHEMA_VERSION:
+            return f"{self.path}: schema version {version} needs migrating to {SCHEMA_VERSION}"
+        return None
+
+    # -- writes --------------------------------------------------------------------------
+
+    def _write(
+        self,
+        conn: sqlite3.Connection,
+        kind: str,
+        rows: list[bytes],
+        *,
+        expected: int | None,
+        write_id: str,
+        writer: str,
+    ) -> int:
+        conn.execute("BEGIN IMMEDIATE")
+        found = conn.execute(
+            "SELECT revision, next_seq FROM revisioned_sessions WHERE session_id = ?",
+            (self.session_id,),
+        ).fetchone()
+        revision, next_seq = (found[0], found[1]) if found else (0, 0)
+        if expected is not None and revision != expected:
+            raise RevisionConflict(
+                f"session {self.session_id!r} is at revision {revision}, not {expected}",
+                expected=expected,
+                actual=revision,
+            )
+        new = revision + 1
+        count = len(rows)
+        if kind == "append":
+            conn.executemany(
+                "INSERT INTO revisioned_items (session_id, seq, revision, item) "
+                "VALUES (?, ?, ?, ?)",
+                [(self.session_id, next_seq + i, new, row.decode()) for i, row in enumerate(rows)],
+            )
+            next_seq += count
+        try:
+            conn.execute(
+                "INSERT INTO revisioned_writes (session_id, revision, write_id, writer, kind, "
+                "count, at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                (self.session_id, new, write_id, writer, kind, count, time.time()),
+            )
+        except sqlite3.IntegrityError as exc:
+            raise RevisionConflict(
+                f"write {write_id} is already recorded for session {self.session_id!r}",
+                expected=revision if expected is None else expected,
+                actual=revision,
+            ) from exc
+        conn.execute(
+            "INSERT INTO revisioned_sessions (session_id, revision, next_seq) VALUES (?, ?, ?) "
+            "ON CONFLICT (session_id) DO UPDATE SET revision = excluded.revision, "
+            "next_seq = excluded.next_seq",
+            (self.session_id, new, next_seq),
+        )
+        conn.execute("COMMIT")
+        return new
+
+    async def append_if(
+        self, items: list[Any], *, expected: int, write_id: str, writer: str
+    ) -> int:
+        rows = [encode_item(item, index) for index, item in enumerate(items)]
+        return await self._run(
+            lambda conn: self._write(
+                conn, "append", rows, expected=expected, write_id=write_id, writer=writer
+            )
+        )
+
+    async def add_items(self, items: list[Any]) -> None:
+        if not items:
+            return
+        rows = [encode_item(item, index) for index, item in enumerate(items)]
+        write_id = new_write_id()
+        await self._run(
+            lambda conn: self._write(
+                conn, "append", rows, expected=None, write_id=write_id, writer=ANONYMOUS
+            )
+        )
+
+    async def pop_item(self) -> Any | None:
+        write_id = new_write_id()
+
+        def pop(conn: sqlite3.Connection) -> Any | None:
+            conn.execute("BEGIN IMMEDIATE")
+            row = conn.execute(
+                "SELECT seq, item FROM revisioned_items WHERE session_id = ? "
+                "ORDER BY seq DESC LIMIT 1",
+                (self.session_id,),
+            ).fetchone()
+            if row is None:
+                conn.execute("ROLLBACK")
+                return None
+            conn.execute(
+                "DELETE FROM revisioned_items WHERE session_id = ? AND seq = ?",
+                (self.session_id, row[0]),
+            )
+            self._write_in_transaction(conn, "pop", 1, write_id)
+            conn.execute("COMMIT")
+            return decode_item(row[1])
+
+        return await self._run(pop)
+
+    async def clear_session(self) -> None:
+        write_id = new_write_id()
+
+        def clear(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            removed = conn.execute(
+                "DELETE FROM revisioned_items WHERE session_id = ?", (self.session_id,)
+            ).rowcount
+            self._write_in_transaction(conn, "clear", removed, write_id)
+            conn.execute("COMMIT")
+
+        await self._run(clear)
+
+    def _write_in_transaction(
+        self, conn: sqlite3.Connection, kind: str, count: int, write_id: str
+    ) -> None:
+        found = conn.execute(
+            "SELECT revision, next_seq FROM revisioned_sessions WHERE session_id = ?",
+            (self.session_id,),
+        ).fetchone()
+        revision, next_seq = (found[0], found[1]) if found else (0, 0)
+        conn.execute(
+            "INSERT INTO revisioned_writes (session_id, revision, write_id, writer, kind, count,"
+            " at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (self.session_id, revision + 1, write_id, ANONYMOUS, kind, count, time.time()),
+        )
+        conn.execute(
+            "INSERT INTO revisioned_sessions (session_id, revision, next_seq) VALUES (?, ?, ?) "
+            "ON CONFLICT (session_id) DO UPDATE SET revision = excluded.revision",
+            (self.session_id, revision + 1, next_seq),
+        )
+
+    # -- reads ---------------------------------------------------------------------------
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        limit = valid_limit(limit)
+
+        def read(conn: sqlite3.Connection) -> list[Any]:
+            if limit is None:
+                rows = conn.execute(
+                    "SELECT item FROM revisioned_items WHERE session_id = ? ORDER BY seq",
+                    (self.session_id,),
+                ).fetchall()
+                return [decode_item(row[0]) for row in rows]
+            rows = conn.execute(
+                "SELECT item FROM revisioned_items WHERE session_id = ? ORDER BY seq DESC LIMIT ?",
+                (self.session_id, limit),
+            ).fetchall()
+            return [decode_item(row[0]) for row in reversed(rows)]
+
+        return await self._run(read)
+
+    async def head(self) -> int:
+        row = await self._run(
+            lambda conn: conn.execute(
+                "SELECT revision FROM revisioned_sessions WHERE session_id = ?",
+                (self.session_id,),
+            ).fetchone()
+        )
+        return int(row[0]) if row else 0
+
+    async def find_write(self, write_id: str) -> WriteRecord | None:
+        row = await self._run(
+            lambda conn: conn.execute(
+                "SELECT revision, write_id, writer, kind, count, at FROM revisioned_writes "
+                "WHERE session_id = ? AND write_id = ?",
+                (self.session_id, write_id),
+            ).fetchone()
+        )
+        return None if row is None else WriteRecord(*row)
+
+    async def writes_after(self, revision: int, *, limit: int = 100) -> list[WriteRecord]:
+        rows = await self._run(
+            lambda conn: conn.execute(
+                "SELECT revision, write_id, writer, kind, count, at FROM revisioned_writes "
+                "WHERE session_id = ? AND revision > ? ORDER BY revision LIMIT ?",
+                (self.session_id, revision, limit),
+            ).fetchall()
+        )
+        return [WriteRecord(*row) for row in rows]
+
+
+def _version(conn: sqlite3.Connection) -> int | None:
+    exists = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'revisioned_schema'"
+    ).fetchone()
+    if not exists:
+        return None
+    row = conn.execute("SELECT max(version) FROM revisioned_schema").fetchone()
+    return int(row[0]) if row and row[0] is not None else None
+
+
+def _read_version(path: Path) -> int | None:
+    if not path.exists():
+        return None
+    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
+    try:
+        return _version(conn)
+    finally:
+        conn.close()
+
+
+def _apply_schema(conn: sqlite3.Connection) -> None:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        if _version(conn) == SCHEMA_VERSION:
+            conn.execute("ROLLBACK")
+            return
+        for statement in _SCHEMA:
+            conn.execute(statement)
+        conn.execute(
+            "INSERT INTO revisioned_schema (version, applied_at) VALUES (?, ?)",
+            (SCHEMA_VERSION, time.time()),
+        )
+        conn.execute("COMMIT")
+    except BaseException:
+        if conn.in_transaction:
+            conn.execute("ROLLBACK")
+        raise
