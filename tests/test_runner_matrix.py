@@ -42,6 +42,13 @@ EXPECTED_OUTCOME = {
     Fault.LOST_ACK: (Outcome.COMMITTED, Reason.BATCH_PRESENT),
     Fault.CONCURRENT_WRITER: (Outcome.AMBIGUOUS, Reason.HISTORY_CHANGED),
 }
+EXPECTED_REVISIONED = {
+    # A revisioned store proves each case from its record of writes: another writer's append
+    # is a legitimate extension (denied by default), never an ambiguity.
+    Fault.REJECT: (Outcome.UNCHANGED, Reason.WRITE_ABSENT),
+    Fault.LOST_ACK: (Outcome.COMMITTED, Reason.WRITE_FOUND),
+    Fault.CONCURRENT_WRITER: (Outcome.EXTENDED, Reason.EXTENDED_BY_OTHERS),
+}
 
 
 @pytest.fixture
@@ -116,7 +123,7 @@ async def test_recovery(world: World, path: str, save: int, fault: Fault) -> Non
         expected = [*FIRST_RUN[:end], "user:next", "assistant:ok"]
 
     streamed = path in ("run_streamed", "resume_streamed")
-    outcome, reason = EXPECTED_OUTCOME[fault]
+    outcome, reason = (EXPECTED_REVISIONED if world.backend.revisioned else EXPECTED_OUTCOME)[fault]
     if fault is Fault.CONCURRENT_WRITER:
         untouched = await world.history()
         with pytest.raises(ContinuationDenied) as denied:

@@ -331,7 +331,11 @@ def _judge(verdict: Verdict, recovery: dict[str, Any], stored: list[str], direct
     # Must be denied: an intent that another writer came after. May be denied: a RunState
     # checkpoint older than the history (resuming it would act on a history it has not
     # seen). A denial comes before any model call and leaves the history as it was.
-    in_doubt = cell.foreign and recovery["pending_before"] > 0
+    # A revisioned store proves whether the pending write landed; a write that landed under
+    # another writer's append is then no doubt at all, only one that did not land is.
+    landed = set(recovery["pending_items"]) <= set(recovery["history_before"])
+    revisioned = store_named(cell.store).revisioned
+    in_doubt = cell.foreign and recovery["pending_before"] > 0 and not (revisioned and landed)
     stale = cell.path.resumes and _checkpoint_history(directory) != stored
     # Settling the pending intent (a replay) may come before the denial; nothing else may.
     settled = recovery["history_before"] + recovery["pending_items"]

@@ -25,6 +25,8 @@ class Store:
     opener: Callable[[str, Path], Awaitable[Any]]
     needs: tuple[str, ...] = ()
     """Modules the store's driver needs; the store is skipped when one is missing."""
+    revisioned: bool = False
+    """Judged by its record of writes (``agents_reconcile.revision``), not by fingerprints."""
 
     def available(self) -> bool:
         return all(importlib.util.find_spec(module) is not None for module in self.needs)
@@ -88,12 +90,19 @@ async def _sqlalchemy_sqlite(session_id: str, directory: Path) -> Any:
     )
 
 
+async def _revisioned_sqlite(session_id: str, directory: Path) -> Any:
+    from ..stores import RevisionedSQLiteSession
+
+    return RevisionedSQLiteSession(session_id, directory / "chat-revisioned.db")
+
+
 STORES: Final = (
     Store("sqlite", _sqlite),
     Store("async_sqlite", _async_sqlite, ("aiosqlite",)),
     Store("advanced_sqlite", _advanced_sqlite),
     Store("encrypted_sqlite", _encrypted_sqlite, ("cryptography",)),
     Store("sqlalchemy_sqlite", _sqlalchemy_sqlite, ("sqlalchemy", "aiosqlite")),
+    Store("revisioned_sqlite", _revisioned_sqlite, revisioned=True),
 )
 
 

@@ -16,7 +16,7 @@ import pytest
 from agents_reconcile.crashpoints import CrashPoint
 from agents_reconcile.selftest.matrix import Cell, Verdict, cells, run_cells, stop_servers
 from agents_reconcile.selftest.scenario import Path_
-from agents_reconcile.selftest.stores import STORES
+from agents_reconcile.selftest.stores import STORES, store_named
 
 pytestmark = pytest.mark.faults
 
@@ -25,11 +25,13 @@ GROUPS = [
     for store in STORES
     for path in Path_
 ]
-LEAVES_AN_INTENT = {
-    CrashPoint.AFTER_INTENT_RECORDED,
-    CrashPoint.INSIDE_APPEND_BEFORE_COMMIT,
+LANDED = {
+    # Crash points at which the pending write is in the store.
     CrashPoint.AFTER_COMMIT_BEFORE_ACK,
     CrashPoint.BEFORE_INTENT_CLEARED,
+    CrashPoint.DURING_RECONCILE_READ,
+    CrashPoint.BEFORE_SETTLE,
+    CrashPoint.AFTER_REPLAY,
 }
 
 
@@ -47,6 +49,13 @@ def expected(cell: Cell) -> str:
         if cell.path.resumes and cell.boundary == "final":
             return "denied: stale_state"
         return "clean"
+    if cell.foreign and store_named(cell.store).revisioned:
+        # The store's record of writes proves what happened: a write that landed is
+        # committed (a resumed checkpoint is then stale); one that did not is absent, and the
+        # other writer's append is an extension, denied by default.
+        if cell.point not in LANDED:
+            return "denied: extended_by_others"
+        return "denied: stale_state" if cell.path.resumes else "committed"
     if cell.foreign:
         return "denied: history_changed"
     if cell.path.resumes:
@@ -78,6 +87,10 @@ def test_every_crash_point_recovers(store: str, path: Path_, tmp_path: Path) -> 
         if v.outcome != expected(v.cell)
     ]
     assert not wrong, "\n".join(wrong)
+    if store_named(store).revisioned:
+        # Where the record of writes is intact, a revisioned store never answers "ambiguous".
+        guessed = [v.outcome for v in verdicts if "history_changed" in v.outcome]
+        assert not guessed
     # Only a tool whose run left no record at all is run again (on resuming a checkpoint).
     for verdict in verdicts:
         if verdict.unrecorded_reruns:
