@@ -1,0 +1,133 @@
+"""ReconcilingSession over a revisioned store: appends are compare-and-swaps, verdicts are
+facts from the store's record of writes, and other workers' writes are told apart from damage."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, Runner
+from agents.testing import ScriptedModel, assistant_message
+
+from agents_reconcile import ContinuationDenied, Outcome, ReconcileConfig, ReconcilingSession
+from agents_reconcile.records import Action, Reason
+from agents_reconcile.selftest.scenario import item_name as summarize
+from agents_reconcile.stores import RevisionedSQLiteSession
+from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
+
+
+def item(text: str) -> dict[str, Any]:
+    return {"role": "user", "content": text}
+
+
+def worker(tmp_path: Path, *, faulty: bool = False, **config: Any) -> Any:
+    store: Any = RevisionedSQLiteSession("s", tmp_path / "store.db")
+    if faulty:
+        store = FaultInjectingSession(store)
+    return ReconcilingSession(
+        store, config=ReconcileConfig(journal=tmp_path / "journal.db", **config)
+    )
+
+
+async def texts(tmp_path: Path) -> list[str]:
+    items = await RevisionedSQLiteSession("s", tmp_path / "store.db").get_items()
+    return [summarize(i).split(":", 1)[1] for i in items]
+
+
+async def foreign(tmp_path: Path, text: str) -> None:
+    """Another writer, through the store itself (no wrapper, no journal)."""
+    await RevisionedSQLiteSession("s", tmp_path / "store.db").add_items([item(text)])
+
+
+async def test_an_append_on_a_moved_head_is_refused_as_an_extension(tmp_path: Path) -> None:
+    one, two = worker(tmp_path), worker(tmp_path)
+    await one.add_items([item("a")])
+    await two.add_items([item("b")])  # two reads the head (1) and writes on it
+    with pytest.raises(ContinuationDenied) as denied:
+        await one.add_items([item("c")])  # one still builds on revision 1
+    decision = denied.value.decision
+    assert (decision.outcome, decision.reason) == (Outcome.EXTENDED, Reason.EXTENDED_BY_OTHERS)
+    assert decision.evidence["writes"] == 1 and decision.evidence["writers"]
+    assert await texts(tmp_path) == ["a", "b"]
+    assert await one.pending() == [], "a refused compare-and-swap wrote nothing: no intent"
+
+
+async def test_on_extended_append_writes_after_the_others(tmp_path: Path) -> None:
+    one, two = worker(tmp_path), worker(tmp_path, on_extended="append")
+    await two.add_items([item("a")])
+    await one.add_items([item("b")])
+    await two.add_items([item("c")])
+    assert await texts(tmp_path) == ["a", "b", "c"]
+
+
+async def test_a_fresh_run_after_another_workers_write_goes_on(tmp_path: Path) -> None:
+    """A fresh run reads the whole history, so it builds on the head it saw."""
+    one, two = worker(tmp_path), worker(tmp_path)
+    agent = Agent(
+        name="a", model=ScriptedModel([[assistant_message("x")], [assistant_message("y")]])
+    )
+    await Runner.run(agent, "first", session=one, run_config=one.run_config())
+    await two.add_items([item("elsewhere")])
+    await Runner.run(agent, "second", session=one, run_config=one.run_config())
+    assert await texts(tmp_path) == ["first", "x", "elsewhere", "second", "y"]
+
+
+@pytest.mark.parametrize("policy", ["fail", "append"])
+async def test_a_failed_write_under_another_writer_is_extended(tmp_path: Path, policy: str) -> None:
+    mine = worker(tmp_path, faulty=True, on_extended=policy)
+    await mine.add_items([item("a")])
+    mine.inner.plan(Fault.REJECT)
+    with pytest.raises(BackendFailure):
+        await mine.add_items([item("b")])
+    await foreign(tmp_path, "other")
+    if policy == "fail":
+        with pytest.raises(ContinuationDenied) as denied:
+            await mine.reconcile()
+        assert denied.value.decision.outcome is Outcome.EXTENDED
+        assert len(await mine.pending()) == 1, "left for an operator"
+        assert await texts(tmp_path) == ["a", "other"]
+    else:
+        [decision] = await mine.reconcile()
+        assert (decision.outcome, decision.action) == (Outcome.EXTENDED, Action.REPLAYED)
+        assert await texts(tmp_path) == ["a", "other", "b"]
+
+
+async def test_lost_ack_under_another_writer_is_still_committed(tmp_path: Path) -> None:
+    """Fingerprints would call this ambiguous; the write id proves it landed."""
+    mine = worker(tmp_path, faulty=True)
+    mine.inner.plan(Fault.LOST_ACK)
+    with pytest.raises(BackendFailure):
+        await mine.add_items([item("a")])
+    await foreign(tmp_path, "other")
+    [decision] = await mine.reconcile()
+    assert (decision.outcome, decision.reason) == (Outcome.COMMITTED, Reason.WRITE_FOUND)
+    assert await texts(tmp_path) == ["a", "other"]
+
+
+async def test_a_damaged_record_of_writes_is_ambiguous(tmp_path: Path) -> None:
+    mine = worker(tmp_path, faulty=True)
+    mine.inner.plan(Fault.REJECT)
+    with pytest.raises(BackendFailure):
+        await mine.add_items([item("a")])
+    await foreign(tmp_path, "other")
+    await foreign(tmp_path, "another")
+    with sqlite3.connect(tmp_path / "store.db") as conn:
+        conn.execute("DELETE FROM revisioned_writes WHERE revision = 1")
+    with pytest.raises(ContinuationDenied) as denied:
+        await mine.reconcile()
+    decision = denied.value.decision
+    assert (decision.outcome, decision.reason) == (Outcome.AMBIGUOUS, Reason.WRITE_RECORD_BROKEN)
+    assert "missing" in decision.evidence["problem"]
+
+
+async def test_a_revisioned_intent_is_never_judged_by_fingerprints(tmp_path: Path) -> None:
+    """The same store file read through a plain session is another backend: refused."""
+    mine = worker(tmp_path, faulty=True)
+    mine.inner.plan(Fault.REJECT)
+    with pytest.raises(BackendFailure):
+        await mine.add_items([item("a")], wrapper=None)
+    [entry] = await mine.journal.pending("s")
+    assert entry.intent.expected_revision == 0
+    assert entry.intent.before_digests == ()
