@@ -668,11 +668,26 @@ class ReconcilingSession:
                         intent, items, wrapper, context, recorded=write_ahead, store=store
                     )
                 except RevisionConflict as conflict:
+                    # The store refused: either the head moved (nothing written) or the write
+                    # id is already there (a driver that retried after a lost reply). The
+                    # record of writes says which, before the intent is let go.
+                    try:
+                        verdict = await self._judge_revision(store, intent)
+                    except BaseException as exc:
+                        self._head = None
+                        note = await _despite_cancellation(
+                            self._remember_failure(
+                                intent, IntentState.FAILED, context, recorded=write_ahead
+                            )
+                        )
+                        exc.add_note(note)
+                        raise
                     if write_ahead:
                         await self._journal_call(self.journal.discard, intent.intent_id)
                     self._head = conflict.actual
-                    assert intent.expected_revision is not None
-                    verdict = await self._judge_revision(store, intent, conflict.actual)
+                    if verdict.outcome is Outcome.COMMITTED:
+                        self._head = None
+                        return
                     if verdict.outcome is Outcome.EXTENDED and self.config.on_extended == "append":
                         continue
                     await self._refuse(intent, verdict.outcome, verdict.reason, verdict.evidence)
