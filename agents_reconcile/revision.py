@@ -105,9 +105,11 @@ def classify_revision(
     if head < expected:
         evidence["problem"] = "head revision went back"
         return Verdict(Outcome.AMBIGUOUS, Reason.WRITE_RECORD_BROKEN, evidence)
+    # ``after`` is read after ``head``, so it may run past it (others kept writing); it must
+    # start right after ``expected``, have no gaps, and reach ``head`` (or fill the read).
     revisions = [record.revision for record in after]
     wanted = list(range(expected + 1, expected + 1 + len(revisions)))
-    complete = len(revisions) == head - expected
+    complete = len(revisions) >= head - expected
     if revisions != wanted or (not complete and len(revisions) < WRITES_CHECKED):
         evidence["problem"] = "revisions missing from the record of writes"
         evidence["recorded"] = revisions[:20]
@@ -116,6 +118,6 @@ def classify_revision(
         evidence["problem"] = "write id recorded but not found by its id"
         return Verdict(Outcome.AMBIGUOUS, Reason.WRITE_RECORD_BROKEN, evidence)
     evidence["writers"] = sorted({record.writer for record in after})
-    evidence["writes"] = head - expected
+    evidence["writes"] = max(head - expected, len(after))
     evidence["kinds"] = sorted({record.kind for record in after})
     return Verdict(Outcome.EXTENDED, Reason.EXTENDED_BY_OTHERS, evidence)
