@@ -6,6 +6,7 @@
     agents-reconcile pending --journal PATH [--session ID]
     agents-reconcile decisions --journal PATH [--session ID] [--limit N]
     agents-reconcile selftest [--store NAME] [--path PATH] [--no-foreign] [--workers N]
+    agents-reconcile migrate [--check] [--journal ADDRESS ...] [--store ADDRESS ...]
 
 ``pending`` and ``decisions`` open the SQLite journal read-only and never print a batch's
 contents: only ids, states, owners, counts and digests. Problems with the journal (missing,
@@ -26,7 +27,7 @@ from typing import Final, TypeVar
 
 from . import __version__
 from .config import ReconcileConfig
-from .errors import JournalError, RecordError
+from .errors import ConfigurationError, JournalError, RecordError, SchemaMismatch
 from .journal import SQLiteJournal
 from .selftest.scenario import Path_ as RunPath
 from .selftest.stores import STORES
@@ -163,6 +164,20 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
     )
 
 
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from .migrate import Target, run
+
+    targets = [Target("journal", address, args.namespace) for address in args.journal]
+    targets += [Target("store", address, args.namespace) for address in args.store]
+    if not targets:
+        print(f"{PROG} migrate: name at least one --journal or --store", file=sys.stderr)
+        return EXIT_TROUBLE
+    results = asyncio.run(run(targets, check=args.check))
+    for target, current, what in results:
+        print(f"{'ok     ' if current else 'MIGRATE'} {target}: {what}")
+    return EXIT_OK if all(current for _, current, _ in results) else 1
+
+
 # -- entry point -------------------------------------------------------------------------------
 
 
@@ -240,6 +255,36 @@ def _parser() -> argparse.ArgumentParser:
     )
     selftest.add_argument("--keep", metavar="DIR", help="keep every scenario's files under DIR")
     selftest.set_defaults(handler=_cmd_selftest)
+
+    migrate = commands.add_parser(
+        "migrate",
+        help="create or upgrade journal and revisioned-store schemas (--check: verify only)",
+    )
+    migrate.add_argument(
+        "--journal",
+        action="append",
+        default=[],
+        metavar="ADDRESS",
+        help="a journal: SQLite path, sqlite:///..., redis://..., postgresql://... (repeatable)",
+    )
+    migrate.add_argument(
+        "--store",
+        action="append",
+        default=[],
+        metavar="ADDRESS",
+        help="a revisioned store: the same forms (repeatable)",
+    )
+    migrate.add_argument(
+        "--namespace",
+        metavar="NAME",
+        help="Redis key prefix or PostgreSQL schema, when not the default",
+    )
+    migrate.add_argument(
+        "--check",
+        action="store_true",
+        help="run no DDL and write nothing; exit 1 when something needs migrating",
+    )
+    migrate.set_defaults(handler=_cmd_migrate)
     return parser
 
 
@@ -255,7 +300,7 @@ def main(argv: list[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)
-    except (JournalError, RecordError, OSError) as exc:
+    except (JournalError, RecordError, SchemaMismatch, ConfigurationError, OSError) as exc:
         print(f"{PROG}: {_one_line(exc)}", file=sys.stderr)
         return EXIT_TROUBLE
     except KeyboardInterrupt:

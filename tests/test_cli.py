@@ -94,3 +94,19 @@ def test_inspecting_never_creates_or_changes_a_journal(
     before = journal.read_bytes()
     assert main(["pending", "--journal", str(journal)]) == 0
     assert journal.read_bytes() == before
+
+
+def test_migrate_checks_then_creates_then_finds_current(tmp_path: Path) -> None:
+    """``migrate --check`` touches nothing and says what is missing (exit 1); ``migrate``
+    applies it; a second check is clean (exit 0)."""
+    journal, store = str(tmp_path / "journal.db"), str(tmp_path / "store.db")
+    args = ["migrate", "--journal", journal, "--store", store]
+    assert main([*args, "--check"]) == 1
+    assert not (tmp_path / "journal.db").exists()
+    assert main(args) == 0
+    assert main([*args, "--check"]) == 0
+
+
+def test_migrate_needs_a_target(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["migrate"]) == 2
+    assert "--journal" in capsys.readouterr().err

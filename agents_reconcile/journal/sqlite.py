@@ -202,6 +202,36 @@ class SQLiteJournal:
         row = self._sync(lambda c: c.execute("SELECT max(version) FROM journal_schema").fetchone())
         return int(row[0])
 
+    async def migrate(self) -> list[str]:
+        """Create or upgrade the schema; return the steps applied (none when current)."""
+        if self.read_only:
+            raise JournalUnavailable(f"journal {self.path} is open read-only")
+        existed = await self.check() is None
+        await self._run(lambda conn: None)  # opening applies what is missing
+        return [] if existed else [f"journal schema {SCHEMA_VERSION}"]
+
+    async def check(self) -> str | None:
+        """None when the file holds this release's schema; else what is missing or newer.
+        Creates and writes nothing."""
+        if not self.path.is_file():
+            return f"{self.path}: no journal file (migrate creates it)"
+        inspector = SQLiteJournal(self.path, read_only=True)
+        try:
+            version = await asyncio.to_thread(
+                inspector._sync,
+                lambda conn: inspector._check_version(conn, missing_ok=True),
+                patient=True,
+            )
+        except JournalCorrupt as exc:
+            return str(exc)
+        finally:
+            await inspector.close()
+        if version is None:
+            return f"{self.path}: no journal schema (run migrate)"
+        if version < SCHEMA_VERSION:
+            return f"{self.path}: journal schema {version} needs migrating to {SCHEMA_VERSION}"
+        return None
+
     def _sync(self, operation: Callable[[sqlite3.Connection], _T], *, patient: bool = False) -> _T:
         if not self._lock.acquire(blocking=patient):
             raise _Busy
