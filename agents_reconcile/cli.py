@@ -161,6 +161,8 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
         foreign=not args.no_foreign,
         workers=args.workers,
         keep=None if args.keep is None else Path(args.keep),
+        redis_url=args.redis_url,
+        postgres_url=args.postgres_url,
     )
 
 

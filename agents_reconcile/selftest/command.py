@@ -17,7 +17,7 @@ from typing import TextIO
 from .matrix import cells, run_cells, stop_servers
 from .report import outcome_table, totals, totals_table
 from .scenario import Path_
-from .stores import STORES, store_named
+from .stores import POSTGRES_ENV, REDIS_ENV, STORES, store_named
 
 __all__ = ["machine", "run_selftest"]
 
@@ -37,16 +37,23 @@ def run_selftest(
     foreign: bool = True,
     workers: int = 2,
     keep: Path | None = None,
+    redis_url: str | None = None,
+    postgres_url: str | None = None,
     out: TextIO = sys.stdout,
 ) -> int:
     """Run the matrix; print the outcome tables and the totals. Returns 0 when every promise
     held in every cell, 1 otherwise."""
+    # The fork servers read these when they start (below), and so do their children.
+    if redis_url:
+        os.environ[REDIS_ENV] = redis_url
+    if postgres_url:
+        os.environ[POSTGRES_ENV] = postgres_url
     chosen = [store_named(name) for name in stores] if stores else list(STORES)
     missing = [store.name for store in chosen if not store.available()]
     chosen = [store for store in chosen if store.available()]
     run_paths = [Path_(name) for name in paths] if paths else list(Path_)
     if missing:
-        print(f"Skipped (driver not installed): {', '.join(missing)}", file=out)
+        print(f"Skipped (no driver, or no server given): {', '.join(missing)}", file=out)
     workdir = keep or Path(tempfile.mkdtemp(prefix="agents-reconcile-selftest-"))
     workdir.mkdir(parents=True, exist_ok=True)
     started = time.monotonic()

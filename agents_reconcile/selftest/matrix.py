@@ -279,7 +279,7 @@ async def _stored(store: str, directory: Path) -> list[str]:
     try:
         return [item_name(item) for item in await session.get_items()]
     finally:
-        await close_store(session)
+        await close_store(session, drop=True)
 
 
 def run_cell(cell: Cell, directory: Path) -> Verdict:

@@ -340,7 +340,8 @@ async def main_async(job: Job) -> None:
             result = await _recover(job, inner)
             _Evidence(Path(job.directory), job.phase).save("recovery.json", result)
     finally:
-        await close_store(inner)
+        # A probe only names the appends: its data on a server is of no further use.
+        await close_store(inner, drop=job.phase is Phase.PROBE)
 
 
 def run_job(job: Job) -> None:

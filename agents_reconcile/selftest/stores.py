@@ -6,13 +6,15 @@ whose driver is missing reports itself unavailable instead of failing the whole 
 
 from __future__ import annotations
 
+import hashlib
 import importlib.util
+import os
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["STORES", "Store", "close_store", "store_named"]
+__all__ = ["POSTGRES_ENV", "REDIS_ENV", "STORES", "Store", "close_store", "store_named"]
 
 ENCRYPTION_KEY: Final = "agents-reconcile-selftest-key-0123456789"
 
@@ -27,16 +29,23 @@ class Store:
     """Modules the store's driver needs; the store is skipped when one is missing."""
     revisioned: bool = False
     """Judged by its record of writes (``agents_reconcile.revision``), not by fingerprints."""
+    server: str | None = None
+    """The environment variable holding the server's URL, for stores on a server."""
 
     def available(self) -> bool:
+        if self.server is not None and not os.environ.get(self.server):
+            return False
         return all(importlib.util.find_spec(module) is not None for module in self.needs)
 
     async def open(self, session_id: str, directory: Path) -> Any:
         return await self.opener(session_id, directory)
 
 
-async def close_store(session: Any) -> None:
-    """Release what a session holds (connections, engines, worker threads)."""
+async def close_store(session: Any, *, drop: bool = False) -> None:
+    """Release what a session holds (connections, engines, worker threads); with ``drop``,
+    also delete a server store's data (the scenario is over)."""
+    if drop and callable(getattr(session, "drop", None)):
+        await session.drop()
     store = getattr(session, "underlying_session", session)
     closer = getattr(store, "close", None)
     if callable(closer):
@@ -96,6 +105,31 @@ async def _revisioned_sqlite(session_id: str, directory: Path) -> Any:
     return RevisionedSQLiteSession(session_id, directory / "chat-revisioned.db")
 
 
+REDIS_ENV: Final = "AGENTS_RECONCILE_SELFTEST_REDIS_URL"
+POSTGRES_ENV: Final = "AGENTS_RECONCILE_SELFTEST_POSTGRES_URL"
+
+
+def _namespace(directory: Path) -> str:
+    # One namespace per scenario directory, so scenarios never see each other's data.
+    return "st" + hashlib.blake2b(str(directory).encode(), digest_size=8).hexdigest()
+
+
+async def _revisioned_redis(session_id: str, directory: Path) -> Any:
+    from ..stores.redis import RevisionedRedisSession
+
+    return RevisionedRedisSession.from_url(
+        session_id, os.environ[REDIS_ENV], prefix=_namespace(directory)
+    )
+
+
+async def _revisioned_postgres(session_id: str, directory: Path) -> Any:
+    from ..stores.postgres import RevisionedPostgresSession
+
+    return RevisionedPostgresSession.from_url(
+        session_id, os.environ[POSTGRES_ENV], schema=_namespace(directory), min_size=1, max_size=2
+    )
+
+
 STORES: Final = (
     Store("sqlite", _sqlite),
     Store("async_sqlite", _async_sqlite, ("aiosqlite",)),
@@ -103,6 +137,14 @@ STORES: Final = (
     Store("encrypted_sqlite", _encrypted_sqlite, ("cryptography",)),
     Store("sqlalchemy_sqlite", _sqlalchemy_sqlite, ("sqlalchemy", "aiosqlite")),
     Store("revisioned_sqlite", _revisioned_sqlite, revisioned=True),
+    Store("revisioned_redis", _revisioned_redis, ("redis",), revisioned=True, server=REDIS_ENV),
+    Store(
+        "revisioned_postgres",
+        _revisioned_postgres,
+        ("asyncpg",),
+        revisioned=True,
+        server=POSTGRES_ENV,
+    ),
 )
 
 
