@@ -503,11 +503,12 @@ async def test_open_journal_passes_journal_instances_through(tmp_path: Path) -> 
         "postgres://db.example/agents",
     ],
 )
-def test_open_journal_refuses_fleet_backends_in_this_release(spec: str) -> None:
-    """Redis and PostgreSQL URLs raise ConfigurationError saying they are not in this
-    release."""
-    with pytest.raises(ConfigurationError, match="not part of this release"):
-        open_journal(spec)
+def test_open_journal_opens_fleet_journals_lazily(spec: str) -> None:
+    """Redis and PostgreSQL URLs open their journals without connecting yet, and the repr
+    never shows a password."""
+    journal = open_journal(spec.replace("app@", "app:secret@"))
+    assert type(journal).__name__ in ("RedisJournal", "PostgresJournal")
+    assert "secret" not in repr(journal)
 
 
 @pytest.mark.parametrize("spec", ["ftp://host/journal.db", "mysql://db/agents", "sqlite://"])

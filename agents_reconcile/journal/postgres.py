@@ -1,0 +1,863 @@
+"""The shared journal: one PostgreSQL schema that every worker of a fleet reads and writes.
+
+The driver is asyncpg. It speaks the server's protocol itself, on the event loop, with no
+thread pool in between; it exchanges values in PostgreSQL's binary format rather than as
+text; it prepares each statement once per connection and reuses it from a cache, which suits
+a journal that runs the same dozen statements all day; it is the fastest Python driver for
+PostgreSQL; and it is what the Agents SDK's own SQLAlchemy session runs on for PostgreSQL,
+so an application that keeps its sessions there has it installed already.
+
+Layout. A journal lives in a schema of its own (``agents_reconcile`` unless told otherwise):
+``intents`` holds the unresolved intents, ``decisions`` every decision, ``session_writes``
+the write count of each session and backend, and ``schema_version`` the migration steps
+applied. Records are stored exactly as the SQLite journal stores them: the bytes of
+``PendingWrite.encode()`` and ``Decision.encode()``, digest included, decoded (and so
+checked) on every read.
+
+Migrations. ``MIGRATIONS`` names SQL files shipped in ``postgres_schema/``; version N is the
+first N of them. On first use the journal applies what is missing, in one transaction that
+holds an advisory lock named after the schema, so workers starting together apply each step
+once. With ``migrate=False`` it only checks, and refuses a missing or older schema; a schema
+newer than this release is always refused, before any DDL touches it.
+
+Locking. Operations that read and then write a session (``open_intent``, ``record``,
+``settle``) run in a transaction whose first statement locks the session's ``session_writes``
+row (an upsert, so the row exists) and reads its count; the next statement, with a snapshot
+taken after the lock was granted, checks and writes in one go. ``count_write`` updates the
+same row, so it is ordered with them. A settlement also locks the intent's row to read its
+claim, and a unique index lets an intent be settled only once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import importlib
+import os
+import re
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractAsyncContextManager
+from dataclasses import dataclass
+from importlib import resources
+from typing import Any, Final, Protocol, TypeVar
+from urllib.parse import parse_qs, unquote, urlsplit, urlunsplit
+
+from ..errors import (
+    ConfigurationError,
+    IntentConflict,
+    JournalCorrupt,
+    JournalError,
+    JournalUnavailable,
+    RecordError,
+    RecordMalformed,
+    RecordTampered,
+)
+from ..ownership import Owner
+from ..records import BackendIdentity, Decision, PendingWrite
+from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
+
+__all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA_VERSION", "PostgresJournal"]
+
+MIGRATIONS: Final = ("0001_initial",)
+"""The schema's migration steps, oldest first: files ``postgres_schema/<name>.sql``."""
+SCHEMA_VERSION: Final = len(MIGRATIONS)
+"""The schema version this release reads and writes."""
+DEFAULT_SCHEMA: Final = "agents_reconcile"
+
+_T = TypeVar("_T")
+_SETTLING: Final = "('settled', 'replayed', 'dropped')"
+_TABLES: Final = ("decisions", "intents", "session_writes")
+_IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_MIGRATE_COMMAND: Final = "run `agents-reconcile migrate` (or open the journal with migrate=True)"
+_INSTALL_HINT: Final = "pip install 'agents-reconcile[postgres]'"
+
+
+class _Connection(Protocol):
+    """The part of ``asyncpg.Connection`` this module uses."""
+
+    async def execute(self, query: str, *args: object) -> str: ...
+
+    async def fetch(self, query: str, *args: object) -> list[Any]: ...
+
+    async def fetchrow(self, query: str, *args: object) -> Any: ...
+
+    async def fetchval(self, query: str, *args: object) -> Any: ...
+
+    def transaction(self, *, readonly: bool = False) -> AbstractAsyncContextManager[object]: ...
+
+
+class _Pool(Protocol):
+    """The part of ``asyncpg.Pool`` this module uses."""
+
+    def acquire(self, *, timeout: float | None = None) -> AbstractAsyncContextManager[Any]: ...
+
+    async def close(self) -> None: ...
+
+    def terminate(self) -> None: ...
+
+    async def expire_connections(self) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class _Status:
+    """What a schema holds, as seen by a read-only look at the catalog."""
+
+    exists: bool
+    version: int | None
+    """The highest step recorded; None when there is no ``schema_version`` table."""
+    tables: frozenset[str]
+
+
+class PostgresJournal:
+    """``IntentJournal`` in a PostgreSQL schema shared by any number of processes and hosts.
+
+    Connections come from a small asyncpg pool (one to four connections) opened on first use
+    and closed by ``close()``; a later operation opens a new one. ``connect_timeout`` bounds
+    connecting and waiting for a free connection, ``command_timeout`` each statement (None
+    for no limit): past either, the operation raises ``JournalUnavailable``.
+    """
+
+    def __init__(
+        self,
+        url: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        migrate: bool = True,
+        connect_timeout: float = 5.0,
+        command_timeout: float | None = 30.0,
+    ) -> None:
+        parts = urlsplit(url)
+        if parts.scheme.lower() not in ("postgresql", "postgres"):
+            raise ConfigurationError(
+                f"a PostgreSQL journal URL starts with postgresql://, not {parts.scheme!r}://"
+            )
+        if not _IDENTIFIER.fullmatch(schema) or len(schema.encode()) > 63:
+            raise ConfigurationError(
+                f"schema must be an SQL identifier (letters, digits and underscores, not "
+                f"starting with a digit, at most 63 bytes), not {schema!r}"
+            )
+        if schema.lower().startswith("pg_"):
+            raise ConfigurationError(f"schema names starting with pg_ are reserved: {schema!r}")
+        if connect_timeout <= 0:
+            raise ConfigurationError(f"connect_timeout must be positive, not {connect_timeout}")
+        if command_timeout is not None and command_timeout <= 0:
+            raise ConfigurationError(f"command_timeout must be positive, not {command_timeout}")
+        self._driver = _load_driver()
+        self._errors: tuple[type[BaseException], ...] = (
+            self._driver.PostgresError,
+            self._driver.InterfaceError,
+            self._driver.InternalClientError,
+            OSError,
+            TimeoutError,
+        )
+        self._url = url
+        self._display, self._secrets = _redacted(url)
+        self._application_name = "application_name" not in parse_qs(parts.query)
+        self.schema = schema
+        self.migrate_on_use = migrate
+        self._connect_timeout = connect_timeout
+        self._command_timeout = command_timeout
+        self._sql = _Statements(_quote(schema))
+        self._lock_key = _advisory_key(f"agents-reconcile/migrate/{schema}")
+        self._pool: _Pool | None = None
+        self._pool_home: tuple[asyncio.AbstractEventLoop, int] | None = None
+        self._gate: asyncio.Lock | None = None
+        self._gate_loop: asyncio.AbstractEventLoop | None = None
+        self._ready = False
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        migrate: bool = True,
+        connect_timeout: float = 5.0,
+        command_timeout: float | None = 30.0,
+    ) -> PostgresJournal:
+        """A journal on the database ``url`` names (``postgresql://user@host:port/db``, with
+        any parameters asyncpg accepts), in ``schema``."""
+        return cls(
+            url,
+            schema=schema,
+            migrate=migrate,
+            connect_timeout=connect_timeout,
+            command_timeout=command_timeout,
+        )
+
+    def __repr__(self) -> str:
+        return f"PostgresJournal({self._display!r}, schema={self.schema!r})"
+
+    @property
+    def location(self) -> str:
+        """The database address without its password or parameters, fit for messages."""
+        return self._display
+
+    # -- connections -------------------------------------------------------------------
+
+    def _lock(self) -> asyncio.Lock:
+        loop = asyncio.get_running_loop()
+        if self._gate is None or self._gate_loop is not loop:
+            self._gate, self._gate_loop = asyncio.Lock(), loop
+        return self._gate
+
+    async def _open(self) -> _Pool:
+        home = (asyncio.get_running_loop(), os.getpid())
+        if self._pool is not None and self._pool_home == home:
+            return self._pool
+        async with self._lock():
+            if self._pool is not None and self._pool_home == home:
+                return self._pool
+            # A pool made on another event loop, or inherited across a fork, cannot be used
+            # (nor closed) from here: leave it and open one of our own.
+            self._pool, self._pool_home, self._ready = None, None, False
+            settings = {"application_name": "agents-reconcile"} if self._application_name else {}
+            pool: _Pool = await self._driver.create_pool(
+                self._url,
+                min_size=1,
+                max_size=4,
+                timeout=self._connect_timeout,
+                command_timeout=self._command_timeout,
+                max_inactive_connection_lifetime=60.0,
+                server_settings=settings,
+            )
+            self._pool, self._pool_home = pool, home
+            return pool
+
+    async def _run(
+        self, work: Callable[[_Connection], Awaitable[_T]], *, prepare: bool = True
+    ) -> _T:
+        """Run ``work`` on a pooled connection (the schema checked or migrated first), with
+        the driver's errors translated."""
+        try:
+            pool = await self._open()
+            if prepare and not self._ready:
+                await self._prepare(pool)
+            async with pool.acquire(timeout=self._connect_timeout) as conn:
+                return await work(conn)
+        except self._errors as exc:
+            raise self._translate(exc) from exc
+
+    def _translate(self, exc: BaseException) -> JournalError:
+        detail = f"{type(exc).__name__}: {exc}"
+        for secret in self._secrets:
+            detail = detail.replace(secret, "***")
+        state = getattr(exc, "sqlstate", None)
+        if isinstance(state, str) and (
+            state[:2] in ("22", "23", "3F") or (state[:2] == "42" and state != "42501")
+        ):
+            # A value, a table or a column is not what this release wrote: not a journal, or
+            # one changed behind its back. Retrying will not help.
+            return JournalCorrupt(
+                f"PostgreSQL journal {self._display} (schema {self.schema}) does not hold what "
+                f"this release expects: {detail}"
+            )
+        return JournalUnavailable(
+            f"PostgreSQL journal {self._display} (schema {self.schema}) cannot be used: {detail}"
+        )
+
+    async def close(self) -> None:
+        """Close the pool; a later operation opens a new one."""
+        pool, home = self._pool, self._pool_home
+        self._pool, self._pool_home, self._ready = None, None, False
+        if pool is None or home != (asyncio.get_running_loop(), os.getpid()):
+            return
+        try:
+            await asyncio.wait_for(pool.close(), self._connect_timeout)
+        except BaseException as exc:
+            # Closing politely failed (a dead server, a timeout, a cancellation): drop the
+            # connections instead. Only a cancellation or a bug goes on up.
+            pool.terminate()
+            if not isinstance(exc, self._errors):
+                raise
+
+    # -- schema ------------------------------------------------------------------------
+
+    async def _prepare(self, pool: _Pool) -> None:
+        async with self._lock():
+            if self._ready:
+                return
+            async with pool.acquire(timeout=self._connect_timeout) as conn:
+                status = await self._inspect_read_only(conn)
+                problem = self._problem(status)
+                if problem is not None:
+                    if not self.migrate_on_use or not self._migratable(status):
+                        raise JournalCorrupt(problem)
+                    await self._apply(conn)
+            self._ready = True
+
+    async def _inspect_read_only(self, conn: _Connection) -> _Status:
+        async with conn.transaction(readonly=True):
+            return await self._inspect(conn)
+
+    async def _inspect(self, conn: _Connection) -> _Status:
+        row = await conn.fetchrow(
+            self._sql.inspect, self.schema, list(_TABLES), f"{self._sql.schema}.schema_version"
+        )
+        exists, has_versions, tables = row[0], row[1], row[2]
+        version: int | None = None
+        if has_versions:
+            found = await conn.fetchval(self._sql.max_version)
+            if found is not None and not isinstance(found, int):
+                raise JournalCorrupt(f"schema {self.schema} has an unreadable schema version")
+            version = 0 if found is None else found
+        return _Status(bool(exists), version, frozenset(tables or ()))
+
+    def _migratable(self, status: _Status) -> bool:
+        """Whether applying the missing steps would bring the schema up to date."""
+        return status.version is None or status.version < SCHEMA_VERSION
+
+    def _problem(self, status: _Status) -> str | None:
+        """A sentence saying why the schema is not current, or None when it is."""
+        name = self.schema
+        if not status.exists:
+            return (
+                f"schema {name} does not exist in {self._display}: the journal needs its "
+                f"tables at schema version {SCHEMA_VERSION}; {_MIGRATE_COMMAND}"
+            )
+        if status.version is None:
+            return (
+                f"schema {name} in {self._display} has no schema_version table, so it holds "
+                f"no journal yet; {_MIGRATE_COMMAND}"
+            )
+        if status.version > SCHEMA_VERSION:
+            return (
+                f"schema {name} in {self._display} is at journal schema version "
+                f"{status.version}, newer than this release's {SCHEMA_VERSION}; upgrade "
+                f"agents-reconcile"
+            )
+        if status.version < SCHEMA_VERSION:
+            missing = ", ".join(MIGRATIONS[status.version :])
+            return (
+                f"schema {name} in {self._display} is at journal schema version "
+                f"{status.version}, older than this release's {SCHEMA_VERSION} (missing "
+                f"{missing}); {_MIGRATE_COMMAND}"
+            )
+        absent = sorted(set(_TABLES) - status.tables)
+        if absent:
+            return (
+                f"schema {name} in {self._display} is at journal schema version "
+                f"{status.version} but lacks table {', '.join(absent)}: it was damaged"
+            )
+        return None
+
+    async def _apply(self, conn: _Connection) -> list[str]:
+        """Apply the missing steps in one transaction under the schema's advisory lock."""
+        applied: list[str] = []
+        async with conn.transaction():
+            # Workers starting together queue here; each re-reads the version once it holds
+            # the lock, so a step applied by another is not applied again.
+            await conn.execute("SELECT pg_advisory_xact_lock($1)", self._lock_key)
+            status = await self._inspect(conn)
+            if status.version is not None and status.version >= SCHEMA_VERSION:
+                problem = self._problem(status)
+                if problem is not None:
+                    raise JournalCorrupt(problem)
+                return applied
+            current = status.version or 0
+            quoted = self._sql.schema
+            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {quoted}")
+            await conn.execute(
+                f"CREATE TABLE IF NOT EXISTS {quoted}.schema_version ("
+                " version integer PRIMARY KEY,"
+                " name text NOT NULL,"
+                " applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            await conn.execute(f"SET LOCAL search_path TO {quoted}")
+            for number, name in enumerate(MIGRATIONS[current:], start=current + 1):
+                await conn.execute(_migration_sql(name))
+                await conn.execute(self._sql.add_version, number, name)
+                applied.append(name)
+        return applied
+
+    async def migrate(self) -> list[str]:
+        """Apply the missing migration steps and return their names (empty when current).
+
+        Refuses (``JournalCorrupt``) a schema newer than this release, or one whose version
+        is current but whose tables are missing."""
+
+        async def work(conn: _Connection) -> list[str]:
+            return await self._apply(conn)
+
+        applied = await self._run(work, prepare=False)
+        # _apply returns only when the schema is current (it raises otherwise).
+        self._ready = True
+        return applied
+
+    async def check(self) -> str | None:
+        """None when the schema is at this release's version; otherwise a sentence saying
+        what is missing or newer. Runs no DDL and writes nothing (a read-only transaction)."""
+        status = await self._run(self._inspect_read_only, prepare=False)
+        return self._problem(status)
+
+    async def schema_version(self) -> int | None:
+        """The version recorded in the schema (None when it holds none); writes nothing."""
+        status = await self._run(self._inspect_read_only, prepare=False)
+        return status.version
+
+    async def drop(self) -> None:
+        """Drop this journal's schema and everything in it (for tests and operators)."""
+
+        async def work(conn: _Connection) -> None:
+            async with conn.transaction():
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", self._lock_key)
+                await conn.execute(f"DROP SCHEMA IF EXISTS {self._sql.schema} CASCADE")
+
+        await self._run(work, prepare=False)
+        self._ready = False
+        if self._pool is not None:
+            try:
+                # Statements prepared against the dropped tables must not be reused.
+                await self._pool.expire_connections()
+            except self._errors as exc:
+                raise self._translate(exc) from exc
+
+    # -- IntentJournal -----------------------------------------------------------------
+
+    async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
+        row = _intent_args(intent, state, owner)
+        key = (intent.session_id, str(intent.backend))
+
+        async def work(conn: _Connection) -> None:
+            async with conn.transaction():
+                await conn.fetchval(self._sql.lock_session, *key)
+                found = await conn.fetchrow(self._sql.record, *row)
+                if found["settled"]:
+                    raise _already_settled(intent.intent_id)
+                if found["added"]:
+                    return
+                prior = found["prior"]
+                if prior is None:
+                    # Recorded a moment ago under another session's lock: read it now.
+                    prior = await conn.fetchval(self._sql.intent_record, intent.intent_id)
+                _compare(intent, prior)
+
+        await self._run(work)
+
+    async def open_intent(
+        self, intent: PendingWrite, *, state: IntentState, owner: Owner
+    ) -> Opened:
+        row = _intent_args(intent, state, owner)
+        key = (intent.session_id, str(intent.backend))
+
+        async def work(conn: _Connection) -> Opened:
+            async with conn.transaction():
+                # The session's lock, and its count as of now: nothing of this session can
+                # be opened, recorded, settled or counted until this transaction ends.
+                writes = _count(await conn.fetchval(self._sql.lock_session, *key))
+                rows = await conn.fetch(self._sql.open_intent, *row, writes)
+                head = rows[0]
+                if head["added"]:
+                    return Opened([], writes)
+                blocking = [
+                    _entry(tuple(found)[2:]) for found in rows if found["intent_id"] is not None
+                ]
+                if blocking:
+                    return Opened(blocking, writes)
+                if head["settled"]:
+                    raise _already_settled(intent.intent_id)
+                # The id is taken by an intent of another session or backend.
+                _compare(intent, await conn.fetchval(self._sql.intent_record, intent.intent_id))
+                return Opened([], writes)
+
+        return await self._run(work)
+
+    async def writes(self, session_id: str, backend: BackendIdentity) -> int:
+        async def work(conn: _Connection) -> int:
+            found = await conn.fetchval(self._sql.writes, session_id, str(backend))
+            return 0 if found is None else _count(found)
+
+        return await self._run(work)
+
+    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
+        async def work(conn: _Connection) -> int:
+            return _count(await conn.fetchval(self._sql.count_write, session_id, str(backend)))
+
+        return await self._run(work)
+
+    async def transition(
+        self,
+        intent_id: str,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_state: IntentState | None = None,
+        expect_owner: Owner | None = None,
+    ) -> bool:
+        sql = self._sql.transition(expect_state is not None, expect_owner is not None)
+        args: list[object] = [state.value, str(owner), time.time(), intent_id]
+        if expect_state is not None:
+            args.append(expect_state.value)
+        if expect_owner is not None:
+            args.append(str(expect_owner))
+
+        async def work(conn: _Connection) -> bool:
+            # One UPDATE: the server re-checks the expectations on the newest version of the
+            # row, so two claims racing cannot both succeed.
+            return await conn.fetchval(sql, *args) is not None
+
+        return await self._run(work)
+
+    async def discard(self, intent_id: str) -> None:
+        async def work(conn: _Connection) -> None:
+            await conn.execute(self._sql.discard, intent_id)
+
+        await self._run(work)
+
+    async def pending(
+        self, session_id: str | None, backend: BackendIdentity | None = None
+    ) -> list[JournalEntry]:
+        sql = self._sql.pending(session_id is not None, backend is not None)
+        args = [value for value in (session_id, backend) if value is not None]
+
+        async def work(conn: _Connection) -> list[Any]:
+            return await conn.fetch(sql, *(str(value) for value in args))
+
+        return [_entry(row) for row in await self._run(work)]
+
+    async def get(self, intent_id: str) -> JournalEntry | None:
+        async def work(conn: _Connection) -> Any:
+            return await conn.fetchrow(self._sql.get, intent_id)
+
+        row = await self._run(work)
+        return None if row is None else _entry(row)
+
+    async def is_settled(self, intent_id: str) -> bool:
+        async def work(conn: _Connection) -> bool:
+            return await conn.fetchval(self._sql.is_settled, intent_id) is not None
+
+        return await self._run(work)
+
+    async def settle(self, decision: Decision, *, owner: Owner | None = None) -> None:
+        require_settling(decision, settling=True)
+        intent_id = decision.intent_id
+        key = (decision.session_id, str(decision.backend))
+        args = (*_decision_args(decision), None if owner is None else str(owner))
+        unique_violation = self._driver.UniqueViolationError
+
+        async def work(conn: _Connection) -> None:
+            try:
+                async with conn.transaction():
+                    await conn.fetchval(self._sql.lock_session, *key)
+                    found = await conn.fetchrow(self._sql.settle, *args)
+            except unique_violation as exc:
+                if getattr(exc, "constraint_name", None) != "decisions_settle_once":
+                    raise
+                raise _already_settled(intent_id) from None
+            if found["settled"]:
+                raise _already_settled(intent_id)
+            if not found["allowed"]:
+                raise IntentConflict(
+                    f"intent {intent_id} is not claimed by {owner}", intent_id=intent_id
+                )
+
+        await self._run(work)
+
+    async def note(self, decision: Decision) -> None:
+        require_settling(decision, settling=False)
+
+        async def work(conn: _Connection) -> None:
+            await conn.execute(self._sql.note, *_decision_args(decision))
+
+        await self._run(work)
+
+    async def decisions(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[Decision]:
+        require_limit(limit)
+        sql = self._sql.decisions(session_id is not None, intent_id is not None)
+        args: list[object] = [value for value in (session_id, intent_id) if value is not None]
+        args.append(limit)
+
+        async def work(conn: _Connection) -> list[Any]:
+            return await conn.fetch(sql, *args)
+
+        return [_decision(row) for row in await self._run(work)]
+
+
+class _Statements:
+    """Every statement the journal runs, with its schema name quoted in."""
+
+    def __init__(self, schema: str) -> None:
+        s = self.schema = schema
+        intent_columns = "intent_id, session_id, backend, state, owner, updated_at, record"
+        self.select_intents = f"SELECT {intent_columns} FROM {s}.intents"
+        self.inspect = (
+            "SELECT EXISTS (SELECT 1 FROM pg_catalog.pg_namespace WHERE nspname = $1),"
+            " to_regclass($3::text) IS NOT NULL,"
+            " ARRAY(SELECT c.relname::text FROM pg_catalog.pg_class c"
+            " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
+            " WHERE n.nspname = $1 AND c.relkind IN ('r', 'p') AND c.relname = ANY($2::text[]))"
+        )
+        self.max_version = f"SELECT max(version) FROM {s}.schema_version"
+        self.add_version = (
+            f"INSERT INTO {s}.schema_version (version, name, applied_at) VALUES ($1, $2, now())"
+        )
+        # Takes the session's row lock (creating the row at zero) and returns its count: the
+        # upsert always locks the newest version of the row, whoever inserted it.
+        self.lock_session = (
+            f"INSERT INTO {s}.session_writes AS w (session_id, backend, writes)"
+            " VALUES ($1, $2, 0) ON CONFLICT (session_id, backend)"
+            " DO UPDATE SET writes = w.writes RETURNING w.writes"
+        )
+        self.writes = (
+            f"SELECT writes FROM {s}.session_writes WHERE session_id = $1 AND backend = $2"
+        )
+        self.count_write = (
+            f"INSERT INTO {s}.session_writes AS w (session_id, backend, writes)"
+            " VALUES ($1, $2, 1) ON CONFLICT (session_id, backend)"
+            " DO UPDATE SET writes = w.writes + 1 RETURNING w.writes"
+        )
+        settled_check = (
+            f"SELECT EXISTS (SELECT 1 FROM {s}.decisions"
+            f" WHERE intent_id = $1 AND action IN {_SETTLING}) AS settled"
+        )
+
+        def insert_intent(write_seq: str) -> str:
+            return (
+                f"INSERT INTO {s}.intents (intent_id, session_id, backend, state, owner,"
+                " created_at, updated_at, record, write_seq)"
+                " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::float8,"
+                f" $7::float8, $8::bytea, {write_seq}"
+            )
+
+        count_added = (
+            f"UPDATE {s}.session_writes SET writes = writes + 1"
+            " WHERE session_id = $2 AND backend = $3 AND EXISTS (SELECT 1 FROM added)"
+        )
+        # Run after lock_session: the snapshot is fresh, so the settled check and the prior
+        # copy are what the last holder of the lock left.
+        self.record = (
+            f"WITH done AS ({settled_check}),"
+            f" prior AS (SELECT record FROM {s}.intents WHERE intent_id = $1),"
+            f" added AS ({insert_intent('0')}"
+            " WHERE NOT (SELECT settled FROM done) AND NOT EXISTS (SELECT 1 FROM prior)"
+            " ON CONFLICT (intent_id) DO NOTHING RETURNING intent_id),"
+            f" counted AS ({count_added})"
+            " SELECT (SELECT settled FROM done) AS settled,"
+            " EXISTS (SELECT 1 FROM added) AS added,"
+            " (SELECT record FROM prior) AS prior"
+        )
+        # Inserts only when the session and backend have no unresolved intent; otherwise
+        # returns them (oldest first), with one row of flags even when there are none.
+        self.open_intent = (
+            f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
+            " WHERE session_id = $2 AND backend = $3),"
+            f" done AS ({settled_check}),"
+            f" added AS ({insert_intent('$9::bigint')}"
+            " WHERE NOT EXISTS (SELECT 1 FROM blocking) AND NOT (SELECT settled FROM done)"
+            " ON CONFLICT (intent_id) DO NOTHING RETURNING intent_id),"
+            f" counted AS ({count_added})"
+            " SELECT f.added, f.settled, b.intent_id, b.session_id, b.backend, b.state, b.owner,"
+            " b.updated_at, b.record"
+            " FROM (SELECT EXISTS (SELECT 1 FROM added) AS added,"
+            " (SELECT settled FROM done) AS settled) AS f"
+            " LEFT JOIN blocking AS b ON true ORDER BY b.created_at, b.intent_id"
+        )
+        self.intent_record = f"SELECT record FROM {s}.intents WHERE intent_id = $1"
+        self.discard = f"DELETE FROM {s}.intents WHERE intent_id = $1"
+        self.get = f"{self.select_intents} WHERE intent_id = $1"
+        self.is_settled = (
+            f"SELECT 1 FROM {s}.decisions WHERE intent_id = $1 AND action IN {_SETTLING} LIMIT 1"
+        )
+        decision_columns = (
+            "intent_id, session_id, backend, outcome, reason, action, decided_at, record"
+        )
+        self.note = (
+            f"INSERT INTO {s}.decisions ({decision_columns})"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+        )
+        # The claim is read with FOR UPDATE: a transition racing this settlement is either
+        # seen (the newest owner is compared) or waits and then finds the intent gone.
+        self.settle = (
+            f"WITH done AS ({settled_check}),"
+            f" claim AS (SELECT state, owner FROM {s}.intents WHERE intent_id = $1 FOR UPDATE),"
+            " verdict AS (SELECT NOT (SELECT settled FROM done) AND ($9::text IS NULL"
+            " OR NOT EXISTS (SELECT 1 FROM claim)"
+            " OR EXISTS (SELECT 1 FROM claim WHERE state = 'reconciling' AND owner = $9::text))"
+            " AS allowed),"
+            f" gone AS (DELETE FROM {s}.intents"
+            " WHERE intent_id = $1 AND (SELECT allowed FROM verdict)),"
+            f" counted AS (UPDATE {s}.session_writes SET writes = writes + 1"
+            " WHERE session_id = $2 AND backend = $3 AND (SELECT allowed FROM verdict)),"
+            f" stored AS (INSERT INTO {s}.decisions ({decision_columns})"
+            " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::float8,"
+            " $8::bytea WHERE (SELECT allowed FROM verdict))"
+            " SELECT (SELECT settled FROM done) AS settled,"
+            " (SELECT allowed FROM verdict) AS allowed"
+        )
+
+    def transition(self, by_state: bool, by_owner: bool) -> str:
+        sql = (
+            f"UPDATE {self.schema}.intents SET state = $1, owner = $2, updated_at = $3"
+            " WHERE intent_id = $4"
+        )
+        number = 5
+        if by_state:
+            sql += f" AND state = ${number}"
+            number += 1
+        if by_owner:
+            sql += f" AND owner = ${number}"
+        return sql + " RETURNING 1"
+
+    def pending(self, by_session: bool, by_backend: bool) -> str:
+        conditions: list[str] = []
+        if by_session:
+            conditions.append(f"session_id = ${len(conditions) + 1}")
+        if by_backend:
+            conditions.append(f"backend = ${len(conditions) + 1}")
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        return f"{self.select_intents}{where} ORDER BY created_at, intent_id"
+
+    def decisions(self, by_session: bool, by_intent: bool) -> str:
+        conditions: list[str] = []
+        if by_session:
+            conditions.append(f"session_id = ${len(conditions) + 1}")
+        if by_intent:
+            conditions.append(f"intent_id = ${len(conditions) + 1}")
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        return (
+            f"SELECT intent_id, session_id, record FROM {self.schema}.decisions{where}"
+            f" ORDER BY seq DESC LIMIT ${len(conditions) + 1}"
+        )
+
+
+# -- helpers -----------------------------------------------------------------------------
+
+
+def _load_driver() -> Any:
+    try:
+        # Imported by name: asyncpg is optional and ships no type information.
+        return importlib.import_module("asyncpg")
+    except ImportError as exc:
+        raise ConfigurationError(
+            f"the PostgreSQL journal needs the asyncpg driver: {_INSTALL_HINT}"
+        ) from exc
+
+
+def _migration_sql(name: str) -> str:
+    try:
+        folder = resources.files("agents_reconcile.journal").joinpath("postgres_schema")
+        return folder.joinpath(f"{name}.sql").read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigurationError(
+            f"this installation of agents-reconcile lacks its migration step {name}.sql; "
+            "reinstall it"
+        ) from exc
+
+
+def _quote(identifier: str) -> str:
+    return '"' + identifier.replace('"', '""') + '"'
+
+
+def _advisory_key(text: str) -> int:
+    """A stable signed 64-bit key for ``pg_advisory_xact_lock``."""
+    digest = hashlib.blake2b(text.encode(), digest_size=8).digest()
+    return int.from_bytes(digest, "big", signed=True)
+
+
+def _redacted(url: str) -> tuple[str, list[str]]:
+    """The URL without password or parameters, and the secrets to scrub from messages."""
+    parts = urlsplit(url)
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    user, _, password = userinfo.partition(":")
+    secrets = [password, unquote(password)] if password else []
+    for value in parse_qs(parts.query).get("password", []):
+        secrets.append(value)
+    netloc = f"{user}@{hosts}" if at and user else hosts
+    display = urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    # Longest first, so a secret that contains another is scrubbed whole.
+    return display, sorted({s for s in secrets if s}, key=len, reverse=True)
+
+
+def _intent_args(intent: PendingWrite, state: IntentState, owner: Owner) -> tuple[object, ...]:
+    return (
+        intent.intent_id,
+        intent.session_id,
+        str(intent.backend),
+        state.value,
+        str(owner),
+        intent.created_at,
+        time.time(),
+        intent.encode(),
+    )
+
+
+def _decision_args(decision: Decision) -> tuple[object, ...]:
+    return (
+        decision.intent_id,
+        decision.session_id,
+        str(decision.backend),
+        decision.outcome.value,
+        decision.reason.value,
+        decision.action.value,
+        decision.decided_at,
+        decision.encode(),
+    )
+
+
+def _already_settled(intent_id: str) -> IntentConflict:
+    return IntentConflict(f"intent {intent_id} was already settled", intent_id=intent_id)
+
+
+def _compare(intent: PendingWrite, prior: object) -> None:
+    """The id is taken: a no-op when ``prior`` holds the same content, else a conflict."""
+    if prior is not None:
+        existing = _decoded(intent.intent_id, PendingWrite.decode, prior)
+        if existing.same_content(intent):
+            return
+    raise IntentConflict(
+        f"intent {intent.intent_id} is recorded with other content", intent_id=intent.intent_id
+    )
+
+
+def _count(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise JournalCorrupt(f"a session's write count is {value!r}, not a count")
+    return value
+
+
+def _entry(row: Sequence[Any]) -> JournalEntry:
+    intent_id, session_id, backend, state, owner, updated_at, record = tuple(row)
+    texts = (intent_id, session_id, backend, state, owner)
+    if not all(isinstance(value, str) for value in texts) or not isinstance(updated_at, float):
+        raise JournalCorrupt(f"intent {intent_id!r}: the journal row has unexpected types")
+    intent = _decoded(intent_id, PendingWrite.decode, record)
+    # Queries select by these columns: a row edited to move its intent to another session or
+    # backend (to hide it, or to show it elsewhere) must not pass as that session's record.
+    if (intent.intent_id, intent.session_id, str(intent.backend)) != (
+        intent_id,
+        session_id,
+        backend,
+    ):
+        raise RecordTampered(
+            f"intent {intent_id}: the journal row and its record name different intents, "
+            "sessions or backends"
+        )
+    try:
+        return JournalEntry(intent, IntentState(state), Owner.parse(owner), updated_at)
+    except (TypeError, ValueError) as exc:
+        raise JournalCorrupt(f"intent {intent_id}: unreadable state or owner ({exc})") from exc
+
+
+def _decision(row: Sequence[Any]) -> Decision:
+    intent_id, session_id, record = tuple(row)
+    decision = _decoded(intent_id, Decision.decode, record)
+    if (decision.intent_id, decision.session_id) != (intent_id, session_id):
+        raise RecordTampered(
+            f"decision on intent {intent_id}: the journal row and its record disagree"
+        )
+    return decision
+
+
+def _decoded(intent_id: object, decode: Callable[[bytes], _T], record: object) -> _T:
+    if not isinstance(record, bytes):
+        raise RecordMalformed(f"intent {intent_id}: the stored record is not bytes")
+    try:
+        return decode(record)
+    except RecordError as exc:
+        if str(intent_id) in str(exc):
+            raise
+        # A record too damaged to parse cannot name itself: name its row.
+        raise type(exc)(f"intent {intent_id}: {exc}") from exc

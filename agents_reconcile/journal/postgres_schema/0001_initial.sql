@@ -1,0 +1,53 @@
+-- agents-reconcile PostgreSQL journal, schema version 1: the initial tables and indexes.
+--
+-- The migration runner executes this file inside its transaction, with search_path set to
+-- the journal's own schema, so names here are unqualified. It records the version itself.
+
+-- Unresolved intents only: a row goes when its write is acknowledged or settled, so the
+-- table stays small and its rows are updated in place (fillfactor leaves room for that).
+CREATE TABLE intents (
+    intent_id  text PRIMARY KEY,
+    session_id text NOT NULL,
+    backend    text NOT NULL,
+    state      text NOT NULL,
+    owner      text NOT NULL,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL,
+    -- The session's write count when this intent was opened (0 when recorded otherwise).
+    write_seq  bigint NOT NULL DEFAULT 0,
+    -- PendingWrite.encode(): the record with its own digest, kept byte for byte.
+    record     bytea NOT NULL
+) WITH (fillfactor = 70);
+
+CREATE INDEX intents_by_session ON intents (session_id, backend, created_at);
+
+-- Every decision, settling or not; newest first is ORDER BY seq DESC.
+CREATE TABLE decisions (
+    seq        bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    intent_id  text NOT NULL,
+    session_id text NOT NULL,
+    backend    text NOT NULL,
+    outcome    text NOT NULL,
+    reason     text NOT NULL,
+    action     text NOT NULL,
+    decided_at double precision NOT NULL,
+    -- Decision.encode(), with its digest.
+    record     bytea NOT NULL
+);
+
+CREATE INDEX decisions_by_intent ON decisions (intent_id, seq);
+CREATE INDEX decisions_by_session ON decisions (session_id, seq);
+
+-- An intent is settled at most once, whichever worker tries: a second settlement fails on
+-- this index even if it raced past every other check.
+CREATE UNIQUE INDEX decisions_settle_once ON decisions (intent_id)
+    WHERE action IN ('settled', 'replayed', 'dropped');
+
+-- Writes counted per session and backend. Its row is also the session's lock: operations
+-- that must see the session whole (opening, recording, settling an intent) take it first.
+CREATE TABLE session_writes (
+    session_id text NOT NULL,
+    backend    text NOT NULL,
+    writes     bigint NOT NULL CHECK (writes >= 0),
+    PRIMARY KEY (session_id, backend)
+) WITH (fillfactor = 70);

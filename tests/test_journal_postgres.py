@@ -1,0 +1,557 @@
+"""Behaviour specific to the PostgreSQL journal: an unreachable server, tampered rows, workers
+racing on one session, the versioned schema and its migrations, and connections killed by
+the server."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import socket
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import orjson
+import pytest
+
+from agents_reconcile.errors import (
+    ConfigurationError,
+    IntentConflict,
+    JournalCorrupt,
+    JournalUnavailable,
+    RecordError,
+    RecordMalformed,
+    RecordTampered,
+    UnsupportedRecordVersion,
+)
+from agents_reconcile.journal import IntentJournal, IntentState, Opened, open_journal
+from agents_reconcile.ownership import current_owner
+
+from .journal_support import BACKEND, make_decision, make_intent
+from .servers import postgres_url
+
+asyncpg = pytest.importorskip("asyncpg")
+
+from agents_reconcile.journal.postgres import (  # noqa: E402 (after the driver check)
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    PostgresJournal,
+)
+
+pytestmark = pytest.mark.postgres
+
+Factory = Callable[..., PostgresJournal]
+JOURNAL_TABLES = {"decisions", "intents", "schema_version", "session_writes"}
+
+
+def ids(entries: Sequence[Any]) -> list[str]:
+    """Intent ids of journal entries, in order."""
+    return [entry.intent.intent_id for entry in entries]
+
+
+def closed_port() -> int:
+    """A loopback TCP port nothing listens on (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+    return port
+
+
+@pytest.fixture
+def schema() -> str:
+    """A schema name no other test uses."""
+    return f"t_{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture
+async def admin() -> AsyncIterator[Any]:
+    """A plain asyncpg connection to the test server, for looking behind the journal's back."""
+    conn = await asyncpg.connect(postgres_url())
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def journals(schema: str, admin: Any) -> AsyncIterator[Factory]:
+    """Makes journals (on the test schema unless told otherwise); closes them and drops their
+    schemas afterwards."""
+    made: list[PostgresJournal] = []
+    url = postgres_url()
+
+    def make(**options: Any) -> PostgresJournal:
+        options.setdefault("schema", schema)
+        journal = PostgresJournal.from_url(url, **options)
+        made.append(journal)
+        return journal
+
+    yield make
+    for journal in made:
+        await journal.close()
+    for name in {schema} | {journal.schema for journal in made}:
+        await admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+async def schema_exists(admin: Any, name: str) -> bool:
+    return bool(
+        await admin.fetchval("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", name)
+    )
+
+
+async def versions(admin: Any, name: str) -> list[tuple[int, str]]:
+    rows = await admin.fetch(f'SELECT version, name FROM "{name}".schema_version ORDER BY version')
+    return [(row["version"], row["name"]) for row in rows]
+
+
+# -- reaching the server ----------------------------------------------------------------------
+
+
+async def test_unreachable_server_is_unavailable_quickly() -> None:
+    """A closed loopback port raises JournalUnavailable at once, every time, and neither the
+    error nor the journal's repr shows the URL's password."""
+    secret = "hunter2-not-shown"
+    journal = PostgresJournal.from_url(
+        f"postgresql://agent:{secret}@127.0.0.1:{closed_port()}/journal", schema="j"
+    )
+    assert secret not in repr(journal)
+    for _ in range(2):
+        start = time.monotonic()
+        with pytest.raises(JournalUnavailable) as caught:
+            await journal.record(
+                make_intent("i-1"), state=IntentState.FAILED, owner=current_owner()
+            )
+        assert time.monotonic() - start < 2.0
+        assert secret not in str(caught.value)
+        assert "127.0.0.1" in str(caught.value)
+    with pytest.raises(JournalUnavailable):
+        await journal.check()
+    await journal.close()
+
+
+async def test_silent_server_times_out_after_connect_timeout() -> None:
+    """A loopback listener that accepts and never answers makes the first operation raise
+    JournalUnavailable after about connect_timeout, not hang."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def accept(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    journal = PostgresJournal.from_url(
+        f"postgresql://agent@127.0.0.1:{port}/journal", schema="j", connect_timeout=0.3
+    )
+    try:
+        start = time.monotonic()
+        with pytest.raises(JournalUnavailable):
+            await journal.pending(None)
+        assert 0.2 <= time.monotonic() - start < 3.0
+    finally:
+        await journal.close()
+        for writer in held:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+
+
+def test_configuration_is_checked_before_connecting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bad schema names and URLs raise ConfigurationError; without asyncpg the error says how
+    to install it."""
+    for bad in ("", "1abc", "has space", 'quo"te', "semi;colon", "pg_reserved", "x" * 64):
+        with pytest.raises(ConfigurationError):
+            PostgresJournal.from_url("postgresql://127.0.0.1/db", schema=bad)
+    with pytest.raises(ConfigurationError):
+        PostgresJournal.from_url("mysql://127.0.0.1/db")
+    monkeypatch.setitem(sys.modules, "asyncpg", None)
+    with pytest.raises(ConfigurationError, match=r"agents-reconcile\[postgres\]"):
+        PostgresJournal.from_url("postgresql://127.0.0.1/db")
+
+
+async def test_open_journal_dispatches_postgres_urls() -> None:
+    """postgresql:// and postgres:// URLs open a PostgresJournal (nothing is connected yet)."""
+    for scheme in ("postgresql", "postgres"):
+        journal = open_journal(f"{scheme}://agent:pw@127.0.0.1:{closed_port()}/journal")
+        assert isinstance(journal, PostgresJournal)
+        assert isinstance(journal, IntentJournal)
+        assert "pw" not in repr(journal)
+        await journal.close()
+
+
+async def test_connection_killed_mid_operation(journals: Factory, admin: Any, schema: str) -> None:
+    """An open_intent whose server process is terminated while it waits raises
+    JournalUnavailable, records nothing, and the journal works again afterwards."""
+    journal = journals()
+    assert await journal.count_write("session-a", BACKEND) == 1
+    intent = make_intent("i-1")
+    # A second connection watches: inside a transaction pg_stat_activity keeps showing what
+    # it showed first, so the lock holder cannot be the one looking.
+    watcher = await asyncpg.connect(postgres_url())
+    try:
+        async with admin.transaction():
+            # Hold the session's lock so the operation is certainly running on the server.
+            await admin.execute(
+                f'SELECT 1 FROM "{schema}".session_writes WHERE session_id = $1 FOR UPDATE',
+                "session-a",
+            )
+            task = asyncio.create_task(
+                journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=current_owner())
+            )
+            victim = None
+            for _ in range(500):
+                victim = await watcher.fetchval(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND position($1 in query) > 0 AND pid <> $2",
+                    f'"{schema}"',
+                    admin.get_server_pid(),
+                )
+                if victim is not None or task.done():
+                    break
+                await asyncio.sleep(0.02)
+            assert victim is not None, "the operation never waited on the lock"
+            assert await watcher.fetchval("SELECT pg_terminate_backend($1)", victim)
+            with pytest.raises(JournalUnavailable):
+                await asyncio.wait_for(task, 10)
+    finally:
+        await watcher.close()
+
+    assert await journal.pending(None) == []
+    opened = await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=current_owner())
+    assert opened == Opened([], 1)
+    assert ids(await journal.pending("session-a")) == ["i-1"]
+
+
+async def test_idle_connections_killed_by_the_server_are_replaced(admin: Any, schema: str) -> None:
+    """After the server terminates every idle connection of the pool, the next operations
+    open new ones and succeed."""
+    name = f"ar-{schema}"
+    url = postgres_url()
+    url += f"{'&' if '?' in url else '?'}application_name={name}"
+    journal = PostgresJournal.from_url(url, schema=schema)
+    try:
+        await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+        pids = await admin.fetch(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+            name,
+        )
+        assert pids
+        for _ in range(250):
+            if not await admin.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", name
+            ):
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)
+        for _ in range(3):
+            assert ids(await journal.pending("session-a")) == ["i-1"]
+    finally:
+        await journal.drop()
+        await journal.close()
+
+
+async def test_close_then_reuse_and_share_between_journals(journals: Factory) -> None:
+    """Two journals on one schema see each other's writes; a closed journal reopens on its
+    next operation."""
+    first, second = journals(), journals()
+    await first.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    assert ids(await second.pending("session-a")) == ["i-1"]
+    await first.close()
+    await second.settle(make_decision(make_intent("i-1")))
+    assert await first.is_settled("i-1")
+    assert await first.pending(None) == []
+
+
+# -- records that cannot be trusted -----------------------------------------------------------
+
+
+def forged(intent_blob: bytes, edit: str) -> bytes:
+    """The stored record of make_intent("i-1"), edited as ``edit`` says."""
+    body = orjson.loads(intent_blob)
+    if edit == "stale_digest":
+        body["batch"] = [{"role": "user", "content": "transfer everything"}]
+        return orjson.dumps(body)
+    if edit == "recomputed_digest":
+        batch = ({"role": "user", "content": "transfer everything"},)
+        return dataclasses.replace(make_intent("i-1"), batch=batch).encode()
+    if edit == "future_version":
+        body["v"] = 99
+        return orjson.dumps(body)
+    return b"\x00 not a record"
+
+
+@pytest.mark.parametrize(
+    ("edit", "error"),
+    [
+        ("stale_digest", RecordTampered),
+        ("recomputed_digest", RecordTampered),
+        ("future_version", UnsupportedRecordVersion),
+        ("garbage", RecordMalformed),
+    ],
+)
+async def test_tampered_intent_row_is_refused(
+    journals: Factory, admin: Any, schema: str, edit: str, error: type[RecordError]
+) -> None:
+    """An intent row edited behind the journal's back raises the record error SQLite's
+    journal raises, from pending(), get(), and a record() that has to compare with it."""
+    journal = journals()
+    intent = make_intent("i-1")
+    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    blob = await admin.fetchval(f'SELECT record FROM "{schema}".intents')
+    await admin.execute(f'UPDATE "{schema}".intents SET record = $1', forged(blob, edit))
+
+    with pytest.raises(error):
+        await journal.pending("session-a")
+    with pytest.raises(error):
+        await journal.get("i-1")
+    with pytest.raises(error):
+        await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+
+
+async def test_rows_moved_or_reshaped_are_refused(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """A row moved to another session, a decision row whose record names another intent, and
+    an unreadable state are refused with typed errors."""
+    journal = journals()
+    intent, other = make_intent("i-1"), make_intent("i-2", text="other")
+    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    await journal.record(other, state=IntentState.FAILED, owner=current_owner())
+    await journal.settle(make_decision(other))
+
+    await admin.execute(f"""UPDATE "{schema}".intents SET session_id = 'someone-else'""")
+    with pytest.raises(RecordTampered):
+        await journal.pending(None)
+    await admin.execute(f"""UPDATE "{schema}".intents SET session_id = 'session-a'""")
+    await admin.execute(f"""UPDATE "{schema}".intents SET state = 'levitating'""")
+    with pytest.raises(JournalCorrupt):
+        await journal.get("i-1")
+
+    await admin.execute(f"""UPDATE "{schema}".decisions SET intent_id = 'i-1'""")
+    with pytest.raises(RecordTampered):
+        await journal.decisions()
+
+
+# -- workers racing ---------------------------------------------------------------------------
+
+
+async def test_racing_open_intent_records_exactly_one(journals: Factory) -> None:
+    """Four open_intent calls on one session, from two journals (two pools, like two
+    workers), race forty times: each time exactly one records, and the others are blocked by
+    it and see the count it left."""
+    first, second = journals(), journals()
+    await first.migrate()
+    owner = current_owner()
+    rounds = 40
+    for round_ in range(rounds):
+        contenders = [
+            make_intent(f"r{round_}-{n}", created_at=1_000.0 + n, text=f"{round_}/{n}")
+            for n in range(4)
+        ]
+        results = await asyncio.gather(
+            *(
+                (first if n % 2 else second).open_intent(
+                    intent, state=IntentState.IN_FLIGHT, owner=owner
+                )
+                for n, intent in enumerate(contenders)
+            )
+        )
+        winners = [c for c, opened in zip(contenders, results, strict=True) if not opened.blocking]
+        assert len(winners) == 1, f"round {round_}: {len(winners)} recorded"
+        winner = winners[0].intent_id
+        for opened in results:
+            if opened.blocking:
+                assert ids(opened.blocking) == [winner]
+                assert opened.writes == round_ + 1
+            else:
+                assert opened.writes == round_
+        assert ids(await second.pending("session-a")) == [winner]
+        await first.discard(winner)
+    assert await second.writes("session-a", BACKEND) == rounds
+
+
+async def test_racing_settlements_settle_once(journals: Factory) -> None:
+    """Two journals settling one intent at once: one succeeds, the other gets IntentConflict,
+    and one decision is stored."""
+    first, second = journals(), journals()
+    owner = current_owner()
+    for round_ in range(15):
+        intent = make_intent(f"s{round_}", text=str(round_))
+        await first.record(intent, state=IntentState.RECONCILING, owner=owner)
+        decision = make_decision(intent)
+        results = await asyncio.gather(
+            first.settle(decision, owner=owner),
+            second.settle(decision, owner=owner),
+            return_exceptions=True,
+        )
+        assert sorted(type(r).__name__ for r in results) == ["IntentConflict", "NoneType"]
+        assert await second.decisions(intent_id=intent.intent_id) == [decision]
+    assert await first.pending(None) == []
+    assert await first.writes("session-a", BACKEND) == 30
+
+
+async def test_settle_after_the_claim_moved_is_refused(journals: Factory) -> None:
+    """A settlement fenced by an owner fails once another worker has claimed the intent."""
+    first, second = journals(), journals()
+    me = current_owner()
+    intent = make_intent("i-1")
+    await first.record(intent, state=IntentState.RECONCILING, owner=me)
+    thief = dataclasses.replace(me, pid=me.pid + 1)
+    assert await second.transition(
+        "i-1", state=IntentState.RECONCILING, owner=thief, expect_owner=me
+    )
+    with pytest.raises(IntentConflict):
+        await first.settle(make_decision(intent), owner=me)
+    assert ids(await first.pending(None)) == ["i-1"]
+
+
+# -- the versioned schema ---------------------------------------------------------------------
+
+
+async def test_first_use_migrates_and_check_creates_nothing(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """check() reports a missing schema and creates nothing; the first operation creates the
+    schema at SCHEMA_VERSION; then check() is satisfied and migrate() has nothing to do."""
+    journal = journals()
+    problem = await journal.check()
+    assert problem is not None
+    assert "does not exist" in problem and "agents-reconcile migrate" in problem
+    assert not await schema_exists(admin, schema)
+
+    assert await journal.pending(None) == []
+
+    assert await versions(admin, schema) == [(1, "0001_initial")]
+    assert SCHEMA_VERSION == len(MIGRATIONS) == 1
+    tables = await admin.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
+    assert {row["tablename"] for row in tables} == JOURNAL_TABLES
+    assert await journal.check() is None
+    assert await journal.schema_version() == SCHEMA_VERSION
+    assert await journal.migrate() == []
+    assert await versions(admin, schema) == [(1, "0001_initial")]
+
+
+async def test_check_on_an_old_schema_writes_nothing(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """check() on a schema whose version table is empty says what is missing and leaves the
+    schema as it was."""
+    await admin.execute(
+        f'CREATE SCHEMA "{schema}"; CREATE TABLE "{schema}".schema_version'
+        " (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)"
+    )
+    problem = await journals(migrate=False).check()
+    assert problem is not None and "0001_initial" in problem and "older" in problem
+    tables = await admin.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
+    assert [row["tablename"] for row in tables] == ["schema_version"]
+    assert await versions(admin, schema) == []
+
+
+async def test_migrate_false_refuses_a_missing_or_old_schema(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """With migrate=False, operations on a missing schema, then on one with no step applied,
+    raise JournalCorrupt saying to run the migrate command, and create nothing; migrate()
+    then brings the schema up to date and the journal works."""
+    journal = journals(migrate=False)
+    with pytest.raises(JournalCorrupt, match="agents-reconcile migrate"):
+        await journal.pending(None)
+    with pytest.raises(JournalCorrupt, match="agents-reconcile migrate"):
+        await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    assert not await schema_exists(admin, schema)
+
+    await admin.execute(
+        f'CREATE SCHEMA "{schema}"; CREATE TABLE "{schema}".schema_version'
+        " (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)"
+    )
+    with pytest.raises(JournalCorrupt, match="agents-reconcile migrate"):
+        await journal.pending(None)
+    assert await versions(admin, schema) == []
+
+    assert await journal.migrate() == ["0001_initial"]
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    assert ids(await journal.pending(None)) == ["i-1"]
+
+
+async def test_migrated_schema_is_used_with_migrate_false(journals: Factory) -> None:
+    """A journal with migrate=False works on a schema another journal migrated."""
+    await journals().migrate()
+    reader = journals(migrate=False)
+    assert await reader.check() is None
+    await reader.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    assert ids(await reader.pending(None)) == ["i-1"]
+
+
+async def test_newer_schema_version_is_refused(journals: Factory, admin: Any, schema: str) -> None:
+    """A schema stamped with a newer version is refused (JournalCorrupt naming the version)
+    by operations, by migrate() and by a migrate=False journal; check() says so; nothing is
+    changed."""
+    creator = journals()
+    await creator.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    future = SCHEMA_VERSION + 41
+    await admin.execute(
+        f'INSERT INTO "{schema}".schema_version (version, name) VALUES ($1, $2)',
+        future,
+        "from_the_future",
+    )
+
+    for journal in (journals(), journals(migrate=False)):
+        with pytest.raises(JournalCorrupt, match=rf"\b{future}\b"):
+            await journal.pending(None)
+        with pytest.raises(JournalCorrupt, match=rf"\b{future}\b"):
+            await journal.record(
+                make_intent("i-2"), state=IntentState.FAILED, owner=current_owner()
+            )
+        with pytest.raises(JournalCorrupt, match=rf"\b{future}\b"):
+            await journal.migrate()
+        problem = await journal.check()
+        assert problem is not None and str(future) in problem and "newer" in problem
+
+    assert [v for v, _ in await versions(admin, schema)] == [1, future]
+    rows = await admin.fetch(f'SELECT intent_id FROM "{schema}".intents')
+    assert [row["intent_id"] for row in rows] == ["i-1"]
+
+
+async def test_workers_starting_together_migrate_once(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """Journals migrating one schema at the same moment apply each step once: one returns it,
+    the others nothing; on another schema, journals whose first operations race all work."""
+    results = await asyncio.gather(*(journals().migrate() for _ in range(4)))
+    assert sorted(results) == [[], [], [], ["0001_initial"]]
+    assert await versions(admin, schema) == [(1, "0001_initial")]
+
+    other = f"{schema}_b"
+    racing = [journals(schema=other) for _ in range(4)]
+    await asyncio.gather(*(journal.pending(None) for journal in racing))
+    assert await versions(admin, other) == [(1, "0001_initial")]
+
+
+async def test_drop_removes_the_schema(journals: Factory, admin: Any, schema: str) -> None:
+    """drop() removes the schema; the next operation creates it afresh and empty."""
+    journal = journals()
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    await journal.drop()
+    assert not await schema_exists(admin, schema)
+    assert await journal.pending(None) == []
+    assert await versions(admin, schema) == [(1, "0001_initial")]
+
+
+def test_journal_reopens_on_a_new_event_loop(schema: str) -> None:
+    """A journal closed at the end of one event loop opens a new pool on the next."""
+    journal = PostgresJournal.from_url(postgres_url(), schema=schema)
+
+    async def first() -> None:
+        await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+        await journal.close()
+
+    async def second() -> list[str]:
+        try:
+            return ids(await journal.pending(None))
+        finally:
+            await journal.drop()
+            await journal.close()
+
+    asyncio.run(first())
+    assert asyncio.run(second()) == ["i-1"]
