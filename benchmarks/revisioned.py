@@ -132,7 +132,18 @@ def engines(workdir: Path) -> tuple[list[Engine], list[str]]:
                 sessions_table=f"{namespace}_sessions",
                 messages_table=f"{namespace}_messages",
             )
-            pg_cleanup.append(session._engine.dispose)
+
+            async def drop_tables() -> None:
+                from sqlalchemy import text
+
+                async with session._engine.begin() as connection:
+                    for table in ("messages", "sessions"):
+                        await connection.execute(
+                            text(f'DROP TABLE IF EXISTS "{namespace}_{table}"')
+                        )
+                await session._engine.dispose()
+
+            pg_cleanup.append(drop_tables)
             return session
 
         async def pg_ours(sid: str) -> Any:
@@ -175,6 +186,7 @@ async def append_costs(found: list[Engine], settings: Settings) -> bool:
         share = statistics.median(ours_wrapped.samples) / statistics.median(sdk.samples)
         if engine.name != "sqlite":
             met = met and share <= SERVER_AIM
+        await sdk.session.clear_session()
         closer = getattr(sdk.session, "close", None)
         if closer is not None:
             result = closer()
