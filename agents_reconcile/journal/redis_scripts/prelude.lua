@@ -1,0 +1,109 @@
+-- Loaded in front of every script of the Redis journal.
+--
+-- KEYS[1..7] are the journal's global keys. A session then passes eight keys of its own, all
+-- sharing the session's hash tag: KEYS[8..15], and for settle() the deciding session's at
+-- KEYS[16..23]. Scripts touch only the keys they are given.
+
+local GLOBAL = {
+  schema = KEYS[1],
+  index = KEYS[2],
+  settled = KEYS[3],
+  seq = KEYS[4],
+  log = KEYS[5],
+  decided = KEYS[6],
+  decision = KEYS[7],
+}
+
+local function session_keys(first)
+  return {
+    open = KEYS[first],
+    record = KEYS[first + 1],
+    backend = KEYS[first + 2],
+    state = KEYS[first + 3],
+    owner = KEYS[first + 4],
+    updated = KEYS[first + 5],
+    writes = KEYS[first + 6],
+    decisions = KEYS[first + 7],
+  }
+end
+
+-- Writes go only to a journal laid out by this schema version. An empty journal gets the
+-- version with its first write, so data never exists without one.
+local function schema_refusal(version)
+  local stored = redis.call('GET', GLOBAL.schema)
+  if not stored then
+    redis.call('SET', GLOBAL.schema, version)
+    return nil
+  end
+  if stored ~= version then
+    return redis.error_reply('AGENTS_RECONCILE_SCHEMA ' .. stored)
+  end
+  return nil
+end
+
+-- A missing field reads as an empty string: a nil would cut the reply short.
+local function field(key, id)
+  return redis.call('HGET', key, id) or ''
+end
+
+local function intent_row(s, id)
+  return {
+    id,
+    field(s.backend, id),
+    field(s.state, id),
+    field(s.owner, id),
+    field(s.updated, id),
+    field(s.record, id),
+  }
+end
+
+local function remove_intent(s, id)
+  redis.call('ZREM', s.open, id)
+  redis.call('HDEL', s.record, id)
+  redis.call('HDEL', s.backend, id)
+  redis.call('HDEL', s.state, id)
+  redis.call('HDEL', s.owner, id)
+  redis.call('HDEL', s.updated, id)
+  redis.call('HDEL', GLOBAL.index, id)
+end
+
+-- ARGV (record and open_intent): version, intent id, session id, backend, state, owner,
+-- created_at, updated_at, record. Stores the intent unless its id is settled or taken, and
+-- counts it as a write of its session.
+local function record_intent(s)
+  local id, session, backend = ARGV[2], ARGV[3], ARGV[4]
+  if redis.call('SISMEMBER', GLOBAL.settled, id) == 1 then
+    return {'settled'}
+  end
+  local holder = redis.call('HGET', GLOBAL.index, id)
+  if holder then
+    if holder == session then
+      return {'exists', field(s.record, id)}
+    end
+    return {'taken'}
+  end
+  redis.call('ZADD', s.open, ARGV[7], id)
+  redis.call('HSET', s.record, id, ARGV[9])
+  redis.call('HSET', s.backend, id, backend)
+  redis.call('HSET', s.state, id, ARGV[5])
+  redis.call('HSET', s.owner, id, ARGV[6])
+  redis.call('HSET', s.updated, id, ARGV[8])
+  redis.call('HSET', GLOBAL.index, id, session)
+  redis.call('HINCRBY', s.writes, backend, 1)
+  return {'recorded'}
+end
+
+-- Appends a decision to the log, to its session's list and to its intent's list.
+local function store_decision(s, id, record)
+  local seq = redis.call('INCR', GLOBAL.seq)
+  redis.call('HSET', GLOBAL.decision, seq, record)
+  redis.call('RPUSH', GLOBAL.log, seq)
+  redis.call('RPUSH', s.decisions, seq)
+  local earlier = redis.call('HGET', GLOBAL.decided, id)
+  if earlier then
+    redis.call('HSET', GLOBAL.decided, id, earlier .. ' ' .. seq)
+  else
+    redis.call('HSET', GLOBAL.decided, id, seq)
+  end
+  return seq
+end

@@ -1,0 +1,35 @@
+-- settle(): close an intent and store the decision that closed it, counting a write of the
+-- decision's session. KEYS[8..15] belong to the session holding the intent (the deciding
+-- session's when none does), KEYS[16..23] to the deciding session.
+-- ARGV: version, intent id, '1' when a session is expected to hold the intent, that session,
+-- '1' when fenced by an owner, that owner, the reconciling state, backend, decision record.
+-- Replies {'done'}, {'settled'} (settled before), {'unclaimed'} (the owner lost the claim)
+-- or {'moved'} (the intent's holder is not the one expected).
+local refusal = schema_refusal(ARGV[1])
+if refusal then
+  return refusal
+end
+local id = ARGV[2]
+if redis.call('SISMEMBER', GLOBAL.settled, id) == 1 then
+  return {'settled'}
+end
+local holder = redis.call('HGET', GLOBAL.index, id)
+if ARGV[3] == '1' then
+  if holder ~= ARGV[4] then
+    return {'moved'}
+  end
+elseif holder then
+  return {'moved'}
+end
+if holder then
+  local s = session_keys(8)
+  if ARGV[5] == '1' and (field(s.state, id) ~= ARGV[7] or field(s.owner, id) ~= ARGV[6]) then
+    return {'unclaimed'}
+  end
+  remove_intent(s, id)
+end
+local d = session_keys(16)
+redis.call('SADD', GLOBAL.settled, id)
+redis.call('HINCRBY', d.writes, ARGV[8], 1)
+store_decision(d, id, ARGV[9])
+return {'done'}

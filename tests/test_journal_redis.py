@@ -1,0 +1,409 @@
+"""Behaviour specific to the Redis journal: an unreachable server, records edited on the
+server, several workers at once, the schema version, scripts and key ownership."""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import socket
+import time
+import uuid
+import warnings
+from collections.abc import AsyncIterator, Iterator
+from typing import Any
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+from blake3 import blake3
+
+from agents_reconcile.errors import (
+    ConfigurationError,
+    IntentConflict,
+    JournalCorrupt,
+    JournalUnavailable,
+    RecordTampered,
+    UnsupportedRecordVersion,
+)
+from agents_reconcile.journal import IntentState
+from agents_reconcile.journal.redis import SCHEMA_VERSION, RedisJournal
+from agents_reconcile.ownership import current_owner
+from agents_reconcile.records import Action
+
+from .journal_support import BACKEND, STRANGER, make_decision, make_intent
+from .servers import redis_url
+
+pytestmark = pytest.mark.redis
+
+
+def session_key(prefix: str, session_id: str, name: str) -> str:
+    """A session's key as the journal lays it out (hash tag = blake3 of the session id)."""
+    return f"{prefix}:{{{blake3(session_id.encode()).hexdigest()[:32]}}}:{name}"
+
+
+@pytest.fixture
+def url() -> str:
+    return redis_url()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"test-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+async def raw(url: str) -> AsyncIterator[aioredis.Redis]:
+    """A plain client on the test server, for looking behind the journal's back."""
+    client = aioredis.Redis.from_url(url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def journals(url: str, prefix: str) -> AsyncIterator[list[RedisJournal]]:
+    """Journals on one prefix, each with its own connections, like workers; all dropped and
+    closed afterwards."""
+    made: list[RedisJournal] = []
+    yield made
+    if made:
+        await made[0].drop()
+    for journal in made:
+        await journal.close()
+
+
+@pytest.fixture
+def worker(journals: list[RedisJournal], url: str, prefix: str) -> Iterator[Any]:
+    """Makes another journal object (another connection pool) on the shared prefix."""
+
+    def make(**options: Any) -> RedisJournal:
+        journal = RedisJournal.from_url(url, prefix=options.pop("prefix", prefix), **options)
+        journals.append(journal)
+        return journal
+
+    yield make
+
+
+def closed_port() -> int:
+    """A loopback port nothing listens on (bound, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+# -- an unreachable server -----------------------------------------------------------------
+
+
+async def test_unreachable_server_is_unavailable_quickly_and_keeps_the_password() -> None:
+    """Every kind of operation on a server nobody listens at raises JournalUnavailable within
+    the short timeouts, and neither the message nor the repr shows the URL's password."""
+    journal = RedisJournal.from_url(
+        f"redis://agent:hunter2-secret@127.0.0.1:{closed_port()}/0",
+        prefix="unreachable",
+        socket_connect_timeout=0.5,
+        socket_timeout=0.5,
+    )
+    assert "hunter2-secret" not in repr(journal)
+    intent = make_intent("i-1")
+    operations = [
+        lambda: journal.pending("session-a"),
+        lambda: journal.pending(None),
+        lambda: journal.record(intent, state=IntentState.IN_FLIGHT, owner=current_owner()),
+        lambda: journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=current_owner()),
+        lambda: journal.settle(make_decision(intent)),
+        lambda: journal.check(),
+        lambda: journal.drop(),
+    ]
+    for operation in operations:
+        started = time.monotonic()
+        with pytest.raises(JournalUnavailable) as caught:
+            await operation()
+        assert time.monotonic() - started < 3
+        assert "hunter2-secret" not in str(caught.value)
+    await journal.close()
+
+
+def test_bad_url_is_a_configuration_error_without_the_password() -> None:
+    """A URL the driver cannot parse raises ConfigurationError naming no password."""
+    with pytest.raises(ConfigurationError) as caught:
+        RedisJournal.from_url("redis://agent:hunter2-secret@127.0.0.1:6390/0?socket_timeout=x")
+    assert "hunter2-secret" not in str(caught.value)
+
+
+# -- records edited on the server ----------------------------------------------------------
+
+
+async def test_tampered_intent_record_is_refused(worker: Any, raw: aioredis.Redis) -> None:
+    """A stored intent whose batch was edited with a plain client raises RecordTampered from
+    get() and pending(), and the record of a future format version UnsupportedRecordVersion."""
+    journal: RedisJournal = worker()
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    key = session_key(journal.prefix, "session-a", "record")
+    stored = orjson.loads(await raw.hget(key, "i-1"))
+
+    edited = dict(stored, batch=[{"role": "user", "content": "something else"}])
+    await raw.hset(key, "i-1", orjson.dumps(edited))
+    with pytest.raises(RecordTampered):
+        await journal.get("i-1")
+    with pytest.raises(RecordTampered):
+        await journal.pending("session-a")
+
+    await raw.hset(key, "i-1", orjson.dumps(dict(stored, v=99)))
+    with pytest.raises(UnsupportedRecordVersion):
+        await journal.pending(None)
+
+
+async def test_record_filed_under_another_intent_is_refused(
+    worker: Any, raw: aioredis.Redis
+) -> None:
+    """A valid record copied over another intent's (the digest matches, the id does not)
+    raises RecordTampered instead of passing as that intent."""
+    journal: RedisJournal = worker()
+    owner = current_owner()
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=owner)
+    await journal.record(make_intent("i-2", text="other"), state=IntentState.FAILED, owner=owner)
+    key = session_key(journal.prefix, "session-a", "record")
+    await raw.hset(key, "i-2", await raw.hget(key, "i-1"))
+    with pytest.raises(RecordTampered):
+        await journal.get("i-2")
+
+
+async def test_tampered_decision_is_refused(worker: Any, raw: aioredis.Redis) -> None:
+    """A stored decision edited with a plain client raises RecordTampered from decisions()."""
+    journal: RedisJournal = worker()
+    intent = make_intent("i-1")
+    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    await journal.settle(make_decision(intent))
+    key = f"{journal.prefix}:decision"
+    [number] = await raw.hkeys(key)
+    stored = orjson.loads(await raw.hget(key, number))
+    await raw.hset(key, number, orjson.dumps(dict(stored, action="denied")))
+    with pytest.raises(RecordTampered):
+        await journal.decisions(intent_id="i-1")
+
+
+async def test_foreign_data_at_a_journal_key_is_corrupt(worker: Any, raw: aioredis.Redis) -> None:
+    """A journal key holding the wrong kind of value raises JournalCorrupt, not the driver's
+    error."""
+    journal: RedisJournal = worker()
+    await journal.migrate()
+    await raw.set(f"{journal.prefix}:index", "not a hash")
+    with pytest.raises(JournalCorrupt):
+        await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    with pytest.raises(JournalCorrupt):
+        await journal.get("i-1")
+
+
+# -- several workers ---------------------------------------------------------------------------
+
+
+async def test_racing_open_intent_records_exactly_one(worker: Any) -> None:
+    """Many open_intent calls for one session and backend from two journal objects (two
+    connection pools) at once: exactly one records; every other one is blocked by it."""
+    first, second = worker(), worker()
+    owner = current_owner()
+    intents = [make_intent(f"i-{n}", created_at=1000.0 + n) for n in range(24)]
+    opened = await asyncio.gather(
+        *(
+            (first if n % 2 else second).open_intent(
+                intent, state=IntentState.IN_FLIGHT, owner=owner
+            )
+            for n, intent in enumerate(intents)
+        )
+    )
+    winners = [
+        intent for intent, result in zip(intents, opened, strict=True) if not result.blocking
+    ]
+    assert len(winners) == 1
+    pending = await first.pending("session-a")
+    assert [entry.intent for entry in pending] == winners
+    for result in opened:
+        # The winner saw no write before its own; every loser saw the winner's.
+        if result.blocking:
+            assert [entry.intent for entry in result.blocking] == winners
+            assert result.writes == 1
+        else:
+            assert result.writes == 0
+    assert await second.writes("session-a", BACKEND) == 1
+
+
+async def test_a_worker_that_lost_the_claim_cannot_settle(worker: Any) -> None:
+    """When another worker takes over a claim, the first worker's fenced settle raises
+    IntentConflict and the new holder's succeeds."""
+    first, second = worker(), worker()
+    me = current_owner()
+    intent = make_intent("i-1")
+    await first.record(intent, state=IntentState.FAILED, owner=STRANGER)
+    assert await first.transition(
+        "i-1", state=IntentState.RECONCILING, owner=me, expect_state=IntentState.FAILED
+    )
+    assert await second.transition(
+        "i-1", state=IntentState.RECONCILING, owner=STRANGER, expect_owner=me
+    )
+    with pytest.raises(IntentConflict):
+        await first.settle(make_decision(intent), owner=me)
+    await second.settle(make_decision(intent, action=Action.REPLAYED), owner=STRANGER)
+    assert await first.is_settled("i-1")
+    with pytest.raises(IntentConflict):
+        await first.record(intent, state=IntentState.FAILED, owner=me)
+
+
+async def test_pending_none_finds_other_workers_sessions(worker: Any) -> None:
+    """pending(None) on one worker lists the intents other workers recorded in other sessions,
+    oldest first, and forgets them once they are discarded or settled."""
+    first, second = worker(), worker()
+    owner = current_owner()
+    await second.record(
+        make_intent("b", session_id="s-2", created_at=2.0), state=IntentState.FAILED, owner=owner
+    )
+    await second.record(
+        make_intent("c", session_id="s-3", created_at=3.0), state=IntentState.FAILED, owner=owner
+    )
+    await first.record(
+        make_intent("a", session_id="s-1", created_at=1.0), state=IntentState.FAILED, owner=owner
+    )
+    assert [e.intent.intent_id for e in await first.pending(None)] == ["a", "b", "c"]
+    assert [e.intent.intent_id for e in await first.pending(None, BACKEND)] == ["a", "b", "c"]
+
+    await first.discard("b")
+    await first.settle(make_decision(make_intent("c", session_id="s-3", created_at=3.0)))
+    assert [e.intent.intent_id for e in await second.pending(None)] == ["a"]
+    assert await second.get("b") is None
+
+
+async def test_same_id_in_another_session_conflicts(worker: Any) -> None:
+    """An id held by one session cannot be recorded or opened by another worker for another
+    session."""
+    first, second = worker(), worker()
+    await first.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    elsewhere = make_intent("i-1", session_id="session-b")
+    with pytest.raises(IntentConflict):
+        await second.record(elsewhere, state=IntentState.FAILED, owner=current_owner())
+    with pytest.raises(IntentConflict):
+        await second.open_intent(elsewhere, state=IntentState.FAILED, owner=current_owner())
+    assert await second.pending("session-b") == []
+
+
+# -- schema version --------------------------------------------------------------------------
+
+
+async def test_newer_schema_is_refused(worker: Any, raw: aioredis.Redis, prefix: str) -> None:
+    """A journal whose schema key holds a newer version raises JournalCorrupt on first use,
+    from migrate(), and from a write by a worker that started before the upgrade; check()
+    says why without raising."""
+    running = worker()
+    await running.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    await raw.set(f"{prefix}:schema", SCHEMA_VERSION + 1)
+
+    fresh = worker()
+    with pytest.raises(JournalCorrupt, match="newer"):
+        await fresh.pending("session-a")
+    with pytest.raises(JournalCorrupt, match="newer"):
+        await fresh.migrate()
+    with pytest.raises(JournalCorrupt, match="newer"):
+        await running.record(
+            make_intent("i-2", text="x"), state=IntentState.FAILED, owner=current_owner()
+        )
+    problem = await fresh.check()
+    assert problem is not None and "newer" in problem
+    assert await raw.get(f"{prefix}:schema") == str(SCHEMA_VERSION + 1).encode()
+
+
+async def test_migrate_and_check(worker: Any, raw: aioredis.Redis, prefix: str) -> None:
+    """check() reports a missing schema version without writing it; migrate() writes it once
+    and says so; afterwards check() is None."""
+    journal = worker()
+    problem = await journal.check()
+    assert problem is not None and "migrate" in problem
+    assert await raw.exists(f"{prefix}:schema") == 0
+    assert await journal.migrate() == [f"set {prefix}:schema to schema version 1"]
+    assert await raw.get(f"{prefix}:schema") == b"1"
+    assert await journal.check() is None
+    assert await journal.migrate() == []
+
+
+# -- keys, scripts and connections ---------------------------------------------------------
+
+
+async def test_drop_removes_only_its_own_keys(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """drop() deletes this journal's keys and leaves those of a journal whose prefix extends
+    this one's, of an unrelated prefix, and keys that are not laid out as a journal's."""
+    mine = worker()
+    nested = worker(prefix=f"{prefix}:x")
+    other = worker(prefix=f"{prefix}-other")
+    owner = current_owner()
+    for journal in (mine, nested, other):
+        intent = make_intent("i-1")
+        await journal.record(intent, state=IntentState.FAILED, owner=owner)
+        await journal.note(make_decision(intent, action=Action.DENIED))
+    await raw.set(f"{prefix}:not-a-journal-key", "kept")
+
+    assert await mine.drop() > 0
+    assert [key async for key in raw.scan_iter(match=f"{prefix}:*")] != []
+    left = {key.decode() async for key in raw.scan_iter(match=f"{prefix}*")}
+    assert all(
+        key.startswith((f"{prefix}:x:", f"{prefix}-other:")) or key == f"{prefix}:not-a-journal-key"
+        for key in left
+    )
+    assert await mine.pending(None) == []
+    assert [e.intent.intent_id for e in await nested.pending(None)] == ["i-1"]
+    assert [e.intent.intent_id for e in await other.pending(None)] == ["i-1"]
+    await nested.drop()
+    await other.drop()
+    await raw.delete(f"{prefix}:not-a-journal-key")
+
+
+async def test_a_session_keeps_its_keys_under_one_hash_tag(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """Every per-session key of a session, whatever its id holds, carries the same hash tag."""
+    journal = worker()
+    odd = "tenant:{42}/chat 7"
+    intent = make_intent("i-1", session_id=odd)
+    await journal.record(intent, state=IntentState.RECONCILING, owner=current_owner())
+    await journal.settle(make_decision(intent))
+    tag = "{" + blake3(odd.encode()).hexdigest()[:32] + "}"
+    keys = {key.decode() async for key in raw.scan_iter(match=f"{prefix}:{{*")}
+    assert keys and all(key.startswith(f"{prefix}:{tag}:") for key in keys)
+    assert await journal.decisions(session_id=odd) == [make_decision(intent)]
+
+
+async def test_flushed_script_cache_is_reloaded(worker: Any, raw: aioredis.Redis) -> None:
+    """After the server forgets its scripts, the next operation loads them again."""
+    journal = worker()
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    await raw.script_flush()
+    assert await journal.transition("i-1", state=IntentState.CANCELLED, owner=STRANGER)
+    entry = await journal.get("i-1")
+    assert entry is not None and entry.state is IntentState.CANCELLED
+
+
+async def test_close_then_use_again(worker: Any) -> None:
+    """After close() the journal opens new connections and still holds its data."""
+    journal = worker()
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    await journal.close()
+    assert [e.intent.intent_id for e in await journal.pending("session-a")] == ["i-1"]
+
+
+def test_used_from_a_second_event_loop(url: str, prefix: str) -> None:
+    """A journal made by from_url keeps working when later asyncio.run calls use it."""
+    journal = RedisJournal.from_url(url, prefix=prefix)
+
+    async def finish() -> list[str]:
+        entries = await journal.pending("session-a")
+        await journal.drop()
+        await journal.close()
+        return [entry.intent.intent_id for entry in entries]
+
+    with warnings.catch_warnings():
+        # Each loop's connections die with it unclosed, as any asyncio client's do when its
+        # loop ends first: collect them here, where their warnings are expected.
+        warnings.simplefilter("ignore", ResourceWarning)
+        asyncio.run(journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=STRANGER))
+        entry = asyncio.run(journal.get("i-1"))
+        assert entry is not None and entry.owner == STRANGER
+        assert asyncio.run(finish()) == ["i-1"]
+        gc.collect()
