@@ -1,6 +1,6 @@
 """Behaviour specific to the PostgreSQL journal: an unreachable server, tampered rows, workers
-racing on one session, the versioned schema and its migrations, and connections killed by
-the server."""
+racing on one session, one round trip per open_intent and discard (and the fence that makes
+that safe), the versioned schema and its migrations, and connections killed by the server."""
 
 from __future__ import annotations
 
@@ -404,6 +404,219 @@ async def test_settle_after_the_claim_moved_is_refused(journals: Factory) -> Non
     with pytest.raises(IntentConflict):
         await first.settle(make_decision(intent), owner=me)
     assert ids(await first.pending(None)) == ["i-1"]
+
+
+# -- round trips and the fence ----------------------------------------------------------------
+
+
+class Wire:
+    """Counts what a journal's connections send: statements (asyncpg's query logger) and
+    protocol flushes (each one a request the client then waits on: a round trip)."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+        self.flushes = 0
+
+    async def attach(self, conn: Any) -> None:
+        conn.add_query_logger(lambda record: self.statements.append(record.query))
+        transport = conn._transport
+        send = transport.write
+
+        def write(data: Any) -> Any:
+            self.flushes += 1
+            return send(data)
+
+        transport.write = write
+
+    async def settled(self) -> None:
+        # Query loggers are called soon after the statement, not during it.
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    def clear(self) -> None:
+        self.statements.clear()
+        self.flushes = 0
+
+
+@pytest.fixture
+def wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
+    """Every pool a journal opens during the test reports to this wire."""
+    counter = Wire()
+    create_pool = asyncpg.create_pool
+
+    def counted_pool(*args: Any, **options: Any) -> Any:
+        return create_pool(*args, init=counter.attach, **options)
+
+    monkeypatch.setattr(asyncpg, "create_pool", counted_pool)
+    return counter
+
+
+async def test_open_intent_and_discard_take_one_round_trip_each(
+    journals: Factory, wire: Wire
+) -> None:
+    """Uncontended, open_intent (recording or blocked), discard and record each send one
+    request, one statement, and nothing when the connection goes back to the pool."""
+    journal = journals()
+    owner = current_owner()
+    # Warm up: schema checked, every statement below prepared on the (one) connection.
+    for n in range(2):
+        warm = make_intent(f"warm-{n}", session_id="warm")
+        await journal.open_intent(warm, state=IntentState.IN_FLIGHT, owner=owner)
+        await journal.open_intent(
+            make_intent("x", session_id="warm"), state=IntentState.IN_FLIGHT, owner=owner
+        )
+        await journal.discard(warm.intent_id)
+        await journal.record(warm, state=IntentState.FAILED, owner=owner)
+        await journal.discard(warm.intent_id)
+    await wire.settled()
+
+    async def trips(operation: Any) -> tuple[int, int]:
+        wire.clear()
+        await operation
+        await wire.settled()
+        return wire.flushes, len(wire.statements)
+
+    first, second = make_intent("i-1"), make_intent("i-2", text="second")
+    opening = journal.open_intent(first, state=IntentState.IN_FLIGHT, owner=owner)
+    assert await trips(opening) == (1, 1)
+    blocked = journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner)
+    assert await trips(blocked) == (1, 1)
+    assert await trips(journal.discard("i-1")) == (1, 1)
+    assert await trips(journal.record(second, state=IntentState.FAILED, owner=owner)) == (1, 1)
+    assert await trips(journal.record(second, state=IntentState.FAILED, owner=owner)) == (1, 1)
+    assert ids(await journal.pending("session-a")) == ["i-2"]
+    assert await journal.writes("session-a", BACKEND) == 2
+
+
+async def waiting_pid(watcher: Any, schema: str, task: asyncio.Task[Any]) -> int:
+    """The server process of the journal statement on ``schema`` that waits on a lock."""
+    for _ in range(500):
+        pid = await watcher.fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND position($1 in query) > 0 AND pid <> pg_backend_pid()",
+            f'"{schema}"',
+        )
+        if pid is not None:
+            return int(pid)
+        assert not task.done(), "the operation finished without waiting"
+        await asyncio.sleep(0.02)
+    raise AssertionError("the operation never waited on a lock")
+
+
+INSERT_INTENT = (
+    'INSERT INTO "{}".intents (intent_id, session_id, backend, state, owner, created_at,'
+    " updated_at, record) VALUES ($1, $2, $3, 'failed', $4, $5, $6, $7)"
+)
+
+
+def intent_row(intent: Any) -> tuple[object, ...]:
+    return (
+        intent.intent_id,
+        intent.session_id,
+        str(intent.backend),
+        str(current_owner()),
+        intent.created_at,
+        time.time(),
+        intent.encode(),
+    )
+
+
+@pytest.mark.parametrize("inserted", [True, False], ids=["intent-and-count", "count-only"])
+async def test_a_write_between_snapshot_and_lock_moves_the_fence(
+    journals: Factory, admin: Any, schema: str, inserted: bool
+) -> None:
+    """An intent recorded (and counted) after open_intent's snapshot, while open_intent waits
+    for the session's row, blocks it: the fence saw the count move and the locked path found
+    the intent. A count alone moving leads it to record, with the newer count."""
+    journal = journals()
+    assert await journal.count_write("session-a", BACKEND) == 1
+    theirs, mine = make_intent("theirs", created_at=1.0), make_intent("mine", text="mine")
+    watcher = await asyncpg.connect(postgres_url())
+    try:
+        async with admin.transaction():
+            # Hold the session's row, as a transaction recording an intent would.
+            await admin.execute(
+                f'SELECT 1 FROM "{schema}".session_writes WHERE session_id = $1 FOR UPDATE',
+                "session-a",
+            )
+            task = asyncio.create_task(
+                journal.open_intent(mine, state=IntentState.IN_FLIGHT, owner=current_owner())
+            )
+            await waiting_pid(watcher, schema, task)
+            if inserted:
+                await admin.execute(INSERT_INTENT.format(schema), *intent_row(theirs))
+            await admin.execute(
+                f'UPDATE "{schema}".session_writes SET writes = writes + 1 WHERE session_id = $1',
+                "session-a",
+            )
+        opened = await asyncio.wait_for(task, 10)
+    finally:
+        await watcher.close()
+
+    if inserted:
+        assert ids(opened.blocking) == ["theirs"] and opened.writes == 2
+        assert ids(await journal.pending("session-a")) == ["theirs"]
+        assert await journal.writes("session-a", BACKEND) == 2
+    else:
+        assert opened == Opened([], 2)
+        assert ids(await journal.pending("session-a")) == ["mine"]
+        assert await journal.writes("session-a", BACKEND) == 3
+        seq = await admin.fetchval(f'SELECT write_seq FROM "{schema}".intents')
+        assert seq == 2
+
+
+@pytest.mark.parametrize("operation", ["open_intent", "record"])
+async def test_an_id_taken_after_the_snapshot_is_compared_under_the_lock(
+    journals: Factory, admin: Any, schema: str, operation: str
+) -> None:
+    """When another transaction takes the intent's id after the fenced statement's snapshot,
+    that statement fails on the key and changes nothing (its count is undone); the locked
+    path then compares: other content conflicts, the same content is a no-op."""
+    journal = journals()
+    await journal.migrate()
+    owner = current_owner()
+    run = getattr(journal, operation)
+    watcher = await asyncpg.connect(postgres_url())
+    try:
+        for name, held, expect_conflict in (
+            ("other", make_intent("other", session_id="session-b"), True),
+            ("same", make_intent("same"), False),
+        ):
+            async with admin.transaction():
+                await admin.execute(INSERT_INTENT.format(schema), *intent_row(held))
+                task = asyncio.create_task(
+                    run(make_intent(name), state=IntentState.IN_FLIGHT, owner=owner)
+                )
+                await waiting_pid(watcher, schema, task)
+            if expect_conflict:
+                with pytest.raises(IntentConflict):
+                    await asyncio.wait_for(task, 10)
+            else:
+                await asyncio.wait_for(task, 10)
+    finally:
+        await watcher.close()
+
+    # Nothing counted: neither call inserted an intent.
+    assert await journal.writes("session-a", BACKEND) == 0
+    assert ids(await journal.pending("session-a")) == ["same"]
+    entry = await journal.get("same")
+    assert entry is not None and entry.state is IntentState.FAILED
+
+
+async def test_racing_records_of_one_intent_store_and_count_it_once(journals: Factory) -> None:
+    """Four journals recording one intent at once all succeed; it is stored and counted
+    once; while an intent of the session is open, records of others still go in."""
+    workers = [journals() for _ in range(4)]
+    await workers[0].migrate()
+    owner = current_owner()
+    for round_ in range(20):
+        intent = make_intent(f"r{round_}", created_at=1_000.0 + round_, text=str(round_))
+        await asyncio.gather(
+            *(w.record(intent, state=IntentState.FAILED, owner=owner) for w in workers)
+        )
+        assert await workers[1].writes("session-a", BACKEND) == round_ + 1
+    pending = await workers[2].pending("session-a")
+    assert ids(pending) == [f"r{n}" for n in range(20)]
 
 
 # -- the versioned schema ---------------------------------------------------------------------

@@ -20,12 +20,50 @@ holds an advisory lock named after the schema, so workers starting together appl
 once. With ``migrate=False`` it only checks, and refuses a missing or older schema; a schema
 newer than this release is always refused, before any DDL touches it.
 
-Locking. Operations that read and then write a session (``open_intent``, ``record``,
-``settle``) run in a transaction whose first statement locks the session's ``session_writes``
-row (an upsert, so the row exists) and reads its count; the next statement, with a snapshot
-taken after the lock was granted, checks and writes in one go. ``count_write`` updates the
-same row, so it is ordered with them. A settlement also locks the intent's row to read its
-claim, and a unique index lets an intent be settled only once.
+Round trips. A write-ahead session calls ``open_intent`` and then ``discard`` around every
+append, so those two set the journal's cost. Each is one statement outside any explicit
+transaction: one round trip, as asyncpg binds and executes a prepared statement in a single
+request. (The pool's release skips asyncpg's default reset query, another round trip per
+operation: the journal leaves no session state to reset.) ``record`` works the same way;
+``settle`` keeps a transaction, below.
+
+Why not a unique index. "At most one unresolved intent per session and backend" is what
+``open_intent`` checks, not an invariant of the journal: ``record`` stores an intent
+whatever else is pending for its session (a copy found in a RunState, one this process kept
+in memory while the journal was failing), and the conformance suite records several for one
+session and backend. An index on ``intents (session_id, backend)`` would refuse
+states the contract allows. A plpgsql function (take the lock, then check in a fresh
+snapshot) would also give one round trip, but would move the journal's logic into the
+schema, behind a migration, for nothing the statement below cannot do.
+
+The fence. A READ COMMITTED statement reads from one snapshot, taken before any lock it then
+waits for, so it cannot check and insert by reading alone. The session's write count serves
+as a fence: every transaction that inserts an intent takes the lock on its session's
+``session_writes`` row before inserting and counts a write there in the same transaction
+(every path in this module does), and the count only grows. The fenced statement reads, in
+its snapshot, the count, the session's unresolved intents, whether the id was settled and
+whatever intent holds the id. If nothing is in the way it upserts the count to ``seen + 1``
+with ``ON CONFLICT DO UPDATE ... WHERE writes = seen``, which PostgreSQL evaluates on the
+newest version of the row once its lock is granted, and inserts the intent only from that
+upsert's ``RETURNING``. A count still at ``seen`` means no intent of the session was
+inserted or settled after the snapshot, and the lock, held until the statement commits, keeps
+it so; the intent is inserted exactly when the locked check would have inserted it. If the
+count moved, the statement changes nothing, and the operation runs the locked path: a
+transaction whose first statement locks the session's row (an upsert, so the row exists) and
+whose second, with a snapshot taken after the lock was granted, checks and writes. The same
+happens when another transaction takes the intent's id after the snapshot: the plain
+``INSERT`` fails the whole statement on the primary key, count included. When the snapshot
+shows an intent in the way (or the id settled, or held by another session's intent), the
+statement writes nothing and its answer, read from one snapshot, describes a state the
+journal was in during the call, so it is returned as it is. A ``discard`` or settlement
+after the snapshot only makes that state older, never inconsistent.
+
+Settlement. ``settle`` stays a transaction (BEGIN, the session's lock, one statement,
+COMMIT): it reads the intent's claim ``FOR UPDATE`` after taking the session's lock, the
+order every other path takes them in, so settlements racing each other or an opening queue
+rather than deadlock, and a unique index lets an intent be settled only once. It runs only
+while reconciling, off the append path. ``count_write`` updates the session's row, so it is
+ordered with all of these.
 """
 
 from __future__ import annotations
@@ -220,6 +258,10 @@ class PostgresJournal:
                 timeout=self._connect_timeout,
                 command_timeout=self._command_timeout,
                 max_inactive_connection_lifetime=60.0,
+                # The journal's statements are a fixed set: keep them prepared for as long
+                # as the connection lives, rather than re-preparing every five minutes.
+                max_cached_statement_lifetime=0,
+                reset=_keep_session_state,
                 server_settings=settings,
             )
             self._pool, self._pool_home = pool, home
@@ -420,9 +462,20 @@ class PostgresJournal:
         key = (intent.session_id, str(intent.backend))
 
         async def work(conn: _Connection) -> None:
+            found = await self._fenced(conn.fetchrow, self._sql.record, row)
+            if found is not None:
+                if found["added"]:
+                    return
+                if found["settled"]:
+                    raise _already_settled(intent.intent_id)
+                if found["prior"] is not None:
+                    _compare(intent, found["prior"])
+                    return
+            # The fence fell (the session changed since the snapshot) or the id was taken
+            # meanwhile: decide under the session's lock.
             async with conn.transaction():
                 await conn.fetchval(self._sql.lock_session, *key)
-                found = await conn.fetchrow(self._sql.record, *row)
+                found = await conn.fetchrow(self._sql.record_locked, *row)
                 if found["settled"]:
                     raise _already_settled(intent.intent_id)
                 if found["added"]:
@@ -442,11 +495,30 @@ class PostgresJournal:
         key = (intent.session_id, str(intent.backend))
 
         async def work(conn: _Connection) -> Opened:
+            rows = await self._fenced(conn.fetch, self._sql.open_intent, row)
+            if rows:
+                head = rows[0]
+                writes = _count(head["writes"])
+                if head["added"]:
+                    return Opened([], writes)
+                # Everything below was read from one snapshot: a state the journal was in.
+                blocking = [
+                    _entry(tuple(found)[4:]) for found in rows if found["intent_id"] is not None
+                ]
+                if blocking:
+                    return Opened(blocking, writes)
+                if head["settled"]:
+                    raise _already_settled(intent.intent_id)
+                if head["prior"] is not None:
+                    # The id is taken by an intent of another session or backend.
+                    _compare(intent, head["prior"])
+                    return Opened([], writes)
+            # The fence fell or the id was taken meanwhile: decide under the session's lock.
             async with conn.transaction():
                 # The session's lock, and its count as of now: nothing of this session can
                 # be opened, recorded, settled or counted until this transaction ends.
                 writes = _count(await conn.fetchval(self._sql.lock_session, *key))
-                rows = await conn.fetch(self._sql.open_intent, *row, writes)
+                rows = await conn.fetch(self._sql.open_locked, *row, writes)
                 head = rows[0]
                 if head["added"]:
                     return Opened([], writes)
@@ -462,6 +534,18 @@ class PostgresJournal:
                 return Opened([], writes)
 
         return await self._run(work)
+
+    async def _fenced(
+        self, run: Callable[..., Awaitable[_T]], sql: str, row: Sequence[object]
+    ) -> _T | None:
+        """Run a fenced statement (autocommit); None when it failed because another
+        transaction took the intent's id after its snapshot (it then changed nothing)."""
+        try:
+            return await run(sql, *row)
+        except self._driver.UniqueViolationError as exc:
+            if getattr(exc, "constraint_name", None) != "intents_pkey":
+                raise
+            return None
 
     async def writes(self, session_id: str, backend: BackendIdentity) -> int:
         async def work(conn: _Connection) -> int:
@@ -626,9 +710,9 @@ class _Statements:
             f"UPDATE {s}.session_writes SET writes = writes + 1"
             " WHERE session_id = $2 AND backend = $3 AND EXISTS (SELECT 1 FROM added)"
         )
-        # Run after lock_session: the snapshot is fresh, so the settled check and the prior
-        # copy are what the last holder of the lock left.
-        self.record = (
+        # The locked paths: run after lock_session, so the snapshot is fresh and the settled
+        # check and the prior copy are what the last holder of the lock left.
+        self.record_locked = (
             f"WITH done AS ({settled_check}),"
             f" prior AS (SELECT record FROM {s}.intents WHERE intent_id = $1),"
             f" added AS ({insert_intent('0')}"
@@ -641,7 +725,7 @@ class _Statements:
         )
         # Inserts only when the session and backend have no unresolved intent; otherwise
         # returns them (oldest first), with one row of flags even when there are none.
-        self.open_intent = (
+        self.open_locked = (
             f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
             " WHERE session_id = $2 AND backend = $3),"
             f" done AS ({settled_check}),"
@@ -654,6 +738,45 @@ class _Statements:
             " FROM (SELECT EXISTS (SELECT 1 FROM added) AS added,"
             " (SELECT settled FROM done) AS settled) AS f"
             " LEFT JOIN blocking AS b ON true ORDER BY b.created_at, b.intent_id"
+        )
+
+        # The fenced paths: one autocommit statement each (see the module docstring). `seen`
+        # is the statement's snapshot; `fence` counts the write only if the session's count
+        # is still the one `seen` read once the row lock is granted (ON CONFLICT DO UPDATE
+        # takes the lock first and evaluates its WHERE on the newest version of the row);
+        # the intent is inserted only from the fence's RETURNING, so after it. A plain
+        # INSERT: an id another transaction took meanwhile fails the whole statement.
+        def seen(blocked: str) -> str:
+            return (
+                "seen AS (SELECT coalesce((SELECT writes FROM"
+                f" {s}.session_writes WHERE session_id = $2 AND backend = $3), 0) AS writes,"
+                f" {blocked} AS blocked, ({settled_check}) AS settled,"
+                f" (SELECT record FROM {s}.intents WHERE intent_id = $1) AS prior)"
+            )
+
+        fence = (
+            f"fence AS (INSERT INTO {s}.session_writes AS w (session_id, backend, writes)"
+            " SELECT $2::text, $3::text, writes + 1 FROM seen"
+            " WHERE NOT blocked AND NOT settled AND prior IS NULL"
+            " ON CONFLICT (session_id, backend) DO UPDATE SET writes = excluded.writes"
+            " WHERE w.writes = excluded.writes - 1 RETURNING w.writes)"
+        )
+
+        def fenced_insert(write_seq: str) -> str:
+            return f"added AS ({insert_intent(write_seq)} FROM fence RETURNING intent_id)"
+
+        self.record = (
+            f"WITH {seen('false')}, {fence}, {fenced_insert('0')}"
+            " SELECT EXISTS (SELECT 1 FROM added) AS added, settled, prior FROM seen"
+        )
+        self.open_intent = (
+            f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
+            " WHERE session_id = $2 AND backend = $3),"
+            f" {seen('EXISTS (SELECT 1 FROM blocking)')}, {fence},"
+            f" {fenced_insert('writes - 1')}"
+            " SELECT EXISTS (SELECT 1 FROM added) AS added, v.settled, v.writes, v.prior,"
+            " b.intent_id, b.session_id, b.backend, b.state, b.owner, b.updated_at, b.record"
+            " FROM seen AS v LEFT JOIN blocking AS b ON true ORDER BY b.created_at, b.intent_id"
         )
         self.intent_record = f"SELECT record FROM {s}.intents WHERE intent_id = $1"
         self.discard = f"DELETE FROM {s}.intents WHERE intent_id = $1"
@@ -688,7 +811,23 @@ class _Statements:
             " (SELECT allowed FROM verdict) AS allowed"
         )
 
+        # The statements whose filters vary, built once: asyncpg caches prepared statements
+        # by their text, so each variant is parsed and planned once per connection.
+        flags = ((False, False), (False, True), (True, False), (True, True))
+        self._transition = {key: self._build_transition(*key) for key in flags}
+        self._pending = {key: self._build_pending(*key) for key in flags}
+        self._decisions = {key: self._build_decisions(*key) for key in flags}
+
     def transition(self, by_state: bool, by_owner: bool) -> str:
+        return self._transition[by_state, by_owner]
+
+    def pending(self, by_session: bool, by_backend: bool) -> str:
+        return self._pending[by_session, by_backend]
+
+    def decisions(self, by_session: bool, by_intent: bool) -> str:
+        return self._decisions[by_session, by_intent]
+
+    def _build_transition(self, by_state: bool, by_owner: bool) -> str:
         sql = (
             f"UPDATE {self.schema}.intents SET state = $1, owner = $2, updated_at = $3"
             " WHERE intent_id = $4"
@@ -701,7 +840,7 @@ class _Statements:
             sql += f" AND owner = ${number}"
         return sql + " RETURNING 1"
 
-    def pending(self, by_session: bool, by_backend: bool) -> str:
+    def _build_pending(self, by_session: bool, by_backend: bool) -> str:
         conditions: list[str] = []
         if by_session:
             conditions.append(f"session_id = ${len(conditions) + 1}")
@@ -710,7 +849,7 @@ class _Statements:
         where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
         return f"{self.select_intents}{where} ORDER BY created_at, intent_id"
 
-    def decisions(self, by_session: bool, by_intent: bool) -> str:
+    def _build_decisions(self, by_session: bool, by_intent: bool) -> str:
         conditions: list[str] = []
         if by_session:
             conditions.append(f"session_id = ${len(conditions) + 1}")
@@ -724,6 +863,14 @@ class _Statements:
 
 
 # -- helpers -----------------------------------------------------------------------------
+
+
+async def _keep_session_state(connection: object) -> None:
+    """The pool's reset on release. The journal leaves no session state behind (no SET, no
+    LISTEN, no session-level advisory lock or cursor; its transactions are closed and its
+    SET and locks are transaction-scoped), so a connection goes back to the pool without the
+    default reset query, which would cost a round trip per operation. asyncpg still rolls
+    back a transaction left open before calling this."""
 
 
 def _load_driver() -> Any:
