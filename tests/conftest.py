@@ -17,3 +17,21 @@ def isolated_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("AGENTS_RECONCILE", raising=False)
     yield tmp_path
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    """Say which server-backed suites did not run, and how to run them."""
+    reasons: dict[str, int] = {}
+    for report in terminalreporter.stats.get("skipped", []):
+        longrepr = getattr(report, "longrepr", None)
+        reason = longrepr[2] if isinstance(longrepr, tuple) else str(longrepr)
+        if "server" in reason:
+            reason = reason.removeprefix("Skipped: ")
+            reasons[reason] = reasons.get(reason, 0) + 1
+    if reasons:
+        terminalreporter.write_sep("-", "skipped for want of a server")
+        for reason, count in sorted(reasons.items()):
+            terminalreporter.write_line(f"{count:5d}  {reason}")
+        terminalreporter.write_line(
+            '       start them with: eval "$(scripts/services.sh start)" (Debian, root or sudo)'
+        )
