@@ -176,7 +176,8 @@ async def tool_turn_case(directory: Path) -> list[str]:
         problems.append("the history does not hold the call and its output exactly once")
     if count(seen_by_model, "function_call", call_id) != 1:
         problems.append("the model did not see the call exactly once")
-    if "agents_reconcile" in resumed.context_wrapper.context:
+    carried = resumed.context_wrapper.context.get("agents_reconcile", {})
+    if carried.get("pending"):
         problems.append("the settled intent is still carried in the run context")
     if left:
         problems.append(f"{len(left)} intent(s) still pending")

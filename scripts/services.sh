@@ -93,6 +93,8 @@ start_postgres() {
 print_env() {
   echo "export AGENTS_RECONCILE_TEST_REDIS_URL=redis://127.0.0.1:$redis_port/0"
   echo "export AGENTS_RECONCILE_TEST_POSTGRES_URL=postgresql://postgres@127.0.0.1:$postgres_port/$database"
+  # For the test that crashes the PostgreSQL server between a write and its reply.
+  echo "export AGENTS_RECONCILE_TEST_POSTGRES_DATA=$state/postgres/data"
 }
 
 stop_all() {

@@ -6,6 +6,7 @@ intact nothing is ever ambiguous."""
 from __future__ import annotations
 
 import asyncio
+import os
 import shutil
 import socket
 import subprocess
@@ -230,3 +231,66 @@ async def test_workers_appending_to_one_session_at_once(
         await stores[0].drop()
         for store in stores:
             await store.close()
+
+
+SERVICES = str(Path(__file__).resolve().parents[2] / "scripts" / "services.sh")
+
+
+def _postgres_control(*args: str) -> None:
+    """Run ``pg_ctl`` on the suite's server, as the postgres user when we are root."""
+    data = os.environ.get("AGENTS_RECONCILE_TEST_POSTGRES_DATA")
+    if not data:
+        pytest.skip("AGENTS_RECONCILE_TEST_POSTGRES_DATA is not set (scripts/services.sh sets it)")
+    binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+    if not binaries:
+        pytest.skip("pg_ctl not found")
+    command = [str(binaries[-1]), "-D", data, *args]
+    if os.geteuid() == 0:
+        command = ["runuser", "-u", "postgres", "--", *command]
+    subprocess.run(command, check=True, capture_output=True, timeout=60)
+
+
+@pytest.mark.postgres
+async def test_postgres_crashed_between_the_write_and_its_reply(
+    namespace: str, tmp_path: Path
+) -> None:
+    """The append statement commits; the server crashes (immediate shutdown) before its reply
+    leaves. Restarted, it still holds the write: the intent is committed, never replayed."""
+    url = postgres_url()
+    _postgres_control("status")
+    from agents_reconcile.stores.postgres import RevisionedPostgresSession
+
+    target = urlsplit(url)
+    proxy = await FaultProxy(target.hostname or "127.0.0.1", target.port or 0).start()
+    store = RevisionedPostgresSession.from_url(
+        "s", via(url, proxy.port), schema=namespace, min_size=1, max_size=1
+    )
+    session = ReconcilingSession(store, config=ReconcileConfig(journal=tmp_path / "j.db"))
+
+    async def crash_server() -> None:
+        await asyncio.to_thread(_postgres_control, "-m", "immediate", "stop")
+
+    try:
+        await session.add_items([item("warm-up")])
+        await session.add_items([item("warm-up 2")])
+        proxy.lose_next_reply(crash_server)
+        with pytest.raises(Exception) as raised:
+            await session.add_items([item("paid")])
+        assert not isinstance(raised.value, ContinuationDenied)
+    finally:
+        await store.close()
+        # Back up for everything after this test, whatever happened above.
+        await asyncio.to_thread(
+            subprocess.run, [SERVICES, "start"], check=True, capture_output=True, timeout=120
+        )
+    # A worker of the same fleet (same address, same journal) finds the intent and settles it.
+    survivor = RevisionedPostgresSession.from_url("s", via(url, proxy.port), schema=namespace)
+    again = ReconcilingSession(survivor, config=ReconcileConfig(journal=tmp_path / "j.db"))
+    try:
+        [decision] = await again.reconcile()
+        assert decision.outcome is Outcome.COMMITTED
+        assert await texts(survivor) == ["warm-up", "warm-up 2", "paid"]
+    finally:
+        await survivor.drop()
+        await survivor.close()
+        await proxy.close()
