@@ -10,7 +10,7 @@ import time
 import uuid
 import warnings
 from collections.abc import AsyncIterator, Iterator
-from typing import Any
+from typing import Any, ClassVar
 
 import orjson
 import pytest
@@ -407,3 +407,120 @@ def test_used_from_a_second_event_loop(url: str, prefix: str) -> None:
         assert entry is not None and entry.owner == STRANGER
         assert asyncio.run(finish()) == ["i-1"]
         gc.collect()
+
+
+# What a new connection may send before the first command.
+HANDSHAKE = ("CLIENT", "HELLO", "AUTH", "SELECT", "READONLY")
+
+
+class CountingConnection(aioredis.Connection):
+    """Notes the name of every command it packs (pipelines pack each command too)."""
+
+    sent: ClassVar[list[str]] = []
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        name = args[0]
+        self.sent.append(name.decode() if isinstance(name, bytes) else str(name))
+        return super().pack_command(*args)
+
+
+@pytest.fixture
+async def counted(url: str, prefix: str) -> AsyncIterator[tuple[RedisJournal, list[str]]]:
+    """A journal whose commands are counted, with the list they are noted in."""
+    sent: list[str] = []
+    connection = type("Counting", (CountingConnection,), {"sent": sent})
+    client = aioredis.Redis.from_url(url, connection_class=connection)
+    journal = RedisJournal(client, prefix=prefix)
+    yield journal, sent
+    await journal.drop()
+    await journal.close()
+
+
+async def test_open_intent_and_discard_are_one_command_each(
+    counted: tuple[RedisJournal, list[str]], raw: aioredis.Redis, prefix: str
+) -> None:
+    """The write-ahead path costs one round trip per call: no schema check, lookup or script
+    load of its own once the scripts are on the server."""
+    journal, sent = counted
+    owner = current_owner()
+    # Warm-up on an empty prefix: connects, may load the scripts, and stores the schema.
+    await journal.open_intent(make_intent("i-0"), state=IntentState.IN_FLIGHT, owner=owner)
+    await journal.discard("i-0")
+    assert await raw.get(f"{prefix}:schema") == str(SCHEMA_VERSION).encode()
+    # A journal object's first call (here after close() reopens the connections) needs no
+    # separate schema check: the script checks it.
+    await journal.close()
+    sent.clear()
+    await journal.open_intent(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert [name for name in sent if name not in HANDSHAKE] == ["EVALSHA"]
+    await journal.discard("i-1")
+    for n in range(2, 5):
+        sent.clear()
+        opened = await journal.open_intent(
+            make_intent(f"i-{n}"), state=IntentState.IN_FLIGHT, owner=owner
+        )
+        assert opened.blocking == [] and opened.writes == n
+        assert sent == ["EVALSHA"]
+        sent.clear()
+        await journal.discard(f"i-{n}")
+        assert sent == ["EVALSHA"]
+        assert await journal.get(f"i-{n}") is None
+
+
+async def test_flushed_scripts_cost_one_more_command(
+    counted: tuple[RedisJournal, list[str]], raw: aioredis.Redis
+) -> None:
+    """A script the server lost is run from its source at once, not loaded and then run."""
+    journal, sent = counted
+    owner = current_owner()
+    await journal.open_intent(make_intent("i-0"), state=IntentState.IN_FLIGHT, owner=owner)
+    await journal.discard("i-0")
+    await raw.script_flush()
+    sent.clear()
+    opened = await journal.open_intent(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert opened.blocking == [] and sent == ["EVALSHA", "EVAL"]
+    sent.clear()
+    await journal.discard("i-1")
+    assert sent == ["EVALSHA", "EVAL"]
+    sent.clear()
+    await journal.open_intent(make_intent("i-2"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert sent == ["EVALSHA"]
+    assert [entry.intent.intent_id for entry in await journal.pending("session-a")] == ["i-2"]
+
+
+async def test_a_stale_session_hint_is_corrected_by_the_script(
+    counted: tuple[RedisJournal, list[str]], url: str, prefix: str
+) -> None:
+    """When the intent moved to another session, the script names it: the call is made
+    again there, with no lookup in between."""
+    journal, sent = counted
+    other = RedisJournal.from_url(url, prefix=prefix)
+    try:
+        owner = current_owner()
+        # Warm-up: the scripts used below are on the server.
+        await journal.record(make_intent("i-0"), state=IntentState.FAILED, owner=owner)
+        await journal.transition("i-0", state=IntentState.CANCELLED, owner=owner)
+        await journal.discard("i-0")
+        await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=owner)
+        await other.discard("i-1")
+        await other.record(
+            make_intent("i-1", session_id="session-b"), state=IntentState.FAILED, owner=owner
+        )
+        sent.clear()
+        assert await journal.transition("i-1", state=IntentState.CANCELLED, owner=STRANGER)
+        assert sent == ["EVALSHA", "EVALSHA"]
+        entry = await other.get("i-1")
+        assert entry is not None and entry.state is IntentState.CANCELLED
+        assert entry.intent.session_id == "session-b"
+        await other.discard("i-1")
+        sent.clear()
+        await journal.discard("i-1")
+        assert sent == ["EVALSHA"]
+        await other.record(make_intent("i-2"), state=IntentState.FAILED, owner=owner)
+        sent.clear()
+        # No hint at all: one lookup, then the script.
+        await journal.discard("i-2")
+        assert sent == ["HGET", "EVALSHA"]
+        assert await other.get("i-2") is None
+    finally:
+        await other.close()

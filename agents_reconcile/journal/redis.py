@@ -1,12 +1,20 @@
 """The shared journal on Redis: one server that a fleet of workers records intents in.
 
 Every operation that reads and then writes is one Lua script run on the server (the
-``redis_scripts/*.lua`` files shipped with the package, called by EVALSHA and loaded again
-when the server lost them), so no other client's command runs between its check and its
-write: ``open_intent``, ``record``, ``transition``, ``settle``, ``discard``, ``note`` and
-``count_write``. Scripts receive every key they touch in ``KEYS``. Records are stored as
-``PendingWrite.encode()`` and ``Decision.encode()`` produce them, digest included, and are
-checked again on every read.
+``redis_scripts/*.lua`` files shipped with the package, called by EVALSHA, and by EVAL, which
+loads them again, when the server lost them), so no other client's command runs between its
+check and its write: ``open_intent``, ``record``, ``transition``, ``settle``, ``discard``,
+``note`` and ``count_write``. Scripts receive every key they touch in ``KEYS``. Records are
+stored as ``PendingWrite.encode()`` and ``Decision.encode()`` produce them, digest included,
+and are checked again on every read.
+
+Round trips. A write-ahead session calls ``open_intent`` and then ``discard`` on every
+append, so each is one command: the writing scripts check (and on first use store) the
+schema version themselves, with no separate check first, and ``discard``, ``transition``
+and ``settle`` take the intent's session from where this object last saw the intent
+(``open_intent`` and ``record`` note it). When that hint is missing, one ``HGET`` on
+``index`` finds the session first; when it is stale, the script replies with the session
+holding the intent and the call is made again there.
 
 Keys, each under ``{prefix}:``::
 
@@ -52,7 +60,9 @@ import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from functools import cache
+from hashlib import sha1
 from importlib import resources
 from typing import Any, Final, NoReturn, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
@@ -86,18 +96,6 @@ SCHEMA_VERSION: Final = 1
 DEFAULT_PREFIX: Final = "agents-reconcile-journal"
 
 _T = TypeVar("_T")
-_SCRIPTS: Final = (
-    "open_intent",
-    "record",
-    "transition",
-    "discard",
-    "settle",
-    "note",
-    "count_write",
-    "migrate",
-    "entries",
-    "decisions",
-)
 _GLOBAL_KEYS: Final = ("schema", "index", "settled", "seq", "log", "decided", "decision")
 _SESSION_KEYS: Final = (
     "open",
@@ -109,11 +107,13 @@ _SESSION_KEYS: Final = (
     "writes",
     "decisions",
 )
+_VERSION: Final = str(SCHEMA_VERSION).encode()
 _SCHEMA_REFUSAL: Final = "AGENTS_RECONCILE_SCHEMA"
 # Attempts at an operation on an intent whose session keeps changing under it (discarded and
 # recorded again elsewhere between the lookup and the script).
 _ATTEMPTS: Final = 8
 _HOMES_KEPT: Final = 4096
+_SESSIONS_KEPT: Final = 1024
 _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
     "socket_connect_timeout": 5.0,
     "socket_timeout": 10.0,
@@ -137,6 +137,14 @@ class _Retry(enum.Enum):
     """The intent's session changed between looking it up and acting on it."""
 
 
+@dataclass(frozen=True, slots=True)
+class _Moved:
+    """A script found the intent held by another session than the one it was given (None:
+    by no session)."""
+
+    holder: str | None
+
+
 class RedisJournal:
     """``IntentJournal`` on a Redis server, shared by every worker that uses the same server
     and ``prefix``.
@@ -158,18 +166,27 @@ class RedisJournal:
         if "{" in prefix or "}" in prefix:
             # Braces would become the hash tag of every key, sessions' included.
             raise ConfigurationError(f"a Redis journal prefix may not hold braces: {prefix!r}")
+        try:
+            prefix.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigurationError(
+                f"a Redis journal prefix must be encodable as UTF-8: {prefix!r}"
+            ) from None
         self.prefix = prefix
         self._where = where if where is not None else _describe_client(client)
         self._secrets = _client_secrets(client)
         self._globals = [f"{prefix}:{name}" for name in _GLOBAL_KEYS]
+        # Key names as sent, encoded once rather than on every command.
+        self._global_keys = [key.encode("utf-8") for key in self._globals]
         self._bind(client)
         self._reopen: Callable[[], aioredis.Redis] | None = None
         self._loop: weakref.ref[asyncio.AbstractEventLoop] | None = None
         self._pid = os.getpid()
         self._schema_checked = False
         # Where this object last saw each intent it recorded: a hint that spares a lookup,
-        # always checked by the script that uses it.
+        # always checked by the script that uses it. Oldest first, so the oldest go first.
         self._homes: dict[str, str] = {}
+        self._keyring: dict[str, list[bytes]] = {}
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX, **options: Any) -> RedisJournal:
@@ -199,7 +216,6 @@ class RedisJournal:
         self._client = client
         # Bound with a type: the driver leaves the method unannotated.
         self._execute: Callable[..., Awaitable[object]] = client.execute_command
-        self._scripts = {name: client.register_script(_source(name)) for name in _SCRIPTS}
 
     def _connected(self) -> None:
         """Connections belong to one event loop and one process. Used from another loop (a
@@ -213,23 +229,33 @@ class RedisJournal:
                 self._bind(self._reopen())
             self._loop, self._pid = weakref.ref(loop), os.getpid()
 
-    def _session_keys(self, session_id: str) -> list[str]:
-        tag = _tag(session_id)
-        return [f"{self.prefix}:{{{tag}}}:{name}" for name in _SESSION_KEYS]
+    def _session_keys(self, session_id: str) -> list[bytes]:
+        keys = self._keyring.get(session_id)
+        if keys is None:
+            tag = _tag(session_id)
+            keys = [f"{self.prefix}:{{{tag}}}:{name}".encode() for name in _SESSION_KEYS]
+            if len(self._keyring) >= _SESSIONS_KEPT:
+                del self._keyring[next(iter(self._keyring))]
+            self._keyring[session_id] = keys
+        return keys
+
+    def _keys(self, session_id: str) -> list[bytes]:
+        """The global keys, then the session's: the layout every script but settle takes."""
+        return self._global_keys + self._session_keys(session_id)
 
     @contextmanager
     def _translated(self, operation: str) -> Iterator[None]:
         try:
             yield
-        except redis_errors.RedisError as exc:
+        except (redis_errors.RedisError, OSError) as exc:
             raise self._translate(exc, operation) from exc
-        except OSError as exc:
-            detail = _scrub(f"{type(exc).__name__}: {exc}", self._secrets)
-            raise JournalUnavailable(
-                f"Redis journal {self._where} unreachable during {operation}: {detail}"
-            ) from exc
 
-    def _translate(self, exc: redis_errors.RedisError, operation: str) -> JournalError:
+    def _translate(self, exc: redis_errors.RedisError | OSError, operation: str) -> JournalError:
+        if isinstance(exc, OSError):
+            detail = _scrub(f"{type(exc).__name__}: {exc}", self._secrets)
+            return JournalUnavailable(
+                f"Redis journal {self._where} unreachable during {operation}: {detail}"
+            )
         text = _scrub(str(exc), self._secrets)
         where = f"Redis journal {self._where} (prefix {self.prefix!r})"
         if isinstance(exc, redis_errors.ResponseError):
@@ -258,12 +284,29 @@ class RedisJournal:
             f"{where} cannot be used for {operation}: {type(exc).__name__}: {text}"
         )
 
-    async def _script(self, name: str, keys: list[str], args: list[str | bytes]) -> object:
+    async def _script(
+        self, name: str, keys: list[bytes], args: list[str | bytes], *, writes: bool = True
+    ) -> object:
+        """Run a script as one command. A writing script checks the schema version itself
+        (and stores it in an empty journal), so only reads check it first, once."""
         self._connected()
-        await self._ensure_schema()
-        with self._translated(name):
-            reply: object = await self._scripts[name](keys=keys, args=args)
+        if not writes:
+            await self._ensure_schema()
+        try:
+            reply = await self._run(name, keys, args)
+        except (redis_errors.RedisError, OSError) as exc:
+            raise self._translate(exc, name) from exc
+        if writes:
+            self._schema_checked = True
         return reply
+
+    async def _run(self, name: str, keys: list[bytes], args: list[str | bytes]) -> object:
+        try:
+            return await self._execute("EVALSHA", _sha(name), len(keys), *keys, *args)
+        except redis_errors.NoScriptError:
+            # The server lost its scripts (a restart, SCRIPT FLUSH): EVAL runs the source and
+            # caches it again, in one command.
+            return await self._execute("EVAL", _source(name), len(keys), *keys, *args)
 
     async def _command(self, operation: str, *args: str | bytes | int) -> object:
         self._connected()
@@ -273,9 +316,10 @@ class RedisJournal:
         return reply
 
     def _remember(self, intent_id: str, session_id: str) -> None:
-        if len(self._homes) >= _HOMES_KEPT:
-            self._homes.clear()
-        self._homes[intent_id] = session_id
+        homes = self._homes
+        if intent_id not in homes and len(homes) >= _HOMES_KEPT:
+            del homes[next(iter(homes))]
+        homes[intent_id] = session_id
 
     async def _lookup(self, intent_id: str) -> str | None:
         reply = await self._command("lookup", "HGET", self._globals[1], intent_id)
@@ -289,15 +333,22 @@ class RedisJournal:
     async def _on_intent(
         self,
         intent_id: str,
-        attempt: Callable[[str | None], Awaitable[_T | _Retry]],
+        attempt: Callable[[str | None], Awaitable[_T | _Retry | _Moved]],
     ) -> _T:
         """Run ``attempt`` with the session holding the intent (None when none does), again
-        with a fresh lookup while the script finds the intent elsewhere."""
+        where the script found the intent (or after a fresh lookup) while it is elsewhere."""
         session_id = self._homes.get(intent_id)
         if session_id is None:
             session_id = await self._lookup(intent_id)
         for _ in range(_ATTEMPTS):
             result = await attempt(session_id)
+            if isinstance(result, _Moved):
+                session_id = result.holder
+                if session_id is None:
+                    self._homes.pop(intent_id, None)
+                else:
+                    self._remember(intent_id, session_id)
+                continue
             if not isinstance(result, _Retry):
                 return result
             session_id = await self._lookup(intent_id)
@@ -328,7 +379,7 @@ class RedisJournal:
     async def _migrate(self) -> list[str]:
         self._connected()
         with self._translated("migrate"):
-            reply = await self._scripts["migrate"](keys=self._globals, args=[str(SCHEMA_VERSION)])
+            reply = await self._run("migrate", self._global_keys, [_VERSION])
         parts = _list(reply, "migrate")
         status = _text(parts[0], "migrate") if parts else ""
         if status == "created" and len(parts) == 1:
@@ -377,7 +428,7 @@ class RedisJournal:
         self, intent: PendingWrite, state: IntentState, owner: Owner
     ) -> list[str | bytes]:
         return [
-            str(SCHEMA_VERSION),
+            _VERSION,
             intent.intent_id,
             intent.session_id,
             str(intent.backend),
@@ -390,7 +441,7 @@ class RedisJournal:
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
         args = self._intent_args(intent, state, owner)
-        keys = self._globals + self._session_keys(intent.session_id)
+        keys = self._keys(intent.session_id)
         reply = _list(await self._script("record", keys, args), "record")
         status = _text(reply[0], "record") if reply else ""
         if status == "recorded" and len(reply) == 1:
@@ -398,6 +449,7 @@ class RedisJournal:
             return
         if status == "exists" and len(reply) == 2:
             _compare(intent, reply[1])
+            self._remember(intent.intent_id, intent.session_id)
             return
         _refuse(intent.intent_id, status, reply, "record")
 
@@ -405,7 +457,7 @@ class RedisJournal:
         self, intent: PendingWrite, *, state: IntentState, owner: Owner
     ) -> Opened:
         args = self._intent_args(intent, state, owner)
-        keys = self._globals + self._session_keys(intent.session_id)
+        keys = self._keys(intent.session_id)
         reply = _list(await self._script("open_intent", keys, args), "open_intent")
         if len(reply) < 2:
             raise _unexpected("open_intent", reply)
@@ -419,6 +471,7 @@ class RedisJournal:
             return Opened([], writes)
         if status == "exists" and len(reply) == 3:
             _compare(intent, reply[2])
+            self._remember(intent.intent_id, intent.session_id)
             return Opened([], writes)
         _refuse(intent.intent_id, status, reply, "open_intent")
 
@@ -428,8 +481,7 @@ class RedisJournal:
         return 0 if reply is None else _count(reply, "writes")
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
-        keys = self._globals + self._session_keys(session_id)
-        reply = await self._script("count_write", keys, [str(SCHEMA_VERSION), str(backend)])
+        reply = await self._script("count_write", self._keys(session_id), [_VERSION, str(backend)])
         return _count(reply, "count_write")
 
     async def transition(
@@ -441,11 +493,11 @@ class RedisJournal:
         expect_state: IntentState | None = None,
         expect_owner: Owner | None = None,
     ) -> bool:
-        async def attempt(session_id: str | None) -> bool | _Retry:
+        async def attempt(session_id: str | None) -> bool | _Moved:
             if session_id is None:
                 return False
             args: list[str | bytes] = [
-                str(SCHEMA_VERSION),
+                _VERSION,
                 intent_id,
                 session_id,
                 state.value,
@@ -456,28 +508,21 @@ class RedisJournal:
                 "0" if expect_owner is None else "1",
                 "" if expect_owner is None else str(expect_owner),
             ]
-            keys = self._globals + self._session_keys(session_id)
-            reply = await self._script("transition", keys, args)
-            if reply == -1:
-                return _Retry.MOVED
-            if reply in (0, 1):
+            reply = await self._script("transition", self._keys(session_id), args)
+            if reply == 1 or reply == 0:
                 return reply == 1
-            raise _unexpected("transition", reply)
+            return _moved(reply, "transition")
 
         return await self._on_intent(intent_id, attempt)
 
     async def discard(self, intent_id: str) -> None:
-        async def attempt(session_id: str | None) -> _Retry | None:
+        async def attempt(session_id: str | None) -> _Moved | None:
             if session_id is None:
                 return None
-            keys = self._globals + self._session_keys(session_id)
-            reply = await self._script(
-                "discard", keys, [str(SCHEMA_VERSION), intent_id, session_id]
-            )
-            if reply == -1:
-                return _Retry.MOVED
+            keys = self._keys(session_id)
+            reply = await self._script("discard", keys, [_VERSION, intent_id, session_id])
             if reply != 1:
-                raise _unexpected("discard", reply)
+                return _moved(reply, "discard")
             self._homes.pop(intent_id, None)
             return None
 
@@ -506,16 +551,17 @@ class RedisJournal:
             "0" if backend is None else "1",
             "" if backend is None else str(backend),
         ]
-        keys = self._globals + self._session_keys(session_id)
-        rows = _rows(await self._script("entries", keys, args), "pending")
+        keys = self._keys(session_id)
+        rows = _rows(await self._script("entries", keys, args, writes=False), "pending")
         return [_entry(session_id, row) for row in rows]
 
     async def get(self, intent_id: str) -> JournalEntry | None:
         async def attempt(session_id: str | None) -> JournalEntry | _Retry | None:
             if session_id is None:
                 return None
-            keys = self._globals + self._session_keys(session_id)
-            rows = _rows(await self._script("entries", keys, [session_id, "one", intent_id]), "get")
+            keys = self._keys(session_id)
+            args: list[str | bytes] = [session_id, "one", intent_id]
+            rows = _rows(await self._script("entries", keys, args, writes=False), "get")
             if not rows:
                 return _Retry.MOVED
             if len(rows) != 1 or rows[0][0] != intent_id:
@@ -536,9 +582,9 @@ class RedisJournal:
         record = decision.encode()
         deciding = self._session_keys(decision.session_id)
 
-        async def attempt(session_id: str | None) -> _Retry | None:
+        async def attempt(session_id: str | None) -> _Moved | None:
             args: list[str | bytes] = [
-                str(SCHEMA_VERSION),
+                _VERSION,
                 intent_id,
                 "0" if session_id is None else "1",
                 "" if session_id is None else session_id,
@@ -550,11 +596,14 @@ class RedisJournal:
             ]
             holding = deciding if session_id is None else self._session_keys(session_id)
             reply = _list(
-                await self._script("settle", self._globals + holding + deciding, args), "settle"
+                await self._script("settle", self._global_keys + holding + deciding, args),
+                "settle",
             )
-            status = _text(reply[0], "settle") if len(reply) == 1 else ""
+            status = _text(reply[0], "settle") if reply else ""
             if status == "moved":
-                return _Retry.MOVED
+                return _moved(reply, "settle")
+            if len(reply) != 1:
+                raise _unexpected("settle", reply)
             if status == "done":
                 self._homes.pop(intent_id, None)
                 return None
@@ -570,8 +619,8 @@ class RedisJournal:
 
     async def note(self, decision: Decision) -> None:
         require_settling(decision, settling=False)
-        keys = self._globals + self._session_keys(decision.session_id)
-        args: list[str | bytes] = [str(SCHEMA_VERSION), decision.intent_id, decision.encode()]
+        keys = self._keys(decision.session_id)
+        args: list[str | bytes] = [_VERSION, decision.intent_id, decision.encode()]
         reply = await self._script("note", keys, args)
         _count(reply, "note")
 
@@ -579,16 +628,16 @@ class RedisJournal:
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[Decision]:
         require_limit(limit)
-        keys = list(self._globals)
+        keys = list(self._global_keys)
         if session_id is not None and intent_id is None:
             keys += self._session_keys(session_id)
         args: list[str | bytes] = [
             "0" if intent_id is None else "1",
             "" if intent_id is None else intent_id,
             str(limit),
-            "1" if len(keys) > len(self._globals) else "0",
+            "1" if len(keys) > len(self._global_keys) else "0",
         ]
-        reply = _list(await self._script("decisions", keys, args), "decisions")
+        reply = _list(await self._script("decisions", keys, args, writes=False), "decisions")
         chosen: list[Decision] = []
         for pair in reply:
             seq, record = _pair(pair)
@@ -654,6 +703,11 @@ class RedisJournal:
 
 
 @cache
+def _sha(name: str) -> str:
+    return sha1(_source(name).encode("utf-8"), usedforsecurity=False).hexdigest()
+
+
+@cache
 def _source(name: str) -> str:
     folder = resources.files("agents_reconcile.journal").joinpath("redis_scripts")
     try:
@@ -702,6 +756,15 @@ def _unexpected(operation: str, reply: object) -> JournalCorrupt:
     if isinstance(reply, list | tuple):
         shape += f" of {len(reply)}"
     return JournalCorrupt(f"unexpected reply from the Redis journal to {operation}: {shape}")
+
+
+def _moved(reply: object, operation: str) -> _Moved:
+    """Reads a script's ``{'moved', holder}`` (``{'moved'}`` when no session holds the
+    intent)."""
+    parts = _list(reply, operation)
+    if not 1 <= len(parts) <= 2 or _text(parts[0], operation) != "moved":
+        raise _unexpected(operation, reply)
+    return _Moved(_text(parts[1], "an intent's session") if len(parts) == 2 else None)
 
 
 def _list(reply: object, operation: str) -> list[object]:

@@ -41,6 +41,15 @@ local function schema_refusal(version)
   return nil
 end
 
+-- The reply to a caller that named the wrong session for an intent: the session holding it,
+-- if any, so that the caller can try again without asking.
+local function moved(holder)
+  if holder then
+    return {'moved', holder}
+  end
+  return {'moved'}
+end
+
 -- A missing field reads as an empty string: a nil would cut the reply short.
 local function field(key, id)
   return redis.call('HGET', key, id) or ''

@@ -4,7 +4,8 @@
 -- ARGV: version, intent id, '1' when a session is expected to hold the intent, that session,
 -- '1' when fenced by an owner, that owner, the reconciling state, backend, decision record.
 -- Replies {'done'}, {'settled'} (settled before), {'unclaimed'} (the owner lost the claim)
--- or {'moved'} (the intent's holder is not the one expected).
+-- or {'moved', holder} (the intent's holder is not the one expected; {'moved'} when none
+-- holds it).
 local refusal = schema_refusal(ARGV[1])
 if refusal then
   return refusal
@@ -16,10 +17,10 @@ end
 local holder = redis.call('HGET', GLOBAL.index, id)
 if ARGV[3] == '1' then
   if holder ~= ARGV[4] then
-    return {'moved'}
+    return moved(holder)
   end
 elseif holder then
-  return {'moved'}
+  return moved(holder)
 end
 if holder then
   local s = session_keys(8)
