@@ -256,6 +256,14 @@ def _parser() -> argparse.ArgumentParser:
         help="scenarios run at once (default 2)",
     )
     selftest.add_argument("--keep", metavar="DIR", help="keep every scenario's files under DIR")
+    selftest.add_argument(
+        "--redis-url", metavar="URL", help="also run the revisioned Redis store on this server"
+    )
+    selftest.add_argument(
+        "--postgres-url",
+        metavar="URL",
+        help="also run the revisioned PostgreSQL store on this server",
+    )
     selftest.set_defaults(handler=_cmd_selftest)
 
     migrate = commands.add_parser(

@@ -110,3 +110,20 @@ def test_migrate_checks_then_creates_then_finds_current(tmp_path: Path) -> None:
 def test_migrate_needs_a_target(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["migrate"]) == 2
     assert "--journal" in capsys.readouterr().err
+
+
+def test_selftest_runs_a_slice_of_the_matrix_and_prints_its_tables(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``agents-reconcile selftest`` kills real runs and prints the outcome and totals tables;
+    every promise holds (exit 0)."""
+    code = main(["selftest", "--store", "sqlite", "--path", "run", "--no-foreign"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert (
+        "| after_commit_before_ack @ tool_turn | committed"
+        in out.replace("  ", " ").replace("  ", " ")
+        or "after_commit_before_ack @ tool_turn" in out
+    )
+    assert "Every promise held." in out
+    assert "| **all**" in out
