@@ -87,12 +87,10 @@ from ..errors import (
     JournalCorrupt,
     JournalError,
     JournalUnavailable,
-    RecordError,
-    RecordMalformed,
-    RecordTampered,
 )
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
+from ._rows import checked_decision, checked_entry, decoded
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 
 __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA_VERSION", "PostgresJournal"]
@@ -951,7 +949,7 @@ def _already_settled(intent_id: str) -> IntentConflict:
 def _compare(intent: PendingWrite, prior: object) -> None:
     """The id is taken: a no-op when ``prior`` holds the same content, else a conflict."""
     if prior is not None:
-        existing = _decoded(intent.intent_id, PendingWrite.decode, prior)
+        existing = decoded(intent.intent_id, PendingWrite.decode, prior)
         if existing.same_content(intent):
             return
     raise IntentConflict(
@@ -970,41 +968,9 @@ def _entry(row: Sequence[Any]) -> JournalEntry:
     texts = (intent_id, session_id, backend, state, owner)
     if not all(isinstance(value, str) for value in texts) or not isinstance(updated_at, float):
         raise JournalCorrupt(f"intent {intent_id!r}: the journal row has unexpected types")
-    intent = _decoded(intent_id, PendingWrite.decode, record)
-    # Queries select by these columns: a row edited to move its intent to another session or
-    # backend (to hide it, or to show it elsewhere) must not pass as that session's record.
-    if (intent.intent_id, intent.session_id, str(intent.backend)) != (
-        intent_id,
-        session_id,
-        backend,
-    ):
-        raise RecordTampered(
-            f"intent {intent_id}: the journal row and its record name different intents, "
-            "sessions or backends"
-        )
-    try:
-        return JournalEntry(intent, IntentState(state), Owner.parse(owner), updated_at)
-    except (TypeError, ValueError) as exc:
-        raise JournalCorrupt(f"intent {intent_id}: unreadable state or owner ({exc})") from exc
+    return checked_entry(intent_id, session_id, backend, state, owner, updated_at, record)
 
 
 def _decision(row: Sequence[Any]) -> Decision:
     intent_id, session_id, record = tuple(row)
-    decision = _decoded(intent_id, Decision.decode, record)
-    if (decision.intent_id, decision.session_id) != (intent_id, session_id):
-        raise RecordTampered(
-            f"decision on intent {intent_id}: the journal row and its record disagree"
-        )
-    return decision
-
-
-def _decoded(intent_id: object, decode: Callable[[bytes], _T], record: object) -> _T:
-    if not isinstance(record, bytes):
-        raise RecordMalformed(f"intent {intent_id}: the stored record is not bytes")
-    try:
-        return decode(record)
-    except RecordError as exc:
-        if str(intent_id) in str(exc):
-            raise
-        # A record too damaged to parse cannot name itself: name its row.
-        raise type(exc)(f"intent {intent_id}: {exc}") from exc
+    return checked_decision(intent_id, session_id, record)

@@ -80,6 +80,7 @@ from ..errors import (
 )
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
+from ._rows import checked_entry
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 
 try:
@@ -832,27 +833,7 @@ def _pair(value: object) -> tuple[str, bytes]:
 
 def _entry(session_id: str, row: _Row) -> JournalEntry:
     intent_id, backend, state, owner, updated, record = row
-    intent = _decoded(f"intent {intent_id}", intent_id, PendingWrite.decode, record)
-    # The keys a row is filed under are what reads select by: a record moved to hide from its
-    # session (or to show up in another) must not pass as that session's.
-    if (intent.intent_id, intent.session_id, str(intent.backend)) != (
-        intent_id,
-        session_id,
-        backend,
-    ):
-        raise RecordTampered(
-            f"intent {intent_id}: where the journal files it and its record name different "
-            "intents, sessions or backends"
-        )
-    try:
-        return JournalEntry(
-            intent=intent,
-            state=IntentState(state),
-            owner=Owner.parse(owner),
-            updated_at=float(updated),
-        )
-    except (TypeError, ValueError) as exc:
-        raise JournalCorrupt(f"intent {intent_id}: unreadable state or owner ({exc})") from exc
+    return checked_entry(intent_id, session_id, backend, state, owner, updated, record)
 
 
 def _decoded(name: str, ident: str, decode: Callable[[bytes], _T], record: bytes) -> _T:

@@ -21,12 +21,10 @@ from ..errors import (
     IntentConflict,
     JournalCorrupt,
     JournalUnavailable,
-    RecordError,
-    RecordMalformed,
-    RecordTampered,
 )
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
+from ._rows import checked_decision, checked_entry
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 
 __all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
@@ -505,48 +503,11 @@ def _entry(
     updated_at: float,
     record: bytes,
 ) -> JournalEntry:
-    intent = _decoded(intent_id, PendingWrite.decode, record)
-    # The columns are what queries select by: a row edited to hide its intent from its
-    # session (or to show it to another) must not pass as that session's record.
-    if (intent.intent_id, intent.session_id, str(intent.backend)) != (
-        intent_id,
-        session_id,
-        backend,
-    ):
-        raise RecordTampered(
-            f"intent {intent_id}: the journal row and its record name different intents, "
-            "sessions or backends"
-        )
-    try:
-        return JournalEntry(
-            intent=intent,
-            state=IntentState(state),
-            owner=Owner.parse(owner),
-            updated_at=float(updated_at),
-        )
-    except (TypeError, ValueError) as exc:
-        raise JournalCorrupt(f"intent {intent_id}: unreadable state or owner ({exc})") from exc
+    return checked_entry(intent_id, session_id, backend, state, owner, updated_at, record)
 
 
 def _decision(intent_id: str, session_id: str, record: bytes) -> Decision:
-    decision = _decoded(intent_id, Decision.decode, record)
-    if (decision.intent_id, decision.session_id) != (intent_id, session_id):
-        raise RecordTampered(
-            f"decision on intent {intent_id}: the journal row and its record disagree"
-        )
-    return decision
-
-
-def _decoded(intent_id: object, decode: Callable[[bytes], _T], record: object) -> _T:
-    if not isinstance(record, bytes):
-        raise RecordMalformed(f"intent {intent_id}: the stored record is not a blob")
-    try:
-        return decode(record)
-    except RecordError as exc:
-        if str(intent_id) in str(exc):
-            raise
-        # Name the row: a record that cannot be parsed at all cannot name itself.
-        raise type(exc)(f"intent {intent_id}: {exc}") from exc
+    return checked_decision(intent_id, session_id, record)
 
 
 def _settled(conn: sqlite3.Connection, intent_id: str) -> bool:

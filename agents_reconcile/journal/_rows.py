@@ -1,0 +1,75 @@
+"""Turning a journal's stored rows back into records, checked: shared by every journal.
+
+A record carries its own digest, so an edited one fails to decode; a row whose columns (or
+keys) say another intent, session or backend than the record inside it was moved, and is
+refused too. A record too damaged to name itself is named by its row.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from ..errors import JournalCorrupt, RecordError, RecordMalformed, RecordTampered
+from ..ownership import Owner
+from ..records import Decision, PendingWrite
+from .base import IntentState, JournalEntry
+
+__all__ = ["checked_decision", "checked_entry", "decoded"]
+
+_T = TypeVar("_T")
+
+
+def decoded(intent_id: object, decode: Callable[[bytes], _T], record: object) -> _T:
+    """``decode(record)``; its record errors name the intent when the record cannot."""
+    if not isinstance(record, bytes):
+        raise RecordMalformed(f"intent {intent_id}: the stored record is not bytes")
+    try:
+        return decode(record)
+    except RecordError as exc:
+        if str(intent_id) in str(exc):
+            raise
+        raise type(exc)(f"intent {intent_id}: {exc}") from exc
+
+
+def checked_entry(
+    intent_id: str,
+    session_id: str,
+    backend: str,
+    state: str,
+    owner: str,
+    updated_at: float | str,
+    record: object,
+) -> JournalEntry:
+    """An unresolved intent's row, checked against the record it holds."""
+    intent = decoded(intent_id, PendingWrite.decode, record)
+    # Reads select by these columns: a row edited to hide its intent from its session (or to
+    # show it to another) must not pass as that session's record.
+    if (intent.intent_id, intent.session_id, str(intent.backend)) != (
+        intent_id,
+        session_id,
+        backend,
+    ):
+        raise RecordTampered(
+            f"intent {intent_id}: the journal row and its record name different intents, "
+            "sessions or backends"
+        )
+    try:
+        return JournalEntry(
+            intent=intent,
+            state=IntentState(state),
+            owner=Owner.parse(owner),
+            updated_at=float(updated_at),
+        )
+    except (TypeError, ValueError) as exc:
+        raise JournalCorrupt(f"intent {intent_id}: unreadable state or owner ({exc})") from exc
+
+
+def checked_decision(intent_id: object, session_id: object, record: object) -> Decision:
+    """A decision's row, checked against the record it holds."""
+    decision = decoded(intent_id, Decision.decode, record)
+    if (decision.intent_id, decision.session_id) != (intent_id, session_id):
+        raise RecordTampered(
+            f"decision on intent {intent_id}: the journal row and its record disagree"
+        )
+    return decision
