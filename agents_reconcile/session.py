@@ -311,38 +311,15 @@ class ReconcilingSession:
                 _BUSY.add(intent.intent_id)
                 if not write_ahead:
                     break
-                try:
-                    opened = await self._journal_call(
-                        self.journal.open_intent,
-                        intent,
-                        state=IntentState.IN_FLIGHT,
-                        owner=current_owner(),
-                    )
-                    if opened.blocking:
-                        _BUSY.discard(intent.intent_id)
-                        await self._settle_pending(context, wrapper, locked=True)
-                        continue
-                    if self._trust_memory and opened.writes != view.writes:
-                        # Another writer wrote after the tail this intent was built on: take
-                        # the intent back (it has not started) and build it on a fresh read.
-                        await self._journal_call(self.journal.discard, intent.intent_id)
-                        _BUSY.discard(intent.intent_id)
-                        self._forget_tail()
-                        continue
-                    if accounted is not None and opened.writes > accounted:
-                        await self._journal_call(self.journal.discard, intent.intent_id)
-                        _BUSY.discard(intent.intent_id)
-                        await self._refuse(
-                            intent,
-                            Outcome.AMBIGUOUS,
-                            Reason.STALE_STATE,
-                            {"state_accounts_for": accounted, "journal_counted": opened.writes},
-                        )
-                    if context is not None:
-                        runstate.mark_seen(context, self._seen_key, opened.writes + 1)
-                except BaseException:
-                    _BUSY.discard(intent.intent_id)
-                    raise
+                opened = await self._open_intent(
+                    intent,
+                    context,
+                    wrapper,
+                    accounted=accounted,
+                    tail_writes=view.writes if self._trust_memory else None,
+                )
+                if opened is None:
+                    continue
                 break
             self._settled = None
             await self._append(intent, items, wrapper, context, recorded=write_ahead)
@@ -608,6 +585,52 @@ class ReconcilingSession:
                 )
         return new_head
 
+    async def _open_intent(
+        self,
+        intent: PendingWrite,
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
+        *,
+        accounted: int | None,
+        tail_writes: int | None,
+    ) -> Opened | None:
+        """Record ``intent`` write-ahead. None: it was not kept (another intent was pending and
+        is settled now, or the remembered tail is out of date): build it again. A run whose
+        state is older than the session is refused."""
+        try:
+            opened = await self._journal_call(
+                self.journal.open_intent,
+                intent,
+                state=IntentState.IN_FLIGHT,
+                owner=current_owner(),
+            )
+            if opened.blocking:
+                _BUSY.discard(intent.intent_id)
+                await self._settle_pending(context, wrapper, locked=True)
+                return None
+            if tail_writes is not None and opened.writes != tail_writes:
+                # Another writer wrote after the tail this intent was built on: take the
+                # intent back (it has not started) and build it on a fresh read.
+                await self._journal_call(self.journal.discard, intent.intent_id)
+                _BUSY.discard(intent.intent_id)
+                self._forget_tail()
+                return None
+            if accounted is not None and opened.writes > accounted:
+                await self._journal_call(self.journal.discard, intent.intent_id)
+                _BUSY.discard(intent.intent_id)
+                await self._refuse(
+                    intent,
+                    Outcome.AMBIGUOUS,
+                    Reason.STALE_STATE,
+                    {"state_accounts_for": accounted, "journal_counted": opened.writes},
+                )
+            if context is not None:
+                runstate.mark_seen(context, self._seen_key, opened.writes + 1)
+        except BaseException:
+            _BUSY.discard(intent.intent_id)
+            raise
+        return opened
+
     # -- revisioned stores ---------------------------------------------------------------
 
     async def _add_revisioned(
@@ -647,34 +670,11 @@ class ReconcilingSession:
                 reached(CrashPoint.BEFORE_INTENT_RECORDED)
                 _BUSY.add(intent.intent_id)
                 if write_ahead:
-                    try:
-                        opened = await self._journal_call(
-                            self.journal.open_intent,
-                            intent,
-                            state=IntentState.IN_FLIGHT,
-                            owner=current_owner(),
-                        )
-                        if opened.blocking:
-                            _BUSY.discard(intent.intent_id)
-                            await self._settle_pending(context, wrapper, locked=True)
-                            continue
-                        if accounted is not None and opened.writes > accounted:
-                            await self._journal_call(self.journal.discard, intent.intent_id)
-                            _BUSY.discard(intent.intent_id)
-                            await self._refuse(
-                                intent,
-                                Outcome.AMBIGUOUS,
-                                Reason.STALE_STATE,
-                                {
-                                    "state_accounts_for": accounted,
-                                    "journal_counted": opened.writes,
-                                },
-                            )
-                        if context is not None:
-                            runstate.mark_seen(context, self._seen_key, opened.writes + 1)
-                    except BaseException:
-                        _BUSY.discard(intent.intent_id)
-                        raise
+                    opened = await self._open_intent(
+                        intent, context, wrapper, accounted=accounted, tail_writes=None
+                    )
+                    if opened is None:
+                        continue
                 try:
                     new_head = await self._append(
                         intent, items, wrapper, context, recorded=write_ahead, store=store
