@@ -10,6 +10,7 @@ from agents import Agent, FunctionTool, RunConfig, Runner, RunState, function_to
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
+from agents_reconcile.selftest.scenario import item_name as summarize
 from agents_reconcile.testing import FaultInjectingSession
 
 from .backends import Backend, close
@@ -19,21 +20,6 @@ FIRST_RUN = ["user:hi", "call:c1", "output:c1", "assistant:done"]
 """What a complete first run stores; its saves are [0:1], [1:3] and [3:4]."""
 SAVE_BOUNDS = {1: (0, 1), 2: (1, 3), 3: (3, 4)}
 SAVE_NAMES = {1: "input", 2: "tool_turn", 3: "final_output"}
-
-
-def summarize(item: Any) -> str:
-    """A short, payload-light name for an item: ``role:text`` or ``call:id`` / ``output:id``."""
-    if hasattr(item, "model_dump"):
-        item = item.model_dump(exclude_unset=True)
-    kind = item.get("type")
-    if kind == "function_call":
-        return f"call:{item['call_id']}"
-    if kind == "function_call_output":
-        return f"output:{item['call_id']}"
-    content = item.get("content")
-    if isinstance(content, list):
-        content = "".join(part.get("text", "") for part in content if isinstance(part, dict))
-    return f"{item.get('role')}:{content}"
 
 
 def first_run_steps() -> list[Any]:
