@@ -46,7 +46,6 @@ from .journal import (
     IntentJournal,
     IntentState,
     JournalEntry,
-    MemoryJournal,
     Opened,
     SQLiteJournal,
     journal_path,
@@ -167,8 +166,6 @@ class ReconcilingSession:
         self._settled: _Settled | None = None
         self._unjournaled: dict[str, PendingWrite] = {}
         self._undiscarded: set[str] = set()
-        # Acknowledged intents being cleared from a server journal while the caller goes on.
-        self._clearing: dict[asyncio.Task[None], str] = {}
         # Counts this wrapper's writes, so a read that a write overtook is not remembered.
         self._writes = 0
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
@@ -276,7 +273,6 @@ class ReconcilingSession:
             return
         context = runstate.context_of(wrapper)
         write_ahead = self.config.durability == "write_ahead"
-        await self._flush_clearing()
         if self._store is not None:
             await self._add_revisioned(self._store, items, digests, context, wrapper)
             return
@@ -355,7 +351,6 @@ class ReconcilingSession:
 
     async def pending(self) -> list[PendingWrite]:
         """Unresolved intents the journal holds for this session and backend (no reconciling)."""
-        await self._flush_clearing()
         journal = self._journal_for_reading()
         entries = (
             [] if journal is None else await journal.pending(self.session_id, self.backend_identity)
@@ -400,7 +395,6 @@ class ReconcilingSession:
 
     async def decisions(self, limit: int = 100) -> list[Decision]:
         """This session's recorded decisions, newest first."""
-        await self._flush_clearing()
         journal = self._journal_for_reading()
         if journal is None:
             return []
@@ -565,13 +559,7 @@ class ReconcilingSession:
         finally:
             _BUSY.discard(intent.intent_id)
         reached(CrashPoint.BEFORE_INTENT_CLEARED)
-        if recorded and self._clears_in_background():
-            # A round trip the caller need not wait for: the append is acknowledged, and an
-            # intent that outlives us is found committed by whoever reconciles it.
-            task = asyncio.ensure_future(self._clear(intent.intent_id))
-            self._clearing[task] = intent.intent_id
-            task.add_done_callback(self._cleared)
-        elif recorded:
+        if recorded:
             try:
                 await self.journal.discard(intent.intent_id)
             except JournalError:
@@ -901,43 +889,7 @@ class ReconcilingSession:
                 decisions.append(decision)
         return decisions
 
-    def _clears_in_background(self) -> bool:
-        # The embedded journals answer in microseconds, on this thread: no gain in deferring.
-        return not isinstance(self.journal, SQLiteJournal | MemoryJournal)
-
-    async def _clear(self, intent_id: str) -> None:
-        try:
-            await self.journal.discard(intent_id)
-        except JournalError:
-            self._undiscarded.add(intent_id)
-            logger.warning(
-                "session %s: acknowledged intent %s could not be cleared from the journal",
-                self.session_id,
-                intent_id,
-                exc_info=True,
-            )
-        except asyncio.CancelledError:
-            self._undiscarded.add(intent_id)
-            raise
-
-    def _cleared(self, task: asyncio.Task[None]) -> None:
-        intent_id = self._clearing.pop(task, None)
-        if task.cancelled() and intent_id is not None:
-            self._undiscarded.add(intent_id)
-
-    async def _flush_clearing(self) -> None:
-        """Wait for this loop's background clearing; what another loop left is retried."""
-        if not self._clearing:
-            return
-        loop = asyncio.get_running_loop()
-        mine = [task for task in self._clearing if task.get_loop() is loop]
-        for task in [task for task in self._clearing if task.get_loop() is not loop]:
-            self._undiscarded.add(self._clearing.pop(task))
-        if mine:
-            await asyncio.gather(*mine, return_exceptions=True)
-
     async def _retry_discards(self) -> None:
-        await self._flush_clearing()
         for intent_id in list(self._undiscarded):
             try:
                 await self.journal.discard(intent_id)

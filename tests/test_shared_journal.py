@@ -93,8 +93,8 @@ async def test_another_worker_settles_what_one_left(
 
 @pytest.mark.parametrize("kind", STORES)
 async def test_a_run_through_a_server_journal(journal_url: str, kind: str, tmp_path: Path) -> None:
-    """Runner.run end to end; acknowledged intents are cleared (in the background), so the
-    next worker neither waits for nor sees them."""
+    """Runner.run end to end; acknowledged intents are cleared, so the next worker neither
+    waits for nor sees them."""
     one = worker(kind, tmp_path, journal_url)
     agent = Agent(
         name="a", model=ScriptedModel([[assistant_message("x")], [assistant_message("y")]])
@@ -123,3 +123,23 @@ async def test_a_journal_url_in_the_config(tmp_path: Path) -> None:
     assert await session.pending() == []
     await session.journal.drop()  # type: ignore[attr-defined]
     await session.journal.close()
+
+
+@pytest.mark.redis
+def test_run_sync_with_a_server_journal_leaves_nothing_pending(tmp_path: Path) -> None:
+    """``Runner.run_sync`` runs each run on a loop of its own; the journal follows."""
+    import asyncio
+
+    from agents_reconcile.journal.redis import RedisJournal
+
+    journal = RedisJournal.from_url(redis_url(), prefix=f"sync{uuid.uuid4().hex[:12]}")
+    session = ReconcilingSession(
+        SQLiteSession("s", tmp_path / "chat.db"), config=ReconcileConfig(journal=journal)
+    )
+    steps = [[assistant_message(text)] for text in ("x", "y", "z")]
+    agent = Agent(name="a", model=ScriptedModel(steps))
+    for text in ("one", "two", "three"):
+        Runner.run_sync(agent, text, session=session, run_config=session.run_config())
+    assert asyncio.run(session.pending()) == []
+    assert len(asyncio.run(session.inner.get_items())) == 6
+    asyncio.run(journal.drop())
