@@ -30,7 +30,7 @@ from agents_reconcile.journal import IntentJournal, IntentState, Opened, open_jo
 from agents_reconcile.ownership import current_owner
 
 from .journal_support import BACKEND, make_decision, make_intent
-from .servers import postgres_url
+from .servers import Wire, postgres_url
 
 asyncpg = pytest.importorskip("asyncpg")
 
@@ -407,35 +407,6 @@ async def test_settle_after_the_claim_moved_is_refused(journals: Factory) -> Non
 
 
 # -- round trips and the fence ----------------------------------------------------------------
-
-
-class Wire:
-    """Counts what a journal's connections send: statements (asyncpg's query logger) and
-    protocol flushes (each one a request the client then waits on: a round trip)."""
-
-    def __init__(self) -> None:
-        self.statements: list[str] = []
-        self.flushes = 0
-
-    async def attach(self, conn: Any) -> None:
-        conn.add_query_logger(lambda record: self.statements.append(record.query))
-        transport = conn._transport
-        send = transport.write
-
-        def write(data: Any) -> Any:
-            self.flushes += 1
-            return send(data)
-
-        transport.write = write
-
-    async def settled(self) -> None:
-        # Query loggers are called soon after the statement, not during it.
-        for _ in range(3):
-            await asyncio.sleep(0)
-
-    def clear(self) -> None:
-        self.statements.clear()
-        self.flushes = 0
 
 
 @pytest.fixture

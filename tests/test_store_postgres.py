@@ -25,7 +25,7 @@ from agents_reconcile.identity import derive_identity
 from agents_reconcile.revision import is_revisioned
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
-from .servers import postgres_url
+from .servers import Wire, postgres_url
 
 asyncpg = pytest.importorskip("asyncpg")
 
@@ -141,35 +141,6 @@ def whole_or_absent(
 
 
 # -- round trips -------------------------------------------------------------------------
-
-
-class Wire:
-    """Counts what a connection sends: statements (asyncpg's query logger) and protocol
-    flushes (each one a request the client then waits on: a round trip)."""
-
-    def __init__(self) -> None:
-        self.statements: list[str] = []
-        self.flushes = 0
-
-    async def attach(self, conn: Any) -> None:
-        conn.add_query_logger(lambda record: self.statements.append(record.query))
-        transport = conn._transport
-        send = transport.write
-
-        def write(data: Any) -> Any:
-            self.flushes += 1
-            return send(data)
-
-        transport.write = write
-
-    async def settled(self) -> None:
-        # Query loggers are called soon after the statement, not during it.
-        for _ in range(3):
-            await asyncio.sleep(0)
-
-    def clear(self) -> None:
-        self.statements.clear()
-        self.flushes = 0
 
 
 async def test_append_if_is_one_statement_in_one_round_trip(place: Place) -> None:

@@ -497,16 +497,10 @@ class PostgresJournal:
             if rows:
                 head = rows[0]
                 writes = _count(head["writes"])
-                if head["added"]:
-                    return Opened([], writes)
                 # Everything below was read from one snapshot: a state the journal was in.
-                blocking = [
-                    _entry(tuple(found)[4:]) for found in rows if found["intent_id"] is not None
-                ]
-                if blocking:
-                    return Opened(blocking, writes)
-                if head["settled"]:
-                    raise _already_settled(intent.intent_id)
+                opened = _opened_or_settled(intent, rows, writes, entry_columns=4)
+                if opened is not None:
+                    return opened
                 if head["prior"] is not None:
                     # The id is taken by an intent of another session or backend.
                     _compare(intent, head["prior"])
@@ -517,16 +511,9 @@ class PostgresJournal:
                 # be opened, recorded, settled or counted until this transaction ends.
                 writes = _count(await conn.fetchval(self._sql.lock_session, *key))
                 rows = await conn.fetch(self._sql.open_locked, *row, writes)
-                head = rows[0]
-                if head["added"]:
-                    return Opened([], writes)
-                blocking = [
-                    _entry(tuple(found)[2:]) for found in rows if found["intent_id"] is not None
-                ]
-                if blocking:
-                    return Opened(blocking, writes)
-                if head["settled"]:
-                    raise _already_settled(intent.intent_id)
+                opened = _opened_or_settled(intent, rows, writes, entry_columns=2)
+                if opened is not None:
+                    return opened
                 # The id is taken by an intent of another session or backend.
                 _compare(intent, await conn.fetchval(self._sql.intent_record, intent.intent_id))
                 return Opened([], writes)
@@ -961,6 +948,25 @@ def _count(value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise JournalCorrupt(f"a session's write count is {value!r}, not a count")
     return value
+
+
+def _opened_or_settled(
+    intent: PendingWrite, rows: Sequence[Any], writes: int, *, entry_columns: int
+) -> Opened | None:
+    """What an open-intent statement's rows say: recorded, blocked by the unresolved intents
+    they list (from column ``entry_columns`` on), or refused as settled; None when the id is
+    held elsewhere and the caller must look."""
+    head = rows[0]
+    if head["added"]:
+        return Opened([], writes)
+    blocking = [
+        _entry(tuple(found)[entry_columns:]) for found in rows if found["intent_id"] is not None
+    ]
+    if blocking:
+        return Opened(blocking, writes)
+    if head["settled"]:
+        raise _already_settled(intent.intent_id)
+    return None
 
 
 def _entry(row: Sequence[Any]) -> JournalEntry:

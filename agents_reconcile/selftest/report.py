@@ -33,14 +33,21 @@ class Totals:
     def add(self, verdict: Verdict) -> None:
         self.scenarios += 1
         self.killed += verdict.killed
-        self.duplicates += verdict.duplicates
-        self.losses += verdict.losses
-        self.unpaired += verdict.unpaired
-        self.continued_on_ambiguity += verdict.continued_on_ambiguity
-        self.false_denials += verdict.false_denials
-        self.reexecuted += verdict.reexecuted
-        self.unrecorded_reruns += verdict.unrecorded_reruns
+        for name in _COUNTED:
+            setattr(self, name, getattr(self, name) + getattr(verdict, name))
         self.broken += not verdict.holds
+
+
+_COUNTED: Final = (
+    "duplicates",
+    "losses",
+    "unpaired",
+    "continued_on_ambiguity",
+    "false_denials",
+    "reexecuted",
+    "unrecorded_reruns",
+)
+"""The counts a verdict and the totals share, summed as they are."""
 
 
 _HEADINGS: Final = {

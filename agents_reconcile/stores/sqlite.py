@@ -194,37 +194,27 @@ class RevisionedSQLiteSession:
 
     # -- writes --------------------------------------------------------------------------
 
-    def _write(
-        self,
-        conn: sqlite3.Connection,
-        kind: str,
-        rows: list[bytes],
-        *,
-        expected: int | None,
-        write_id: str,
-        writer: str,
-    ) -> int:
-        conn.execute("BEGIN IMMEDIATE")
+    def _position(self, conn: sqlite3.Connection) -> tuple[int, int]:
+        """The session's head revision and next item position, inside a transaction."""
         found = conn.execute(
             "SELECT revision, next_seq FROM revisioned_sessions WHERE session_id = ?",
             (self.session_id,),
         ).fetchone()
-        revision, next_seq = (found[0], found[1]) if found else (0, 0)
-        if expected is not None and revision != expected:
-            raise RevisionConflict(
-                f"session {self.session_id!r} is at revision {revision}, not {expected}",
-                expected=expected,
-                actual=revision,
-            )
+        return (found[0], found[1]) if found else (0, 0)
+
+    def _record(
+        self,
+        conn: sqlite3.Connection,
+        *,
+        revision: int,
+        next_seq: int,
+        kind: str,
+        count: int,
+        write_id: str,
+        writer: str,
+    ) -> int:
+        """Record a write made on top of ``revision`` and move the head past it."""
         new = revision + 1
-        count = len(rows)
-        if kind == "append":
-            conn.executemany(
-                "INSERT INTO revisioned_items (session_id, seq, revision, item) "
-                "VALUES (?, ?, ?, ?)",
-                [(self.session_id, next_seq + i, new, row.decode()) for i, row in enumerate(rows)],
-            )
-            next_seq += count
         try:
             conn.execute(
                 "INSERT INTO revisioned_writes (session_id, revision, write_id, writer, kind, "
@@ -234,7 +224,7 @@ class RevisionedSQLiteSession:
         except sqlite3.IntegrityError as exc:
             raise RevisionConflict(
                 f"write {write_id} is already recorded for session {self.session_id!r}",
-                expected=revision if expected is None else expected,
+                expected=revision,
                 actual=revision,
             ) from exc
         conn.execute(
@@ -242,6 +232,41 @@ class RevisionedSQLiteSession:
             "ON CONFLICT (session_id) DO UPDATE SET revision = excluded.revision, "
             "next_seq = excluded.next_seq",
             (self.session_id, new, next_seq),
+        )
+        return new
+
+    def _append(
+        self,
+        conn: sqlite3.Connection,
+        rows: list[bytes],
+        *,
+        expected: int | None,
+        write_id: str,
+        writer: str,
+    ) -> int:
+        conn.execute("BEGIN IMMEDIATE")
+        revision, next_seq = self._position(conn)
+        if expected is not None and revision != expected:
+            raise RevisionConflict(
+                f"session {self.session_id!r} is at revision {revision}, not {expected}",
+                expected=expected,
+                actual=revision,
+            )
+        conn.executemany(
+            "INSERT INTO revisioned_items (session_id, seq, revision, item) VALUES (?, ?, ?, ?)",
+            [
+                (self.session_id, next_seq + i, revision + 1, row.decode())
+                for i, row in enumerate(rows)
+            ],
+        )
+        new = self._record(
+            conn,
+            revision=revision,
+            next_seq=next_seq + len(rows),
+            kind="append",
+            count=len(rows),
+            write_id=write_id,
+            writer=writer,
         )
         conn.execute("COMMIT")
         return new
@@ -251,8 +276,8 @@ class RevisionedSQLiteSession:
     ) -> int:
         rows = [encode_item(item, index) for index, item in enumerate(items)]
         return await self._run(
-            lambda conn: self._write(
-                conn, "append", rows, expected=expected, write_id=write_id, writer=writer
+            lambda conn: self._append(
+                conn, rows, expected=expected, write_id=write_id, writer=writer
             )
         )
 
@@ -262,8 +287,8 @@ class RevisionedSQLiteSession:
         rows = [encode_item(item, index) for index, item in enumerate(items)]
         write_id = new_write_id()
         await self._run(
-            lambda conn: self._write(
-                conn, "append", rows, expected=None, write_id=write_id, writer=ANONYMOUS
+            lambda conn: self._append(
+                conn, rows, expected=None, write_id=write_id, writer=ANONYMOUS
             )
         )
 
@@ -284,7 +309,7 @@ class RevisionedSQLiteSession:
                 "DELETE FROM revisioned_items WHERE session_id = ? AND seq = ?",
                 (self.session_id, row[0]),
             )
-            self._write_in_transaction(conn, "pop", 1, write_id)
+            self._record_removal(conn, "pop", 1, write_id)
             conn.execute("COMMIT")
             return decode_item(row[1])
 
@@ -298,28 +323,23 @@ class RevisionedSQLiteSession:
             removed = conn.execute(
                 "DELETE FROM revisioned_items WHERE session_id = ?", (self.session_id,)
             ).rowcount
-            self._write_in_transaction(conn, "clear", removed, write_id)
+            self._record_removal(conn, "clear", removed, write_id)
             conn.execute("COMMIT")
 
         await self._run(clear)
 
-    def _write_in_transaction(
+    def _record_removal(
         self, conn: sqlite3.Connection, kind: str, count: int, write_id: str
     ) -> None:
-        found = conn.execute(
-            "SELECT revision, next_seq FROM revisioned_sessions WHERE session_id = ?",
-            (self.session_id,),
-        ).fetchone()
-        revision, next_seq = (found[0], found[1]) if found else (0, 0)
-        conn.execute(
-            "INSERT INTO revisioned_writes (session_id, revision, write_id, writer, kind, count,"
-            " at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-            (self.session_id, revision + 1, write_id, ANONYMOUS, kind, count, time.time()),
-        )
-        conn.execute(
-            "INSERT INTO revisioned_sessions (session_id, revision, next_seq) VALUES (?, ?, ?) "
-            "ON CONFLICT (session_id) DO UPDATE SET revision = excluded.revision",
-            (self.session_id, revision + 1, next_seq),
+        revision, next_seq = self._position(conn)
+        self._record(
+            conn,
+            revision=revision,
+            next_seq=next_seq,
+            kind=kind,
+            count=count,
+            write_id=write_id,
+            writer=ANONYMOUS,
         )
 
     # -- reads ---------------------------------------------------------------------------
