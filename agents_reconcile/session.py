@@ -697,14 +697,12 @@ class ReconcilingSession:
                 self._head = new_head
                 return
 
-    async def _judge_revision(
-        self, store: RevisionedStore, intent: PendingWrite, head: int | None = None
-    ) -> Verdict:
-        """What the store's record of writes says about ``intent``."""
+    async def _judge_revision(self, store: RevisionedStore, intent: PendingWrite) -> Verdict:
+        """What the store's record of writes says about ``intent`` (the head is read before
+        the writes after it, which the rule relies on)."""
         assert intent.expected_revision is not None
         found = await store.find_write(intent.intent_id)
-        if head is None:
-            head = await store.head()
+        head = await store.head()
         after: list[WriteRecord] = []
         if found is None and head > intent.expected_revision:
             after = await store.writes_after(intent.expected_revision, limit=WRITES_CHECKED)

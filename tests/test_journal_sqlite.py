@@ -156,7 +156,7 @@ async def test_closed_journal_reopens_on_next_use(tmp_path: Path) -> None:
     journal = SQLiteJournal(tmp_path / "journal.db")
     await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
     await journal.close()
-    assert journal._conn is None
+    assert journal._link._conn is None
 
     try:
         assert ids_of(await journal.pending("session-a")) == ["i-1"]
@@ -538,7 +538,7 @@ def test_fork_child_writes_and_parent_keeps_working(tmp_path: Path) -> None:
     child_intent = make_intent("child-1", created_at=2.0, text="from the child")
     # White-box: SQLite forbids carrying a connection across fork, which rarely fails visibly,
     # so the child also checks that it did not reuse the parent's connection object.
-    parent_connection = journal._conn
+    parent_connection = journal._link._conn
     assert parent_connection is not None
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
@@ -550,7 +550,7 @@ def test_fork_child_writes_and_parent_keeps_working(tmp_path: Path) -> None:
                     journal.record(child_intent, state=IntentState.IN_FLIGHT, owner=current_owner())
                 )
                 entry = loop.run_until_complete(journal.get("parent-1"))
-                reused = journal._conn is parent_connection
+                reused = journal._link._conn is parent_connection
                 code = 2 if entry is None else 3 if reused else 0
             finally:
                 loop.close()

@@ -11,12 +11,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Final, TypeVar
 
+from .._sqlite import SQLiteLink
 from ..errors import (
     IntentConflict,
     JournalCorrupt,
@@ -81,10 +81,6 @@ _SCHEMA: Final = (
 )
 
 
-class _Busy(Exception):
-    """The database is locked by another connection; retry off the event loop."""
-
-
 class SQLiteJournal:
     """``IntentJournal`` in one SQLite file (created with its schema on first use).
 
@@ -107,19 +103,18 @@ class SQLiteJournal:
         if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be NORMAL, FULL or EXTRA, not {synchronous!r}")
         self._synchronous = synchronous.upper()
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = -1
+        self._link = SQLiteLink(
+            self._open,
+            busy_timeout=busy_timeout,
+            translate=lambda exc: _translate(exc, self.path),
+        )
 
     def __repr__(self) -> str:
         return f"SQLiteJournal({str(self.path)!r})"
 
     # -- connection ---------------------------------------------------------------------
 
-    def _connection(self) -> sqlite3.Connection:
-        # A connection must not cross a fork: the child opens its own.
-        if self._conn is not None and self._pid == os.getpid():
-            return self._conn
+    def _open(self) -> sqlite3.Connection:
         if self.read_only and not self.path.is_file():
             raise JournalUnavailable(f"no journal file at {self.path}")
         # mode=ro: inspecting a journal must never create or migrate it, even when the path
@@ -150,7 +145,6 @@ class SQLiteJournal:
         except BaseException:
             conn.close()
             raise
-        self._conn, self._pid = conn, os.getpid()
         return conn
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
@@ -231,39 +225,10 @@ class SQLiteJournal:
         return None
 
     def _sync(self, operation: Callable[[sqlite3.Connection], _T], *, patient: bool = False) -> _T:
-        if not self._lock.acquire(blocking=patient):
-            raise _Busy
-        try:
-            try:
-                conn = self._connection()
-            except sqlite3.Error as exc:
-                raise _translate(exc, self.path) from exc
-            if patient:
-                conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
-            try:
-                return operation(conn)
-            except sqlite3.OperationalError as exc:
-                if not patient and _is_busy(exc):
-                    raise _Busy from exc
-                raise _translate(exc, self.path) from exc
-            except sqlite3.Error as exc:
-                raise _translate(exc, self.path) from exc
-            finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if patient:
-                    conn.execute("PRAGMA busy_timeout=0")
-        finally:
-            self._lock.release()
+        return self._link.sync(operation, patient=patient)
 
     async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
-        # Opening (and migrating) may wait on another process's lock: never on the event loop.
-        if self._conn is not None and self._pid == os.getpid():
-            try:
-                return self._sync(operation)
-            except _Busy:
-                pass
-        return await asyncio.to_thread(self._sync, operation, patient=True)
+        return await self._link.run(operation)
 
     # -- IntentJournal ------------------------------------------------------------------
 
@@ -424,10 +389,7 @@ class SQLiteJournal:
     async def close(self) -> None:
         """Close the connection. The journal is shared per file within a process, so a later
         operation (by this or another session) opens a new one instead of failing."""
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
+        self._link.close()
 
 
 def _writes(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
@@ -533,11 +495,6 @@ def _insert_decision(conn: sqlite3.Connection, decision: Decision) -> None:
             decision.encode(),
         ),
     )
-
-
-def _is_busy(exc: sqlite3.OperationalError) -> bool:
-    text = str(exc).lower()
-    return "locked" in text or "busy" in text
 
 
 def _translate(exc: sqlite3.Error, path: Path) -> Exception:

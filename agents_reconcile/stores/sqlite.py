@@ -16,12 +16,12 @@ from __future__ import annotations
 import asyncio
 import os
 import sqlite3
-import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
+from .._sqlite import SQLiteLink
 from ..errors import RevisionConflict, SchemaMismatch
 from ..revision import WriteRecord
 from ._common import ANONYMOUS, decode_item, encode_item, new_write_id, valid_limit
@@ -57,10 +57,6 @@ _SCHEMA: Final = (
 )
 
 
-class _Busy(Exception):
-    pass
-
-
 class RevisionedSQLiteSession:
     """A full SDK ``Session`` (usable with ``Runner.run`` directly) that is also a
     ``RevisionedStore``: ``ReconcilingSession`` then judges its writes exactly."""
@@ -83,18 +79,17 @@ class RevisionedSQLiteSession:
         self._synchronous = synchronous.upper()
         self._busy_timeout = busy_timeout
         self._migrate_on_open = migrate
-        self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = None
-        self._pid = -1
+        # FULL commits fsync: they wait in a thread, never on the event loop.
+        self._link = SQLiteLink(
+            self._open, busy_timeout=busy_timeout, on_loop=self._synchronous == "NORMAL"
+        )
 
     def __repr__(self) -> str:
         return f"RevisionedSQLiteSession({self.session_id!r}, {str(self.path)!r})"
 
     # -- connection ----------------------------------------------------------------------
 
-    def _connection(self) -> sqlite3.Connection:
-        if self._conn is not None and self._pid == os.getpid():
-            return self._conn
+    def _open(self) -> sqlite3.Connection:
         conn = sqlite3.connect(
             str(self.path), timeout=0, isolation_level=None, check_same_thread=False
         )
@@ -107,7 +102,6 @@ class RevisionedSQLiteSession:
         except BaseException:
             conn.close()
             raise
-        self._conn, self._pid = conn, os.getpid()
         return conn
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
@@ -125,40 +119,11 @@ class RevisionedSQLiteSession:
             )
         _apply_schema(conn)
 
-    def _sync(self, operation: Callable[[sqlite3.Connection], _T], *, patient: bool) -> _T:
-        if not self._lock.acquire(blocking=patient):
-            raise _Busy
-        try:
-            conn = self._connection()
-            if patient:
-                conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
-            try:
-                return operation(conn)
-            except sqlite3.OperationalError as exc:
-                if not patient and "locked" in str(exc).lower():
-                    raise _Busy from exc
-                raise
-            finally:
-                if conn.in_transaction:
-                    conn.execute("ROLLBACK")
-                if patient:
-                    conn.execute("PRAGMA busy_timeout=0")
-        finally:
-            self._lock.release()
-
     async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
-        if self._synchronous == "NORMAL" and self._conn is not None and self._pid == os.getpid():
-            try:
-                return self._sync(operation, patient=False)
-            except _Busy:
-                pass
-        return await asyncio.to_thread(self._sync, operation, patient=True)
+        return await self._link.run(operation)
 
     async def close(self) -> None:
-        with self._lock:
-            if self._conn is not None and self._pid == os.getpid():
-                self._conn.close()
-            self._conn = None
+        self._link.close()
 
     async def migrate(self) -> list[str]:
         """Create or upgrade the schema; return the steps applied (none when current)."""
