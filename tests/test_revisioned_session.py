@@ -131,3 +131,32 @@ async def test_a_revisioned_intent_is_never_judged_by_fingerprints(tmp_path: Pat
     [entry] = await mine.journal.pending("s")
     assert entry.intent.expected_revision == 0
     assert entry.intent.before_digests == ()
+
+
+async def test_the_sqlite_store_schema_is_versioned(tmp_path: Path) -> None:
+    """A file without the schema is refused with migrate=False and reported by check(); a
+    newer schema is refused; migrate() creates what is missing, once."""
+    from agents_reconcile.errors import SchemaMismatch
+
+    path = tmp_path / "store.db"
+    unmigrated = RevisionedSQLiteSession("s", path, migrate=False)
+    assert "no revisioned-store schema" in (await unmigrated.check() or "")
+    with pytest.raises(SchemaMismatch, match="migrate"):
+        await unmigrated.get_items()
+    assert await unmigrated.migrate() == ["revisioned store schema 1"]
+    assert await unmigrated.migrate() == []
+    assert await unmigrated.check() is None
+    await unmigrated.close()
+    with sqlite3.connect(path) as conn:
+        conn.execute("INSERT INTO revisioned_schema (version, applied_at) VALUES (99, 0)")
+    newer = RevisionedSQLiteSession("s", path)
+    with pytest.raises(SchemaMismatch, match="newer"):
+        await newer.add_items([item("a")])
+    assert "newer" in (await newer.check() or "")
+
+
+def test_a_bad_on_extended_policy_is_refused() -> None:
+    from agents_reconcile.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="on_extended"):
+        ReconcileConfig(on_extended="merge")  # type: ignore[arg-type]
