@@ -12,10 +12,11 @@ import asyncio
 import os
 import sqlite3
 import threading
+import time
 from collections.abc import Callable
 from typing import TypeVar
 
-__all__ = ["Busy", "SQLiteLink", "is_busy"]
+__all__ = ["Busy", "SQLiteLink", "enable_wal", "is_busy"]
 
 _T = TypeVar("_T")
 
@@ -27,6 +28,26 @@ class Busy(Exception):
 def is_busy(exc: sqlite3.OperationalError) -> bool:
     text = str(exc).lower()
     return "locked" in text or "busy" in text
+
+
+def enable_wal(conn: sqlite3.Connection, timeout: float) -> None:
+    """Put the file in WAL mode (it stays so), waiting up to ``timeout`` for other processes.
+
+    Switching needs the file to itself, and SQLite may answer "locked" at once instead of
+    calling the busy handler while another connection opens the same new file; a file that
+    is in WAL mode already needs no switch at all."""
+    (mode,) = conn.execute("PRAGMA journal_mode").fetchone()
+    if str(mode).lower() == "wal":
+        return
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            conn.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if not is_busy(exc) or time.monotonic() >= deadline:
+                raise
+        time.sleep(0.01)
 
 
 class SQLiteLink:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+from agents_reconcile.faultproxy import FaultProxy
 from agents_reconcile.fingerprint import digest_items
 from agents_reconcile.ownership import Owner
 from agents_reconcile.records import (
@@ -64,3 +66,12 @@ def make_decision(
         decided_at=decided_at,
         evidence={"batch_digests": list(intent.batch_digests), "observed_count": 2},
     )
+
+
+async def proxy_to(url: str) -> tuple[FaultProxy, str]:
+    """A started ``FaultProxy`` in front of the server at ``url``, and ``url`` through it."""
+    parts = urlsplit(url)
+    proxy = await FaultProxy(parts.hostname or "127.0.0.1", parts.port or 0).start()
+    credentials, at, _ = parts.netloc.rpartition("@")
+    proxied = urlunsplit(parts._replace(netloc=f"{credentials}{at}127.0.0.1:{proxy.port}"))
+    return proxy, proxied

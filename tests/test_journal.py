@@ -14,6 +14,7 @@ from agents_reconcile.errors import IntentConflict
 from agents_reconcile.journal import (
     IntentJournal,
     IntentState,
+    InvariantViolation,
     MemoryJournal,
     Opened,
     SQLiteJournal,
@@ -22,6 +23,7 @@ from agents_reconcile.ownership import Owner, current_owner
 from agents_reconcile.records import (
     Action,
     BackendIdentity,
+    Decision,
     Outcome,
     Reason,
 )
@@ -424,26 +426,25 @@ async def test_open_intent_records_only_when_the_session_is_clear(journal: Inten
     pending, and otherwise returns the pending ones and records nothing."""
     owner = current_owner()
     first = make_intent("i-1")
-    assert await journal.open_intent(first, state=IntentState.IN_FLIGHT, owner=owner) == Opened(
-        [], 0
-    )
+    opened = await journal.open_intent(first, state=IntentState.IN_FLIGHT, owner=owner)
+    assert opened == Opened(recorded=True, writes=0)
     assert ids(await journal.pending("session-a")) == ["i-1"]
 
     second = make_intent("i-2", created_at=1_700_000_001.0)
     opened = await journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner)
-    assert ids(opened.blocking) == ["i-1"] and opened.writes == 1
+    assert not opened.recorded and ids(opened.blocking) == ["i-1"] and opened.writes == 1
     assert await journal.get("i-2") is None
 
     elsewhere = make_intent("i-3", session_id="session-b")
     opened = await journal.open_intent(elsewhere, state=IntentState.IN_FLIGHT, owner=owner)
-    assert opened == Opened([], 0)
+    assert opened == Opened(recorded=True, writes=0)
     other_backend = make_intent("i-4", backend=BackendIdentity("other.Store", "x"))
     opened = await journal.open_intent(other_backend, state=IntentState.IN_FLIGHT, owner=owner)
-    assert opened == Opened([], 0)
+    assert opened == Opened(recorded=True, writes=0)
 
     await journal.discard("i-1")
     opened = await journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner)
-    assert opened == Opened([], 1)
+    assert opened == Opened(recorded=True, writes=1)
     assert ids(await journal.pending("session-a", BACKEND)) == ["i-2"]
     assert await journal.writes("session-a", BACKEND) == 2
 
@@ -504,3 +505,158 @@ async def test_settle_and_note_take_only_their_kind_of_decision(journal: IntentJ
     assert ids(await journal.pending("session-a")) == ["i-1"]
     with pytest.raises(ValueError):
         await journal.decisions(limit=0)
+
+
+async def test_open_intent_with_a_stale_expected_count_writes_nothing(
+    journal: IntentJournal,
+) -> None:
+    """open_intent expecting another count than the session's records and counts nothing and
+    returns the count as it is; expecting the right one, it records."""
+    owner = current_owner()
+    intent = make_intent("i-1")
+    for _ in range(2):
+        await journal.count_write("session-a", BACKEND)
+
+    for stale in (0, 1, 3):
+        opened = await journal.open_intent(
+            intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=stale
+        )
+        assert opened == Opened(recorded=False, writes=2)
+    assert await journal.get("i-1") is None
+    assert await journal.writes("session-a", BACKEND) == 2
+
+    opened = await journal.open_intent(
+        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=2
+    )
+    assert opened == Opened(recorded=True, writes=2)
+    assert ids(await journal.pending("session-a")) == ["i-1"]
+    assert await journal.writes("session-a", BACKEND) == 3
+
+
+async def test_a_blocked_opening_reports_the_blocking_intent_whatever_count_it_expects(
+    journal: IntentJournal,
+) -> None:
+    """An unresolved intent in the way is reported as blocking even when the count expected
+    is stale too: the caller has something to settle, not a tail to read again."""
+    owner = current_owner()
+    await journal.open_intent(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner)
+    second = make_intent("i-2", created_at=1_700_000_001.0)
+
+    opened = await journal.open_intent(
+        second, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=0
+    )
+
+    assert not opened.recorded and ids(opened.blocking) == ["i-1"] and opened.writes == 1
+    assert await journal.get("i-2") is None
+    assert await journal.writes("session-a", BACKEND) == 1
+
+
+async def test_a_retried_open_intent_answers_as_the_first_did(journal: IntentJournal) -> None:
+    """open_intent again with the same intent, state and owner (its first reply lost) answers
+    recorded with the count the first saw, even against a count expected then; the intent is
+    stored and counted once."""
+    owner = current_owner()
+    await journal.count_write("session-a", BACKEND)
+    first = await journal.open_intent(
+        make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner, expect_writes=1
+    )
+    await journal.count_write("session-a", BACKEND)
+
+    again = await journal.open_intent(
+        make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner, expect_writes=1
+    )
+
+    assert first == again == Opened(recorded=True, writes=1)
+    assert ids(await journal.pending("session-a")) == ["i-1"]
+    assert await journal.writes("session-a", BACKEND) == 3
+
+
+async def test_a_retried_open_intent_after_a_claim_is_blocked_by_it(
+    journal: IntentJournal,
+) -> None:
+    """open_intent retried after another owner claimed the intent (or its state moved) is not
+    recorded: the intent as it now stands is reported as blocking, with the current count."""
+    me = current_owner()
+    intent = make_intent("i-1")
+    await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=me)
+    assert await journal.transition(
+        "i-1", state=IntentState.RECONCILING, owner=STRANGER, expect_state=IntentState.IN_FLIGHT
+    )
+
+    opened = await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=me)
+
+    assert not opened.recorded and opened.writes == 1
+    [entry] = opened.blocking
+    assert (entry.intent, entry.state, entry.owner) == (intent, IntentState.RECONCILING, STRANGER)
+
+    assert await journal.transition("i-1", state=IntentState.FAILED, owner=me)
+    opened = await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=me)
+    assert not opened.recorded and ids(opened.blocking) == ["i-1"]
+    assert await journal.writes("session-a", BACKEND) == 1
+
+
+@pytest.mark.parametrize(
+    "changed",
+    [
+        pytest.param({"text": "different"}, id="batch"),
+        pytest.param({"session_id": "session-b"}, id="session"),
+        pytest.param({"backend": OTHER_DB}, id="backend"),
+    ],
+)
+async def test_a_retried_open_intent_with_other_content_conflicts(
+    journal: IntentJournal, changed: dict[str, Any]
+) -> None:
+    """open_intent of an unresolved id with other content raises IntentConflict and changes
+    neither the intent nor the counts."""
+    owner = current_owner()
+    original = make_intent("i-1")
+    await journal.open_intent(original, state=IntentState.IN_FLIGHT, owner=owner)
+
+    with pytest.raises(IntentConflict) as caught:
+        await journal.open_intent(
+            make_intent("i-1", **changed), state=IntentState.IN_FLIGHT, owner=owner
+        )
+
+    assert caught.value.intent_id == "i-1"
+    entry = await journal.get("i-1")
+    assert entry is not None and entry.intent == original
+    assert await journal.writes("session-a", BACKEND) == 1
+    assert await journal.writes("session-b", BACKEND) == 0
+    assert await journal.writes("session-a", OTHER_DB) == 0
+
+
+async def test_open_intent_of_a_settled_id_conflicts(journal: IntentJournal) -> None:
+    """open_intent of an id already settled raises IntentConflict and revives nothing."""
+    owner = current_owner()
+    intent = make_intent("i-1")
+    await journal.open_intent(intent, state=IntentState.RECONCILING, owner=owner)
+    await journal.settle(make_decision(intent), owner=owner)
+
+    with pytest.raises(IntentConflict):
+        await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner)
+
+    assert await journal.pending("session-a") == []
+    assert await journal.writes("session-a", BACKEND) == 2
+
+
+async def test_settling_with_the_same_decision_again_is_a_noop(journal: IntentJournal) -> None:
+    """settle() again with the very decision that settled the intent (its reply lost) neither
+    fails, nor counts, nor stores it twice; another decision is refused."""
+    owner = current_owner()
+    intent = make_intent("i-1")
+    await journal.record(intent, state=IntentState.RECONCILING, owner=owner)
+    decision = make_decision(intent)
+    await journal.settle(decision, owner=owner)
+
+    await journal.settle(decision, owner=owner)
+    await journal.settle(Decision.decode(decision.encode()))
+
+    assert await journal.decisions(intent_id="i-1") == [decision]
+    assert await journal.writes("session-a", BACKEND) == 2
+    other = make_decision(intent, action=Action.REPLAYED, outcome=Outcome.UNCHANGED)
+    # The in-memory double treats settling twice as the caller's bug.
+    refusal = InvariantViolation if isinstance(journal, MemoryJournal) else IntentConflict
+    with pytest.raises(refusal):
+        await journal.settle(other, owner=owner)
+    assert await journal.decisions(intent_id="i-1") == [decision]
+    assert await journal.writes("session-a", BACKEND) == 2

@@ -26,10 +26,11 @@ from agents_reconcile.errors import (
     RecordTampered,
     UnsupportedRecordVersion,
 )
+from agents_reconcile.faultproxy import FaultProxy
 from agents_reconcile.journal import IntentJournal, IntentState, Opened, open_journal
 from agents_reconcile.ownership import current_owner
 
-from .journal_support import BACKEND, make_decision, make_intent
+from .journal_support import BACKEND, make_decision, make_intent, proxy_to
 from .servers import Wire, postgres_url
 
 asyncpg = pytest.importorskip("asyncpg")
@@ -219,7 +220,7 @@ async def test_connection_killed_mid_operation(journals: Factory, admin: Any, sc
 
     assert await journal.pending(None) == []
     opened = await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=current_owner())
-    assert opened == Opened([], 1)
+    assert opened == Opened(recorded=True, writes=1)
     assert ids(await journal.pending("session-a")) == ["i-1"]
 
 
@@ -357,7 +358,7 @@ async def test_racing_open_intent_records_exactly_one(journals: Factory) -> None
                 for n, intent in enumerate(contenders)
             )
         )
-        winners = [c for c, opened in zip(contenders, results, strict=True) if not opened.blocking]
+        winners = [c for c, opened in zip(contenders, results, strict=True) if opened.recorded]
         assert len(winners) == 1, f"round {round_}: {len(winners)} recorded"
         winner = winners[0].intent_id
         for opened in results:
@@ -371,22 +372,29 @@ async def test_racing_open_intent_records_exactly_one(journals: Factory) -> None
     assert await second.writes("session-a", BACKEND) == rounds
 
 
-async def test_racing_settlements_settle_once(journals: Factory) -> None:
-    """Two journals settling one intent at once: one succeeds, the other gets IntentConflict,
-    and one decision is stored."""
+@pytest.mark.parametrize("same", [False, True], ids=["different", "same"])
+async def test_racing_settlements_settle_once(journals: Factory, same: bool) -> None:
+    """Two journals settling one intent at once store one decision and count one write: with
+    different decisions the loser gets IntentConflict; with the very same decision (a retry
+    racing its first attempt) both succeed."""
     first, second = journals(), journals()
     owner = current_owner()
     for round_ in range(15):
         intent = make_intent(f"s{round_}", text=str(round_))
         await first.record(intent, state=IntentState.RECONCILING, owner=owner)
-        decision = make_decision(intent)
+        decisions = [make_decision(intent, decided_at=100.0 + n * (not same)) for n in range(2)]
         results = await asyncio.gather(
-            first.settle(decision, owner=owner),
-            second.settle(decision, owner=owner),
+            first.settle(decisions[0], owner=owner),
+            second.settle(decisions[1], owner=owner),
             return_exceptions=True,
         )
-        assert sorted(type(r).__name__ for r in results) == ["IntentConflict", "NoneType"]
-        assert await second.decisions(intent_id=intent.intent_id) == [decision]
+        outcomes = sorted(type(r).__name__ for r in results)
+        stored = await second.decisions(intent_id=intent.intent_id)
+        if same:
+            assert outcomes == ["NoneType", "NoneType"]
+        else:
+            assert outcomes == ["IntentConflict", "NoneType"]
+        assert stored == [decisions[results.index(None)]]
     assert await first.pending(None) == []
     assert await first.writes("session-a", BACKEND) == 30
 
@@ -425,8 +433,9 @@ def wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
 async def test_open_intent_and_discard_take_one_round_trip_each(
     journals: Factory, wire: Wire
 ) -> None:
-    """Uncontended, open_intent (recording or blocked), discard and record each send one
-    request, one statement, and nothing when the connection goes back to the pool."""
+    """Uncontended, open_intent (recording, retried, blocked or refused for its count),
+    discard and record each send one request, one statement, and nothing when the connection
+    goes back to the pool."""
     journal = journals()
     owner = current_owner()
     # Warm up: schema checked, every statement below prepared on the (one) connection.
@@ -450,9 +459,13 @@ async def test_open_intent_and_discard_take_one_round_trip_each(
     first, second = make_intent("i-1"), make_intent("i-2", text="second")
     opening = journal.open_intent(first, state=IntentState.IN_FLIGHT, owner=owner)
     assert await trips(opening) == (1, 1)
+    retried = journal.open_intent(first, state=IntentState.IN_FLIGHT, owner=owner)
+    assert await trips(retried) == (1, 1)
     blocked = journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner)
     assert await trips(blocked) == (1, 1)
     assert await trips(journal.discard("i-1")) == (1, 1)
+    stale = journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=0)
+    assert await trips(stale) == (1, 1)
     assert await trips(journal.record(second, state=IntentState.FAILED, owner=owner)) == (1, 1)
     assert await trips(journal.record(second, state=IntentState.FAILED, owner=owner)) == (1, 1)
     assert ids(await journal.pending("session-a")) == ["i-2"]
@@ -492,13 +505,18 @@ def intent_row(intent: Any) -> tuple[object, ...]:
     )
 
 
-@pytest.mark.parametrize("inserted", [True, False], ids=["intent-and-count", "count-only"])
+@pytest.mark.parametrize(
+    ("inserted", "expected"),
+    [(True, None), (False, None), (False, 1)],
+    ids=["intent-and-count", "count-only", "count-only-expected"],
+)
 async def test_a_write_between_snapshot_and_lock_moves_the_fence(
-    journals: Factory, admin: Any, schema: str, inserted: bool
+    journals: Factory, admin: Any, schema: str, inserted: bool, expected: int | None
 ) -> None:
     """An intent recorded (and counted) after open_intent's snapshot, while open_intent waits
     for the session's row, blocks it: the fence saw the count move and the locked path found
-    the intent. A count alone moving leads it to record, with the newer count."""
+    the intent. A count alone moving leads it to record, with the newer count, unless it
+    expected the older count: then it writes nothing and returns the newer one."""
     journal = journals()
     assert await journal.count_write("session-a", BACKEND) == 1
     theirs, mine = make_intent("theirs", created_at=1.0), make_intent("mine", text="mine")
@@ -511,7 +529,9 @@ async def test_a_write_between_snapshot_and_lock_moves_the_fence(
                 "session-a",
             )
             task = asyncio.create_task(
-                journal.open_intent(mine, state=IntentState.IN_FLIGHT, owner=current_owner())
+                journal.open_intent(
+                    mine, state=IntentState.IN_FLIGHT, owner=current_owner(), expect_writes=expected
+                )
             )
             await waiting_pid(watcher, schema, task)
             if inserted:
@@ -528,8 +548,12 @@ async def test_a_write_between_snapshot_and_lock_moves_the_fence(
         assert ids(opened.blocking) == ["theirs"] and opened.writes == 2
         assert ids(await journal.pending("session-a")) == ["theirs"]
         assert await journal.writes("session-a", BACKEND) == 2
+    elif expected is not None:
+        assert opened == Opened(recorded=False, writes=2)
+        assert await journal.pending("session-a") == []
+        assert await journal.writes("session-a", BACKEND) == 2
     else:
-        assert opened == Opened([], 2)
+        assert opened == Opened(recorded=True, writes=2)
         assert ids(await journal.pending("session-a")) == ["mine"]
         assert await journal.writes("session-a", BACKEND) == 3
         seq = await admin.fetchval(f'SELECT write_seq FROM "{schema}".intents')
@@ -739,3 +763,89 @@ def test_journal_reopens_on_a_new_event_loop(schema: str) -> None:
 
     asyncio.run(first())
     assert asyncio.run(second()) == ["i-1"]
+
+
+# -- replies lost on the way back ---------------------------------------------------------------
+
+
+@pytest.fixture
+async def proxied(
+    schema: str, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[PostgresJournal, FaultProxy, list[bytes]]]:
+    """A journal whose connections go through a proxy that can lose a reply, and a list: a
+    marker put there loses the reply to the next request that carries it."""
+    proxy, through = await proxy_to(postgres_url())
+    markers: list[bytes] = []
+    create_pool = asyncpg.create_pool
+
+    async def watch(conn: Any) -> None:
+        transport = conn._transport
+        send = transport.write
+
+        def write(data: Any) -> Any:
+            if markers and markers[0] in bytes(data):
+                markers.clear()
+                proxy.lose_next_reply()
+            return send(data)
+
+        transport.write = write
+
+    monkeypatch.setattr(
+        asyncpg, "create_pool", lambda *args, **options: create_pool(*args, init=watch, **options)
+    )
+    journal = PostgresJournal.from_url(through, schema=schema)
+    yield journal, proxy, markers
+    await journal.close()
+    await proxy.close()
+    await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+async def test_a_lost_reply_to_open_intent_is_answered_by_the_retry(
+    proxied: tuple[PostgresJournal, FaultProxy, list[bytes]], admin: Any, schema: str
+) -> None:
+    """open_intent whose reply is lost after its statement committed, made again on a new
+    connection, answers recorded with the count the first attempt saw; the intent is counted
+    once."""
+    journal, proxy, _ = proxied
+    owner = current_owner()
+    intent = make_intent("i-1")
+    # Warm-up: the schema is made and the statement prepared, so the request whose reply is
+    # lost is the statement itself.
+    await journal.open_intent(make_intent("warm"), state=IntentState.IN_FLIGHT, owner=owner)
+    await journal.discard("warm")
+
+    proxy.lose_next_reply()
+    with pytest.raises(JournalUnavailable):
+        await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=1)
+    assert proxy.lost_replies == 1
+    stored = await admin.fetchval(f'SELECT write_seq FROM "{schema}".intents')
+    assert stored == 1
+
+    opened = await journal.open_intent(
+        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=1
+    )
+    assert opened == Opened(recorded=True, writes=1)
+    assert ids(await journal.pending("session-a")) == ["i-1"]
+    assert await journal.writes("session-a", BACKEND) == 2
+
+
+async def test_a_lost_reply_to_settle_is_answered_by_the_retry(
+    proxied: tuple[PostgresJournal, FaultProxy, list[bytes]], admin: Any, schema: str
+) -> None:
+    """settle whose reply to COMMIT is lost, made again on a new connection, succeeds without
+    storing or counting the decision twice."""
+    journal, proxy, markers = proxied
+    owner = current_owner()
+    intent = make_intent("i-1")
+    await journal.open_intent(intent, state=IntentState.RECONCILING, owner=owner)
+    decision = make_decision(intent)
+
+    markers.append(b"COMMIT")
+    with pytest.raises(JournalUnavailable):
+        await journal.settle(decision, owner=owner)
+    assert proxy.lost_replies == 1
+    assert await admin.fetchval(f'SELECT count(*) FROM "{schema}".decisions') == 1
+
+    await journal.settle(decision, owner=owner)
+    assert await journal.decisions(intent_id="i-1") == [decision]
+    assert await journal.writes("session-a", BACKEND) == 2

@@ -25,12 +25,13 @@ from agents_reconcile.errors import (
     RecordTampered,
     UnsupportedRecordVersion,
 )
-from agents_reconcile.journal import IntentState
+from agents_reconcile.faultproxy import FaultProxy
+from agents_reconcile.journal import IntentState, Opened
 from agents_reconcile.journal.redis import SCHEMA_VERSION, RedisJournal
 from agents_reconcile.ownership import current_owner
 from agents_reconcile.records import Action
 
-from .journal_support import BACKEND, STRANGER, make_decision, make_intent
+from .journal_support import BACKEND, STRANGER, make_decision, make_intent, proxy_to
 from .servers import redis_url
 
 pytestmark = pytest.mark.redis
@@ -211,9 +212,7 @@ async def test_racing_open_intent_records_exactly_one(worker: Any) -> None:
             for n, intent in enumerate(intents)
         )
     )
-    winners = [
-        intent for intent, result in zip(intents, opened, strict=True) if not result.blocking
-    ]
+    winners = [intent for intent, result in zip(intents, opened, strict=True) if result.recorded]
     assert len(winners) == 1
     pending = await first.pending("session-a")
     assert [entry.intent for entry in pending] == winners
@@ -282,6 +281,34 @@ async def test_same_id_in_another_session_conflicts(worker: Any) -> None:
     with pytest.raises(IntentConflict):
         await second.open_intent(elsewhere, state=IntentState.FAILED, owner=current_owner())
     assert await second.pending("session-b") == []
+
+
+async def test_the_count_an_intent_was_opened_at_goes_with_it(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """The count stored per opened intent is removed with the intent; an intent without one
+    (opened by an older release) answers a retried opening with 0."""
+    journal = worker()
+    owner = current_owner()
+    key = session_key(prefix, "session-a", "write_seq")
+    await journal.count_write("session-a", BACKEND)
+    await journal.open_intent(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert await raw.hget(key, "i-1") == b"1"
+    await journal.discard("i-1")
+    assert await raw.exists(key) == 0
+
+    intent = make_intent("i-2", text="older")
+    await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner)
+    await raw.hdel(key, "i-2")
+    again = await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner)
+    assert again == Opened(recorded=True, writes=0)
+    assert await journal.writes("session-a", BACKEND) == 3
+    await journal.transition("i-2", state=IntentState.RECONCILING, owner=owner)
+    await journal.settle(make_decision(intent), owner=owner)
+    await raw.hset(key, "i-3", "7")  # left behind by an older release's removal
+    await journal.record(make_intent("i-3"), state=IntentState.IN_FLIGHT, owner=owner)
+    again = await journal.open_intent(make_intent("i-3"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert again == Opened(recorded=True, writes=0)
 
 
 # -- schema version --------------------------------------------------------------------------
@@ -439,8 +466,8 @@ async def counted(url: str, prefix: str) -> AsyncIterator[tuple[RedisJournal, li
 async def test_open_intent_and_discard_are_one_command_each(
     counted: tuple[RedisJournal, list[str]], raw: aioredis.Redis, prefix: str
 ) -> None:
-    """The write-ahead path costs one round trip per call: no schema check, lookup or script
-    load of its own once the scripts are on the server."""
+    """The write-ahead path costs one round trip per call, a retried opening included: no
+    schema check, lookup or script load of its own once the scripts are on the server."""
     journal, sent = counted
     owner = current_owner()
     # Warm-up on an empty prefix: connects, may load the scripts, and stores the schema.
@@ -459,8 +486,13 @@ async def test_open_intent_and_discard_are_one_command_each(
         opened = await journal.open_intent(
             make_intent(f"i-{n}"), state=IntentState.IN_FLIGHT, owner=owner
         )
-        assert opened.blocking == [] and opened.writes == n
+        assert opened == Opened(recorded=True, writes=n)
         assert sent == ["EVALSHA"]
+        sent.clear()
+        retried = await journal.open_intent(
+            make_intent(f"i-{n}"), state=IntentState.IN_FLIGHT, owner=owner, expect_writes=n
+        )
+        assert retried == opened and sent == ["EVALSHA"]
         sent.clear()
         await journal.discard(f"i-{n}")
         assert sent == ["EVALSHA"]
@@ -524,3 +556,77 @@ async def test_a_stale_session_hint_is_corrected_by_the_script(
         assert await other.get("i-2") is None
     finally:
         await other.close()
+
+
+# -- replies lost on the way back ----------------------------------------------------------
+
+
+@pytest.fixture
+async def proxied(url: str, prefix: str) -> AsyncIterator[tuple[RedisJournal, FaultProxy]]:
+    """A journal whose connections go through a proxy that can lose a reply."""
+    proxy, through = await proxy_to(url)
+    journal = RedisJournal.from_url(through, prefix=prefix)
+    yield journal, proxy
+    await journal.close()
+    await proxy.close()
+    # Directly: a loss the test armed and never used must not take the clean-up's reply.
+    direct = RedisJournal.from_url(url, prefix=prefix)
+    await direct.drop()
+    await direct.close()
+
+
+async def warm_up(journal: RedisJournal) -> None:
+    """Every script the tests below lose a reply of is on the server, so the reply lost is
+    the script's own, not a NOSCRIPT."""
+    owner = current_owner()
+    warm = make_intent("warm", session_id="warm")
+    await journal.open_intent(warm, state=IntentState.RECONCILING, owner=owner)
+    await journal.settle(make_decision(warm), owner=owner)
+
+
+async def test_a_lost_reply_to_open_intent_is_answered_by_the_retry(
+    proxied: tuple[RedisJournal, FaultProxy], raw: aioredis.Redis, prefix: str
+) -> None:
+    """open_intent whose reply is lost after the script ran, made again on a new connection,
+    answers recorded with the count the first attempt saw; the intent is counted once."""
+    journal, proxy = proxied
+    owner = current_owner()
+    await warm_up(journal)
+    await journal.count_write("session-a", BACKEND)
+    intent = make_intent("i-1")
+
+    proxy.lose_next_reply()
+    with pytest.raises(JournalUnavailable):
+        await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=1)
+    assert proxy.lost_replies == 1
+    assert await raw.hget(f"{prefix}:index", "i-1") == b"session-a"
+
+    opened = await journal.open_intent(
+        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=1
+    )
+    assert opened == Opened(recorded=True, writes=1)
+    assert [entry.intent for entry in await journal.pending("session-a")] == [intent]
+    assert await journal.writes("session-a", BACKEND) == 2
+
+
+async def test_a_lost_reply_to_settle_is_answered_by_the_retry(
+    proxied: tuple[RedisJournal, FaultProxy], raw: aioredis.Redis, prefix: str
+) -> None:
+    """settle whose reply is lost after the script ran, made again on a new connection,
+    succeeds without storing or counting the decision twice."""
+    journal, proxy = proxied
+    owner = current_owner()
+    await warm_up(journal)
+    intent = make_intent("i-1")
+    await journal.open_intent(intent, state=IntentState.RECONCILING, owner=owner)
+    decision = make_decision(intent)
+
+    proxy.lose_next_reply()
+    with pytest.raises(JournalUnavailable):
+        await journal.settle(decision, owner=owner)
+    assert proxy.lost_replies == 1
+    assert await raw.sismember(f"{prefix}:settled", "i-1")
+
+    await journal.settle(decision, owner=owner)
+    assert await journal.decisions(intent_id="i-1") == [decision]
+    assert await journal.writes("session-a", BACKEND) == 2

@@ -9,6 +9,7 @@ import os
 import shutil
 import sqlite3
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
@@ -29,6 +30,7 @@ from agents_reconcile.journal import (
     IntentJournal,
     IntentState,
     MemoryJournal,
+    Opened,
     SQLiteJournal,
     open_journal,
 )
@@ -38,7 +40,7 @@ from agents_reconcile.records import (
     Action,
 )
 
-from .journal_support import STRANGER, make_decision, make_intent
+from .journal_support import BACKEND, STRANGER, make_decision, make_intent
 
 pytestmark = pytest.mark.sqlite
 
@@ -326,6 +328,46 @@ async def test_tampered_record_row_is_refused(journal: SQLiteJournal, edit: str)
         await journal.get("i-1")
 
 
+# -- opening intents ---------------------------------------------------------------------------
+
+
+async def test_opening_an_intent_is_one_statement_until_something_is_in_the_way(
+    journal: SQLiteJournal,
+) -> None:
+    """An opening that records is one statement, with or without an expected count; a retried
+    or refused one decides in a write transaction, and a refused one writes nothing."""
+    owner = current_owner()
+    await journal.open_intent(make_intent("warm"), state=IntentState.IN_FLIGHT, owner=owner)
+    await journal.discard("warm")
+    conn = journal._link._conn
+    assert conn is not None
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+
+    async def opening(name: str, expect: int | None) -> tuple[Opened, set[str]]:
+        statements.clear()
+        opened = await journal.open_intent(
+            make_intent(name), state=IntentState.IN_FLIGHT, owner=owner, expect_writes=expect
+        )
+        # The trace repeats a statement per step of it: count distinct ones.
+        return opened, {text for text in statements if not text.startswith("--")}
+
+    opened, ran = await opening("i-1", 1)
+    assert opened == Opened(recorded=True, writes=1) and len(ran) == 1
+    await journal.discard("i-1")
+    opened, ran = await opening("i-2", None)
+    assert opened == Opened(recorded=True, writes=2) and len(ran) == 1
+
+    opened, ran = await opening("i-2", 2)
+    assert opened == Opened(recorded=True, writes=2) and "BEGIN IMMEDIATE" in ran
+    await journal.discard("i-2")
+    opened, ran = await opening("i-3", 2)
+    assert opened == Opened(recorded=False, writes=3) and "BEGIN IMMEDIATE" in ran
+    conn.set_trace_callback(None)
+    assert await journal.pending("session-a") == []
+    assert await journal.writes("session-a", BACKEND) == 3
+
+
 # -- contention ------------------------------------------------------------------------------
 
 
@@ -611,3 +653,43 @@ async def test_read_only_journal_reads_and_never_writes(tmp_path: Path) -> None:
     with pytest.raises(JournalUnavailable):
         await missing.pending(None)
     assert not (tmp_path / "absent.db").exists()
+
+
+_OPEN_AT_ONCE = """
+import asyncio, sys, time
+from pathlib import Path
+from agents_reconcile import BackendIdentity, SQLiteJournal
+from agents_reconcile.stores import RevisionedSQLiteSession
+directory = Path(sys.argv[1])
+(directory / f"ready-{sys.argv[2]}").touch()
+while not (directory / "go").exists():
+    time.sleep(0.001)
+async def main():
+    journal = SQLiteJournal(directory / "journal.db")
+    await journal.writes("s", BackendIdentity.parse(sys.argv[3]))
+    store = RevisionedSQLiteSession("s", directory / "store.db")
+    await store.add_items([{"role": "user", "content": sys.argv[2]}])
+asyncio.run(main())
+"""
+
+
+def test_processes_creating_one_file_at_once_all_open_it(tmp_path: Path) -> None:
+    """Four processes opening the same new journal and revisioned store files at the same
+    moment all get them (switching a new file to WAL is retried while another holds it)."""
+    processes = [
+        subprocess.Popen(
+            [sys.executable, "-c", _OPEN_AT_ONCE, str(tmp_path), str(number), str(BACKEND)],
+            stderr=subprocess.PIPE,
+        )
+        for number in range(4)
+    ]
+    deadline = time.monotonic() + 60
+    while not all((tmp_path / f"ready-{number}").exists() for number in range(4)):
+        assert time.monotonic() < deadline
+        time.sleep(0.01)
+    (tmp_path / "go").touch()
+    for process in processes:
+        _, err = process.communicate(timeout=60)
+        assert process.returncode == 0, err.decode()
+    with sqlite3.connect(tmp_path / "store.db") as conn:
+        assert conn.execute("SELECT count(*) FROM revisioned_items").fetchone()[0] == 4

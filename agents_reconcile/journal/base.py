@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from ..ownership import Owner
@@ -44,11 +44,18 @@ class JournalEntry:
 
 @dataclass(frozen=True, slots=True)
 class Opened:
-    """What ``open_intent`` found: the unresolved intents that kept it from recording (none if
-    it recorded), and the session's write count before this intent."""
+    """What ``open_intent`` did.
 
-    blocking: list[JournalEntry]
+    ``recorded``: the intent is in the journal (now, or already from an earlier attempt of the
+    same call whose reply was lost). ``writes``: the session's write count just before this
+    intent was counted when recorded, else the count as found. ``blocking``: the unresolved
+    intents of the session and backend that kept it from being recorded (empty when it was,
+    and when it was refused because the count was not the one expected).
+    """
+
+    recorded: bool
     writes: int
+    blocking: list[JournalEntry] = field(default_factory=list)
 
 
 @runtime_checkable
@@ -65,11 +72,24 @@ class IntentJournal(Protocol):
         ...
 
     async def open_intent(
-        self, intent: PendingWrite, *, state: IntentState, owner: Owner
+        self,
+        intent: PendingWrite,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_writes: int | None = None,
     ) -> Opened:
-        """Record ``intent`` only if its session and backend have no unresolved intent, and
-        count it as a write of that session, in one atomic step. Returns the unresolved intents
-        found (then nothing was recorded) and the write count before this intent."""
+        """Record ``intent`` and count it as a write of its session, in one atomic step, only
+        if its session and backend have no other unresolved intent and, when ``expect_writes``
+        is given, only if the session's write count is still that number. A refused opening
+        writes nothing and counts nothing, so callers that retry cannot push each other's
+        counts on forever.
+
+        Idempotent: when ``intent``'s id is already unresolved in this journal (a retried call
+        whose reply was lost), the same content, state and owner answer ``recorded`` with the
+        count stored when it was first opened; other content raises ``IntentConflict``, and
+        another state or owner is reported as blocking. A settled id raises ``IntentConflict``.
+        """
         ...
 
     async def writes(self, session_id: str, backend: BackendIdentity) -> int:
@@ -118,7 +138,8 @@ class IntentJournal(Protocol):
         """Close the decision's intent and store the decision, atomically, counting a write of
         the session (a replay wrote; a batch found committed may have come from one). With
         ``owner``, only while that owner still holds the intent's claim (state reconciling); a
-        lost claim or an intent settled already raises ``IntentConflict``."""
+        lost claim or an intent settled already raises ``IntentConflict``. Idempotent: the very
+        same decision again (a retried call whose reply was lost) is a no-op."""
         ...
 
     async def note(self, decision: Decision) -> None:

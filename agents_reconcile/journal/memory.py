@@ -18,13 +18,17 @@ class InvariantViolation(AssertionError):
 
 class MemoryJournal:
     """``IntentJournal`` in a dict. Settling, noting or moving a settled or unknown intent
-    raises ``InvariantViolation`` instead of being ignored."""
+    raises ``InvariantViolation`` instead of being ignored; settling again with the very
+    decision that settled it is a retried call, and a no-op."""
 
     def __init__(self) -> None:
         self._entries: dict[str, JournalEntry] = {}
         self._settled: set[str] = set()
         self._decisions: list[Decision] = []
         self._writes: dict[tuple[str, BackendIdentity], int] = {}
+        # The session's count before each intent open_intent recorded: a retried opening
+        # answers with it. Intents stored by record() have none, and read as 0 like elsewhere.
+        self._opened_at: dict[str, int] = {}
         self.closed = False
 
     def _open_entry(self, intent_id: str, operation: str) -> JournalEntry:
@@ -52,13 +56,36 @@ class MemoryJournal:
         await self.count_write(intent.session_id, intent.backend)
 
     async def open_intent(
-        self, intent: PendingWrite, *, state: IntentState, owner: Owner
+        self,
+        intent: PendingWrite,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_writes: int | None = None,
     ) -> Opened:
-        found = await self.pending(intent.session_id, intent.backend)
         writes = await self.writes(intent.session_id, intent.backend)
-        if not found:
-            await self.record(intent, state=state, owner=owner)
-        return Opened(found, writes)
+        held = self._entries.get(intent.intent_id)
+        if held is not None:
+            if not held.intent.same_content(intent):
+                raise IntentConflict(
+                    f"intent {intent.intent_id} is recorded with other content",
+                    intent_id=intent.intent_id,
+                )
+            if held.state is state and held.owner == owner:
+                return Opened(recorded=True, writes=self._opened_at.get(intent.intent_id, 0))
+            return Opened(recorded=False, writes=writes, blocking=[held])
+        found = await self.pending(intent.session_id, intent.backend)
+        if found:
+            return Opened(recorded=False, writes=writes, blocking=found)
+        if intent.intent_id in self._settled:
+            raise IntentConflict(
+                f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
+            )
+        if expect_writes is not None and writes != expect_writes:
+            return Opened(recorded=False, writes=writes)
+        await self.record(intent, state=state, owner=owner)
+        self._opened_at[intent.intent_id] = writes
+        return Opened(recorded=True, writes=writes)
 
     async def writes(self, session_id: str, backend: BackendIdentity) -> int:
         return self._writes.get((session_id, backend), 0)
@@ -88,6 +115,7 @@ class MemoryJournal:
     async def discard(self, intent_id: str) -> None:
         self._open_entry(intent_id, "discard")
         del self._entries[intent_id]
+        self._opened_at.pop(intent_id, None)
 
     async def pending(
         self, session_id: str | None, backend: BackendIdentity | None = None
@@ -112,6 +140,9 @@ class MemoryJournal:
         if not decision.settled:
             raise InvariantViolation(f"settle() with a {decision.action.value} decision")
         if decision.intent_id in self._settled:
+            if self._settled_by(decision):
+                # The same call again, its first reply lost: already done.
+                return
             raise InvariantViolation(f"intent {decision.intent_id} settled twice")
         entry = self._entries.get(decision.intent_id)
         claimed = entry is None or (entry.state is IntentState.RECONCILING and entry.owner == owner)
@@ -121,9 +152,18 @@ class MemoryJournal:
                 intent_id=decision.intent_id,
             )
         self._entries.pop(decision.intent_id, None)
+        self._opened_at.pop(decision.intent_id, None)
         self._settled.add(decision.intent_id)
         await self.count_write(decision.session_id, decision.backend)
         self._decisions.append(decision)
+
+    def _settled_by(self, decision: Decision) -> bool:
+        """Whether ``decision`` itself, byte for byte, is what settled its intent."""
+        record = decision.encode()
+        return any(
+            stored.settled and stored.intent_id == decision.intent_id and stored.encode() == record
+            for stored in self._decisions
+        )
 
     async def note(self, decision: Decision) -> None:
         if decision.settled:

@@ -42,7 +42,8 @@ as a fence: every transaction that inserts an intent takes the lock on its sessi
 ``session_writes`` row before inserting and counts a write there in the same transaction
 (every path in this module does), and the count only grows. The fenced statement reads, in
 its snapshot, the count, the session's unresolved intents, whether the id was settled and
-whatever intent holds the id. If nothing is in the way it upserts the count to ``seen + 1``
+whatever intent holds the id (with its state, owner and ``write_seq``). If nothing is in the
+way, and the count is the one expected when one is, it upserts the count to ``seen + 1``
 with ``ON CONFLICT DO UPDATE ... WHERE writes = seen``, which PostgreSQL evaluates on the
 newest version of the row once its lock is granted, and inserts the intent only from that
 upsert's ``RETURNING``. A count still at ``seen`` means no intent of the session was
@@ -53,17 +54,20 @@ transaction whose first statement locks the session's row (an upsert, so the row
 whose second, with a snapshot taken after the lock was granted, checks and writes. The same
 happens when another transaction takes the intent's id after the snapshot: the plain
 ``INSERT`` fails the whole statement on the primary key, count included. When the snapshot
-shows an intent in the way (or the id settled, or held by another session's intent), the
+shows the id held (by this very intent, opened by an attempt whose reply was lost, or by
+another), an intent in the way, the id settled, or a count other than the one expected, the
 statement writes nothing and its answer, read from one snapshot, describes a state the
-journal was in during the call, so it is returned as it is. A ``discard`` or settlement
-after the snapshot only makes that state older, never inconsistent.
+journal was in during the call, so it is returned as it is. A ``discard``, settlement or
+count after the snapshot only makes that state older, never inconsistent. The locked path
+checks the same things in the same order, with the count it read under the lock.
 
 Settlement. ``settle`` stays a transaction (BEGIN, the session's lock, one statement,
 COMMIT): it reads the intent's claim ``FOR UPDATE`` after taking the session's lock, the
 order every other path takes them in, so settlements racing each other or an opening queue
-rather than deadlock, and a unique index lets an intent be settled only once. It runs only
-while reconciling, off the append path. ``count_write`` updates the session's row, so it is
-ordered with all of these.
+rather than deadlock, and a unique index lets an intent be settled only once. An intent
+settled by a decision byte for byte the one given (a retry after a lost reply) is left as
+it is, and the call succeeds. It runs only while reconciling, off the append path.
+``count_write`` updates the session's row, so it is ordered with all of these.
 """
 
 from __future__ import annotations
@@ -107,6 +111,9 @@ _TABLES: Final = ("decisions", "intents", "session_writes")
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _MIGRATE_COMMAND: Final = "run `agents-reconcile migrate` (or open the journal with migrate=True)"
 _INSTALL_HINT: Final = "pip install 'agents-reconcile[postgres]'"
+# open_intent's statements start each row with added, settled, writes and the seven columns
+# of the intent holding the id; an unresolved intent of the session follows.
+_HEAD_COLUMNS: Final = 10
 
 
 class _Connection(Protocol):
@@ -487,36 +494,40 @@ class PostgresJournal:
         await self._run(work)
 
     async def open_intent(
-        self, intent: PendingWrite, *, state: IntentState, owner: Owner
+        self,
+        intent: PendingWrite,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_writes: int | None = None,
     ) -> Opened:
         row = _intent_args(intent, state, owner)
         key = (intent.session_id, str(intent.backend))
+        asked = _Asked(intent, state, owner, expect_writes)
 
         async def work(conn: _Connection) -> Opened:
-            rows = await self._fenced(conn.fetch, self._sql.open_intent, row)
+            rows = await self._fenced(conn.fetch, self._sql.open_intent, (*row, expect_writes))
             if rows:
-                head = rows[0]
-                writes = _count(head["writes"])
                 # Everything below was read from one snapshot: a state the journal was in.
-                opened = _opened_or_settled(intent, rows, writes, entry_columns=4)
+                opened = asked.answer(rows[0], rows, _count(rows[0]["writes"]))
                 if opened is not None:
                     return opened
-                if head["prior"] is not None:
-                    # The id is taken by an intent of another session or backend.
-                    _compare(intent, head["prior"])
-                    return Opened([], writes)
             # The fence fell or the id was taken meanwhile: decide under the session's lock.
             async with conn.transaction():
                 # The session's lock, and its count as of now: nothing of this session can
                 # be opened, recorded, settled or counted until this transaction ends.
                 writes = _count(await conn.fetchval(self._sql.lock_session, *key))
-                rows = await conn.fetch(self._sql.open_locked, *row, writes)
-                opened = _opened_or_settled(intent, rows, writes, entry_columns=2)
+                rows = await conn.fetch(self._sql.open_locked, *row, writes, expect_writes)
+                opened = asked.answer(rows[0], rows, writes)
                 if opened is not None:
                     return opened
-                # The id is taken by an intent of another session or backend.
-                _compare(intent, await conn.fetchval(self._sql.intent_record, intent.intent_id))
-                return Opened([], writes)
+                # Not inserted, and nothing in the snapshot said why: another transaction
+                # took the id after it (only another session's can, this one's lock held).
+                held = await conn.fetchrow(self._sql.held, intent.intent_id)
+                opened = None if held is None else asked.holding(held, writes)
+                if opened is None:
+                    raise _other_content(intent)
+                return opened
 
         return await self._run(work)
 
@@ -613,8 +624,15 @@ class PostgresJournal:
             except unique_violation as exc:
                 if getattr(exc, "constraint_name", None) != "decisions_settle_once":
                     raise
+                # Settled by another transaction meanwhile: perhaps with this very decision.
+                again = await conn.fetchval(self._sql.settled_as, intent_id, decision.encode())
+                if again is not None:
+                    return
                 raise _already_settled(intent_id) from None
             if found["settled"]:
+                if found["again"]:
+                    # The same call again, its first reply lost: already done.
+                    return
                 raise _already_settled(intent_id)
             if not found["allowed"]:
                 raise IntentConflict(
@@ -708,20 +726,34 @@ class _Statements:
             " EXISTS (SELECT 1 FROM added) AS added,"
             " (SELECT record FROM prior) AS prior"
         )
-        # Inserts only when the session and backend have no unresolved intent; otherwise
-        # returns them (oldest first), with one row of flags even when there are none.
+        # What open_intent answers from, the same in both of its statements: flags, the count,
+        # the intent holding the id (NULL columns when none does), then the unresolved intents
+        # of the session and backend, one per row (oldest first; one row of NULLs when none).
+        prior_columns = (
+            "p.record AS prior, p.session_id AS prior_session, p.backend AS prior_backend,"
+            " p.state AS prior_state, p.owner AS prior_owner, p.updated_at AS prior_updated,"
+            " p.write_seq AS prior_seq"
+        )
+        blocking_columns = (
+            "b.intent_id, b.session_id, b.backend, b.state, b.owner, b.updated_at, b.record"
+        )
+        # Inserts only when the id is free, the session and backend have no unresolved intent,
+        # the id was never settled and the count ($9, read under the lock) is the one
+        # expected ($10, NULL for any).
         self.open_locked = (
             f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
             " WHERE session_id = $2 AND backend = $3),"
             f" done AS ({settled_check}),"
+            " prior AS (SELECT record, session_id, backend, state, owner, updated_at, write_seq"
+            f" FROM {s}.intents WHERE intent_id = $1),"
             f" added AS ({insert_intent('$9::bigint')}"
             " WHERE NOT EXISTS (SELECT 1 FROM blocking) AND NOT (SELECT settled FROM done)"
+            " AND NOT EXISTS (SELECT 1 FROM prior) AND coalesce($10::bigint, $9::bigint) = $9"
             " ON CONFLICT (intent_id) DO NOTHING RETURNING intent_id),"
             f" counted AS ({count_added})"
-            " SELECT f.added, f.settled, b.intent_id, b.session_id, b.backend, b.state, b.owner,"
-            " b.updated_at, b.record"
-            " FROM (SELECT EXISTS (SELECT 1 FROM added) AS added,"
-            " (SELECT settled FROM done) AS settled) AS f"
+            " SELECT f.*, " + blocking_columns + " FROM (SELECT EXISTS (SELECT 1 FROM added)"
+            " AS added, (SELECT settled FROM done) AS settled, $9::bigint AS writes,"
+            f" {prior_columns} FROM (SELECT 1) AS one LEFT JOIN prior AS p ON true) AS f"
             " LEFT JOIN blocking AS b ON true ORDER BY b.created_at, b.intent_id"
         )
 
@@ -735,33 +767,42 @@ class _Statements:
             return (
                 "seen AS (SELECT coalesce((SELECT writes FROM"
                 f" {s}.session_writes WHERE session_id = $2 AND backend = $3), 0) AS writes,"
-                f" {blocked} AS blocked, ({settled_check}) AS settled,"
-                f" (SELECT record FROM {s}.intents WHERE intent_id = $1) AS prior)"
+                f" {blocked} AS blocked, ({settled_check}) AS settled, {prior_columns}"
+                f" FROM (SELECT 1) AS one LEFT JOIN {s}.intents AS p ON p.intent_id = $1)"
             )
 
-        fence = (
-            f"fence AS (INSERT INTO {s}.session_writes AS w (session_id, backend, writes)"
-            " SELECT $2::text, $3::text, writes + 1 FROM seen"
-            " WHERE NOT blocked AND NOT settled AND prior IS NULL"
-            " ON CONFLICT (session_id, backend) DO UPDATE SET writes = excluded.writes"
-            " WHERE w.writes = excluded.writes - 1 RETURNING w.writes)"
-        )
+        def fence(expected: str) -> str:
+            return (
+                f"fence AS (INSERT INTO {s}.session_writes AS w (session_id, backend, writes)"
+                " SELECT $2::text, $3::text, writes + 1 FROM seen"
+                f" WHERE NOT blocked AND NOT settled AND prior IS NULL{expected}"
+                " ON CONFLICT (session_id, backend) DO UPDATE SET writes = excluded.writes"
+                " WHERE w.writes = excluded.writes - 1 RETURNING w.writes)"
+            )
 
         def fenced_insert(write_seq: str) -> str:
             return f"added AS ({insert_intent(write_seq)} FROM fence RETURNING intent_id)"
 
         self.record = (
-            f"WITH {seen('false')}, {fence}, {fenced_insert('0')}"
+            f"WITH {seen('false')}, {fence('')}, {fenced_insert('0')}"
             " SELECT EXISTS (SELECT 1 FROM added) AS added, settled, prior FROM seen"
         )
+        # $9: the count expected, NULL for any; a snapshot count that is not it refuses.
         self.open_intent = (
             f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
             " WHERE session_id = $2 AND backend = $3),"
-            f" {seen('EXISTS (SELECT 1 FROM blocking)')}, {fence},"
+            f" {seen('EXISTS (SELECT 1 FROM blocking)')},"
+            f" {fence(' AND coalesce($9::bigint, writes) = writes')},"
             f" {fenced_insert('writes - 1')}"
             " SELECT EXISTS (SELECT 1 FROM added) AS added, v.settled, v.writes, v.prior,"
-            " b.intent_id, b.session_id, b.backend, b.state, b.owner, b.updated_at, b.record"
+            " v.prior_session, v.prior_backend, v.prior_state, v.prior_owner, v.prior_updated,"
+            f" v.prior_seq, {blocking_columns}"
             " FROM seen AS v LEFT JOIN blocking AS b ON true ORDER BY b.created_at, b.intent_id"
+        )
+        self.held = (
+            "SELECT record AS prior, session_id AS prior_session, backend AS prior_backend,"
+            " state AS prior_state, owner AS prior_owner, updated_at AS prior_updated,"
+            f" write_seq AS prior_seq FROM {s}.intents WHERE intent_id = $1"
         )
         self.intent_record = f"SELECT record FROM {s}.intents WHERE intent_id = $1"
         self.discard = f"DELETE FROM {s}.intents WHERE intent_id = $1"
@@ -776,10 +817,18 @@ class _Statements:
             f"INSERT INTO {s}.decisions ({decision_columns})"
             " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
         )
+        # Whether this very decision settled the intent (a settlement retried after its reply
+        # was lost): its stored bytes are the ones given.
+        self.settled_as = (
+            f"SELECT 1 FROM {s}.decisions"
+            f" WHERE intent_id = $1 AND action IN {_SETTLING} AND record = $2 LIMIT 1"
+        )
         # The claim is read with FOR UPDATE: a transition racing this settlement is either
         # seen (the newest owner is compared) or waits and then finds the intent gone.
         self.settle = (
             f"WITH done AS ({settled_check}),"
+            f" again AS (SELECT EXISTS (SELECT 1 FROM {s}.decisions WHERE intent_id = $1"
+            f" AND action IN {_SETTLING} AND record = $8::bytea) AS again),"
             f" claim AS (SELECT state, owner FROM {s}.intents WHERE intent_id = $1 FOR UPDATE),"
             " verdict AS (SELECT NOT (SELECT settled FROM done) AND ($9::text IS NULL"
             " OR NOT EXISTS (SELECT 1 FROM claim)"
@@ -793,7 +842,7 @@ class _Statements:
             " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::float8,"
             " $8::bytea WHERE (SELECT allowed FROM verdict))"
             " SELECT (SELECT settled FROM done) AS settled,"
-            " (SELECT allowed FROM verdict) AS allowed"
+            " (SELECT allowed FROM verdict) AS allowed, (SELECT again FROM again) AS again"
         )
 
         # The statements whose filters vary, built once: asyncpg caches prepared statements
@@ -950,23 +999,65 @@ def _count(value: object) -> int:
     return value
 
 
-def _opened_or_settled(
-    intent: PendingWrite, rows: Sequence[Any], writes: int, *, entry_columns: int
-) -> Opened | None:
-    """What an open-intent statement's rows say: recorded, blocked by the unresolved intents
-    they list (from column ``entry_columns`` on), or refused as settled; None when the id is
-    held elsewhere and the caller must look."""
-    head = rows[0]
-    if head["added"]:
-        return Opened([], writes)
-    blocking = [
-        _entry(tuple(found)[entry_columns:]) for found in rows if found["intent_id"] is not None
-    ]
-    if blocking:
-        return Opened(blocking, writes)
-    if head["settled"]:
-        raise _already_settled(intent.intent_id)
-    return None
+def _other_content(intent: PendingWrite) -> IntentConflict:
+    return IntentConflict(
+        f"intent {intent.intent_id} is recorded with other content", intent_id=intent.intent_id
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """An ``open_intent`` call, to read its statements' answers against."""
+
+    intent: PendingWrite
+    state: IntentState
+    owner: Owner
+    expect_writes: int | None
+
+    def answer(self, head: Any, rows: Sequence[Any], writes: int) -> Opened | None:
+        """The answer ``head`` (a row's flags, count and the intent holding the id) and
+        ``rows`` (the session's unresolved intents, after the head's columns) give, in the
+        contract's order; None when they do not say why nothing was inserted (the fence
+        fell, or the id was taken after the snapshot)."""
+        if head["added"]:
+            return Opened(recorded=True, writes=writes)
+        held = self.holding(head, writes)
+        if held is not None:
+            return held
+        blocking = [
+            _entry(tuple(found)[_HEAD_COLUMNS:]) for found in rows if found["intent_id"] is not None
+        ]
+        if blocking:
+            return Opened(recorded=False, writes=writes, blocking=blocking)
+        if head["settled"]:
+            raise _already_settled(self.intent.intent_id)
+        if self.expect_writes is not None and writes != self.expect_writes:
+            return Opened(recorded=False, writes=writes)
+        return None
+
+    def holding(self, head: Any, writes: int) -> Opened | None:
+        """The answer when ``head`` shows an intent holding the id (None when none does):
+        other content conflicts; this call's own intent, as it left it, is recorded."""
+        intent = self.intent
+        if head["prior"] is None:
+            return None
+        held = _entry(
+            (
+                intent.intent_id,
+                head["prior_session"],
+                head["prior_backend"],
+                head["prior_state"],
+                head["prior_owner"],
+                head["prior_updated"],
+                head["prior"],
+            )
+        )
+        if not held.intent.same_content(intent):
+            raise _other_content(intent)
+        if held.state is self.state and held.owner == self.owner:
+            # Opened already by this same call, whose reply was lost: answer as it was.
+            return Opened(recorded=True, writes=_count(head["prior_seq"]))
+        return Opened(recorded=False, writes=writes, blocking=[held])
 
 
 def _entry(row: Sequence[Any]) -> JournalEntry:

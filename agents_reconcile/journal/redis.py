@@ -33,6 +33,7 @@ Keys, each under ``{prefix}:``::
     {T}:updated       hash     intent id -> when state or owner last changed
     {T}:writes        hash     backend identity -> writes counted for the session
     {T}:decisions     list     the session's decisions' numbers, oldest first
+    {T}:write_seq     hash     intent id -> the session's count before open_intent recorded it
 
 ``T`` is the first 32 hex digits of the blake3 digest of the session id, so a session's keys
 share one hash tag whatever characters its id holds; the id itself is kept in ``index``.
@@ -107,7 +108,14 @@ _SESSION_KEYS: Final = (
     "updated",
     "writes",
     "decisions",
+    "write_seq",
 )
+# ``write_seq`` came after layout 1 without changing its number, because it only adds to it:
+# an intent an older release opened lacks the field and reads as 0 (as one stored by record()
+# does), and a field an older release leaves behind when it removes an intent is cleared when
+# that id is next recorded. Raising the version would make running older workers refuse the
+# journal and newer ones refuse it until migrated: a stopped fleet, for a key that older data
+# can do without.
 _VERSION: Final = str(SCHEMA_VERSION).encode()
 _SCHEMA_REFUSAL: Final = "AGENTS_RECONCILE_SCHEMA"
 # Attempts at an operation on an intent whose session keeps changing under it (discarded and
@@ -455,26 +463,48 @@ class RedisJournal:
         _refuse(intent.intent_id, status, reply, "record")
 
     async def open_intent(
-        self, intent: PendingWrite, *, state: IntentState, owner: Owner
+        self,
+        intent: PendingWrite,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_writes: int | None = None,
     ) -> Opened:
         args = self._intent_args(intent, state, owner)
+        args.append("" if expect_writes is None else str(expect_writes))
         keys = self._keys(intent.session_id)
         reply = _list(await self._script("open_intent", keys, args), "open_intent")
+        status = _text(reply[0], "open_intent") if reply else ""
+        if status in ("settled", "taken") and len(reply) == 1:
+            _refuse(intent.intent_id, status, reply, "open_intent")
         if len(reply) < 2:
             raise _unexpected("open_intent", reply)
-        status = _text(reply[0], "open_intent")
         writes = _count(reply[1], "open_intent")
-        if status == "blocked" and len(reply) == 3:
-            rows = _rows(reply[2], "open_intent")
-            return Opened([_entry(intent.session_id, row) for row in rows], writes)
         if status == "recorded" and len(reply) == 2:
             self._remember(intent.intent_id, intent.session_id)
-            return Opened([], writes)
-        if status == "exists" and len(reply) == 3:
-            _compare(intent, reply[2])
+            return Opened(recorded=True, writes=writes)
+        if status == "stale" and len(reply) == 2:
+            return Opened(recorded=False, writes=writes)
+        if status == "blocked" and len(reply) == 3:
+            rows = _rows(reply[2], "open_intent")
+            entries = [_entry(intent.session_id, row) for row in rows]
+            return Opened(recorded=False, writes=writes, blocking=entries)
+        if status == "held" and len(reply) == 4:
+            [row] = _rows([reply[3]], "open_intent")
+            held = _entry(intent.session_id, row)
+            if not held.intent.same_content(intent):
+                raise IntentConflict(
+                    f"intent {intent.intent_id} is recorded with other content",
+                    intent_id=intent.intent_id,
+                )
             self._remember(intent.intent_id, intent.session_id)
-            return Opened([], writes)
-        _refuse(intent.intent_id, status, reply, "open_intent")
+            if held.state is state and held.owner == owner:
+                # Opened already by this same call, whose reply was lost: answer as it was.
+                # An intent opened by an older release, or by record(), has no count: 0.
+                seq = _blob(reply[2], "an intent's write count")
+                return Opened(recorded=True, writes=_count(seq, "open_intent") if seq else 0)
+            return Opened(recorded=False, writes=writes, blocking=[held])
+        raise _unexpected("open_intent", reply)
 
     async def writes(self, session_id: str, backend: BackendIdentity) -> int:
         key = self._session_keys(session_id)[_SESSION_KEYS.index("writes")]

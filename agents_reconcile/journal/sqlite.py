@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, TypeVar
 
-from .._sqlite import SQLiteLink
+from .._sqlite import SQLiteLink, enable_wal
 from ..errors import (
     IntentConflict,
     JournalCorrupt,
@@ -131,13 +131,15 @@ class SQLiteJournal:
         except sqlite3.Error as exc:
             raise _translate(exc, self.path) from exc
         try:
+            # The timeout first: switching to WAL takes the file's lock, which another process
+            # opening the journal at the same moment may hold.
+            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
             if self.read_only:
-                conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
                 self._check_version(conn)
             else:
                 # WAL lets readers run beside the one writer; NORMAL commits reach the OS
                 # before returning, which is what surviving SIGKILL needs.
-                conn.execute("PRAGMA journal_mode=WAL")
+                enable_wal(conn, self._busy_timeout)
                 conn.execute(f"PRAGMA synchronous={self._synchronous}")
                 # Pending batches hold conversation content: overwrite it when a row goes.
                 conn.execute("PRAGMA secure_delete=ON")
@@ -249,34 +251,38 @@ class SQLiteJournal:
         await self._run(write)
 
     async def open_intent(
-        self, intent: PendingWrite, *, state: IntentState, owner: Owner
+        self,
+        intent: PendingWrite,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_writes: int | None = None,
     ) -> Opened:
         blob = intent.encode()
         row = _intent_row(intent, state, owner, blob)
+        key = (intent.session_id, str(intent.backend))
 
-        def write(conn: sqlite3.Connection) -> tuple[list[_Row], int]:
-            key = (intent.session_id, str(intent.backend))
+        def write(conn: sqlite3.Connection) -> Opened:
             # One statement, so one atomic step: no other intent of this session can appear
             # between the check and the insert, and the insert returns the write count it saw.
             try:
-                inserted = conn.execute(_OPEN_INTENT_SQL, (*row, *key, *key)).fetchall()
+                inserted = conn.execute(
+                    _OPEN_INTENT_SQL,
+                    (*key, *row, *key, intent.intent_id, *_SETTLING_ACTIONS, expect_writes),
+                ).fetchall()
             except sqlite3.IntegrityError:
                 inserted = []
             if inserted:
-                return [], int(inserted[0][0])
+                return Opened(recorded=True, writes=int(inserted[0][0]))
+            # Refused, or the id is taken (perhaps by this very intent, opened by a call whose
+            # reply was lost): find out which under the write lock, and insert if, by now,
+            # nothing is in the way.
             conn.execute("BEGIN IMMEDIATE")
-            rows: list[_Row] = conn.execute(
-                _SELECT_INTENTS + " WHERE session_id = ? AND backend = ? ORDER BY created_at", key
-            ).fetchall()
-            if not rows:
-                # The id itself was taken (a retried record of the same intent): compare.
-                _insert_or_compare(conn, intent, row)
-            writes = _writes(conn, key)
+            opened = _open_locked(conn, intent, state, owner, expect_writes, row)
             conn.execute("COMMIT")
-            return rows, writes
+            return opened
 
-        rows, writes = await self._run(write)
-        return Opened([_entry(*found) for found in rows], writes)
+        return await self._run(write)
 
     async def writes(self, session_id: str, backend: BackendIdentity) -> int:
         return await self._run(lambda conn: _writes(conn, (session_id, str(backend))))
@@ -347,6 +353,9 @@ class SQLiteJournal:
             # IMMEDIATE: the claim check and the delete must see one state of the file.
             conn.execute("BEGIN IMMEDIATE")
             if _settled(conn, intent_id):
+                if _settled_by(conn, decision):
+                    # The same call again, its first reply lost: already done.
+                    return
                 raise IntentConflict(f"intent {intent_id} was already settled", intent_id=intent_id)
             if owner is not None:
                 row = conn.execute(
@@ -408,11 +417,22 @@ def _count_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
     return int(writes)
 
 
+# Inserts only when the session and backend have no unresolved intent, the id was never
+# settled and, when a count is expected (the last parameter; NULL for none), the session's
+# count is still that one. Parameters: the session key, the row, the session key, the intent
+# id and the settling actions, the expected count.
 _OPEN_INTENT_SQL: Final = (
+    "WITH seen (writes) AS (SELECT coalesce((SELECT writes FROM session_writes"
+    " WHERE session_id = ? AND backend = ?), 0))"
+    " INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at,"
+    " updated_at, record, write_seq) SELECT ?, ?, ?, ?, ?, ?, ?, ?, writes FROM seen"
+    " WHERE NOT EXISTS (SELECT 1 FROM intents WHERE session_id = ? AND backend = ?)"
+    " AND NOT EXISTS (SELECT 1 FROM decisions WHERE intent_id = ? AND action IN (?, ?, ?))"
+    " AND coalesce(?, writes) = writes RETURNING write_seq"
+)
+_INSERT_INTENT_SQL: Final = (
     "INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at, updated_at,"
-    " record, write_seq) SELECT ?, ?, ?, ?, ?, ?, ?, ?, coalesce((SELECT writes FROM"
-    " session_writes WHERE session_id = ? AND backend = ?), 0) WHERE NOT EXISTS"
-    " (SELECT 1 FROM intents WHERE session_id = ? AND backend = ?) RETURNING write_seq"
+    " record, write_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SELECT_INTENTS: Final = (
     "SELECT intent_id, session_id, backend, state, owner, updated_at, record FROM intents"
@@ -440,11 +460,7 @@ def _insert_or_compare(
 ) -> None:
     """Insert a new intent; the same id again is a no-op if the content is the same."""
     try:
-        conn.execute(
-            "INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at,"
-            " updated_at, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-            row,
-        )
+        conn.execute(_INSERT_INTENT_SQL, (*row, 0))
     except sqlite3.IntegrityError:
         (existing,) = conn.execute(
             "SELECT record FROM intents WHERE intent_id = ?", (intent.intent_id,)
@@ -454,6 +470,49 @@ def _insert_or_compare(
                 f"intent {intent.intent_id} is recorded with other content",
                 intent_id=intent.intent_id,
             ) from None
+
+
+def _open_locked(
+    conn: sqlite3.Connection,
+    intent: PendingWrite,
+    state: IntentState,
+    owner: Owner,
+    expect_writes: int | None,
+    row: tuple[object, ...],
+) -> Opened:
+    """``open_intent`` decided in full, inside a write transaction: every case the fast
+    path's single statement leaves to it."""
+    key = (intent.session_id, str(intent.backend))
+    writes = _writes(conn, key)
+    found = conn.execute(
+        "SELECT intent_id, session_id, backend, state, owner, updated_at, record, write_seq"
+        " FROM intents WHERE intent_id = ?",
+        (intent.intent_id,),
+    ).fetchone()
+    if found is not None:
+        held = _entry(*found[:-1])
+        if not held.intent.same_content(intent):
+            raise IntentConflict(
+                f"intent {intent.intent_id} is recorded with other content",
+                intent_id=intent.intent_id,
+            )
+        if held.state is state and held.owner == owner:
+            # Opened already by this same call, whose reply was lost: answer as it was.
+            return Opened(recorded=True, writes=int(found[-1]))
+        return Opened(recorded=False, writes=writes, blocking=[held])
+    rows: list[_Row] = conn.execute(
+        _SELECT_INTENTS + " WHERE session_id = ? AND backend = ? ORDER BY created_at", key
+    ).fetchall()
+    if rows:
+        return Opened(recorded=False, writes=writes, blocking=[_entry(*other) for other in rows])
+    if _settled(conn, intent.intent_id):
+        raise IntentConflict(
+            f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
+        )
+    if expect_writes is not None and writes != expect_writes:
+        return Opened(recorded=False, writes=writes)
+    conn.execute(_INSERT_INTENT_SQL, (*row, writes))
+    return Opened(recorded=True, writes=writes)
 
 
 def _entry(
@@ -476,6 +535,16 @@ def _settled(conn: sqlite3.Connection, intent_id: str) -> bool:
     row = conn.execute(
         "SELECT 1 FROM decisions WHERE intent_id = ? AND action IN (?, ?, ?) LIMIT 1",
         (intent_id, *_SETTLING_ACTIONS),
+    ).fetchone()
+    return row is not None
+
+
+def _settled_by(conn: sqlite3.Connection, decision: Decision) -> bool:
+    """Whether ``decision`` itself, byte for byte, is what settled its intent."""
+    row = conn.execute(
+        "SELECT 1 FROM decisions WHERE intent_id = ? AND action IN (?, ?, ?) AND record = ?"
+        " LIMIT 1",
+        (decision.intent_id, *_SETTLING_ACTIONS, decision.encode()),
     ).fetchone()
     return row is not None
 

@@ -21,7 +21,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from .._sqlite import SQLiteLink
+from .._sqlite import SQLiteLink, enable_wal
 from ..errors import RevisionConflict, SchemaMismatch
 from ..revision import WriteRecord
 from ._common import ANONYMOUS, decode_item, encode_item, new_write_id, valid_limit
@@ -94,9 +94,11 @@ class RevisionedSQLiteSession:
             str(self.path), timeout=0, isolation_level=None, check_same_thread=False
         )
         try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            conn.execute(f"PRAGMA synchronous={self._synchronous}")
+            # The timeout first: switching to WAL takes the file's lock, which another process
+            # opening the file at the same moment may hold.
             conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
+            enable_wal(conn, self._busy_timeout)
+            conn.execute(f"PRAGMA synchronous={self._synchronous}")
             self._prepare(conn)
             conn.execute("PRAGMA busy_timeout=0")
         except BaseException:

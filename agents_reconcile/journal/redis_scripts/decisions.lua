@@ -1,6 +1,6 @@
 -- Reads stored decisions, newest first, as pairs {sequence number, record}.
 -- ARGV: '1' to read one intent's decisions (all of them), that intent id, the limit, '1' to
--- read the session of KEYS[8..15] (otherwise the whole log).
+-- read the session of KEYS[8..16] (otherwise the whole log).
 local seqs = {}
 if ARGV[1] == '1' then
   local listed = redis.call('HGET', GLOBAL.decided, ARGV[2])

@@ -1,8 +1,8 @@
 -- Loaded in front of every script of the Redis journal.
 --
--- KEYS[1..7] are the journal's global keys. A session then passes eight keys of its own, all
--- sharing the session's hash tag: KEYS[8..15], and for settle() the deciding session's at
--- KEYS[16..23]. Scripts touch only the keys they are given.
+-- KEYS[1..7] are the journal's global keys. A session then passes SESSION_WIDTH (nine) keys
+-- of its own, all sharing the session's hash tag: KEYS[8..16], and for settle() the deciding
+-- session's at KEYS[17..25]. Scripts touch only the keys they are given.
 
 local GLOBAL = {
   schema = KEYS[1],
@@ -14,6 +14,9 @@ local GLOBAL = {
   decision = KEYS[7],
 }
 
+-- In the order of _SESSION_KEYS in redis.py.
+local SESSION_WIDTH = 9
+
 local function session_keys(first)
   return {
     open = KEYS[first],
@@ -24,6 +27,7 @@ local function session_keys(first)
     updated = KEYS[first + 5],
     writes = KEYS[first + 6],
     decisions = KEYS[first + 7],
+    write_seq = KEYS[first + 8],
   }
 end
 
@@ -73,33 +77,60 @@ local function remove_intent(s, id)
   redis.call('HDEL', s.state, id)
   redis.call('HDEL', s.owner, id)
   redis.call('HDEL', s.updated, id)
+  redis.call('HDEL', s.write_seq, id)
   redis.call('HDEL', GLOBAL.index, id)
 end
 
 -- ARGV (record and open_intent): version, intent id, session id, backend, state, owner,
--- created_at, updated_at, record. Stores the intent unless its id is settled or taken, and
--- counts it as a write of its session.
-local function record_intent(s)
-  local id, session, backend = ARGV[2], ARGV[3], ARGV[4]
-  if redis.call('SISMEMBER', GLOBAL.settled, id) == 1 then
-    return {'settled'}
-  end
-  local holder = redis.call('HGET', GLOBAL.index, id)
-  if holder then
-    if holder == session then
-      return {'exists', field(s.record, id)}
-    end
-    return {'taken'}
-  end
+-- created_at, updated_at, record. Stores the intent and counts it as a write of its session;
+-- seq is the count before it when open_intent opened it, nil for record().
+local function store_intent(s, seq)
+  local id, backend = ARGV[2], ARGV[4]
   redis.call('ZADD', s.open, ARGV[7], id)
   redis.call('HSET', s.record, id, ARGV[9])
   redis.call('HSET', s.backend, id, backend)
   redis.call('HSET', s.state, id, ARGV[5])
   redis.call('HSET', s.owner, id, ARGV[6])
   redis.call('HSET', s.updated, id, ARGV[8])
-  redis.call('HSET', GLOBAL.index, id, session)
+  if seq then
+    redis.call('HSET', s.write_seq, id, seq)
+  else
+    -- An older release removes intents without this field: never read one it left behind.
+    redis.call('HDEL', s.write_seq, id)
+  end
+  redis.call('HSET', GLOBAL.index, id, ARGV[3])
   redis.call('HINCRBY', s.writes, backend, 1)
+end
+
+-- Stores the intent of ARGV (as above) unless its id is settled or taken.
+local function record_intent(s)
+  local id = ARGV[2]
+  if redis.call('SISMEMBER', GLOBAL.settled, id) == 1 then
+    return {'settled'}
+  end
+  local holder = redis.call('HGET', GLOBAL.index, id)
+  if holder then
+    if holder == ARGV[3] then
+      return {'exists', field(s.record, id)}
+    end
+    return {'taken'}
+  end
+  store_intent(s, nil)
   return {'recorded'}
+end
+
+-- Whether a decision stored on the intent is this very record (a settlement retried after
+-- its reply was lost).
+local function decided_as(id, record)
+  local listed = redis.call('HGET', GLOBAL.decided, id)
+  if listed then
+    for seq in string.gmatch(listed, '%d+') do
+      if redis.call('HGET', GLOBAL.decision, seq) == record then
+        return true
+      end
+    end
+  end
+  return false
 end
 
 -- Appends a decision to the log, to its session's list and to its intent's list.

@@ -1,9 +1,10 @@
 -- settle(): close an intent and store the decision that closed it, counting a write of the
--- decision's session. KEYS[8..15] belong to the session holding the intent (the deciding
--- session's when none does), KEYS[16..23] to the deciding session.
+-- decision's session. KEYS[8..16] belong to the session holding the intent (the deciding
+-- session's when none does), KEYS[17..25] to the deciding session.
 -- ARGV: version, intent id, '1' when a session is expected to hold the intent, that session,
 -- '1' when fenced by an owner, that owner, the reconciling state, backend, decision record.
--- Replies {'done'}, {'settled'} (settled before), {'unclaimed'} (the owner lost the claim)
+-- Replies {'done'} (also when this very decision settled it before: a retried call),
+-- {'settled'} (settled before, otherwise), {'unclaimed'} (the owner lost the claim)
 -- or {'moved', holder} (the intent's holder is not the one expected; {'moved'} when none
 -- holds it).
 local refusal = schema_refusal(ARGV[1])
@@ -12,6 +13,9 @@ if refusal then
 end
 local id = ARGV[2]
 if redis.call('SISMEMBER', GLOBAL.settled, id) == 1 then
+  if decided_as(id, ARGV[9]) then
+    return {'done'}
+  end
   return {'settled'}
 end
 local holder = redis.call('HGET', GLOBAL.index, id)
@@ -29,7 +33,7 @@ if holder then
   end
   remove_intent(s, id)
 end
-local d = session_keys(16)
+local d = session_keys(8 + SESSION_WIDTH)
 redis.call('SADD', GLOBAL.settled, id)
 redis.call('HINCRBY', d.writes, ARGV[8], 1)
 store_decision(d, id, ARGV[9])
