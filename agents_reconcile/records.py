@@ -7,7 +7,9 @@ newer release is refused with a typed error instead of being guessed at.
 
 from __future__ import annotations
 
+import copy
 import enum
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -16,7 +18,7 @@ import orjson
 from blake3 import blake3
 
 from .errors import RecordMalformed, RecordTampered, UnsupportedRecordVersion
-from .fingerprint import FINGERPRINT_SCHEME, digest_items
+from .fingerprint import FINGERPRINT_SCHEME, READABLE_SCHEMES, digest_items, nonfinite_floats
 
 __all__ = [
     "RECORD_VERSION",
@@ -28,8 +30,13 @@ __all__ = [
     "Reason",
 ]
 
+# Fingerprint scheme /2 added the optional ``nonfinite`` field without a new format version:
+# the previous release refuses a /2 record through its scheme check (it compares only /1)
+# before it would read the batch, so it never replays the nulls standing in for NaN.
 RECORD_VERSION: Final = 1
 """Format version of encoded records; a record with a higher version is refused."""
+
+_NONFINITE_VALUES: Final[dict[str, float]] = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
 class Outcome(enum.Enum):
@@ -170,6 +177,25 @@ class PendingWrite:
 
     def to_mapping(self) -> dict[str, Any]:
         """JSON-shaped form with its digest, as stored in journals and RunState contexts."""
+        data, nonfinite = self._batch_json()
+        # JSON has no NaN: such a batch goes as decoded from orjson's bytes (null in those
+        # places), and ``nonfinite`` says what stood there.
+        batch = orjson.loads(data) if nonfinite else list(self.batch)
+        return self._sealed(batch, nonfinite)
+
+    def encode(self) -> bytes:
+        """``to_mapping()`` as orjson bytes, the form journals store."""
+        data, nonfinite = self._batch_json()
+        # The batch is serialised once: the bytes made to look for non-finite floats go into
+        # the record as they are.
+        return orjson.dumps(self._sealed(orjson.Fragment(data), nonfinite))
+
+    def _batch_json(self) -> tuple[bytes, list[list[Any]]]:
+        data = orjson.dumps(self.batch)
+        found = nonfinite_floats(list(self.batch), data, parts=len(self.batch))
+        return data, [[path[0], list(path[1:]), kind] for path, kind in found]
+
+    def _sealed(self, batch: Any, nonfinite: list[list[Any]]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "v": self.version,
             "type": "pending_write",
@@ -177,7 +203,7 @@ class PendingWrite:
             "session_id": self.session_id,
             "backend": str(self.backend),
             "scheme": self.scheme,
-            "batch": list(self.batch),
+            "batch": batch,
             "batch_digests": list(self.batch_digests),
             "before_digests": list(self.before_digests),
             "before_is_whole": self.before_is_whole,
@@ -187,22 +213,26 @@ class PendingWrite:
         }
         if self.expected_revision is not None:
             body["expected_revision"] = self.expected_revision
+        # Present only when needed, so a record without NaN or infinities keeps the layout
+        # (and the digest) it had before the field existed.
+        if nonfinite:
+            body["nonfinite"] = nonfinite
         body["digest"] = _body_digest(body)
         return body
-
-    def encode(self) -> bytes:
-        return orjson.dumps(self.to_mapping())
 
     @classmethod
     def decode(cls, data: bytes | str | Mapping[str, Any]) -> PendingWrite:
         """Rebuild a record, refusing damaged, edited or future-version input."""
         body = _checked_body(data, "pending_write")
         try:
+            batch = tuple(_list(body, "batch"))
+            if "nonfinite" in body:
+                batch = _restore_nonfinite(batch, body["nonfinite"])
             record = cls(
                 intent_id=_str(body, "intent_id"),
                 session_id=_str(body, "session_id"),
                 backend=BackendIdentity.parse(_str(body, "backend")),
-                batch=tuple(_list(body, "batch")),
+                batch=batch,
                 batch_digests=tuple(_list(body, "batch_digests")),
                 before_digests=tuple(_list(body, "before_digests")),
                 before_is_whole=_bool(body, "before_is_whole"),
@@ -215,12 +245,15 @@ class PendingWrite:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordMalformed(f"pending write record is missing or mistypes {exc}") from exc
-        if record.scheme != FINGERPRINT_SCHEME:
+        if record.scheme not in READABLE_SCHEMES:
             raise UnsupportedRecordVersion(
                 f"intent {record.intent_id} uses fingerprint scheme {record.scheme!r}; "
-                f"this release compares only {FINGERPRINT_SCHEME!r}"
+                f"this release reads only {' and '.join(map(repr, READABLE_SCHEMES))}"
             )
-        if digest_items(record.batch, ignore_ids=record.ignore_ids) != record.batch_digests:
+        # Each record is checked under its own scheme: a /1 record of the previous release
+        # verifies as it was written.
+        digests = digest_items(record.batch, ignore_ids=record.ignore_ids, scheme=record.scheme)
+        if digests != record.batch_digests:
             raise RecordTampered(f"intent {record.intent_id}: the batch does not match its digests")
         return record
 
@@ -332,6 +365,47 @@ def _checked_body(data: bytes | str | Mapping[str, Any], expected_type: str) -> 
             f"{expected_type} record {body.get('intent_id')!r}: content does not match its digest"
         )
     return body
+
+
+def _restore_nonfinite(batch: tuple[Any, ...], marks: Any) -> tuple[Any, ...]:
+    """The batch with each non-finite float ``marks`` names put back where it holds null."""
+    if not isinstance(marks, list) or not marks:
+        raise TypeError("'nonfinite'")
+    items = list(batch)
+    copied: set[int] = set()
+    for mark in marks:
+        if not (isinstance(mark, list) and len(mark) == 3):
+            raise TypeError("'nonfinite'")
+        index, path, kind = mark
+        if type(index) is not int or not 0 <= index < len(items):
+            raise ValueError(f"'nonfinite' names item {index!r} of a {len(items)}-item batch")
+        if not isinstance(path, list) or kind not in _NONFINITE_VALUES:
+            raise TypeError("'nonfinite'")
+        if index not in copied:
+            # A mapping given to decode() may be the caller's own: never write into it.
+            items[index] = copy.deepcopy(items[index])
+            copied.add(index)
+        if not path:
+            if items[index] is not None:
+                raise ValueError(f"'nonfinite' names item {index}, which is not null")
+            items[index] = _NONFINITE_VALUES[kind]
+            continue
+        container = items[index]
+        for step in path[:-1]:
+            container = _step(container, step, index)
+        last = path[-1]
+        if _step(container, last, index) is not None:
+            raise ValueError(f"'nonfinite' names a place in item {index} that is not null")
+        container[last] = _NONFINITE_VALUES[kind]
+    return tuple(items)
+
+
+def _step(container: Any, step: Any, index: int) -> Any:
+    if isinstance(container, dict) and type(step) is str and step in container:
+        return container[step]
+    if isinstance(container, list) and type(step) is int and 0 <= step < len(container):
+        return container[step]
+    raise ValueError(f"'nonfinite' names a place item {index} does not have ({step!r})")
 
 
 def _str(body: Mapping[str, Any], key: str) -> str:

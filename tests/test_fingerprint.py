@@ -2,23 +2,36 @@
 
 from __future__ import annotations
 
+import collections
+import dataclasses
+import datetime
+import decimal
+import enum
 import json
+import math
 import re
+import uuid
 
 import orjson
 import pytest
 from agents import SQLiteSession
 from agents.run_internal.items import ensure_input_item_format
 from agents.testing import assistant_message, function_call
+from blake3 import blake3
+from hypothesis import given
+from hypothesis import strategies as st
 from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 
-from agents_reconcile.errors import FingerprintError, ReconcileError
+from agents_reconcile.errors import FingerprintError, ReconcileError, UnsupportedRecordVersion
 from agents_reconcile.fingerprint import (
     FINGERPRINT_SCHEME,
+    READABLE_SCHEMES,
+    SCHEME_V1,
     canonical_bytes,
     canonical_item,
     digest_items,
     item_digest,
+    journal_batch,
 )
 
 HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -270,3 +283,349 @@ def test_64_bit_integers_are_fine():
     """Integers within 64 bits (signed and unsigned) are serialisable."""
     for value in (2**63 - 1, -(2**63), 2**64 - 1):
         assert HEX64.fullmatch(item_digest({"n": value}))
+
+
+# -- scheme /2: non-finite floats ---------------------------------------------------------
+
+NAN = float("nan")
+INF = float("inf")
+
+
+def v1_digest(item, *, ignore_ids: bool = False) -> str:
+    """The previous release's digest, written out: blake3 over the sorted-key orjson bytes."""
+    canonical = canonical_item(item, ignore_ids=ignore_ids)
+    return blake3(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def at(position: str, value):
+    """An SDK-like item with ``value`` at a top-level key, a nested key, a list slot, or as
+    the whole item."""
+    if position == "top-level key":
+        return {"type": "function_call_output", "call_id": "c1", "score": value}
+    if position == "nested key":
+        return {"role": "user", "content": [{"type": "input_text", "meta": {"score": value}}]}
+    if position == "list slot":
+        return {"role": "user", "content": [1.5, value, "x"]}
+    return value
+
+
+POSITIONS = ["top-level key", "nested key", "list slot", "whole item"]
+
+
+def test_the_current_scheme_is_v2_and_v1_stays_readable():
+    """New digests use /2, and both /2 and /1 are schemes this release reads."""
+    assert FINGERPRINT_SCHEME == "blake3-orjson-sorted/2"
+    assert SCHEME_V1 == "blake3-orjson-sorted/1"
+    assert READABLE_SCHEMES == (FINGERPRINT_SCHEME, SCHEME_V1)
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_nan_inf_minus_inf_and_null_digest_apart(position):
+    """NaN, inf, -inf and null in the same place give four different /2 digests."""
+    digests = {item_digest(at(position, value)) for value in (NAN, INF, -INF, None)}
+    assert len(digests) == 4
+    assert len({digest_items([at(position, v)])[0] for v in (NAN, INF, -INF, None)}) == 4
+
+
+@pytest.mark.parametrize("position", POSITIONS)
+def test_v1_still_digests_nonfinite_floats_like_null(position):
+    """Under /1 (kept computable for old records) NaN, inf, -inf and null share one digest."""
+    digests = {item_digest(at(position, v), scheme=SCHEME_V1) for v in (NAN, INF, -INF, None)}
+    assert digests == {v1_digest(at(position, None))}
+
+
+def test_which_place_holds_the_nonfinite_float_counts():
+    """Swapping a NaN with a null, or with an infinity, in another place changes the digest."""
+    assert item_digest({"a": NAN, "b": None}) != item_digest({"a": None, "b": NAN})
+    assert item_digest({"a": NAN, "b": INF}) != item_digest({"a": INF, "b": NAN})
+    assert item_digest([NAN, None]) != item_digest([None, NAN])
+    assert item_digest({"a": [NAN]}) != item_digest({"a": {"0": NAN}}) != item_digest([NAN])
+
+
+def test_nonfinite_digest_ignores_key_order():
+    """An item with non-finite floats digests alike whatever its keys' order."""
+    one = {"b": {"y": INF, "x": NAN}, "a": -INF}
+    two = {"a": -INF, "b": {"x": NAN, "y": INF}}
+    assert canonical_bytes(one) == canonical_bytes(two)
+
+
+def test_nonfinite_bytes_are_the_v1_bytes_then_0xff_and_where():
+    """/2 bytes of an item with NaN are its /1 bytes, 0xff, and a JSON list of places."""
+    item = {"b": [1, INF], "a": {"s": NAN}, "c": -INF}
+    v1 = canonical_bytes(item, scheme=SCHEME_V1)
+    v2 = canonical_bytes(item)
+    assert v1 == b'{"a":{"s":null},"b":[1,null],"c":null}'
+    assert v2.startswith(v1 + b"\xff")
+    assert orjson.loads(v2[len(v1) + 1 :]) == [
+        [["a", "s"], "nan"],
+        [["b", 1], "inf"],
+        [["c"], "-inf"],
+    ]
+
+
+WITHOUT_NONFINITE = [
+    {},
+    [],
+    "text",
+    0,
+    None,
+    {"role": "user", "content": "null and NaN and Infinity, as text"},
+    {"type": "message", "status": None, "content": [None, {"z": None}], "n": 1.5, "m": -0.0},
+    {"role": "user", "content": "x" * 5000, "score": None},
+    {"deep": [[[{"a": [1.0, 2e300, -1e-300, None]}]]]},
+    {"tuple": (1, "a", None)},
+]
+
+
+@pytest.mark.parametrize("item", WITHOUT_NONFINITE)
+def test_items_without_nonfinite_floats_keep_their_v1_bytes_and_digest(item):
+    """Without NaN or infinities an item has identical bytes and digests under /1 and /2."""
+    assert canonical_bytes(item) == canonical_bytes(item, scheme=SCHEME_V1)
+    assert item_digest(item) == item_digest(item, scheme=SCHEME_V1) == v1_digest(item)
+    assert digest_items([item]) == digest_items([item], scheme=SCHEME_V1)
+
+
+def test_sdk_items_keep_their_v1_digest():
+    """The SDK's own items (pydantic and normalised) digest under /2 as under /1."""
+    items = [
+        assistant_message("hi", item_id="msg_1"),
+        ensure_input_item_format(function_call("f", "{}", call_id="c", item_id="fc")),
+        {"type": "function_call_output", "call_id": "c", "output": "ok"},
+    ]
+    assert digest_items(items) == tuple(v1_digest(item) for item in items)
+    assert digest_items(items, ignore_ids=True) == tuple(
+        v1_digest(item, ignore_ids=True) for item in items
+    )
+
+
+@pytest.mark.parametrize("scheme", ["blake3-orjson-sorted/3", "sha256-json/1", ""])
+def test_an_unknown_scheme_is_refused_by_name(scheme):
+    """Asking for a scheme this release cannot compute raises UnsupportedRecordVersion naming it."""
+    for compute in (
+        lambda: canonical_bytes({}, scheme=scheme),
+        lambda: item_digest({}, scheme=scheme),
+        lambda: digest_items([{}], scheme=scheme),
+    ):
+        with pytest.raises(UnsupportedRecordVersion, match=re.escape(repr(scheme))):
+            compute()
+
+
+def test_large_items_find_their_nonfinite_floats_too():
+    """An item larger than the byte-search threshold still has its NaN told from null."""
+    big = {"content": "x" * 4000, "meta": {"score": NAN}}
+    assert item_digest(big) != item_digest({**big, "meta": {"score": None}})
+    assert item_digest({"content": "x" * 4000}) == v1_digest({"content": "x" * 4000})
+
+
+# -- journal_batch --------------------------------------------------------------------------
+
+
+class Color(enum.Enum):
+    """An enum that is neither a str nor an int: orjson writes its value, which reads back
+    as a plain value."""
+
+    RED = "red"
+
+
+class Mode(enum.StrEnum):
+    """A str-valued enum: it is a str, and reads back equal."""
+
+    FAST = "fast"
+
+
+class Level(enum.IntEnum):
+    """An int-valued enum: it is an int, and reads back equal."""
+
+    HIGH = 3
+
+
+@dataclasses.dataclass
+class Point:
+    """A dataclass: orjson writes it as an object, which reads back as a dict."""
+
+    x: int
+
+
+class Real(float):
+    """A float subclass: orjson refuses it."""
+
+
+Pair = collections.namedtuple("Pair", "a b")
+
+REFUSED = [
+    pytest.param(datetime.datetime(2024, 5, 1, 12, 0), "datetime.datetime", id="datetime"),
+    pytest.param(datetime.date(2024, 5, 1), "datetime.date", id="date"),
+    pytest.param(datetime.time(12, 0), "datetime.time", id="time"),
+    pytest.param(uuid.UUID(int=7), "uuid.UUID", id="uuid"),
+    pytest.param(decimal.Decimal("1.5"), "decimal.Decimal", id="decimal"),
+    pytest.param(b"raw", "bytes", id="bytes"),
+    pytest.param({1, 2}, "set", id="set"),
+    pytest.param(Color.RED, "Color", id="plain-enum"),
+    pytest.param(Point(1), "Point", id="dataclass"),
+    pytest.param(Real(1.5), "Real", id="float-subclass"),
+    pytest.param(Pair(1, 2), "Pair", id="namedtuple"),
+    pytest.param(2**64, "int", id="int-above-64-bits"),
+    pytest.param(-(2**63) - 1, "int", id="int-below-64-bits"),
+    pytest.param({1: "a"}, "int", id="non-str-key"),
+    pytest.param({Mode.FAST: "a"}, "Mode", id="str-enum-key"),
+    pytest.param("\ud800", "surrogate", id="lone-surrogate"),
+]
+
+
+@pytest.mark.parametrize(("bad", "named"), REFUSED)
+def test_journal_batch_refuses_what_the_journal_cannot_hold_exactly(bad, named):
+    """A value that would not read back equal raises FingerprintError naming the item's index,
+    the path inside it and the type, and saying a replay would write something else."""
+    items = [
+        {"role": "user", "content": "fine"},
+        {"role": "user", "content": [{"type": "input_text", "ts": bad}]},
+    ]
+    with pytest.raises(FingerprintError) as caught:
+        journal_batch(items)
+    message = str(caught.value)
+    assert caught.value.index == 1
+    assert message.startswith("item 1 ")
+    assert '["content"][0]["ts"]' in message
+    assert named in message
+    assert "journal could not hold it exactly" in message
+    assert "replay would write something" in message
+
+
+@pytest.mark.parametrize(("bad", "named"), REFUSED)
+def test_journal_batch_refuses_a_whole_item_that_is_not_exact(bad, named):
+    """An item that is itself such a value is refused, with its index and type."""
+    with pytest.raises(FingerprintError) as caught:
+        journal_batch([{"role": "user", "content": "a"}, {"role": "user", "content": "b"}, bad])
+    assert caught.value.index == 2
+    assert str(caught.value).startswith("item 2 ")
+    assert named in str(caught.value)
+    assert "journal could not hold it exactly" in str(caught.value)
+
+
+def test_journal_batch_checks_the_id_and_metadata_the_digest_leaves_out():
+    """With ``ignore_ids`` the digest omits ``id`` (and session-only keys), yet the journal
+    keeps them, so an inexact value there is refused too."""
+    when = datetime.datetime(2024, 5, 1)
+    for key in ("id", "created_by", "_agents_tool_title"):
+        with pytest.raises(FingerprintError) as caught:
+            journal_batch([{"role": "user", "content": "x", key: when}], ignore_ids=True)
+        assert f'["{key}"]' in str(caught.value)
+        assert caught.value.index == 0
+
+
+def test_journal_batch_names_the_first_bad_item():
+    """With several bad items the error names the first one in the batch."""
+    with pytest.raises(FingerprintError) as caught:
+        journal_batch([{"a": 1}, {"b": {1, 2}}, {"c": uuid.uuid4()}])
+    assert caught.value.index == 1
+    assert str(caught.value).startswith('item 1 holds a value of type set at ["b"]')
+
+
+def test_journal_batch_reports_a_cyclic_item_instead_of_recursing():
+    """A self-containing item is refused as nested too deep, with a shortened path."""
+    cyclic: list = []
+    cyclic.append(cyclic)
+    with pytest.raises(FingerprintError) as caught:
+        journal_batch([cyclic])
+    assert "nested deeper" in str(caught.value)
+    assert len(str(caught.value)) < 400
+
+
+ACCEPTED = [
+    {"role": "user", "content": "hello"},
+    {"type": "function_call", "call_id": "c", "arguments": "{}", "args": (1, (2, 3))},
+    {"score": NAN, "hi": INF, "lo": -INF, "list": [NAN, None, (INF,)]},
+    {"mode": Mode.FAST, "level": Level.HIGH, "flag": True, "n": 2**64 - 1, "m": -(2**63)},
+    {"nested": collections.OrderedDict(a=1), "sub": type("S", (str,), {})("text")},
+    (1, 2, "three"),
+    NAN,
+    "plain text",
+    None,
+]
+
+
+def nan_equal(one, two) -> bool:
+    """Equality as JSON values: NaN equals NaN, a tuple equals a list, bools and floats keep
+    their type."""
+    if isinstance(one, float) and isinstance(two, float) and math.isnan(one):
+        return math.isnan(two)
+    if isinstance(one, dict) and isinstance(two, dict):
+        return one.keys() == two.keys() and all(nan_equal(one[k], two[k]) for k in one)
+    if isinstance(one, list | tuple) and isinstance(two, list | tuple):
+        return len(one) == len(two) and all(map(nan_equal, one, two))
+    if type(one) in (bool, float) or type(two) in (bool, float):
+        return type(one) is type(two) and one == two
+    return bool(one == two)
+
+
+@pytest.mark.parametrize("item", ACCEPTED)
+def test_journal_batch_accepts_what_reads_back_equal(item):
+    """Tuples, NaN and infinities, str/int enums and subclasses of JSON's types are accepted,
+    with the digests ``digest_items`` gives."""
+    batch, digests = journal_batch([item])
+    assert nan_equal(batch[0], item)
+    assert digests == digest_items([item])
+
+
+def test_journal_batch_keeps_the_callers_dicts_and_canonicalises_the_rest():
+    """A dict is the caller's own object; a pydantic item becomes its canonical dict."""
+    mine = {"role": "user", "content": "hi", "created_by": "sdk", "id": "m1"}
+    message = assistant_message("answer", item_id="msg_9")
+    batch, digests = journal_batch([mine, message, "text"], ignore_ids=True)
+    assert batch[0] is mine
+    assert batch[1] == canonical_item(message)
+    assert batch[2] == "text"
+    assert digests == digest_items([mine, message, "text"], ignore_ids=True)
+    assert digests == digest_items(batch, ignore_ids=True)
+    assert mine == {"role": "user", "content": "hi", "created_by": "sdk", "id": "m1"}
+
+
+def test_journal_batch_of_nothing_is_empty():
+    """An empty batch gives two empty tuples."""
+    assert journal_batch([]) == ((), ())
+
+
+def test_journal_batch_digests_tell_nan_from_null():
+    """The digests journal_batch returns are /2 digests: NaN and null differ."""
+    _, digests = journal_batch([{"score": NAN}, {"score": None}, {"score": INF}])
+    assert len(set(digests)) == 3
+
+
+json_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**64 - 1),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
+)
+json_values = st.recursive(
+    json_leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+def has_nonfinite(value) -> bool:
+    """Whether a JSON-shaped value holds NaN or an infinity anywhere."""
+    if isinstance(value, float):
+        return not math.isfinite(value)
+    if isinstance(value, dict):
+        return any(has_nonfinite(v) for v in value.values())
+    if isinstance(value, list | tuple):
+        return any(has_nonfinite(v) for v in value)
+    return False
+
+
+@given(json_values)
+def test_journal_batch_and_digest_items_agree_on_any_json_value(value):
+    """For any JSON value, journal_batch digests like digest_items, and /2 equals /1 exactly
+    when the value holds no non-finite float."""
+    batch, digests = journal_batch([value])
+    assert batch[0] is value
+    assert digests == digest_items([value])
+    same = digests[0] == item_digest(value, scheme=SCHEME_V1)
+    assert same is not has_nonfinite(value)

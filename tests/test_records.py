@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import copy
+import enum
+import json
+import math
 
 import orjson
 import pytest
 from agents.exceptions import AgentsException, UserError
 from blake3 import blake3
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agents_reconcile.errors import (
     BindingMismatch,
@@ -18,7 +23,13 @@ from agents_reconcile.errors import (
     RecordTampered,
     UnsupportedRecordVersion,
 )
-from agents_reconcile.fingerprint import FINGERPRINT_SCHEME, digest_items
+from agents_reconcile.fingerprint import (
+    FINGERPRINT_SCHEME,
+    SCHEME_V1,
+    digest_items,
+    item_digest,
+    journal_batch,
+)
 from agents_reconcile.records import (
     RECORD_VERSION,
     Action,
@@ -303,7 +314,7 @@ def test_pending_write_built_with_a_future_version_is_unsupported():
         PendingWrite.decode(record.encode())
 
 
-@pytest.mark.parametrize("scheme", ["blake3-orjson-sorted/2", "sha256-json/1", ""])
+@pytest.mark.parametrize("scheme", ["blake3-orjson-sorted/3", "sha256-json/1", ""])
 def test_other_fingerprint_scheme_is_unsupported(scheme):
     """A correctly sealed record made under another fingerprint scheme is never compared."""
     mapping = make_pending().to_mapping()
@@ -587,3 +598,302 @@ def test_every_reason_has_an_explanation():
     """Every reason carries a non-empty sentence for people."""
     for reason in Reason:
         assert reason.explanation.strip()
+
+
+# -- non-finite floats in the batch ---------------------------------------------------------
+
+NAN = float("nan")
+INF = float("inf")
+
+NONFINITE_BATCH = (
+    {"type": "function_call_output", "call_id": "c1", "output": "ok", "score": NAN},
+    {"role": "user", "content": [{"type": "input_text", "text": "t", "range": [-INF, INF]}]},
+    {"role": "assistant", "content": "no floats here", "status": None},
+    INF,
+)
+
+
+def nan_equal(one, two) -> bool:
+    """Equality as JSON values: NaN equals NaN, a tuple equals a list, bools and floats keep
+    their type."""
+    if isinstance(one, float) and isinstance(two, float) and math.isnan(one):
+        return math.isnan(two)
+    if isinstance(one, dict) and isinstance(two, dict):
+        return one.keys() == two.keys() and all(nan_equal(one[k], two[k]) for k in one)
+    if isinstance(one, list | tuple) and isinstance(two, list | tuple):
+        return len(one) == len(two) and all(map(nan_equal, one, two))
+    if type(one) in (bool, float) or type(two) in (bool, float):
+        return type(one) is type(two) and one == two
+    return bool(one == two)
+
+
+def nonfinite_pending(**overrides) -> PendingWrite:
+    """A PendingWrite whose batch holds NaN and both infinities, digested by journal_batch."""
+    batch, digests = journal_batch(overrides.pop("batch", NONFINITE_BATCH))
+    return make_pending(batch=batch, batch_digests=digests, **overrides)
+
+
+def decoded_ways(record: PendingWrite) -> list[PendingWrite]:
+    """The record decoded from its bytes, its text, its mapping, and the mapping after a
+    JSON round trip (as a RunState context carries it)."""
+    return [
+        PendingWrite.decode(record.encode()),
+        PendingWrite.decode(record.encode().decode()),
+        PendingWrite.decode(record.to_mapping()),
+        PendingWrite.decode(json.loads(json.dumps(record.to_mapping(), allow_nan=False))),
+    ]
+
+
+def test_nonfinite_floats_in_the_batch_round_trip():
+    """NaN, inf and -inf in a batch come back as themselves, and the digests verify."""
+    record = nonfinite_pending()
+    for decoded in decoded_ways(record):
+        assert math.isnan(decoded.batch[0]["score"])
+        assert decoded.batch[1]["content"][0]["range"] == [-INF, INF]
+        assert decoded.batch[2] == NONFINITE_BATCH[2]
+        assert decoded.batch[3] == INF
+        assert nan_equal(decoded.batch, record.batch)
+        assert decoded.batch_digests == record.batch_digests
+        assert digest_items(decoded.batch) == record.batch_digests
+        assert decoded.same_content(record)
+
+
+def test_a_nonfinite_record_is_json_shaped():
+    """The mapping (what a RunState context holds) and the bytes contain no NaN token: the
+    batch holds null there and ``nonfinite`` says what stood in each place."""
+    record = nonfinite_pending()
+    mapping = record.to_mapping()
+    json.dumps(mapping, allow_nan=False)
+    assert b"NaN" not in record.encode() and b"Infinity" not in record.encode()
+    assert orjson.loads(record.encode()) == mapping
+    assert mapping["batch"][0]["score"] is None
+    assert mapping["batch"][3] is None
+    assert mapping["nonfinite"] == [
+        [0, ["score"], "nan"],
+        [1, ["content", 0, "range", 0], "-inf"],
+        [1, ["content", 0, "range", 1], "inf"],
+        [3, [], "inf"],
+    ]
+    assert redigest(mapping) == mapping
+
+
+def test_decoding_a_mapping_leaves_it_alone():
+    """Putting NaN back works on copies: the mapping given to decode() keeps its nulls."""
+    mapping = nonfinite_pending().to_mapping()
+    before = copy.deepcopy(mapping)
+    decoded = PendingWrite.decode(mapping)
+    assert mapping == before
+    assert math.isnan(decoded.batch[0]["score"])
+
+
+def test_encoding_leaves_the_callers_items_alone():
+    """Encoding a record with NaN does not write null into the caller's batch."""
+    record = nonfinite_pending()
+    record.encode()
+    record.to_mapping()
+    assert math.isnan(record.batch[0]["score"])
+    assert record.batch[3] == INF
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"nested": {"tuple": (1, (2.5, None)), "text": "é"}},
+        {"flag": True, "one": 1, "real": 1.0, "neg": -0.0, "big": 2**64 - 1},
+        {"mode": enum.StrEnum("Mode", {"FAST": "fast"}).FAST},
+        ["list", NAN, [INF]],
+    ],
+    ids=["tuples", "numbers", "str-enum", "nonfinite-list"],
+)
+def test_a_journal_batch_reads_back_equal_from_its_record(value):
+    """Whatever journal_batch accepts comes back from the record equal as a JSON value."""
+    record = nonfinite_pending(batch=[value, {"x": NAN}])
+    for decoded in decoded_ways(record):
+        assert nan_equal(decoded.batch[0], value)
+
+
+def test_a_record_without_nonfinite_floats_keeps_the_previous_layout():
+    """Without NaN or infinities the bytes are the old layout, field for field."""
+    record = make_pending(expected_revision=4)
+    mapping = record.to_mapping()
+    assert "nonfinite" not in mapping
+    expected = {
+        "v": RECORD_VERSION,
+        "type": "pending_write",
+        "intent_id": record.intent_id,
+        "session_id": record.session_id,
+        "backend": str(record.backend),
+        "scheme": FINGERPRINT_SCHEME,
+        "batch": list(record.batch),
+        "batch_digests": list(record.batch_digests),
+        "before_digests": list(record.before_digests),
+        "before_is_whole": record.before_is_whole,
+        "persisted_count": record.persisted_count,
+        "ignore_ids": record.ignore_ids,
+        "created_at": record.created_at,
+        "expected_revision": 4,
+    }
+    assert record.encode() == orjson.dumps(redigest(expected))
+
+
+def retag(mapping: dict, edit) -> dict:
+    """A deep copy of ``mapping`` with ``edit`` applied to it."""
+    edited = copy.deepcopy(mapping)
+    edit(edited)
+    return edited
+
+
+NONFINITE_EDITS = {
+    "kind": lambda m: m["nonfinite"][0].__setitem__(2, "inf"),
+    "place": lambda m: m["nonfinite"].__setitem__(0, [2, ["status"], "nan"]),
+    "dropped-entry": lambda m: m["nonfinite"].pop(0),
+    "dropped-field": lambda m: m.pop("nonfinite"),
+}
+
+
+@pytest.mark.parametrize("edit", NONFINITE_EDITS.values(), ids=NONFINITE_EDITS.keys())
+@pytest.mark.parametrize("reseal", [False, True])
+def test_edited_nonfinite_field_is_tampered(edit, reseal):
+    """Editing ``nonfinite`` is caught by the record's digest, and once resealed, by the
+    batch digests (a NaN put elsewhere, or not at all, digests differently)."""
+    mapping = nonfinite_pending().to_mapping()
+    assert mapping["batch"][2]["status"] is None
+    edited = retag(mapping, edit)
+    if reseal:
+        edited = redigest(edited)
+    with pytest.raises(RecordTampered):
+        PendingWrite.decode(edited)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        "not a list",
+        [],
+        [[0, ["score"]]],
+        [[9, ["score"], "nan"]],
+        [[-1, ["score"], "nan"]],
+        [[True, ["score"], "nan"]],
+        [[0, ["score"], "NaN"]],
+        [[0, "score", "nan"]],
+        [[0, ["missing"], "nan"]],
+        [[0, ["call_id"], "nan"]],
+        [[1, ["content", 5], "nan"]],
+        [[1, ["content", "0"], "nan"]],
+        [[0, [], "nan"]],
+        [[0, ["score"], "nan"], [0, ["score"], "nan"]],
+    ],
+    ids=[
+        "not-a-list",
+        "empty",
+        "short-entry",
+        "item-out-of-range",
+        "negative-item",
+        "bool-item",
+        "unknown-kind",
+        "path-not-a-list",
+        "missing-key",
+        "not-null",
+        "index-out-of-range",
+        "str-index",
+        "whole-item-not-null",
+        "twice",
+    ],
+)
+def test_malformed_nonfinite_field_is_malformed(value):
+    """A resealed ``nonfinite`` that does not name null places of the batch is refused."""
+    mapping = copy.deepcopy(nonfinite_pending().to_mapping())
+    mapping["nonfinite"] = value
+    with pytest.raises(RecordMalformed):
+        PendingWrite.decode(redigest(mapping))
+
+
+def previous_release_record(batch) -> dict:
+    """A sealed /1 record as the previous release wrote it: its digests are blake3 over the
+    sorted-key orjson bytes, and a NaN in its batch was already stored as null."""
+    digests = [
+        blake3(orjson.dumps(item, option=orjson.OPT_SORT_KEYS)).hexdigest() for item in batch
+    ]
+    return redigest(
+        {
+            "v": 1,
+            "type": "pending_write",
+            "intent_id": "old-intent",
+            "session_id": "user-42",
+            "backend": str(BACKEND),
+            "scheme": "blake3-orjson-sorted/1",
+            "batch": batch,
+            "batch_digests": digests,
+            "before_digests": [item_digest({"role": "user", "content": "hi"}, scheme=SCHEME_V1)],
+            "before_is_whole": True,
+            "persisted_count": 1,
+            "ignore_ids": False,
+            "created_at": 1_700_000_000.5,
+        }
+    )
+
+
+def test_a_previous_release_v1_record_decodes_and_verifies():
+    """A /1 record of the previous release decodes, verifies under /1, and keeps its scheme."""
+    batch = [{"role": "user", "content": "hi"}, {"type": "function_call_output", "score": None}]
+    mapping = previous_release_record(batch)
+    for data in (mapping, orjson.dumps(mapping)):
+        decoded = PendingWrite.decode(data)
+        assert decoded.scheme == SCHEME_V1
+        assert list(decoded.batch) == batch
+        assert decoded.batch_digests == tuple(mapping["batch_digests"])
+        assert decoded.encode() == orjson.dumps(mapping)
+
+
+def test_an_edited_v1_record_is_still_tampered():
+    """A /1 record whose batch no longer matches its /1 digests is refused."""
+    mapping = previous_release_record([{"role": "user", "content": "hi"}])
+    mapping["batch"][0]["content"] = "bye"
+    with pytest.raises(RecordTampered):
+        PendingWrite.decode(redigest(mapping))
+
+
+def test_a_v2_record_relabelled_v1_does_not_verify_a_nan():
+    """A /2 record with NaN relabelled /1 and resealed fails: its digests are not /1's."""
+    mapping = nonfinite_pending().to_mapping()
+    mapping["scheme"] = SCHEME_V1
+    with pytest.raises(RecordTampered):
+        PendingWrite.decode(redigest(mapping))
+
+
+json_leaves = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**63), max_value=2**64 - 1),
+    st.floats(allow_nan=True, allow_infinity=True),
+    st.text(max_size=8),
+)
+json_values = st.recursive(
+    json_leaves,
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+@given(st.lists(json_values, max_size=4))
+def test_any_journal_batch_reads_back_equal_from_its_record(items):
+    """Any batch journal_batch accepts comes back from the record's bytes, mapping or JSON copy
+    equal to the caller's items as JSON values, NaN and infinities included."""
+    batch, digests = journal_batch(items)
+    record = make_pending(batch=batch, batch_digests=digests)
+    for decoded in decoded_ways(record):
+        assert nan_equal(list(decoded.batch), items)
+        assert decoded.batch_digests == digests
+
+
+@pytest.mark.parametrize("size", [10, 600, 5000])
+def test_nonfinite_floats_survive_in_batches_of_any_item_size(size):
+    """Small and large items alike (found by searching the bytes or by walking) keep their NaN."""
+    items = [{"role": "user", "content": "x" * size, "meta": {"score": NAN}} for _ in range(3)]
+    record = nonfinite_pending(batch=items)
+    for decoded in decoded_ways(record):
+        assert all(math.isnan(item["meta"]["score"]) for item in decoded.batch)

@@ -7,16 +7,21 @@ on the head revision that records its write id atomically with the items.
 from __future__ import annotations
 
 import asyncio
+import datetime
+import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
-from agents_reconcile.errors import RevisionConflict
+from agents_reconcile.errors import FingerprintError, RevisionConflict
 from agents_reconcile.revision import RevisionedStore, is_revisioned
 from agents_reconcile.stores import MemoryRevisionedSession, RevisionedSQLiteSession
+from agents_reconcile.stores._common import decode_item, encode_item
 
 from .servers import postgres_url, redis_url
 
@@ -209,3 +214,98 @@ async def test_works_with_the_sdk_runner_directly(opener: Opener) -> None:
     assert stored[0] == {"role": "user", "content": "hi"}
     assert len(stored) == 2
     assert await store.head() == 2
+
+
+def nonfinite_items() -> list[dict[str, Any]]:
+    """Items holding NaN, inf and -inf at a top-level key, a nested key and list slots."""
+    return [
+        {"type": "function_call_output", "call_id": "c1", "output": "ok", "score": float("nan")},
+        {"role": "user", "content": [{"type": "input_text", "range": [float("-inf"), 1.5]}]},
+        {"role": "assistant", "content": "fine", "meta": {"best": float("inf"), "none": None}},
+    ]
+
+
+def assert_nonfinite_items(stored: list[Any]) -> None:
+    """The items of ``nonfinite_items`` as read back: NaN and the infinities, not null."""
+    assert math.isnan(stored[0]["score"])
+    assert {k: v for k, v in stored[0].items() if k != "score"} == {
+        "type": "function_call_output",
+        "call_id": "c1",
+        "output": "ok",
+    }
+    assert stored[1] == {
+        "role": "user",
+        "content": [{"type": "input_text", "range": [-math.inf, 1.5]}],
+    }
+    assert stored[2] == {
+        "role": "assistant",
+        "content": "fine",
+        "meta": {"best": math.inf, "none": None},
+    }
+
+
+async def test_nonfinite_floats_read_back_as_themselves(opener: Opener) -> None:
+    """NaN, inf and -inf are stored as they are (as the SDK's sessions keep them), not as null."""
+    store = await opener("s")
+    await store.add_items(nonfinite_items()[:2])
+    await store.append_if(nonfinite_items()[2:], expected=1, write_id="w", writer="me")
+    assert_nonfinite_items(await store.get_items())
+    assert_nonfinite_items(await (await opener("s")).get_items())
+    tail = await store.get_items(limit=2)
+    assert tail[1]["meta"]["best"] == math.inf
+    assert (await store.pop_item())["meta"]["best"] == math.inf
+
+
+async def test_an_item_it_cannot_store_exactly_is_refused_and_nothing_written(
+    opener: Opener,
+) -> None:
+    """A datetime inside an item raises FingerprintError naming it; nothing is written."""
+    store = await opener("s")
+    batch = [item("a"), {"role": "user", "content": [{"ts": datetime.datetime(2024, 5, 1)}]}]
+    with pytest.raises(FingerprintError) as caught:
+        await store.add_items(batch)
+    assert caught.value.index == 1
+    assert "datetime.datetime" in str(caught.value)
+    assert '["content"][0]["ts"]' in str(caught.value)
+    with pytest.raises(FingerprintError):
+        await store.append_if(batch, expected=0, write_id="w", writer="me")
+    assert await store.get_items() == []
+    assert await store.head() == 0
+    assert await store.find_write("w") is None
+    assert await store.writes_after(0) == []
+
+
+def json_equal(one: Any, two: Any) -> bool:
+    """Equality as JSON values, where NaN equals NaN, a tuple equals a list, and a bool, an
+    int and a float are three different things."""
+    if isinstance(one, float) and isinstance(two, float) and math.isnan(one):
+        return math.isnan(two)
+    if isinstance(one, dict) and isinstance(two, dict):
+        return one.keys() == two.keys() and all(json_equal(one[k], two[k]) for k in one)
+    if isinstance(one, list | tuple) and isinstance(two, list | tuple):
+        return len(one) == len(two) and all(map(json_equal, one, two))
+    return type(one) is type(two) and one == two
+
+
+json_values = st.recursive(
+    st.one_of(
+        st.none(),
+        st.booleans(),
+        st.integers(min_value=-(2**63), max_value=2**64 - 1),
+        st.floats(allow_nan=True, allow_infinity=True),
+        st.text(max_size=8),
+    ),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(st.text(max_size=4), inner, max_size=4),
+    ),
+    max_leaves=20,
+)
+
+
+@given(json_values)
+def test_every_store_encodes_any_json_value_exactly(value: Any) -> None:
+    """The item text every revisioned store keeps decodes back equal to any JSON value, NaN
+    and infinities included."""
+    assert json_equal(decode_item(encode_item(value)), value)

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import json
 import uuid
 from typing import Any, Final
 
 import orjson
 
 from ..errors import FingerprintError
-from ..fingerprint import canonical_item
+from ..fingerprint import canonical_item, exact_json
 
 __all__ = ["ANONYMOUS", "decode_item", "encode_item", "new_write_id", "valid_limit"]
 
@@ -17,17 +18,32 @@ ANONYMOUS: Final = "session"
 
 
 def encode_item(item: Any, index: int = 0) -> bytes:
-    """An item as the SDK's sessions keep it: its JSON text."""
+    """An item as the SDK's sessions keep it: its JSON text, NaN and infinities included.
+
+    ``FingerprintError`` for an item that would not read back equal (the journal's rule), so
+    the store never holds a converted copy of what the caller gave."""
     try:
-        return orjson.dumps(item if isinstance(item, dict) else canonical_item(item))
-    except TypeError as exc:
+        element = item if isinstance(item, dict) else canonical_item(item)
+    except (TypeError, ValueError) as exc:
         raise FingerprintError(
-            f"item {index} cannot be stored as JSON: {exc}", index=index
+            f"item {index} ({type(item).__name__}) cannot be stored as JSON: {exc}", index=index
         ) from exc
+    data, nonfinite = exact_json(element, index=index, purpose="store")
+    if nonfinite:
+        # orjson writes these as null; the SDK's sessions (json.dumps) write NaN and Infinity
+        # tokens, and so does this rare item, compact like orjson's text.
+        text = json.dumps(element, ensure_ascii=False, allow_nan=True, separators=(",", ":"))
+        return text.encode()
+    return data
 
 
 def decode_item(raw: bytes | str) -> Any:
-    return orjson.loads(raw)
+    """The item ``encode_item`` wrote (or any JSON text, with NaN and Infinity tokens)."""
+    try:
+        return orjson.loads(raw)
+    except orjson.JSONDecodeError:
+        # orjson reads no NaN or Infinity token: only an item that holds one comes here.
+        return json.loads(raw)
 
 
 def new_write_id() -> str:
