@@ -6,6 +6,7 @@ id and who wrote it, in the same transaction as the items. With that, a pending 
 judged by facts rather than by looking at content:
 
 - its write id is recorded (at the revision right after the one it expected) -> COMMITTED
+- its replay after others' writes is recorded (under ``extended_write_id``)  -> COMMITTED
 - not recorded, and the head is still the one it expected                     -> UNCHANGED
 - not recorded, and the head moved through recorded writes of others           -> EXTENDED
 - the record of writes is inconsistent (the head went back, revisions are
@@ -29,6 +30,7 @@ __all__ = [
     "RevisionedStore",
     "WriteRecord",
     "classify_revision",
+    "extended_write_id",
     "is_revisioned",
 ]
 
@@ -77,6 +79,14 @@ class RevisionedStore(Protocol):
         ...
 
 
+def extended_write_id(write_id: str) -> str:
+    """The write id of a write's replay after others extended the history (policy
+    ``on_extended="append"``). That replay lands after the others, not right after the head
+    the write expected, so it carries an id of its own: found by it, it is told apart from a
+    write recorded out of place, and the store refuses it a second time."""
+    return f"{write_id}+extended"
+
+
 def is_revisioned(session: object) -> bool:
     """Whether ``session`` offers the revisioned capability."""
     return isinstance(session, RevisionedStore)
@@ -89,11 +99,23 @@ def classify_revision(
     head: int,
     found: WriteRecord | None,
     after: Sequence[WriteRecord],
+    found_extended: WriteRecord | None = None,
 ) -> Verdict:
     """Judge a write made against ``expected`` with id ``write_id``, given the store's
-    ``head``, the write's record if ``found``, and the writes recorded after ``expected``
+    ``head``, the write's record if ``found``, its replay after an extension if
+    ``found_extended`` (see ``extended_write_id``), and the writes recorded after ``expected``
     (``after``, oldest first, as many as were read)."""
     evidence: dict[str, Any] = {"expected_revision": expected, "head": head}
+    if found_extended is not None:
+        evidence["write_revision"] = found_extended.revision
+        evidence["replayed_after_extension"] = True
+        if found is not None:
+            evidence["problem"] = "write recorded twice: as made and as replayed after others"
+            return Verdict(Outcome.AMBIGUOUS, Reason.WRITE_RECORD_BROKEN, evidence)
+        if found_extended.revision <= expected + 1:
+            evidence["problem"] = "replay after others recorded where no others could be"
+            return Verdict(Outcome.AMBIGUOUS, Reason.WRITE_RECORD_BROKEN, evidence)
+        return Verdict(Outcome.COMMITTED, Reason.WRITE_FOUND, evidence)
     if found is not None:
         evidence["write_revision"] = found.revision
         if found.revision != expected + 1:
@@ -114,7 +136,7 @@ def classify_revision(
         evidence["problem"] = "revisions missing from the record of writes"
         evidence["recorded"] = revisions[:20]
         return Verdict(Outcome.AMBIGUOUS, Reason.WRITE_RECORD_BROKEN, evidence)
-    if any(record.write_id == write_id for record in after):
+    if any(record.write_id in (write_id, extended_write_id(write_id)) for record in after):
         evidence["problem"] = "write id recorded but not found by its id"
         return Verdict(Outcome.AMBIGUOUS, Reason.WRITE_RECORD_BROKEN, evidence)
     evidence["writers"] = sorted({record.writer for record in after})

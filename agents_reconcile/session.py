@@ -11,6 +11,7 @@ import copy
 import dataclasses
 import inspect
 import logging
+import random
 import time
 import uuid
 import weakref
@@ -40,7 +41,7 @@ from .errors import (
     UnsupportedRecordVersion,
     UnsupportedSession,
 )
-from .fingerprint import canonical_item, digest_items
+from .fingerprint import digest_items, journal_batch
 from .identity import derive_identity, session_layers
 from .journal import (
     IntentJournal,
@@ -65,6 +66,7 @@ from .revision import (
     RevisionedStore,
     WriteRecord,
     classify_revision,
+    extended_write_id,
     is_revisioned,
 )
 
@@ -88,6 +90,12 @@ _BUSY: set[str] = set()
 # Replays whose caller was cancelled, still running in the background, and their tasks.
 _REPLAYING: set[str] = set()
 _BACKGROUND: set[asyncio.Future[Any]] = set()
+# One mutation lock per event loop, session and backend, shared by every wrapper of that
+# session in this process (a web app builds one per request): they queue here instead of
+# contending in the journal. Weak values: a lock lives while a wrapper of its session does.
+_SESSION_LOCKS: weakref.WeakKeyDictionary[
+    asyncio.AbstractEventLoop, weakref.WeakValueDictionary[tuple[str, str], asyncio.Lock]
+] = weakref.WeakKeyDictionary()
 # Set while the inner session holds its own lock around a read through this wrapper.
 _NO_RECONCILE: ContextVar[bool] = ContextVar("agents_reconcile_no_reconcile", default=False)
 # SDK capability hooks forwarded when, and only when, the inner session has them.
@@ -171,6 +179,13 @@ class ReconcilingSession:
         self._locks: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
+        # History limits that a fresh run's read of the history uses (the session's own, and
+        # those of RunConfigs passed through run_config()): reads with them see what the run
+        # builds on. The SDK's other reads (a resumed run's checks) use other limits.
+        self._history_limits: set[int] = set()
+        # Copies of the caller's own items for appends that failed here: a replay writes
+        # exactly what the caller gave, not the journal's copy of it.
+        self._in_hand: dict[str, list[Any]] = {}
         self._get_takes_limit = _accepts(inner.get_items, "limit")
         self._takes_wrapper = {
             name: _accepts(getattr(inner, name), "wrapper")
@@ -254,7 +269,9 @@ class ReconcilingSession:
         return self._reads_whole(limit)
 
     def _reads_whole(self, limit: int | None) -> bool:
-        if limit is None:
+        """Whether a read with this limit is how a fresh run reads the history it builds on:
+        all of it, the session's own limit, or a limit of a RunConfig given to run_config()."""
+        if limit is None or limit in self._history_limits:
             return True
         settings = self.session_settings
         return settings is not None and settings.limit == limit
@@ -267,15 +284,42 @@ class ReconcilingSession:
         if not self._active:
             await self._inner_add(items, wrapper)
             return
-        digests = digest_items(items, ignore_ids=self._ignore_ids)
+        # What the journal will hold, refused now if it could not hold it exactly: a replay
+        # must write what the caller gave, or nothing.
+        batch, digests = journal_batch(items, ignore_ids=self._ignore_ids)
         if not items:
             await self._inner_add(items, wrapper)
             return
         context = runstate.context_of(wrapper)
+        progress = _Progress(self.config.in_flight_wait)
+        try:
+            if self._store is not None:
+                await self._add_revisioned(
+                    self._store, items, batch, digests, context, wrapper, progress
+                )
+            else:
+                await self._add_fingerprinted(items, batch, digests, context, wrapper, progress)
+        except BaseException as exc:
+            if not progress.started and not isinstance(exc, ContinuationDenied):
+                # Raised while settling an earlier write (its replay failed, say): this
+                # caller's own batch never started, so its outcome is not in doubt.
+                exc.add_note(
+                    f"agents-reconcile: this append did not start (nothing of its batch was "
+                    f"written to session {self.session_id!r}): settling an earlier write failed"
+                )
+            raise
+
+    async def _add_fingerprinted(
+        self,
+        items: list[TResponseInputItem],
+        batch: tuple[Any, ...],
+        digests: tuple[str, ...],
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
+        progress: _Progress,
+    ) -> None:
+        """Append on a history judged by fingerprints."""
         write_ahead = self.config.durability == "write_ahead"
-        if self._store is not None:
-            await self._add_revisioned(self._store, items, digests, context, wrapper)
-            return
         # Under write_ahead the journal checks for pending intents in the same transaction
         # that records the new one, so settling first would only repeat that query.
         async with self._mutation(context, wrapper, settle=not write_ahead):
@@ -300,7 +344,7 @@ class ReconcilingSession:
                         )
                         runstate.mark_seen(context, self._seen_key, writes)
                     return
-                intent = self._new_intent(items, digests, view)
+                intent = self._new_intent(batch, digests, view)
                 reached(CrashPoint.BEFORE_INTENT_RECORDED)
                 # In flight from the moment it can be seen in the journal: another wrapper in
                 # this process must never take it for a failed write.
@@ -312,12 +356,13 @@ class ReconcilingSession:
                     context,
                     wrapper,
                     accounted=accounted,
-                    tail_writes=view.writes if self._trust_memory else None,
+                    expect_writes=view.writes if self._trust_memory else None,
                 )
-                if opened is None:
-                    continue
-                break
+                if opened is not None:
+                    break
+                await self._back_off(progress)
             self._settled = None
+            progress.started = True
             await self._append(intent, items, wrapper, context, recorded=write_ahead)
             if self._tail is not None and opened is not None:
                 self._extend_tail(intent.batch_digests, writes=opened.writes + 1)
@@ -333,9 +378,11 @@ class ReconcilingSession:
             return popped
         async with self._mutation(runstate.context_of(wrapper), wrapper):
             await self._count_foreign_write(runstate.context_of(wrapper))
+            head = self._head
             result: TResponseInputItem | None = await self._call(
                 self._inner.pop_item, "pop_item", wrapper
             )
+            await self._follow_own_removal(head, wrote=result is not None)
             return result
 
     async def clear_session(self, *, wrapper: RunContextWrapper[Any] | None = None) -> None:
@@ -345,7 +392,23 @@ class ReconcilingSession:
             return
         async with self._mutation(runstate.context_of(wrapper), wrapper):
             await self._count_foreign_write(runstate.context_of(wrapper))
+            head = self._head
             await self._call(self._inner.clear_session, "clear_session", wrapper)
+            await self._follow_own_removal(head, wrote=True)
+
+    async def _follow_own_removal(self, head: int | None, *, wrote: bool) -> None:
+        """Move the head this wrapper builds on past its own pop or clear (revisioned stores).
+
+        The store records the removal as a write (of an anonymous writer), so the next
+        append's compare-and-swap would otherwise meet it and take it for someone else's.
+        The head moves only when it moved by exactly this removal's own write: then nobody
+        else wrote in between. Otherwise the known head stays, and the next append meets
+        the others' writes and is judged by them."""
+        if self._store is None or head is None:
+            return
+        now = await self._store.head()
+        if now == head + int(wrote) or now == head:
+            self._head = now
 
     # -- public controls ------------------------------------------------------------------
 
@@ -404,6 +467,10 @@ class ReconcilingSession:
         """``base`` (or a new ``RunConfig``) with the gate installed before every model call."""
         from .gate import install_gate
 
+        settings = base.session_settings if base is not None else None
+        if settings is not None and settings.limit is not None:
+            # A fresh run of this config reads the history through this limit.
+            self._history_limits.add(settings.limit)
         return install_gate(self, base)
 
     def hooks(self, base: RunHooks[Any] | None = None) -> RunHooks[Any]:
@@ -456,15 +523,17 @@ class ReconcilingSession:
         )
         return mark + mine
 
-    def _new_intent(self, items: list[Any], digests: tuple[str, ...], view: _Tail) -> PendingWrite:
-        needed = len(items) + 1
+    def _new_intent(
+        self, batch: tuple[Any, ...], digests: tuple[str, ...], view: _Tail
+    ) -> PendingWrite:
+        needed = len(batch) + 1
         before = tuple(view.digests[-needed:])
         whole = view.whole and len(view.digests) <= needed
         return PendingWrite(
             intent_id=uuid.uuid4().hex,
             session_id=self.session_id,
             backend=self.backend_identity,
-            batch=tuple(item if isinstance(item, dict) else canonical_item(item) for item in items),
+            batch=batch,
             batch_digests=digests,
             before_digests=before,
             before_is_whole=whole,
@@ -551,6 +620,7 @@ class ReconcilingSession:
                 else IntentState.FAILED
             )
             self._forget_tail()
+            self._keep_in_hand(intent, items)
             note = await _despite_cancellation(
                 self._remember_failure(intent, state, context, recorded=recorded)
             )
@@ -580,38 +650,37 @@ class ReconcilingSession:
         wrapper: RunContextWrapper[Any] | None,
         *,
         accounted: int | None,
-        tail_writes: int | None,
+        expect_writes: int | None,
     ) -> Opened | None:
-        """Record ``intent`` write-ahead. None: it was not kept (another intent was pending and
-        is settled now, or the remembered tail is out of date): build it again. A run whose
-        state is older than the session is refused."""
+        """Record ``intent`` write-ahead. None: it was not recorded (another intent was pending
+        and is settled now, or the session was written after the tail it was built on): build
+        it again. A run whose state is older than the session is refused."""
         try:
+            # The journal answers a retry of this very call (a lost reply) with the intent
+            # it already recorded, so a retried opening never meets itself as "pending".
             opened = await self._journal_call(
                 self.journal.open_intent,
                 intent,
                 state=IntentState.IN_FLIGHT,
                 owner=current_owner(),
+                expect_writes=expect_writes,
             )
-            if opened.blocking:
+            if not opened.recorded:
                 _BUSY.discard(intent.intent_id)
-                await self._settle_pending(context, wrapper, locked=True)
-                return None
-            if tail_writes is not None and opened.writes != tail_writes:
-                # Another writer wrote after the tail this intent was built on: take the
-                # intent back (it has not started) and build it on a fresh read.
-                await self._journal_call(self.journal.discard, intent.intent_id)
-                _BUSY.discard(intent.intent_id)
+                if opened.blocking:
+                    await self._settle_pending(context, wrapper, locked=True)
+                    return None
+                if accounted is not None and opened.writes > accounted:
+                    # Counts only grow: however often it is built again, it stays stale.
+                    await self._refuse_stale(intent, accounted, opened.writes)
+                # Another writer wrote after the tail this intent was built on; nothing was
+                # recorded or counted, so retrying cannot hold anyone else back.
                 self._forget_tail()
                 return None
             if accounted is not None and opened.writes > accounted:
                 await self._journal_call(self.journal.discard, intent.intent_id)
                 _BUSY.discard(intent.intent_id)
-                await self._refuse(
-                    intent,
-                    Outcome.AMBIGUOUS,
-                    Reason.STALE_STATE,
-                    {"state_accounts_for": accounted, "journal_counted": opened.writes},
-                )
+                await self._refuse_stale(intent, accounted, opened.writes)
             if context is not None:
                 runstate.mark_seen(context, self._seen_key, opened.writes + 1)
         except BaseException:
@@ -619,22 +688,50 @@ class ReconcilingSession:
             raise
         return opened
 
+    async def _refuse_stale(self, intent: PendingWrite, accounted: int, counted: int) -> NoReturn:
+        await self._refuse(
+            intent,
+            Outcome.AMBIGUOUS,
+            Reason.STALE_STATE,
+            {"state_accounts_for": accounted, "journal_counted": counted},
+        )
+
+    async def _back_off(self, progress: _Progress) -> None:
+        """Wait a little before building an intent again (jittered, so that writers in other
+        processes do not retry in step), or deny once the wait bound is spent."""
+        progress.count += 1
+        if progress.spent:
+            await self._refuse(
+                None,
+                Outcome.AMBIGUOUS,
+                Reason.SESSION_BUSY,
+                {"attempts": progress.count, "waited_seconds": progress.bound},
+                intent_id="none",
+            )
+        await asyncio.sleep(progress.pause())
+
     # -- revisioned stores ---------------------------------------------------------------
 
     async def _add_revisioned(
         self,
         store: RevisionedStore,
         items: list[TResponseInputItem],
+        batch: tuple[Any, ...],
         digests: tuple[str, ...],
         context: MutableMapping[str, Any] | None,
         wrapper: RunContextWrapper[Any] | None,
+        progress: _Progress,
     ) -> None:
         """Append with ``append_if`` against the head this wrapper knows: the store itself
         refuses the write if anyone wrote since, so no tail is read and nothing is guessed."""
         write_ahead = self.config.durability == "write_ahead"
         async with self._mutation(context, wrapper, settle=not write_ahead):
             accounted = await self._accounted_writes(context) if write_ahead else None
+            first = True
             while True:
+                if not first:
+                    await self._back_off(progress)
+                first = False
                 if write_ahead and self._has_local_work(context):
                     await self._settle_pending(context, wrapper, locked=True)
                 if self._head is None:
@@ -651,7 +748,7 @@ class ReconcilingSession:
                         self.session_id,
                     )
                     return
-                intent = self._new_intent(items, digests, _Tail([], whole=False, writes=None))
+                intent = self._new_intent(batch, digests, _Tail([], whole=False, writes=None))
                 intent = dataclasses.replace(
                     intent, before_digests=(), persisted_count=None, expected_revision=self._head
                 )
@@ -659,10 +756,11 @@ class ReconcilingSession:
                 _BUSY.add(intent.intent_id)
                 if write_ahead:
                     opened = await self._open_intent(
-                        intent, context, wrapper, accounted=accounted, tail_writes=None
+                        intent, context, wrapper, accounted=accounted, expect_writes=None
                     )
                     if opened is None:
                         continue
+                progress.started = True
                 try:
                     new_head = await self._append(
                         intent, items, wrapper, context, recorded=write_ahead, store=store
@@ -689,6 +787,7 @@ class ReconcilingSession:
                         self._head = None
                         return
                     if verdict.outcome is Outcome.EXTENDED and self.config.on_extended == "append":
+                        progress.started = False  # proven not written: build it again
                         continue
                     await self._refuse(intent, verdict.outcome, verdict.reason, verdict.evidence)
                 except BaseException:
@@ -702,9 +801,10 @@ class ReconcilingSession:
         the writes after it, which the rule relies on)."""
         assert intent.expected_revision is not None
         found = await store.find_write(intent.intent_id)
+        found_extended = await store.find_write(extended_write_id(intent.intent_id))
         head = await store.head()
         after: list[WriteRecord] = []
-        if found is None and head > intent.expected_revision:
+        if found is None and found_extended is None and head > intent.expected_revision:
             after = await store.writes_after(intent.expected_revision, limit=WRITES_CHECKED)
         return classify_revision(
             expected=intent.expected_revision,
@@ -712,6 +812,7 @@ class ReconcilingSession:
             head=head,
             found=found,
             after=after,
+            found_extended=found_extended,
         )
 
     async def _decide_revisioned(
@@ -736,9 +837,17 @@ class ReconcilingSession:
                 outcome is Outcome.EXTENDED and self.config.on_extended == "append"
             ):
                 reached(CrashPoint.BEFORE_REPLAY)
+                write_id = intent.intent_id
+                if outcome is Outcome.EXTENDED:
+                    # It lands after the others, not where the write expected: an id of its own.
+                    write_id = extended_write_id(write_id)
                 try:
                     self._head = await self._replay(
-                        intent, wrapper, store=store, expected=int(evidence["head"])
+                        intent,
+                        wrapper,
+                        store=store,
+                        expected=int(evidence["head"]),
+                        write_id=write_id,
                     )
                 except RevisionConflict:
                     continue  # someone wrote meanwhile: judge again
@@ -795,6 +904,27 @@ class ReconcilingSession:
             f"{' and '.join(places)} and will be reconciled before the session is used again"
         )
 
+    def _keep_in_hand(self, intent: PendingWrite, items: list[Any]) -> None:
+        """Keep a copy of the caller's own items for a replay by this wrapper."""
+        try:
+            self._in_hand[intent.intent_id] = copy.deepcopy(items)
+        except Exception:
+            # An item that refuses to be copied: the journal's copy, equal as JSON, serves.
+            logger.debug("items of intent %s could not be copied", intent.intent_id)
+
+    def _replay_batch(self, intent: PendingWrite) -> list[Any]:
+        """What a replay writes: the caller's own items while this wrapper holds them (the
+        journal's copy is equal as JSON, but the caller's are what the caller gave)."""
+        kept = self._in_hand.get(intent.intent_id)
+        if kept is not None:
+            try:
+                digests = digest_items(kept, ignore_ids=intent.ignore_ids, scheme=intent.scheme)
+            except FingerprintError:
+                digests = ()
+            if digests == intent.batch_digests:
+                return copy.deepcopy(kept)
+        return copy.deepcopy(list(intent.batch))
+
     def _observe_read(self, items: Sequence[Any], limit: int | None, writes: int) -> None:
         try:
             digests = list(digest_items(items[-_TAIL_KEEP:], ignore_ids=self._ignore_ids))
@@ -844,7 +974,14 @@ class ReconcilingSession:
         loop = asyncio.get_running_loop()
         lock = self._locks.get(loop)
         if lock is None:
-            lock = self._locks[loop] = asyncio.Lock()
+            shared = _SESSION_LOCKS.get(loop)
+            if shared is None:
+                shared = _SESSION_LOCKS[loop] = weakref.WeakValueDictionary()
+            key = (self.session_id, str(self.backend_identity))
+            lock = shared.get(key)
+            if lock is None:
+                lock = shared[key] = asyncio.Lock()
+            self._locks[loop] = lock
         return lock
 
     def _mutation(
@@ -1012,7 +1149,7 @@ class ReconcilingSession:
         window = observation_window(intent)
         with self._no_reconcile():
             items = await self._inner_get(window, wrapper)
-        tail = tuple(digest_items(items[-window:], ignore_ids=intent.ignore_ids))
+        tail = digest_items(items[-window:], ignore_ids=intent.ignore_ids, scheme=intent.scheme)
         reached(CrashPoint.DURING_RECONCILE_READ)
         verdict = classify(intent, Observation(tail))
         evidence = verdict.evidence
@@ -1046,19 +1183,23 @@ class ReconcilingSession:
         *,
         store: RevisionedStore | None = None,
         expected: int = 0,
+        write_id: str | None = None,
     ) -> int | None:
         """Append the missing batch once. A cancelled caller gets its cancellation at once;
         the append goes on in the background, still owning the intent, so nobody replays it
         meanwhile, and releases it when it ends (the next reconciliation then settles it)."""
         # Whatever happens next, the store may change: no memory of its tail survives this.
         self._tail = None
-        batch = copy.deepcopy(list(intent.batch))
+        batch = self._replay_batch(intent)
         with self._no_reconcile():
             task: asyncio.Future[int | None] = asyncio.ensure_future(
                 self._inner_add(batch, wrapper)
                 if store is None
                 else store.append_if(
-                    batch, expected=expected, write_id=intent.intent_id, writer=str(current_owner())
+                    batch,
+                    expected=expected,
+                    write_id=write_id or intent.intent_id,
+                    writer=str(current_owner()),
                 )
             )
         try:
@@ -1086,6 +1227,7 @@ class ReconcilingSession:
         if context is not None:
             runstate.drop(context, intent.intent_id)
         self._unjournaled.pop(intent.intent_id, None)
+        self._in_hand.pop(intent.intent_id, None)
         # A settlement is a counted write; the next append re-reads the tail in any case.
         self._tail = None
         self._settled = _Settled(intent.batch_digests, intent.before_digests + intent.batch_digests)
@@ -1231,6 +1373,26 @@ class ReconcilingSession:
     async def _inner_add(self, items: list[Any], wrapper: Any) -> None:
         self._writes += 1
         await self._call(self._inner.add_items, "add_items", wrapper, items)
+
+
+class _Progress:
+    """Where one append stands: how often it had to build its write again (against its wait
+    bound), and whether its batch went to the store (after that, its failure is uncertain)."""
+
+    def __init__(self, bound: float) -> None:
+        self.bound = bound
+        self.count = 0
+        self.started = False
+        self._deadline = time.monotonic() + bound
+
+    @property
+    def spent(self) -> bool:
+        return time.monotonic() >= self._deadline
+
+    def pause(self) -> float:
+        # Each refused attempt means another writer got through: a short, growing, random
+        # pause lets it finish instead of meeting it again at once.
+        return random.uniform(0.0, min(0.05, 0.001 * 2 ** min(self.count, 6)))
 
 
 class _AlreadySettled(Exception):

@@ -6,7 +6,12 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from agents_reconcile.records import Outcome, Reason
-from agents_reconcile.revision import WRITES_CHECKED, WriteRecord, classify_revision
+from agents_reconcile.revision import (
+    WRITES_CHECKED,
+    WriteRecord,
+    classify_revision,
+    extended_write_id,
+)
 
 
 def record(revision: int, write_id: str = "other", writer: str = "worker-2") -> WriteRecord:
@@ -96,3 +101,43 @@ def test_an_intact_record_is_never_ambiguous(
         assert verdict.outcome is Outcome.UNCHANGED
     else:
         assert verdict.outcome is Outcome.EXTENDED
+
+
+def test_a_replay_after_an_extension_is_found_by_its_own_id() -> None:
+    """A write replayed after others' writes (its own id) is committed where it landed."""
+    replay = record(8, extended_write_id("w"))
+    verdict = classify_revision(
+        expected=4, write_id="w", head=9, found=None, after=[], found_extended=replay
+    )
+    assert (verdict.outcome, verdict.reason) == (Outcome.COMMITTED, Reason.WRITE_FOUND)
+    assert verdict.evidence["write_revision"] == 8
+    assert verdict.evidence["replayed_after_extension"] is True
+
+
+def test_a_write_found_both_as_made_and_as_replayed_is_ambiguous() -> None:
+    """Landing twice, or a replay where no others' writes could precede it, is broken."""
+    twice = classify_revision(
+        expected=4,
+        write_id="w",
+        head=9,
+        found=record(5, "w"),
+        after=[],
+        found_extended=record(8, extended_write_id("w")),
+    )
+    misplaced = classify_revision(
+        expected=4,
+        write_id="w",
+        head=5,
+        found=None,
+        after=[],
+        found_extended=record(5, extended_write_id("w")),
+    )
+    for verdict in (twice, misplaced):
+        assert (verdict.outcome, verdict.reason) == (Outcome.AMBIGUOUS, Reason.WRITE_RECORD_BROKEN)
+
+
+def test_a_replay_listed_among_the_others_but_not_found_is_ambiguous() -> None:
+    """The replay's id in the writes after the expected head, not found by id: broken."""
+    after = [record(5), record(6, extended_write_id("w"))]
+    verdict = classify_revision(expected=4, write_id="w", head=6, found=None, after=after)
+    assert verdict.outcome is Outcome.AMBIGUOUS

@@ -94,6 +94,46 @@ async def test_a_failed_write_under_another_writer_is_extended(tmp_path: Path, p
         assert await texts(tmp_path) == ["a", "other", "b"]
 
 
+async def test_a_replay_after_others_whose_reply_is_lost_is_found_committed(
+    tmp_path: Path,
+) -> None:
+    """Under on_extended="append" a missing write is replayed after the others' writes,
+    under an id of its own; when that replay's reply is lost, the next judgement finds it
+    there (committed), not "recorded out of place", and it is stored once."""
+    mine = worker(tmp_path, faulty=True, on_extended="append")
+    mine.inner.plan(Fault.REJECT)
+    with pytest.raises(BackendFailure):
+        await mine.add_items([item("a")])
+    await foreign(tmp_path, "other")
+    mine.inner.plan(Fault.LOST_ACK)  # the replay lands, its reply does not
+    with pytest.raises(BackendFailure):
+        await mine.reconcile()
+    [decision] = await mine.reconcile()
+    assert (decision.outcome, decision.reason) == (Outcome.COMMITTED, Reason.WRITE_FOUND)
+    assert decision.evidence["replayed_after_extension"] is True
+    assert await texts(tmp_path) == ["other", "a"]
+
+
+async def test_an_append_whose_earlier_write_cannot_be_settled_did_not_start(
+    tmp_path: Path,
+) -> None:
+    """When settling an earlier write fails (its replay raises), the caller's own append
+    raises too, with a note saying its batch never started: nothing of it was written and
+    no intent of it is pending."""
+    mine = worker(tmp_path, faulty=True)
+    mine.inner.plan(Fault.REJECT)
+    with pytest.raises(BackendFailure):
+        await mine.add_items([item("a")])
+    mine.inner.plan(Fault.REJECT)  # the replay of "a" fails too
+    with pytest.raises(BackendFailure) as failed:
+        await mine.add_items([item("b")])
+    assert any("did not start" in note for note in failed.value.__notes__)
+    [pending] = await mine.pending()
+    assert pending.batch[0]["content"] == "a"
+    await mine.add_items([item("b")])
+    assert await texts(tmp_path) == ["a", "b"]
+
+
 async def test_lost_ack_under_another_writer_is_still_committed(tmp_path: Path) -> None:
     """Fingerprints would call this ambiguous; the write id proves it landed."""
     mine = worker(tmp_path, faulty=True)
