@@ -11,13 +11,26 @@ infinity: orjson writes those as ``null``, so under ``/1`` they digest like ``nu
 ``/2`` such an item's bytes are its ``/1`` bytes, then 0xff (a byte UTF-8 JSON never holds,
 so the two parts cannot be confused), then the JSON list ``[[path, kind], ...]`` of its
 non-finite floats in the order of the canonical bytes, ``kind`` being ``"nan"``, ``"inf"``
-or ``"-inf"``. Every other item has the same bytes and digest under both schemes.
+or ``"-inf"``.
+
+orjson cannot write a str holding a lone surrogate (``"\\ud800"``, as ``surrogateescape``
+decoding gives), as a value or as a dict key: ``/1`` refuses such an item. Under ``/2`` its
+bytes are 0xfe (another byte UTF-8 JSON never holds, and not the trailer's 0xff) followed by
+the stdlib's JSON text of the item: ``json.dumps`` with sorted keys, compact separators,
+``ensure_ascii`` (so each surrogate is written as its ``\\uXXXX`` escape) and ``allow_nan``
+(so NaN and the infinities are the tokens ``NaN``, ``Infinity`` and ``-Infinity``, and such
+an item needs no trailer). Only JSON's own types (and the subclasses orjson writes as their
+base type) are written that way; an item holding anything else as well is refused.
+
+Every other item has the same bytes and digest under both schemes.
 """
 
 from __future__ import annotations
 
 import enum
+import json
 import math
+import re
 from collections.abc import Iterable
 from typing import Any, Final, Literal, TypeAlias
 
@@ -58,6 +71,10 @@ NonFinite: TypeAlias = tuple[Path, str]
 _SESSION_ONLY_KEYS: Final = ("_agents_tool_description", "_agents_tool_title", "created_by")
 _OPTIONS: Final = orjson.OPT_SORT_KEYS
 _MARKER: Final = b"\xff"
+_ESCAPED: Final = b"\xfe"
+# A high surrogate then a low one: two code points of a str, yet its JSON escapes read back
+# as the one character they encode.
+_SPLIT_PAIR: Final = re.compile("[\ud800-\udbff][\udc00-\udfff]")
 # orjson refuses to write containers nested deeper than this; the walk stops there too, so a
 # cyclic item is reported where it starts repeating instead of exhausting Python's stack.
 _MAX_DEPTH: Final = 254
@@ -131,8 +148,8 @@ def journal_batch(
 
     A dict is kept as the caller's own object (not copied), anything else as its
     ``canonical_item``. Decoding the journal's copy gives back values equal to these as
-    JSON values (a tuple may come back as a list; NaN and the infinities come back as
-    themselves), so a replay writes what the caller gave.
+    JSON values (a tuple may come back as a list; NaN, the infinities and lone surrogates
+    come back as themselves), so a replay writes what the caller gave.
     """
     batch: list[Any] = []
     digests: list[str] = []
@@ -145,12 +162,14 @@ def journal_batch(
                 f"item {index} ({type(item).__name__}) cannot be serialised canonically: {exc}",
                 index=index,
             ) from exc
-        data, found = exact_json(canon, index=index, sort_keys=True)
+        data, found, escaped = exact_json(canon, index=index, sort_keys=True)
         if canon is not element:
             # The digest leaves out ``id`` and the session-only keys, but the journal keeps
             # them: they must survive its round trip too.
             exact_json({k: v for k, v in element.items() if k not in canon}, index=index)
-        if found:
+        if escaped:
+            data = _ESCAPED + data
+        elif found:
             data += _trailer(found)
         batch.append(element)
         digests.append(blake3(data).digest().hex())
@@ -163,10 +182,12 @@ def exact_json(
     index: int = 0,
     sort_keys: bool = False,
     purpose: Literal["journal", "store"] = "journal",
-) -> tuple[bytes, tuple[NonFinite, ...]]:
-    """orjson's bytes of ``value`` (non-finite floats written as ``null``) and where its
-    non-finite floats are, or ``FingerprintError`` if decoding the bytes and putting those
-    floats back would not give a value equal to ``value`` as JSON.
+) -> tuple[bytes, tuple[NonFinite, ...], bool]:
+    """orjson's bytes of ``value`` (non-finite floats written as ``null``), where its
+    non-finite floats are, and False; or, for a value holding a lone surrogate, which orjson
+    cannot write, the stdlib's ASCII JSON text of it (surrogates as escapes, NaN and
+    Infinity as tokens), no places, and True. ``FingerprintError`` if decoding that and
+    putting the floats back would not give a value equal to ``value`` as JSON.
 
     One rule for everything written to be read back later (the journal's copy of a batch,
     a revisioned store's items): what cannot come back equal is refused before it is written.
@@ -174,7 +195,11 @@ def exact_json(
     try:
         data = orjson.dumps(value, option=_OPTIONS if sort_keys else None)
     except (TypeError, ValueError) as exc:
-        _locate_inexact(value, index, purpose)
+        _, lone = _locate_inexact(value, index, purpose)
+        if lone:
+            text = _escaped_text(value, sort_keys)
+            if text is not None:
+                return text, (), True
         raise FingerprintError(
             f"item {index} ({type(value).__name__}) cannot be serialised as JSON: {exc}",
             index=index,
@@ -183,8 +208,8 @@ def exact_json(
     # (a NaN, a subclass, an enum, a datetime orjson turned into text) takes the slow walk,
     # which tells what comes back equal from what does not.
     if _plain(value) == _PLAIN:
-        return data, ()
-    return data, _locate_inexact(value, index, purpose)
+        return data, (), False
+    return data, _locate_inexact(value, index, purpose)[0], False
 
 
 def nonfinite_floats(value: Any, encoded: bytes, *, parts: int = 1) -> tuple[NonFinite, ...]:
@@ -216,18 +241,54 @@ def _marks_nonfinite(scheme: str) -> bool:
 def _canonical(item: Any, ignore_ids: bool, index: int, marks: bool) -> bytes:
     try:
         canon = canonical_item(item, ignore_ids=ignore_ids)
+    except (TypeError, ValueError) as exc:
+        raise _not_canonical(item, index, exc) from exc
+    try:
         data = orjson.dumps(canon, option=_OPTIONS)
     except (TypeError, ValueError) as exc:
-        raise FingerprintError(
-            f"item {index} ({type(item).__name__}) cannot be serialised canonically: {exc}",
-            index=index,
-        ) from exc
+        # Only here, after orjson has refused, is an item looked at for lone surrogates:
+        # the common item pays nothing for them.
+        escaped = _escaped(canon) if marks else None
+        if escaped is None:
+            raise _not_canonical(item, index, exc) from exc
+        return escaped
     # nonfinite_floats' test, inline: the common item is spared a call.
     if marks and (len(data) > _SEARCH_BYTES or b"null" in data):
         found = _walk_nonfinite(canon)
         if found:
             return data + _trailer(found)
     return data
+
+
+def _not_canonical(item: Any, index: int, exc: Exception) -> FingerprintError:
+    return FingerprintError(
+        f"item {index} ({type(item).__name__}) cannot be serialised canonically: {exc}",
+        index=index,
+    )
+
+
+def _escaped(value: Any) -> bytes | None:
+    """The /2 bytes of a value orjson refused because it holds a lone surrogate; None if it
+    refused it for anything else."""
+    try:
+        lone = _walk(value, [], [], strict=True, split_pairs=True)
+    except _Inexact:
+        return None
+    if not lone:
+        return None
+    text = _escaped_text(value, True)
+    return None if text is None else _ESCAPED + text
+
+
+def _escaped_text(value: Any, sort_keys: bool) -> bytes | None:
+    """The stdlib's compact ASCII JSON text of a value the strict walk has passed."""
+    try:
+        text = json.dumps(
+            value, sort_keys=sort_keys, separators=(",", ":"), ensure_ascii=True, allow_nan=True
+        )
+    except (TypeError, ValueError, RecursionError):  # the walk and the stdlib disagree
+        return None
+    return text.encode("ascii")
 
 
 def _walk_nonfinite(value: Any) -> tuple[NonFinite, ...]:
@@ -292,10 +353,12 @@ class _Inexact(Exception):
 
 def _locate_inexact(
     value: Any, index: int, purpose: Literal["journal", "store"]
-) -> tuple[NonFinite, ...]:
+) -> tuple[tuple[NonFinite, ...], bool]:
+    """Where ``value``'s non-finite floats are and whether it holds a lone surrogate, or
+    ``FingerprintError`` at the first thing in it that would not come back equal."""
     found: list[NonFinite] = []
     try:
-        _walk(value, [], found, strict=True)
+        lone = _walk(value, [], found, strict=True)
     except _Inexact as problem:
         if problem.path:
             place = f"holds {problem.what} at {_path_text(problem.path)}"
@@ -313,21 +376,31 @@ def _locate_inexact(
         raise FingerprintError(
             f"item {index} {place}: {consequence}; nothing was written", index=index
         ) from None
-    return tuple(found)
+    return tuple(found), lone
 
 
-def _walk(value: Any, path: list[str | int], found: list[NonFinite], *, strict: bool) -> None:
+def _walk(
+    value: Any,
+    path: list[str | int],
+    found: list[NonFinite],
+    *,
+    strict: bool,
+    split_pairs: bool = False,
+) -> bool:
     """Collect ``value``'s non-finite floats; when ``strict``, raise ``_Inexact`` at the first
-    thing orjson would refuse or would write as something that decodes unequal.
+    thing orjson would refuse or would write as something that decodes unequal, and say
+    whether a str or a dict key holds a lone surrogate (written as the stdlib's escapes).
 
     Mirrors orjson's rules: str, int, dict and list subclasses are written as their base type
     (so str- and int-valued enums pass), dict keys must be exactly ``str``, a tuple (not a
-    subclass) becomes a list, ints must fit 64 bits."""
+    subclass) becomes a list, ints must fit 64 bits. A high surrogate followed by a low one
+    is refused unless ``split_pairs`` (for digests, which never read the text back)."""
+    lone = False
     if isinstance(value, dict):
         if len(path) >= _MAX_DEPTH:
             if strict:
                 raise _Inexact(tuple(path), f"containers nested deeper than {_MAX_DEPTH} levels")
-            return
+            return False
         keys = list(value)
         if strict:
             for key in keys:
@@ -336,25 +409,26 @@ def _walk(value: Any, path: list[str | int], found: list[NonFinite], *, strict: 
                         tuple(path), f"a dict key of type {_type_name(key)} ({_short(key)})"
                     )
                 if not _valid_utf8(key):
-                    raise _Inexact(
-                        tuple(path), "a dict key with a lone surrogate (not valid UTF-8)"
-                    )
+                    _check_pairs(key, path, split_pairs, "a dict key")
+                    lone = True
         try:
             keys.sort()
         except TypeError:  # keys of mixed types: not JSON, and orjson has refused it already
-            return
+            return False
         for key in keys:
             path.append(key)
-            _walk(value[key], path, found, strict=strict)
+            if _walk(value[key], path, found, strict=strict, split_pairs=split_pairs):
+                lone = True
             path.pop()
     elif isinstance(value, list) or type(value) is tuple:
         if len(path) >= _MAX_DEPTH:
             if strict:
                 raise _Inexact(tuple(path), f"containers nested deeper than {_MAX_DEPTH} levels")
-            return
+            return False
         for position, element in enumerate(value):
             path.append(position)
-            _walk(element, path, found, strict=strict)
+            if _walk(element, path, found, strict=strict, split_pairs=split_pairs):
+                lone = True
             path.pop()
     elif isinstance(value, float) and (type(value) is float or isinstance(value, enum.Enum)):
         if not math.isfinite(value):
@@ -362,7 +436,8 @@ def _walk(value: Any, path: list[str | int], found: list[NonFinite], *, strict: 
             found.append((tuple(path), kind))
     elif isinstance(value, str):
         if strict and not _valid_utf8(value):
-            raise _Inexact(tuple(path), "a str with a lone surrogate (not valid UTF-8)")
+            _check_pairs(value, path, split_pairs, "a str")
+            return True
     elif isinstance(value, int):
         # Compared, not ``in range(...)``: that scans for an int subclass such as an IntEnum.
         if strict and not _INT_MIN <= value < _INT_END:
@@ -371,6 +446,16 @@ def _walk(value: Any, path: list[str | int], found: list[NonFinite], *, strict: 
             )
     elif value is not None and strict:
         raise _Inexact(tuple(path), f"a value of type {_type_name(value)}")
+    return lone
+
+
+def _check_pairs(text: str, path: list[str | int], split_pairs: bool, what: str) -> None:
+    if not split_pairs and _SPLIT_PAIR.search(text):
+        raise _Inexact(
+            tuple(path),
+            f"{what} with a surrogate pair as two code points (its JSON escapes read back "
+            "as the one character they encode)",
+        )
 
 
 def _valid_utf8(text: str) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import enum
+import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -17,8 +18,14 @@ from typing import Any, Final
 import orjson
 from blake3 import blake3
 
-from .errors import RecordMalformed, RecordTampered, UnsupportedRecordVersion
-from .fingerprint import FINGERPRINT_SCHEME, READABLE_SCHEMES, digest_items, nonfinite_floats
+from .errors import FingerprintError, RecordMalformed, RecordTampered, UnsupportedRecordVersion
+from .fingerprint import (
+    FINGERPRINT_SCHEME,
+    READABLE_SCHEMES,
+    digest_items,
+    exact_json,
+    nonfinite_floats,
+)
 
 __all__ = [
     "RECORD_VERSION",
@@ -30,9 +37,10 @@ __all__ = [
     "Reason",
 ]
 
-# Fingerprint scheme /2 added the optional ``nonfinite`` field without a new format version:
-# the previous release refuses a /2 record through its scheme check (it compares only /1)
-# before it would read the batch, so it never replays the nulls standing in for NaN.
+# Fingerprint scheme /2 added the optional ``nonfinite`` and ``json_text`` fields without a
+# new format version: the previous release refuses a /2 record through its scheme check (it
+# compares only /1) before it would read the batch, so it never replays the nulls standing in
+# for NaN, nor the texts standing in for items with lone surrogates.
 RECORD_VERSION: Final = 1
 """Format version of encoded records; a record with a higher version is refused."""
 
@@ -177,25 +185,32 @@ class PendingWrite:
 
     def to_mapping(self) -> dict[str, Any]:
         """JSON-shaped form with its digest, as stored in journals and RunState contexts."""
-        data, nonfinite = self._batch_json()
+        data, batch, nonfinite, texts = self._batch_json()
         # JSON has no NaN: such a batch goes as decoded from orjson's bytes (null in those
         # places), and ``nonfinite`` says what stood there.
-        batch = orjson.loads(data) if nonfinite else list(self.batch)
-        return self._sealed(batch, nonfinite)
+        return self._sealed(orjson.loads(data) if nonfinite else batch, nonfinite, texts)
 
     def encode(self) -> bytes:
         """``to_mapping()`` as orjson bytes, the form journals store."""
-        data, nonfinite = self._batch_json()
+        data, _, nonfinite, texts = self._batch_json()
         # The batch is serialised once: the bytes made to look for non-finite floats go into
         # the record as they are.
-        return orjson.dumps(self._sealed(orjson.Fragment(data), nonfinite))
+        return orjson.dumps(self._sealed(orjson.Fragment(data), nonfinite, texts))
 
-    def _batch_json(self) -> tuple[bytes, list[list[Any]]]:
-        data = orjson.dumps(self.batch)
-        found = nonfinite_floats(list(self.batch), data, parts=len(self.batch))
-        return data, [[path[0], list(path[1:]), kind] for path, kind in found]
+    def _batch_json(self) -> tuple[bytes, list[Any], list[list[Any]], list[int]]:
+        batch = list(self.batch)
+        texts: list[int] = []
+        try:
+            data = orjson.dumps(batch)
+        except TypeError:
+            # orjson cannot write a lone surrogate: an item holding one goes as its JSON
+            # text (the stdlib's, all ASCII), and ``json_text`` says which.
+            texts = _as_json_texts(batch)
+            data = orjson.dumps(batch)
+        found = nonfinite_floats(batch, data, parts=len(batch))
+        return data, batch, [[path[0], list(path[1:]), kind] for path, kind in found], texts
 
-    def _sealed(self, batch: Any, nonfinite: list[list[Any]]) -> dict[str, Any]:
+    def _sealed(self, batch: Any, nonfinite: list[list[Any]], texts: list[int]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "v": self.version,
             "type": "pending_write",
@@ -217,6 +232,8 @@ class PendingWrite:
         # (and the digest) it had before the field existed.
         if nonfinite:
             body["nonfinite"] = nonfinite
+        if texts:
+            body["json_text"] = texts
         body["digest"] = _body_digest(body)
         return body
 
@@ -226,8 +243,11 @@ class PendingWrite:
         body = _checked_body(data, "pending_write")
         try:
             batch = tuple(_list(body, "batch"))
+            # NaN first: its places are never inside a text, which stays a str until then.
             if "nonfinite" in body:
                 batch = _restore_nonfinite(batch, body["nonfinite"])
+            if "json_text" in body:
+                batch = _restore_json_texts(batch, body["json_text"])
             record = cls(
                 intent_id=_str(body, "intent_id"),
                 session_id=_str(body, "session_id"),
@@ -252,7 +272,15 @@ class PendingWrite:
             )
         # Each record is checked under its own scheme: a /1 record of the previous release
         # verifies as it was written.
-        digests = digest_items(record.batch, ignore_ids=record.ignore_ids, scheme=record.scheme)
+        try:
+            digests = digest_items(record.batch, ignore_ids=record.ignore_ids, scheme=record.scheme)
+        except FingerprintError as exc:
+            # No record is written with a batch its scheme cannot digest (a /1 record never
+            # holds a lone surrogate): this one was edited.
+            raise RecordTampered(
+                f"intent {record.intent_id}: the batch cannot be digested under its scheme "
+                f"{record.scheme!r}: {exc}"
+            ) from exc
         if digests != record.batch_digests:
             raise RecordTampered(f"intent {record.intent_id}: the batch does not match its digests")
         return record
@@ -397,6 +425,44 @@ def _restore_nonfinite(batch: tuple[Any, ...], marks: Any) -> tuple[Any, ...]:
         if _step(container, last, index) is not None:
             raise ValueError(f"'nonfinite' names a place in item {index} that is not null")
         container[last] = _NONFINITE_VALUES[kind]
+    return tuple(items)
+
+
+def _as_json_texts(batch: list[Any]) -> list[int]:
+    """Replace, in place, each item orjson cannot write by its exact JSON text; their
+    positions. Anything else orjson refuses raises ``FingerprintError``."""
+    positions: list[int] = []
+    for position, element in enumerate(batch):
+        try:
+            orjson.dumps(element)
+        except TypeError:
+            text, _, escaped = exact_json(element, index=position)
+            if escaped:
+                batch[position] = text.decode("ascii")
+                positions.append(position)
+    return positions
+
+
+def _restore_json_texts(batch: tuple[Any, ...], positions: Any) -> tuple[Any, ...]:
+    """The batch with each item ``positions`` names decoded from the JSON text it holds."""
+    if not isinstance(positions, list) or not positions:
+        raise TypeError("'json_text'")
+    items = list(batch)
+    previous = -1
+    for position in positions:
+        # Increasing, so that no text is decoded twice (a text of a text would pass).
+        if type(position) is not int or not previous < position < len(items):
+            raise ValueError(
+                f"'json_text' names item {position!r} of a {len(items)}-item batch out of order"
+            )
+        text = items[position]
+        if not isinstance(text, str):
+            raise ValueError(f"'json_text' names item {position}, which is not a JSON text")
+        try:
+            items[position] = json.loads(text)
+        except RecursionError:
+            raise ValueError(f"'json_text' item {position} is nested too deep") from None
+        previous = position
     return tuple(items)
 
 

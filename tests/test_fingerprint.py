@@ -468,7 +468,7 @@ REFUSED = [
     pytest.param(-(2**63) - 1, "int", id="int-below-64-bits"),
     pytest.param({1: "a"}, "int", id="non-str-key"),
     pytest.param({Mode.FAST: "a"}, "Mode", id="str-enum-key"),
-    pytest.param("\ud800", "surrogate", id="lone-surrogate"),
+    pytest.param("\ud83d\ude00", "surrogate pair as two code points", id="split-surrogate-pair"),
 ]
 
 
@@ -629,3 +629,159 @@ def test_journal_batch_and_digest_items_agree_on_any_json_value(value):
     assert digests == digest_items([value])
     same = digests[0] == item_digest(value, scheme=SCHEME_V1)
     assert same is not has_nonfinite(value)
+
+
+# -- scheme /2: lone surrogates -------------------------------------------------------------
+
+LONE = "bytes \udcff\udcfe from surrogateescape"
+
+
+def with_text(text: str) -> dict:
+    """A tool output item carrying ``text``."""
+    return {"type": "function_call_output", "call_id": "c1", "output": text}
+
+
+def escaped_bytes(item) -> bytes:
+    """The /2 bytes the module docstring defines for an item holding a lone surrogate."""
+    text = json.dumps(
+        canonical_item(item), sort_keys=True, separators=(",", ":"), ensure_ascii=True
+    )
+    return b"\xfe" + text.encode("ascii")
+
+
+def test_a_lone_surrogate_digests_deterministically_and_apart():
+    """An item with a lone surrogate has one digest, whatever its key order, and another
+    surrogate, the replacement character or the character left out each give another."""
+    item = with_text(LONE)
+    reordered = {"output": LONE, "call_id": "c1", "type": "function_call_output"}
+    assert item_digest(item) == item_digest(item) == item_digest(reordered)
+    assert digest_items([item]) == (item_digest(item),)
+    others = [
+        with_text(LONE.replace("\udcff", "\udcfd")),
+        with_text(LONE.replace("\udcff", "\ud8ff")),
+        with_text(LONE.replace("\udcff", "\ufffd")),
+        with_text(LONE.replace("\udcff", "")),
+        with_text(LONE.replace("\udcff", "\\udcff")),
+        with_text(LONE.encode("utf-8", "surrogateescape").decode("latin-1")),
+    ]
+    digests = {item_digest(item), *(item_digest(other) for other in others)}
+    assert len(digests) == len(others) + 1
+
+
+def test_a_dict_key_with_a_lone_surrogate_digests_apart():
+    """A lone surrogate in a dict key, at any depth, digests deterministically and apart
+    from another surrogate or the replacement character in the same key."""
+    for key in ("\ud800", "a\udc80", "\udbff"):
+        item = {"role": "user", "content": [{"meta": {key: 1, "b": 2}}]}
+        same = {"content": [{"meta": {"b": 2, key: 1}}], "role": "user"}
+        assert item_digest(item) == item_digest(same)
+    keys = ["\ud800", "\ud801", "\udc00", "\ufffd", "\\ud800", "ud800"]
+    assert len({item_digest({key: 1}) for key in keys}) == len(keys)
+    assert len({item_digest({"meta": {key: [None]}}) for key in keys}) == len(keys)
+
+
+@pytest.mark.parametrize("position", POSITIONS[:3])
+def test_nan_inside_a_surrogate_item_is_told_from_null(position):
+    """In an item that also holds a lone surrogate, NaN, inf, -inf and null in the same
+    place give four different digests."""
+    digests = {
+        item_digest({**at(position, value), "note": LONE}) for value in (NAN, INF, -INF, None)
+    }
+    assert len(digests) == 4
+
+
+def test_surrogate_bytes_are_0xfe_and_the_stdlib_text():
+    """/2 bytes of an item with a lone surrogate are 0xfe, then the stdlib's sorted, compact,
+    ASCII JSON text (NaN as its token, no trailer); /1 still refuses the item."""
+    item = {"z": [1.5, NAN, None], "a": {"\ud800": LONE}, "m": (True, -INF)}
+    data = canonical_bytes(item)
+    assert data == escaped_bytes(item)
+    assert data == (
+        b'\xfe{"a":{"\\ud800":"bytes \\udcff\\udcfe from surrogateescape"},'
+        b'"m":[true,-Infinity],"z":[1.5,NaN,null]}'
+    )
+    assert b"\xff" not in data
+    with pytest.raises(FingerprintError) as refused:
+        canonical_bytes(item, scheme=SCHEME_V1)
+    assert "surrogates not allowed" in str(refused.value)
+
+
+def test_a_split_surrogate_pair_digests_apart_from_its_character():
+    """A high and a low surrogate as two code points digest, and not like the one character
+    their escapes encode."""
+    split, joined = "\ud83d\ude00", "\U0001f600"
+    assert split.encode("utf-16", "surrogatepass").decode("utf-16") == joined
+    assert canonical_bytes(split) == b'\xfe"\\ud83d\\ude00"'
+    assert item_digest(split) != item_digest(joined)
+
+
+def test_a_surrogate_item_with_a_type_json_has_not_is_refused():
+    """The fallback writes only JSON's own types: an item holding a lone surrogate digests,
+    but once it also holds a datetime it raises FingerprintError naming the item."""
+    assert HEX64.fullmatch(item_digest({"a": LONE}))
+    item = {"a": LONE, "when": datetime.datetime(2024, 5, 1)}
+    with pytest.raises(FingerprintError) as refused:
+        digest_items([{"role": "user"}, item])
+    assert refused.value.index == 1
+    assert "surrogates not allowed" in str(refused.value)
+
+
+SURROGATE_ITEMS = [
+    pytest.param(with_text(LONE), id="value"),
+    pytest.param({"role": "user", "content": [{"\udc80key": "v"}]}, id="nested-key"),
+    pytest.param({"\ud800": NAN, "list": [LONE, (INF, None)]}, id="key-and-nan"),
+    pytest.param({"mode": Mode.FAST, "level": Level.HIGH, "text": LONE}, id="enums"),
+    pytest.param(LONE, id="whole-item"),
+    pytest.param([LONE, "\udbff"], id="list"),
+]
+
+
+@pytest.mark.parametrize("item", SURROGATE_ITEMS)
+def test_journal_batch_accepts_lone_surrogates(item):
+    """journal_batch accepts a lone surrogate in a value or a key, keeps the caller's item,
+    and gives the digests digest_items gives it and its JSON round trip."""
+    batch, digests = journal_batch([{"role": "user", "content": "x"}, item])
+    assert batch[1] is item or batch[1] == item
+    assert digests == digest_items([{"role": "user", "content": "x"}, item])
+    assert digests[1] == item_digest(json.loads(json.dumps(item)))
+    assert canonical_bytes(item).startswith(b"\xfe")
+
+
+def test_journal_batch_checks_surrogates_in_the_id_the_digest_leaves_out():
+    """With ``ignore_ids`` a lone surrogate in ``id`` is accepted, and a split pair there is
+    refused, though the digest never sees it."""
+    batch, digests = journal_batch([{"role": "user", "id": LONE}], ignore_ids=True)
+    assert batch[0]["id"] == LONE
+    assert digests == digest_items([{"role": "user"}])
+    with pytest.raises(FingerprintError) as refused:
+        journal_batch([{"role": "user", "id": "\ud83d\ude00"}], ignore_ids=True)
+    assert '["id"]' in str(refused.value)
+
+
+# st.text() and a plain st.characters() leave surrogates out: they are asked for by name, and
+# only low ones, since a high one before a low one is a pair no JSON text keeps apart.
+surrogate_text = st.lists(
+    st.one_of(
+        st.characters(),
+        st.characters(min_codepoint=0xDC00, max_codepoint=0xDFFF, categories=["Cs"]),
+    ),
+    max_size=8,
+).map("".join)
+surrogate_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.floats(), surrogate_text),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.dictionaries(surrogate_text, inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+@given(surrogate_values)
+def test_journal_batch_and_digest_items_agree_with_lone_surrogates(value):
+    """For any JSON value whose texts may hold lone (low) surrogates, journal_batch digests
+    like digest_items, and like the value read back from the stdlib's JSON text."""
+    batch, digests = journal_batch([value])
+    assert batch[0] is value
+    assert digests == digest_items([value])
+    assert digests == digest_items([json.loads(json.dumps(value))])

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import time
 import uuid
 from collections.abc import AsyncIterator, Sequence
@@ -11,6 +12,7 @@ from typing import Any
 import pytest
 
 from agents_reconcile.errors import IntentConflict
+from agents_reconcile.fingerprint import journal_batch
 from agents_reconcile.journal import (
     IntentJournal,
     IntentState,
@@ -660,3 +662,24 @@ async def test_settling_with_the_same_decision_again_is_a_noop(journal: IntentJo
         await journal.settle(other, owner=owner)
     assert await journal.decisions(intent_id="i-1") == [decision]
     assert await journal.writes("session-a", BACKEND) == 2
+
+
+async def test_a_batch_with_lone_surrogates_round_trips(journal: IntentJournal) -> None:
+    """An intent whose batch holds lone surrogates (in a value and in a key) comes back equal,
+    and recording it again is the no-op a retried record is."""
+    lone = b"\xff\xfe binary".decode("utf-8", "surrogateescape")
+    batch, digests = journal_batch(
+        [
+            {"type": "function_call_output", "call_id": "c1", "output": lone},
+            {"role": "user", "content": [{"\ud800": lone, "n": 1.5}]},
+        ]
+    )
+    intent = dataclasses.replace(make_intent("i-1"), batch=batch, batch_digests=digests)
+    owner = current_owner()
+    await journal.record(intent, state=IntentState.IN_FLIGHT, owner=owner)
+    await journal.record(intent, state=IntentState.FAILED, owner=STRANGER)
+    [entry] = await journal.pending("session-a")
+    assert entry.intent == intent
+    assert entry.intent.batch[0]["output"] == lone
+    assert entry.intent.batch[1]["content"][0]["\ud800"] == lone
+    assert (entry.state, entry.owner) == (IntentState.IN_FLIGHT, owner)

@@ -716,7 +716,7 @@ def test_a_record_without_nonfinite_floats_keeps_the_previous_layout():
     """Without NaN or infinities the bytes are the old layout, field for field."""
     record = make_pending(expected_revision=4)
     mapping = record.to_mapping()
-    assert "nonfinite" not in mapping
+    assert "nonfinite" not in mapping and "json_text" not in mapping
     expected = {
         "v": RECORD_VERSION,
         "type": "pending_write",
@@ -897,3 +897,166 @@ def test_nonfinite_floats_survive_in_batches_of_any_item_size(size):
     record = nonfinite_pending(batch=items)
     for decoded in decoded_ways(record):
         assert all(math.isnan(item["meta"]["score"]) for item in decoded.batch)
+
+
+# -- lone surrogates in the batch -----------------------------------------------------------
+
+LONE = "bytes \udcff\udcfe from surrogateescape"
+
+SURROGATE_BATCH = (
+    {"type": "function_call_output", "call_id": "c1", "output": LONE, "score": NAN},
+    {"role": "user", "content": "plain", "score": INF},
+    {"role": "user", "content": [{"type": "input_text", "\ud800meta": {"k": [1, -INF]}}]},
+    "[1, 2]",
+)
+
+
+def surrogate_pending(**overrides) -> PendingWrite:
+    """A PendingWrite whose batch holds lone surrogates (a value, a key), NaN and infinities
+    beside them and elsewhere, and a str that reads as JSON; digested by journal_batch."""
+    batch, digests = journal_batch(overrides.pop("batch", SURROGATE_BATCH))
+    return make_pending(batch=batch, batch_digests=digests, **overrides)
+
+
+def test_lone_surrogates_in_the_batch_round_trip():
+    """Items with lone surrogates in values and keys come back from the bytes, the text, the
+    mapping and the mapping's stdlib JSON copy as themselves, NaN included, and verify."""
+    record = surrogate_pending()
+    for decoded in decoded_ways(record):
+        assert decoded.batch[0]["output"] == LONE
+        assert math.isnan(decoded.batch[0]["score"])
+        assert decoded.batch[2]["content"][0]["\ud800meta"] == {"k": [1, -INF]}
+        assert decoded.batch[3] == "[1, 2]"
+        assert nan_equal(decoded.batch, SURROGATE_BATCH)
+        assert decoded.batch_digests == record.batch_digests == digest_items(decoded.batch)
+        assert decoded.same_content(record)
+
+
+def test_a_surrogate_record_is_json_shaped():
+    """The mapping and the bytes hold such an item as its ASCII JSON text, which
+    ``json_text`` lists; stdlib json and orjson both write the mapping, and the bytes are
+    orjson's writing of it."""
+    record = surrogate_pending()
+    mapping = record.to_mapping()
+    assert mapping["json_text"] == [0, 2]
+    assert mapping["nonfinite"] == [[1, ["score"], "inf"]]
+    assert mapping["batch"][0] == (
+        '{"type":"function_call_output","call_id":"c1",'
+        '"output":"bytes \\udcff\\udcfe from surrogateescape","score":NaN}'
+    )
+    assert mapping["batch"][2].isascii() and mapping["batch"][3] == "[1, 2]"
+    assert json.loads(json.dumps(mapping, allow_nan=False)) == mapping
+    assert orjson.loads(orjson.dumps(mapping)) == mapping
+    assert orjson.loads(record.encode()) == mapping
+    assert redigest(mapping) == mapping
+    assert record.batch[0]["output"] == LONE
+
+
+SURROGATE_EDITS = {
+    "dropped-field": lambda m: m.pop("json_text"),
+    "dropped-entry": lambda m: m["json_text"].pop(),
+    "other-item": lambda m: m["json_text"].__setitem__(1, 3),
+    "added-item": lambda m: m["json_text"].append(3),
+    "edited-text": lambda m: m["batch"].__setitem__(0, m["batch"][0].replace("dcff", "dcfd")),
+}
+
+
+@pytest.mark.parametrize("edit", SURROGATE_EDITS.values(), ids=SURROGATE_EDITS.keys())
+@pytest.mark.parametrize("reseal", [False, True])
+def test_edited_json_text_is_tampered(edit, reseal):
+    """Editing ``json_text`` is caught by the record's digest, and once resealed, by the
+    batch digests (a text left undecoded, or a str decoded, digests differently); so is an
+    edited text."""
+    edited = retag(surrogate_pending().to_mapping(), edit)
+    if reseal:
+        edited = redigest(edited)
+    with pytest.raises(RecordTampered):
+        PendingWrite.decode(edited)
+
+
+@pytest.mark.parametrize(
+    "value",
+    ["not a list", [], [0, 9], [-1], [True], ["0"], [0, 2.0], [2, 0], [0, 0, 2], [0, 1]],
+    ids=[
+        "not-a-list",
+        "empty",
+        "item-out-of-range",
+        "negative-item",
+        "bool-item",
+        "str-item",
+        "float-item",
+        "out-of-order",
+        "twice",
+        "not-a-text",
+    ],
+)
+def test_malformed_json_text_field_is_malformed(value):
+    """A resealed ``json_text`` that does not list, in order, batch places holding a str is
+    refused as malformed."""
+    mapping = copy.deepcopy(surrogate_pending().to_mapping())
+    mapping["json_text"] = value
+    with pytest.raises(RecordMalformed):
+        PendingWrite.decode(redigest(mapping))
+
+
+@pytest.mark.parametrize(
+    "text", ["not json", '{"a": 1', "[" * 100_000 + "]" * 100_000], ids=["words", "cut", "deep"]
+)
+def test_a_text_that_is_not_json_is_malformed(text):
+    """A text ``json_text`` names that does not decode (broken, or nested beyond the
+    interpreter's stack) is refused as malformed."""
+    mapping = copy.deepcopy(surrogate_pending().to_mapping())
+    mapping["batch"][0] = text
+    with pytest.raises(RecordMalformed):
+        PendingWrite.decode(mapping)
+
+
+def test_encoding_a_surrogate_record_leaves_the_callers_items_alone():
+    """Encoding puts texts into a copy of the batch list: the caller's items stay items."""
+    items = list(SURROGATE_BATCH)
+    record = surrogate_pending(batch=items)
+    record.encode()
+    record.to_mapping()
+    assert record.batch[0] is items[0] and record.batch[0]["output"] == LONE
+    assert nan_equal(items, SURROGATE_BATCH)
+
+
+# st.text() and a plain st.characters() leave surrogates out: they are asked for by name, and
+# only low ones, since a high one before a low one is a pair no JSON text keeps apart.
+def test_a_surrogate_record_relabelled_v1_is_tampered():
+    """A /2 record with lone surrogates relabelled /1 and resealed is refused as tampered
+    (/1 cannot digest them), whether it came as a mapping or as the stdlib's JSON of one."""
+    mapping = surrogate_pending().to_mapping()
+    mapping["scheme"] = SCHEME_V1
+    for data in (redigest(mapping), json.loads(json.dumps(redigest(mapping)))):
+        with pytest.raises(RecordTampered, match="scheme"):
+            PendingWrite.decode(data)
+
+
+surrogate_text = st.lists(
+    st.one_of(
+        st.characters(),
+        st.characters(min_codepoint=0xDC00, max_codepoint=0xDFFF, categories=["Cs"]),
+    ),
+    max_size=8,
+).map("".join)
+surrogate_values = st.recursive(
+    st.one_of(st.none(), st.booleans(), st.floats(), surrogate_text),
+    lambda inner: st.one_of(
+        st.lists(inner, max_size=4),
+        st.lists(inner, max_size=3).map(tuple),
+        st.dictionaries(surrogate_text, inner, max_size=4),
+    ),
+    max_leaves=12,
+)
+
+
+@given(st.lists(surrogate_values, max_size=4))
+def test_any_batch_with_lone_surrogates_reads_back_equal_from_its_record(items):
+    """Any batch whose texts may hold lone (low) surrogates comes back from the record's
+    bytes, mapping or JSON copy equal to the caller's items, with its digests."""
+    batch, digests = journal_batch(items)
+    record = make_pending(batch=batch, batch_digests=digests)
+    for decoded in decoded_ways(record):
+        assert nan_equal(list(decoded.batch), items)
+        assert decoded.batch_digests == digests

@@ -18,7 +18,8 @@ ANONYMOUS: Final = "session"
 
 
 def encode_item(item: Any, index: int = 0) -> bytes:
-    """An item as the SDK's sessions keep it: its JSON text, NaN and infinities included.
+    """An item as the SDK's sessions keep it: its JSON text, NaN, infinities and lone
+    surrogates included.
 
     ``FingerprintError`` for an item that would not read back equal (the journal's rule), so
     the store never holds a converted copy of what the caller gave."""
@@ -28,7 +29,10 @@ def encode_item(item: Any, index: int = 0) -> bytes:
         raise FingerprintError(
             f"item {index} ({type(item).__name__}) cannot be stored as JSON: {exc}", index=index
         ) from exc
-    data, nonfinite = exact_json(element, index=index, purpose="store")
+    # An item holding a lone surrogate comes back as the stdlib's ASCII text, escapes and
+    # all, as the SDK's sessions write it: UTF-8 cannot hold a surrogate, and the escapes
+    # suit every store (PostgreSQL's text columns included).
+    data, nonfinite, _ = exact_json(element, index=index, purpose="store")
     if nonfinite:
         # orjson writes these as null; the SDK's sessions (json.dumps) write NaN and Infinity
         # tokens, and so does this rare item, compact like orjson's text.
@@ -38,11 +42,13 @@ def encode_item(item: Any, index: int = 0) -> bytes:
 
 
 def decode_item(raw: bytes | str) -> Any:
-    """The item ``encode_item`` wrote (or any JSON text, with NaN and Infinity tokens)."""
+    """The item ``encode_item`` wrote (or any JSON text, with NaN and Infinity tokens or
+    escaped lone surrogates)."""
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        # orjson reads no NaN or Infinity token: only an item that holds one comes here.
+        # orjson reads no NaN or Infinity token and no escaped lone surrogate: only an item
+        # that holds one comes here.
         return json.loads(raw)
 
 
