@@ -18,19 +18,17 @@ from typing import TYPE_CHECKING, Any
 from agents import RunConfig, RunHooks
 from agents.run_config import CallModelData, ModelInputData
 
-from .fingerprint import digest_items
-
 if TYPE_CHECKING:
     from agents.items import TResponseInputItem
 
-    from .session import ReconcilingSession
+    from .admission import Admission
 
 __all__ = ["gate_hooks", "install_gate"]
 
 _MARK = "__agents_reconcile_session__"
 
 
-def install_gate(session: ReconcilingSession, base: RunConfig | None = None) -> RunConfig:
+def install_gate(session: Admission, base: RunConfig | None = None) -> RunConfig:
     """Return ``base`` (or a new ``RunConfig``) with the gate composed into it.
 
     With reconciliation switched off, ``base`` comes back unchanged (``None`` becomes a
@@ -43,7 +41,7 @@ def install_gate(session: ReconcilingSession, base: RunConfig | None = None) -> 
     user_callback = config.session_input_callback
 
     async def gate(data: CallModelData[Any]) -> ModelInputData:
-        await session._admit(_mapping(data.context))
+        await session.admit(_mapping(data.context))
         if user_filter is None:
             return data.model_data
         result = user_filter(data)
@@ -52,7 +50,7 @@ def install_gate(session: ReconcilingSession, base: RunConfig | None = None) -> 
     async def merge_retried_input(
         history: list[TResponseInputItem], new_input: list[TResponseInputItem]
     ) -> list[TResponseInputItem]:
-        if _is_retried_input(session, history, new_input):
+        if session.is_retried_input(history, new_input):
             new_input = []
         if user_callback is None:
             return history + new_input
@@ -66,26 +64,6 @@ def install_gate(session: ReconcilingSession, base: RunConfig | None = None) -> 
     )
 
 
-def _is_retried_input(
-    session: ReconcilingSession,
-    history: list[TResponseInputItem],
-    new_input: list[TResponseInputItem],
-) -> bool:
-    """Whether ``new_input`` is the batch just settled and the history still ends with it."""
-    settled = session._settled
-    if settled is None or not session.config.merge_retried_input or not new_input:
-        return False
-    if len(new_input) != len(settled.batch) or len(history) < len(settled.batch):
-        return False
-    ignore = bool(getattr(session.inner, "_ignore_ids_for_matching", False))
-    try:
-        if digest_items(new_input, ignore_ids=ignore) != settled.batch:
-            return False
-        return digest_items(history[-len(settled.batch) :], ignore_ids=ignore) == settled.batch
-    except TypeError:
-        return False
-
-
 def _mapping(context: Any) -> MutableMapping[str, Any] | None:
     return context if isinstance(context, MutableMapping) else None
 
@@ -93,12 +71,12 @@ def _mapping(context: Any) -> MutableMapping[str, Any] | None:
 class _GateHooks(RunHooks[Any]):
     """Runs the gate in ``on_llm_start``, then delegates every hook to ``base``."""
 
-    def __init__(self, session: ReconcilingSession, base: RunHooks[Any] | None) -> None:
+    def __init__(self, session: Admission, base: RunHooks[Any] | None) -> None:
         self._session = session
         self._base = base if base is not None else RunHooks()
 
     async def on_llm_start(self, context: Any, agent: Any, *args: Any, **kwargs: Any) -> None:
-        await self._session._admit(_mapping(getattr(context, "context", None)))
+        await self._session.admit(_mapping(getattr(context, "context", None)))
         await self._base.on_llm_start(context, agent, *args, **kwargs)
 
     async def on_llm_end(self, *args: Any, **kwargs: Any) -> None:
@@ -115,14 +93,14 @@ class _GateHooks(RunHooks[Any]):
 
     async def on_tool_start(self, context: Any, agent: Any, *args: Any, **kwargs: Any) -> None:
         # A resumed RunState runs its approved tools before any model call: check it here.
-        await self._session._admit(_mapping(getattr(context, "context", None)))
+        await self._session.admit(_mapping(getattr(context, "context", None)))
         await self._base.on_tool_start(context, agent, *args, **kwargs)
 
     async def on_tool_end(self, *args: Any, **kwargs: Any) -> None:
         await self._base.on_tool_end(*args, **kwargs)
 
 
-def gate_hooks(session: ReconcilingSession, base: RunHooks[Any] | None = None) -> RunHooks[Any]:
+def gate_hooks(session: Admission, base: RunHooks[Any] | None = None) -> RunHooks[Any]:
     """``RunHooks`` whose ``on_llm_start`` runs the gate; ``base`` keeps receiving every hook."""
     if not session.enabled:
         return base if base is not None else RunHooks()

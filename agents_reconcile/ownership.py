@@ -10,11 +10,12 @@ from __future__ import annotations
 import os
 import socket
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cache
 from typing import Final
 
-__all__ = ["Owner", "current_owner"]
+__all__ = ["Owner", "current_owner", "holds"]
 
 _BOOT_ID_PATH: Final = "/proc/sys/kernel/random/boot_id"
 
@@ -36,14 +37,47 @@ class Owner:
         host, _, pid = host.rpartition("/")
         return cls(host=host, pid=int(pid), started=rest)
 
-    def is_live(self, *, age_seconds: float, lease_seconds: float) -> bool:
-        """Whether this owner may still finish what it started."""
-        me = current_owner()
+    def is_live(
+        self,
+        *,
+        age_seconds: float,
+        lease_seconds: float,
+        me: Owner | None = None,
+        started_of: Callable[[int], str | None] | None = None,
+    ) -> bool:
+        """Whether this owner may still finish what it started: elsewhere, while what it holds
+        is younger than the lease; on this host (``me``'s), while its pid runs with the start
+        time it had (``started_of(pid)``, read from ``/proc`` unless given)."""
+        me = me if me is not None else current_owner()
         if self.host != me.host:
             return age_seconds < lease_seconds
         if self.pid == me.pid:
             return self.started == me.started
-        return _process_started(self.pid) == self.started
+        return (started_of or _process_started)(self.pid) == self.started
+
+
+def holds(
+    owner: Owner,
+    *,
+    active: bool,
+    in_flight_here: bool,
+    age_seconds: float,
+    lease_seconds: float,
+    me: Owner,
+    started_of: Callable[[int], str | None] | None = None,
+) -> bool:
+    """Whether an intent is held by a live owner, so it is not another's to settle yet.
+
+    ``in_flight_here``: a task of this process is appending or reconciling it. ``active``: its
+    state is in flight or reconciling (a failed or cancelled intent is held by nobody). An
+    intent ``me`` holds in the journal but no task of mine runs is mine to take back."""
+    if in_flight_here:
+        return True
+    if not active or owner == me:
+        return False
+    return owner.is_live(
+        age_seconds=age_seconds, lease_seconds=lease_seconds, me=me, started_of=started_of
+    )
 
 
 def _read(path: str) -> str | None:

@@ -1,24 +1,32 @@
-"""The RunState copy of pending intents: ``context["agents_reconcile"]`` in a mapping context.
+"""What a run carries: ``context["agents_reconcile"]`` in a mapping context.
 
-``RunState.to_string()`` carries a mapping context across processes, so an intent written
-there survives with the state even when the journal is elsewhere. These functions read and
-write that copy and check it against the session resuming it; they do no other I/O.
+``RunState.to_string()`` carries a mapping context across processes, so what is written there
+survives with the state even when the journal is elsewhere: a copy of each failed intent, and
+the mark of how many of the session's counted writes the run has seen.
+
+The module functions read and write that copy and check it against the session resuming it;
+they do no I/O. ``CarriedState`` is one session's use of it with its journal: adopting copies
+the journal has never seen, and telling a stale state (one older than the session) by its mark.
 """
 
 from __future__ import annotations
 
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import Any, Final, NoReturn
 
 import orjson
 
 from .errors import RecordError, UnsupportedRecordVersion
-from .records import BackendIdentity, PendingWrite, Reason
+from .journal import IntentState
+from .journal_client import UNREADABLE, JournalClient
+from .ownership import current_owner
+from .records import BackendIdentity, Outcome, PendingWrite, Reason
 
 __all__ = [
     "CONTEXT_KEY",
     "CONTEXT_VERSION",
+    "CarriedState",
     "Refusal",
     "carried_entries",
     "check_carried",
@@ -168,3 +176,84 @@ def check_carried(
         evidence = {"recorded": str(intent.backend), "current": str(backend)}
         return Refusal(Reason.BACKEND_MISMATCH, evidence, intent)
     return intent
+
+
+class CarriedState:
+    """One session's use of what runs carry, with its journal."""
+
+    def __init__(self, client: JournalClient) -> None:
+        self._client = client
+        self.key = seen_key(client.session_id, client.backend)
+
+    def _check(self, raw: Any) -> PendingWrite | Refusal | None:
+        return check_carried(raw, session_id=self._client.session_id, backend=self._client.backend)
+
+    def mark(self, context: MutableMapping[str, Any] | None, count: int) -> None:
+        """The run has seen the session as the journal counted ``count`` writes of it."""
+        if context is not None:
+            mark_seen(context, self.key, count)
+
+    def marked(self, context: MutableMapping[str, Any] | None) -> bool:
+        """Whether the run carries a mark for this session."""
+        return seen(context, self.key) is not None
+
+    async def accounted(self, context: MutableMapping[str, Any] | None) -> int | None:
+        """The session's write count this run can account for: what it last saw, plus one
+        settlement for each intent it still carries. None when the context has no mark.
+
+        A journal that counted fewer writes than that is another journal than the one the
+        state last wrote through (a RunState copy may be resumed anywhere): counts say
+        nothing then, and the carried intents alone are checked."""
+        mark = seen(context, self.key)
+        if mark is None:
+            return None
+        if isinstance(mark, Refusal):
+            await self.refuse(mark)
+        carried = carried_entries(context)
+        if isinstance(carried, Refusal):
+            await self.refuse(carried)
+        mine = sum(isinstance(self._check(raw), PendingWrite) for raw in carried)
+        return mark + mine
+
+    async def adopt(self, context: MutableMapping[str, Any] | None) -> None:
+        """Check the intents a run carries against the journal, recording unknown ones.
+        Copies of other sessions' intents (a context shared by several sessions) are left as
+        they are, for their own session."""
+        entries = carried_entries(context)
+        if isinstance(entries, Refusal):
+            await self.refuse(entries)
+        client = self._client
+        journal = client.journal
+        for raw in entries:
+            assert context is not None
+            intent = self._check(raw)
+            if intent is None:
+                continue
+            if isinstance(intent, Refusal):
+                await self.refuse(intent)
+            if await client.call(journal.is_settled, intent.intent_id):
+                drop(context, intent.intent_id)
+                continue
+            entry = await client.call(journal.get, intent.intent_id)
+            if entry is None:
+                await client.call(
+                    journal.record, intent, state=IntentState.FAILED, owner=current_owner()
+                )
+            elif not entry.intent.same_content(intent):
+                evidence = {
+                    "journal": entry.intent.to_mapping()["digest"],
+                    "run_state": intent.to_mapping()["digest"],
+                }
+                await self.refuse(Refusal(Reason.COPIES_DISAGREE, evidence, intent))
+
+    async def refuse(self, refusal: Refusal) -> NoReturn:
+        """Deny, as a binding mismatch, with what a refusal found."""
+        await self._client.deny(
+            refusal.intent,
+            Outcome.AMBIGUOUS,
+            refusal.reason,
+            refusal.evidence,
+            intent_id=refusal.intent_id or UNREADABLE,
+            binding=True,
+            cause=refusal.cause,
+        )

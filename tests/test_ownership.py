@@ -48,3 +48,34 @@ def test_owners_elsewhere_live_for_the_lease() -> None:
     remote = Owner(host="elsewhere#1", pid=1, started="1")
     assert remote.is_live(age_seconds=1, lease_seconds=30)
     assert not remote.is_live(age_seconds=31, lease_seconds=30)
+
+
+def test_who_holds_an_intent() -> None:
+    """Held: by a task of this process; by a live owner while active; never when failed or
+    cancelled, nor by me outside a task; elsewhere only within the lease (no /proc read)."""
+    from agents_reconcile.ownership import holds
+
+    me = Owner(host="here#1", pid=10, started="100")
+    neighbour = Owner(host="here#1", pid=11, started="200")
+    remote = Owner(host="there#2", pid=11, started="200")
+    running = {11: "200"}
+
+    def ask(owner: Owner, *, active: bool = True, here: bool = False, age: float = 0) -> bool:
+        return holds(
+            owner,
+            active=active,
+            in_flight_here=here,
+            age_seconds=age,
+            lease_seconds=30,
+            me=me,
+            started_of=running.get,
+        )
+
+    assert ask(me, active=False, here=True)
+    assert not ask(me)
+    assert ask(neighbour)
+    assert not ask(neighbour, active=False)
+    assert not ask(Owner(host="here#1", pid=11, started="199"))
+    assert not ask(Owner(host="here#1", pid=12, started="1"))
+    assert ask(remote, age=29)
+    assert not ask(remote, age=31)

@@ -1,0 +1,58 @@
+"""What this process has in flight: intents being appended or reconciled by one of its tasks,
+and replays that go on in the background after their caller was cancelled.
+
+One registry serves every wrapper of the process (``PROCESS_IN_FLIGHT``), because wrappers of one
+session in one process must never take each other's in-flight write for a failed one; the parts
+that need it are handed it, so a test can give them one of its own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+__all__ = ["PROCESS_IN_FLIGHT", "InFlight", "despite_cancellation"]
+
+_T = TypeVar("_T")
+
+
+@dataclass
+class InFlight:
+    """Intent ids this process holds, and the replays running on after a cancellation."""
+
+    busy: set[str] = field(default_factory=set)
+    """In flight (appending) or being reconciled by a task of this process."""
+    replaying: set[str] = field(default_factory=set)
+    """Replays whose caller was cancelled, still running; they keep their claim."""
+    background: set[asyncio.Future[Any]] = field(default_factory=set)
+    """The tasks of those replays (and of the releases after them), kept referenced."""
+
+    def holds(self, intent_id: str) -> bool:
+        return intent_id in self.busy
+
+    def keep(self, task: asyncio.Future[Any]) -> None:
+        """Keep a background task referenced until it ends."""
+        self.background.add(task)
+        task.add_done_callback(self.background.discard)
+
+
+PROCESS_IN_FLIGHT = InFlight()
+"""The registry every wrapper of this process shares unless given another."""
+
+
+async def despite_cancellation(awaitable: Awaitable[_T]) -> _T:
+    """Finish ``awaitable`` even if the caller is cancelled meanwhile, then re-raise that: what
+    records an uncertain write must not be cut short by the cancellation that made it so."""
+    task = asyncio.ensure_future(awaitable)
+    cancelled: asyncio.CancelledError | None = None
+    while not task.done():
+        try:
+            await asyncio.wait({task})
+        except asyncio.CancelledError as exc:
+            cancelled = cancelled or exc
+    result = task.result()
+    if cancelled is not None:
+        raise cancelled
+    return result

@@ -1,0 +1,83 @@
+"""Calling the wrapped session as the SDK would: ``wrapper=`` only to methods that take it,
+``limit`` only to a ``get_items`` that takes it; and counting this wrapper's own writes.
+
+Also the marker for reads the inner session makes through the wrapper while it holds a lock of
+its own (compaction's ``_get_items_with_generation``): nothing may be settled, and so written,
+from inside such a read.
+"""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from typing import Any
+
+__all__ = ["InnerSession", "accepts", "reconciling_allowed", "without_reconciling"]
+
+_NO_RECONCILE: ContextVar[bool] = ContextVar("agents_reconcile_no_reconcile", default=False)
+
+
+def reconciling_allowed() -> bool:
+    """False inside a read that the inner session holds a lock around."""
+    return not _NO_RECONCILE.get()
+
+
+@contextmanager
+def without_reconciling() -> Iterator[None]:
+    token = _NO_RECONCILE.set(True)
+    try:
+        yield
+    finally:
+        _NO_RECONCILE.reset(token)
+
+
+def accepts(method: Any, name: str) -> bool:
+    """Whether ``method`` declares a parameter ``name`` (``**kwargs`` does not count, as for
+    the SDK); any failure to inspect it means no."""
+    try:
+        parameters = inspect.signature(method).parameters.values()
+    except (TypeError, ValueError):
+        return False
+    return any(
+        p.name == name and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in parameters
+    )
+
+
+class InnerSession:
+    """The wrapped session, called the way it expects."""
+
+    def __init__(self, session: Any) -> None:
+        self.session = session
+        self.writes = 0
+        """This wrapper's own writes so far: a read that one of them overtook is not kept."""
+        self._takes_limit = accepts(session.get_items, "limit")
+        self._takes_wrapper = {
+            name: accepts(getattr(session, name), "wrapper")
+            for name in ("get_items", "add_items", "pop_item", "clear_session")
+        }
+
+    async def call(self, name: str, wrapper: Any, *args: Any, **kwargs: Any) -> Any:
+        method: Callable[..., Any] = getattr(self.session, name)
+        if wrapper is not None and self._takes_wrapper[name]:
+            kwargs["wrapper"] = wrapper
+        result = method(*args, **kwargs)
+        if inspect.isawaitable(result):
+            return await result
+        return result
+
+    async def read(self, limit: int | None, wrapper: Any) -> list[Any]:
+        if limit is None:
+            items = await self.call("get_items", wrapper)
+        elif self._takes_limit:
+            items = await self.call("get_items", wrapper, limit=limit)
+        else:
+            # A legacy session without ``limit``: read everything and keep the tail.
+            items = await self.call("get_items", wrapper)
+            items = items[-limit:] if limit > 0 else items
+        return list(items)
+
+    async def append(self, items: list[Any], wrapper: Any) -> None:
+        self.writes += 1
+        await self.call("add_items", wrapper, items)

@@ -1,0 +1,137 @@
+"""One session's way to its intent journal: calls retried briefly while the journal is
+unavailable, records it cannot trust turned into denials, and the denials themselves, recorded
+in the trail (best effort) and raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, NoReturn, TypeVar
+
+from .config import ReconcileConfig
+from .errors import (
+    BindingMismatch,
+    ContinuationDenied,
+    JournalError,
+    JournalUnavailable,
+    RecordError,
+    UnsupportedRecordVersion,
+)
+from .journal import IntentJournal, SQLiteJournal, journal_path, open_journal
+from .records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
+
+__all__ = ["SESSION_WIDE", "UNREADABLE", "JournalClient"]
+
+logger = logging.getLogger("agents_reconcile")
+
+SESSION_WIDE: Final = "none"
+"""The intent id of a decision about the session as a whole (busy, stale), not one intent."""
+UNREADABLE: Final = "unknown"
+"""The intent id of a decision about a record that could not be read."""
+
+_T = TypeVar("_T")
+_FIRST_PAUSE: Final = 0.05
+
+
+class JournalClient:
+    """The journal as one session uses it: opened on first use, retried, and denying."""
+
+    def __init__(self, session_id: str, backend: BackendIdentity, config: ReconcileConfig) -> None:
+        self.session_id = session_id
+        self.backend = backend
+        self.config = config
+        self._journal: IntentJournal | None = None
+
+    @property
+    def journal(self) -> IntentJournal:
+        """The intent journal, opened on first use."""
+        if self._journal is None:
+            self._journal = open_journal(self.config.journal)
+        return self._journal
+
+    def for_reading(self, *, active: bool) -> IntentJournal | None:
+        """The journal, without creating one when reconciliation is off (``active`` False):
+        an existing SQLite journal is opened read-only, a missing one is None."""
+        if active or self._journal is not None:
+            return self.journal
+        path = journal_path(self.config.journal)
+        if path is None:
+            return self.journal
+        return SQLiteJournal(path, read_only=True) if path.exists() else None
+
+    async def call(self, operation: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any) -> _T:
+        """Run a journal operation, retrying it while the journal is unavailable (with jitter,
+        so that a fleet does not retry in step); a record it cannot trust is a denial."""
+        attempts = self.config.journal_retries
+        for attempt in range(attempts):
+            try:
+                return await operation(*args, **kwargs)
+            except JournalUnavailable:
+                if attempt == attempts - 1:
+                    raise
+                await asyncio.sleep(_FIRST_PAUSE * 2**attempt * random.uniform(0.5, 1.0))
+            except RecordError as exc:
+                unsupported = isinstance(exc, UnsupportedRecordVersion)
+                await self.deny(
+                    None,
+                    Outcome.AMBIGUOUS,
+                    Reason.UNSUPPORTED_RECORD if unsupported else Reason.RECORD_UNTRUSTED,
+                    {"journal_error": str(exc)},
+                    intent_id=UNREADABLE,
+                    binding=unsupported,
+                    cause=exc,
+                )
+        raise AssertionError("unreachable")
+
+    def decision(
+        self,
+        intent: PendingWrite | None,
+        outcome: Outcome,
+        reason: Reason,
+        action: Action,
+        evidence: Mapping[str, Any],
+        *,
+        intent_id: str = UNREADABLE,
+    ) -> Decision:
+        """A decision of this session about ``intent`` (or ``intent_id`` when there is none)."""
+        return Decision(
+            intent_id=intent.intent_id if intent is not None else intent_id,
+            session_id=self.session_id,
+            backend=self.backend,
+            outcome=outcome,
+            reason=reason,
+            action=action,
+            decided_at=time.time(),
+            evidence=dict(evidence),
+        )
+
+    async def deny(
+        self,
+        intent: PendingWrite | None,
+        outcome: Outcome,
+        reason: Reason,
+        evidence: Mapping[str, Any],
+        action: Action = Action.DENIED,
+        *,
+        intent_id: str = UNREADABLE,
+        binding: bool = False,
+        cause: BaseException | None = None,
+    ) -> NoReturn:
+        """Record a denial in the trail (best effort) and raise it."""
+        decision = self.decision(intent, outcome, reason, action, evidence, intent_id=intent_id)
+        try:
+            await self.journal.note(decision)
+        except JournalError:
+            logger.warning(
+                "could not record denial of intent %s", decision.intent_id, exc_info=True
+            )
+        logger.warning("session %s: %s", self.session_id, decision.reason.explanation)
+        raise (BindingMismatch if binding else ContinuationDenied)(decision) from cause
+
+    async def count(self) -> int:
+        """The journal's count of this session's writes."""
+        return await self.call(self.journal.writes, self.session_id, self.backend)

@@ -1,0 +1,50 @@
+"""The policy: what to do with a verdict, given the configuration. Pure, no I/O.
+
+Both rules end here, the fingerprint rule (``classify``) and the revision rule (``revision``):
+a verdict's outcome and the user's choices (``on_unchanged``, ``on_extended``) give one step.
+"""
+
+from __future__ import annotations
+
+import enum
+
+from .records import Outcome
+
+__all__ = ["Step", "refused_append_step", "settlement_step"]
+
+
+class Step(enum.Enum):
+    """What the session does next about one write."""
+
+    SETTLE = "settle"
+    """The batch is there: close the intent, write nothing."""
+    REPLAY = "replay"
+    """The batch is missing and nothing else moved: write it once, where it was meant to go."""
+    REPLAY_AFTER_OTHERS = "replay_after_others"
+    """The batch is missing and others wrote since (revisioned): write it after them."""
+    LEAVE_FOR_OPERATOR = "leave_for_operator"
+    """The batch is missing and the configuration leaves replaying it to an operator."""
+    REFUSE = "refuse"
+    """Nobody can vouch for the history, or the configuration refuses to go on from it."""
+
+
+def settlement_step(outcome: Outcome, *, on_unchanged: str, on_extended: str) -> Step:
+    """The step for a pending intent judged ``outcome``."""
+    if outcome is Outcome.COMMITTED:
+        return Step.SETTLE
+    if outcome is Outcome.UNCHANGED:
+        return Step.REPLAY if on_unchanged == "replay" else Step.LEAVE_FOR_OPERATOR
+    if outcome is Outcome.EXTENDED and on_extended == "append":
+        return Step.REPLAY_AFTER_OTHERS
+    return Step.REFUSE
+
+
+def refused_append_step(outcome: Outcome, *, on_extended: str) -> Step:
+    """The step after a revisioned store refused an append's compare-and-swap, judged
+    ``outcome``: it landed after all (a driver retried it), it may go after the others
+    (build it again on the new head), or the append is refused."""
+    if outcome is Outcome.COMMITTED:
+        return Step.SETTLE
+    if outcome is Outcome.EXTENDED and on_extended == "append":
+        return Step.REPLAY_AFTER_OTHERS
+    return Step.REFUSE

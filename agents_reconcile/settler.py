@@ -1,0 +1,356 @@
+"""The settler: every pending intent of a session goes claim -> judge -> policy -> settle,
+replay or refuse, oldest first, before the session is used again.
+
+An intent is claimed in the journal (a compare-and-set) so two workers never both replay it, and
+never while a live owner may still be writing it: that is waited for, within a bound. A replay
+whose caller is cancelled goes on in the background, keeping its claim, so nobody else replays
+it meanwhile.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import MutableMapping
+from functools import partial
+from typing import TYPE_CHECKING, Any, Final
+
+from . import runstate
+from .classify import Verdict
+from .config import ReconcileConfig
+from .crashpoints import CrashPoint, reached
+from .errors import IntentConflict, JournalError, RevisionConflict
+from .held import HeldIntents, KnownHead
+from .inflight import InFlight, despite_cancellation
+from .inner import InnerSession, without_reconciling
+from .journal import IntentState, JournalEntry
+from .journal_client import JournalClient
+from .judges import judge_revision, judge_tail
+from .locking import SessionLock
+from .ownership import current_owner, holds
+from .policy import Step, settlement_step
+from .records import Action, Decision, Outcome, PendingWrite, Reason
+from .revision import RevisionedStore, extended_write_id
+from .tail import TailMemory
+
+if TYPE_CHECKING:
+    from agents.run_context import RunContextWrapper
+
+__all__ = ["Settler"]
+
+logger = logging.getLogger("agents_reconcile")
+
+_POLL_SECONDS: Final = 0.02
+# A replay that keeps meeting other writers' compare-and-swaps is judged again, this often.
+_REPLAY_ATTEMPTS: Final = 3
+_ACTIVE: Final = (IntentState.IN_FLIGHT, IntentState.RECONCILING)
+_ACTIONS: Final = {Step.SETTLE: Action.SETTLED, Step.REPLAY: Action.REPLAYED}
+
+
+class _AlreadySettled(Exception):
+    """Someone else settled the intent while this process waited for it."""
+
+
+class Settler:
+    """Settles one session's pending intents (from its journal, this wrapper, and the run)."""
+
+    def __init__(
+        self,
+        *,
+        client: JournalClient,
+        config: ReconcileConfig,
+        inner: InnerSession,
+        store: RevisionedStore | None,
+        held: HeldIntents,
+        tail: TailMemory,
+        head: KnownHead,
+        lock: SessionLock,
+        in_flight: InFlight,
+        carried: runstate.CarriedState,
+    ) -> None:
+        self._client = client
+        self._config = config
+        self._inner = inner
+        self._store = store
+        self._held = held
+        self._tail = tail
+        self._head = head
+        self._lock = lock
+        self._in_flight = in_flight
+        self._carried = carried
+
+    async def settle_pending(
+        self,
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None = None,
+        *,
+        locked: bool = False,
+    ) -> list[Decision]:
+        """Settle every pending intent of this session, oldest first; deny on the first that
+        cannot be vouched for. ``locked``: the caller holds the session's lock already."""
+        client = self._client
+        await self._retry_discards()
+        await self._carried.adopt(context)
+        entries = await client.call(client.journal.pending, client.session_id, client.backend)
+        if not entries and not self._held.unjournaled:
+            return []
+        if not locked:
+            async with self._lock.held():
+                return await self.settle_pending(context, wrapper, locked=True)
+        decisions: list[Decision] = []
+        for entry in entries:
+            try:
+                decisions.append(await self._settle_entry(entry, context, wrapper))
+            except _AlreadySettled:
+                continue
+        for intent in list(self._held.unjournaled.values()):
+            decision = await self._settle_unjournaled(intent, context, wrapper)
+            if decision is not None:
+                decisions.append(decision)
+        return decisions
+
+    async def _retry_discards(self) -> None:
+        for intent_id in list(self._held.undiscarded):
+            try:
+                await self._client.journal.discard(intent_id)
+            except JournalError:
+                return
+            self._held.undiscarded.discard(intent_id)
+
+    async def _settle_unjournaled(
+        self,
+        intent: PendingWrite,
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
+    ) -> Decision | None:
+        """Settle an intent only this object remembers (the journal failed when it failed)."""
+        client = self._client
+        journal = client.journal
+        if await client.call(journal.is_settled, intent.intent_id):
+            del self._held.unjournaled[intent.intent_id]
+            return None
+        try:
+            await client.call(
+                journal.record, intent, state=IntentState.FAILED, owner=current_owner()
+            )
+        except IntentConflict as exc:
+            if await client.call(journal.is_settled, intent.intent_id):
+                del self._held.unjournaled[intent.intent_id]
+                return None
+            await client.deny(
+                intent,
+                Outcome.AMBIGUOUS,
+                Reason.COPIES_DISAGREE,
+                {"error": str(exc)},
+                binding=True,
+                cause=exc,
+            )
+        del self._held.unjournaled[intent.intent_id]
+        entry = await client.call(journal.get, intent.intent_id)
+        if entry is None:
+            return None
+        try:
+            return await self._settle_entry(entry, context, wrapper)
+        except _AlreadySettled:
+            return None
+
+    async def _settle_entry(
+        self,
+        entry: JournalEntry,
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
+    ) -> Decision:
+        intent = entry.intent
+        await self._claim(entry)
+        in_flight = self._in_flight
+        in_flight.busy.add(intent.intent_id)
+        try:
+            return await self._decide(intent, context, wrapper)
+        except BaseException:
+            if intent.intent_id in in_flight.replaying:
+                # A cancelled replay goes on in the background and keeps the claim; it
+                # releases both when it ends (see _replay).
+                raise
+            await despite_cancellation(self._release(intent))
+            raise
+        finally:
+            if intent.intent_id not in in_flight.replaying:
+                in_flight.busy.discard(intent.intent_id)
+
+    def _held_elsewhere(self, entry: JournalEntry) -> bool:
+        """Whether a live owner (another task of this process, or another live process)
+        holds the intent, so it is not ours to settle yet."""
+        return holds(
+            entry.owner,
+            active=entry.state in _ACTIVE,
+            in_flight_here=self._in_flight.holds(entry.intent.intent_id),
+            age_seconds=time.time() - entry.updated_at,
+            lease_seconds=self._config.lease_seconds,
+            me=current_owner(),
+        )
+
+    async def _claim(self, entry: JournalEntry) -> None:
+        """Take ownership of an intent, waiting (bounded) for a live owner to finish."""
+        client = self._client
+        deadline = time.monotonic() + self._config.in_flight_wait
+        me = current_owner()
+        while True:
+            if self._held_elsewhere(entry):
+                if time.monotonic() >= deadline:
+                    await client.deny(
+                        entry.intent,
+                        Outcome.AMBIGUOUS,
+                        Reason.IN_FLIGHT_ELSEWHERE,
+                        {"state": entry.state.value, "owner": str(entry.owner)},
+                    )
+                await asyncio.sleep(_POLL_SECONDS)
+            elif await client.call(
+                client.journal.transition,
+                entry.intent.intent_id,
+                state=IntentState.RECONCILING,
+                owner=me,
+                expect_state=entry.state,
+                expect_owner=entry.owner,
+            ):
+                return
+            current = await client.call(client.journal.get, entry.intent.intent_id)
+            if current is None:
+                raise _AlreadySettled(entry.intent.intent_id)
+            entry = current
+
+    async def _release(self, intent: PendingWrite) -> None:
+        me = current_owner()
+        try:
+            await self._client.journal.transition(
+                intent.intent_id,
+                state=IntentState.FAILED,
+                owner=me,
+                expect_state=IntentState.RECONCILING,
+                expect_owner=me,
+            )
+        except JournalError:
+            logger.warning("could not release intent %s", intent.intent_id, exc_info=True)
+
+    async def _judge(self, intent: PendingWrite, wrapper: Any) -> Verdict:
+        if intent.expected_revision is None:
+            return await judge_tail(self._inner, intent, wrapper)
+        if self._store is None:
+            await self._client.deny(
+                intent,
+                Outcome.AMBIGUOUS,
+                Reason.BACKEND_MISMATCH,
+                {"problem": "a revisioned intent, and the session is not revisioned"},
+                binding=True,
+            )
+        return await judge_revision(self._store, intent)
+
+    async def _decide(
+        self,
+        intent: PendingWrite,
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
+    ) -> Decision:
+        """Judge, then act as the policy says; a replay that meets another writer's
+        compare-and-swap (revisioned stores) is judged again, a bounded number of times."""
+        client, config = self._client, self._config
+        for _ in range(_REPLAY_ATTEMPTS):
+            verdict = await self._judge(intent, wrapper)
+            reached(CrashPoint.DURING_RECONCILE_READ)
+            outcome, evidence = verdict.outcome, verdict.evidence
+            step = settlement_step(
+                outcome, on_unchanged=config.on_unchanged, on_extended=config.on_extended
+            )
+            if step is Step.SETTLE:
+                reached(CrashPoint.BEFORE_SETTLE)
+            elif step is Step.LEAVE_FOR_OPERATOR:
+                await client.deny(
+                    intent, outcome, Reason.OPERATOR_REQUIRED, evidence, Action.LEFT_PENDING
+                )
+            elif step is Step.REFUSE:
+                await client.deny(intent, outcome, verdict.reason, evidence)
+            else:
+                reached(CrashPoint.BEFORE_REPLAY)
+                try:
+                    await self._replay(intent, wrapper, step, evidence)
+                except RevisionConflict:
+                    continue  # someone wrote meanwhile: judge again
+                reached(CrashPoint.AFTER_REPLAY)
+            action = _ACTIONS.get(step, Action.REPLAYED)
+            decision = client.decision(intent, outcome, verdict.reason, action, evidence)
+            await client.call(client.journal.settle, decision, owner=current_owner())
+            await self._after_settlement(intent, context, action)
+            if action is Action.REPLAYED:
+                logger.info(
+                    "session %s: replayed missing batch of intent %s",
+                    client.session_id,
+                    intent.intent_id,
+                )
+            return decision
+        await client.deny(
+            intent,
+            Outcome.AMBIGUOUS,
+            Reason.SESSION_BUSY,
+            {"expected_revision": intent.expected_revision, "problem": "head kept moving"},
+            Action.LEFT_PENDING,
+        )
+
+    async def _replay(
+        self, intent: PendingWrite, wrapper: Any, step: Step, evidence: dict[str, Any]
+    ) -> None:
+        """Append the missing batch once. A cancelled caller gets its cancellation at once;
+        the append goes on in the background, still owning the intent, so nobody replays it
+        meanwhile, and releases it when it ends (the next reconciliation then settles it)."""
+        # Whatever happens next, the store may change: no memory of its tail survives this.
+        self._tail.forget_view()
+        batch = self._held.replay_batch(intent)
+        store = self._store if intent.expected_revision is not None else None
+        with without_reconciling():
+            task: asyncio.Future[Any]
+            if store is None:
+                task = asyncio.ensure_future(self._inner.append(batch, wrapper))
+            else:
+                # After others' writes it lands elsewhere than the write expected: an id of
+                # its own (see revision.extended_write_id).
+                write_id = intent.intent_id
+                if step is Step.REPLAY_AFTER_OTHERS:
+                    write_id = extended_write_id(write_id)
+                task = asyncio.ensure_future(
+                    store.append_if(
+                        batch,
+                        expected=int(evidence["head"]),
+                        write_id=write_id,
+                        writer=str(current_owner()),
+                    )
+                )
+        try:
+            head = await asyncio.shield(task)
+        except asyncio.CancelledError:
+            if not task.done():
+                self._in_flight.replaying.add(intent.intent_id)
+                self._in_flight.keep(task)
+                task.add_done_callback(partial(self._replay_ended, intent))
+            raise
+        if store is not None:
+            self._head.head = head
+
+    def _replay_ended(self, intent: PendingWrite, task: asyncio.Future[Any]) -> None:
+        in_flight = self._in_flight
+        in_flight.replaying.discard(intent.intent_id)
+        in_flight.busy.discard(intent.intent_id)
+        if not task.cancelled():
+            task.exception()  # retrieved: the outcome is settled by the next reconciliation
+        in_flight.keep(asyncio.ensure_future(self._release(intent)))
+
+    async def _after_settlement(
+        self, intent: PendingWrite, context: MutableMapping[str, Any] | None, action: Action
+    ) -> None:
+        if context is not None:
+            runstate.drop(context, intent.intent_id)
+        self._held.settled(intent.intent_id)
+        # A settlement is a counted write; the next append re-reads the tail in any case.
+        self._tail.settle(intent.batch_digests, intent.before_digests)
+        if intent.expected_revision is not None and self._store is not None:
+            known = self._head
+            head = await self._store.head() if action is Action.SETTLED else known.head
+            known.settled_at = (intent.batch_digests, head) if head is not None else None

@@ -1,0 +1,392 @@
+"""Writers: an append goes settle what is pending -> open its intent -> inner append ->
+acknowledge. Chosen once per session: ``FingerprintWriter`` for stores judged by content,
+``RevisionWriter`` (``revision_writer``) for revisioned stores, which append by compare-and-swap.
+
+What both share lives in ``Writer``: building and opening the intent write-ahead (the journal
+records it only while the session's write count is the one the intent was built on), the inner
+append and what a failure leaves behind (the intent marked failed in the journal and copied into
+the run's context), clearing it once acknowledged, and the bounded wait between attempts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import random
+import time
+import uuid
+from collections.abc import Awaitable, Callable, MutableMapping
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
+
+from . import runstate
+from .config import ReconcileConfig
+from .crashpoints import CrashPoint, reached
+from .errors import FingerprintError, JournalError, RevisionConflict
+from .fingerprint import digest_items
+from .held import HeldIntents
+from .inflight import InFlight, despite_cancellation
+from .inner import InnerSession
+from .journal import IntentState, Opened
+from .journal_client import SESSION_WIDE, JournalClient
+from .locking import SessionLock
+from .ownership import current_owner
+from .records import Outcome, PendingWrite, Reason
+from .settler import Settler
+from .tail import TailMemory, TailView
+
+if TYPE_CHECKING:
+    from agents.run_context import RunContextWrapper
+
+__all__ = ["FingerprintWriter", "Progress", "Writer"]
+
+logger = logging.getLogger("agents_reconcile")
+
+Context = MutableMapping[str, Any] | None
+_T = TypeVar("_T")
+
+
+class Progress:
+    """Where one append stands: how often it had to build its intent again (against its wait
+    bound), and whether its batch went to the store (after that, its failure is uncertain)."""
+
+    def __init__(self, bound: float) -> None:
+        self.bound = bound
+        self.attempts = 0
+        self.started = False
+        self._deadline = time.monotonic() + bound
+
+    @property
+    def spent(self) -> bool:
+        return time.monotonic() >= self._deadline
+
+    def pause(self) -> float:
+        # Each refused attempt means another writer got through: a short, growing, random
+        # pause lets it finish instead of meeting it again at once.
+        return random.uniform(0.0, min(0.05, 0.001 * 2 ** min(self.attempts, 6)))
+
+
+class Writer:
+    """What every writer does around its own way of appending."""
+
+    def __init__(
+        self,
+        *,
+        client: JournalClient,
+        config: ReconcileConfig,
+        inner: InnerSession,
+        held: HeldIntents,
+        tail: TailMemory,
+        lock: SessionLock,
+        in_flight: InFlight,
+        carried: runstate.CarriedState,
+        settler: Settler,
+        ignore_ids: bool,
+    ) -> None:
+        self._client = client
+        self._config = config
+        self._inner = inner
+        self._held = held
+        self._tail = tail
+        self._lock = lock
+        self._in_flight = in_flight
+        self._carried = carried
+        self._settler = settler
+        self._ignore_ids = ignore_ids
+        self.write_ahead = config.durability == "write_ahead"
+        # A write-ahead wrapper may build intents on its memory of the tail, which the journal
+        # vouches for; others (and verify_tail) read the tail before every append.
+        self.trusts_memory = self.write_ahead and not config.verify_tail
+
+    async def append(
+        self,
+        items: list[Any],
+        batch: tuple[Any, ...],
+        digests: tuple[str, ...],
+        context: Context,
+        wrapper: RunContextWrapper[Any] | None,
+        progress: Progress,
+    ) -> None:
+        raise NotImplementedError
+
+    def has_local_work(self, context: Context) -> bool:
+        return self._held.any() or runstate.has_pending(context)
+
+    async def settle_first(self, context: Context, wrapper: Any) -> None:
+        """Settle what this wrapper or the run still holds (the lock is held)."""
+        if self.write_ahead and self.has_local_work(context):
+            await self._settler.settle_pending(context, wrapper, locked=True)
+
+    def new_intent(
+        self, batch: tuple[Any, ...], digests: tuple[str, ...], view: TailView
+    ) -> PendingWrite:
+        needed = len(batch) + 1
+        before = tuple(view.digests[-needed:])
+        whole = view.whole and len(view.digests) <= needed
+        return PendingWrite(
+            intent_id=uuid.uuid4().hex,
+            session_id=self._client.session_id,
+            backend=self._client.backend,
+            batch=batch,
+            batch_digests=digests,
+            before_digests=before,
+            before_is_whole=whole,
+            created_at=time.time(),
+            persisted_count=len(before) if whole else None,
+            ignore_ids=self._ignore_ids,
+        )
+
+    async def open_intent(
+        self,
+        intent: PendingWrite,
+        context: Context,
+        wrapper: RunContextWrapper[Any] | None,
+        *,
+        accounted: int | None,
+        expect_count: int | None,
+    ) -> Opened | None:
+        """Record ``intent`` write-ahead. None: it was not recorded (another intent was pending
+        and is settled now, or the session was written after the tail it was built on): build
+        it again. A run whose state is older than the session is refused."""
+        client = self._client
+        busy = self._in_flight.busy
+        try:
+            # The journal answers a retry of this very call (a lost reply) with the intent
+            # it already recorded, so a retried opening never meets itself as "pending".
+            opened = await client.call(
+                client.journal.open_intent,
+                intent,
+                state=IntentState.IN_FLIGHT,
+                owner=current_owner(),
+                expect_writes=expect_count,
+            )
+            if not opened.recorded:
+                busy.discard(intent.intent_id)
+                if opened.blocking:
+                    await self._settler.settle_pending(context, wrapper, locked=True)
+                    return None
+                if accounted is not None and opened.writes > accounted:
+                    # Counts only grow: however often it is built again, it stays stale.
+                    await self._refuse_stale(intent, accounted, opened.writes)
+                # Another writer wrote after the tail this intent was built on; nothing was
+                # recorded or counted, so retrying cannot hold anyone else back.
+                self._tail.forget()
+                return None
+            if accounted is not None and opened.writes > accounted:
+                await client.call(client.journal.discard, intent.intent_id)
+                busy.discard(intent.intent_id)
+                await self._refuse_stale(intent, accounted, opened.writes)
+            self._carried.mark(context, opened.writes + 1)
+        except BaseException:
+            busy.discard(intent.intent_id)
+            raise
+        return opened
+
+    async def _refuse_stale(self, intent: PendingWrite, accounted: int, counted: int) -> NoReturn:
+        await self._client.deny(
+            intent,
+            Outcome.AMBIGUOUS,
+            Reason.STALE_STATE,
+            {"state_accounts_for": accounted, "journal_counted": counted},
+        )
+
+    async def back_off(self, progress: Progress) -> None:
+        """Wait a little before building an intent again (jittered, so that writers in other
+        processes do not retry in step), or deny once the wait bound is spent."""
+        progress.attempts += 1
+        if progress.spent:
+            await self._client.deny(
+                None,
+                Outcome.AMBIGUOUS,
+                Reason.SESSION_BUSY,
+                {"attempts": progress.attempts, "waited_seconds": progress.bound},
+                intent_id=SESSION_WIDE,
+            )
+        await asyncio.sleep(progress.pause())
+
+    async def write(
+        self,
+        intent: PendingWrite,
+        items: list[Any],
+        wrapper: Any,
+        context: Context,
+        *,
+        recorded: bool,
+        appending: Callable[[], Awaitable[Any]] | None = None,
+    ) -> Any:
+        """Run the inner append (or ``appending()`` instead), then clear the intent. A
+        failure leaves the intent failed in the journal (or held here) and in the run's
+        context, and re-raises the backend's own exception with a note naming it."""
+        result: Any = None
+        try:
+            reached(CrashPoint.AFTER_INTENT_RECORDED)
+            if appending is None:
+                await self._inner.append(items, wrapper)
+            else:
+                result = await appending()
+        except RevisionConflict:
+            # Proven not written: the caller takes the intent back and decides.
+            raise
+        except BaseException as exc:
+            state = (
+                IntentState.CANCELLED
+                if isinstance(exc, asyncio.CancelledError)
+                else IntentState.FAILED
+            )
+            self._tail.forget()
+            self._held.keep_in_hand(intent, items)
+            note = await despite_cancellation(
+                self.remember_failure(intent, state, context, recorded=recorded)
+            )
+            exc.add_note(note)
+            raise
+        finally:
+            self._in_flight.busy.discard(intent.intent_id)
+        reached(CrashPoint.BEFORE_INTENT_CLEARED)
+        if recorded:
+            try:
+                await self._client.journal.discard(intent.intent_id)
+            except JournalError:
+                # The append is acknowledged; retried before this wrapper's next operation.
+                self._held.undiscarded.add(intent.intent_id)
+                logger.warning(
+                    "session %s: acknowledged intent %s could not be cleared from the journal",
+                    self._client.session_id,
+                    intent.intent_id,
+                    exc_info=True,
+                )
+        return result
+
+    async def remember_failure(
+        self, intent: PendingWrite, state: IntentState, context: Context, *, recorded: bool
+    ) -> str:
+        if context is not None:
+            runstate.put(context, intent)
+        places = ["the RunState context"] if context is not None else []
+        me = current_owner()
+        journal = self._client.journal
+        try:
+            if recorded:
+                moved = await journal.transition(
+                    intent.intent_id,
+                    state=state,
+                    owner=me,
+                    expect_state=IntentState.IN_FLIGHT,
+                    expect_owner=me,
+                )
+                places.insert(0, "the journal" if moved else "the journal (claimed by another)")
+            else:
+                await journal.record(intent, state=state, owner=me)
+                places.insert(0, "the journal")
+        except JournalError as journal_error:
+            # Kept in memory too: detach it from the caller's (mutable) items first.
+            self._held.unjournaled[intent.intent_id] = PendingWrite.decode(intent.encode())
+            places.append(f"this session object (the journal failed: {journal_error})")
+        return (
+            f"agents-reconcile: the outcome of this append is unknown; intent "
+            f"{intent.intent_id} for session {self._client.session_id!r} is pending in "
+            f"{' and '.join(places)} and will be reconciled before the session is used again"
+        )
+
+    async def counted(self) -> int | None:
+        """The journal's count of the session's writes, when the tail memory is kept at all."""
+        return await self._client.count() if self.trusts_memory else None
+
+    async def count_removal(self, context: Context) -> None:
+        """A pop or a clear: count it, so that every wrapper's memory of the tail expires."""
+        self._tail.forget()
+        client = self._client
+        count = await client.call(client.journal.count_write, client.session_id, client.backend)
+        self._carried.mark(context, count)
+
+    async def remove(
+        self, context: Context, run: Callable[[], Awaitable[_T]], *, wrote: Callable[[_T], bool]
+    ) -> _T:
+        """A pop or a clear through this wrapper (``run``; ``wrote(result)``: whether it
+        removed anything), counted first (the lock is held)."""
+        await self.count_removal(context)
+        return await run()
+
+    async def refresh_head(self) -> None:
+        """A fresh run read the history (revisioned stores: the head to build on)."""
+
+
+class FingerprintWriter(Writer):
+    """Appends to a store judged by content: each intent records the digests of the items
+    before its batch, from memory while the journal's count vouches for it, else read."""
+
+    async def append(
+        self,
+        items: list[Any],
+        batch: tuple[Any, ...],
+        digests: tuple[str, ...],
+        context: Context,
+        wrapper: RunContextWrapper[Any] | None,
+        progress: Progress,
+    ) -> None:
+        # Under write_ahead the journal checks for pending intents in the same transaction
+        # that records the new one, so settling first would only repeat that query.
+        async with self._lock.held():
+            if not self.write_ahead:
+                await self._settler.settle_pending(context, wrapper, locked=True)
+            opened: Opened | None = None
+            # What this run has seen of the session (a RunState carries it): checked against
+            # the journal's count once the intent is open, so a stale state never writes.
+            accounted = await self._carried.accounted(context) if self.write_ahead else None
+            while True:
+                await self.settle_first(context, wrapper)
+                view = await self.tail_view(len(items) + 1, wrapper)
+                if self._config.merge_retried_input and self._tail.is_retried_batch(
+                    digests, view.digests
+                ):
+                    logger.info(
+                        "session %s: batch equal to the one just settled was not appended again",
+                        self._client.session_id,
+                    )
+                    self._tail.drop_settled()
+                    if context is not None and self.write_ahead:
+                        # The store ends exactly as this run's own write left it: in step again.
+                        self._carried.mark(context, await self._client.count())
+                    return
+                intent = self.new_intent(batch, digests, view)
+                reached(CrashPoint.BEFORE_INTENT_RECORDED)
+                # In flight from the moment it can be seen in the journal: another wrapper in
+                # this process must never take it for a failed write.
+                self._in_flight.busy.add(intent.intent_id)
+                if not self.write_ahead:
+                    break
+                opened = await self.open_intent(
+                    intent,
+                    context,
+                    wrapper,
+                    accounted=accounted,
+                    expect_count=view.count if self.trusts_memory else None,
+                )
+                if opened is not None:
+                    break
+                await self.back_off(progress)
+            self._tail.drop_settled()
+            progress.started = True
+            await self.write(intent, items, wrapper, context, recorded=self.write_ahead)
+            if opened is not None:
+                self._tail.extend(intent.batch_digests, count=opened.writes + 1)
+
+    async def tail_view(self, needed: int, wrapper: Any) -> TailView:
+        """Digests of at least ``needed`` newest items (more after a settlement, to recognise a
+        retried batch): from memory while the journal's write count vouches for it, else read."""
+        wanted = self._tail.wanted(needed)
+        known = self._tail.trusted(wanted)
+        if known is not None:
+            return known
+        count = await self.counted()
+        items = await self._inner.read(wanted, wrapper)
+        try:
+            digests = digest_items(items[-wanted:], ignore_ids=self._ignore_ids)
+        except FingerprintError as exc:
+            raise FingerprintError(
+                f"an item already stored in session {self._client.session_id!r} cannot be "
+                f"fingerprinted: {exc}",
+                index=exc.index,
+            ) from exc
+        view = TailView(digests, whole=len(items) < wanted, count=count)
+        self._tail.remember(view)
+        return view
