@@ -29,7 +29,7 @@ from . import __version__
 from .config import ReconcileConfig
 from .errors import ConfigurationError, JournalError, RecordError, SchemaMismatch
 from .journal import SQLiteJournal
-from .selftest.scenario import Path_ as RunPath
+from .selftest.scenario import RecoveryPath
 from .selftest.stores import STORES
 
 __all__ = ["main"]
@@ -241,7 +241,7 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PATH",
-        help="only this recovery path (repeatable): " + ", ".join(p.value for p in RunPath),
+        help="only this recovery path (repeatable): " + ", ".join(p.value for p in RecoveryPath),
     )
     selftest.add_argument(
         "--no-foreign",

@@ -4,9 +4,9 @@ The session calls ``reached(point)`` at each point. Unarmed (the normal case) th
 global lookup and a comparison with ``None``. Armed, the N-th time the point is reached the
 process is killed with SIGKILL (or a given callable runs, for in-process tests).
 
-Arm in code with ``arm(CrashPoint.AFTER_INTENT_RECORDED)``, or for a child process through the
-environment: ``AGENTS_RECONCILE_CRASH_AT=after_intent_recorded`` (``:N`` for the N-th time),
-read when this module is first imported.
+Points are armed only in code, with ``arm(CrashPoint.AFTER_INTENT_RECORDED)``: by tests, and by
+the self-test in the child processes it starts for the purpose. Nothing in the environment can
+arm one, so no setting can make a production process kill itself.
 """
 
 from __future__ import annotations
@@ -16,11 +16,8 @@ import os
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Final
 
-__all__ = ["ENV_CRASH_AT", "CrashPoint", "arm", "armed", "disarm", "reached"]
-
-ENV_CRASH_AT: Final = "AGENTS_RECONCILE_CRASH_AT"
+__all__ = ["CrashPoint", "arm", "armed", "disarm", "reached"]
 
 
 class CrashPoint(enum.Enum):
@@ -98,20 +95,3 @@ def disarm() -> None:
 def armed() -> CrashPoint | None:
     """The armed point, if any."""
     return None if _armed is None else _armed.point
-
-
-def _arm_from_environment() -> None:
-    spec = os.environ.get(ENV_CRASH_AT, "").strip()
-    if not spec:
-        return
-    name, _, count = spec.partition(":")
-    try:
-        arm(CrashPoint(name), at=int(count) if count else 1)
-    except ValueError as exc:
-        names = ", ".join(point.value for point in CrashPoint)
-        raise ValueError(
-            f"{ENV_CRASH_AT}={spec!r} is not 'point[:n]' with a point in: {names}"
-        ) from exc
-
-
-_arm_from_environment()

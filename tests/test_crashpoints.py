@@ -93,21 +93,20 @@ async def test_reconcile_points_are_reached(
     assert await again.inner.get_items() == [USER]
 
 
-def test_environment_arms_a_child_process(tmp_path: Path) -> None:
-    """AGENTS_RECONCILE_CRASH_AT kills a child with SIGKILL at the named point, leaving a
+def test_a_child_arms_itself_explicitly(tmp_path: Path) -> None:
+    """A child process that arms a point in code is killed with SIGKILL there, leaving a
     durable intent that a new process settles."""
     script = (
         "import asyncio, sys\n"
         "from agents import SQLiteSession\n"
-        "from agents_reconcile import ReconcileConfig, ReconcilingSession\n"
+        "from agents_reconcile import ReconcileConfig, ReconcilingSession, crashpoints\n"
+        "crashpoints.arm(crashpoints.CrashPoint.BEFORE_INTENT_CLEARED)\n"
         "s = ReconcilingSession(SQLiteSession('s1', sys.argv[1]),"
         " config=ReconcileConfig(journal=sys.argv[2]))\n"
         "asyncio.run(s.add_items([{'role': 'user', 'content': 'hi'}]))\n"
     )
-    env = {**os.environ, crashpoints.ENV_CRASH_AT: "before_intent_cleared"}
     child = subprocess.run(
         [sys.executable, "-c", script, str(tmp_path / "chat.db"), str(tmp_path / "j.db")],
-        env=env,
         capture_output=True,
         timeout=60,
     )
@@ -121,14 +120,34 @@ def test_environment_arms_a_child_process(tmp_path: Path) -> None:
     assert decision.outcome.value == "committed"
 
 
-def test_a_bad_environment_value_names_the_points() -> None:
-    """A misspelt crash point in the environment fails at import with the valid names."""
-    env = {**os.environ, crashpoints.ENV_CRASH_AT: "nowhere"}
+def test_no_environment_variable_arms_a_crash_point(tmp_path: Path) -> None:
+    """The variable earlier releases read at import no longer arms anything: a process with it
+    set appends normally and leaves nothing pending."""
+    script = (
+        "import asyncio, sys\n"
+        "from agents import SQLiteSession\n"
+        "from agents_reconcile import ReconcileConfig, ReconcilingSession, crashpoints\n"
+        "assert crashpoints.armed() is None\n"
+        "s = ReconcilingSession(SQLiteSession('s1', sys.argv[1]),"
+        " config=ReconcileConfig(journal=sys.argv[2]))\n"
+        "asyncio.run(s.add_items([{'role': 'user', 'content': 'hi'}]))\n"
+    )
+    env = {**os.environ, "AGENTS_RECONCILE_CRASH_AT": "before_intent_cleared"}
     child = subprocess.run(
-        [sys.executable, "-c", "import agents_reconcile"],
+        [sys.executable, "-c", script, str(tmp_path / "chat.db"), str(tmp_path / "j.db")],
         env=env,
         capture_output=True,
         text=True,
         timeout=60,
     )
-    assert child.returncode != 0 and "before_intent_recorded" in child.stderr
+    assert child.returncode == 0, child.stderr
+    session = ReconcilingSession(
+        SQLiteSession("s1", tmp_path / "chat.db"),
+        config=ReconcileConfig(journal=tmp_path / "j.db"),
+    )
+    assert asyncio.run(session.pending()) == []
+
+
+def test_arming_refuses_a_count_below_one() -> None:
+    with pytest.raises(ValueError, match="at least 1"):
+        crashpoints.arm(crashpoints.CrashPoint.BEFORE_REPLAY, at=0)

@@ -9,13 +9,13 @@ from a history nobody could vouch for.
 from __future__ import annotations
 
 from .matrix import Cell, Verdict, boundaries, cells, run_cell, run_cells
-from .scenario import Path_ as RunPath
+from .scenario import RecoveryPath
 from .stores import STORES, Store
 
 __all__ = [
     "STORES",
     "Cell",
-    "RunPath",
+    "RecoveryPath",
     "Store",
     "Verdict",
     "boundaries",

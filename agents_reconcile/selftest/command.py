@@ -16,7 +16,7 @@ from typing import TextIO
 
 from .matrix import cells, run_cells, stop_servers
 from .report import outcome_table, totals, totals_table
-from .scenario import Path_
+from .scenario import RecoveryPath
 from .stores import POSTGRES_ENV, REDIS_ENV, STORES, store_named
 
 __all__ = ["machine", "run_selftest"]
@@ -51,7 +51,7 @@ def run_selftest(
     chosen = [store_named(name) for name in stores] if stores else list(STORES)
     missing = [store.name for store in chosen if not store.available()]
     chosen = [store for store in chosen if store.available()]
-    run_paths = [Path_(name) for name in paths] if paths else list(Path_)
+    run_paths = [RecoveryPath(name) for name in paths] if paths else list(RecoveryPath)
     if missing:
         print(f"Skipped (no driver, or no server given): {', '.join(missing)}", file=out)
     workdir = keep or Path(tempfile.mkdtemp(prefix="agents-reconcile-selftest-"))

@@ -35,7 +35,7 @@ import orjson
 
 from ..crashpoints import CrashPoint
 from ..testing import Fault
-from .scenario import SESSION_ID, Job, Path_, Phase, item_name
+from .scenario import SESSION_ID, Job, Phase, RecoveryPath, item_name
 from .stores import close_store, store_named
 
 __all__ = [
@@ -71,7 +71,7 @@ PROCESS_TIMEOUT: Final = 120.0
 @dataclass(frozen=True)
 class Cell:
     store: str
-    path: Path_
+    path: RecoveryPath
     point: CrashPoint
     boundary: str
     """Which append the crash (or the fault before it) hits: ``input``, ``tool_turn``, ..."""
@@ -152,7 +152,7 @@ def _boundary_name(names: Sequence[str]) -> str:
     return "+".join(kinds) or "empty"
 
 
-def boundaries(store: str, path: Path_, *, workdir: Path) -> list[str]:
+def boundaries(store: str, path: RecoveryPath, *, workdir: Path) -> list[str]:
     """Run the conversation once without a crash; name each append made after arming."""
     directory = Path(tempfile.mkdtemp(prefix=f"probe-{store}-{path.value}-", dir=workdir))
     job = Job(directory=str(directory), store=store, path=path, phase=Phase.PROBE)
@@ -172,7 +172,7 @@ def boundaries(store: str, path: Path_, *, workdir: Path) -> list[str]:
 
 def cells(
     stores: Iterable[str],
-    paths: Iterable[Path_],
+    paths: Iterable[RecoveryPath],
     *,
     workdir: Path,
     foreign: Iterable[bool] = (False, True),

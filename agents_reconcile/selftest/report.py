@@ -9,7 +9,7 @@ from typing import Final
 
 from ..crashpoints import CrashPoint
 from .matrix import Verdict
-from .scenario import Path_
+from .scenario import RecoveryPath
 
 __all__ = ["Totals", "outcome_table", "totals", "totals_table"]
 
@@ -111,11 +111,11 @@ def _describe(group: Sequence[Verdict]) -> str:
 def outcome_table(verdicts: Sequence[Verdict], *, foreign: bool) -> str:
     """Rows: crash point @ the append it stopped; columns: how the recovery went on; cells:
     the recovery's outcome over the stores (with how many stores, when several)."""
-    groups: dict[tuple[CrashPoint, str], dict[Path_, list[Verdict]]] = defaultdict(
+    groups: dict[tuple[CrashPoint, str], dict[RecoveryPath, list[Verdict]]] = defaultdict(
         lambda: defaultdict(list)
     )
     order: dict[str, int] = {}
-    paths: list[Path_] = []
+    paths: list[RecoveryPath] = []
     for verdict in verdicts:
         cell = verdict.cell
         if cell.foreign is not foreign:
@@ -124,7 +124,7 @@ def outcome_table(verdicts: Sequence[Verdict], *, foreign: bool) -> str:
         groups[(cell.point, cell.boundary)][cell.path].append(verdict)
         if cell.path not in paths:
             paths.append(cell.path)
-    paths.sort(key=list(Path_).index)
+    paths.sort(key=list(RecoveryPath).index)
     rows = []
     for point, boundary in sorted(groups, key=lambda k: (_POINT_ORDER[k[0]], order[k[1]])):
         by_path = groups[(point, boundary)]

@@ -50,8 +50,8 @@ __all__ = [
     "FOREIGN",
     "SESSION_ID",
     "Job",
-    "Path_",
     "Phase",
+    "RecoveryPath",
     "item_name",
     "main_async",
     "run_job",
@@ -63,7 +63,7 @@ FOREIGN: Final = {"role": "user", "content": "foreign"}
 MAX_MODEL_CALLS: Final = 8
 
 
-class Path_(enum.Enum):
+class RecoveryPath(enum.Enum):
     """How the conversation goes on after the crash."""
 
     RUN = "run"
@@ -77,11 +77,11 @@ class Path_(enum.Enum):
 
     @property
     def resumes(self) -> bool:
-        return self in (Path_.RESUME_RUN, Path_.RESUME_STREAMED)
+        return self in (RecoveryPath.RESUME_RUN, RecoveryPath.RESUME_STREAMED)
 
     @property
     def streamed(self) -> bool:
-        return self in (Path_.STREAMED, Path_.RESUME_STREAMED)
+        return self in (RecoveryPath.STREAMED, RecoveryPath.RESUME_STREAMED)
 
 
 class Phase(enum.Enum):
@@ -97,7 +97,7 @@ class Job:
 
     directory: str
     store: str
-    path: Path_
+    path: RecoveryPath
     phase: Phase
     point: CrashPoint | None = None
     at: int = 1
@@ -125,7 +125,7 @@ class Job:
         return cls(
             directory=raw["directory"],
             store=raw["store"],
-            path=Path_(raw["path"]),
+            path=RecoveryPath(raw["path"]),
             phase=Phase(raw["phase"]),
             point=None if raw["point"] is None else CrashPoint(raw["point"]),
             at=int(raw["at"]),

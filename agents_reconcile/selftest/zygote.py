@@ -20,7 +20,7 @@ import traceback
 
 import orjson
 
-from .scenario import Job, Path_, Phase, main_async, run_job
+from .scenario import Job, Phase, RecoveryPath, main_async, run_job
 from .stores import STORES
 
 __all__ = ["main"]
@@ -61,7 +61,7 @@ def _warm_up() -> None:
         for store in STORES:
             if not store.available():
                 continue
-            for path in Path_:
+            for path in RecoveryPath:
                 target = os.path.join(directory, f"{store.name}-{path.value}")
                 os.mkdir(target)
                 asyncio.run(main_async(Job(target, store.name, path, Phase.PROBE)))

@@ -16,7 +16,7 @@ import pytest
 
 from agents_reconcile.crashpoints import CrashPoint
 from agents_reconcile.selftest.matrix import Cell, Verdict, cells, run_cells, stop_servers
-from agents_reconcile.selftest.scenario import Path_
+from agents_reconcile.selftest.scenario import RecoveryPath
 from agents_reconcile.selftest.stores import POSTGRES_ENV, REDIS_ENV, STORES, store_named
 
 from ..servers import POSTGRES_ENV as POSTGRES_ENV_TEST
@@ -27,7 +27,7 @@ pytestmark = pytest.mark.faults
 GROUPS = [
     pytest.param(store.name, path, id=f"{store.name}-{path.value}")
     for store in STORES
-    for path in Path_
+    for path in RecoveryPath
 ]
 LANDED = {
     # Crash points at which the pending write is in the store.
@@ -78,7 +78,7 @@ def expected(cell: Cell) -> str:
 
 
 @pytest.mark.parametrize(("store", "path"), GROUPS)
-def test_every_crash_point_recovers(store: str, path: Path_, tmp_path: Path) -> None:
+def test_every_crash_point_recovers(store: str, path: RecoveryPath, tmp_path: Path) -> None:
     if not store_named(store).available():
         pytest.skip(f"{store}: no driver, or no server (see tests/servers.py)")
     chosen = cells([store], [path], workdir=tmp_path)
