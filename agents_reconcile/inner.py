@@ -50,8 +50,8 @@ class InnerSession:
 
     def __init__(self, session: Any) -> None:
         self.session = session
-        self.writes = 0
-        """This wrapper's own writes so far: a read that one of them overtook is not kept."""
+        self.own_writes = 0
+        """Appends made through this wrapper so far: a read one of them overtook is not kept."""
         self._takes_limit = accepts(session.get_items, "limit")
         self._takes_wrapper = {
             name: accepts(getattr(session, name), "wrapper")
@@ -79,5 +79,5 @@ class InnerSession:
         return list(items)
 
     async def append(self, items: list[Any], wrapper: Any) -> None:
-        self.writes += 1
+        self.own_writes += 1
         await self.call("add_items", wrapper, items)

@@ -183,7 +183,7 @@ class ReconcilingSession:
         context = runstate.context_of(wrapper)
         if self._active and reconciling_allowed():
             await self._settler.settle_pending(context, wrapper)
-        own_writes = self._calls.writes
+        own_writes = self._calls.own_writes
         counted = await self._writer.counted() if self._active else None
         # A run that reads the history as a fresh run does has seen every write so far.
         marks = context is not None and self._marks_reads(limit)
@@ -192,7 +192,7 @@ class ReconcilingSession:
         if self._active and self._reads_whole(limit):
             await self._writer.refresh_head()
         items = await self._calls.read(limit, wrapper)
-        if counted is not None and self._calls.writes == own_writes:
+        if counted is not None and self._calls.own_writes == own_writes:
             # Only a read that no write of ours overtook may refresh the remembered tail.
             if self._writer.trusts_memory:
                 self._observe(items, limit, counted)
