@@ -26,9 +26,10 @@ from pathlib import Path
 from typing import Final, TypeVar
 
 from . import __version__
+from .backends.redaction import redacted
 from .config import ReconcileConfig
 from .errors import ConfigurationError, JournalError, RecordError, SchemaMismatch
-from .journal import SQLiteJournal
+from .journal import SQLiteJournal, journal_path
 from .selftest.scenario import RecoveryPath
 from .selftest.stores import STORES
 
@@ -40,7 +41,13 @@ EXIT_TROUBLE: Final = 2
 _T = TypeVar("_T")
 
 
-async def _read_only(path: Path, read: Callable[[SQLiteJournal], Awaitable[_T]]) -> _T:
+async def _read_only(address: str, read: Callable[[SQLiteJournal], Awaitable[_T]]) -> _T:
+    path = journal_path(address)
+    if path is None:
+        raise ConfigurationError(
+            f"{redacted(address)} is not an SQLite journal: give its file's path or an "
+            "sqlite:/// URL"
+        )
     # Inspecting a journal must never create, migrate or write it.
     journal = SQLiteJournal(path, read_only=True)
     try:
@@ -64,9 +71,7 @@ def _cmd_demo(args: argparse.Namespace) -> int:
 
 
 def _cmd_pending(args: argparse.Namespace) -> int:
-    entries = asyncio.run(
-        _read_only(Path(args.journal), lambda journal: journal.pending(args.session))
-    )
+    entries = asyncio.run(_read_only(args.journal, lambda journal: journal.pending(args.session)))
     if not entries:
         where = f" for session {args.session!r}" if args.session else ""
         print(f"No pending intents{where}.")
@@ -95,7 +100,7 @@ def _cmd_pending(args: argparse.Namespace) -> int:
 def _cmd_decisions(args: argparse.Namespace) -> int:
     decisions = asyncio.run(
         _read_only(
-            Path(args.journal),
+            args.journal,
             lambda journal: journal.decisions(session_id=args.session, limit=args.limit),
         )
     )

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Final, Literal
 
+from .backends.redaction import redacted
+from .backends.registry import backend_for
 from .errors import ConfigurationError
 from .journal import IntentJournal
 from .records import BackendIdentity
@@ -87,6 +89,16 @@ class ReconcileConfig:
             raise ConfigurationError(
                 f"journal must be an IntentJournal, a path or a URL, not {self.journal!r}"
             )
+        if isinstance(self.journal, str):
+            # A scheme no registered backend serves is refused now, not at the first append.
+            backend_for(self.journal, what="journal")
+
+    def __repr__(self) -> str:
+        # A journal URL may hold a password: shown as every address is, without it.
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        if isinstance(self.journal, str):
+            shown["journal"] = redacted(self.journal)
+        return f"ReconcileConfig({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
     @property
     def active(self) -> bool:

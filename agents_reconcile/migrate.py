@@ -1,7 +1,7 @@
 """Schema management for journals and revisioned stores: ``agents-reconcile migrate``.
 
-Every SQL journal and store keeps a schema version (the Redis ones a version key). A target
-is named by its address:
+Every journal and store keeps a schema version (SQL tables, or a Redis version key). A target
+is named by its address, and the backend registry says which backend serves it:
 
 - a journal: an SQLite path or ``sqlite:///...`` URL, ``redis://...``, ``postgresql://...``;
 - a revisioned store: the same forms (an SQLite path is the store's database file).
@@ -13,19 +13,18 @@ what is missing or newer. Addresses are shown without credentials.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
-from urllib.parse import urlsplit, urlunsplit
+from typing import Protocol
 
+from .backends.redaction import redacted
+from .backends.registry import backend_for
+from .backends.schema import Versioned
 from .errors import ConfigurationError
 
 __all__ = ["Target", "open_target", "safe_address"]
 
 
-class Migratable(Protocol):
-    async def migrate(self) -> list[str]: ...
-
-    async def check(self) -> str | None: ...
+class Migratable(Versioned, Protocol):
+    """A journal or store opened for ``migrate``: its schema methods, and ``close``."""
 
     async def close(self) -> None: ...
 
@@ -44,66 +43,21 @@ class Target:
 
 def safe_address(address: str) -> str:
     """``address`` without a password."""
-    if "://" not in address:
-        return address
-    parts = urlsplit(address)
-    if parts.password is None and parts.username is None:
-        return address
-    host = parts.hostname or ""
-    if parts.port:
-        host = f"{host}:{parts.port}"
-    user = f"{parts.username}@" if parts.username else ""
-    return urlunsplit(parts._replace(netloc=f"{user}{host}"))
-
-
-def _scheme(address: str) -> str:
-    return urlsplit(address).scheme.lower() if "://" in address else "sqlite"
+    return redacted(address)
 
 
 def open_target(target: Target) -> Migratable:
     """The journal or store object a target names (opened lazily; nothing touched yet)."""
-    scheme = _scheme(target.address)
-    options: dict[str, Any] = {}
+    if target.kind not in ("journal", "store"):
+        raise ConfigurationError(f"cannot migrate {target.kind} at {safe_address(target.address)}")
+    backend = backend_for(target.address, what=target.kind)
     if target.kind == "journal":
-        if scheme == "sqlite":
-            from .journal import SQLiteJournal, journal_path
-
-            path = journal_path(target.address)
-            assert path is not None
-            return SQLiteJournal(path)
-        if scheme in ("redis", "rediss", "unix"):
-            from .journal.redis import RedisJournal
-
-            if target.namespace:
-                options["prefix"] = target.namespace
-            return RedisJournal.from_url(target.address, **options)
-        if scheme in ("postgresql", "postgres"):
-            from .journal.postgres import PostgresJournal
-
-            if target.namespace:
-                options["schema"] = target.namespace
-            return PostgresJournal.from_url(target.address, **options)
-    elif target.kind == "store":
-        if scheme == "sqlite":
-            from .journal import journal_path
-            from .stores import RevisionedSQLiteSession
-
-            path = journal_path(target.address)
-            assert path is not None
-            return RevisionedSQLiteSession("", Path(path), migrate=False)
-        if scheme in ("redis", "rediss", "unix"):
-            from .stores.redis import RevisionedRedisSession
-
-            if target.namespace:
-                options["prefix"] = target.namespace
-            return RevisionedRedisSession.from_url("", target.address, migrate=False, **options)
-        if scheme in ("postgresql", "postgres"):
-            from .stores.postgres import RevisionedPostgresSession
-
-            if target.namespace:
-                options["schema"] = target.namespace
-            return RevisionedPostgresSession.from_url("", target.address, migrate=False, **options)
-    raise ConfigurationError(f"cannot migrate {target.kind} at {safe_address(target.address)}")
+        journal: Migratable = backend.open_journal(target.address, namespace=target.namespace)
+        return journal
+    store: Migratable = backend.open_store(
+        "", target.address, namespace=target.namespace, migrate=False
+    )
+    return store
 
 
 async def run(targets: list[Target], *, check: bool) -> list[tuple[Target, bool, str]]:

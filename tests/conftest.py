@@ -8,7 +8,16 @@ from pathlib import Path
 import pytest
 from agents import set_tracing_disabled
 
+from agents_reconcile.backends.registry import BACKENDS
+
 set_tracing_disabled(True)
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Register a marker per registered backend: ``-m "not redis"`` skips a server's tests."""
+    for backend in BACKENDS:
+        where = "a server" if backend.server else "no server"
+        config.addinivalue_line("markers", f"{backend.name}: the {backend.name} backend ({where})")
 
 
 @pytest.fixture(autouse=True)

@@ -1,8 +1,10 @@
-"""Real Redis and PostgreSQL servers for the suites, found through environment variables.
+"""Real servers for the suites, found through environment variables.
 
-``.ci/run`` (through ``scripts/services.sh``) starts both on loopback and exports
-``AGENTS_RECONCILE_TEST_REDIS_URL`` and ``AGENTS_RECONCILE_TEST_POSTGRES_URL``. Without them,
-tests that need a server are skipped, and the run's summary says which and why.
+A registered backend that lives on a server finds it in ``AGENTS_RECONCILE_TEST_<NAME>_URL``
+(``Backend.environment("TEST")``). ``.ci/run`` (through ``scripts/services.sh``) starts Redis
+and PostgreSQL on loopback and exports ``AGENTS_RECONCILE_TEST_REDIS_URL`` and
+``AGENTS_RECONCILE_TEST_POSTGRES_URL``. Without them, tests that need a server are skipped,
+and the run's summary says which and why.
 """
 
 from __future__ import annotations
@@ -13,24 +15,31 @@ from typing import Any, Final
 
 import pytest
 
-REDIS_ENV: Final = "AGENTS_RECONCILE_TEST_REDIS_URL"
-POSTGRES_ENV: Final = "AGENTS_RECONCILE_TEST_POSTGRES_URL"
+from agents_reconcile.backends.registry import Backend, backend_named
+
+REDIS_ENV: Final = backend_named("redis").environment("TEST")
+POSTGRES_ENV: Final = backend_named("postgres").environment("TEST")
+_TITLES: Final = {"redis": "Redis", "postgres": "PostgreSQL"}
+
+
+def server_url(backend: Backend) -> str:
+    """The URL of ``backend``'s test server, or skip the test saying how to provide one."""
+    variable = backend.environment("TEST")
+    url = os.environ.get(variable)
+    if not url:
+        title = _TITLES.get(backend.name, backend.name)
+        pytest.skip(f"no {title} server: set {variable} (scripts/services.sh start does)")
+    return url
 
 
 def redis_url() -> str:
     """The test Redis server's URL, or skip the test saying how to provide one."""
-    url = os.environ.get(REDIS_ENV)
-    if not url:
-        pytest.skip(f"no Redis server: set {REDIS_ENV} (scripts/services.sh start does)")
-    return url
+    return server_url(backend_named("redis"))
 
 
 def postgres_url() -> str:
     """The test PostgreSQL server's URL, or skip the test saying how to provide one."""
-    url = os.environ.get(POSTGRES_ENV)
-    if not url:
-        pytest.skip(f"no PostgreSQL server: set {POSTGRES_ENV} (scripts/services.sh start does)")
-    return url
+    return server_url(backend_named("postgres"))
 
 
 class Wire:

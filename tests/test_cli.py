@@ -14,6 +14,8 @@ from agents_reconcile import ReconcileConfig, ReconcilingSession
 from agents_reconcile.cli import main
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
+from .backends import closed_port
+
 
 def test_demo_runs_offline_and_passes_its_own_checks(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
@@ -108,6 +110,7 @@ def test_migrate_checks_then_creates_then_finds_current(tmp_path: Path) -> None:
 
 
 def test_migrate_needs_a_target(capsys: pytest.CaptureFixture[str]) -> None:
+    """migrate with neither --journal nor --store is a usage error naming them."""
     assert main(["migrate"]) == 2
     assert "--journal" in capsys.readouterr().err
 
@@ -124,3 +127,15 @@ def test_selftest_runs_a_slice_of_the_matrix_and_prints_its_tables(
     assert "committed" in row
     assert "Every promise held." in out
     assert "| **all**" in out
+
+
+def test_addresses_are_printed_without_their_password(capsys: pytest.CaptureFixture[str]) -> None:
+    """`pending` on a server's address and `migrate --check` on one nobody listens at fail on
+    one line each that names the server without the password."""
+    secret = "hunter2-not-shown"
+    assert main(["pending", "--journal", f"redis://agent:{secret}@127.0.0.1:6390/0"]) == 2
+    address = f"postgresql://agent:{secret}@127.0.0.1:{closed_port()}/db"
+    assert main(["migrate", "--check", "--journal", address]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("127.0.0.1" in line for line in err)
+    assert all(secret not in line for line in err)

@@ -2,16 +2,29 @@
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
+import gc
 import time
-import uuid
+import warnings
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
+import orjson
 import pytest
 
-from agents_reconcile.errors import IntentConflict
+from agents_reconcile.backends.schema import Unversioned
+from agents_reconcile.errors import (
+    IntentConflict,
+    JournalCorrupt,
+    JournalUnavailable,
+    RecordError,
+    RecordMalformed,
+    RecordTampered,
+    UnsupportedRecordVersion,
+)
 from agents_reconcile.fingerprint import journal_batch
 from agents_reconcile.journal import (
     IntentJournal,
@@ -19,7 +32,6 @@ from agents_reconcile.journal import (
     InvariantViolation,
     MemoryJournal,
     Opened,
-    SQLiteJournal,
 )
 from agents_reconcile.ownership import Owner, current_owner
 from agents_reconcile.records import (
@@ -30,8 +42,8 @@ from agents_reconcile.records import (
     Reason,
 )
 
+from .backends import Place, closed_port, registered
 from .journal_support import BACKEND, SETTLING, STRANGER, make_decision, make_intent
-from .servers import postgres_url, redis_url
 
 OTHER_DB = BackendIdentity("agents.memory.sqlite_session.SQLiteSession", "/srv/data/other.db")
 OTHER_KIND = BackendIdentity("tests.custom.ListSession", "/srv/data/chat.db")
@@ -44,35 +56,20 @@ def ids(entries: Sequence[Any]) -> list[str]:
     return [entry.intent.intent_id for entry in entries]
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("memory", marks=pytest.mark.memory),
-        pytest.param("sqlite", marks=pytest.mark.sqlite),
-        pytest.param("redis", marks=pytest.mark.redis),
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
-async def journal(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[IntentJournal]:
-    """Each journal implementation, empty (the server-backed ones in a namespace of their own)."""
-    instance: Any
-    if request.param == "memory":
-        instance = MemoryJournal()
-    elif request.param == "sqlite":
-        instance = SQLiteJournal(tmp_path / "journal.db")
-    elif request.param == "redis":
-        url = redis_url()
-        from agents_reconcile.journal.redis import RedisJournal
+@pytest.fixture(params=registered("journal"))
+async def place(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Place]:
+    """Where each registered backend keeps this test's journal (on a server, a namespace of
+    its own); every journal opened there is closed and its data deleted afterwards."""
+    found = Place(request.param, tmp_path, "journal")
+    yield found
+    await found.cleanup()
 
-        instance = RedisJournal.from_url(url, prefix=f"test-{uuid.uuid4().hex}")
-    else:
-        url = postgres_url()
-        from agents_reconcile.journal.postgres import PostgresJournal
 
-        instance = PostgresJournal.from_url(url, schema=f"t_{uuid.uuid4().hex[:16]}")
-    yield instance
-    if request.param in ("redis", "postgres"):
-        await instance.drop()
-    await instance.close()
+@pytest.fixture
+def journal(place: Place) -> IntentJournal:
+    """Each registered backend's journal, empty."""
+    opened: IntentJournal = place.journal()
+    return opened
 
 
 async def test_implements_protocol(journal: IntentJournal) -> None:
@@ -683,3 +680,187 @@ async def test_a_batch_with_lone_surrogates_round_trips(journal: IntentJournal) 
     assert entry.intent.batch[0]["output"] == lone
     assert entry.intent.batch[1]["content"][0]["\ud800"] == lone
     assert (entry.state, entry.owner) == (IntentState.IN_FLIGHT, owner)
+
+
+# -- what every backend's own suite used to check for itself ------------------------------------
+
+
+def forged(record: bytes, edit: str) -> bytes:
+    """The stored record of make_intent("i-1"), edited as ``edit`` says."""
+    body = orjson.loads(record)
+    if edit == "stale_digest":
+        body["batch"] = [{"role": "user", "content": "transfer everything"}]
+        return orjson.dumps(body)
+    if edit == "recomputed_digest":
+        batch = ({"role": "user", "content": "transfer everything"},)
+        return dataclasses.replace(make_intent("i-1"), batch=batch).encode()
+    if edit == "future_version":
+        return orjson.dumps(dict(body, v=99))
+    return b"\x00 not a record"
+
+
+@pytest.mark.parametrize(
+    ("edit", "error"),
+    [
+        ("stale_digest", RecordTampered),
+        ("recomputed_digest", RecordTampered),
+        ("future_version", UnsupportedRecordVersion),
+        ("garbage", RecordMalformed),
+    ],
+)
+async def test_a_record_edited_behind_the_journals_back_is_refused(
+    place: Place, journal: IntentJournal, edit: str, error: type[RecordError]
+) -> None:
+    """An intent record edited in storage raises the same record error from get(), pending()
+    and a record() that has to compare with it, on every backend."""
+    storage = place.storage()
+    intent = make_intent("i-1")
+    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    stored = await storage.intent_record("session-a", "i-1")
+    await storage.replace_intent_record("session-a", "i-1", forged(stored, edit))
+    with pytest.raises(error):
+        await journal.get("i-1")
+    with pytest.raises(error):
+        await journal.pending("session-a")
+    with pytest.raises(error):
+        await journal.pending(None)
+    with pytest.raises(error):
+        await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+
+
+async def test_check_and_migrate_an_empty_journal(place: Place, journal: IntentJournal) -> None:
+    """check() says what is missing and creates nothing; migrate() applies the schema once and
+    says so; then check() is satisfied and schema_version() is this release's."""
+    if isinstance(journal, Unversioned):
+        pytest.skip(f"{place.backend.name}: its storage has no schema")
+    problem = await journal.check()
+    assert problem is not None and "migrate" in problem
+    assert await journal.schema_version() is None
+    assert await journal.migrate() == ["journal schema 1"]
+    assert await journal.check() is None
+    assert await journal.migrate() == []
+    assert await journal.schema_version() == 1
+
+
+async def test_a_newer_schema_is_refused_and_left_alone(
+    place: Place, journal: IntentJournal
+) -> None:
+    """A schema stamped with a newer version is refused by a journal opened afterwards (its
+    operations and migrate() raise JournalCorrupt naming the version; check() says it is
+    newer), and nothing changes it."""
+    storage = place.storage()
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    await journal.close()
+    future = 42
+    await storage.stamp("journal", future)
+
+    fresh = place.journal()
+    with pytest.raises(JournalCorrupt, match=rf"\b{future}\b"):
+        await fresh.pending("session-a")
+    with pytest.raises(JournalCorrupt):
+        await fresh.record(make_intent("i-2"), state=IntentState.FAILED, owner=current_owner())
+    with pytest.raises(JournalCorrupt, match=rf"\b{future}\b"):
+        await fresh.migrate()
+    problem = await fresh.check()
+    assert problem is not None and str(future) in problem and "newer" in problem
+    assert await fresh.schema_version() == future
+    assert await storage.intent_record("session-a", "i-1") == make_intent("i-1").encode()
+
+
+async def test_racing_open_intent_from_two_workers_records_exactly_one(
+    place: Place, journal: IntentJournal
+) -> None:
+    """Four open_intent calls on one session, from two journal objects (two workers, where the
+    backend's data outlives an object), race twenty times: each time exactly one records,
+    and the others are blocked by it and see the count it left."""
+    other = place.journal() if place.backend.durable else journal
+    owner = current_owner()
+    rounds = 20
+    for round_ in range(rounds):
+        contenders = [
+            make_intent(f"r{round_}-{n}", created_at=1_000.0 + n, text=f"{round_}/{n}")
+            for n in range(4)
+        ]
+        results = await asyncio.gather(
+            *(
+                (journal if n % 2 else other).open_intent(
+                    intent, state=IntentState.IN_FLIGHT, owner=owner
+                )
+                for n, intent in enumerate(contenders)
+            )
+        )
+        winners = [c for c, opened in zip(contenders, results, strict=True) if opened.recorded]
+        assert len(winners) == 1, f"round {round_}: {len(winners)} recorded"
+        for opened in results:
+            if opened.blocking:
+                assert ids(opened.blocking) == [winners[0].intent_id]
+                assert opened.writes == round_ + 1
+            else:
+                assert opened.writes == round_
+        assert ids(await other.pending("session-a")) == [winners[0].intent_id]
+        await journal.discard(winners[0].intent_id)
+    assert await other.writes("session-a", BACKEND) == rounds
+
+
+async def test_a_closed_journal_opens_again_and_another_sees_its_data(
+    place: Place, journal: IntentJournal
+) -> None:
+    """After close() a journal opens what it needs on its next use and still holds its data;
+    another journal object on the same place sees it and settles it."""
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    await journal.close()
+    assert ids(await journal.pending("session-a")) == ["i-1"]
+    other = place.journal() if place.backend.durable else journal
+    await other.settle(make_decision(make_intent("i-1")))
+    await other.close()
+    assert await journal.is_settled("i-1")
+    assert await journal.pending(None) == []
+
+
+def test_a_journal_works_from_one_event_loop_to_the_next(place: Place) -> None:
+    """A journal used by successive asyncio.run calls (each closing its loop) keeps working,
+    and keeps its data."""
+    journal = place.journal()
+
+    async def finish() -> list[str]:
+        entries = await journal.pending("session-a")
+        await journal.close()
+        return ids(entries)
+
+    with warnings.catch_warnings():
+        # Each loop's connections die with it unclosed, as any asyncio client's do when its
+        # loop ends first: collect them here, where their warnings are expected.
+        warnings.simplefilter("ignore", ResourceWarning)
+        asyncio.run(journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=STRANGER))
+        entry = asyncio.run(journal.get("i-1"))
+        assert entry is not None and entry.owner == STRANGER
+        assert asyncio.run(finish()) == ["i-1"]
+        gc.collect()
+
+
+async def test_no_message_or_repr_shows_the_servers_password(place: Place) -> None:
+    """A journal at an address with a password, on a server nobody listens at: its repr, and
+    every error its operations raise, name the server without the password."""
+    if not place.backend.server:
+        pytest.skip(f"{place.backend.name}: its address holds no credentials")
+    secret = "hunter2-not-shown"
+    parts = urlsplit(place.address)
+    address = urlunsplit(parts._replace(netloc=f"agent:{secret}@127.0.0.1:{closed_port()}"))
+    journal = place.backend.open_journal(address, namespace=place.space)
+    assert secret not in repr(journal)
+    intent = make_intent("i-1")
+    operations = [
+        lambda: journal.pending("session-a"),
+        lambda: journal.pending(None),
+        lambda: journal.record(intent, state=IntentState.IN_FLIGHT, owner=current_owner()),
+        lambda: journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=current_owner()),
+        lambda: journal.settle(make_decision(intent)),
+        lambda: journal.check(),
+        lambda: journal.migrate(),
+    ]
+    for operation in operations:
+        with pytest.raises(JournalUnavailable) as caught:
+            await operation()
+        assert secret not in str(caught.value)
+        assert "127.0.0.1" in str(caught.value)
+    await journal.close()

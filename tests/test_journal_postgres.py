@@ -1,19 +1,19 @@
-"""Behaviour specific to the PostgreSQL journal: an unreachable server, tampered rows, workers
-racing on one session, one round trip per open_intent and discard (and the fence that makes
-that safe), the versioned schema and its migrations, and connections killed by the server."""
+"""Behaviour specific to the PostgreSQL journal: a silent server, moved rows, racing
+settlements, one round trip per open_intent and discard (and the fence that makes that safe),
+its schema's migrations, and connections killed by the server. What every journal does
+(edited records, racing openings, a newer schema, closing, a second event loop, addresses
+without passwords) is in the conformance suite, ``test_journal.py``."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import socket
 import sys
 import time
 import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-import orjson
 import pytest
 
 from agents_reconcile.errors import (
@@ -21,15 +21,13 @@ from agents_reconcile.errors import (
     IntentConflict,
     JournalCorrupt,
     JournalUnavailable,
-    RecordError,
-    RecordMalformed,
     RecordTampered,
-    UnsupportedRecordVersion,
 )
 from agents_reconcile.faultproxy import FaultProxy
 from agents_reconcile.journal import IntentJournal, IntentState, Opened, open_journal
 from agents_reconcile.ownership import current_owner
 
+from .backends import closed_port
 from .journal_support import BACKEND, make_decision, make_intent, proxy_to
 from .servers import Wire, postgres_url
 
@@ -50,14 +48,6 @@ JOURNAL_TABLES = {"decisions", "intents", "schema_version", "session_writes"}
 def ids(entries: Sequence[Any]) -> list[str]:
     """Intent ids of journal entries, in order."""
     return [entry.intent.intent_id for entry in entries]
-
-
-def closed_port() -> int:
-    """A loopback TCP port nothing listens on (bound, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-    return port
 
 
 @pytest.fixture
@@ -108,28 +98,6 @@ async def versions(admin: Any, name: str) -> list[tuple[int, str]]:
 
 
 # -- reaching the server ----------------------------------------------------------------------
-
-
-async def test_unreachable_server_is_unavailable_quickly() -> None:
-    """A closed loopback port raises JournalUnavailable at once, every time, and neither the
-    error nor the journal's repr shows the URL's password."""
-    secret = "hunter2-not-shown"
-    journal = PostgresJournal.from_url(
-        f"postgresql://agent:{secret}@127.0.0.1:{closed_port()}/journal", schema="j"
-    )
-    assert secret not in repr(journal)
-    for _ in range(2):
-        start = time.monotonic()
-        with pytest.raises(JournalUnavailable) as caught:
-            await journal.record(
-                make_intent("i-1"), state=IntentState.FAILED, owner=current_owner()
-            )
-        assert time.monotonic() - start < 2.0
-        assert secret not in str(caught.value)
-        assert "127.0.0.1" in str(caught.value)
-    with pytest.raises(JournalUnavailable):
-        await journal.check()
-    await journal.close()
 
 
 async def test_silent_server_times_out_after_connect_timeout() -> None:
@@ -252,62 +220,7 @@ async def test_idle_connections_killed_by_the_server_are_replaced(admin: Any, sc
         await journal.close()
 
 
-async def test_close_then_reuse_and_share_between_journals(journals: Factory) -> None:
-    """Two journals on one schema see each other's writes; a closed journal reopens on its
-    next operation."""
-    first, second = journals(), journals()
-    await first.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
-    assert ids(await second.pending("session-a")) == ["i-1"]
-    await first.close()
-    await second.settle(make_decision(make_intent("i-1")))
-    assert await first.is_settled("i-1")
-    assert await first.pending(None) == []
-
-
 # -- records that cannot be trusted -----------------------------------------------------------
-
-
-def forged(intent_blob: bytes, edit: str) -> bytes:
-    """The stored record of make_intent("i-1"), edited as ``edit`` says."""
-    body = orjson.loads(intent_blob)
-    if edit == "stale_digest":
-        body["batch"] = [{"role": "user", "content": "transfer everything"}]
-        return orjson.dumps(body)
-    if edit == "recomputed_digest":
-        batch = ({"role": "user", "content": "transfer everything"},)
-        return dataclasses.replace(make_intent("i-1"), batch=batch).encode()
-    if edit == "future_version":
-        body["v"] = 99
-        return orjson.dumps(body)
-    return b"\x00 not a record"
-
-
-@pytest.mark.parametrize(
-    ("edit", "error"),
-    [
-        ("stale_digest", RecordTampered),
-        ("recomputed_digest", RecordTampered),
-        ("future_version", UnsupportedRecordVersion),
-        ("garbage", RecordMalformed),
-    ],
-)
-async def test_tampered_intent_row_is_refused(
-    journals: Factory, admin: Any, schema: str, edit: str, error: type[RecordError]
-) -> None:
-    """An intent row edited behind the journal's back raises the record error SQLite's
-    journal raises, from pending(), get(), and a record() that has to compare with it."""
-    journal = journals()
-    intent = make_intent("i-1")
-    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
-    blob = await admin.fetchval(f'SELECT record FROM "{schema}".intents')
-    await admin.execute(f'UPDATE "{schema}".intents SET record = $1', forged(blob, edit))
-
-    with pytest.raises(error):
-        await journal.pending("session-a")
-    with pytest.raises(error):
-        await journal.get("i-1")
-    with pytest.raises(error):
-        await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
 
 
 async def test_rows_moved_or_reshaped_are_refused(
@@ -335,41 +248,6 @@ async def test_rows_moved_or_reshaped_are_refused(
 
 
 # -- workers racing ---------------------------------------------------------------------------
-
-
-async def test_racing_open_intent_records_exactly_one(journals: Factory) -> None:
-    """Four open_intent calls on one session, from two journals (two pools, like two
-    workers), race forty times: each time exactly one records, and the others are blocked by
-    it and see the count it left."""
-    first, second = journals(), journals()
-    await first.migrate()
-    owner = current_owner()
-    rounds = 40
-    for round_ in range(rounds):
-        contenders = [
-            make_intent(f"r{round_}-{n}", created_at=1_000.0 + n, text=f"{round_}/{n}")
-            for n in range(4)
-        ]
-        results = await asyncio.gather(
-            *(
-                (first if n % 2 else second).open_intent(
-                    intent, state=IntentState.IN_FLIGHT, owner=owner
-                )
-                for n, intent in enumerate(contenders)
-            )
-        )
-        winners = [c for c, opened in zip(contenders, results, strict=True) if opened.recorded]
-        assert len(winners) == 1, f"round {round_}: {len(winners)} recorded"
-        winner = winners[0].intent_id
-        for opened in results:
-            if opened.blocking:
-                assert ids(opened.blocking) == [winner]
-                assert opened.writes == round_ + 1
-            else:
-                assert opened.writes == round_
-        assert ids(await second.pending("session-a")) == [winner]
-        await first.discard(winner)
-    assert await second.writes("session-a", BACKEND) == rounds
 
 
 @pytest.mark.parametrize("same", [False, True], ids=["different", "same"])
@@ -677,7 +555,7 @@ async def test_migrate_false_refuses_a_missing_or_old_schema(
         await journal.pending(None)
     assert await versions(admin, schema) == []
 
-    assert await journal.migrate() == ["0001_initial"]
+    assert await journal.migrate() == ["journal schema 1"]
     await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
     assert ids(await journal.pending(None)) == ["i-1"]
 
@@ -691,43 +569,13 @@ async def test_migrated_schema_is_used_with_migrate_false(journals: Factory) -> 
     assert ids(await reader.pending(None)) == ["i-1"]
 
 
-async def test_newer_schema_version_is_refused(journals: Factory, admin: Any, schema: str) -> None:
-    """A schema stamped with a newer version is refused (JournalCorrupt naming the version)
-    by operations, by migrate() and by a migrate=False journal; check() says so; nothing is
-    changed."""
-    creator = journals()
-    await creator.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
-    future = SCHEMA_VERSION + 41
-    await admin.execute(
-        f'INSERT INTO "{schema}".schema_version (version, name) VALUES ($1, $2)',
-        future,
-        "from_the_future",
-    )
-
-    for journal in (journals(), journals(migrate=False)):
-        with pytest.raises(JournalCorrupt, match=rf"\b{future}\b"):
-            await journal.pending(None)
-        with pytest.raises(JournalCorrupt, match=rf"\b{future}\b"):
-            await journal.record(
-                make_intent("i-2"), state=IntentState.FAILED, owner=current_owner()
-            )
-        with pytest.raises(JournalCorrupt, match=rf"\b{future}\b"):
-            await journal.migrate()
-        problem = await journal.check()
-        assert problem is not None and str(future) in problem and "newer" in problem
-
-    assert [v for v, _ in await versions(admin, schema)] == [1, future]
-    rows = await admin.fetch(f'SELECT intent_id FROM "{schema}".intents')
-    assert [row["intent_id"] for row in rows] == ["i-1"]
-
-
 async def test_workers_starting_together_migrate_once(
     journals: Factory, admin: Any, schema: str
 ) -> None:
     """Journals migrating one schema at the same moment apply each step once: one returns it,
     the others nothing; on another schema, journals whose first operations race all work."""
     results = await asyncio.gather(*(journals().migrate() for _ in range(4)))
-    assert sorted(results) == [[], [], [], ["0001_initial"]]
+    assert sorted(results) == [[], [], [], ["journal schema 1"]]
     assert await versions(admin, schema) == [(1, "0001_initial")]
 
     other = f"{schema}_b"
@@ -744,25 +592,6 @@ async def test_drop_removes_the_schema(journals: Factory, admin: Any, schema: st
     assert not await schema_exists(admin, schema)
     assert await journal.pending(None) == []
     assert await versions(admin, schema) == [(1, "0001_initial")]
-
-
-def test_journal_reopens_on_a_new_event_loop(schema: str) -> None:
-    """A journal closed at the end of one event loop opens a new pool on the next."""
-    journal = PostgresJournal.from_url(postgres_url(), schema=schema)
-
-    async def first() -> None:
-        await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
-        await journal.close()
-
-    async def second() -> list[str]:
-        try:
-            return ids(await journal.pending(None))
-        finally:
-            await journal.drop()
-            await journal.close()
-
-    asyncio.run(first())
-    assert asyncio.run(second()) == ["i-1"]
 
 
 # -- replies lost on the way back ---------------------------------------------------------------

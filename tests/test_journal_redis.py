@@ -1,14 +1,11 @@
-"""Behaviour specific to the Redis journal: an unreachable server, records edited on the
-server, several workers at once, the schema version, scripts and key ownership."""
+"""Behaviour specific to the Redis journal: records filed under other keys, several workers at
+once, the version every writing script checks, scripts, round trips and key ownership. What
+every journal does (edited records, racing openings, the schema, closing, a second event loop,
+addresses without passwords) is in the conformance suite, ``test_journal.py``."""
 
 from __future__ import annotations
 
-import asyncio
-import gc
-import socket
-import time
 import uuid
-import warnings
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
 
@@ -23,7 +20,6 @@ from agents_reconcile.errors import (
     JournalCorrupt,
     JournalUnavailable,
     RecordTampered,
-    UnsupportedRecordVersion,
 )
 from agents_reconcile.faultproxy import FaultProxy
 from agents_reconcile.journal import IntentState, Opened
@@ -61,67 +57,37 @@ async def raw(url: str) -> AsyncIterator[aioredis.Redis]:
 
 
 @pytest.fixture
-async def journals(url: str, prefix: str) -> AsyncIterator[list[RedisJournal]]:
-    """Journals on one prefix, each with its own connections, like workers; all dropped and
-    closed afterwards."""
-    made: list[RedisJournal] = []
+async def journals(
+    url: str, prefix: str
+) -> AsyncIterator[list[tuple[RedisJournal, aioredis.Redis]]]:
+    """Journals on one prefix, each with its own client, like workers; all dropped, closed,
+    and their clients closed afterwards."""
+    made: list[tuple[RedisJournal, aioredis.Redis]] = []
     yield made
     if made:
-        await made[0].drop()
-    for journal in made:
+        await made[0][0].drop()
+    for journal, client in made:
         await journal.close()
+        await client.aclose()
 
 
 @pytest.fixture
-def worker(journals: list[RedisJournal], url: str, prefix: str) -> Iterator[Any]:
-    """Makes another journal object (another connection pool) on the shared prefix."""
+def worker(
+    journals: list[tuple[RedisJournal, aioredis.Redis]], url: str, prefix: str
+) -> Iterator[Any]:
+    """Makes another journal object on the shared prefix, on a client (a connection pool) of
+    its own, as another worker would have."""
 
-    def make(**options: Any) -> RedisJournal:
-        journal = RedisJournal.from_url(url, prefix=options.pop("prefix", prefix), **options)
-        journals.append(journal)
+    def make(*, prefix: str = prefix) -> RedisJournal:
+        client = aioredis.Redis.from_url(url)
+        journal = RedisJournal(client, prefix=prefix)
+        journals.append((journal, client))
         return journal
 
     yield make
 
 
-def closed_port() -> int:
-    """A loopback port nothing listens on (bound, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        port: int = sock.getsockname()[1]
-    return port
-
-
-# -- an unreachable server -----------------------------------------------------------------
-
-
-async def test_unreachable_server_is_unavailable_quickly_and_keeps_the_password() -> None:
-    """Every kind of operation on a server nobody listens at raises JournalUnavailable within
-    the short timeouts, and neither the message nor the repr shows the URL's password."""
-    journal = RedisJournal.from_url(
-        f"redis://agent:hunter2-secret@127.0.0.1:{closed_port()}/0",
-        prefix="unreachable",
-        socket_connect_timeout=0.5,
-        socket_timeout=0.5,
-    )
-    assert "hunter2-secret" not in repr(journal)
-    intent = make_intent("i-1")
-    operations = [
-        lambda: journal.pending("session-a"),
-        lambda: journal.pending(None),
-        lambda: journal.record(intent, state=IntentState.IN_FLIGHT, owner=current_owner()),
-        lambda: journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=current_owner()),
-        lambda: journal.settle(make_decision(intent)),
-        lambda: journal.check(),
-        lambda: journal.drop(),
-    ]
-    for operation in operations:
-        started = time.monotonic()
-        with pytest.raises(JournalUnavailable) as caught:
-            await operation()
-        assert time.monotonic() - started < 3
-        assert "hunter2-secret" not in str(caught.value)
-    await journal.close()
+# -- addresses ------------------------------------------------------------------------------
 
 
 def test_bad_url_is_a_configuration_error_without_the_password() -> None:
@@ -132,26 +98,6 @@ def test_bad_url_is_a_configuration_error_without_the_password() -> None:
 
 
 # -- records edited on the server ----------------------------------------------------------
-
-
-async def test_tampered_intent_record_is_refused(worker: Any, raw: aioredis.Redis) -> None:
-    """A stored intent whose batch was edited with a plain client raises RecordTampered from
-    get() and pending(), and the record of a future format version UnsupportedRecordVersion."""
-    journal: RedisJournal = worker()
-    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
-    key = session_key(journal.prefix, "session-a", "record")
-    stored = orjson.loads(await raw.hget(key, "i-1"))
-
-    edited = dict(stored, batch=[{"role": "user", "content": "something else"}])
-    await raw.hset(key, "i-1", orjson.dumps(edited))
-    with pytest.raises(RecordTampered):
-        await journal.get("i-1")
-    with pytest.raises(RecordTampered):
-        await journal.pending("session-a")
-
-    await raw.hset(key, "i-1", orjson.dumps(dict(stored, v=99)))
-    with pytest.raises(UnsupportedRecordVersion):
-        await journal.pending(None)
 
 
 async def test_record_filed_under_another_intent_is_refused(
@@ -196,34 +142,6 @@ async def test_foreign_data_at_a_journal_key_is_corrupt(worker: Any, raw: aiored
 
 
 # -- several workers ---------------------------------------------------------------------------
-
-
-async def test_racing_open_intent_records_exactly_one(worker: Any) -> None:
-    """Many open_intent calls for one session and backend from two journal objects (two
-    connection pools) at once: exactly one records; every other one is blocked by it."""
-    first, second = worker(), worker()
-    owner = current_owner()
-    intents = [make_intent(f"i-{n}", created_at=1000.0 + n) for n in range(24)]
-    opened = await asyncio.gather(
-        *(
-            (first if n % 2 else second).open_intent(
-                intent, state=IntentState.IN_FLIGHT, owner=owner
-            )
-            for n, intent in enumerate(intents)
-        )
-    )
-    winners = [intent for intent, result in zip(intents, opened, strict=True) if result.recorded]
-    assert len(winners) == 1
-    pending = await first.pending("session-a")
-    assert [entry.intent for entry in pending] == winners
-    for result in opened:
-        # The winner saw no write before its own; every loser saw the winner's.
-        if result.blocking:
-            assert [entry.intent for entry in result.blocking] == winners
-            assert result.writes == 1
-        else:
-            assert result.writes == 0
-    assert await second.writes("session-a", BACKEND) == 1
 
 
 async def test_a_worker_that_lost_the_claim_cannot_settle(worker: Any) -> None:
@@ -314,39 +232,20 @@ async def test_the_count_an_intent_was_opened_at_goes_with_it(
 # -- schema version --------------------------------------------------------------------------
 
 
-async def test_newer_schema_is_refused(worker: Any, raw: aioredis.Redis, prefix: str) -> None:
-    """A journal whose schema key holds a newer version raises JournalCorrupt on first use,
-    from migrate(), and from a write by a worker that started before the upgrade; check()
-    says why without raising."""
+async def test_a_running_worker_refuses_to_write_once_the_schema_is_newer(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """Every writing script checks the version itself, so a worker that started before a newer
+    release upgraded the journal raises JournalCorrupt on its next write, and the version is
+    left as it is."""
     running = worker()
     await running.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
     await raw.set(f"{prefix}:schema", SCHEMA_VERSION + 1)
-
-    fresh = worker()
-    with pytest.raises(JournalCorrupt, match="newer"):
-        await fresh.pending("session-a")
-    with pytest.raises(JournalCorrupt, match="newer"):
-        await fresh.migrate()
     with pytest.raises(JournalCorrupt, match="newer"):
         await running.record(
             make_intent("i-2", text="x"), state=IntentState.FAILED, owner=current_owner()
         )
-    problem = await fresh.check()
-    assert problem is not None and "newer" in problem
     assert await raw.get(f"{prefix}:schema") == str(SCHEMA_VERSION + 1).encode()
-
-
-async def test_migrate_and_check(worker: Any, raw: aioredis.Redis, prefix: str) -> None:
-    """check() reports a missing schema version without writing it; migrate() writes it once
-    and says so; afterwards check() is None."""
-    journal = worker()
-    problem = await journal.check()
-    assert problem is not None and "migrate" in problem
-    assert await raw.exists(f"{prefix}:schema") == 0
-    assert await journal.migrate() == [f"set {prefix}:schema to schema version 1"]
-    assert await raw.get(f"{prefix}:schema") == b"1"
-    assert await journal.check() is None
-    assert await journal.migrate() == []
 
 
 # -- keys, scripts and connections ---------------------------------------------------------
@@ -405,35 +304,6 @@ async def test_flushed_script_cache_is_reloaded(worker: Any, raw: aioredis.Redis
     assert await journal.transition("i-1", state=IntentState.CANCELLED, owner=STRANGER)
     entry = await journal.get("i-1")
     assert entry is not None and entry.state is IntentState.CANCELLED
-
-
-async def test_close_then_use_again(worker: Any) -> None:
-    """After close() the journal opens new connections and still holds its data."""
-    journal = worker()
-    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
-    await journal.close()
-    assert [e.intent.intent_id for e in await journal.pending("session-a")] == ["i-1"]
-
-
-def test_used_from_a_second_event_loop(url: str, prefix: str) -> None:
-    """A journal made by from_url keeps working when later asyncio.run calls use it."""
-    journal = RedisJournal.from_url(url, prefix=prefix)
-
-    async def finish() -> list[str]:
-        entries = await journal.pending("session-a")
-        await journal.drop()
-        await journal.close()
-        return [entry.intent.intent_id for entry in entries]
-
-    with warnings.catch_warnings():
-        # Each loop's connections die with it unclosed, as any asyncio client's do when its
-        # loop ends first: collect them here, where their warnings are expected.
-        warnings.simplefilter("ignore", ResourceWarning)
-        asyncio.run(journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=STRANGER))
-        entry = asyncio.run(journal.get("i-1"))
-        assert entry is not None and entry.owner == STRANGER
-        assert asyncio.run(finish()) == ["i-1"]
-        gc.collect()
 
 
 # What a new connection may send before the first command.

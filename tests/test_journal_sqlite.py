@@ -1,10 +1,10 @@
-"""Behaviour specific to the embedded SQLite journal: durability, schema, damage, locks,
-addresses and fork safety."""
+"""Behaviour specific to the embedded SQLite journal: durability, WAL, damage, locks,
+addresses and fork safety. What every journal does (edited records, a newer schema, closing)
+is in the conformance suite, ``test_journal.py``."""
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import os
 import shutil
 import sqlite3
@@ -17,9 +17,9 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import orjson
 import pytest
 
+from agents_reconcile.config import ReconcileConfig
 from agents_reconcile.errors import (
     ConfigurationError,
     JournalCorrupt,
@@ -152,22 +152,6 @@ async def test_data_survives_reopening(tmp_path: Path) -> None:
         await second.close()
 
 
-async def test_closed_journal_reopens_on_next_use(tmp_path: Path) -> None:
-    """close() releases the connection, and a later operation on the same (shared) instance
-    opens a new one that sees the data."""
-    journal = SQLiteJournal(tmp_path / "journal.db")
-    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
-    await journal.close()
-    assert journal._link._conn is None
-
-    try:
-        assert ids_of(await journal.pending("session-a")) == ["i-1"]
-        await journal.record(make_intent("i-2", text="x"), state=IntentState.FAILED, owner=STRANGER)
-        assert ids_of(await journal.pending("session-a")) == ["i-1", "i-2"]
-    finally:
-        await journal.close()
-
-
 async def test_file_is_wal_with_schema_version(journal: SQLiteJournal) -> None:
     """The journal file is in WAL mode and records SCHEMA_VERSION exactly once, even after
     being reopened."""
@@ -175,34 +159,13 @@ async def test_file_is_wal_with_schema_version(journal: SQLiteJournal) -> None:
     reopened = SQLiteJournal(journal.path)
     try:
         await reopened.pending("session-a")
-        assert reopened.schema_version() == SCHEMA_VERSION
+        assert await reopened.schema_version() == SCHEMA_VERSION
     finally:
         await reopened.close()
 
     assert query(journal.path, "PRAGMA journal_mode") == [("wal",)]
     assert query(journal.path, "SELECT version FROM journal_schema") == [(SCHEMA_VERSION,)]
-    assert journal.schema_version() == SCHEMA_VERSION
-
-
-async def test_newer_schema_version_is_refused(tmp_path: Path) -> None:
-    """A file stamped with a newer schema version raises JournalCorrupt naming that version,
-    and the stamp is left as it was."""
-    path = tmp_path / "journal.db"
-    creator = SQLiteJournal(path)
-    await creator.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
-    await creator.close()
-    future = SCHEMA_VERSION + 41
-    query(path, "INSERT INTO journal_schema (version, applied_at) VALUES (?, 0)", future)
-
-    newer = SQLiteJournal(path)
-    with pytest.raises(JournalCorrupt, match=rf"\b{future}\b"):
-        await newer.pending("session-a")
-    with pytest.raises(JournalCorrupt):
-        await newer.record(make_intent("i-2"), state=IntentState.FAILED, owner=current_owner())
-    await newer.close()
-
-    assert query(path, "SELECT max(version) FROM journal_schema") == [(future,)]
-    assert query(path, "SELECT intent_id FROM intents") == [("i-1",)]
+    assert await journal.schema_version() == SCHEMA_VERSION
 
 
 async def test_not_a_database_is_corrupt_and_left_untouched(tmp_path: Path) -> None:
@@ -304,28 +267,6 @@ async def test_read_only_journal_is_unavailable(
         assert path.read_bytes() == before
 
     assert query(path, "SELECT intent_id FROM intents") == [("i-1",)]
-
-
-@pytest.mark.parametrize("edit", ["stale_digest", "recomputed_digest"])
-async def test_tampered_record_row_is_refused(journal: SQLiteJournal, edit: str) -> None:
-    """A record row whose batch was edited behind the journal's back makes pending() and get()
-    raise RecordTampered."""
-    intent = make_intent("i-1")
-    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
-    forged_batch = ({"role": "user", "content": "transfer everything"},)
-    if edit == "stale_digest":
-        body = orjson.loads(query(journal.path, "SELECT record FROM intents")[0][0])
-        body["batch"] = list(forged_batch)
-        forged = orjson.dumps(body)
-    else:
-        # A self-consistent record whose batch no longer matches the batch digests.
-        forged = dataclasses.replace(intent, batch=forged_batch).encode()
-    query(journal.path, "UPDATE intents SET record = ? WHERE intent_id = 'i-1'", forged)
-
-    with pytest.raises(RecordTampered):
-        await journal.pending("session-a")
-    with pytest.raises(RecordTampered):
-        await journal.get("i-1")
 
 
 # -- opening intents ---------------------------------------------------------------------------
@@ -558,6 +499,16 @@ def test_open_journal_refuses_unknown_or_empty_urls(spec: str) -> None:
     """Unknown schemes, and an sqlite URL without a path, raise ConfigurationError."""
     with pytest.raises(ConfigurationError):
         open_journal(spec)
+
+
+def test_a_config_refuses_an_unknown_scheme_and_hides_a_journal_password() -> None:
+    """ReconcileConfig refuses a journal URL no registered backend serves when it is built,
+    and its repr shows a journal URL without the password."""
+    with pytest.raises(ConfigurationError, match="'ftp'"):
+        ReconcileConfig(journal="ftp://agent:hunter2@host/journal")
+    config = ReconcileConfig(journal="redis://agent:hunter2@127.0.0.1:6390/0")
+    assert "hunter2" not in repr(config)
+    assert "redis://agent@127.0.0.1:6390/0" in repr(config)
 
 
 def test_open_journal_refuses_other_objects() -> None:

@@ -8,22 +8,24 @@ from __future__ import annotations
 
 import asyncio
 import datetime
+import gc
 import math
-import uuid
+import warnings
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from agents_reconcile.errors import FingerprintError, RevisionConflict
+from agents_reconcile.backends.schema import Unversioned
+from agents_reconcile.errors import FingerprintError, RevisionConflict, SchemaMismatch
 from agents_reconcile.revision import RevisionedStore, is_revisioned
-from agents_reconcile.stores import MemoryRevisionedSession, RevisionedSQLiteSession
 from agents_reconcile.stores._common import decode_item, encode_item
 
-from .servers import postgres_url, redis_url
+from .backends import Place, closed_port, registered
 
 Opener = Callable[[str], Awaitable[Any]]
 
@@ -32,50 +34,28 @@ def item(text: str, role: str = "user") -> dict[str, Any]:
     return {"role": role, "content": text}
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("memory", marks=pytest.mark.memory),
-        pytest.param("sqlite", marks=pytest.mark.sqlite),
-        pytest.param("redis", marks=pytest.mark.redis),
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
-async def opener(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Opener]:
-    """Opens store objects on one backend (a namespace of their own on a server): two objects
-    with the same session id are two workers on the same data."""
-    opened: list[Any] = []
-    shared: dict[str, Any] = {}
-    namespace = f"t{uuid.uuid4().hex[:16]}"
-    kind = request.param
-    url = redis_url() if kind == "redis" else postgres_url() if kind == "postgres" else ""
+@pytest.fixture(params=registered("store"))
+async def place(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Place]:
+    """Where each registered backend keeps this test's stores (on a server, a namespace of
+    their own); every store opened there is closed and its data deleted afterwards."""
+    found = Place(request.param, tmp_path, "store")
+    yield found
+    await found.cleanup()
+
+
+@pytest.fixture
+def opener(place: Place) -> Opener:
+    """Opens store objects on one registered backend: two objects with the same session id
+    are two workers on the same data."""
 
     async def open_store(session_id: str) -> Any:
-        store: Any
-        if kind == "memory":
-            store = MemoryRevisionedSession(session_id, shared=shared)
-        elif kind == "sqlite":
-            store = RevisionedSQLiteSession(session_id, tmp_path / "store.db")
-        elif kind == "redis":
-            from agents_reconcile.stores.redis import RevisionedRedisSession
+        return place.store(session_id)
 
-            store = RevisionedRedisSession.from_url(session_id, url, prefix=namespace)
-        else:
-            from agents_reconcile.stores.postgres import RevisionedPostgresSession
-
-            store = RevisionedPostgresSession.from_url(session_id, url, schema=namespace)
-        opened.append(store)
-        return store
-
-    yield open_store
-    if opened and kind in ("redis", "postgres"):
-        await opened[0].drop()
-    for store in opened:
-        closer = getattr(store, "close", None)
-        if closer is not None:
-            await closer()
+    return open_store
 
 
 async def test_is_a_session_and_revisioned(opener: Opener) -> None:
+    """Every store is a full SDK session and a RevisionedStore, named by its session id."""
     store = await opener("s")
     assert is_revisioned(store) and isinstance(store, RevisionedStore)
     for name in ("get_items", "add_items", "pop_item", "clear_session"):
@@ -84,6 +64,7 @@ async def test_is_a_session_and_revisioned(opener: Opener) -> None:
 
 
 async def test_a_new_session_is_empty_at_revision_zero(opener: Opener) -> None:
+    """A session never written holds nothing, at revision 0, with no record of writes."""
     store = await opener("s")
     assert await store.head() == 0
     assert await store.get_items() == []
@@ -94,6 +75,7 @@ async def test_a_new_session_is_empty_at_revision_zero(opener: Opener) -> None:
 
 
 async def test_items_round_trip_in_order_and_limit_reads_the_tail(opener: Opener) -> None:
+    """Items come back in append order, and a limit returns the newest ones."""
     store = await opener("s")
     await store.add_items([item("a"), item("b", "assistant")])
     await store.add_items(
@@ -114,6 +96,8 @@ async def test_items_round_trip_in_order_and_limit_reads_the_tail(opener: Opener
 
 
 async def test_every_write_moves_the_head_by_one_and_is_recorded(opener: Opener) -> None:
+    """Appends, pops and clears each move the head by one and are recorded with their kind and
+    count."""
     store = await opener("s")
     await store.add_items([item("a"), item("b")])
     assert await store.head() == 1
@@ -132,6 +116,7 @@ async def test_every_write_moves_the_head_by_one_and_is_recorded(opener: Opener)
 
 
 async def test_find_write_returns_the_record(opener: Opener) -> None:
+    """find_write returns the revision, id, writer, kind and count a write was recorded with."""
     store = await opener("s")
     await store.append_if([item("a")], expected=0, write_id="w-1", writer="worker-1")
     found = await store.find_write("w-1")
@@ -147,6 +132,8 @@ async def test_find_write_returns_the_record(opener: Opener) -> None:
 
 
 async def test_append_if_on_another_head_writes_nothing(opener: Opener) -> None:
+    """An append expecting another head raises RevisionConflict (expected, actual) and writes
+    nothing."""
     store = await opener("s")
     await store.add_items([item("a")])
     with pytest.raises(RevisionConflict) as conflict:
@@ -158,6 +145,7 @@ async def test_append_if_on_another_head_writes_nothing(opener: Opener) -> None:
 
 
 async def test_a_write_id_is_recorded_once(opener: Opener) -> None:
+    """A write id already recorded refuses a second append under it."""
     store = await opener("s")
     await store.append_if([item("a")], expected=0, write_id="w", writer="me")
     with pytest.raises(RevisionConflict):
@@ -167,6 +155,7 @@ async def test_a_write_id_is_recorded_once(opener: Opener) -> None:
 
 
 async def test_sessions_are_separate(opener: Opener) -> None:
+    """Two sessions of one store keep their own items, heads and records."""
     one, two = await opener("s1"), await opener("s2")
     await one.add_items([item("a")])
     await two.append_if([item("b")], expected=0, write_id="w", writer="me")
@@ -203,6 +192,7 @@ async def test_two_workers_racing_on_one_head_commit_exactly_one(opener: Opener)
 
 
 async def test_works_with_the_sdk_runner_directly(opener: Opener) -> None:
+    """The SDK's Runner uses a store directly as its session."""
     from agents import Agent, Runner
     from agents.testing import ScriptedModel, assistant_message
 
@@ -386,3 +376,98 @@ def test_every_store_encodes_lone_surrogates_exactly(value: Any) -> None:
     data = encode_item(value)
     assert json_equal(decode_item(data), value)
     assert json_equal(decode_item(data.decode()), value)
+
+
+# -- what every store's own suite used to check for itself --------------------------------------
+
+
+async def test_without_migrating_a_missing_schema_is_refused_until_migrated(place: Place) -> None:
+    """A store told not to migrate refuses to work on storage without its schema; check() says
+    so and creates nothing; migrate() applies it once; then the store works."""
+    store = place.store("s", migrate=False)
+    if isinstance(store, Unversioned):
+        pytest.skip(f"{place.backend.name}: its storage has no schema")
+    problem = await store.check()
+    assert problem is not None and "migrate" in problem
+    with pytest.raises(SchemaMismatch, match="migrate"):
+        await store.get_items()
+    assert await store.schema_version() is None
+    assert await store.migrate() == ["revisioned store schema 1"]
+    assert await store.migrate() == []
+    assert await store.check() is None
+    await store.add_items([item("a")])
+    assert await store.get_items() == [item("a")]
+    assert await store.schema_version() == 1
+
+
+async def test_a_newer_schema_is_refused_and_left_alone(place: Place) -> None:
+    """Storage stamped with a newer schema version is refused by stores opened afterwards,
+    migrating or not (operations and migrate() raise SchemaMismatch; check() says it is
+    newer), and its data stays as it was."""
+    storage = place.storage()
+    first = place.store("s")
+    await first.add_items([item("a")])
+    await first.close()
+    await storage.stamp("store", 2)
+    for migrate in (True, False):
+        later = place.store("s", migrate=migrate)
+        with pytest.raises(SchemaMismatch, match="newer"):
+            await later.head()
+        with pytest.raises(SchemaMismatch, match="newer"):
+            await later.add_items([item("b")])
+        with pytest.raises(SchemaMismatch, match="newer"):
+            await later.migrate()
+        problem = await later.check()
+        assert problem is not None and "newer" in problem and "upgrade" in problem
+        await later.close()
+    assert await place.store("s").schema_version() == 2
+
+
+async def test_a_closed_store_opens_again_when_used(place: Place) -> None:
+    """After close() a store opens what it needs on its next use, and its data is there."""
+    store = place.store("s")
+    await store.add_items([item("a")])
+    await store.close()
+    assert await store.get_items() == [item("a")]
+    assert await store.append_if([item("b")], expected=1, write_id="w", writer="me") == 2
+
+
+def test_a_store_works_from_one_event_loop_to_the_next(place: Place) -> None:
+    """A store used by successive asyncio.run calls (each closing its loop) keeps working, and
+    keeps its data."""
+    store = place.store("s")
+
+    async def finish() -> list[Any]:
+        items = await store.get_items()
+        await store.close()
+        return items
+
+    with warnings.catch_warnings():
+        # Each loop's connections die with it unclosed, as any asyncio client's do when its
+        # loop ends first: collect them here, where their warnings are expected.
+        warnings.simplefilter("ignore", ResourceWarning)
+        asyncio.run(store.add_items([item("a")]))
+        assert asyncio.run(store.head()) == 1
+        assert asyncio.run(finish()) == [item("a")]
+        gc.collect()
+
+
+async def test_no_identity_message_or_repr_shows_the_servers_password(place: Place) -> None:
+    """A store at an address with a password, on a server nobody listens at: its namespace
+    (its identity), its repr, and what check() and a refused operation say name the server
+    without the user's password."""
+    if not place.backend.server:
+        pytest.skip(f"{place.backend.name}: its address holds no credentials")
+    secret = "hunter2-not-shown"
+    parts = urlsplit(place.address)
+    address = urlunsplit(parts._replace(netloc=f"agent:{secret}@127.0.0.1:{closed_port()}"))
+    store = place.backend.open_store("s", address, namespace=place.space)
+    texts = [repr(store), store.backend_namespace]
+    for operation in (store.head, store.check):
+        with pytest.raises(Exception) as caught:  # the driver's own: a store translates none
+            await operation()
+        texts.append(str(caught.value))
+    await store.close()
+    assert "127.0.0.1" in store.backend_namespace
+    for text in texts:
+        assert secret not in text and "agent:" not in text

@@ -1,7 +1,8 @@
 """``RevisionedPostgresSession`` against a real PostgreSQL server: what the conformance suite
-cannot see. One round trip per conditional append; one winner among racing pools; the
-versioned schema; a backend terminated in the middle of an append; and the wrapper settling
-a store's writes by their ids."""
+cannot see. One round trip per conditional append; one winner among racing pools; its
+schema's migrations; a backend terminated in the middle of an append; and the wrapper
+settling a store's writes by their ids. A newer schema, migrating on demand, closing and a
+second event loop are in ``test_store_conformance.py``."""
 
 from __future__ import annotations
 
@@ -144,6 +145,8 @@ def whole_or_absent(
 
 
 async def test_append_if_is_one_statement_in_one_round_trip(place: Place) -> None:
+    """A conditional append is one prepared statement in one request; a refused one reads the head
+    once more."""
     wire = Wire()
     store = place.store("rt", init=wire.attach, min_size=1, max_size=1)
     await store.add_items([item("a")])  # schema, session row, statements prepared
@@ -177,6 +180,7 @@ async def test_append_if_is_one_statement_in_one_round_trip(place: Place) -> Non
 
 
 async def test_a_pool_passed_in_is_used_and_left_open(place: Place) -> None:
+    """A store built on the caller's pool uses it and leaves it open when closed."""
     pool = await place.pool()
     store = RevisionedPostgresSession("mine", pool, schema=place.schema)
     await store.add_items([item("a")])
@@ -189,6 +193,8 @@ async def test_a_pool_passed_in_is_used_and_left_open(place: Place) -> None:
 
 
 async def test_racing_appends_from_separate_pools_commit_exactly_one(place: Place) -> None:
+    """Workers on pools of their own appending against one head: exactly one wins each round, with
+    its items."""
     workers = [await place.on_own_pool("race", max_size=1) for _ in range(8)]
     await workers[0].migrate()
     for round_number in range(6):
@@ -216,6 +222,7 @@ async def test_racing_appends_from_separate_pools_commit_exactly_one(place: Plac
 
 
 async def test_concurrent_adds_and_pops_keep_one_gapless_history(place: Place) -> None:
+    """Concurrent adds and pops from many pools leave one gapless history of revisions and items."""
     workers = [await place.on_own_pool("mix", max_size=1) for _ in range(6)]
     await workers[0].migrate()
 
@@ -283,6 +290,8 @@ async def test_pop_and_clear_wait_for_an_append_in_progress_and_see_its_items(
 
 
 async def test_first_use_creates_the_schema_and_check_reports_it(place: Place) -> None:
+    """check() creates nothing; the first use creates the schema, which check() then finds
+    current."""
     store = place.store("s")
     problem = await store.check()
     assert problem is not None and "no revisioned-store schema" in problem
@@ -297,40 +306,11 @@ async def test_first_use_creates_the_schema_and_check_reports_it(place: Place) -
     assert SCHEMA_VERSION == len(migration_steps()) == 1
 
 
-async def test_migrate_false_refuses_a_missing_schema_until_migrated(place: Place) -> None:
-    store = place.store("s", migrate=False)
-    with pytest.raises(SchemaMismatch, match="agents-reconcile migrate"):
-        await store.get_items()
-    with pytest.raises(SchemaMismatch):
-        await store.add_items([item("a")])
-    assert not await place.schema_exists()
-    assert await store.migrate() == ["0001_initial"]
-    await store.add_items([item("a")])
-    assert await store.get_items() == [item("a")]
-
-
-async def test_a_newer_schema_is_refused_and_left_alone(place: Place) -> None:
-    first = await place.on_own_pool("s")
-    await first.add_items([item("a")])
-    await place.fetch(
-        f"INSERT INTO {place.table('store_schema_version')} (version, name) VALUES (2, 'later')"
-    )
-    for migrate in (True, False):
-        later = await place.on_own_pool("s", migrate=migrate)
-        with pytest.raises(SchemaMismatch, match="newer"):
-            await later.head()
-        with pytest.raises(SchemaMismatch, match="newer"):
-            await later.migrate()
-        problem = await later.check()
-        assert problem is not None and "upgrade agents-reconcile" in problem
-    rows = await place.fetch(f"SELECT item FROM {place.table('items')}")
-    assert [r[0] for r in rows] == ['{"role":"user","content":"a"}']
-
-
 async def test_workers_starting_together_apply_each_step_once(place: Place) -> None:
+    """Workers migrating, or first using, one schema at once apply each step exactly once."""
     workers = [await place.on_own_pool(f"s{i}", max_size=1) for i in range(6)]
     applied = await asyncio.gather(*(w.migrate() for w in workers))
-    assert sorted(applied) == [[]] * 5 + [["0001_initial"]]
+    assert sorted(applied) == [[]] * 5 + [["revisioned store schema 1"]]
     # And on first use (auto-migration) from fresh pools on a fresh schema.
     other = Place(place.url)
     try:
@@ -358,6 +338,7 @@ async def test_the_schema_can_hold_another_components_schema_version(place: Plac
 
 
 async def test_a_session_row_deleted_behind_the_stores_back_is_made_again(place: Place) -> None:
+    """A session row deleted behind the store's back is made again by the next write."""
     store = place.store("gone")
     await store.add_items([item("a")])
     for table in ("items", "writes", "sessions"):
@@ -370,6 +351,8 @@ async def test_a_session_row_deleted_behind_the_stores_back_is_made_again(place:
 async def test_get_items_with_a_limit_reads_the_tail_through_the_primary_key(
     place: Place,
 ) -> None:
+    """A limited read walks the items' primary key backwards instead of reading the whole
+    session."""
     store = place.store("long")
     await store.add_items([item(str(n)) for n in range(3000)])
     assert await store.get_items(limit=2) == [item("2998"), item("2999")]
@@ -400,6 +383,8 @@ async def lock_waiter(admin: Any, application_name: str) -> int:
 
 
 async def test_a_terminated_backend_mid_append_raises_the_drivers_error(place: Place) -> None:
+    """An append whose backend is terminated raises the driver's own error and writes all or
+    nothing."""
     name = f"victim-{uuid.uuid4().hex[:8]}"
     store = await place.on_own_pool("k", max_size=1, server_settings={"application_name": name})
     await store.add_items([item("a")])
@@ -491,6 +476,8 @@ def reconciling(store: Any, tmp_path: Path) -> tuple[ReconcilingSession, Any]:
 async def test_a_lost_acknowledgement_is_settled_by_the_write_id(
     place: Place, tmp_path: Path
 ) -> None:
+    """A lost acknowledgement under the wrapper is settled as committed by the store's record of
+    the write id."""
     store = place.store("lost")
     session, faulty = reconciling(store, tmp_path)
     faulty.plan(Fault.LOST_ACK)
@@ -505,6 +492,7 @@ async def test_a_lost_acknowledgement_is_settled_by_the_write_id(
 
 
 async def test_a_rejected_write_is_replayed_once(place: Place, tmp_path: Path) -> None:
+    """A rejected write under the wrapper is found absent and replayed once."""
     store = place.store("rejected")
     session, faulty = reconciling(store, tmp_path)
     faulty.plan(Fault.REJECT)
@@ -525,6 +513,8 @@ async def test_a_rejected_write_is_replayed_once(place: Place, tmp_path: Path) -
 
 
 async def test_the_namespace_and_messages_carry_no_credentials(place: Place) -> None:
+    """The store's namespace keeps only where the database is, and no message carries the user or
+    password."""
     base = place.url.split("://", 1)[1].rpartition("@")[2]
     url = f"postgresql://postgres:hunter2@{base}?password=hunter2&sslmode=disable"
     store = RevisionedPostgresSession.from_url("s", url, schema=place.schema, migrate=False)
@@ -543,6 +533,8 @@ async def test_the_namespace_and_messages_carry_no_credentials(place: Place) -> 
 
 
 async def test_objects_from_one_url_share_a_pool_until_the_last_closes(place: Place) -> None:
+    """Stores of one URL and options share one pool, closed by the last of them, and reopen when
+    used."""
     name = f"shared-{uuid.uuid4().hex[:8]}"
     options = {"max_size": 1, "server_settings": {"application_name": name}}
     one, two = place.store("a", **options), place.store("b", **options)
@@ -570,6 +562,7 @@ async def test_objects_from_one_url_share_a_pool_until_the_last_closes(place: Pl
 
 
 def test_bad_configuration_is_refused_before_connecting() -> None:
+    """A non-PostgreSQL URL or a bad schema name is refused before anything connects."""
     with pytest.raises(ConfigurationError):
         RevisionedPostgresSession.from_url("s", "mysql://localhost/db")
     for schema in ("1abc", "a-b", 'x"y', "pg_mine", "a" * 64):
@@ -578,6 +571,7 @@ def test_bad_configuration_is_refused_before_connecting() -> None:
 
 
 def test_without_asyncpg_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without asyncpg the error names the extra to install."""
     monkeypatch.setitem(sys.modules, "asyncpg", None)
     with pytest.raises(ConfigurationError, match=r"agents-reconcile\[postgres\]"):
         RevisionedPostgresSession.from_url("s", "postgresql://localhost/db")

@@ -1,8 +1,9 @@
 """``RevisionedRedisSession`` on a real Redis server: what the conformance suite cannot see.
 
 The write script's atomicity under concurrent clients, tail-only reads, the stored format
-(the SDK's ``RedisSession`` reads it), the schema version, reconciliation through the wrapper,
-and connections that die: killed by the server while idle, or losing a write's reply.
+(the SDK's ``RedisSession`` reads it), clients and identity, reconciliation through the
+wrapper, and connections that die: killed by the server while idle, or losing a write's reply.
+The schema version, closing and a second event loop are in ``test_store_conformance.py``.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from agents_reconcile import Action, Outcome, Reason, ReconcileConfig, ReconcilingSession
-from agents_reconcile.errors import ConfigurationError, RevisionConflict, SchemaMismatch
+from agents_reconcile.errors import ConfigurationError, RevisionConflict
 from agents_reconcile.identity import derive_identity
 from agents_reconcile.stores.redis import RevisionedRedisSession
 from agents_reconcile.testing import (
@@ -185,6 +186,7 @@ class SpyRedis(Redis):
 async def test_get_items_with_a_limit_asks_only_for_the_tail(
     url: str, prefix: str, opened: list[Any]
 ) -> None:
+    """Limited reads ask the server for the tail only (LRANGE, ZRANGEBYSCORE with a limit)."""
     spy = SpyRedis.from_url(url)
     opened.append(spy)
     store = RevisionedRedisSession("long", spy, prefix=prefix)
@@ -234,54 +236,13 @@ async def test_items_are_json_text_in_a_list_the_sdk_can_read(
     assert await sdk.get_items(limit=1) == history[-1:]
 
 
-# -- schema -----------------------------------------------------------------------------------
-
-
-async def test_a_newer_schema_version_is_refused_and_nothing_is_written(
-    url: str, prefix: str, admin: Redis, opened: list[Any]
-) -> None:
-    await admin.set(f"{prefix}:store-schema", 2)
-    store = RevisionedRedisSession.from_url("s", url, prefix=prefix)
-    opened.append(store)
-    with pytest.raises(SchemaMismatch, match="newer"):
-        await store.add_items([USER])
-    with pytest.raises(SchemaMismatch, match="newer"):
-        await store.head()
-    with pytest.raises(SchemaMismatch):
-        await store.migrate()
-    problem = await store.check()
-    assert problem is not None and "newer" in problem
-    assert [key async for key in admin.scan_iter(match=f"{prefix}*")] == [
-        f"{prefix}:store-schema".encode()
-    ]
-    assert await admin.get(f"{prefix}:store-schema") == b"2"
-
-
-async def test_migrate_and_check(url: str, prefix: str, admin: Redis, opened: list[Any]) -> None:
-    """Without the version key, a store told not to migrate refuses; ``check`` says so and
-    writes nothing; ``migrate`` sets it once."""
-    store = RevisionedRedisSession.from_url("s", url, prefix=prefix, migrate=False)
-    opened.append(store)
-    with pytest.raises(SchemaMismatch, match="migrate"):
-        await store.get_items()
-    problem = await store.check()
-    assert problem is not None and "migrate" in problem
-    assert await admin.exists(f"{prefix}:store-schema") == 0
-    assert await store.migrate() == ["revisioned store schema 1"]
-    assert await store.migrate() == []
-    assert await store.check() is None
-    await store.add_items([USER])
-    assert await store.get_items() == [USER]
-
-    fresh = RevisionedRedisSession.from_url("t", url, prefix=f"{prefix}-auto")
-    opened.append(fresh)
-    assert await fresh.head() == 0
-    assert await admin.get(f"{prefix}-auto:store-schema") == b"1"
+# -- clients and drivers ----------------------------------------------------------------------
 
 
 async def test_a_client_that_decodes_responses_works_too(
     url: str, prefix: str, opened: list[Any]
 ) -> None:
+    """A store on a client that decodes responses reads and writes the same."""
     client = Redis.from_url(url, decode_responses=True)
     opened.append(client)
     store = RevisionedRedisSession("text", client, prefix=prefix)
@@ -295,6 +256,7 @@ async def test_a_client_that_decodes_responses_works_too(
 
 
 def test_without_redis_py_the_error_says_what_to_install(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without redis-py the error names the extra to install."""
     for name in [name for name in sys.modules if name == "redis" or name.startswith("redis.")]:
         monkeypatch.setitem(sys.modules, name, None)
     monkeypatch.delitem(sys.modules, "agents_reconcile.stores.redis")
@@ -308,6 +270,8 @@ def test_without_redis_py_the_error_says_what_to_install(monkeypatch: pytest.Mon
 
 
 async def test_namespace_names_the_server_without_credentials(url: str, opened: list[Any]) -> None:
+    """The namespace names server, database and prefix without credentials, the same for a client
+    or a URL."""
     secret = "s3cret-pass"
     store = RevisionedRedisSession.from_url(
         "s", f"redis://someone:{secret}@127.0.0.1:6390/4", prefix="p"
@@ -327,6 +291,7 @@ async def test_namespace_names_the_server_without_credentials(url: str, opened: 
 async def test_sessions_from_one_url_share_a_client_until_the_last_closes(
     url: str, prefix: str, admin: Redis
 ) -> None:
+    """Sessions of one URL share one client, closed by the last of them, and reopen when used."""
     name = f"share-{uuid.uuid4().hex[:8]}"
     one = RevisionedRedisSession.from_url("a", url, prefix=prefix, client_name=name)
     two = RevisionedRedisSession.from_url("b", url, prefix=prefix, client_name=name)
@@ -344,6 +309,7 @@ async def test_sessions_from_one_url_share_a_client_until_the_last_closes(
 
 
 async def test_drop_deletes_only_its_prefix(url: str, prefix: str, admin: Redis) -> None:
+    """drop() deletes the keys of its own prefix only, glob characters matched literally."""
     odd = f"{prefix}*[x]"  # glob characters in the prefix are matched literally
     store = RevisionedRedisSession.from_url("a", url, prefix=odd)
     neighbour = RevisionedRedisSession.from_url("c", url, prefix=odd)
@@ -369,6 +335,7 @@ async def test_drop_deletes_only_its_prefix(url: str, prefix: str, admin: Redis)
 async def test_a_lost_acknowledgement_reconciles_to_committed(
     url: str, prefix: str, tmp_path: Path, opened: list[Any]
 ) -> None:
+    """A lost acknowledgement under the wrapper reconciles to committed by the write id."""
     store = RevisionedRedisSession.from_url("chat", url, prefix=prefix)
     opened.append(store)
     faulty = FaultInjectingSession(store)
@@ -389,6 +356,7 @@ async def test_a_lost_acknowledgement_reconciles_to_committed(
 async def test_a_rejected_write_is_replayed_once(
     url: str, prefix: str, tmp_path: Path, opened: list[Any]
 ) -> None:
+    """A rejected write under the wrapper is found absent and replayed once."""
     store = RevisionedRedisSession.from_url("chat", url, prefix=prefix)
     opened.append(store)
     faulty = FaultInjectingSession(store)
@@ -489,6 +457,8 @@ async def test_a_write_whose_reply_is_lost_is_sent_once_and_raises_the_drivers_e
 async def test_a_real_lost_reply_under_the_wrapper_reconciles_to_committed(
     url: str, prefix: str, tmp_path: Path, opened: list[Any]
 ) -> None:
+    """A reply really lost on the wire raises the driver's error with the intent's note, and
+    reconciles to committed."""
     client, connection = reply_losing_client(url)
     opened.append(client)
     store = RevisionedRedisSession("chat", client, prefix=prefix)

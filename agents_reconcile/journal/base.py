@@ -63,7 +63,9 @@ class IntentJournal(Protocol):
     """Durable store of unresolved intents and of the decisions that settled them.
 
     Implementations translate their driver's errors into ``JournalError`` subclasses and
-    raise ``RecordError`` subclasses for records they cannot trust.
+    raise ``RecordError`` subclasses for records they cannot trust. A journal whose storage
+    has no schema (one in memory) answers the schema methods as
+    ``backends.schema.Unversioned`` does.
     """
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
@@ -154,6 +156,21 @@ class IntentJournal(Protocol):
 
     async def close(self) -> None:
         """Release connections; a later operation may open them again."""
+        ...
+
+    async def schema_version(self) -> int | None:
+        """The schema version the journal's storage holds (None when it holds none yet);
+        writes nothing."""
+        ...
+
+    async def check(self) -> str | None:
+        """None when the storage holds this release's schema; else a sentence saying what is
+        missing or newer. Runs no DDL and writes nothing."""
+        ...
+
+    async def migrate(self) -> list[str]:
+        """Create or upgrade the schema; return the steps applied (none when current). A
+        newer schema is refused before anything touches it."""
         ...
 
 

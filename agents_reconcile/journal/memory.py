@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 
+from ..backends.schema import Unversioned
 from ..errors import IntentConflict
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
@@ -16,10 +17,15 @@ class InvariantViolation(AssertionError):
     """A caller broke a journal invariant (for example, touched a settled intent)."""
 
 
-class MemoryJournal:
+class MemoryJournal(Unversioned):
     """``IntentJournal`` in a dict. Settling, noting or moving a settled or unknown intent
     raises ``InvariantViolation`` instead of being ignored; settling again with the very
     decision that settled it is a retried call, and a no-op."""
+
+    @classmethod
+    def from_address(cls, address: str, *, namespace: str | None = None) -> MemoryJournal:
+        """A new, empty journal for ``memory:`` addresses (nothing outlives it)."""
+        return cls()
 
     def __init__(self) -> None:
         self._entries: dict[str, JournalEntry] = {}

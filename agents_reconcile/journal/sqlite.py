@@ -16,7 +16,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, TypeVar
 
-from .._sqlite import SQLiteLink, enable_wal
+from ..backends.schema import Schema
+from ..backends.sqlite import SQLiteLink, SQLiteSchema, enable_wal, path_of
 from ..errors import (
     IntentConflict,
     JournalCorrupt,
@@ -29,56 +30,20 @@ from .base import IntentState, JournalEntry, Opened, require_limit, require_sett
 
 __all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA: Final = Schema(
+    "journal",
+    ("0001_initial",),
+    JournalCorrupt,
+    package="agents_reconcile.journal",
+    folder="sqlite_schema",
+)
+"""The journal's schema steps, oldest first: files ``sqlite_schema/<step>.sql``."""
+SCHEMA_VERSION: Final = SCHEMA.version
+_VERSIONS: Final = SQLiteSchema(SCHEMA, "journal_schema")
 _T = TypeVar("_T")
 _SETTLING_ACTIONS: Final = ("settled", "replayed", "dropped")
-
-# The intents table holds only writes in flight or unresolved, a handful of rows at any time,
-# so it needs no secondary index; WITHOUT ROWID keeps each row in its primary-key b-tree.
-_SCHEMA: Final = (
-    """CREATE TABLE IF NOT EXISTS journal_schema (
-        version INTEGER NOT NULL,
-        applied_at REAL NOT NULL
-    )""",
-    """CREATE TABLE IF NOT EXISTS intents (
-        intent_id TEXT PRIMARY KEY,
-        session_id TEXT NOT NULL,
-        backend TEXT NOT NULL,
-        state TEXT NOT NULL,
-        owner TEXT NOT NULL,
-        created_at REAL NOT NULL,
-        updated_at REAL NOT NULL,
-        record BLOB NOT NULL,
-        write_seq INTEGER NOT NULL DEFAULT 0
-    ) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS decisions (
-        seq INTEGER PRIMARY KEY AUTOINCREMENT,
-        intent_id TEXT NOT NULL,
-        session_id TEXT NOT NULL,
-        backend TEXT NOT NULL,
-        outcome TEXT NOT NULL,
-        reason TEXT NOT NULL,
-        action TEXT NOT NULL,
-        decided_at REAL NOT NULL,
-        record BLOB NOT NULL
-    )""",
-    "CREATE INDEX IF NOT EXISTS decisions_by_intent ON decisions (intent_id)",
-    "CREATE INDEX IF NOT EXISTS decisions_by_session ON decisions (session_id, seq)",
-    """CREATE TABLE IF NOT EXISTS session_writes (
-        session_id TEXT NOT NULL,
-        backend TEXT NOT NULL,
-        writes INTEGER NOT NULL,
-        PRIMARY KEY (session_id, backend)
-    ) WITHOUT ROWID""",
-    # Every intent recorded is a write of its session (the write may land): counting it in a
-    # trigger keeps opening an intent a single statement.
-    """CREATE TRIGGER IF NOT EXISTS intents_count_write AFTER INSERT ON intents
-    BEGIN
-        INSERT INTO session_writes (session_id, backend, writes)
-        VALUES (NEW.session_id, NEW.backend, 1)
-        ON CONFLICT (session_id, backend) DO UPDATE SET writes = writes + 1;
-    END""",
-)
+# One journal object per file within a process: every spelling of an address shares it.
+_SHARED: dict[Path, SQLiteJournal] = {}
 
 
 class SQLiteJournal:
@@ -109,6 +74,16 @@ class SQLiteJournal:
             translate=lambda exc: _translate(exc, self.path),
         )
 
+    @classmethod
+    def from_address(cls, address: str, *, namespace: str | None = None) -> SQLiteJournal:
+        """The journal of the file ``address`` names (a path or an ``sqlite:`` URL), shared
+        by every caller in this process; ``namespace`` is not used (the file is one)."""
+        key = path_of(address).expanduser().resolve()
+        journal = _SHARED.get(key)
+        if journal is None:
+            journal = _SHARED[key] = cls(key)
+        return journal
+
     def __repr__(self) -> str:
         return f"SQLiteJournal({str(self.path)!r})"
 
@@ -135,7 +110,7 @@ class SQLiteJournal:
             # opening the journal at the same moment may hold.
             conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
             if self.read_only:
-                self._check_version(conn)
+                self._check_read_only(conn)
             else:
                 # WAL lets readers run beside the one writer; NORMAL commits reach the OS
                 # before returning, which is what surviving SIGKILL needs.
@@ -143,88 +118,44 @@ class SQLiteJournal:
                 conn.execute(f"PRAGMA synchronous={self._synchronous}")
                 # Pending batches hold conversation content: overwrite it when a row goes.
                 conn.execute("PRAGMA secure_delete=ON")
-                self._migrate(conn)
+                _VERSIONS.ensure(conn, str(self.path), migrate=True)
+                conn.execute("PRAGMA busy_timeout=0")
         except BaseException:
             conn.close()
             raise
         return conn
 
-    def _migrate(self, conn: sqlite3.Connection) -> None:
-        conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
-        # IMMEDIATE: two processes creating the schema at once must not both insert a version.
-        conn.execute("BEGIN IMMEDIATE")
-        try:
-            # A newer schema is refused before any DDL touches it.
-            version = self._check_version(conn, missing_ok=True)
-            for statement in _SCHEMA:
-                conn.execute(statement)
-            if version is None:
-                conn.execute(
-                    "INSERT INTO journal_schema (version, applied_at) VALUES (?, ?)",
-                    (SCHEMA_VERSION, time.time()),
-                )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        conn.execute("PRAGMA busy_timeout=0")
-
-    def _check_version(self, conn: sqlite3.Connection, *, missing_ok: bool = False) -> int | None:
-        """The file's schema version; refuses a newer one, and a file that is not a journal."""
-        exists = conn.execute(
-            "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'journal_schema'"
-        ).fetchone()
-        if not exists:
-            if missing_ok:
-                return None
+    def _check_read_only(self, conn: sqlite3.Connection) -> None:
+        """An inspected file must be a journal this release reads."""
+        found = _VERSIONS.version(conn, str(self.path))
+        if found is None:
             raise JournalCorrupt(f"{self.path} is not an agents-reconcile journal")
-        row = conn.execute("SELECT max(version) FROM journal_schema").fetchone()
-        version = row[0] if row else None
-        if not isinstance(version, int):
-            if missing_ok and version is None:
-                return None
-            raise JournalCorrupt(f"journal {self.path} has no readable schema version")
-        if version > SCHEMA_VERSION:
-            raise JournalCorrupt(
-                f"journal {self.path} has schema version {version}, newer than this "
-                f"release's {SCHEMA_VERSION}; upgrade agents-reconcile"
-            )
-        return version
+        if found > SCHEMA_VERSION:
+            SCHEMA.refuse(str(self.path), found)
 
-    def schema_version(self) -> int:
-        """The schema version recorded in the file (runs no DDL beyond first creation)."""
-        row = self._sync(lambda c: c.execute("SELECT max(version) FROM journal_schema").fetchone())
-        return int(row[0])
+    async def schema_version(self) -> int | None:
+        """The schema version recorded in the file (None without one); writes nothing."""
+        return await asyncio.to_thread(_VERSIONS.read_file, self.path)
 
     async def migrate(self) -> list[str]:
         """Create or upgrade the schema; return the steps applied (none when current)."""
         if self.read_only:
             raise JournalUnavailable(f"journal {self.path} is open read-only")
-        existed = await self.check() is None
-        await self._run(lambda conn: None)  # opening applies what is missing
-        return [] if existed else [f"journal schema {SCHEMA_VERSION}"]
+        try:
+            return await asyncio.to_thread(_VERSIONS.migrate_file, self.path, self._busy_timeout)
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
 
     async def check(self) -> str | None:
         """None when the file holds this release's schema; else what is missing or newer.
         Creates and writes nothing."""
         if not self.path.is_file():
             return f"{self.path}: no journal file (migrate creates it)"
-        inspector = SQLiteJournal(self.path, read_only=True)
         try:
-            version = await asyncio.to_thread(
-                inspector._sync,
-                lambda conn: inspector._check_version(conn, missing_ok=True),
-                patient=True,
-            )
-        except JournalCorrupt as exc:
+            found = await self.schema_version()
+        except (JournalCorrupt, sqlite3.Error) as exc:
             return str(exc)
-        finally:
-            await inspector.close()
-        if version is None:
-            return f"{self.path}: no journal schema (run migrate)"
-        if version < SCHEMA_VERSION:
-            return f"{self.path}: journal schema {version} needs migrating to {SCHEMA_VERSION}"
-        return None
+        return SCHEMA.problem(str(self.path), found)
 
     def _sync(self, operation: Callable[[sqlite3.Connection], _T], *, patient: bool = False) -> _T:
         return self._link.sync(operation, patient=patient)

@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+from ..backends.registry import BACKENDS, Backend, backend_named
+
 __all__ = ["POSTGRES_ENV", "REDIS_ENV", "STORES", "Store", "close_store", "store_named"]
 
 ENCRYPTION_KEY: Final = "agents-reconcile-selftest-key-0123456789"
@@ -99,36 +101,30 @@ async def _sqlalchemy_sqlite(session_id: str, directory: Path) -> Any:
     )
 
 
-async def _revisioned_sqlite(session_id: str, directory: Path) -> Any:
-    from ..stores import RevisionedSQLiteSession
-
-    return RevisionedSQLiteSession(session_id, directory / "chat-revisioned.db")
-
-
-REDIS_ENV: Final = "AGENTS_RECONCILE_SELFTEST_REDIS_URL"
-POSTGRES_ENV: Final = "AGENTS_RECONCILE_SELFTEST_POSTGRES_URL"
-
-
 def _namespace(directory: Path) -> str:
     # One namespace per scenario directory, so scenarios never see each other's data.
     return "st" + hashlib.blake2b(str(directory).encode(), digest_size=8).hexdigest()
 
 
-async def _revisioned_redis(session_id: str, directory: Path) -> Any:
-    from ..stores.redis import RevisionedRedisSession
+def _revisioned(backend: Backend) -> Store:
+    """The revisioned store of a registered backend, on a file in the scenario's directory
+    or in a namespace of its own on the server ``backend.environment("SELFTEST")`` names."""
+    server = backend.environment("SELFTEST") if backend.server else None
 
-    return RevisionedRedisSession.from_url(
-        session_id, os.environ[REDIS_ENV], prefix=_namespace(directory)
+    async def opener(session_id: str, directory: Path) -> Any:
+        if server is None:
+            address = backend.address_in(directory, "chat-revisioned")
+        else:
+            address = os.environ[server]
+        return backend.open_store(session_id, address, namespace=_namespace(directory))
+
+    return Store(
+        f"revisioned_{backend.name}", opener, backend.drivers, revisioned=True, server=server
     )
 
 
-async def _revisioned_postgres(session_id: str, directory: Path) -> Any:
-    from ..stores.postgres import RevisionedPostgresSession
-
-    return RevisionedPostgresSession.from_url(
-        session_id, os.environ[POSTGRES_ENV], schema=_namespace(directory), min_size=1, max_size=2
-    )
-
+REDIS_ENV: Final = backend_named("redis").environment("SELFTEST")
+POSTGRES_ENV: Final = backend_named("postgres").environment("SELFTEST")
 
 STORES: Final = (
     Store("sqlite", _sqlite),
@@ -136,15 +132,8 @@ STORES: Final = (
     Store("advanced_sqlite", _advanced_sqlite),
     Store("encrypted_sqlite", _encrypted_sqlite, ("cryptography",)),
     Store("sqlalchemy_sqlite", _sqlalchemy_sqlite, ("sqlalchemy", "aiosqlite")),
-    Store("revisioned_sqlite", _revisioned_sqlite, revisioned=True),
-    Store("revisioned_redis", _revisioned_redis, ("redis",), revisioned=True, server=REDIS_ENV),
-    Store(
-        "revisioned_postgres",
-        _revisioned_postgres,
-        ("asyncpg",),
-        revisioned=True,
-        server=POSTGRES_ENV,
-    ),
+    # Every registered revisioned store whose data outlives a killed process.
+    *(_revisioned(backend) for backend in BACKENDS if backend.store and backend.durable),
 )
 
 

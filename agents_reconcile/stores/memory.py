@@ -6,6 +6,7 @@ import asyncio
 import time
 from typing import Any
 
+from ..backends.schema import Unversioned
 from ..errors import RevisionConflict
 from ..revision import WriteRecord
 from ._common import ANONYMOUS, decode_item, encode_item, new_write_id, valid_limit
@@ -20,12 +21,31 @@ class _Data:
         self.by_id: dict[str, WriteRecord] = {}
 
 
-class MemoryRevisionedSession:
+# The data of ``memory:`` addresses, one mapping per address and namespace (see from_address).
+_SPACES: dict[tuple[str, str], dict[str, Any]] = {}
+
+
+class MemoryRevisionedSession(Unversioned):
     """A full SDK ``Session`` with a head revision and a record of writes, in this process.
 
     Sessions built with the same ``shared`` mapping see the same data, like two workers on
     one server.
     """
+
+    @classmethod
+    def from_address(
+        cls,
+        session_id: str,
+        address: str,
+        *,
+        namespace: str | None = None,
+        migrate: bool = True,
+    ) -> MemoryRevisionedSession:
+        """A session on ``address`` (``memory://<name>``): sessions of one address and
+        namespace share their data, until ``drop``."""
+        session = cls(session_id, shared=_SPACES.setdefault((address, namespace or ""), {}))
+        session._space = (address, namespace or "")
+        return session
 
     def __init__(self, session_id: str, *, shared: dict[str, Any] | None = None) -> None:
         self.session_id = session_id
@@ -36,6 +56,15 @@ class MemoryRevisionedSession:
             data = store[session_id] = _Data()
         self._data = data
         self._lock = asyncio.Lock()
+        self._space: tuple[str, str] | None = None
+
+    async def close(self) -> None:
+        """Nothing to release: the data lives as long as the process (or ``shared``)."""
+
+    async def drop(self) -> None:
+        """Forget every session of this object's ``memory:`` address (for tests)."""
+        if self._space is not None:
+            _SPACES.pop(self._space, None)
 
     def _record(self, kind: str, count: int, write_id: str, writer: str) -> int:
         revision = len(self._data.writes) + 1

@@ -28,154 +28,57 @@ or may not have landed, and ``ReconcilingSession`` settles it by its write id.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
-import functools
-import hashlib
-import importlib
-import re
 import time
 from collections import OrderedDict
-from dataclasses import dataclass, field
-from importlib import resources
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from ..backends.connections import Connections
+from ..backends.postgres import (
+    PostgresSchema,
+    check_schema_name,
+    check_scheme,
+    keep_session_state,
+    load_driver,
+    location,
+    pool_location,
+    pool_opener,
+    quote,
+)
+from ..backends.schema import Schema
 from ..errors import ConfigurationError, RevisionConflict, SchemaMismatch
 from ..revision import WriteRecord
 from ._common import ANONYMOUS, decode_item, encode_item, new_write_id, valid_limit
 
-__all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "RevisionedPostgresSession", "migration_steps"]
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "MIGRATIONS",
+    "SCHEMA",
+    "SCHEMA_VERSION",
+    "RevisionedPostgresSession",
+    "migration_steps",
+]
 
+SCHEMA: Final = Schema(
+    "revisioned store",
+    ("0001_initial",),
+    SchemaMismatch,
+    package="agents_reconcile.stores",
+    folder="postgres_schema",
+)
+MIGRATIONS: Final = SCHEMA.steps
+"""The schema's migration steps, oldest first: files ``postgres_schema/<name>.sql``."""
+SCHEMA_VERSION: Final = SCHEMA.version
+"""The store schema version this release reads and writes."""
 DEFAULT_SCHEMA: Final = "agents_reconcile_store"
 _VERSION_TABLE: Final = "store_schema_version"
-_TABLES: Final = ("sessions", "items", "writes", _VERSION_TABLE)
+_TABLES: Final = ("sessions", "items", "writes")
 _WRITE_ID_CONSTRAINT: Final = "writes_write_id_key"
-_STEP_FILE: Final = re.compile(r"(\d{4})_[a-z0-9_]+\.sql")
-_IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,62}")
-_MIGRATE_HINT: Final = "run `agents-reconcile migrate`"
-_INSTALL_HINT: Final = "pip install 'agents-reconcile[postgres]'"
-_CLOSE_TIMEOUT: Final = 5.0
 _REMEMBERED_ROWS: Final = 65536
 
 
-@functools.cache
 def migration_steps() -> tuple[tuple[str, str], ...]:
-    """The schema's migration steps shipped in ``postgres_schema/``: (name, SQL), oldest
-    first; step N is file ``000N_*.sql``."""
-    folder = resources.files(__package__ or "agents_reconcile.stores").joinpath("postgres_schema")
-    try:
-        found = sorted(
-            (int(match.group(1)), entry.name[: -len(".sql")], entry)
-            for entry in folder.iterdir()
-            if (match := _STEP_FILE.fullmatch(entry.name))
-        )
-        steps = tuple((name, entry.read_text(encoding="utf-8")) for _, name, entry in found)
-    except OSError as exc:
-        raise ConfigurationError(
-            f"this installation of agents-reconcile lacks its PostgreSQL store schema: {exc}"
-        ) from exc
-    numbers = [number for number, _, _ in found]
-    if not numbers or numbers != list(range(1, len(numbers) + 1)):
-        raise ConfigurationError(
-            f"the PostgreSQL store's migration steps are not numbered 1..N: {numbers}"
-        )
-    return steps
-
-
-SCHEMA_VERSION: Final = len(migration_steps())
-"""The store schema version this release reads and writes."""
-
-
-def _driver() -> Any:
-    try:
-        # By name: asyncpg is an optional dependency and ships no type information.
-        return importlib.import_module("asyncpg")
-    except ImportError as exc:
-        raise ConfigurationError(
-            f"RevisionedPostgresSession needs the asyncpg driver: {_INSTALL_HINT}"
-        ) from exc
-
-
-# -- shared pools --------------------------------------------------------------------------
-
-
-async def _keep_session_state(connection: Any) -> None:
-    """Pool reset for the pools this module opens: the store leaves no session state behind
-    (no SET, no LISTEN, no session-level advisory lock, transactions always closed), so a
-    connection goes back to the pool without the default reset query's round trip. asyncpg
-    still rolls back a transaction left open before calling this."""
-
-
-async def _open_pool(url: str, options: dict[str, Any]) -> Any:
-    return await _driver().create_pool(url, **options)
-
-
-@dataclass(eq=False)
-class _SharedPool:
-    """One pool for every store object of a URL (and options) in one event loop."""
-
-    loop: asyncio.AbstractEventLoop
-    key: tuple[str, str]
-    opening: asyncio.Task[Any]
-    users: int = 0
-    verified: set[str] = field(default_factory=set)
-    """Schemas found current through this pool (checked once per pool, not per object)."""
-
-    async def pool(self) -> Any:
-        return await asyncio.shield(self.opening)
-
-
-_POOLS: dict[tuple[asyncio.AbstractEventLoop, tuple[str, str]], _SharedPool] = {}
-
-
-def _take_shared(url: str, options: dict[str, Any]) -> _SharedPool:
-    """The shared pool for ``url`` in the running loop (opening it if needed), with one more
-    user. Synchronous, so concurrent first uses of one object cannot take two."""
-    loop = asyncio.get_running_loop()
-    for stale in [k for k, shared in _POOLS.items() if shared.loop.is_closed()]:
-        # A pool whose event loop is gone cannot be closed politely any more.
-        abandoned = _POOLS.pop(stale)
-        task = abandoned.opening
-        if task.done() and not task.cancelled() and task.exception() is None:
-            with contextlib.suppress(Exception):
-                task.result().terminate()
-    key = (url, repr(sorted(options.items())))
-    shared = _POOLS.get((loop, key))
-    if shared is None:
-        opening = loop.create_task(_open_pool(url, options))
-        shared = _POOLS[(loop, key)] = _SharedPool(loop, key, opening)
-
-        def opened(task: asyncio.Task[Any], shared: _SharedPool = shared) -> None:
-            # Not usable: the next use opens a new one.
-            failed = task.cancelled() or task.exception() is not None
-            if failed and _POOLS.get((shared.loop, shared.key)) is shared:
-                del _POOLS[(shared.loop, shared.key)]
-
-        opening.add_done_callback(opened)
-    shared.users += 1
-    return shared
-
-
-async def _give_back(shared: _SharedPool) -> None:
-    """One user fewer; the last one closes the pool."""
-    shared.users -= 1
-    if shared.users > 0:
-        return
-    if _POOLS.get((shared.loop, shared.key)) is shared:
-        del _POOLS[(shared.loop, shared.key)]
-    try:
-        pool = await shared.pool()
-    except Exception:
-        return  # it never opened: nothing to close
-    try:
-        await asyncio.wait_for(pool.close(), _CLOSE_TIMEOUT)
-    except BaseException as exc:
-        # Closing politely failed (a dead server, a connection still in use): drop the
-        # connections instead. Only a cancellation goes on up.
-        pool.terminate()
-        if not isinstance(exc, Exception):
-            raise
+    """The schema's migration steps: (name, SQL), oldest first; step N is ``MIGRATIONS[N-1]``."""
+    return tuple((step, SCHEMA.sql(step)) for step in SCHEMA.steps)
 
 
 # -- sessions whose row is known to exist ---------------------------------------------------
@@ -234,21 +137,25 @@ class RevisionedPostgresSession:
         schema: str = DEFAULT_SCHEMA,
         migrate: bool = True,
     ) -> None:
-        self._driver = _driver()
+        self._driver = load_driver("RevisionedPostgresSession")
         if not isinstance(session_id, str):
             raise ConfigurationError(f"session_id must be a str, not {session_id!r}")
-        _check_schema_name(schema)
+        check_schema_name(schema)
         self.session_id = session_id
         self.session_settings: Any = None
         self.schema = schema
         self._migrate_on_use = migrate
-        self._pool: Any = pool
-        self._url: str | None = None
-        self._pool_options: dict[str, Any] = {}
-        self._shared: _SharedPool | None = None
-        self._verified: set[str] = set()
-        self._location = _pool_location(pool) if pool is not None else ""
-        self._sql = _Statements(_quote(schema))
+        # from_url passes the share of a pool it built; anything else is the caller's pool.
+        shared = isinstance(pool, Connections)
+        self._connections: Connections[Any] = pool if shared else Connections(pool)
+        self._location = "" if shared else pool_location(pool)
+        self._sql = _Statements(quote(schema))
+        self._schema = self._schema_at(self._location)
+
+    def _schema_at(self, where: str) -> PostgresSchema:
+        return PostgresSchema(
+            SCHEMA, self.schema, version_table=_VERSION_TABLE, tables=_TABLES, location=where
+        )
 
     @classmethod
     def from_url(
@@ -265,12 +172,7 @@ class RevisionedPostgresSession:
         ``pool_options`` go to ``asyncpg.create_pool`` (defaults here: ``min_size=1``,
         ``max_size=10``, read-committed transactions); objects with the same URL, options
         and event loop share one pool. Nothing connects before the first operation."""
-        scheme = urlsplit(url).scheme.lower()
-        if scheme not in ("postgresql", "postgres"):
-            raise ConfigurationError(
-                f"a PostgreSQL store URL starts with postgresql://, not {scheme or '(none)'}://"
-            )
-        store = cls(session_id, None, schema=schema, migrate=migrate)
+        check_scheme(url, "store")
         options = dict(pool_options)
         options.setdefault("min_size", 1)
         options.setdefault("max_size", max(10, int(options["min_size"])))
@@ -279,11 +181,27 @@ class RevisionedPostgresSession:
         settings = {"default_transaction_isolation": "read committed"}
         settings.update(options.get("server_settings") or {})
         options["server_settings"] = settings
-        options.setdefault("reset", _keep_session_state)
-        store._url = url
-        store._pool_options = options
-        store._location = _url_location(url)
+        options.setdefault("reset", keep_session_state)
+        opener = pool_opener(load_driver("RevisionedPostgresSession"), url, options)
+        key = ("postgres-store", url, repr(sorted(options.items())))
+        store = cls(session_id, Connections(key=key, opener=opener), schema=schema, migrate=migrate)
+        store._location = location(url)
+        store._schema = store._schema_at(store._location)
         return store
+
+    @classmethod
+    def from_address(
+        cls,
+        session_id: str,
+        address: str,
+        *,
+        namespace: str | None = None,
+        migrate: bool = True,
+    ) -> RevisionedPostgresSession:
+        """The store the registry opens for ``address``; ``namespace`` is the schema."""
+        return cls.from_url(
+            session_id, address, schema=namespace or DEFAULT_SCHEMA, migrate=migrate
+        )
 
     def __repr__(self) -> str:
         return f"RevisionedPostgresSession({self.session_id!r}, {self.backend_namespace!r})"
@@ -293,164 +211,44 @@ class RevisionedPostgresSession:
         """Which store this is, without credentials: the database address and the schema."""
         return f"{self._location};schema={self.schema}"
 
-    # -- connections ---------------------------------------------------------------------
-
-    async def _connections(self) -> Any:
-        """The pool to use in the running event loop."""
-        if self._url is None:
-            return self._pool
-        loop = asyncio.get_running_loop()
-        shared = self._shared
-        if shared is not None and shared.loop is not loop:
-            # Used from another event loop than before: that pool cannot serve this one.
-            self._shared = None
-            shared.users -= 1
-            shared = None
-        if shared is None:
-            shared = self._shared = _take_shared(self._url, self._pool_options)
-        try:
-            return await shared.pool()
-        except BaseException:
-            if self._shared is shared and shared.opening.done():
-                self._shared = None
-                shared.users -= 1
-            raise
-
-    def _verified_schemas(self) -> set[str]:
-        return self._shared.verified if self._shared is not None else self._verified
+    # -- connections and schema ------------------------------------------------------------
 
     async def _ready(self) -> Any:
-        """The pool, with the schema checked (or migrated) once."""
-        pool = await self._connections()
-        if self.schema in self._verified_schemas():
-            return pool
-        async with pool.acquire() as conn:
-            problem, migratable = await self._inspect(conn)
-            if problem is not None:
-                if not (self._migrate_on_use and migratable):
-                    raise SchemaMismatch(problem)
-                await self._apply(conn)
-        self._verified_schemas().add(self.schema)
+        """The pool, with the schema checked (or migrated) once per pool."""
+        pool = await self._connections.get()
+        await self._schema.ensure(pool, self._connections.verified, migrate=self._migrate_on_use)
         return pool
 
     async def close(self) -> None:
         """Release what this object holds: its share of a pool opened by ``from_url`` (the
         last user closes it). A pool passed in stays open. A later operation reopens."""
-        shared, self._shared = self._shared, None
-        self._verified.clear()
-        if shared is None:
-            return
-        if shared.loop is not asyncio.get_running_loop() or shared.loop.is_closed():
-            shared.users -= 1
-            return
-        await _give_back(shared)
-
-    # -- schema --------------------------------------------------------------------------
-
-    def _where(self) -> str:
-        return f"schema {self.schema} in {self._location}"
-
-    async def _status(self, conn: Any) -> tuple[int | None, set[str]]:
-        """The version recorded in the schema (None without a version table) and the tables
-        it holds. Reads the catalog and the version table only."""
-        row = await conn.fetchrow(
-            self._sql.inspect, f"{self._sql.schema}.{_VERSION_TABLE}", self.schema
-        )
-        version: int | None = None
-        if row["versioned"]:
-            found = await conn.fetchval(self._sql.max_version)
-            version = 0 if found is None else int(found)
-        return version, set(row["tables"] or ())
-
-    def _problem(self, version: int | None, tables: set[str]) -> tuple[str | None, bool]:
-        """What is wrong with the schema (None when current), and whether migrating fixes
-        it."""
-        if version is None:
-            foreign = sorted(tables & set(_TABLES))
-            if foreign:
-                return (
-                    f"{self._where()} has table {', '.join(foreign)} but no "
-                    f"{_VERSION_TABLE}: it is not a revisioned store this release made",
-                    False,
-                )
-            return f"{self._where()} has no revisioned-store schema; {_MIGRATE_HINT}", True
-        if version > SCHEMA_VERSION:
-            return (
-                f"{self._where()} has revisioned-store schema version {version}, newer than "
-                f"this release's {SCHEMA_VERSION}; upgrade agents-reconcile",
-                False,
-            )
-        if version < SCHEMA_VERSION:
-            missing = ", ".join(name for name, _ in migration_steps()[version:])
-            return (
-                f"{self._where()} has revisioned-store schema version {version}, older than "
-                f"this release's {SCHEMA_VERSION} (missing {missing}); {_MIGRATE_HINT}",
-                True,
-            )
-        absent = sorted(set(_TABLES) - tables)
-        if absent:
-            return (
-                f"{self._where()} is at revisioned-store schema version {version} but lacks "
-                f"table {', '.join(absent)}: it was damaged",
-                False,
-            )
-        return None, False
-
-    async def _inspect(self, conn: Any) -> tuple[str | None, bool]:
-        """``_problem`` of the schema, read in a read-only transaction."""
-        async with conn.transaction(readonly=True):
-            version, tables = await self._status(conn)
-        return self._problem(version, tables)
-
-    async def _apply(self, conn: Any) -> list[str]:
-        """Apply the missing steps in one transaction, under an advisory lock on the schema's
-        name: workers starting together wait for each other, and each re-reads the version
-        once it holds the lock, so a step is applied once."""
-        applied: list[str] = []
-        async with conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(self.schema))
-            version, tables = await self._status(conn)
-            problem, migratable = self._problem(version, tables)
-            if problem is None:
-                return applied
-            if not migratable:
-                raise SchemaMismatch(problem)
-            current = version or 0
-            await conn.execute(f"CREATE SCHEMA IF NOT EXISTS {self._sql.schema}")
-            await conn.execute(f"SET LOCAL search_path TO {self._sql.schema}")
-            for number, (name, sql) in enumerate(migration_steps()[current:], start=current + 1):
-                await conn.execute(sql)
-                await conn.execute(self._sql.add_version, number, name)
-                applied.append(name)
-        return applied
+        await self._connections.release()
 
     async def migrate(self) -> list[str]:
         """Create or upgrade the schema; return the steps applied (none when current).
         Refuses (``SchemaMismatch``) a newer or damaged schema."""
-        pool = await self._connections()
-        async with pool.acquire() as conn:
-            applied = await self._apply(conn)
-        self._verified_schemas().add(self.schema)
-        return applied
+        pool = await self._connections.get()
+        return await self._schema.migrate(pool, self._connections.verified)
 
     async def check(self) -> str | None:
         """None when the schema is at this release's version; else what is wrong. Runs no
         DDL and writes nothing (a read-only transaction)."""
-        pool = await self._connections()
+        pool = await self._connections.get()
         async with pool.acquire() as conn:
-            problem, _ = await self._inspect(conn)
+            problem, _ = await self._schema.inspect(conn)
         return problem
+
+    async def schema_version(self) -> int | None:
+        """The version recorded in the schema (None when it holds none); writes nothing."""
+        pool = await self._connections.get()
+        async with pool.acquire() as conn:
+            return await self._schema.version(conn)
 
     async def drop(self) -> None:
         """Drop the schema and everything in it, CASCADE (for tests and operators)."""
-        pool = await self._connections()
-        async with pool.acquire() as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", _lock_key(self.schema))
-            await conn.execute(f"DROP SCHEMA IF EXISTS {self._sql.schema} CASCADE")
-        self._verified_schemas().discard(self.schema)
+        pool = await self._connections.get()
+        await self._schema.drop(pool, self._connections.verified)
         _forget_rows(self.backend_namespace)
-        # Statements prepared against the dropped tables must not be reused.
-        await pool.expire_connections()
 
     # -- writes --------------------------------------------------------------------------
 
@@ -577,14 +375,6 @@ class _Statements:
 
     def __init__(self, schema: str) -> None:
         s = self.schema = schema
-        self.inspect = (
-            "SELECT to_regclass($1::text) IS NOT NULL AS versioned,"
-            " ARRAY(SELECT c.relname::text FROM pg_catalog.pg_class c"
-            " JOIN pg_catalog.pg_namespace n ON n.oid = c.relnamespace"
-            " WHERE n.nspname = $2 AND c.relkind IN ('r', 'p')) AS tables"
-        )
-        self.max_version = f"SELECT max(version) FROM {s}.{_VERSION_TABLE}"
-        self.add_version = f"INSERT INTO {s}.{_VERSION_TABLE} (version, name) VALUES ($1, $2)"
         self.ensure_row = (
             f"INSERT INTO {s}.sessions (session_id, revision, next_seq) VALUES ($1, 0, 0)"
             " ON CONFLICT (session_id) DO NOTHING"
@@ -660,49 +450,3 @@ def _record(row: Any) -> WriteRecord:
     return WriteRecord(
         int(row[0]), str(row[1]), str(row[2]), str(row[3]), int(row[4]), float(row[5])
     )
-
-
-def _check_schema_name(schema: str) -> None:
-    if not isinstance(schema, str) or not _IDENTIFIER.fullmatch(schema):
-        raise ConfigurationError(
-            "schema must be an SQL identifier (letters, digits and underscores, not starting "
-            f"with a digit, at most 63 characters), not {schema!r}"
-        )
-    if schema.lower().startswith("pg_"):
-        raise ConfigurationError(f"schema names starting with pg_ are reserved: {schema!r}")
-
-
-def _quote(identifier: str) -> str:
-    return '"' + identifier.replace('"', '""') + '"'
-
-
-def _lock_key(schema: str) -> int:
-    """The advisory lock taken to change ``schema``. The intent journal takes the same key
-    for the same schema, so the two never create one schema at the same time."""
-    digest = hashlib.blake2b(f"agents-reconcile/migrate/{schema}".encode(), digest_size=8)
-    return int.from_bytes(digest.digest(), "big", signed=True)
-
-
-# Connection parameters that say where the database is (and nothing secret).
-_PLACE_PARAMETERS: Final = ("host", "port", "dbname", "database")
-
-
-def _url_location(url: str) -> str:
-    """``url`` without user, password or parameters other than where the database is."""
-    parts = urlsplit(url)
-    hosts = parts.netloc.rpartition("@")[2].lower()
-    kept = [(k, v) for k, v in parse_qsl(parts.query) if k.lower() in _PLACE_PARAMETERS]
-    return urlunsplit(("postgresql", hosts, parts.path, urlencode(kept), ""))
-
-
-def _pool_location(pool: Any) -> str:
-    """Where a pool passed in connects, as far as it tells (best effort: ``from_url`` knows
-    for sure)."""
-    args = getattr(pool, "_connect_args", None) or ()
-    kwargs = getattr(pool, "_connect_kwargs", None) or {}
-    dsn = args[0] if args and isinstance(args[0], str) else kwargs.get("dsn")
-    if isinstance(dsn, str) and dsn:
-        return _url_location(dsn)
-    host, port, database = kwargs.get("host"), kwargs.get("port"), kwargs.get("database")
-    netloc = "" if host is None else str(host) + ("" if port is None else f":{port}")
-    return urlunsplit(("postgresql", netloc.lower(), f"/{database or ''}", "", ""))

@@ -14,71 +14,50 @@ Keys, all of one session under one hash tag (a cluster keeps them on one slot)::
     <prefix>:store-schema            the layout's version (apart from a journal's key)
 
 ``get_items(limit)`` reads only the tail it needs (``LRANGE -limit -1``); ``writes_after``
-reads a score range of the sorted set. A write script is sent exactly once, whatever retry
-policy the client has: a retry after a lost reply would run the write again (popping twice, or
-refusing a committed append as a conflict). A write's connection error reaches the caller as
+reads a score range of the sorted set. A write script is sent exactly once
+(``backends.lua.send_once``), whatever retry policy the client has: a retry after a lost
+reply would run the write again (popping twice, or refusing a committed append as a
+conflict). A write's connection error reaches the caller as
 the driver raised it, and the caller settles the write by its id. Reads go through the client
 and keep its retries.
 """
 
 from __future__ import annotations
 
-import asyncio
-import weakref
+import functools
 from collections.abc import Awaitable
-from dataclasses import dataclass
-from importlib import resources
 from typing import Any, Final, cast
 
+from ..backends.connections import Connections
+from ..backends.lua import LuaScript, send_once
+from ..backends.redis import (
+    VersionKey,
+    client_location,
+    location,
+    shared_client,
+    unlink_matching,
+)
+from ..backends.schema import Schema
 from ..errors import ConfigurationError, RevisionConflict, SchemaMismatch
 from ..revision import WriteRecord
 from ._common import ANONYMOUS, decode_item, encode_item, new_write_id, valid_limit
 
 try:
     from redis.asyncio import Redis
-    from redis.asyncio.connection import SSLConnection, parse_url
-    from redis.commands.core import AsyncScript
-    from redis.exceptions import NoScriptError, ResponseError
+    from redis.asyncio.connection import parse_url
 except ImportError as exc:  # pragma: no cover - depends on the environment
     raise ConfigurationError(
         "RevisionedRedisSession needs redis-py: pip install 'agents-reconcile[redis]'"
     ) from exc
 
-__all__ = ["DEFAULT_PREFIX", "SCHEMA_VERSION", "RevisionedRedisSession"]
+__all__ = ["DEFAULT_PREFIX", "SCHEMA", "SCHEMA_VERSION", "RevisionedRedisSession"]
 
-SCHEMA_VERSION: Final = 1
+SCHEMA: Final = Schema("revisioned store", ("0001_initial",), SchemaMismatch)
+"""The store's layout steps: each leaves only its number under ``<prefix>:store-schema``."""
+SCHEMA_VERSION: Final = SCHEMA.version
 DEFAULT_PREFIX: Final = "agents-reconcile-store"
 
-_WRITE_SCRIPT: Final = (
-    resources.files(__package__ or "agents_reconcile.stores")
-    .joinpath("redis_scripts", "write.lua")
-    .read_text(encoding="utf-8")
-)
-_DROP_BATCH: Final = 500
-
-
-# -- clients shared by sessions built from one URL ----------------------------------------
-
-
-@dataclass
-class _Shared:
-    client: Redis
-    users: int = 0
-
-
-_ShareKey = tuple[str, str]
-# Per event loop (a client's connections belong to the loop that opened them), then per URL
-# and options. Weak on the loop: a finished loop takes its entries with it.
-_SHARED: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, dict[_ShareKey, _Shared]] = (
-    weakref.WeakKeyDictionary()
-)
-
-
-def _share_key(url: str, options: dict[str, Any]) -> _ShareKey:
-    return url, repr(sorted(options.items(), key=lambda pair: pair[0]))
-
-
-# -- the session ----------------------------------------------------------------------------
+_WRITE_SCRIPT: Final = LuaScript("agents_reconcile.stores", "redis_scripts", "write")
 
 
 class RevisionedRedisSession:
@@ -100,9 +79,7 @@ class RevisionedRedisSession:
         prefix: str = DEFAULT_PREFIX,
         migrate: bool = True,
     ) -> None:
-        self._setup(session_id, prefix, migrate)
-        self._given: Redis | None = client
-        self._namespace = _namespace(_client_kwargs(client), self.prefix)
+        self._setup(session_id, prefix, migrate, Connections(client), client_location(client))
 
     @classmethod
     def from_url(
@@ -121,15 +98,34 @@ class RevisionedRedisSession:
         except ValueError as exc:
             # The message of a URL error could repeat the URL, password included.
             raise ConfigurationError("not a Redis URL: use redis://, rediss:// or unix://") from exc
+        options = dict(client_options)
+        shared = shared_client("redis-store", url, options)
         self = cls.__new__(cls)
-        self._setup(session_id, prefix, migrate)
-        self._given = None
-        self._url = url
-        self._options = dict(client_options)
-        self._namespace = _namespace({**client_options, **parsed}, self.prefix)
+        self._setup(session_id, prefix, migrate, shared, location({**options, **parsed}))
         return self
 
-    def _setup(self, session_id: str, prefix: str, migrate: bool) -> None:
+    @classmethod
+    def from_address(
+        cls,
+        session_id: str,
+        address: str,
+        *,
+        namespace: str | None = None,
+        migrate: bool = True,
+    ) -> RevisionedRedisSession:
+        """The store the registry opens for ``address``; ``namespace`` is the prefix."""
+        return cls.from_url(
+            session_id, address, prefix=namespace or DEFAULT_PREFIX, migrate=migrate
+        )
+
+    def _setup(
+        self,
+        session_id: str,
+        prefix: str,
+        migrate: bool,
+        connections: Connections[Redis],
+        where: str,
+    ) -> None:
         if not isinstance(prefix, str) or not prefix or "{" in prefix or "}" in prefix:
             raise ConfigurationError(
                 f"prefix must be a non-empty string without braces: {prefix!r}"
@@ -142,14 +138,10 @@ class RevisionedRedisSession:
         self._head_key = f"{base}:head"
         self._writes_key = f"{base}:writes"
         self._ids_key = f"{base}:ids"
-        self._schema_key = f"{prefix}:store-schema"
         self._migrate_on_open = migrate
-        self._url = ""
-        self._options: dict[str, Any] = {}
-        self._held: _Shared | None = None
-        self._held_loop: asyncio.AbstractEventLoop | None = None
-        self._script: AsyncScript | None = None
-        self._script_client: Redis | None = None
+        self._connections = connections
+        self._namespace = f"{where} prefix={prefix}"
+        self._version = VersionKey(f"{prefix}:store-schema", SCHEMA, self._namespace)
         self._schema_checked = False
 
     def __repr__(self) -> str:
@@ -160,136 +152,42 @@ class RevisionedRedisSession:
         """Which server, database and prefix, without credentials: the backend's identity."""
         return self._namespace
 
-    # -- client ------------------------------------------------------------------------------
-
-    def _client(self) -> Redis:
-        if self._given is not None:
-            return self._given
-        loop = asyncio.get_running_loop()
-        if self._held is not None and self._held_loop is loop:
-            return self._held.client
-        if self._held is not None:
-            # Opened in another (finished) loop: its connections cannot serve this one.
-            self._held.users -= 1
-            self._held = None
-        per_loop = _SHARED.setdefault(loop, {})
-        key = _share_key(self._url, self._options)
-        shared = per_loop.get(key)
-        if shared is None:
-            shared = per_loop[key] = _Shared(Redis.from_url(self._url, **self._options))
-        shared.users += 1
-        self._held, self._held_loop = shared, loop
-        return shared.client
+    # -- client and schema -------------------------------------------------------------------
 
     async def _ready(self) -> Redis:
-        client = self._client()
+        client = await self._connections.get()
         if not self._schema_checked:
-            await self._prepare(client)
+            await self._version.ensure(client.execute_command, create=self._migrate_on_open)
             self._schema_checked = True
         return client
 
     async def close(self) -> None:
         """Release the client this object holds (a later call opens it again). A client
         passed to the constructor is the caller's and stays open."""
-        held, loop = self._held, self._held_loop
-        self._held = self._held_loop = None
-        self._script = self._script_client = None
-        if held is None:
-            return
-        held.users -= 1
-        if held.users > 0:
-            return
-        if loop is not None:
-            per_loop = _SHARED.get(loop)
-            if per_loop is not None:
-                key = _share_key(self._url, self._options)
-                if per_loop.get(key) is held:
-                    del per_loop[key]
-        if loop is asyncio.get_running_loop():
-            await held.client.aclose()
+        await self._connections.release()
 
     async def drop(self) -> None:
         """Delete every key under this object's prefix (all its sessions and the schema).
         For tests and operators; walks the keys with SCAN, never KEYS."""
-        client = self._client()
-        batch: list[Any] = []
-        async for key in client.scan_iter(match=f"{_glob_escape(self.prefix)}:*", count=500):
-            batch.append(key)
-            if len(batch) >= _DROP_BATCH:
-                await client.unlink(*batch)
-                batch.clear()
-        if batch:
-            await client.unlink(*batch)
+        await unlink_matching(await self._connections.get(), self.prefix)
         self._schema_checked = False
-
-    # -- schema ------------------------------------------------------------------------------
-
-    async def _read_version(self, client: Redis) -> int | None:
-        raw = await client.get(self._schema_key)
-        if raw is None:
-            return None
-        try:
-            version = int(_text(raw))
-        except ValueError:
-            version = 0
-        if version < 1:
-            raise SchemaMismatch(
-                f"{self._namespace}: {self._schema_key} holds {_text(raw)[:40]!r}, not a "
-                "revisioned-store schema version"
-            )
-        return version
-
-    def _newer(self, version: int) -> SchemaMismatch:
-        return SchemaMismatch(
-            f"{self._namespace} has revisioned-store schema version {version}, newer than this "
-            f"release's {SCHEMA_VERSION}; upgrade agents-reconcile"
-        )
-
-    async def _prepare(self, client: Redis) -> None:
-        version = await self._read_version(client)
-        if version == SCHEMA_VERSION:
-            return
-        if version is not None:
-            raise self._newer(version)
-        if not self._migrate_on_open:
-            raise SchemaMismatch(
-                f"{self._namespace} has no revisioned-store schema; run `agents-reconcile migrate`"
-            )
-        await self._set_version(client)
-
-    async def _set_version(self, client: Redis) -> bool:
-        created = bool(await client.set(self._schema_key, SCHEMA_VERSION, nx=True))
-        # Another process may have set it first (to this version, or a newer one).
-        version = await self._read_version(client)
-        if version is not None and version != SCHEMA_VERSION:
-            raise self._newer(version)
-        return created
 
     async def migrate(self) -> list[str]:
         """Record the schema version when absent; return the steps applied (none when
         current). A newer version is refused."""
-        client = self._client()
-        version = await self._read_version(client)
-        if version is not None and version > SCHEMA_VERSION:
-            raise self._newer(version)
-        steps: list[str] = []
-        if version is None and await self._set_version(client):
-            steps.append(f"revisioned store schema {SCHEMA_VERSION}")
+        client = await self._connections.get()
+        steps = await self._version.ensure(client.execute_command, create=True)
         self._schema_checked = True
         return steps
 
     async def check(self) -> str | None:
         """None when the server has this release's schema; else what is wrong. Writes
         nothing."""
-        try:
-            version = await self._read_version(self._client())
-        except SchemaMismatch as exc:
-            return str(exc)
-        if version is None:
-            return f"{self._namespace}: no revisioned-store schema (run migrate)"
-        if version > SCHEMA_VERSION:
-            return f"{self._namespace}: schema version {version} is newer than {SCHEMA_VERSION}"
-        return None
+        return await self._version.problem((await self._connections.get()).execute_command)
+
+    async def schema_version(self) -> int | None:
+        """The version stored (None when the key is absent); writes nothing."""
+        return await self._version.read((await self._connections.get()).execute_command)
 
     # -- writes ------------------------------------------------------------------------------
 
@@ -298,18 +196,9 @@ class RevisionedRedisSession:
     ) -> tuple[str, int, Any]:
         """Run the write script once; return its verdict, the revision and a popped item."""
         client = await self._ready()
-        if self._script is None or self._script_client is not client:
-            self._script, self._script_client = client.register_script(_WRITE_SCRIPT), client
-        script = self._script
         keys = (self._items_key, self._head_key, self._writes_key, self._ids_key)
         args = (kind, "" if expected is None else str(int(expected)), write_id, writer, *rows)
-        try:
-            reply = await _send_once(client, "EVALSHA", script.sha, len(keys), *keys, *args)
-        except NoScriptError:
-            # The server does not know the script (restarted, flushed, or another server):
-            # nothing ran, so loading it and sending once more is not a repeated write.
-            script.sha = _text(await client.script_load(script.script))
-            reply = await _send_once(client, "EVALSHA", script.sha, len(keys), *keys, *args)
+        reply = await _WRITE_SCRIPT.run(functools.partial(send_once, client), keys, args)
         verdict, revision = _text(reply[0]), int(reply[1])
         if verdict == "head":
             assert expected is not None
@@ -386,26 +275,6 @@ class RevisionedRedisSession:
 # -- helpers --------------------------------------------------------------------------------
 
 
-async def _send_once(client: Redis, *args: Any) -> Any:
-    """Send one command on a connection of ``client``'s pool, without the driver's retry.
-
-    A connection the server dropped while idle is replaced before sending (the pool checks
-    it); an error after sending leaves the write's fate unknown and is raised as it is.
-    """
-    pool: Any = client.connection_pool  # its methods are untyped
-    connection = await pool.get_connection()
-    try:
-        await connection.send_command(*args)
-        return await connection.read_response()
-    except ResponseError:
-        raise  # the server answered: the connection is in a clean state
-    except BaseException:
-        await connection.disconnect(nowait=True)
-        raise
-    finally:
-        await pool.release(connection)
-
-
 def _record(raw: bytes | str) -> WriteRecord:
     data = decode_item(raw)
     return WriteRecord(
@@ -422,28 +291,3 @@ def _text(value: bytes | str | int) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8")
     return str(value)
-
-
-def _glob_escape(text: str) -> str:
-    return "".join("\\" + char if char in "*?[]\\" else char for char in text)
-
-
-def _client_kwargs(client: Redis) -> dict[str, Any]:
-    kwargs = dict(client.connection_pool.connection_kwargs)
-    kwargs.setdefault("connection_class", client.connection_pool.connection_class)
-    return kwargs
-
-
-def _namespace(kwargs: dict[str, Any], prefix: str) -> str:
-    """The server, database and prefix, as a URL without credentials."""
-    db = kwargs.get("db") or 0
-    path = kwargs.get("path")
-    if path:
-        return f"unix://{path}?db={db} prefix={prefix}"
-    connection_class = kwargs.get("connection_class")
-    secure = isinstance(connection_class, type) and issubclass(connection_class, SSLConnection)
-    host = str(kwargs.get("host") or "localhost")
-    if ":" in host:
-        host = f"[{host}]"
-    port = kwargs.get("port") or 6379
-    return f"{'rediss' if secure else 'redis'}://{host}:{port}/{db} prefix={prefix}"

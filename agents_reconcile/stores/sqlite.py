@@ -21,40 +21,25 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
-from .._sqlite import SQLiteLink, enable_wal
+from ..backends.schema import Schema
+from ..backends.sqlite import SQLiteLink, SQLiteSchema, enable_wal, path_of
 from ..errors import RevisionConflict, SchemaMismatch
 from ..revision import WriteRecord
 from ._common import ANONYMOUS, decode_item, encode_item, new_write_id, valid_limit
 
 __all__ = ["SCHEMA_VERSION", "RevisionedSQLiteSession"]
 
-SCHEMA_VERSION: Final = 1
-_T = TypeVar("_T")
-
-_SCHEMA: Final = (
-    """CREATE TABLE IF NOT EXISTS revisioned_schema (
-        version INTEGER NOT NULL, applied_at REAL NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS revisioned_sessions (
-        session_id TEXT PRIMARY KEY,
-        revision INTEGER NOT NULL,
-        next_seq INTEGER NOT NULL)""",
-    """CREATE TABLE IF NOT EXISTS revisioned_items (
-        session_id TEXT NOT NULL,
-        seq INTEGER NOT NULL,
-        revision INTEGER NOT NULL,
-        item TEXT NOT NULL,
-        PRIMARY KEY (session_id, seq)) WITHOUT ROWID""",
-    """CREATE TABLE IF NOT EXISTS revisioned_writes (
-        session_id TEXT NOT NULL,
-        revision INTEGER NOT NULL,
-        write_id TEXT NOT NULL,
-        writer TEXT NOT NULL,
-        kind TEXT NOT NULL,
-        count INTEGER NOT NULL,
-        at REAL NOT NULL,
-        PRIMARY KEY (session_id, revision),
-        UNIQUE (session_id, write_id)) WITHOUT ROWID""",
+SCHEMA: Final = Schema(
+    "revisioned store",
+    ("0001_initial",),
+    SchemaMismatch,
+    package="agents_reconcile.stores",
+    folder="sqlite_schema",
 )
+"""The store's schema steps, oldest first: files ``sqlite_schema/<step>.sql``."""
+SCHEMA_VERSION: Final = SCHEMA.version
+_VERSIONS: Final = SQLiteSchema(SCHEMA, "revisioned_schema")
+_T = TypeVar("_T")
 
 
 class RevisionedSQLiteSession:
@@ -84,6 +69,19 @@ class RevisionedSQLiteSession:
             self._open, busy_timeout=busy_timeout, on_loop=self._synchronous == "NORMAL"
         )
 
+    @classmethod
+    def from_address(
+        cls,
+        session_id: str,
+        address: str,
+        *,
+        namespace: str | None = None,
+        migrate: bool = True,
+    ) -> RevisionedSQLiteSession:
+        """A store on the file ``address`` names (a path or an ``sqlite:`` URL);
+        ``namespace`` is not used (the file is one)."""
+        return cls(session_id, path_of(address), migrate=migrate)
+
     def __repr__(self) -> str:
         return f"RevisionedSQLiteSession({self.session_id!r}, {str(self.path)!r})"
 
@@ -107,19 +105,7 @@ class RevisionedSQLiteSession:
         return conn
 
     def _prepare(self, conn: sqlite3.Connection) -> None:
-        version = _version(conn)
-        if version is not None and version > SCHEMA_VERSION:
-            raise SchemaMismatch(
-                f"{self.path} has revisioned-store schema version {version}, newer than this "
-                f"release's {SCHEMA_VERSION}; upgrade agents-reconcile"
-            )
-        if version == SCHEMA_VERSION:
-            return
-        if not self._migrate_on_open:
-            raise SchemaMismatch(
-                f"{self.path} has no revisioned-store schema; run `agents-reconcile migrate`"
-            )
-        _apply_schema(conn)
+        _VERSIONS.ensure(conn, str(self.path), migrate=self._migrate_on_open)
 
     async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
         return await self._link.run(operation)
@@ -127,37 +113,21 @@ class RevisionedSQLiteSession:
     async def close(self) -> None:
         self._link.close()
 
+    async def schema_version(self) -> int | None:
+        """The schema version recorded in the file (None without one); writes nothing."""
+        return await asyncio.to_thread(_VERSIONS.read_file, self.path)
+
     async def migrate(self) -> list[str]:
         """Create or upgrade the schema; return the steps applied (none when current)."""
-        return await asyncio.to_thread(self._migrate_now)
-
-    def _migrate_now(self) -> list[str]:
-        conn = sqlite3.connect(str(self.path), timeout=self._busy_timeout, isolation_level=None)
-        try:
-            conn.execute("PRAGMA journal_mode=WAL")
-            version = _version(conn)
-            if version is not None and version > SCHEMA_VERSION:
-                raise SchemaMismatch(
-                    f"{self.path} has revisioned-store schema version {version}, newer than "
-                    f"this release's {SCHEMA_VERSION}; upgrade agents-reconcile"
-                )
-            if version == SCHEMA_VERSION:
-                return []
-            _apply_schema(conn)
-            return [f"revisioned store schema {SCHEMA_VERSION}"]
-        finally:
-            conn.close()
+        return await asyncio.to_thread(_VERSIONS.migrate_file, self.path, self._busy_timeout)
 
     async def check(self) -> str | None:
         """None when the file has this release's schema; else what is wrong. Writes nothing."""
-        version = await asyncio.to_thread(_read_version, self.path)
-        if version is None:
-            return f"{self.path}: no revisioned-store schema (run migrate)"
-        if version > SCHEMA_VERSION:
-            return f"{self.path}: schema version {version} is newer than {SCHEMA_VERSION}"
-        if version < SCHEMA_VERSION:
-            return f"{self.path}: schema version {version} needs migrating to {SCHEMA_VERSION}"
-        return None
+        try:
+            found = await self.schema_version()
+        except SchemaMismatch as exc:
+            return str(exc)
+        return SCHEMA.problem(str(self.path), found)
 
     # -- writes --------------------------------------------------------------------------
 
@@ -357,42 +327,3 @@ class RevisionedSQLiteSession:
             ).fetchall()
         )
         return [WriteRecord(*row) for row in rows]
-
-
-def _version(conn: sqlite3.Connection) -> int | None:
-    exists = conn.execute(
-        "SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'revisioned_schema'"
-    ).fetchone()
-    if not exists:
-        return None
-    row = conn.execute("SELECT max(version) FROM revisioned_schema").fetchone()
-    return int(row[0]) if row and row[0] is not None else None
-
-
-def _read_version(path: Path) -> int | None:
-    if not path.exists():
-        return None
-    conn = sqlite3.connect(f"{path.as_uri()}?mode=ro", uri=True)
-    try:
-        return _version(conn)
-    finally:
-        conn.close()
-
-
-def _apply_schema(conn: sqlite3.Connection) -> None:
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        if _version(conn) == SCHEMA_VERSION:
-            conn.execute("ROLLBACK")
-            return
-        for statement in _SCHEMA:
-            conn.execute(statement)
-        conn.execute(
-            "INSERT INTO revisioned_schema (version, applied_at) VALUES (?, ?)",
-            (SCHEMA_VERSION, time.time()),
-        )
-        conn.execute("COMMIT")
-    except BaseException:
-        if conn.in_transaction:
-            conn.execute("ROLLBACK")
-        raise

@@ -1,19 +1,12 @@
 -- agents-reconcile revisioned session store on PostgreSQL, schema version 1.
 --
 -- Run by the store's migration runner inside one transaction, after it has created the
--- schema and pointed search_path at it: the names below are unqualified on purpose. The
--- runner records the step in store_schema_version itself.
+-- schema and its version table (store_schema_version: named for the store, so that an intent
+-- journal's schema_version table can share the schema) and pointed search_path at it: the
+-- names below are unqualified on purpose. The runner records the step itself.
 --
 -- The layout mirrors the SQLite store (revisioned_* tables): a head per session, the items
 -- as JSON text (one row each, in append order), and one record per write.
-
--- Which migration steps this schema holds. Named for the store, so that the intent journal
--- (whose own schema_version table lives in the same default schema) can share the schema.
-CREATE TABLE store_schema_version (
-    version    integer PRIMARY KEY,
-    name       text NOT NULL,
-    applied_at timestamptz NOT NULL DEFAULT now()
-);
 
 -- One row per session: its head revision and the sequence number its next item gets. Every
 -- write updates this row, so the row lock orders the writes of a session.

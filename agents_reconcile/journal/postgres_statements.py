@@ -1,0 +1,236 @@
+"""The PostgreSQL journal's statements, built once per schema.
+
+Why each is shaped as it is (the fence, the locked paths, one round trip per opening) is told
+in ``postgres.py``; asyncpg caches prepared statements by their text, so each variant below
+is parsed and planned once per connection.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+__all__ = ["SETTLING", "JournalStatements"]
+
+SETTLING: Final = "('settled', 'replayed', 'dropped')"
+
+
+class JournalStatements:
+    """Every statement the journal runs, with its schema's quoted name in place."""
+
+    def __init__(self, schema: str) -> None:
+        s = self.schema = schema
+        intent_columns = "intent_id, session_id, backend, state, owner, updated_at, record"
+        self.select_intents = f"SELECT {intent_columns} FROM {s}.intents"
+        # Takes the session's row lock (creating the row at zero) and returns its count: the
+        # upsert always locks the newest version of the row, whoever inserted it.
+        self.lock_session = (
+            f"INSERT INTO {s}.session_writes AS w (session_id, backend, writes)"
+            " VALUES ($1, $2, 0) ON CONFLICT (session_id, backend)"
+            " DO UPDATE SET writes = w.writes RETURNING w.writes"
+        )
+        self.writes = (
+            f"SELECT writes FROM {s}.session_writes WHERE session_id = $1 AND backend = $2"
+        )
+        self.count_write = (
+            f"INSERT INTO {s}.session_writes AS w (session_id, backend, writes)"
+            " VALUES ($1, $2, 1) ON CONFLICT (session_id, backend)"
+            " DO UPDATE SET writes = w.writes + 1 RETURNING w.writes"
+        )
+        settled_check = (
+            f"SELECT EXISTS (SELECT 1 FROM {s}.decisions"
+            f" WHERE intent_id = $1 AND action IN {SETTLING}) AS settled"
+        )
+
+        def insert_intent(write_seq: str) -> str:
+            return (
+                f"INSERT INTO {s}.intents (intent_id, session_id, backend, state, owner,"
+                " created_at, updated_at, record, write_seq)"
+                " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::float8,"
+                f" $7::float8, $8::bytea, {write_seq}"
+            )
+
+        count_added = (
+            f"UPDATE {s}.session_writes SET writes = writes + 1"
+            " WHERE session_id = $2 AND backend = $3 AND EXISTS (SELECT 1 FROM added)"
+        )
+        # The locked paths: run after lock_session, so the snapshot is fresh and the settled
+        # check and the prior copy are what the last holder of the lock left.
+        self.record_locked = (
+            f"WITH done AS ({settled_check}),"
+            f" prior AS (SELECT record FROM {s}.intents WHERE intent_id = $1),"
+            f" added AS ({insert_intent('0')}"
+            " WHERE NOT (SELECT settled FROM done) AND NOT EXISTS (SELECT 1 FROM prior)"
+            " ON CONFLICT (intent_id) DO NOTHING RETURNING intent_id),"
+            f" counted AS ({count_added})"
+            " SELECT (SELECT settled FROM done) AS settled,"
+            " EXISTS (SELECT 1 FROM added) AS added,"
+            " (SELECT record FROM prior) AS prior"
+        )
+        # What open_intent answers from, the same in both of its statements: flags, the count,
+        # the intent holding the id (NULL columns when none does), then the unresolved intents
+        # of the session and backend, one per row (oldest first; one row of NULLs when none).
+        prior_columns = (
+            "p.record AS prior, p.session_id AS prior_session, p.backend AS prior_backend,"
+            " p.state AS prior_state, p.owner AS prior_owner, p.updated_at AS prior_updated,"
+            " p.write_seq AS prior_seq"
+        )
+        blocking_columns = (
+            "b.intent_id, b.session_id, b.backend, b.state, b.owner, b.updated_at, b.record"
+        )
+        # Inserts only when the id is free, the session and backend have no unresolved intent,
+        # the id was never settled and the count ($9, read under the lock) is the one
+        # expected ($10, NULL for any).
+        self.open_locked = (
+            f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
+            " WHERE session_id = $2 AND backend = $3),"
+            f" done AS ({settled_check}),"
+            " prior AS (SELECT record, session_id, backend, state, owner, updated_at, write_seq"
+            f" FROM {s}.intents WHERE intent_id = $1),"
+            f" added AS ({insert_intent('$9::bigint')}"
+            " WHERE NOT EXISTS (SELECT 1 FROM blocking) AND NOT (SELECT settled FROM done)"
+            " AND NOT EXISTS (SELECT 1 FROM prior) AND coalesce($10::bigint, $9::bigint) = $9"
+            " ON CONFLICT (intent_id) DO NOTHING RETURNING intent_id),"
+            f" counted AS ({count_added})"
+            " SELECT f.*, " + blocking_columns + " FROM (SELECT EXISTS (SELECT 1 FROM added)"
+            " AS added, (SELECT settled FROM done) AS settled, $9::bigint AS writes,"
+            f" {prior_columns} FROM (SELECT 1) AS one LEFT JOIN prior AS p ON true) AS f"
+            " LEFT JOIN blocking AS b ON true ORDER BY b.created_at, b.intent_id"
+        )
+
+        # The fenced paths: one autocommit statement each (see the module docstring). `seen`
+        # is the statement's snapshot; `fence` counts the write only if the session's count
+        # is still the one `seen` read once the row lock is granted (ON CONFLICT DO UPDATE
+        # takes the lock first and evaluates its WHERE on the newest version of the row);
+        # the intent is inserted only from the fence's RETURNING, so after it. A plain
+        # INSERT: an id another transaction took meanwhile fails the whole statement.
+        def seen(blocked: str) -> str:
+            return (
+                "seen AS (SELECT coalesce((SELECT writes FROM"
+                f" {s}.session_writes WHERE session_id = $2 AND backend = $3), 0) AS writes,"
+                f" {blocked} AS blocked, ({settled_check}) AS settled, {prior_columns}"
+                f" FROM (SELECT 1) AS one LEFT JOIN {s}.intents AS p ON p.intent_id = $1)"
+            )
+
+        def fence(expected: str) -> str:
+            return (
+                f"fence AS (INSERT INTO {s}.session_writes AS w (session_id, backend, writes)"
+                " SELECT $2::text, $3::text, writes + 1 FROM seen"
+                f" WHERE NOT blocked AND NOT settled AND prior IS NULL{expected}"
+                " ON CONFLICT (session_id, backend) DO UPDATE SET writes = excluded.writes"
+                " WHERE w.writes = excluded.writes - 1 RETURNING w.writes)"
+            )
+
+        def fenced_insert(write_seq: str) -> str:
+            return f"added AS ({insert_intent(write_seq)} FROM fence RETURNING intent_id)"
+
+        self.record = (
+            f"WITH {seen('false')}, {fence('')}, {fenced_insert('0')}"
+            " SELECT EXISTS (SELECT 1 FROM added) AS added, settled, prior FROM seen"
+        )
+        # $9: the count expected, NULL for any; a snapshot count that is not it refuses.
+        self.open_intent = (
+            f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
+            " WHERE session_id = $2 AND backend = $3),"
+            f" {seen('EXISTS (SELECT 1 FROM blocking)')},"
+            f" {fence(' AND coalesce($9::bigint, writes) = writes')},"
+            f" {fenced_insert('writes - 1')}"
+            " SELECT EXISTS (SELECT 1 FROM added) AS added, v.settled, v.writes, v.prior,"
+            " v.prior_session, v.prior_backend, v.prior_state, v.prior_owner, v.prior_updated,"
+            f" v.prior_seq, {blocking_columns}"
+            " FROM seen AS v LEFT JOIN blocking AS b ON true ORDER BY b.created_at, b.intent_id"
+        )
+        self.held = (
+            "SELECT record AS prior, session_id AS prior_session, backend AS prior_backend,"
+            " state AS prior_state, owner AS prior_owner, updated_at AS prior_updated,"
+            f" write_seq AS prior_seq FROM {s}.intents WHERE intent_id = $1"
+        )
+        self.intent_record = f"SELECT record FROM {s}.intents WHERE intent_id = $1"
+        self.discard = f"DELETE FROM {s}.intents WHERE intent_id = $1"
+        self.get = f"{self.select_intents} WHERE intent_id = $1"
+        self.is_settled = (
+            f"SELECT 1 FROM {s}.decisions WHERE intent_id = $1 AND action IN {SETTLING} LIMIT 1"
+        )
+        decision_columns = (
+            "intent_id, session_id, backend, outcome, reason, action, decided_at, record"
+        )
+        self.note = (
+            f"INSERT INTO {s}.decisions ({decision_columns})"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+        )
+        # Whether this very decision settled the intent (a settlement retried after its reply
+        # was lost): its stored bytes are the ones given.
+        self.settled_as = (
+            f"SELECT 1 FROM {s}.decisions"
+            f" WHERE intent_id = $1 AND action IN {SETTLING} AND record = $2 LIMIT 1"
+        )
+        # The claim is read with FOR UPDATE: a transition racing this settlement is either
+        # seen (the newest owner is compared) or waits and then finds the intent gone.
+        self.settle = (
+            f"WITH done AS ({settled_check}),"
+            f" again AS (SELECT EXISTS (SELECT 1 FROM {s}.decisions WHERE intent_id = $1"
+            f" AND action IN {SETTLING} AND record = $8::bytea) AS again),"
+            f" claim AS (SELECT state, owner FROM {s}.intents WHERE intent_id = $1 FOR UPDATE),"
+            " verdict AS (SELECT NOT (SELECT settled FROM done) AND ($9::text IS NULL"
+            " OR NOT EXISTS (SELECT 1 FROM claim)"
+            " OR EXISTS (SELECT 1 FROM claim WHERE state = 'reconciling' AND owner = $9::text))"
+            " AS allowed),"
+            f" gone AS (DELETE FROM {s}.intents"
+            " WHERE intent_id = $1 AND (SELECT allowed FROM verdict)),"
+            f" counted AS (UPDATE {s}.session_writes SET writes = writes + 1"
+            " WHERE session_id = $2 AND backend = $3 AND (SELECT allowed FROM verdict)),"
+            f" stored AS (INSERT INTO {s}.decisions ({decision_columns})"
+            " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::float8,"
+            " $8::bytea WHERE (SELECT allowed FROM verdict))"
+            " SELECT (SELECT settled FROM done) AS settled,"
+            " (SELECT allowed FROM verdict) AS allowed, (SELECT again FROM again) AS again"
+        )
+
+        # The statements whose filters vary, built once: asyncpg caches prepared statements
+        # by their text, so each variant is parsed and planned once per connection.
+        flags = ((False, False), (False, True), (True, False), (True, True))
+        self._transition = {key: self._build_transition(*key) for key in flags}
+        self._pending = {key: self._build_pending(*key) for key in flags}
+        self._decisions = {key: self._build_decisions(*key) for key in flags}
+
+    def transition(self, by_state: bool, by_owner: bool) -> str:
+        return self._transition[by_state, by_owner]
+
+    def pending(self, by_session: bool, by_backend: bool) -> str:
+        return self._pending[by_session, by_backend]
+
+    def decisions(self, by_session: bool, by_intent: bool) -> str:
+        return self._decisions[by_session, by_intent]
+
+    def _build_transition(self, by_state: bool, by_owner: bool) -> str:
+        sql = (
+            f"UPDATE {self.schema}.intents SET state = $1, owner = $2, updated_at = $3"
+            " WHERE intent_id = $4"
+        )
+        number = 5
+        if by_state:
+            sql += f" AND state = ${number}"
+            number += 1
+        if by_owner:
+            sql += f" AND owner = ${number}"
+        return sql + " RETURNING 1"
+
+    def _build_pending(self, by_session: bool, by_backend: bool) -> str:
+        conditions: list[str] = []
+        if by_session:
+            conditions.append(f"session_id = ${len(conditions) + 1}")
+        if by_backend:
+            conditions.append(f"backend = ${len(conditions) + 1}")
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        return f"{self.select_intents}{where} ORDER BY created_at, intent_id"
+
+    def _build_decisions(self, by_session: bool, by_intent: bool) -> str:
+        conditions: list[str] = []
+        if by_session:
+            conditions.append(f"session_id = ${len(conditions) + 1}")
+        if by_intent:
+            conditions.append(f"intent_id = ${len(conditions) + 1}")
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        return (
+            f"SELECT intent_id, session_id, record FROM {self.schema}.decisions{where}"
+            f" ORDER BY seq DESC LIMIT ${len(conditions) + 1}"
+        )

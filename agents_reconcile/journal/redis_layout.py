@@ -1,0 +1,116 @@
+"""Where the Redis journal keeps what: its key names, built once per prefix and session.
+
+Every key sits under ``{prefix}:``. The journal's own keys come first in every script's
+``KEYS`` (their order is ``GLOBAL.*`` in ``redis_scripts/prelude.lua``), then a session's,
+which share one hash tag: the first 32 hex digits of the blake3 digest of the session id, so
+a session's keys stay together whatever characters its id holds.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from blake3 import blake3
+
+from ..errors import ConfigurationError
+
+__all__ = ["GLOBAL_KEYS", "SESSION_KEYS", "IntentHomes", "JournalKeys"]
+
+GLOBAL_KEYS: Final = ("schema", "index", "settled", "seq", "log", "decided", "decision")
+SESSION_KEYS: Final = (
+    "open",
+    "record",
+    "backend",
+    "state",
+    "owner",
+    "updated",
+    "writes",
+    "decisions",
+    "write_seq",
+)
+# ``write_seq`` came after layout 1 without changing its number, because it only adds to it:
+# an intent an older release opened lacks the field and reads as 0 (as one stored by record()
+# does), and a field an older release leaves behind when it removes an intent is cleared when
+# that id is next recorded. Raising the version would make running older workers refuse the
+# journal and newer ones refuse it until migrated: a stopped fleet, for a key that older data
+# can do without.
+_SESSIONS_KEPT: Final = 1024
+_HOMES_KEPT: Final = 4096
+_WRITES: Final = SESSION_KEYS.index("writes")
+
+
+class JournalKeys:
+    """The key names of one journal (one ``prefix``), encoded once rather than per command."""
+
+    def __init__(self, prefix: str) -> None:
+        if not isinstance(prefix, str) or not prefix:
+            raise ConfigurationError("a Redis journal prefix must be a non-empty string")
+        if "{" in prefix or "}" in prefix:
+            # Braces would become the hash tag of every key, sessions' included.
+            raise ConfigurationError(f"a Redis journal prefix may not hold braces: {prefix!r}")
+        try:
+            prefix.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigurationError(
+                f"a Redis journal prefix must be encodable as UTF-8: {prefix!r}"
+            ) from None
+        self.prefix = prefix
+        self.names = {name: f"{prefix}:{name}" for name in GLOBAL_KEYS}
+        self.globals = [self.names[name].encode("utf-8") for name in GLOBAL_KEYS]
+        self._sessions: dict[str, list[bytes]] = {}
+        self._pattern = re.compile(
+            re.escape(prefix.encode())
+            + rb":(?:(?:"
+            + "|".join(GLOBAL_KEYS).encode()
+            + rb")|\{[0-9a-f]{32}\}:(?:"
+            + "|".join(SESSION_KEYS).encode()
+            + rb"))",
+        )
+
+    def session(self, session_id: str) -> list[bytes]:
+        """A session's keys, in ``SESSION_KEYS`` order."""
+        keys = self._sessions.get(session_id)
+        if keys is None:
+            tag = blake3(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+            keys = [f"{self.prefix}:{{{tag}}}:{name}".encode() for name in SESSION_KEYS]
+            if len(self._sessions) >= _SESSIONS_KEPT:
+                del self._sessions[next(iter(self._sessions))]
+            self._sessions[session_id] = keys
+        return keys
+
+    def writes(self, session_id: str) -> bytes:
+        return self.session(session_id)[_WRITES]
+
+    def scripted(self, session_id: str) -> list[bytes]:
+        """The global keys, then the session's: the layout every script but settle takes."""
+        return self.globals + self.session(session_id)
+
+    def owns(self, key: bytes) -> bool:
+        """Whether ``key`` is laid out as one of this journal's (and not, say, a key of a
+        journal whose prefix extends this one's)."""
+        return self._pattern.fullmatch(key) is not None
+
+
+class IntentHomes:
+    """Where one journal object last saw each intent it recorded: a hint that spares a lookup
+    of the session holding an intent, always checked by the script that uses it."""
+
+    def __init__(self) -> None:
+        # Oldest first, so the oldest go first.
+        self._homes: dict[str, str] = {}
+
+    def get(self, intent_id: str) -> str | None:
+        return self._homes.get(intent_id)
+
+    def remember(self, intent_id: str, session_id: str) -> None:
+        homes = self._homes
+        if intent_id not in homes and len(homes) >= _HOMES_KEPT:
+            del homes[next(iter(homes))]
+        homes[intent_id] = session_id
+
+    def forget(self, intent_id: str) -> None:
+        self._homes.pop(intent_id, None)
+
+    def clear(self) -> None:
+        self._homes.clear()

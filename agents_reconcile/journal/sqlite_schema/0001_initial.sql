@@ -1,0 +1,49 @@
+-- agents-reconcile SQLite journal, schema version 1: the initial tables, indexes and trigger.
+--
+-- The migration runner executes these statements inside its write transaction and records
+-- the version in journal_schema itself.
+
+-- The intents table holds only writes in flight or unresolved, a handful of rows at any time,
+-- so it needs no secondary index; WITHOUT ROWID keeps each row in its primary-key b-tree.
+CREATE TABLE IF NOT EXISTS intents (
+    intent_id TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    state TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    created_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    record BLOB NOT NULL,
+    write_seq INTEGER NOT NULL DEFAULT 0
+) WITHOUT ROWID;
+
+CREATE TABLE IF NOT EXISTS decisions (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    intent_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    outcome TEXT NOT NULL,
+    reason TEXT NOT NULL,
+    action TEXT NOT NULL,
+    decided_at REAL NOT NULL,
+    record BLOB NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS decisions_by_intent ON decisions (intent_id);
+CREATE INDEX IF NOT EXISTS decisions_by_session ON decisions (session_id, seq);
+
+CREATE TABLE IF NOT EXISTS session_writes (
+    session_id TEXT NOT NULL,
+    backend TEXT NOT NULL,
+    writes INTEGER NOT NULL,
+    PRIMARY KEY (session_id, backend)
+) WITHOUT ROWID;
+
+-- Every intent recorded is a write of its session (the write may land): counting it in a
+-- trigger keeps opening an intent a single statement.
+CREATE TRIGGER IF NOT EXISTS intents_count_write AFTER INSERT ON intents
+BEGIN
+    INSERT INTO session_writes (session_id, backend, writes)
+    VALUES (NEW.session_id, NEW.backend, 1)
+    ON CONFLICT (session_id, backend) DO UPDATE SET writes = writes + 1;
+END;
