@@ -15,7 +15,7 @@ from .crashpoints import CrashPoint, reached
 from .errors import RevisionConflict
 from .held import KnownHead
 from .inflight import despite_cancellation
-from .journal import IntentState
+from .journal import IntentState, Opened
 from .judges import judge_revision
 from .ownership import current_owner
 from .policy import Step, refused_append_step
@@ -85,6 +85,7 @@ class RevisionWriter(Writer):
                 )
                 reached(CrashPoint.BEFORE_INTENT_RECORDED)
                 self._in_flight.busy.add(intent.intent_id)
+                opened: Opened | None = None
                 if self.write_ahead:
                     opened = await self.open_intent(
                         intent, context, wrapper, accounted=accounted, expect_count=None
@@ -108,7 +109,7 @@ class RevisionWriter(Writer):
                         items,
                         wrapper,
                         context,
-                        recorded=self.write_ahead,
+                        opened=opened,
                         appending=compare_and_swap,
                     )
                 except RevisionConflict as conflict:
@@ -126,7 +127,7 @@ class RevisionWriter(Writer):
                         )
                         exc.add_note(note)
                         raise
-                    if self.write_ahead:
+                    if opened is not None:
                         await client.call(client.journal.discard, intent.intent_id)
                     known.head = conflict.actual
                     step = refused_append_step(
@@ -134,6 +135,8 @@ class RevisionWriter(Writer):
                     )
                     if step is Step.SETTLE:
                         known.head = None
+                        if opened is not None:
+                            self.seen_own_write(context, opened)
                         return
                     if step is Step.REPLAY_AFTER_OTHERS:
                         progress.started = False  # proven not written: build it again

@@ -210,12 +210,14 @@ class Writer:
         wrapper: Any,
         context: Context,
         *,
-        recorded: bool,
+        opened: Opened | None,
         appending: Callable[[], Awaitable[Any]] | None = None,
     ) -> Any:
-        """Run the inner append (or ``appending()`` instead), then clear the intent. A
-        failure leaves the intent failed in the journal (or held here) and in the run's
-        context, and re-raises the backend's own exception with a note naming it."""
+        """Run the inner append (or ``appending()`` instead), then clear the intent ``opened``
+        in the journal (None: recorded only on failure). A failure leaves the intent failed in
+        the journal (or held here) and in the run's context, and re-raises the backend's own
+        exception with a note naming it."""
+        recorded = opened is not None
         result: Any = None
         try:
             reached(CrashPoint.AFTER_INTENT_RECORDED)
@@ -254,7 +256,14 @@ class Writer:
                     intent.intent_id,
                     exc_info=True,
                 )
+        if opened is not None:
+            self.seen_own_write(context, opened)
         return result
+
+    def seen_own_write(self, context: Context, opened: Opened) -> None:
+        """The run has seen its own write to its end: opened, then acknowledged (or proven
+        landed), the two writes the journal counts for it."""
+        self._carried.mark(context, opened.writes + 2)
 
     async def remember_failure(
         self, intent: PendingWrite, state: IntentState, context: Context, *, recorded: bool
@@ -366,9 +375,10 @@ class FingerprintWriter(Writer):
                 await self.back_off(progress)
             self._tail.drop_settled()
             progress.started = True
-            await self.write(intent, items, wrapper, context, recorded=self.write_ahead)
+            await self.write(intent, items, wrapper, context, opened=opened)
             if opened is not None:
-                self._tail.extend(intent.batch_digests, count=opened.writes + 1)
+                # Its opening and its acknowledgement are the two writes counted since.
+                self._tail.extend(intent.batch_digests, count=opened.writes + 2)
 
     async def tail_view(self, needed: int, wrapper: Any) -> TailView:
         """Digests of at least ``needed`` newest items (more after a settlement, to recognise a

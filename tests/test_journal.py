@@ -443,9 +443,26 @@ async def test_open_intent_records_only_when_the_session_is_clear(journal: Inten
 
     await journal.discard("i-1")
     opened = await journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner)
-    assert opened == Opened(recorded=True, writes=1)
+    assert opened == Opened(recorded=True, writes=2)
     assert ids(await journal.pending("session-a", BACKEND)) == ["i-2"]
+    assert await journal.writes("session-a", BACKEND) == 3
+
+
+async def test_an_acknowledged_intent_counts_a_write_when_cleared(
+    journal: IntentJournal,
+) -> None:
+    """discard() moves its session's count (the write has landed: a tail read while it was in
+    flight is out of date) and changes nothing for an id it does not hold."""
+    owner = current_owner()
+    await journal.open_intent(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert await journal.writes("session-a", BACKEND) == 1
+    await journal.discard("i-1")
     assert await journal.writes("session-a", BACKEND) == 2
+    assert await journal.pending("session-a") == []
+    if not isinstance(journal, MemoryJournal):  # the test double refuses an unknown id loudly
+        await journal.discard("i-1")
+        await journal.discard("never-opened")
+        assert await journal.writes("session-a", BACKEND) == 2
 
 
 async def test_writes_count_settlements_and_other_writes(journal: IntentJournal) -> None:
@@ -792,14 +809,15 @@ async def test_racing_open_intent_from_two_workers_records_exactly_one(
         winners = [c for c, opened in zip(contenders, results, strict=True) if opened.recorded]
         assert len(winners) == 1, f"round {round_}: {len(winners)} recorded"
         for opened in results:
+            # Each earlier round counted its opening and its acknowledgement.
             if opened.blocking:
                 assert ids(opened.blocking) == [winners[0].intent_id]
-                assert opened.writes == round_ + 1
+                assert opened.writes == 2 * round_ + 1
             else:
-                assert opened.writes == round_
+                assert opened.writes == 2 * round_
         assert ids(await other.pending("session-a")) == [winners[0].intent_id]
         await journal.discard(winners[0].intent_id)
-    assert await other.writes("session-a", BACKEND) == rounds
+    assert await other.writes("session-a", BACKEND) == 2 * rounds
 
 
 async def test_a_closed_journal_opens_again_and_another_sees_its_data(

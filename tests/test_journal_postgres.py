@@ -347,7 +347,7 @@ async def test_open_intent_and_discard_take_one_round_trip_each(
     assert await trips(journal.record(second, state=IntentState.FAILED, owner=owner)) == (1, 1)
     assert await trips(journal.record(second, state=IntentState.FAILED, owner=owner)) == (1, 1)
     assert ids(await journal.pending("session-a")) == ["i-2"]
-    assert await journal.writes("session-a", BACKEND) == 2
+    assert await journal.writes("session-a", BACKEND) == 3
 
 
 async def waiting_pid(watcher: Any, schema: str, task: asyncio.Task[Any]) -> int:
@@ -645,17 +645,17 @@ async def test_a_lost_reply_to_open_intent_is_answered_by_the_retry(
 
     proxy.lose_next_reply()
     with pytest.raises(JournalUnavailable):
-        await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=1)
+        await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=2)
     assert proxy.lost_replies == 1
     stored = await admin.fetchval(f'SELECT write_seq FROM "{schema}".intents')
-    assert stored == 1
+    assert stored == 2
 
     opened = await journal.open_intent(
-        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=1
+        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=2
     )
-    assert opened == Opened(recorded=True, writes=1)
+    assert opened == Opened(recorded=True, writes=2)
     assert ids(await journal.pending("session-a")) == ["i-1"]
-    assert await journal.writes("session-a", BACKEND) == 2
+    assert await journal.writes("session-a", BACKEND) == 3
 
 
 async def test_a_lost_reply_to_settle_is_answered_by_the_retry(

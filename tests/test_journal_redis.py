@@ -220,7 +220,7 @@ async def test_the_count_an_intent_was_opened_at_goes_with_it(
     await raw.hdel(key, "i-2")
     again = await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner)
     assert again == Opened(recorded=True, writes=0)
-    assert await journal.writes("session-a", BACKEND) == 3
+    assert await journal.writes("session-a", BACKEND) == 4
     await journal.transition("i-2", state=IntentState.RECONCILING, owner=owner)
     await journal.settle(make_decision(intent), owner=owner)
     await raw.hset(key, "i-3", "7")  # left behind by an older release's removal
@@ -356,7 +356,7 @@ async def test_open_intent_and_discard_are_one_command_each(
         opened = await journal.open_intent(
             make_intent(f"i-{n}"), state=IntentState.IN_FLIGHT, owner=owner
         )
-        assert opened == Opened(recorded=True, writes=n)
+        assert opened == Opened(recorded=True, writes=2 * n)
         assert sent == ["EVALSHA"]
         sent.clear()
         retried = await journal.open_intent(

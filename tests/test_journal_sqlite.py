@@ -293,20 +293,20 @@ async def test_opening_an_intent_is_one_statement_until_something_is_in_the_way(
         # The trace repeats a statement per step of it: count distinct ones.
         return opened, {text for text in statements if not text.startswith("--")}
 
-    opened, ran = await opening("i-1", 1)
-    assert opened == Opened(recorded=True, writes=1) and len(ran) == 1
+    opened, ran = await opening("i-1", 2)
+    assert opened == Opened(recorded=True, writes=2) and len(ran) == 1
     await journal.discard("i-1")
     opened, ran = await opening("i-2", None)
-    assert opened == Opened(recorded=True, writes=2) and len(ran) == 1
+    assert opened == Opened(recorded=True, writes=4) and len(ran) == 1
 
-    opened, ran = await opening("i-2", 2)
-    assert opened == Opened(recorded=True, writes=2) and "BEGIN IMMEDIATE" in ran
+    opened, ran = await opening("i-2", 4)
+    assert opened == Opened(recorded=True, writes=4) and "BEGIN IMMEDIATE" in ran
     await journal.discard("i-2")
-    opened, ran = await opening("i-3", 2)
-    assert opened == Opened(recorded=False, writes=3) and "BEGIN IMMEDIATE" in ran
+    opened, ran = await opening("i-3", 4)
+    assert opened == Opened(recorded=False, writes=6) and "BEGIN IMMEDIATE" in ran
     conn.set_trace_callback(None)
     assert await journal.pending("session-a") == []
-    assert await journal.writes("session-a", BACKEND) == 3
+    assert await journal.writes("session-a", BACKEND) == 6
 
 
 # -- contention ------------------------------------------------------------------------------

@@ -95,9 +95,9 @@ class IntentJournal(Protocol):
         ...
 
     async def writes(self, session_id: str, backend: BackendIdentity) -> int:
-        """How many writes of this session the journal has counted (intents recorded,
-        settlements, and ``count_write`` calls): a tail read when the count was N is current
-        while it is N."""
+        """How many writes of this session the journal has counted (intents recorded, their
+        acknowledgements (``discard``), settlements, and ``count_write`` calls): a tail read
+        when the count was N is current while it is N."""
         ...
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
@@ -118,7 +118,10 @@ class IntentJournal(Protocol):
         ...
 
     async def discard(self, intent_id: str) -> None:
-        """Forget an intent whose append was acknowledged (no decision is recorded)."""
+        """Forget an intent whose append was acknowledged (no decision is recorded), counting a
+        write of its session in the same step: the write has landed, so a tail read while it
+        was in flight (when the count already said it was opened) is out of date. An unknown
+        id changes nothing."""
         ...
 
     async def pending(

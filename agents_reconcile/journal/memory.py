@@ -119,9 +119,10 @@ class MemoryJournal(Unversioned):
         return True
 
     async def discard(self, intent_id: str) -> None:
-        self._open_entry(intent_id, "discard")
+        entry = self._open_entry(intent_id, "discard")
         del self._entries[intent_id]
         self._opened_at.pop(intent_id, None)
+        await self.count_write(entry.intent.session_id, entry.intent.backend)
 
     async def pending(
         self, session_id: str | None, backend: BackendIdentity | None = None

@@ -244,9 +244,19 @@ class SQLiteJournal:
         return await self._run(lambda conn: conn.execute(sql, args).rowcount == 1)
 
     async def discard(self, intent_id: str) -> None:
-        await self._run(
-            lambda conn: conn.execute("DELETE FROM intents WHERE intent_id = ?", (intent_id,))
-        )
+        def write(conn: sqlite3.Connection) -> None:
+            # IMMEDIATE: the intent goes and its session's count moves in one step, so no
+            # reader sees the write landed with the count it had while it was in flight.
+            conn.execute("BEGIN IMMEDIATE")
+            gone = conn.execute(
+                "DELETE FROM intents WHERE intent_id = ? RETURNING session_id, backend",
+                (intent_id,),
+            ).fetchone()
+            if gone is not None:
+                _count_write(conn, (gone[0], gone[1]))
+            conn.execute("COMMIT")
+
+        await self._run(write)
 
     async def pending(
         self, session_id: str | None, backend: BackendIdentity | None = None

@@ -1,4 +1,5 @@
--- discard(): forget an unresolved intent without a decision.
+-- discard(): forget an unresolved intent without a decision, counting a write of its session
+-- (an acknowledged write has landed: a tail read while it was in flight is out of date).
 -- ARGV: version, intent id, session expected to hold it. Replies 1, or {'moved', holder}
 -- ({'moved'} when no session holds the id) when the id is not that session's.
 local refusal = schema_refusal(ARGV[1])
@@ -10,5 +11,10 @@ local holder = redis.call('HGET', GLOBAL.index, id)
 if holder ~= ARGV[3] then
   return moved(holder)
 end
-remove_intent(session_keys(8), id)
+local s = session_keys(8)
+local backend = redis.call('HGET', s.backend, id)
+remove_intent(s, id)
+if backend then
+  redis.call('HINCRBY', s.writes, backend, 1)
+end
 return 1
