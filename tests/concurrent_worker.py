@@ -18,22 +18,15 @@ from typing import Any
 from agents import SQLiteSession
 
 from agents_reconcile import ContinuationDenied, ReconcileConfig, ReconcilingSession
+from agents_reconcile.backends.registry import backend_named
 from agents_reconcile.stores import RevisionedSQLiteSession
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
 
 def open_journal(spec: dict[str, Any]) -> Any:
-    """The journal the spec names: an SQLite file, or a namespace on a Redis/PostgreSQL server."""
-    kind = spec["journal"]
-    if kind == "sqlite":
-        return Path(spec["directory"]) / "journal.db"
-    if kind == "redis":
-        from agents_reconcile.journal.redis import RedisJournal
-
-        return RedisJournal.from_url(spec["url"], prefix=spec["namespace"])
-    from agents_reconcile.journal.postgres import PostgresJournal
-
-    return PostgresJournal.from_url(spec["url"], schema=spec["namespace"])
+    """The journal the spec names, through the backend registry."""
+    backend = backend_named(spec["backend"])
+    return backend.open_journal(spec["address"], namespace=spec["namespace"])
 
 
 def open_store(spec: dict[str, Any]) -> Any:
@@ -94,8 +87,7 @@ async def main(spec: dict[str, Any]) -> None:
     for ended in results:
         for line in ended:
             print(json.dumps(line))
-    if not isinstance(journal, Path):
-        await journal.close()
+    await journal.close()
 
 
 if __name__ == "__main__":

@@ -7,7 +7,6 @@ import asyncio
 import json
 import sys
 import time
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -17,16 +16,12 @@ import pytest
 from agents import Agent, Runner, SQLiteSession, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from agents_reconcile import (
-    ContinuationDenied,
-    MemoryJournal,
-    ReconcileConfig,
-    ReconcilingSession,
-)
+from agents_reconcile import ContinuationDenied, ReconcileConfig, ReconcilingSession
+from agents_reconcile.backends.registry import Backend
 from agents_reconcile.stores import RevisionedSQLiteSession
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
-from .servers import postgres_url, redis_url
+from .backends import address, namespace, registered
 
 WAIT = 5.0
 """The config's in_flight_wait in these tests: no run may take much longer than a few."""
@@ -64,45 +59,30 @@ def names(items: list[Any]) -> list[str]:
 
 
 @asynccontextmanager
-async def server_journal(kind: str) -> AsyncIterator[tuple[dict[str, Any], Any]]:
-    """A journal on the test server of ``kind``, in a namespace of its own (dropped after);
-    with the fields that name it to a worker process."""
-    namespace = f"cw{uuid.uuid4().hex[:12]}"
-    journal: Any
-    if kind == "redis":
-        from agents_reconcile.journal.redis import RedisJournal
-
-        url = redis_url()
-        journal = RedisJournal.from_url(url, prefix=namespace)
-    else:
-        from agents_reconcile.journal.postgres import PostgresJournal
-
-        url = postgres_url()
-        journal = PostgresJournal.from_url(url, schema=namespace)
+async def journal_of(
+    backend: Backend, directory: Path
+) -> AsyncIterator[tuple[dict[str, Any], Any]]:
+    """A journal of ``backend`` of the test's own (a namespace on a server, dropped after; a
+    new embedded one otherwise), with the fields that name it to a worker process."""
+    fields = {
+        "backend": backend.name,
+        "address": address(backend, directory, "journal"),
+        "namespace": namespace() if backend.server else None,
+    }
+    opened = backend.open_journal(fields["address"], namespace=fields["namespace"])
     try:
-        yield {"journal": kind, "url": url, "namespace": namespace}, journal
+        yield fields, opened
     finally:
-        await journal.drop()
-        await journal.close()
+        if backend.server:
+            await opened.drop()
+        await opened.close()
 
 
-@pytest.fixture(
-    params=[
-        "memory",
-        "sqlite",
-        pytest.param("redis", marks=pytest.mark.redis),
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
+@pytest.fixture(params=registered("journal"))
 async def journal(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Any]:
-    """The journal every wrapper of a test shares, of each kind."""
-    if request.param == "memory":
-        yield MemoryJournal()
-    elif request.param == "sqlite":
-        yield tmp_path / "journal.db"
-    else:
-        async with server_journal(request.param) as (_, opened):
-            yield opened
+    """The journal every wrapper of a test shares, of each registered backend."""
+    async with journal_of(request.param, tmp_path) as (_, opened):
+        yield opened
 
 
 async def run_all(
@@ -197,20 +177,17 @@ REPOSITORY = Path(__file__).resolve().parent.parent
 
 @pytest.fixture(
     params=[
-        "sqlite",
-        pytest.param("redis", marks=pytest.mark.redis),
-        pytest.param("postgres", marks=pytest.mark.postgres),
+        param
+        for param in registered("journal")
+        if param.values[0].durable  # type: ignore[union-attr]
     ]
 )
 async def shared_journal(
     request: pytest.FixtureRequest, tmp_path: Path
 ) -> AsyncIterator[tuple[dict[str, Any], Any]]:
-    """Where the processes' journal lives: an SQLite file, or a namespace of its own on a
-    server; yields the spec fields that name it and the journal itself for checking."""
-    if request.param == "sqlite":
-        yield {"journal": "sqlite"}, tmp_path / "journal.db"
-        return
-    async with server_journal(request.param) as found:
+    """A journal that processes can share (of each registered backend whose data outlives a
+    process); yields the spec fields that name it and the journal itself for checking."""
+    async with journal_of(request.param, tmp_path) as found:
         yield found
 
 
