@@ -134,4 +134,4 @@ class JournalClient:
 
     async def count(self) -> int:
         """The journal's count of this session's writes."""
-        return await self.call(self.journal.writes, self.session_id, self.backend)
+        return await self.call(self.journal.write_count, self.session_id, self.backend)

@@ -157,25 +157,25 @@ class Writer:
                 intent,
                 state=IntentState.IN_FLIGHT,
                 owner=current_owner(),
-                expect_writes=expect_count,
+                expect_write_count=expect_count,
             )
             if not opened.recorded:
                 busy.discard(intent.intent_id)
                 if opened.blocking:
                     await self._settler.settle_pending(context, wrapper, locked=True)
                     return None
-                if accounted is not None and opened.writes > accounted:
+                if accounted is not None and opened.write_count > accounted:
                     # Counts only grow: however often it is built again, it stays stale.
-                    await self._refuse_stale(intent, accounted, opened.writes)
+                    await self._refuse_stale(intent, accounted, opened.write_count)
                 # Another writer wrote after the tail this intent was built on; nothing was
                 # recorded or counted, so retrying cannot hold anyone else back.
                 self._tail.forget()
                 return None
-            if accounted is not None and opened.writes > accounted:
+            if accounted is not None and opened.write_count > accounted:
                 await client.call(client.journal.discard, intent.intent_id)
                 busy.discard(intent.intent_id)
-                await self._refuse_stale(intent, accounted, opened.writes)
-            self._carried.mark(context, opened.writes + 1)
+                await self._refuse_stale(intent, accounted, opened.write_count)
+            self._carried.mark(context, opened.write_count + 1)
         except BaseException:
             busy.discard(intent.intent_id)
             raise
@@ -263,7 +263,7 @@ class Writer:
     def seen_own_write(self, context: Context, opened: Opened) -> None:
         """The run has seen its own write to its end: opened, then acknowledged (or proven
         landed), the two writes the journal counts for it."""
-        self._carried.mark(context, opened.writes + 2)
+        self._carried.mark(context, opened.write_count + 2)
 
     async def remember_failure(
         self, intent: PendingWrite, state: IntentState, context: Context, *, recorded: bool
@@ -378,7 +378,7 @@ class FingerprintWriter(Writer):
             await self.write(intent, items, wrapper, context, opened=opened)
             if opened is not None:
                 # Its opening and its acknowledgement are the two writes counted since.
-                self._tail.extend(intent.batch_digests, count=opened.writes + 2)
+                self._tail.extend(intent.batch_digests, count=opened.write_count + 2)
 
     async def tail_view(self, needed: int, wrapper: Any) -> TailView:
         """Digests of at least ``needed`` newest items (more after a settlement, to recognise a

@@ -426,26 +426,26 @@ async def test_open_intent_records_only_when_the_session_is_clear(journal: Inten
     owner = current_owner()
     first = make_intent("i-1")
     opened = await journal.open_intent(first, state=IntentState.IN_FLIGHT, owner=owner)
-    assert opened == Opened(recorded=True, writes=0)
+    assert opened == Opened(recorded=True, write_count=0)
     assert ids(await journal.pending("session-a")) == ["i-1"]
 
     second = make_intent("i-2", created_at=1_700_000_001.0)
     opened = await journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner)
-    assert not opened.recorded and ids(opened.blocking) == ["i-1"] and opened.writes == 1
+    assert not opened.recorded and ids(opened.blocking) == ["i-1"] and opened.write_count == 1
     assert await journal.get("i-2") is None
 
     elsewhere = make_intent("i-3", session_id="session-b")
     opened = await journal.open_intent(elsewhere, state=IntentState.IN_FLIGHT, owner=owner)
-    assert opened == Opened(recorded=True, writes=0)
+    assert opened == Opened(recorded=True, write_count=0)
     other_backend = make_intent("i-4", backend=BackendIdentity("other.Store", "x"))
     opened = await journal.open_intent(other_backend, state=IntentState.IN_FLIGHT, owner=owner)
-    assert opened == Opened(recorded=True, writes=0)
+    assert opened == Opened(recorded=True, write_count=0)
 
     await journal.discard("i-1")
     opened = await journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner)
-    assert opened == Opened(recorded=True, writes=2)
+    assert opened == Opened(recorded=True, write_count=2)
     assert ids(await journal.pending("session-a", BACKEND)) == ["i-2"]
-    assert await journal.writes("session-a", BACKEND) == 3
+    assert await journal.write_count("session-a", BACKEND) == 3
 
 
 async def test_an_acknowledged_intent_counts_a_write_when_cleared(
@@ -455,14 +455,14 @@ async def test_an_acknowledged_intent_counts_a_write_when_cleared(
     flight is out of date) and changes nothing for an id it does not hold."""
     owner = current_owner()
     await journal.open_intent(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner)
-    assert await journal.writes("session-a", BACKEND) == 1
+    assert await journal.write_count("session-a", BACKEND) == 1
     await journal.discard("i-1")
-    assert await journal.writes("session-a", BACKEND) == 2
+    assert await journal.write_count("session-a", BACKEND) == 2
     assert await journal.pending("session-a") == []
     if not isinstance(journal, MemoryJournal):  # the test double refuses an unknown id loudly
         await journal.discard("i-1")
         await journal.discard("never-opened")
-        assert await journal.writes("session-a", BACKEND) == 2
+        assert await journal.write_count("session-a", BACKEND) == 2
 
 
 async def test_writes_count_settlements_and_other_writes(journal: IntentJournal) -> None:
@@ -477,9 +477,9 @@ async def test_writes_count_settlements_and_other_writes(journal: IntentJournal)
     denied = make_intent("d", created_at=1_700_000_009.0)
     await journal.record(denied, state=IntentState.FAILED, owner=owner)
     await journal.note(make_decision(denied, action=Action.DENIED))
-    assert await journal.writes("session-a", BACKEND) == 5
+    assert await journal.write_count("session-a", BACKEND) == 5
     assert await journal.count_write("session-a", BACKEND) == 6
-    assert await journal.writes("session-b", BACKEND) == 0
+    assert await journal.write_count("session-b", BACKEND) == 0
 
 
 async def test_settling_needs_the_claim_when_an_owner_is_given(journal: IntentJournal) -> None:
@@ -535,18 +535,18 @@ async def test_open_intent_with_a_stale_expected_count_writes_nothing(
 
     for stale in (0, 1, 3):
         opened = await journal.open_intent(
-            intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=stale
+            intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=stale
         )
-        assert opened == Opened(recorded=False, writes=2)
+        assert opened == Opened(recorded=False, write_count=2)
     assert await journal.get("i-1") is None
-    assert await journal.writes("session-a", BACKEND) == 2
+    assert await journal.write_count("session-a", BACKEND) == 2
 
     opened = await journal.open_intent(
-        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=2
+        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=2
     )
-    assert opened == Opened(recorded=True, writes=2)
+    assert opened == Opened(recorded=True, write_count=2)
     assert ids(await journal.pending("session-a")) == ["i-1"]
-    assert await journal.writes("session-a", BACKEND) == 3
+    assert await journal.write_count("session-a", BACKEND) == 3
 
 
 async def test_a_blocked_opening_reports_the_blocking_intent_whatever_count_it_expects(
@@ -559,12 +559,12 @@ async def test_a_blocked_opening_reports_the_blocking_intent_whatever_count_it_e
     second = make_intent("i-2", created_at=1_700_000_001.0)
 
     opened = await journal.open_intent(
-        second, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=0
+        second, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=0
     )
 
-    assert not opened.recorded and ids(opened.blocking) == ["i-1"] and opened.writes == 1
+    assert not opened.recorded and ids(opened.blocking) == ["i-1"] and opened.write_count == 1
     assert await journal.get("i-2") is None
-    assert await journal.writes("session-a", BACKEND) == 1
+    assert await journal.write_count("session-a", BACKEND) == 1
 
 
 async def test_a_retried_open_intent_answers_as_the_first_did(journal: IntentJournal) -> None:
@@ -574,17 +574,17 @@ async def test_a_retried_open_intent_answers_as_the_first_did(journal: IntentJou
     owner = current_owner()
     await journal.count_write("session-a", BACKEND)
     first = await journal.open_intent(
-        make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner, expect_writes=1
+        make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=1
     )
     await journal.count_write("session-a", BACKEND)
 
     again = await journal.open_intent(
-        make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner, expect_writes=1
+        make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=1
     )
 
-    assert first == again == Opened(recorded=True, writes=1)
+    assert first == again == Opened(recorded=True, write_count=1)
     assert ids(await journal.pending("session-a")) == ["i-1"]
-    assert await journal.writes("session-a", BACKEND) == 3
+    assert await journal.write_count("session-a", BACKEND) == 3
 
 
 async def test_a_retried_open_intent_after_a_claim_is_blocked_by_it(
@@ -601,14 +601,14 @@ async def test_a_retried_open_intent_after_a_claim_is_blocked_by_it(
 
     opened = await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=me)
 
-    assert not opened.recorded and opened.writes == 1
+    assert not opened.recorded and opened.write_count == 1
     [entry] = opened.blocking
     assert (entry.intent, entry.state, entry.owner) == (intent, IntentState.RECONCILING, STRANGER)
 
     assert await journal.transition("i-1", state=IntentState.FAILED, owner=me)
     opened = await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=me)
     assert not opened.recorded and ids(opened.blocking) == ["i-1"]
-    assert await journal.writes("session-a", BACKEND) == 1
+    assert await journal.write_count("session-a", BACKEND) == 1
 
 
 @pytest.mark.parametrize(
@@ -636,9 +636,9 @@ async def test_a_retried_open_intent_with_other_content_conflicts(
     assert caught.value.intent_id == "i-1"
     entry = await journal.get("i-1")
     assert entry is not None and entry.intent == original
-    assert await journal.writes("session-a", BACKEND) == 1
-    assert await journal.writes("session-b", BACKEND) == 0
-    assert await journal.writes("session-a", OTHER_DB) == 0
+    assert await journal.write_count("session-a", BACKEND) == 1
+    assert await journal.write_count("session-b", BACKEND) == 0
+    assert await journal.write_count("session-a", OTHER_DB) == 0
 
 
 async def test_open_intent_of_a_settled_id_conflicts(journal: IntentJournal) -> None:
@@ -652,7 +652,7 @@ async def test_open_intent_of_a_settled_id_conflicts(journal: IntentJournal) -> 
         await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner)
 
     assert await journal.pending("session-a") == []
-    assert await journal.writes("session-a", BACKEND) == 2
+    assert await journal.write_count("session-a", BACKEND) == 2
 
 
 async def test_settling_with_the_same_decision_again_is_a_noop(journal: IntentJournal) -> None:
@@ -668,14 +668,14 @@ async def test_settling_with_the_same_decision_again_is_a_noop(journal: IntentJo
     await journal.settle(Decision.decode(decision.encode()))
 
     assert await journal.decisions(intent_id="i-1") == [decision]
-    assert await journal.writes("session-a", BACKEND) == 2
+    assert await journal.write_count("session-a", BACKEND) == 2
     other = make_decision(intent, action=Action.REPLAYED, outcome=Outcome.UNCHANGED)
     # The in-memory double treats settling twice as the caller's bug.
     refusal = InvariantViolation if isinstance(journal, MemoryJournal) else IntentConflict
     with pytest.raises(refusal):
         await journal.settle(other, owner=owner)
     assert await journal.decisions(intent_id="i-1") == [decision]
-    assert await journal.writes("session-a", BACKEND) == 2
+    assert await journal.write_count("session-a", BACKEND) == 2
 
 
 async def test_a_batch_with_lone_surrogates_round_trips(journal: IntentJournal) -> None:
@@ -812,12 +812,12 @@ async def test_racing_open_intent_from_two_workers_records_exactly_one(
             # Each earlier round counted its opening and its acknowledgement.
             if opened.blocking:
                 assert ids(opened.blocking) == [winners[0].intent_id]
-                assert opened.writes == 2 * round_ + 1
+                assert opened.write_count == 2 * round_ + 1
             else:
-                assert opened.writes == 2 * round_
+                assert opened.write_count == 2 * round_
         assert ids(await other.pending("session-a")) == [winners[0].intent_id]
         await journal.discard(winners[0].intent_id)
-    assert await other.writes("session-a", BACKEND) == 2 * rounds
+    assert await other.write_count("session-a", BACKEND) == 2 * rounds
 
 
 async def test_a_closed_journal_opens_again_and_another_sees_its_data(

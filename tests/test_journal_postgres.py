@@ -188,7 +188,7 @@ async def test_connection_killed_mid_operation(journals: Factory, admin: Any, sc
 
     assert await journal.pending(None) == []
     opened = await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=current_owner())
-    assert opened == Opened(recorded=True, writes=1)
+    assert opened == Opened(recorded=True, write_count=1)
     assert ids(await journal.pending("session-a")) == ["i-1"]
 
 
@@ -274,7 +274,7 @@ async def test_racing_settlements_settle_once(journals: Factory, same: bool) -> 
             assert outcomes == ["IntentConflict", "NoneType"]
         assert stored == [decisions[results.index(None)]]
     assert await first.pending(None) == []
-    assert await first.writes("session-a", BACKEND) == 30
+    assert await first.write_count("session-a", BACKEND) == 30
 
 
 async def test_settle_after_the_claim_moved_is_refused(journals: Factory) -> None:
@@ -342,12 +342,14 @@ async def test_open_intent_and_discard_take_one_round_trip_each(
     blocked = journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner)
     assert await trips(blocked) == (1, 1)
     assert await trips(journal.discard("i-1")) == (1, 1)
-    stale = journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=0)
+    stale = journal.open_intent(
+        second, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=0
+    )
     assert await trips(stale) == (1, 1)
     assert await trips(journal.record(second, state=IntentState.FAILED, owner=owner)) == (1, 1)
     assert await trips(journal.record(second, state=IntentState.FAILED, owner=owner)) == (1, 1)
     assert ids(await journal.pending("session-a")) == ["i-2"]
-    assert await journal.writes("session-a", BACKEND) == 3
+    assert await journal.write_count("session-a", BACKEND) == 3
 
 
 async def waiting_pid(watcher: Any, schema: str, task: asyncio.Task[Any]) -> int:
@@ -408,7 +410,10 @@ async def test_a_write_between_snapshot_and_lock_moves_the_fence(
             )
             task = asyncio.create_task(
                 journal.open_intent(
-                    mine, state=IntentState.IN_FLIGHT, owner=current_owner(), expect_writes=expected
+                    mine,
+                    state=IntentState.IN_FLIGHT,
+                    owner=current_owner(),
+                    expect_write_count=expected,
                 )
             )
             await waiting_pid(watcher, schema, task)
@@ -423,17 +428,17 @@ async def test_a_write_between_snapshot_and_lock_moves_the_fence(
         await watcher.close()
 
     if inserted:
-        assert ids(opened.blocking) == ["theirs"] and opened.writes == 2
+        assert ids(opened.blocking) == ["theirs"] and opened.write_count == 2
         assert ids(await journal.pending("session-a")) == ["theirs"]
-        assert await journal.writes("session-a", BACKEND) == 2
+        assert await journal.write_count("session-a", BACKEND) == 2
     elif expected is not None:
-        assert opened == Opened(recorded=False, writes=2)
+        assert opened == Opened(recorded=False, write_count=2)
         assert await journal.pending("session-a") == []
-        assert await journal.writes("session-a", BACKEND) == 2
+        assert await journal.write_count("session-a", BACKEND) == 2
     else:
-        assert opened == Opened(recorded=True, writes=2)
+        assert opened == Opened(recorded=True, write_count=2)
         assert ids(await journal.pending("session-a")) == ["mine"]
-        assert await journal.writes("session-a", BACKEND) == 3
+        assert await journal.write_count("session-a", BACKEND) == 3
         seq = await admin.fetchval(f'SELECT write_seq FROM "{schema}".intents')
         assert seq == 2
 
@@ -470,7 +475,7 @@ async def test_an_id_taken_after_the_snapshot_is_compared_under_the_lock(
         await watcher.close()
 
     # Nothing counted: neither call inserted an intent.
-    assert await journal.writes("session-a", BACKEND) == 0
+    assert await journal.write_count("session-a", BACKEND) == 0
     assert ids(await journal.pending("session-a")) == ["same"]
     entry = await journal.get("same")
     assert entry is not None and entry.state is IntentState.FAILED
@@ -487,7 +492,7 @@ async def test_racing_records_of_one_intent_store_and_count_it_once(journals: Fa
         await asyncio.gather(
             *(w.record(intent, state=IntentState.FAILED, owner=owner) for w in workers)
         )
-        assert await workers[1].writes("session-a", BACKEND) == round_ + 1
+        assert await workers[1].write_count("session-a", BACKEND) == round_ + 1
     pending = await workers[2].pending("session-a")
     assert ids(pending) == [f"r{n}" for n in range(20)]
 
@@ -645,17 +650,19 @@ async def test_a_lost_reply_to_open_intent_is_answered_by_the_retry(
 
     proxy.lose_next_reply()
     with pytest.raises(JournalUnavailable):
-        await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=2)
+        await journal.open_intent(
+            intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=2
+        )
     assert proxy.lost_replies == 1
     stored = await admin.fetchval(f'SELECT write_seq FROM "{schema}".intents')
     assert stored == 2
 
     opened = await journal.open_intent(
-        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=2
+        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=2
     )
-    assert opened == Opened(recorded=True, writes=2)
+    assert opened == Opened(recorded=True, write_count=2)
     assert ids(await journal.pending("session-a")) == ["i-1"]
-    assert await journal.writes("session-a", BACKEND) == 3
+    assert await journal.write_count("session-a", BACKEND) == 3
 
 
 async def test_a_lost_reply_to_settle_is_answered_by_the_retry(
@@ -677,4 +684,4 @@ async def test_a_lost_reply_to_settle_is_answered_by_the_retry(
 
     await journal.settle(decision, owner=owner)
     assert await journal.decisions(intent_id="i-1") == [decision]
-    assert await journal.writes("session-a", BACKEND) == 2
+    assert await journal.write_count("session-a", BACKEND) == 2

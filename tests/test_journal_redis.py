@@ -219,14 +219,14 @@ async def test_the_count_an_intent_was_opened_at_goes_with_it(
     await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner)
     await raw.hdel(key, "i-2")
     again = await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner)
-    assert again == Opened(recorded=True, writes=0)
-    assert await journal.writes("session-a", BACKEND) == 4
+    assert again == Opened(recorded=True, write_count=0)
+    assert await journal.write_count("session-a", BACKEND) == 4
     await journal.transition("i-2", state=IntentState.RECONCILING, owner=owner)
     await journal.settle(make_decision(intent), owner=owner)
     await raw.hset(key, "i-3", "7")  # left behind by an older release's removal
     await journal.record(make_intent("i-3"), state=IntentState.IN_FLIGHT, owner=owner)
     again = await journal.open_intent(make_intent("i-3"), state=IntentState.IN_FLIGHT, owner=owner)
-    assert again == Opened(recorded=True, writes=0)
+    assert again == Opened(recorded=True, write_count=0)
 
 
 # -- schema version --------------------------------------------------------------------------
@@ -356,11 +356,11 @@ async def test_open_intent_and_discard_are_one_command_each(
         opened = await journal.open_intent(
             make_intent(f"i-{n}"), state=IntentState.IN_FLIGHT, owner=owner
         )
-        assert opened == Opened(recorded=True, writes=2 * n)
+        assert opened == Opened(recorded=True, write_count=2 * n)
         assert sent == ["EVALSHA"]
         sent.clear()
         retried = await journal.open_intent(
-            make_intent(f"i-{n}"), state=IntentState.IN_FLIGHT, owner=owner, expect_writes=n
+            make_intent(f"i-{n}"), state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=n
         )
         assert retried == opened and sent == ["EVALSHA"]
         sent.clear()
@@ -467,16 +467,18 @@ async def test_a_lost_reply_to_open_intent_is_answered_by_the_retry(
 
     proxy.lose_next_reply()
     with pytest.raises(JournalUnavailable):
-        await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=1)
+        await journal.open_intent(
+            intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=1
+        )
     assert proxy.lost_replies == 1
     assert await raw.hget(f"{prefix}:index", "i-1") == b"session-a"
 
     opened = await journal.open_intent(
-        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_writes=1
+        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=1
     )
-    assert opened == Opened(recorded=True, writes=1)
+    assert opened == Opened(recorded=True, write_count=1)
     assert [entry.intent for entry in await journal.pending("session-a")] == [intent]
-    assert await journal.writes("session-a", BACKEND) == 2
+    assert await journal.write_count("session-a", BACKEND) == 2
 
 
 async def test_a_lost_reply_to_settle_is_answered_by_the_retry(
@@ -499,4 +501,4 @@ async def test_a_lost_reply_to_settle_is_answered_by_the_retry(
 
     await journal.settle(decision, owner=owner)
     assert await journal.decisions(intent_id="i-1") == [decision]
-    assert await journal.writes("session-a", BACKEND) == 2
+    assert await journal.write_count("session-a", BACKEND) == 2

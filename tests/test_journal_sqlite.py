@@ -288,25 +288,25 @@ async def test_opening_an_intent_is_one_statement_until_something_is_in_the_way(
     async def opening(name: str, expect: int | None) -> tuple[Opened, set[str]]:
         statements.clear()
         opened = await journal.open_intent(
-            make_intent(name), state=IntentState.IN_FLIGHT, owner=owner, expect_writes=expect
+            make_intent(name), state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=expect
         )
         # The trace repeats a statement per step of it: count distinct ones.
         return opened, {text for text in statements if not text.startswith("--")}
 
     opened, ran = await opening("i-1", 2)
-    assert opened == Opened(recorded=True, writes=2) and len(ran) == 1
+    assert opened == Opened(recorded=True, write_count=2) and len(ran) == 1
     await journal.discard("i-1")
     opened, ran = await opening("i-2", None)
-    assert opened == Opened(recorded=True, writes=4) and len(ran) == 1
+    assert opened == Opened(recorded=True, write_count=4) and len(ran) == 1
 
     opened, ran = await opening("i-2", 4)
-    assert opened == Opened(recorded=True, writes=4) and "BEGIN IMMEDIATE" in ran
+    assert opened == Opened(recorded=True, write_count=4) and "BEGIN IMMEDIATE" in ran
     await journal.discard("i-2")
     opened, ran = await opening("i-3", 4)
-    assert opened == Opened(recorded=False, writes=6) and "BEGIN IMMEDIATE" in ran
+    assert opened == Opened(recorded=False, write_count=6) and "BEGIN IMMEDIATE" in ran
     conn.set_trace_callback(None)
     assert await journal.pending("session-a") == []
-    assert await journal.writes("session-a", BACKEND) == 6
+    assert await journal.write_count("session-a", BACKEND) == 6
 
 
 # -- contention ------------------------------------------------------------------------------
@@ -617,7 +617,7 @@ while not (directory / "go").exists():
     time.sleep(0.001)
 async def main():
     journal = SQLiteJournal(directory / "journal.db")
-    await journal.writes("s", BackendIdentity.parse(sys.argv[3]))
+    await journal.write_count("s", BackendIdentity.parse(sys.argv[3]))
     store = RevisionedSQLiteSession("s", directory / "store.db")
     await store.add_items([{"role": "user", "content": sys.argv[2]}])
 asyncio.run(main())

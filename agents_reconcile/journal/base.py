@@ -47,14 +47,14 @@ class Opened:
     """What ``open_intent`` did.
 
     ``recorded``: the intent is in the journal (now, or already from an earlier attempt of the
-    same call whose reply was lost). ``writes``: the session's write count just before this
+    same call whose reply was lost). ``write_count``: the session's write count just before this
     intent was counted when recorded, else the count as found. ``blocking``: the unresolved
     intents of the session and backend that kept it from being recorded (empty when it was,
     and when it was refused because the count was not the one expected).
     """
 
     recorded: bool
-    writes: int
+    write_count: int
     blocking: list[JournalEntry] = field(default_factory=list)
 
 
@@ -79,10 +79,10 @@ class IntentJournal(Protocol):
         *,
         state: IntentState,
         owner: Owner,
-        expect_writes: int | None = None,
+        expect_write_count: int | None = None,
     ) -> Opened:
         """Record ``intent`` and count it as a write of its session, in one atomic step, only
-        if its session and backend have no other unresolved intent and, when ``expect_writes``
+        if its session and backend have no other unresolved intent and, when ``expect_write_count``
         is given, only if the session's write count is still that number. A refused opening
         writes nothing and counts nothing, so callers that retry cannot push each other's
         counts on forever.
@@ -94,7 +94,7 @@ class IntentJournal(Protocol):
         """
         ...
 
-    async def writes(self, session_id: str, backend: BackendIdentity) -> int:
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
         """How many writes of this session the journal has counted (intents recorded, their
         acknowledgements (``discard``), settlements, and ``count_write`` calls): a tail read
         when the count was N is current while it is N."""

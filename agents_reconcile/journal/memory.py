@@ -67,9 +67,9 @@ class MemoryJournal(Unversioned):
         *,
         state: IntentState,
         owner: Owner,
-        expect_writes: int | None = None,
+        expect_write_count: int | None = None,
     ) -> Opened:
-        writes = await self.writes(intent.session_id, intent.backend)
+        writes = await self.write_count(intent.session_id, intent.backend)
         held = self._entries.get(intent.intent_id)
         if held is not None:
             if not held.intent.same_content(intent):
@@ -78,22 +78,22 @@ class MemoryJournal(Unversioned):
                     intent_id=intent.intent_id,
                 )
             if held.state is state and held.owner == owner:
-                return Opened(recorded=True, writes=self._opened_at.get(intent.intent_id, 0))
-            return Opened(recorded=False, writes=writes, blocking=[held])
+                return Opened(recorded=True, write_count=self._opened_at.get(intent.intent_id, 0))
+            return Opened(recorded=False, write_count=writes, blocking=[held])
         found = await self.pending(intent.session_id, intent.backend)
         if found:
-            return Opened(recorded=False, writes=writes, blocking=found)
+            return Opened(recorded=False, write_count=writes, blocking=found)
         if intent.intent_id in self._settled:
             raise IntentConflict(
                 f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
             )
-        if expect_writes is not None and writes != expect_writes:
-            return Opened(recorded=False, writes=writes)
+        if expect_write_count is not None and writes != expect_write_count:
+            return Opened(recorded=False, write_count=writes)
         await self.record(intent, state=state, owner=owner)
         self._opened_at[intent.intent_id] = writes
-        return Opened(recorded=True, writes=writes)
+        return Opened(recorded=True, write_count=writes)
 
-    async def writes(self, session_id: str, backend: BackendIdentity) -> int:
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
         return self._writes.get((session_id, backend), 0)
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:

@@ -337,14 +337,14 @@ class PostgresJournal:
         *,
         state: IntentState,
         owner: Owner,
-        expect_writes: int | None = None,
+        expect_write_count: int | None = None,
     ) -> Opened:
         row = _intent_args(intent, state, owner)
         key = (intent.session_id, str(intent.backend))
-        asked = _Asked(intent, state, owner, expect_writes)
+        asked = _Asked(intent, state, owner, expect_write_count)
 
         async def work(conn: Connection) -> Opened:
-            rows = await self._fenced(conn.fetch, self._sql.open_intent, (*row, expect_writes))
+            rows = await self._fenced(conn.fetch, self._sql.open_intent, (*row, expect_write_count))
             if rows:
                 # Everything below was read from one snapshot: a state the journal was in.
                 opened = asked.answer(rows[0], rows, _count(rows[0]["writes"]))
@@ -355,7 +355,7 @@ class PostgresJournal:
                 # The session's lock, and its count as of now: nothing of this session can
                 # be opened, recorded, settled or counted until this transaction ends.
                 writes = _count(await conn.fetchval(self._sql.lock_session, *key))
-                rows = await conn.fetch(self._sql.open_locked, *row, writes, expect_writes)
+                rows = await conn.fetch(self._sql.open_locked, *row, writes, expect_write_count)
                 opened = asked.answer(rows[0], rows, writes)
                 if opened is not None:
                     return opened
@@ -381,7 +381,7 @@ class PostgresJournal:
                 raise
             return None
 
-    async def writes(self, session_id: str, backend: BackendIdentity) -> int:
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
         async def work(conn: Connection) -> int:
             found = await conn.fetchval(self._sql.writes, session_id, str(backend))
             return 0 if found is None else _count(found)
@@ -564,7 +564,7 @@ class _Asked:
     intent: PendingWrite
     state: IntentState
     owner: Owner
-    expect_writes: int | None
+    expect_write_count: int | None
 
     def answer(self, head: Any, rows: Sequence[Any], writes: int) -> Opened | None:
         """The answer ``head`` (a row's flags, count and the intent holding the id) and
@@ -572,7 +572,7 @@ class _Asked:
         contract's order; None when they do not say why nothing was inserted (the fence
         fell, or the id was taken after the snapshot)."""
         if head["added"]:
-            return Opened(recorded=True, writes=writes)
+            return Opened(recorded=True, write_count=writes)
         held = self.holding(head, writes)
         if held is not None:
             return held
@@ -580,11 +580,11 @@ class _Asked:
             _entry(tuple(found)[_HEAD_COLUMNS:]) for found in rows if found["intent_id"] is not None
         ]
         if blocking:
-            return Opened(recorded=False, writes=writes, blocking=blocking)
+            return Opened(recorded=False, write_count=writes, blocking=blocking)
         if head["settled"]:
             raise _already_settled(self.intent.intent_id)
-        if self.expect_writes is not None and writes != self.expect_writes:
-            return Opened(recorded=False, writes=writes)
+        if self.expect_write_count is not None and writes != self.expect_write_count:
+            return Opened(recorded=False, write_count=writes)
         return None
 
     def holding(self, head: Any, writes: int) -> Opened | None:
@@ -608,8 +608,8 @@ class _Asked:
             raise _other_content(intent)
         if held.state is self.state and held.owner == self.owner:
             # Opened already by this same call, whose reply was lost: answer as it was.
-            return Opened(recorded=True, writes=_count(head["prior_seq"]))
-        return Opened(recorded=False, writes=writes, blocking=[held])
+            return Opened(recorded=True, write_count=_count(head["prior_seq"]))
+        return Opened(recorded=False, write_count=writes, blocking=[held])
 
 
 def _entry(row: Sequence[Any]) -> JournalEntry:

@@ -206,16 +206,16 @@ class RedisJournal:
         return send
 
     async def _script(
-        self, name: str, keys: list[bytes], args: list[str | bytes], *, writes: bool = True
+        self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
     ) -> object:
         """Run a script as one command. A writing script checks the schema version itself
         (and stores it in an empty journal), so only reads check it first, once."""
         with self._translated(name):
             send = await self._send()
-            if not writes and not self._schema_checked:
+            if read_only and not self._schema_checked:
                 await self._migrate(send)
             reply: object = await _SCRIPTS[name].run(send, keys, args)
-        if writes:
+        if not read_only:
             self._schema_checked = True
         return reply
 
@@ -305,10 +305,10 @@ class RedisJournal:
         *,
         state: IntentState,
         owner: Owner,
-        expect_writes: int | None = None,
+        expect_write_count: int | None = None,
     ) -> Opened:
         args = _intent_args(intent, state, owner)
-        args.append("" if expect_writes is None else str(expect_writes))
+        args.append("" if expect_write_count is None else str(expect_write_count))
         keys = self._layout.scripted(intent.session_id)
         reply = await self._script("open_intent", keys, args)
         opened, home = replies.opened(intent, state, owner, reply)
@@ -316,9 +316,11 @@ class RedisJournal:
             self._homes.remember(intent.intent_id, intent.session_id)
         return opened
 
-    async def writes(self, session_id: str, backend: BackendIdentity) -> int:
-        reply = await self._command("writes", "HGET", self._layout.writes(session_id), str(backend))
-        return 0 if reply is None else replies.count(reply, "writes")
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
+        reply = await self._command(
+            "write_count", "HGET", self._layout.writes(session_id), str(backend)
+        )
+        return 0 if reply is None else replies.count(reply, "write_count")
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
         keys = self._layout.scripted(session_id)
@@ -398,7 +400,7 @@ class RedisJournal:
             "" if backend is None else str(backend),
         ]
         keys = self._layout.scripted(session_id)
-        found = replies.rows(await self._script("entries", keys, args, writes=False), "pending")
+        found = replies.rows(await self._script("entries", keys, args, read_only=True), "pending")
         return [replies.entry(session_id, row) for row in found]
 
     async def get(self, intent_id: str) -> JournalEntry | None:
@@ -407,7 +409,7 @@ class RedisJournal:
                 return None
             keys = self._layout.scripted(session_id)
             args: list[str | bytes] = [session_id, "one", intent_id]
-            found = replies.rows(await self._script("entries", keys, args, writes=False), "get")
+            found = replies.rows(await self._script("entries", keys, args, read_only=True), "get")
             if not found:
                 return _Retry.MOVED
             if len(found) != 1 or found[0][0] != intent_id:
@@ -482,7 +484,7 @@ class RedisJournal:
             str(limit),
             "1" if by_session else "0",
         ]
-        reply = await self._script("decisions", keys, args, writes=False)
+        reply = await self._script("decisions", keys, args, read_only=True)
         return replies.decisions(reply, session_id=session_id, intent_id=intent_id, limit=limit)
 
     async def close(self) -> None:

@@ -228,12 +228,12 @@ def opened(
         raise unexpected("open_intent", reply)
     writes = count(parts[1], "open_intent")
     if word == "recorded" and len(parts) == 2:
-        return Opened(recorded=True, writes=writes), True
+        return Opened(recorded=True, write_count=writes), True
     if word == "stale" and len(parts) == 2:
-        return Opened(recorded=False, writes=writes), False
+        return Opened(recorded=False, write_count=writes), False
     if word == "blocked" and len(parts) == 3:
         blocking = [entry(intent.session_id, row) for row in rows(parts[2], "open_intent")]
-        return Opened(recorded=False, writes=writes, blocking=blocking), False
+        return Opened(recorded=False, write_count=writes, blocking=blocking), False
     if word == "held" and len(parts) == 4:
         [row] = rows([parts[3]], "open_intent")
         held = entry(intent.session_id, row)
@@ -243,8 +243,8 @@ def opened(
             # Opened already by this same call, whose reply was lost: answer as it was.
             # An intent opened by an older release, or by record(), has no count: 0.
             seq = blob(parts[2], "an intent's write count")
-            return Opened(recorded=True, writes=count(seq, "open_intent") if seq else 0), True
-        return Opened(recorded=False, writes=writes, blocking=[held]), True
+            return Opened(recorded=True, write_count=count(seq, "open_intent") if seq else 0), True
+        return Opened(recorded=False, write_count=writes, blocking=[held]), True
     raise unexpected("open_intent", reply)
 
 

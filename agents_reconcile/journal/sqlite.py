@@ -187,7 +187,7 @@ class SQLiteJournal:
         *,
         state: IntentState,
         owner: Owner,
-        expect_writes: int | None = None,
+        expect_write_count: int | None = None,
     ) -> Opened:
         blob = intent.encode()
         row = _intent_row(intent, state, owner, blob)
@@ -199,23 +199,23 @@ class SQLiteJournal:
             try:
                 inserted = conn.execute(
                     _OPEN_INTENT_SQL,
-                    (*key, *row, *key, intent.intent_id, *_SETTLING_ACTIONS, expect_writes),
+                    (*key, *row, *key, intent.intent_id, *_SETTLING_ACTIONS, expect_write_count),
                 ).fetchall()
             except sqlite3.IntegrityError:
                 inserted = []
             if inserted:
-                return Opened(recorded=True, writes=int(inserted[0][0]))
+                return Opened(recorded=True, write_count=int(inserted[0][0]))
             # Refused, or the id is taken (perhaps by this very intent, opened by a call whose
             # reply was lost): find out which under the write lock, and insert if, by now,
             # nothing is in the way.
             conn.execute("BEGIN IMMEDIATE")
-            opened = _open_locked(conn, intent, state, owner, expect_writes, row)
+            opened = _open_locked(conn, intent, state, owner, expect_write_count, row)
             conn.execute("COMMIT")
             return opened
 
         return await self._run(write)
 
-    async def writes(self, session_id: str, backend: BackendIdentity) -> int:
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
         return await self._run(lambda conn: _writes(conn, (session_id, str(backend))))
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
@@ -418,7 +418,7 @@ def _open_locked(
     intent: PendingWrite,
     state: IntentState,
     owner: Owner,
-    expect_writes: int | None,
+    expect_write_count: int | None,
     row: tuple[object, ...],
 ) -> Opened:
     """``open_intent`` decided in full, inside a write transaction: every case the fast
@@ -439,21 +439,23 @@ def _open_locked(
             )
         if held.state is state and held.owner == owner:
             # Opened already by this same call, whose reply was lost: answer as it was.
-            return Opened(recorded=True, writes=int(found[-1]))
-        return Opened(recorded=False, writes=writes, blocking=[held])
+            return Opened(recorded=True, write_count=int(found[-1]))
+        return Opened(recorded=False, write_count=writes, blocking=[held])
     rows: list[_Row] = conn.execute(
         _SELECT_INTENTS + " WHERE session_id = ? AND backend = ? ORDER BY created_at", key
     ).fetchall()
     if rows:
-        return Opened(recorded=False, writes=writes, blocking=[_entry(*other) for other in rows])
+        return Opened(
+            recorded=False, write_count=writes, blocking=[_entry(*other) for other in rows]
+        )
     if _settled(conn, intent.intent_id):
         raise IntentConflict(
             f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
         )
-    if expect_writes is not None and writes != expect_writes:
-        return Opened(recorded=False, writes=writes)
+    if expect_write_count is not None and writes != expect_write_count:
+        return Opened(recorded=False, write_count=writes)
     conn.execute(_INSERT_INTENT_SQL, (*row, writes))
-    return Opened(recorded=True, writes=writes)
+    return Opened(recorded=True, write_count=writes)
 
 
 def _entry(
