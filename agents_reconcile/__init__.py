@@ -1,7 +1,7 @@
 """agents-reconcile: no uncertain session write duplicates, loses, or continues unvouched.
 
-Wrap any OpenAI Agents SDK session in ``ReconcilingSession`` and pass
-``run_config=session.run_config()`` to the runner.
+Call ``install()`` once, then pass any OpenAI Agents SDK session wrapped in
+``ReconcilingSession`` as ``session=`` to the runner.
 """
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from __future__ import annotations
 from . import crashpoints
 from .classify import Observation, Verdict, classify
 from .config import ReconcileConfig
+from .default_runner import UngatedRunWarning, install, installed, uninstall
 from .errors import (
     BindingMismatch,
     ConfigurationError,
@@ -60,10 +61,14 @@ __all__ = [
     "RecordMalformed",
     "RecordTampered",
     "SQLiteJournal",
+    "UngatedRunWarning",
     "UnsupportedRecordVersion",
     "UnsupportedSession",
     "Verdict",
     "classify",
     "crashpoints",
+    "install",
+    "installed",
     "item_digest",
+    "uninstall",
 ]

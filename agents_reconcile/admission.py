@@ -7,8 +7,8 @@ the ``Admission`` protocol.
 
 from __future__ import annotations
 
-from collections.abc import MutableMapping, Sequence
-from typing import Any, Protocol
+from collections.abc import Callable, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 from .config import ReconcileConfig
 from .fingerprint import digest_items
@@ -18,6 +18,9 @@ from .runstate import CarriedState
 from .settler import Settler
 from .tail import TailMemory
 
+if TYPE_CHECKING:
+    from agents.memory.session_settings import SessionSettings
+
 __all__ = ["Admission", "Gatekeeper"]
 
 
@@ -26,6 +29,16 @@ class Admission(Protocol):
 
     @property
     def enabled(self) -> bool: ...
+
+    @property
+    def merges_retried_input(self) -> bool:
+        """Whether a retried input is kept from reaching the model (and the store) twice."""
+        ...
+
+    def history_limit(self, run_settings: SessionSettings | None) -> int | None:
+        """The history limit a run with ``run_settings`` reads the session through (the
+        session's own settings, overridden by the run's), as the SDK resolves it."""
+        ...
 
     async def admit(self, context: MutableMapping[str, Any] | None) -> None:
         """Settle what is pending, then refuse a run that may not go on (raises)."""
@@ -49,7 +62,9 @@ class Gatekeeper:
         carried: CarriedState,
         tail: TailMemory,
         ignore_ids: bool,
+        session_settings: Callable[[], SessionSettings | None],
     ) -> None:
+        self._session_settings = session_settings
         self._enabled = enabled
         self._config = config
         self._client = client
@@ -61,6 +76,18 @@ class Gatekeeper:
     @property
     def enabled(self) -> bool:
         return self._enabled
+
+    @property
+    def merges_retried_input(self) -> bool:
+        return self._config.merge_retried_input
+
+    def history_limit(self, run_settings: SessionSettings | None) -> int | None:
+        from agents.memory.session_settings import SessionSettings
+
+        settings = self._session_settings() or SessionSettings()
+        if run_settings is not None:
+            settings = settings.resolve(run_settings)
+        return settings.limit
 
     async def admit(self, context: MutableMapping[str, Any] | None) -> None:
         """Settle pending intents, then refuse a run whose state is older than the session (a

@@ -48,6 +48,9 @@ class ReconcileConfig:
     - ``lease_seconds``: how long an in-flight intent of a worker on another host is
       presumed live; ``in_flight_wait``: how long to wait for a live owner before denying.
     - ``journal_retries``: attempts when the journal cannot be read, before reporting it.
+    - ``install``: a wrapper built with it installs the gate in the SDK's default runner
+      (``agents_reconcile.install()``), so every run given a ``ReconcilingSession`` is gated
+      with ``session=`` alone; ``AGENTS_RECONCILE_INSTALL=1`` does the same.
     - ``on_extended`` (revisioned stores): when a write is proven absent and other writers'
       writes are proven present after the revision it expected, ``"fail"`` denies (the run
       would go on from a history it has not seen); ``"append"`` appends it after them.
@@ -64,6 +67,7 @@ class ReconcileConfig:
     in_flight_wait: float = 5.0
     journal_retries: int = 3
     on_extended: Literal["fail", "append"] = "fail"
+    install: bool = False
 
     def __post_init__(self) -> None:
         if self.on_extended not in ("fail", "append"):

@@ -1,5 +1,6 @@
-"""Calling the wrapped session as the SDK would: ``wrapper=`` only to methods that take it,
-``limit`` only to a ``get_items`` that takes it; and counting this wrapper's own writes.
+"""Calling the wrapped session as the SDK would: ``wrapper=`` only to a session whose four
+history methods all take it, ``limit`` only to a ``get_items`` that takes it; and counting this
+wrapper's own writes.
 
 Also the marker for reads the inner session makes through the wrapper while it holds a lock of
 its own (compaction's ``_get_items_with_generation``): nothing may be settled, and so written,
@@ -12,9 +13,18 @@ import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any
+from typing import Any, Final
 
-__all__ = ["InnerSession", "accepts", "reconciling_allowed", "without_reconciling"]
+__all__ = [
+    "HISTORY_METHODS",
+    "InnerSession",
+    "accepts",
+    "reconciling_allowed",
+    "takes_wrapper",
+    "without_reconciling",
+]
+
+HISTORY_METHODS: Final = ("get_items", "add_items", "pop_item", "clear_session")
 
 _NO_RECONCILE: ContextVar[bool] = ContextVar("agents_reconcile_no_reconcile", default=False)
 
@@ -34,15 +44,26 @@ def without_reconciling() -> Iterator[None]:
 
 
 def accepts(method: Any, name: str) -> bool:
-    """Whether ``method`` declares a parameter ``name`` (``**kwargs`` does not count, as for
-    the SDK); any failure to inspect it means no."""
+    """Whether ``method`` declares a parameter ``name`` that can be passed by keyword
+    (``**kwargs`` does not count, as for the SDK); any failure to inspect it means no, as it
+    does for the SDK (a legacy signature)."""
     try:
         parameters = inspect.signature(method).parameters.values()
-    except (TypeError, ValueError):
+    except Exception:
         return False
     return any(
         p.name == name and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY) for p in parameters
     )
+
+
+def takes_wrapper(session: Any) -> bool:
+    """Whether ``get_items``, ``add_items``, ``pop_item`` and ``clear_session`` all accept
+    ``wrapper``: the SDK's test for a context-aware session."""
+    try:
+        methods = [getattr(session, name) for name in HISTORY_METHODS]
+    except Exception:
+        return False
+    return all(accepts(method, "wrapper") for method in methods)
 
 
 class InnerSession:
@@ -53,14 +74,13 @@ class InnerSession:
         self.own_writes = 0
         """Appends made through this wrapper so far: a read one of them overtook is not kept."""
         self._takes_limit = accepts(session.get_items, "limit")
-        self._takes_wrapper = {
-            name: accepts(getattr(session, name), "wrapper")
-            for name in ("get_items", "add_items", "pop_item", "clear_session")
-        }
+        self.takes_wrapper = takes_wrapper(session)
+        """Whether the SDK would hand this session the run's context: only when all four
+        history methods accept ``wrapper`` (one that takes it on some is a legacy session)."""
 
     async def call(self, name: str, wrapper: Any, *args: Any, **kwargs: Any) -> Any:
         method: Callable[..., Any] = getattr(self.session, name)
-        if wrapper is not None and self._takes_wrapper[name]:
+        if wrapper is not None and self.takes_wrapper:
             kwargs["wrapper"] = wrapper
         result = method(*args, **kwargs)
         if inspect.isawaitable(result):

@@ -163,8 +163,9 @@ class BackendIdentity:
 class PendingWrite:
     """A write to a session whose outcome is not known yet, with what it needs to be judged.
 
-    ``before_digests`` are the digests of the items that preceded the batch (at most
-    ``len(batch) + 1``); ``before_is_whole`` says they were the whole history.
+    ``before_digests`` are the digests of the items that preceded the batch: the whole
+    history when ``before_is_whole`` (as much as a wrapper remembers), else the newest
+    ``len(batch) + 1``.
     """
 
     intent_id: str

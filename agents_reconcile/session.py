@@ -9,12 +9,13 @@ every model call, through ``admission``.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any, Final
 
 from agents.memory import OpenAIConversationsSession
 
-from . import runstate
+from . import default_runner, runstate
 from .admission import Admission, Gatekeeper
 from .capabilities import FORWARDED, Guard, forwarded
 from .config import ReconcileConfig
@@ -49,8 +50,9 @@ class ReconcilingSession:
     """Wraps any Agents SDK session so that no uncertain append is duplicated, lost, or
     continued on a history nobody can vouch for.
 
-    Pass it as ``session=`` with ``run_config=session.run_config()``: the gate then checks
-    pending intents before every model call, streamed or not, fresh or resumed.
+    Pass it as ``session=`` after ``agents_reconcile.install()`` (or with
+    ``run_config=session.run_config()`` and ``hooks=session.hooks()`` on each run): the gate
+    then checks pending intents before every model call, streamed or not, fresh or resumed.
     """
 
     def __init__(
@@ -70,6 +72,11 @@ class ReconcilingSession:
             identity = BackendIdentity.parse(identity)
         self.backend_identity: BackendIdentity = identity or derive_identity(inner)
         self._ignore_ids = bool(getattr(inner, "_ignore_ids_for_matching", False))
+        # Whether the gate reached this session's runs some way (run_config(), hooks() or the
+        # installed runner); a run without it is warned about once.
+        self._gate_seen = False
+        if self._active and (self.config.install or default_runner.env_install()):
+            default_runner.install()
         # History limits through which a fresh run reads the history it builds on (those of
         # RunConfigs passed to run_config(), besides the session's own). The SDK's other
         # reads (a resumed run's checks) use other limits.
@@ -127,6 +134,7 @@ class ReconcilingSession:
             carried=self._carried,
             tail=self._tail,
             ignore_ids=self._ignore_ids,
+            session_settings=lambda: self.session_settings,
         )
 
     def __repr__(self) -> str:
@@ -180,6 +188,8 @@ class ReconcilingSession:
         self, limit: int | None = None, *, wrapper: RunContextWrapper[Any] | None = None
     ) -> list[TResponseInputItem]:
         """The inner history, after settling pending intents (raises ``ContinuationDenied``)."""
+        if wrapper is not None and not self._gate_seen:
+            self._notice_ungated()
         context = runstate.context_of(wrapper)
         if self._active and reconciling_allowed():
             await self._settler.settle_pending(context, wrapper)
@@ -233,6 +243,8 @@ class ReconcilingSession:
         if not self._active:
             await self._calls.append(items, wrapper)
             return
+        if wrapper is not None and not self._gate_seen:
+            self._notice_ungated()
         # What the journal will hold, refused now if it could not hold it exactly: a replay
         # must write what the caller gave, or nothing.
         batch, digests = journal_batch(items, ignore_ids=self._ignore_ids)
@@ -321,6 +333,7 @@ class ReconcilingSession:
         """``base`` (or a new ``RunConfig``) with the gate installed before every model call."""
         from .gate import install_gate
 
+        self._gate_seen = True
         settings = base.session_settings if base is not None else None
         if settings is not None and settings.limit is not None:
             # A fresh run of this config reads the history through this limit.
@@ -335,7 +348,24 @@ class ReconcilingSession:
         """
         from .gate import gate_hooks
 
+        self._gate_seen = True
         return gate_hooks(self._admission, base)
+
+    def _notice_ungated(self) -> None:
+        """A run reached this session without the gate: say so once, naming the fix."""
+        if not self._active or default_runner.installed():
+            self._gate_seen = True
+            return
+        self._gate_seen = True
+        warnings.warn(
+            f"ReconcilingSession {self.session_id!r} is used by a run without its gate: pending "
+            "writes are still settled when the session is read or written, but nothing stops "
+            "a model call (or a resumed RunState's approved tool) on history nobody vouched "
+            "for. Call agents_reconcile.install() once at startup, or pass "
+            "run_config=session.run_config() and hooks=session.hooks() to every run.",
+            default_runner.UngatedRunWarning,
+            stacklevel=3,
+        )
 
     async def _busy(self, waited: float) -> None:
         await self._client.deny(

@@ -119,9 +119,10 @@ class Writer:
     def new_intent(
         self, batch: tuple[Any, ...], digests: tuple[str, ...], view: TailView
     ) -> PendingWrite:
-        needed = len(batch) + 1
-        before = tuple(view.digests[-needed:])
-        whole = view.whole and len(view.digests) <= needed
+        # The items before the batch: the whole history when the view holds all of it (then
+        # a tail of repeating content still reads one way only), else the newest len+1.
+        whole = view.whole
+        before = tuple(view.digests) if whole else tuple(view.digests[-(len(batch) + 1) :])
         return PendingWrite(
             intent_id=uuid.uuid4().hex,
             session_id=self._client.session_id,

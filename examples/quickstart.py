@@ -1,4 +1,5 @@
-"""Quick start: wrap any session in ``ReconcilingSession`` and pass ``session.run_config()``.
+"""Quick start: ``agents_reconcile.install()`` once, then any session wrapped in
+``ReconcilingSession`` is passed as ``session=`` alone.
 
 Run it with::
 
@@ -28,6 +29,7 @@ from typing import Any
 from agents import Agent, Runner, SQLiteSession, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message
 
+import agents_reconcile
 from agents_reconcile import ReconcileConfig, ReconcilingSession
 
 INSTRUCTIONS = "You are a concise assistant. Answer in one short sentence."
@@ -49,21 +51,22 @@ def build_agent(offline: bool) -> Agent[Any]:
 
 
 async def converse(directory: Path, offline: bool) -> int:
+    # Once per process: every run given a ReconcilingSession gets the gate, which checks for
+    # unsettled writes before every model call (run_config=session.run_config() and
+    # hooks=session.hooks() on each run do the same by hand).
+    agents_reconcile.install()
     agent = build_agent(offline)
     session = ReconcilingSession(
         SQLiteSession("user-42", directory / "chat.db"),
         config=ReconcileConfig(journal=directory / "agents-reconcile.db"),
     )
     try:
-        # The first turn runs to completion; the second streams. Both go through the gate,
-        # which checks for unsettled writes before every model call.
-        first = await Runner.run(agent, TURNS[0], session=session, run_config=session.run_config())
+        # The first turn runs to completion; the second streams. Both go through the gate.
+        first = await Runner.run(agent, TURNS[0], session=session)
         print(f"user:      {TURNS[0]}")
         print(f"assistant: {first.final_output}")
 
-        stream = Runner.run_streamed(
-            agent, TURNS[1], session=session, run_config=session.run_config()
-        )
+        stream = Runner.run_streamed(agent, TURNS[1], session=session)
         async for _event in stream.stream_events():
             pass
         print(f"user:      {TURNS[1]}")

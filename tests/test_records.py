@@ -1035,7 +1035,8 @@ def test_a_surrogate_record_relabelled_v1_is_tampered():
 
 surrogate_text = st.lists(
     st.one_of(
-        st.characters(),
+        # No high surrogates: one followed by a low one is a pair, which is refused.
+        st.characters(exclude_categories=["Cs"]),
         st.characters(min_codepoint=0xDC00, max_codepoint=0xDFFF, categories=["Cs"]),
     ),
     max_size=8,

@@ -16,7 +16,9 @@ predicts the verdict of the rule in DESIGN.md ("The rule") from first principles
 * the intent's ``before`` is the last ``k = len(batch) + 1`` items of the history at the time of
   the append, and ``before_is_whole`` is ``len(history) <= k``. One allowance: when the history
   holds exactly ``k`` items, a read of ``k`` items cannot prove nothing is older, so the wrapper
-  may record ``False`` (the more cautious reading); any other deviation fails the test;
+  may record ``False`` (the more cautious reading). Or, when the wrapper remembers the whole
+  history (at most ``KEPT_DIGESTS`` items), ``before`` is all of it and whole; any other
+  deviation fails the test;
 * a reading "the first ``h`` items of the batch landed" (``h = 0`` is UNCHANGED, ``h = len(batch)``
   COMMITTED, anything between a partial write) fits the store when the store ends with
   ``before + batch[:h]``, or, when ``before`` was the whole history, *is* exactly that;
@@ -84,6 +86,7 @@ from agents_reconcile import (
     SQLiteJournal,
     item_digest,
 )
+from agents_reconcile.tail import KEPT_DIGESTS
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
 Item = dict[str, str]
@@ -378,17 +381,24 @@ class ReconcileMachine(RuleBasedStateMachine):
             assert any(intent.intent_id in note for note in getattr(error, "__notes__", ()))
         assert list(intent.batch) == batch
         k = len(batch) + 1
-        before = history[-k:]
+        if intent.before_is_whole and len(intent.before_digests) == len(history) > k:
+            # The wrapper remembered the whole history (at most KEPT_DIGESTS items) and
+            # recorded all of it.
+            assert len(history) <= KEPT_DIGESTS, "a whole history longer than the memory"
+            before = history
+            _event("before recorded as the whole remembered history")
+        else:
+            before = history[-k:]
+            whole = len(history) <= k
+            allowed = {whole, False} if len(history) == k else {whole}
+            assert intent.before_is_whole in allowed, (
+                f"before_is_whole={intent.before_is_whole} with {len(history)} items and k={k}"
+            )
+            if intent.before_is_whole != whole:
+                _event("before recorded as not whole (history of exactly k items)")
         assert intent.before_digests == _digests(before, ignore_ids=intent.ignore_ids), (
             "the intent does not record the items that preceded the write"
         )
-        whole = len(history) <= k
-        allowed = {whole, False} if len(history) == k else {whole}
-        assert intent.before_is_whole in allowed, (
-            f"before_is_whole={intent.before_is_whole} with {len(history)} items and k={k}"
-        )
-        if intent.before_is_whole != whole:
-            _event("before recorded as not whole (history of exactly k items)")
         if fault is Fault.CONCURRENT_WRITER:
             count: int | None = None
         else:
