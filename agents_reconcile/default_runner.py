@@ -18,13 +18,10 @@ import logging
 import os
 import threading
 import warnings
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
-from agents import RunConfig
+from agents import RunConfig, RunHooks
 from agents.lifecycle import RunHooksBase
-
-if TYPE_CHECKING:
-    from .session import ReconcilingSession
 
 __all__ = [
     "ENV_INSTALL",
@@ -52,6 +49,21 @@ try:  # The SDK's default-runner hook (experimental in the SDK: checked, not ass
 except ImportError:  # pragma: no cover - an SDK without the hook
     AgentRunner = object  # type: ignore[misc,assignment]
     get_default_agent_runner = set_default_agent_runner = None  # type: ignore[assignment]
+
+
+GATED_MARK: Final = "__agents_reconcile_gated__"
+"""Class attribute of a session this runner gates (``ReconcilingSession`` sets it)."""
+
+
+class GatedSession(Protocol):
+    """What the runner needs of a session it gates."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    def run_config(self, base: RunConfig | None = None) -> RunConfig: ...
+
+    def hooks(self, base: RunHooks[Any] | None = None) -> RunHooks[Any]: ...
 
 
 class UngatedRunWarning(UserWarning):
@@ -84,10 +96,9 @@ class ReconcilingRunner(AgentRunner):
 
     def gated(self, kwargs: dict[str, Any]) -> dict[str, Any]:
         """``kwargs`` with the session's gate composed into ``run_config`` and ``hooks``."""
-        from .session import ReconcilingSession
-
-        session = kwargs.get("session")
-        if not self.active or not isinstance(session, ReconcilingSession) or not session.enabled:
+        session: GatedSession | None = kwargs.get("session")
+        gated = session is not None and getattr(type(session), GATED_MARK, False)
+        if not self.active or session is None or not gated or not session.enabled:
             return kwargs
         kwargs = dict(kwargs)
         kwargs["run_config"] = _gated_config(session, kwargs.get("run_config"))
@@ -98,7 +109,7 @@ class ReconcilingRunner(AgentRunner):
         return kwargs
 
 
-def _gated_config(session: ReconcilingSession, given: Any) -> Any:
+def _gated_config(session: GatedSession, given: Any) -> Any:
     """The caller's ``run_config`` with the gate composed in, keeping what "no config" and
     a mapping mean to the SDK: a runner that gets no model provider owns (and closes) the one
     it makes, so the provider is left out unless the caller gave one."""

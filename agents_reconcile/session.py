@@ -55,6 +55,8 @@ class ReconcilingSession:
     then checks pending intents before every model call, streamed or not, fresh or resumed.
     """
 
+    __agents_reconcile_gated__ = True  # the installed runner gates the runs given this session
+
     def __init__(
         self,
         inner: Any,
