@@ -14,46 +14,29 @@ from agents import Agent, Runner, SQLiteSession
 from agents.testing import ScriptedModel, assistant_message
 
 from agents_reconcile import Outcome, ReconcileConfig, ReconcilingSession
+from agents_reconcile.backends.registry import backend_for
 from agents_reconcile.stores import RevisionedSQLiteSession
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
-from .servers import postgres_url, redis_url
+from .backends import namespace, registered
+from .servers import redis_url, server_url
 
 
-@pytest.fixture(
-    params=[
-        pytest.param("redis", marks=pytest.mark.redis),
-        pytest.param("postgres", marks=pytest.mark.postgres),
-    ]
-)
+@pytest.fixture(params=[p for p in registered("journal") if p.values[0].server])
 async def journal_url(request: pytest.FixtureRequest) -> AsyncIterator[str]:
-    """A journal address on the server, in a namespace of its own."""
-    namespace = f"sj{uuid.uuid4().hex[:12]}"
-    if request.param == "redis":
-        from agents_reconcile.journal.redis import RedisJournal
-
-        url = redis_url()
-        cleanup: Any = RedisJournal.from_url(url, prefix=namespace)
-        yield f"{url}?{namespace}"
-    else:
-        from agents_reconcile.journal.postgres import PostgresJournal
-
-        url = postgres_url()
-        cleanup = PostgresJournal.from_url(url, schema=namespace)
-        yield f"{url}?{namespace}"
+    """The address of each registered server journal, in a namespace of its own."""
+    backend = request.param
+    url = server_url(backend)
+    space = namespace()
+    yield f"{url}?{space}"
+    cleanup: Any = backend.open_journal(url, namespace=space)
     await cleanup.drop()
     await cleanup.close()
 
 
 def journal_for(address: str) -> Any:
-    url, namespace = address.rsplit("?", 1)
-    if url.startswith("redis"):
-        from agents_reconcile.journal.redis import RedisJournal
-
-        return RedisJournal.from_url(url, prefix=namespace)
-    from agents_reconcile.journal.postgres import PostgresJournal
-
-    return PostgresJournal.from_url(url, schema=namespace)
+    url, space = address.rsplit("?", 1)
+    return backend_for(url, what="journal").open_journal(url, namespace=space)
 
 
 STORES = ["sqlite_session", "revisioned_sqlite"]
