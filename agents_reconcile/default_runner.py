@@ -27,6 +27,7 @@ __all__ = [
     "ENV_INSTALL",
     "ReconcilingRunner",
     "UngatedRunWarning",
+    "gated_config",
     "install",
     "installed",
     "uninstall",
@@ -101,7 +102,7 @@ class ReconcilingRunner(AgentRunner):
         if not self.active or session is None or not gated or not session.enabled:
             return kwargs
         kwargs = dict(kwargs)
-        kwargs["run_config"] = _gated_config(session, kwargs.get("run_config"))
+        kwargs["run_config"] = gated_config(session, kwargs.get("run_config"))
         hooks = kwargs.get("hooks")
         if hooks is None or isinstance(hooks, RunHooksBase):
             kwargs["hooks"] = session.hooks(hooks)
@@ -109,7 +110,7 @@ class ReconcilingRunner(AgentRunner):
         return kwargs
 
 
-def _gated_config(session: GatedSession, given: Any) -> Any:
+def gated_config(session: GatedSession, given: Any) -> Any:
     """The caller's ``run_config`` with the gate composed in, keeping what "no config" and
     a mapping mean to the SDK: a runner that gets no model provider owns (and closes) the one
     it makes, so the provider is left out unless the caller gave one."""

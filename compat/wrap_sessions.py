@@ -39,7 +39,6 @@ from pathlib import Path
 from typing import Any, Final
 
 import pytest
-from agents import RunConfig
 from agents.lifecycle import RunHooksBase
 from agents.run import AgentRunner
 
@@ -50,7 +49,7 @@ from agents_reconcile import (
     SQLiteJournal,
     UnsupportedSession,
 )
-from agents_reconcile.default_runner import ReconcilingRunner
+from agents_reconcile.default_runner import ReconcilingRunner, gated_config
 
 __all__ = [
     "PROPERTY",
@@ -183,28 +182,11 @@ class Wrapping:
 
 
 def composed_config(wrapper: ReconcilingSession, given: Any) -> Any:
-    """``given`` with the wrapper's gate composed in, as a user composes it by hand.
-
-    A ``RunConfig`` becomes ``wrapper.run_config(given)``. No config, or a mapping, stays a
-    mapping holding only the keys it had plus the gate's: to the SDK a run given no model
-    provider owns (and closes) the one it makes, and that must not change. Anything else is
-    passed on for the SDK to refuse with its own error.
-    """
-    if isinstance(given, RunConfig):
-        return wrapper.run_config(given)
-    if given is not None and not isinstance(given, dict):
-        return given
-    mapping: dict[str, Any] = dict(given or {})
-    try:
-        base = RunConfig(**mapping)
-    except TypeError:
-        return given
-    gated = wrapper.run_config(base)
-    for field in dataclasses.fields(RunConfig):
-        value = getattr(gated, field.name)
-        if field.name in mapping or value is not getattr(base, field.name):
-            mapping[field.name] = value
-    return mapping
+    """``given`` with the wrapper's gate composed in: ``wrapper.run_config(given)`` for a
+    ``RunConfig``; no config, or a mapping, stays a mapping holding only its own keys plus the
+    gate's (to the SDK a run given no model provider owns and closes the one it makes), as the
+    installed runner composes it (``agents_reconcile.default_runner.gated_config``)."""
+    return gated_config(wrapper, given)
 
 
 def _finish(coroutine: Coroutine[Any, Any, Any]) -> None:
