@@ -26,6 +26,10 @@ from agents_reconcile.records import _body_digest
 from agents_reconcile.session import CONTEXT_KEY
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
+# These tests call the session as a run would, with a stand-in run context and no gate: the
+# warning about the missing gate is expected here.
+pytestmark = pytest.mark.filterwarnings("ignore::agents_reconcile.UngatedRunWarning")
+
 USER = {"role": "user", "content": "hi"}
 ANSWER = {"role": "assistant", "content": "hello"}
 

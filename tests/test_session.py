@@ -533,6 +533,7 @@ async def test_config_rejects_bad_values() -> None:
         ReconcileConfig(journal=42)  # type: ignore[arg-type]
 
 
+@pytest.mark.filterwarnings("ignore::agents_reconcile.UngatedRunWarning")
 async def test_recorded_batch_is_detached_from_the_callers_items(tmp_path: Path) -> None:
     """Mutating the items after a failed append changes neither the intent nor its replay."""
     session, faulty, inner = wrapped(tmp_path)
