@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from .inner import HISTORY_METHODS
 from .records import BackendIdentity
 
 __all__ = ["derive_identity", "session_layers"]
@@ -41,8 +42,7 @@ def session_layers(session: Any) -> list[Any]:
 
 def _is_session(value: Any) -> bool:
     return value is not None and all(
-        callable(getattr(value, name, None))
-        for name in ("get_items", "add_items", "pop_item", "clear_session")
+        callable(getattr(value, name, None)) for name in HISTORY_METHODS
     )
 
 

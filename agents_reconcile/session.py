@@ -24,7 +24,7 @@ from .fingerprint import digest_items, journal_batch
 from .held import HeldIntents, KnownHead
 from .identity import derive_identity, session_layers
 from .inflight import PROCESS_IN_FLIGHT, InFlight
-from .inner import InnerSession, reconciling_allowed
+from .inner import HISTORY_METHODS, InnerSession, reconciling_allowed
 from .journal import IntentJournal
 from .journal_client import SESSION_WIDE, JournalClient
 from .locking import SessionLock
@@ -388,11 +388,7 @@ def _check_inner(inner: Any) -> None:
         )
     if isinstance(inner, ReconcilingSession):
         raise ConfigurationError("this session is already a ReconcilingSession")
-    missing = [
-        name
-        for name in ("get_items", "add_items", "pop_item", "clear_session")
-        if not callable(getattr(inner, name, None))
-    ]
+    missing = [name for name in HISTORY_METHODS if not callable(getattr(inner, name, None))]
     if missing or not isinstance(getattr(inner, "session_id", None), str):
         raise UnsupportedSession(
             f"{type(inner).__name__} is not an Agents SDK Session "
