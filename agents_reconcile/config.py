@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Final, Literal
@@ -12,6 +13,7 @@ from .backends.registry import backend_for
 from .errors import ConfigurationError
 from .journal import IntentJournal
 from .records import BackendIdentity
+from .sealing import PayloadKey, payload_keys
 
 __all__ = ["ENV_FLAG", "ReconcileConfig", "env_disabled"]
 
@@ -54,6 +56,10 @@ class ReconcileConfig:
     - ``on_extended`` (revisioned stores): when a write is proven absent and other writers'
       writes are proven present after the revision it expected, ``"fail"`` denies (the run
       would go on from a history it has not seen); ``"append"`` appends it after them.
+    - ``payload_key``: seal the items every record holds (journals, the RunState copy) with
+      this key: at least 32 bytes of secret material, or base64 text, or a list of keys whose
+      first seals and all open (rotation). Over the SDK's ``EncryptedSession`` a key derived
+      from the session's own is used without it. Needs ``agents-reconcile[encrypt]``.
     """
 
     enabled: bool = True
@@ -68,8 +74,11 @@ class ReconcileConfig:
     journal_retries: int = 3
     on_extended: Literal["fail", "append"] = "fail"
     install: bool = False
+    payload_key: PayloadKey | bytes | str | Sequence[PayloadKey | bytes | str] | None = None
 
     def __post_init__(self) -> None:
+        # Held as keys from here on: the secret material itself is never kept nor shown.
+        object.__setattr__(self, "payload_key", payload_keys(self.payload_key) or None)
         if self.on_extended not in ("fail", "append"):
             raise ConfigurationError(
                 f"on_extended must be 'fail' or 'append', not {self.on_extended!r}"
@@ -103,6 +112,11 @@ class ReconcileConfig:
         if isinstance(self.journal, str):
             shown["journal"] = redacted(self.journal)
         return f"ReconcileConfig({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
+
+    @property
+    def payload_keys(self) -> tuple[PayloadKey, ...]:
+        """The configured payload keys, the sealing one first."""
+        return tuple(self.payload_key or ())  # type: ignore[arg-type]
 
     @property
     def active(self) -> bool:

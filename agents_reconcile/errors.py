@@ -7,7 +7,8 @@
     │   └── UnsupportedSession         this session cannot be reconciled honestly
     ├── FingerprintError               an item cannot be serialised; nothing was written
     ├── RecordError                    a stored or carried record cannot be trusted
-    │   ├── RecordTampered             its digest does not match its content
+    │   ├── RecordTampered             its digest (or its seal) does not match its content
+    │   ├── PayloadKeyUnknown          its batch is sealed under a key this process lacks
     │   ├── UnsupportedRecordVersion   written by a newer (or unknown) format version
     │   └── RecordMalformed            not a record at all (truncated, wrong shape)
     ├── RevisionConflict               a revisioned append found another head (nothing written)
@@ -43,6 +44,7 @@ __all__ = [
     "JournalCorrupt",
     "JournalError",
     "JournalUnavailable",
+    "PayloadKeyUnknown",
     "ReconcileError",
     "RecordError",
     "RecordMalformed",
@@ -83,6 +85,15 @@ class RecordError(ReconcileError):
 
 class RecordTampered(RecordError):
     """The record's content does not match the digest stored with it."""
+
+
+class PayloadKeyUnknown(RecordError):
+    """The record's batch is sealed under a key this process does not hold (``key_id``
+    names it). Nothing is guessed and nothing is dropped: configure the key and try again."""
+
+    def __init__(self, message: str, *, key_id: str = "") -> None:
+        super().__init__(message)
+        self.key_id = key_id
 
 
 class UnsupportedRecordVersion(RecordError):

@@ -15,6 +15,7 @@ from typing import Any, Final, NoReturn, TypeVar
 from .config import ReconcileConfig
 from .errors import (
     BindingMismatch,
+    ConfigurationError,
     ContinuationDenied,
     JournalError,
     JournalUnavailable,
@@ -23,6 +24,7 @@ from .errors import (
 )
 from .journal import IntentJournal, SQLiteJournal, journal_path, open_journal
 from .records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
+from .sealing import Keyring
 
 __all__ = ["SESSION_WIDE", "UNREADABLE", "JournalClient"]
 
@@ -40,18 +42,39 @@ _FIRST_PAUSE: Final = 0.05
 class JournalClient:
     """The journal as one session uses it: opened on first use, retried, and denying."""
 
-    def __init__(self, session_id: str, backend: BackendIdentity, config: ReconcileConfig) -> None:
+    def __init__(
+        self,
+        session_id: str,
+        backend: BackendIdentity,
+        config: ReconcileConfig,
+        keyring: Keyring | None = None,
+    ) -> None:
         self.session_id = session_id
         self.backend = backend
         self.config = config
+        self.keyring = keyring if keyring is not None else Keyring()
+        """The keys this session seals (the first) and opens its records with."""
         self._journal: IntentJournal | None = None
 
     @property
     def journal(self) -> IntentJournal:
         """The intent journal, opened on first use."""
         if self._journal is None:
-            self._journal = open_journal(self.config.journal)
+            self._journal = self._with_keys(open_journal(self.config.journal))
         return self._journal
+
+    def _with_keys(self, journal: IntentJournal) -> IntentJournal:
+        # A journal shared by several wrappers opens what any of them sealed.
+        if self.keyring:
+            held = getattr(journal, "keyring", None)
+            if not isinstance(held, Keyring):
+                raise ConfigurationError(
+                    f"{type(journal).__qualname__} has no keyring, so it cannot open sealed "
+                    "records; this session seals its batches (payload_key or an "
+                    "EncryptedSession)"
+                )
+            held.add(self.keyring)
+        return journal
 
     def for_reading(self, *, active: bool) -> IntentJournal | None:
         """The journal, without creating one when reconciliation is off (``active`` False):
@@ -61,7 +84,7 @@ class JournalClient:
         path = journal_path(self.config.journal)
         if path is None:
             return self.journal
-        return SQLiteJournal(path, read_only=True) if path.exists() else None
+        return self._with_keys(SQLiteJournal(path, read_only=True)) if path.exists() else None
 
     async def call(self, operation: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any) -> _T:
         """Run a journal operation, retrying it while the journal is unavailable (with jitter,

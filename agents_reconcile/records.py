@@ -13,12 +13,18 @@ import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 from blake3 import blake3
 
-from .errors import FingerprintError, RecordMalformed, RecordTampered, UnsupportedRecordVersion
+from .errors import (
+    FingerprintError,
+    PayloadKeyUnknown,
+    RecordMalformed,
+    RecordTampered,
+    UnsupportedRecordVersion,
+)
 from .fingerprint import (
     FINGERPRINT_SCHEME,
     READABLE_SCHEMES,
@@ -26,6 +32,9 @@ from .fingerprint import (
     exact_json,
     nonfinite_floats,
 )
+
+if TYPE_CHECKING:
+    from .sealing import Keyring, PayloadKey
 
 __all__ = [
     "RECORD_VERSION",
@@ -166,6 +175,10 @@ class PendingWrite:
     ``before_digests`` are the digests of the items that preceded the batch: the whole
     history when ``before_is_whole`` (as much as a wrapper remembers), else the newest
     ``len(batch) + 1``.
+
+    With ``seal_key`` the encoded forms (journals, the RunState copy) hold the batch sealed
+    (``sealing``): only ids, counts, times and digests stay readable. The digest is the same
+    either way: it is taken over the readable form, and it is what the seal is bound to.
     """
 
     intent_id: str
@@ -183,20 +196,22 @@ class PendingWrite:
     expected_revision: int | None = None
     """(Revisioned stores.) The head revision the write was made against; the intent id is
     the write id stamped with the items. None for writes judged by fingerprints."""
+    seal_key: PayloadKey | None = field(default=None, compare=False, repr=False)
+    """The key the encoded forms seal the batch with (None: the batch is stored readable)."""
 
     def to_mapping(self) -> dict[str, Any]:
         """JSON-shaped form with its digest, as stored in journals and RunState contexts."""
         data, batch, nonfinite, texts = self._batch_json()
         # JSON has no NaN: such a batch goes as decoded from orjson's bytes (null in those
         # places), and ``nonfinite`` says what stood there.
-        return self._sealed(orjson.loads(data) if nonfinite else batch, nonfinite, texts)
+        return self._body(orjson.loads(data) if nonfinite else batch, nonfinite, texts)
 
     def encode(self) -> bytes:
         """``to_mapping()`` as orjson bytes, the form journals store."""
         data, _, nonfinite, texts = self._batch_json()
         # The batch is serialised once: the bytes made to look for non-finite floats go into
         # the record as they are.
-        return orjson.dumps(self._sealed(orjson.Fragment(data), nonfinite, texts))
+        return orjson.dumps(self._body(orjson.Fragment(data), nonfinite, texts))
 
     def _batch_json(self) -> tuple[bytes, list[Any], list[list[Any]], list[int]]:
         batch = list(self.batch)
@@ -211,7 +226,7 @@ class PendingWrite:
         found = nonfinite_floats(batch, data, parts=len(batch))
         return data, batch, [[path[0], list(path[1:]), kind] for path, kind in found], texts
 
-    def _sealed(self, batch: Any, nonfinite: list[list[Any]], texts: list[int]) -> dict[str, Any]:
+    def _body(self, batch: Any, nonfinite: list[list[Any]], texts: list[int]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "v": self.version,
             "type": "pending_write",
@@ -236,12 +251,40 @@ class PendingWrite:
         if texts:
             body["json_text"] = texts
         body["digest"] = _body_digest(body)
-        return body
+        if self.seal_key is None:
+            return body
+        return self._with_sealed_batch(body)
+
+    def _with_sealed_batch(self, body: dict[str, Any]) -> dict[str, Any]:
+        # Sealed once per record: every encoding of it (the journal's, the RunState's) is
+        # then the same bytes, and a record is sealed only when first encoded.
+        sealed = self.__dict__.get("_seal_cache")
+        if sealed is None:
+            assert self.seal_key is not None
+            hidden = {key: body[key] for key in _SEALED_FIELDS if key in body}
+            sealed = self.seal_key.seal(orjson.dumps(hidden), body["digest"].encode())
+            object.__setattr__(self, "_seal_cache", sealed)
+        readable = {key: value for key, value in body.items() if key not in _SEALED_FIELDS}
+        readable["sealed"] = sealed
+        readable["digest"] = readable.pop("digest")
+        return readable
+
+    @property
+    def sealed_under(self) -> str | None:
+        """The id of the key the encoded forms seal the batch with, or None."""
+        return self.seal_key.key_id if self.seal_key is not None else None
 
     @classmethod
-    def decode(cls, data: bytes | str | Mapping[str, Any]) -> PendingWrite:
-        """Rebuild a record, refusing damaged, edited or future-version input."""
+    def decode(
+        cls, data: bytes | str | Mapping[str, Any], keyring: Keyring | None = None
+    ) -> PendingWrite:
+        """Rebuild a record, refusing damaged, edited or future-version input. A sealed
+        batch opens only with a key of ``keyring``."""
         body = _checked_body(data, "pending_write")
+        key: PayloadKey | None = None
+        body_sealed = body.get("sealed")
+        if body_sealed is not None:
+            body, key = _opened(body, keyring)
         try:
             batch = tuple(_list(body, "batch"))
             # NaN first: its places are never inside a text, which stays a str until then.
@@ -263,9 +306,13 @@ class PendingWrite:
                 scheme=_str(body, "scheme"),
                 version=int(body["v"]),
                 expected_revision=_optional_int(body, "expected_revision"),
+                seal_key=key,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordMalformed(f"pending write record is missing or mistypes {exc}") from exc
+        if isinstance(body_sealed, Mapping) and key is not None:
+            # Encoded again, the record is the very bytes it was read from.
+            object.__setattr__(record, "_seal_cache", dict(body_sealed))
         if record.scheme not in READABLE_SCHEMES:
             raise UnsupportedRecordVersion(
                 f"intent {record.intent_id} uses fingerprint scheme {record.scheme!r}; "
@@ -362,6 +409,39 @@ def _short(value: Any) -> str:
     return text[:12] if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
 
 
+_SEALED_FIELDS: Final = ("batch", "nonfinite", "json_text")
+"""What a sealed record holds only inside its seal: the items, and where they needed help."""
+
+
+def _opened(body: Mapping[str, Any], keyring: Keyring | None) -> tuple[dict[str, Any], PayloadKey]:
+    """A sealed pending write's body as if it had never been sealed, checked, and its key."""
+    what = f"intent {body.get('intent_id')!r}"
+    sealed = body["sealed"]
+    if any(name in body for name in _SEALED_FIELDS):
+        raise RecordMalformed(f"{what}: a sealed record also holds its batch readable")
+    digest = body.get("digest")
+    if not isinstance(digest, str):
+        raise RecordMalformed(f"{what}: the sealed record has no digest")
+    if keyring is None:
+        kid = sealed.get("kid") if isinstance(sealed, Mapping) else None
+        raise PayloadKeyUnknown(
+            f"{what}: the batch is sealed (key {kid}) and no key was given to open it",
+            key_id=str(kid),
+        )
+    plaintext, key = keyring.open(sealed, digest.encode(), what=what)
+    try:
+        hidden = orjson.loads(plaintext)
+    except orjson.JSONDecodeError as exc:
+        raise RecordTampered(f"{what}: the sealed payload is not JSON") from exc
+    if not isinstance(hidden, dict) or set(hidden) - set(_SEALED_FIELDS) or "batch" not in hidden:
+        raise RecordTampered(f"{what}: the sealed payload is not a batch")
+    plain = {name: value for name, value in body.items() if name != "sealed"}
+    plain.update(hidden)
+    if _body_digest(plain) != digest:
+        raise RecordTampered(f"{what}: content does not match its digest")
+    return plain, key
+
+
 def _body_digest(body: Mapping[str, Any]) -> str:
     # The batch itself is covered through batch_digests, which decode() checks against it:
     # digesting it again here would serialise every item twice more per record.
@@ -389,7 +469,9 @@ def _checked_body(data: bytes | str | Mapping[str, Any], expected_type: str) -> 
         )
     if body.get("type") != expected_type:
         raise RecordMalformed(f"expected a {expected_type} record, found {body.get('type')!r}")
-    if body.get("digest") != _body_digest(body):
+    # A sealed record's digest is the one it had readable: checked once it is opened.
+    opened_later = expected_type == "pending_write" and "sealed" in body
+    if not opened_later and body.get("digest") != _body_digest(body):
         raise RecordTampered(
             f"{expected_type} record {body.get('intent_id')!r}: content does not match its digest"
         )

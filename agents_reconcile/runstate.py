@@ -22,6 +22,7 @@ from .journal import IntentState
 from .journal_client import UNREADABLE, JournalClient
 from .ownership import current_owner
 from .records import BackendIdentity, Outcome, PendingWrite, Reason
+from .sealing import Keyring
 
 __all__ = [
     "CONTEXT_KEY",
@@ -155,7 +156,7 @@ def carried_entries(context: MutableMapping[str, Any] | None) -> list[Any] | Ref
 
 
 def check_carried(
-    raw: Any, *, session_id: str, backend: BackendIdentity
+    raw: Any, *, session_id: str, backend: BackendIdentity, keyring: Keyring | None = None
 ) -> PendingWrite | Refusal | None:
     """Decode one carried entry and check it against this session and backend.
 
@@ -164,8 +165,11 @@ def check_carried(
     if not isinstance(raw, MutableMapping):
         return Refusal(Reason.RECORD_UNTRUSTED, {"entry": type(raw).__name__})
     intent_id = str(raw.get("intent_id"))
+    if raw.get("session_id") != session_id and isinstance(raw.get("session_id"), str):
+        # Another session's entry (perhaps sealed under its key): left for it, unread.
+        return None
     try:
-        intent = PendingWrite.decode(raw)
+        intent = PendingWrite.decode(raw, keyring)
     except UnsupportedRecordVersion as exc:
         return Refusal(Reason.UNSUPPORTED_RECORD, {"error": str(exc)}, None, intent_id, exc)
     except RecordError as exc:
@@ -186,7 +190,10 @@ class CarriedState:
         self.key = seen_key(client.session_id, client.backend)
 
     def _check(self, raw: Any) -> PendingWrite | Refusal | None:
-        return check_carried(raw, session_id=self._client.session_id, backend=self._client.backend)
+        client = self._client
+        return check_carried(
+            raw, session_id=client.session_id, backend=client.backend, keyring=client.keyring
+        )
 
     def mark(self, context: MutableMapping[str, Any] | None, count: int) -> None:
         """The run has seen the session as the journal counted ``count`` writes of it."""

@@ -31,6 +31,7 @@ from .locking import SessionLock
 from .records import BackendIdentity, Decision, Outcome, PendingWrite, Reason
 from .revision import is_revisioned
 from .revision_writer import RevisionWriter
+from .sealing import keyring_for
 from .settler import Settler
 from .tail import KEPT_DIGESTS, TailMemory
 from .writer import FingerprintWriter, Progress, Writer
@@ -84,7 +85,9 @@ class ReconcilingSession:
         # reads (a resumed run's checks) use other limits.
         self._history_limits: set[int] = set()
         self._calls = InnerSession(inner)
-        self._client = JournalClient(self.session_id, self.backend_identity, self.config)
+        # Over an encrypting store (or with payload_key) every record's batch is sealed.
+        keyring = keyring_for(inner, self.config.payload_keys)
+        self._client = JournalClient(self.session_id, self.backend_identity, self.config, keyring)
         self._carried = runstate.CarriedState(self._client)
         self._tail = TailMemory()
         held = HeldIntents()

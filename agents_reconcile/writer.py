@@ -134,6 +134,7 @@ class Writer:
             created_at=time.time(),
             persisted_count=len(before) if whole else None,
             ignore_ids=self._ignore_ids,
+            seal_key=self._client.keyring.current,
         )
 
     async def open_intent(
@@ -289,7 +290,9 @@ class Writer:
                 places.insert(0, "the journal")
         except JournalError as journal_error:
             # Kept in memory too: detach it from the caller's (mutable) items first.
-            self._held.unjournaled[intent.intent_id] = PendingWrite.decode(intent.encode())
+            self._held.unjournaled[intent.intent_id] = PendingWrite.decode(
+                intent.encode(), self._client.keyring
+            )
             places.append(f"this session object (the journal failed: {journal_error})")
         return (
             f"agents-reconcile: the outcome of this append is unknown; intent "

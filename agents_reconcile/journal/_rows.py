@@ -8,12 +8,15 @@ refused too. A record too damaged to name itself is named by its row.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from ..errors import JournalCorrupt, RecordError, RecordMalformed, RecordTampered
 from ..ownership import Owner
 from ..records import Decision, PendingWrite
 from .base import IntentState, JournalEntry
+
+if TYPE_CHECKING:
+    from ..sealing import Keyring
 
 __all__ = ["checked_decision", "checked_entry", "decoded"]
 
@@ -40,9 +43,11 @@ def checked_entry(
     owner: str,
     updated_at: float | str,
     record: object,
+    keyring: Keyring | None = None,
 ) -> JournalEntry:
-    """An unresolved intent's row, checked against the record it holds."""
-    intent = decoded(intent_id, PendingWrite.decode, record)
+    """An unresolved intent's row, checked against the record it holds (a sealed batch
+    opened with ``keyring``)."""
+    intent = decoded(intent_id, lambda data: PendingWrite.decode(data, keyring), record)
     # Reads select by these columns: a row edited to hide its intent from its session (or to
     # show it to another) must not pass as that session's record.
     if (intent.intent_id, intent.session_id, str(intent.backend)) != (

@@ -8,6 +8,7 @@ from ..backends.schema import Unversioned
 from ..errors import IntentConflict
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
+from ..sealing import Keyring
 from .base import IntentState, JournalEntry, Opened, require_limit
 
 __all__ = ["InvariantViolation", "MemoryJournal"]
@@ -28,6 +29,8 @@ class MemoryJournal(Unversioned):
         return cls()
 
     def __init__(self) -> None:
+        # Records are kept as objects here, never encoded: the keys are held for the contract.
+        self.keyring = Keyring()
         self._entries: dict[str, JournalEntry] = {}
         self._settled: set[str] = set()
         self._decisions: list[Decision] = []

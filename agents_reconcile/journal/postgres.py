@@ -101,6 +101,7 @@ from ..errors import (
 )
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
+from ..sealing import Keyring
 from ._rows import checked_decision, checked_entry, decoded
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 from .postgres_statements import JournalStatements
@@ -150,6 +151,8 @@ class PostgresJournal:
     ) -> None:
         if url is None and pool is None:
             raise ConfigurationError("a PostgreSQL journal needs a URL or a pool")
+        self.keyring = Keyring()
+        """The keys that open sealed batches: those of every wrapper using this journal."""
         if url is not None:
             check_scheme(url, "journal")
         check_schema_name(schema)
@@ -312,7 +315,7 @@ class PostgresJournal:
                 if found["settled"]:
                     raise _already_settled(intent.intent_id)
                 if found["prior"] is not None:
-                    _compare(intent, found["prior"])
+                    _compare(intent, found["prior"], self.keyring)
                     return
             # The fence fell (the session changed since the snapshot) or the id was taken
             # meanwhile: decide under the session's lock.
@@ -327,7 +330,7 @@ class PostgresJournal:
                 if prior is None:
                     # Recorded a moment ago under another session's lock: read it now.
                     prior = await conn.fetchval(self._sql.intent_record, intent.intent_id)
-                _compare(intent, prior)
+                _compare(intent, prior, self.keyring)
 
         await self._run(work)
 
@@ -341,7 +344,7 @@ class PostgresJournal:
     ) -> Opened:
         row = _intent_args(intent, state, owner)
         key = (intent.session_id, str(intent.backend))
-        asked = _Asked(intent, state, owner, expect_write_count)
+        asked = _Asked(intent, state, owner, expect_write_count, self.keyring)
 
         async def work(conn: Connection) -> Opened:
             rows = await self._fenced(conn.fetch, self._sql.open_intent, (*row, expect_write_count))
@@ -432,14 +435,14 @@ class PostgresJournal:
         async def work(conn: Connection) -> list[Any]:
             return await conn.fetch(sql, *(str(value) for value in args))
 
-        return [_entry(row) for row in await self._run(work)]
+        return [_entry(row, self.keyring) for row in await self._run(work)]
 
     async def get(self, intent_id: str) -> JournalEntry | None:
         async def work(conn: Connection) -> Any:
             return await conn.fetchrow(self._sql.get, intent_id)
 
         row = await self._run(work)
-        return None if row is None else _entry(row)
+        return None if row is None else _entry(row, self.keyring)
 
     async def is_settled(self, intent_id: str) -> bool:
         async def work(conn: Connection) -> bool:
@@ -534,10 +537,10 @@ def _already_settled(intent_id: str) -> IntentConflict:
     return IntentConflict(f"intent {intent_id} was already settled", intent_id=intent_id)
 
 
-def _compare(intent: PendingWrite, prior: object) -> None:
+def _compare(intent: PendingWrite, prior: object, keyring: Keyring) -> None:
     """The id is taken: a no-op when ``prior`` holds the same content, else a conflict."""
     if prior is not None:
-        existing = decoded(intent.intent_id, PendingWrite.decode, prior)
+        existing = decoded(intent.intent_id, lambda data: PendingWrite.decode(data, keyring), prior)
         if existing.same_content(intent):
             return
     raise IntentConflict(
@@ -565,6 +568,7 @@ class _Asked:
     state: IntentState
     owner: Owner
     expect_write_count: int | None
+    keyring: Keyring
 
     def answer(self, head: Any, rows: Sequence[Any], writes: int) -> Opened | None:
         """The answer ``head`` (a row's flags, count and the intent holding the id) and
@@ -577,7 +581,9 @@ class _Asked:
         if held is not None:
             return held
         blocking = [
-            _entry(tuple(found)[_HEAD_COLUMNS:]) for found in rows if found["intent_id"] is not None
+            _entry(tuple(found)[_HEAD_COLUMNS:], self.keyring)
+            for found in rows
+            if found["intent_id"] is not None
         ]
         if blocking:
             return Opened(recorded=False, write_count=writes, blocking=blocking)
@@ -602,7 +608,8 @@ class _Asked:
                 head["prior_owner"],
                 head["prior_updated"],
                 head["prior"],
-            )
+            ),
+            self.keyring,
         )
         if not held.intent.same_content(intent):
             raise _other_content(intent)
@@ -612,12 +619,12 @@ class _Asked:
         return Opened(recorded=False, write_count=writes, blocking=[held])
 
 
-def _entry(row: Sequence[Any]) -> JournalEntry:
+def _entry(row: Sequence[Any], keyring: Keyring) -> JournalEntry:
     intent_id, session_id, backend, state, owner, updated_at, record = tuple(row)
     texts = (intent_id, session_id, backend, state, owner)
     if not all(isinstance(value, str) for value in texts) or not isinstance(updated_at, float):
         raise JournalCorrupt(f"intent {intent_id!r}: the journal row has unexpected types")
-    return checked_entry(intent_id, session_id, backend, state, owner, updated_at, record)
+    return checked_entry(intent_id, session_id, backend, state, owner, updated_at, record, keyring)
 
 
 def _decision(row: Sequence[Any]) -> Decision:

@@ -77,6 +77,7 @@ from ..errors import (
 )
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
+from ..sealing import Keyring
 from . import redis_replies as replies
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 from .redis_layout import IntentHomes, JournalKeys
@@ -146,6 +147,8 @@ class RedisJournal:
     ) -> None:
         self._layout = JournalKeys(prefix)
         self.prefix = prefix
+        self.keyring = Keyring()
+        """The keys that open sealed batches: those of every wrapper using this journal."""
         if client is not None:
             connections = Connections(client)
             address = Redacted.of(where or client_location(client), client_secrets(client))
@@ -294,7 +297,7 @@ class RedisJournal:
         reply = await self._script("record", self._layout.scripted(intent.session_id), args)
         word, parts = replies.status(reply, "record")
         if word == "exists" and len(parts) == 2:
-            replies.compare(intent, parts[1])
+            replies.compare(intent, parts[1], self.keyring)
         elif word != "recorded" or len(parts) != 1:
             replies.refuse(intent.intent_id, word, reply, "record")
         self._homes.remember(intent.intent_id, intent.session_id)
@@ -311,7 +314,7 @@ class RedisJournal:
         args.append("" if expect_write_count is None else str(expect_write_count))
         keys = self._layout.scripted(intent.session_id)
         reply = await self._script("open_intent", keys, args)
-        opened, home = replies.opened(intent, state, owner, reply)
+        opened, home = replies.opened(intent, state, owner, reply, self.keyring)
         if home:
             self._homes.remember(intent.intent_id, intent.session_id)
         return opened
@@ -401,7 +404,7 @@ class RedisJournal:
         ]
         keys = self._layout.scripted(session_id)
         found = replies.rows(await self._script("entries", keys, args, read_only=True), "pending")
-        return [replies.entry(session_id, row) for row in found]
+        return [replies.entry(session_id, row, self.keyring) for row in found]
 
     async def get(self, intent_id: str) -> JournalEntry | None:
         async def attempt(session_id: str | None) -> JournalEntry | _Retry | None:
@@ -414,7 +417,7 @@ class RedisJournal:
                 return _Retry.MOVED
             if len(found) != 1 or found[0][0] != intent_id:
                 raise replies.unexpected("get", found)
-            return replies.entry(session_id, found[0])
+            return replies.entry(session_id, found[0], self.keyring)
 
         return await self._on_intent(intent_id, attempt)
 

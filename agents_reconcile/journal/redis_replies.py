@@ -25,6 +25,7 @@ from ..errors import (
 )
 from ..ownership import Owner
 from ..records import Decision, PendingWrite
+from ..sealing import Keyring
 from ._rows import checked_entry
 from .base import IntentState, JournalEntry, Opened
 
@@ -177,9 +178,9 @@ def pair(value: object) -> tuple[str, bytes]:
     return text(fields[0], "a decision number"), blob(fields[1], "a decision")
 
 
-def entry(session_id: str, row: Row) -> JournalEntry:
+def entry(session_id: str, row: Row, keyring: Keyring | None = None) -> JournalEntry:
     intent_id, backend, state, owner, updated, record = row
-    return checked_entry(intent_id, session_id, backend, state, owner, updated, record)
+    return checked_entry(intent_id, session_id, backend, state, owner, updated, record, keyring)
 
 
 def decoded(name: str, ident: str, decode: Callable[[bytes], _T], record: bytes) -> _T:
@@ -192,12 +193,12 @@ def decoded(name: str, ident: str, decode: Callable[[bytes], _T], record: bytes)
         raise type(exc)(f"{name}: {exc}") from exc
 
 
-def compare(intent: PendingWrite, stored: object) -> None:
+def compare(intent: PendingWrite, stored: object, keyring: Keyring | None = None) -> None:
     """The same id again is a no-op when its content is the same, a conflict otherwise."""
     existing = decoded(
         f"intent {intent.intent_id}",
         intent.intent_id,
-        PendingWrite.decode,
+        lambda data: PendingWrite.decode(data, keyring),
         blob(stored, "a record"),
     )
     if not existing.same_content(intent):
@@ -218,7 +219,11 @@ def refuse(intent_id: str, word: str, reply: object, operation: str) -> NoReturn
 
 
 def opened(
-    intent: PendingWrite, state: IntentState, owner: Owner, reply: object
+    intent: PendingWrite,
+    state: IntentState,
+    owner: Owner,
+    reply: object,
+    keyring: Keyring | None = None,
 ) -> tuple[Opened, bool]:
     """What ``open_intent.lua`` answered, and whether the intent now lives in its session."""
     word, parts = status(reply, "open_intent")
@@ -232,11 +237,11 @@ def opened(
     if word == "stale" and len(parts) == 2:
         return Opened(recorded=False, write_count=writes), False
     if word == "blocked" and len(parts) == 3:
-        blocking = [entry(intent.session_id, row) for row in rows(parts[2], "open_intent")]
+        blocking = [entry(intent.session_id, row, keyring) for row in rows(parts[2], "open_intent")]
         return Opened(recorded=False, write_count=writes, blocking=blocking), False
     if word == "held" and len(parts) == 4:
         [row] = rows([parts[3]], "open_intent")
-        held = entry(intent.session_id, row)
+        held = entry(intent.session_id, row, keyring)
         if not held.intent.same_content(intent):
             raise other_content(intent.intent_id)
         if held.state is state and held.owner == owner:

@@ -25,6 +25,7 @@ from ..errors import (
 )
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
+from ..sealing import Keyring
 from ._rows import checked_decision, checked_entry
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 
@@ -64,6 +65,8 @@ class SQLiteJournal:
     ) -> None:
         self.path = Path(path).expanduser().resolve()
         self.read_only = read_only
+        self.keyring = Keyring()
+        """The keys that open sealed batches: those of every wrapper using this journal."""
         self._busy_timeout = busy_timeout
         if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA"):
             raise ValueError(f"synchronous must be NORMAL, FULL or EXTRA, not {synchronous!r}")
@@ -176,7 +179,7 @@ class SQLiteJournal:
                 raise IntentConflict(
                     f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
                 )
-            _insert_or_compare(conn, intent, row)
+            _insert_or_compare(conn, intent, row, self.keyring)
             conn.execute("COMMIT")
 
         await self._run(write)
@@ -209,7 +212,7 @@ class SQLiteJournal:
             # reply was lost): find out which under the write lock, and insert if, by now,
             # nothing is in the way.
             conn.execute("BEGIN IMMEDIATE")
-            opened = _open_locked(conn, intent, state, owner, expect_write_count, row)
+            opened = _open_locked(conn, intent, state, owner, expect_write_count, row, self.keyring)
             conn.execute("COMMIT")
             return opened
 
@@ -273,7 +276,7 @@ class SQLiteJournal:
             rows: list[_Row] = conn.execute(sql + " ORDER BY created_at", args).fetchall()
             return rows
 
-        return [_entry(*row) for row in await self._run(read)]
+        return [_entry(*row, keyring=self.keyring) for row in await self._run(read)]
 
     async def get(self, intent_id: str) -> JournalEntry | None:
         row = await self._run(
@@ -281,7 +284,7 @@ class SQLiteJournal:
                 _SELECT_INTENTS + " WHERE intent_id = ?", (intent_id,)
             ).fetchone()
         )
-        return None if row is None else _entry(*row)
+        return None if row is None else _entry(*row, keyring=self.keyring)
 
     async def is_settled(self, intent_id: str) -> bool:
         return await self._run(lambda conn: _settled(conn, intent_id))
@@ -397,7 +400,7 @@ def _intent_row(
 
 
 def _insert_or_compare(
-    conn: sqlite3.Connection, intent: PendingWrite, row: tuple[object, ...]
+    conn: sqlite3.Connection, intent: PendingWrite, row: tuple[object, ...], keyring: Keyring
 ) -> None:
     """Insert a new intent; the same id again is a no-op if the content is the same."""
     try:
@@ -406,7 +409,7 @@ def _insert_or_compare(
         (existing,) = conn.execute(
             "SELECT record FROM intents WHERE intent_id = ?", (intent.intent_id,)
         ).fetchone()
-        if not PendingWrite.decode(existing).same_content(intent):
+        if not PendingWrite.decode(existing, keyring).same_content(intent):
             raise IntentConflict(
                 f"intent {intent.intent_id} is recorded with other content",
                 intent_id=intent.intent_id,
@@ -420,6 +423,7 @@ def _open_locked(
     owner: Owner,
     expect_write_count: int | None,
     row: tuple[object, ...],
+    keyring: Keyring,
 ) -> Opened:
     """``open_intent`` decided in full, inside a write transaction: every case the fast
     path's single statement leaves to it."""
@@ -431,7 +435,7 @@ def _open_locked(
         (intent.intent_id,),
     ).fetchone()
     if found is not None:
-        held = _entry(*found[:-1])
+        held = _entry(*found[:-1], keyring=keyring)
         if not held.intent.same_content(intent):
             raise IntentConflict(
                 f"intent {intent.intent_id} is recorded with other content",
@@ -446,7 +450,9 @@ def _open_locked(
     ).fetchall()
     if rows:
         return Opened(
-            recorded=False, write_count=writes, blocking=[_entry(*other) for other in rows]
+            recorded=False,
+            write_count=writes,
+            blocking=[_entry(*other, keyring=keyring) for other in rows],
         )
     if _settled(conn, intent.intent_id):
         raise IntentConflict(
@@ -466,8 +472,10 @@ def _entry(
     owner: str,
     updated_at: float,
     record: bytes,
+    *,
+    keyring: Keyring,
 ) -> JournalEntry:
-    return checked_entry(intent_id, session_id, backend, state, owner, updated_at, record)
+    return checked_entry(intent_id, session_id, backend, state, owner, updated_at, record, keyring)
 
 
 def _decision(intent_id: str, session_id: str, record: bytes) -> Decision:
