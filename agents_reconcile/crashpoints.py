@@ -33,6 +33,9 @@ class CrashPoint(enum.Enum):
     """The store committed; its acknowledgement has not reached the wrapper (likewise)."""
     BEFORE_INTENT_CLEARED = "before_intent_cleared"
     """The append was acknowledged; the intent is still in the journal."""
+    BEFORE_CLEARING = "before_clearing"
+    """An acknowledged intent is about to be cleared: folded into the next append's opening,
+    or by the background clearing after the call returned."""
     DURING_RECONCILE_READ = "during_reconcile_read"
     """An intent is claimed for reconciliation and the tail was read; nothing decided yet."""
     BEFORE_REPLAY = "before_replay"

@@ -27,7 +27,12 @@ class InFlight:
     replaying: set[str] = field(default_factory=set)
     """Replays whose caller was cancelled, still running; they keep their claim."""
     background: set[asyncio.Future[Any]] = field(default_factory=set)
-    """The tasks of those replays (and of the releases after them), kept referenced."""
+    """The tasks of those replays (and of the releases after them, and of the clearings of
+    acknowledged intents), kept referenced."""
+    acknowledged: set[str] = field(default_factory=set)
+    """Intents whose append a wrapper of this process saw acknowledged, still in the journal
+    until their clearing (folded into the next opening, or in the background) lands: any
+    wrapper of the session that meets one clears it instead of judging it."""
 
     def holds(self, intent_id: str) -> bool:
         return intent_id in self.busy

@@ -306,8 +306,11 @@ class ReconcilingSession:
     # -- public controls ------------------------------------------------------------------
 
     async def pending(self) -> list[PendingWrite]:
-        """Unresolved intents the journal holds for this session and backend (no reconciling)."""
+        """Unresolved intents the journal holds for this session and backend (no reconciling).
+        This wrapper's acknowledged appends are cleared first: they are not pending."""
         journal = self._client.for_reading(active=self._active)
+        if journal is not None:
+            await self._writer.flush_clearing()
         entries = (
             [] if journal is None else await journal.pending(self.session_id, self.backend_identity)
         )

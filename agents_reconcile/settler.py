@@ -93,6 +93,8 @@ class Settler:
         await self._retry_discards()
         await self._carried.adopt(context)
         entries = await client.call(client.journal.pending, client.session_id, client.backend)
+        if entries and self._in_flight.acknowledged:
+            entries = await self._clear_acknowledged(entries)
         if not entries and not self._held.unjournaled:
             return []
         if not locked:
@@ -117,6 +119,21 @@ class Settler:
             except JournalError:
                 return
             self._held.undiscarded.discard(intent_id)
+            self._in_flight.acknowledged.discard(intent_id)
+
+    async def _clear_acknowledged(self, entries: list[JournalEntry]) -> list[JournalEntry]:
+        """``entries`` without the intents this process saw acknowledged, cleared now (their
+        clearing had not run yet): they are not pending, whoever's wrapper holds them."""
+        acknowledged = self._in_flight.acknowledged
+        left = []
+        for entry in entries:
+            intent_id = entry.intent.intent_id
+            if intent_id in acknowledged and entry.state is IntentState.IN_FLIGHT:
+                await self._client.call(self._client.journal.discard, intent_id)
+                acknowledged.discard(intent_id)
+            else:
+                left.append(entry)
+        return left
 
     async def _settle_unjournaled(
         self,

@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from . import runstate
+from .clearing import Clearing, folds_clearing
 from .config import ReconcileConfig
 from .crashpoints import CrashPoint, reached
 from .errors import FingerprintError, JournalError, RevisionConflict
@@ -92,6 +93,7 @@ class Writer:
         self._carried = carried
         self._settler = settler
         self._ignore_ids = ignore_ids
+        self._clearing = Clearing(client, held, in_flight)
         self.write_ahead = config.durability == "write_ahead"
         # A write-ahead wrapper may build intents on its memory of the tail, which the journal
         # vouches for; others (and verify_tail) read the tail before every append.
@@ -151,16 +153,26 @@ class Writer:
         it again. A run whose state is older than the session is refused."""
         client = self._client
         busy = self._in_flight.busy
+        # The previous append's acknowledged intent goes in the same commit, where the
+        # journal can fold it (else it is being cleared in the background).
+        clearing = self._clearing.take() if folds_clearing(client.journal) else None
+        folding = {} if clearing is None else {"clearing": clearing}
         try:
             # The journal answers a retry of this very call (a lost reply) with the intent
             # it already recorded, so a retried opening never meets itself as "pending".
-            opened = await client.call(
-                client.journal.open_intent,
-                intent,
-                state=IntentState.IN_FLIGHT,
-                owner=current_owner(),
-                expect_write_count=expect_count,
-            )
+            try:
+                opened = await client.call(
+                    client.journal.open_intent,
+                    intent,
+                    state=IntentState.IN_FLIGHT,
+                    owner=current_owner(),
+                    expect_write_count=expect_count,
+                    **folding,
+                )
+            except BaseException:
+                self._clearing.folded(clearing, answered=False)
+                raise
+            self._clearing.folded(clearing, answered=True)
             if not opened.recorded:
                 busy.discard(intent.intent_id)
                 if opened.blocking:
@@ -247,17 +259,9 @@ class Writer:
             self._in_flight.busy.discard(intent.intent_id)
         reached(CrashPoint.BEFORE_INTENT_CLEARED)
         if recorded:
-            try:
-                await self._client.journal.discard(intent.intent_id)
-            except JournalError:
-                # The append is acknowledged; retried before this wrapper's next operation.
-                self._held.undiscarded.add(intent.intent_id)
-                logger.warning(
-                    "session %s: acknowledged intent %s could not be cleared from the journal",
-                    self._client.session_id,
-                    intent.intent_id,
-                    exc_info=True,
-                )
+            # Off the caller's path: folded into the next opening, or cleared in the
+            # background at the loop's next turn (``clearing``).
+            self._clearing.acknowledged(intent.intent_id)
         if opened is not None:
             self.seen_own_write(context, opened)
         return result
@@ -299,6 +303,10 @@ class Writer:
             f"{intent.intent_id} for session {self._client.session_id!r} is pending in "
             f"{' and '.join(places)} and will be reconciled before the session is used again"
         )
+
+    async def flush_clearing(self) -> None:
+        """Clear this wrapper's acknowledged intents now (see ``clearing``)."""
+        await self._clearing.flush()
 
     async def counted(self) -> int | None:
         """The journal's count of the session's writes, when the tail memory is kept at all."""

@@ -123,6 +123,10 @@ def test_run_sync_with_a_server_journal_leaves_nothing_pending(tmp_path: Path) -
     agent = Agent(name="a", model=ScriptedModel(steps))
     for text in ("one", "two", "three"):
         Runner.run_sync(agent, text, session=session, run_config=session.run_config())
+        # What another process sees once run_sync returned: no intent left in flight (the
+        # loop's clearings finished before it stopped).
+        fresh = RedisJournal.from_url(redis_url(), prefix=journal.prefix)
+        assert asyncio.run(fresh.pending("s")) == []
     assert asyncio.run(session.pending()) == []
     assert len(asyncio.run(session.inner.get_items())) == 6
     asyncio.run(journal.drop())

@@ -80,6 +80,7 @@ class IntentJournal(Protocol):
         state: IntentState,
         owner: Owner,
         expect_write_count: int | None = None,
+        clearing: str | None = None,
     ) -> Opened:
         """Record ``intent`` and count it as a write of its session, in one atomic step, only
         if its session and backend have no other unresolved intent and, when ``expect_write_count``
@@ -91,6 +92,13 @@ class IntentJournal(Protocol):
         whose reply was lost), the same content, state and owner answer ``recorded`` with the
         count stored when it was first opened; other content raises ``IntentConflict``, and
         another state or owner is reported as blocking. A settled id raises ``IntentConflict``.
+
+        ``clearing``: the id of an earlier intent whose append was acknowledged, forgotten first
+        in the same atomic step, as ``discard`` does (counting a write of its session), so that
+        an append in the steady state is one journal commit. It is cleared only while it is
+        still in flight under ``owner`` in the same session and backend as ``intent`` (a
+        claimed or moved intent is left alone); an unknown id changes nothing. Whatever the
+        answer, the clearing has happened when the call returns.
         """
         ...
 

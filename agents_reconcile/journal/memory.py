@@ -23,6 +23,9 @@ class MemoryJournal(Unversioned):
     raises ``InvariantViolation`` instead of being ignored; settling again with the very
     decision that settled it is a retried call, and a no-op."""
 
+    folds_clearing = True
+    """``open_intent(clearing=...)`` clears in the opening's own commit."""
+
     @classmethod
     def from_address(cls, address: str, *, namespace: str | None = None) -> MemoryJournal:
         """A new, empty journal for ``memory:`` addresses (nothing outlives it)."""
@@ -71,7 +74,17 @@ class MemoryJournal(Unversioned):
         state: IntentState,
         owner: Owner,
         expect_write_count: int | None = None,
+        clearing: str | None = None,
     ) -> Opened:
+        cleared = self._entries.get(clearing) if clearing is not None else None
+        if (
+            cleared is not None
+            and cleared.state is IntentState.IN_FLIGHT
+            and cleared.owner == owner
+            and (cleared.intent.session_id, cleared.intent.backend)
+            == (intent.session_id, intent.backend)
+        ):
+            await self.discard(cleared.intent.intent_id)
         writes = await self.write_count(intent.session_id, intent.backend)
         held = self._entries.get(intent.intent_id)
         if held is not None:

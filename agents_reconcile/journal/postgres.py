@@ -139,6 +139,9 @@ class PostgresJournal:
     operation raises ``JournalUnavailable``.
     """
 
+    folds_clearing = False
+    """``open_intent(clearing=...)`` clears a statement of its own before the opening."""
+
     def __init__(
         self,
         url: str | None = None,
@@ -341,12 +344,19 @@ class PostgresJournal:
         state: IntentState,
         owner: Owner,
         expect_write_count: int | None = None,
+        clearing: str | None = None,
     ) -> Opened:
         row = _intent_args(intent, state, owner)
         key = (intent.session_id, str(intent.backend))
         asked = _Asked(intent, state, owner, expect_write_count, self.keyring)
 
         async def work(conn: Connection) -> Opened:
+            if clearing is not None:
+                # A statement of its own (this journal does not fold it into the opening's
+                # commit): the same as discard() first.
+                await conn.execute(
+                    self._sql.clear, clearing, *key, IntentState.IN_FLIGHT.value, str(owner)
+                )
             rows = await self._fenced(conn.fetch, self._sql.open_intent, (*row, expect_write_count))
             if rows:
                 # Everything below was read from one snapshot: a state the journal was in.

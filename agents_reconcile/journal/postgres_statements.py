@@ -156,6 +156,18 @@ class JournalStatements:
             " AND EXISTS (SELECT 1 FROM counted) RETURNING intent_id)"
             " SELECT count(*) FROM gone"
         )
+        # discard, only while the intent is in flight under this owner in this session and
+        # backend ($2..$5): the clearing of an acknowledged intent before the next opening.
+        self.clear = (
+            f"WITH target AS (SELECT session_id, backend FROM {s}.intents WHERE intent_id = $1"
+            " AND session_id = $2 AND backend = $3 AND state = $4 AND owner = $5),"
+            f" counted AS (UPDATE {s}.session_writes AS w SET writes = w.writes + 1"
+            " FROM target AS t WHERE w.session_id = t.session_id AND w.backend = t.backend"
+            " RETURNING w.writes),"
+            f" gone AS (DELETE FROM {s}.intents WHERE intent_id = $1"
+            " AND EXISTS (SELECT 1 FROM counted) RETURNING intent_id)"
+            " SELECT count(*) FROM gone"
+        )
         self.get = f"{self.select_intents} WHERE intent_id = $1"
         self.is_settled = (
             f"SELECT 1 FROM {s}.decisions WHERE intent_id = $1 AND action IN {SETTLING} LIMIT 1"

@@ -137,6 +137,9 @@ class RedisJournal:
     (``migrate`` does it explicitly; ``check`` only reads).
     """
 
+    folds_clearing = True
+    """``open_intent(clearing=...)`` clears in the opening's own commit."""
+
     def __init__(
         self,
         client: aioredis.Redis | None,
@@ -309,9 +312,11 @@ class RedisJournal:
         state: IntentState,
         owner: Owner,
         expect_write_count: int | None = None,
+        clearing: str | None = None,
     ) -> Opened:
         args = _intent_args(intent, state, owner)
         args.append("" if expect_write_count is None else str(expect_write_count))
+        args.append(clearing or "")
         keys = self._layout.scripted(intent.session_id)
         reply = await self._script("open_intent", keys, args)
         opened, home = replies.opened(intent, state, owner, reply, self.keyring)

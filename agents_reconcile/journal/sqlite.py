@@ -55,6 +55,9 @@ class SQLiteJournal:
     opens an existing journal for inspection: it never creates, migrates or writes the file.
     """
 
+    folds_clearing = True
+    """``open_intent(clearing=...)`` clears in the opening's own commit."""
+
     def __init__(
         self,
         path: str | os.PathLike[str],
@@ -191,12 +194,23 @@ class SQLiteJournal:
         state: IntentState,
         owner: Owner,
         expect_write_count: int | None = None,
+        clearing: str | None = None,
     ) -> Opened:
         blob = intent.encode()
         row = _intent_row(intent, state, owner, blob)
         key = (intent.session_id, str(intent.backend))
 
         def write(conn: sqlite3.Connection) -> Opened:
+            if clearing is not None:
+                # The acknowledged intent goes in the same transaction (one commit).
+                conn.execute("BEGIN IMMEDIATE")
+                gone = conn.execute(
+                    "DELETE FROM intents WHERE intent_id = ? AND session_id = ? AND backend = ?"
+                    " AND state = ? AND owner = ? RETURNING 1",
+                    (clearing, *key, IntentState.IN_FLIGHT.value, str(owner)),
+                ).fetchone()
+                if gone is not None:
+                    _count_write(conn, key)
             # One statement, so one atomic step: no other intent of this session can appear
             # between the check and the insert, and the insert returns the write count it saw.
             try:
@@ -207,11 +221,14 @@ class SQLiteJournal:
             except sqlite3.IntegrityError:
                 inserted = []
             if inserted:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
                 return Opened(recorded=True, write_count=int(inserted[0][0]))
             # Refused, or the id is taken (perhaps by this very intent, opened by a call whose
             # reply was lost): find out which under the write lock, and insert if, by now,
             # nothing is in the way.
-            conn.execute("BEGIN IMMEDIATE")
+            if not conn.in_transaction:
+                conn.execute("BEGIN IMMEDIATE")
             opened = _open_locked(conn, intent, state, owner, expect_write_count, row, self.keyring)
             conn.execute("COMMIT")
             return opened

@@ -56,8 +56,10 @@ APPEND_POINTS: Final = (
     CrashPoint.INSIDE_APPEND_BEFORE_COMMIT,
     CrashPoint.AFTER_COMMIT_BEFORE_ACK,
     CrashPoint.BEFORE_INTENT_CLEARED,
+    CrashPoint.BEFORE_CLEARING,
 )
-"""Points an append passes; the cell stops one append there."""
+"""Points an append passes; the cell stops one append there (its clearing included, folded
+into the next append's opening or in the background)."""
 RECONCILE_FAULTS: Final = {
     CrashPoint.DURING_RECONCILE_READ: Fault.LOST_ACK,
     CrashPoint.BEFORE_SETTLE: Fault.LOST_ACK,
