@@ -198,11 +198,14 @@ def wrapped_session(
     name: str,
     durability: Durability,
     inner: Any | None = None,
+    payload_key: bytes | None = None,
 ) -> ReconcilingSession:
     """``ReconcilingSession`` around ``inner`` (default: a file ``SQLiteSession``), with its own
-    journal file in ``workdir``."""
+    journal file in ``workdir`` (batches sealed when ``payload_key`` is given)."""
     inner = inner if inner is not None else SQLiteSession(name, workdir / f"{name}.sessions.db")
-    config = ReconcileConfig(journal=workdir / f"{name}.journal.db", durability=durability)
+    config = ReconcileConfig(
+        journal=workdir / f"{name}.journal.db", durability=durability, payload_key=payload_key
+    )
     session = ReconcilingSession(inner, config=config)
     if not session.enabled:
         sys.exit("AGENTS_RECONCILE switches reconciliation off; unset it to benchmark the wrapper")

@@ -15,7 +15,15 @@ from pathlib import Path
 import pytest
 
 from agents_reconcile.crashpoints import CrashPoint
-from agents_reconcile.selftest.matrix import Cell, Verdict, cells, run_cells, stop_servers
+from agents_reconcile.selftest.matrix import (
+    APPEND_POINTS,
+    RECONCILE_FAULTS,
+    Cell,
+    Verdict,
+    cells,
+    run_cells,
+    stop_servers,
+)
 from agents_reconcile.selftest.scenario import RecoveryPath
 from agents_reconcile.selftest.stores import POSTGRES_ENV, REDIS_ENV, STORES, store_named
 
@@ -33,6 +41,7 @@ LANDED = {
     # Crash points at which the pending write is in the store.
     CrashPoint.AFTER_COMMIT_BEFORE_ACK,
     CrashPoint.BEFORE_INTENT_CLEARED,
+    CrashPoint.BEFORE_CLEARING,
     CrashPoint.DURING_RECONCILE_READ,
     CrashPoint.BEFORE_SETTLE,
     CrashPoint.AFTER_REPLAY,
@@ -82,7 +91,9 @@ def test_every_crash_point_recovers(store: str, path: RecoveryPath, tmp_path: Pa
     if not store_named(store).available():
         pytest.skip(f"{store}: no driver, or no server (see tests/servers.py)")
     chosen = cells([store], [path], workdir=tmp_path)
-    assert len(chosen) == len(chosen and {c.boundary for c in chosen}) * 9 * 2
+    points = len(APPEND_POINTS) + len(RECONCILE_FAULTS)
+    assert points == 10
+    assert len(chosen) == len(chosen and {c.boundary for c in chosen}) * points * 2
     verdicts: list[Verdict] = run_cells(chosen, workdir=tmp_path, workers=2)
     broken = [
         f"{v.cell.row} foreign={v.cell.foreign}: {v.outcome} {v.problems} dup={v.duplicates} "
