@@ -59,6 +59,19 @@ def fork_servers() -> Iterator[None]:
     stop_servers()
 
 
+def also_expected(cell: Cell) -> set[str]:
+    """Outcomes a cell may have besides ``expected``: where the clearing runs decides.
+
+    A resumed run's tool output is cleared in the background, or, where nothing between that
+    append and the final one gives the loop a turn (a revisioned SQLite store, all on the
+    loop), folded into the final append's opening: the crash then stops the final append
+    before its intent, with the run's state current, and the recovery finds the output
+    committed and goes on instead of finding the checkpoint stale."""
+    if cell.point is CrashPoint.BEFORE_CLEARING and cell.path.resumes:
+        return {"committed"}
+    return set()
+
+
 def expected(cell: Cell) -> str:
     """The outcome each cell must have."""
     if cell.point is CrashPoint.BEFORE_INTENT_RECORDED:
@@ -106,7 +119,7 @@ def test_every_crash_point_recovers(store: str, path: RecoveryPath, tmp_path: Pa
     wrong = [
         f"{v.cell.row} foreign={v.cell.foreign}: {v.outcome}, expected {expected(v.cell)}"
         for v in verdicts
-        if v.outcome != expected(v.cell)
+        if v.outcome != expected(v.cell) and v.outcome not in also_expected(v.cell)
     ]
     assert not wrong, "\n".join(wrong)
     if store_named(store).revisioned:
