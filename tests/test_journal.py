@@ -882,3 +882,80 @@ async def test_no_message_or_repr_shows_the_servers_password(place: Place) -> No
         assert secret not in str(caught.value)
         assert "127.0.0.1" in str(caught.value)
     await journal.close()
+
+
+# -- clearing an acknowledged intent in the next opening ---------------------------------------
+
+
+async def test_open_intent_clears_the_acknowledged_intent_first(journal: IntentJournal) -> None:
+    """``clearing`` forgets the earlier intent and counts it, as discard() does, before the
+    opening is checked: one step, one commit where the journal folds it."""
+    owner = current_owner()
+    first = await journal.open_intent(make_intent("a-1"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert first == Opened(recorded=True, write_count=0)
+    second = await journal.open_intent(
+        make_intent("b-1", text="more"),
+        state=IntentState.IN_FLIGHT,
+        owner=owner,
+        expect_write_count=2,
+        clearing="a-1",
+    )
+    assert second == Opened(recorded=True, write_count=2)
+    assert ids(await journal.pending("session-a")) == ["b-1"]
+    assert await journal.write_count("session-a", BACKEND) == 3
+    assert not await journal.is_settled("a-1")
+    assert await journal.decisions(intent_id="a-1") == []
+
+
+async def test_clearing_leaves_claimed_foreign_and_unknown_intents_alone(
+    journal: IntentJournal,
+) -> None:
+    owner = current_owner()
+    await journal.open_intent(make_intent("a-1"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert await journal.transition("a-1", state=IntentState.RECONCILING, owner=owner)
+    blocked = await journal.open_intent(
+        make_intent("b-1", text="more"), state=IntentState.IN_FLIGHT, owner=owner, clearing="a-1"
+    )
+    assert not blocked.recorded and ids(blocked.blocking) == ["a-1"]
+
+    await journal.open_intent(
+        make_intent("f-1", session_id="session-f"), state=IntentState.IN_FLIGHT, owner=STRANGER
+    )
+    held = await journal.open_intent(
+        make_intent("f-2", session_id="session-f", text="more"),
+        state=IntentState.IN_FLIGHT,
+        owner=owner,
+        clearing="f-1",
+    )
+    assert not held.recorded and ids(held.blocking) == ["f-1"]
+
+    # Another session's in-flight intent of the same owner is not this opening's to clear.
+    await journal.open_intent(
+        make_intent("o-1", session_id="session-o"), state=IntentState.IN_FLIGHT, owner=owner
+    )
+    fresh = await journal.open_intent(
+        make_intent("n-1", session_id="session-n"),
+        state=IntentState.IN_FLIGHT,
+        owner=owner,
+        clearing="o-1",
+    )
+    assert fresh == Opened(recorded=True, write_count=0)
+    assert ids(await journal.pending("session-o")) == ["o-1"]
+    unknown = await journal.open_intent(
+        make_intent("u-1", session_id="session-u"),
+        state=IntentState.IN_FLIGHT,
+        owner=owner,
+        clearing="never-recorded",
+    )
+    assert unknown == Opened(recorded=True, write_count=0)
+
+
+async def test_a_refused_opening_still_clears(journal: IntentJournal) -> None:
+    owner = current_owner()
+    await journal.open_intent(make_intent("a-1"), state=IntentState.IN_FLIGHT, owner=owner)
+    await journal.record(make_intent("x-1", text="failed"), state=IntentState.FAILED, owner=owner)
+    refused = await journal.open_intent(
+        make_intent("b-1", text="more"), state=IntentState.IN_FLIGHT, owner=owner, clearing="a-1"
+    )
+    assert not refused.recorded and ids(refused.blocking) == ["x-1"]
+    assert ids(await journal.pending("session-a")) == ["x-1"]
