@@ -52,12 +52,17 @@ _OUTSTANDING: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, weakref.WeakS
 )
 
 
-async def _guard(loop: asyncio.AbstractEventLoop) -> AsyncGenerator[None, None]:
+async def _guard(
+    loop_ref: weakref.ref[asyncio.AbstractEventLoop],
+) -> AsyncGenerator[None, None]:
+    # The loop by weak reference: the guard, held in _GUARDS, must not keep its key alive.
     try:
         yield
     finally:
-        _GUARDS.pop(loop, None)
-        clearings = list(_OUTSTANDING.pop(loop, ()))
+        loop = loop_ref()
+        clearings = [] if loop is None else list(_OUTSTANDING.pop(loop, ()))
+        if loop is not None:
+            _GUARDS.pop(loop, None)
         if clearings:
             finishing = [asyncio.ensure_future(clearing.flush()) for clearing in clearings]
             await asyncio.wait(finishing, timeout=GUARD_SECONDS)
@@ -68,7 +73,7 @@ def _guard_this_loop(clearing: Clearing) -> None:
     _OUTSTANDING.setdefault(loop, weakref.WeakSet()).add(clearing)
     if loop in _GUARDS:
         return
-    guard = _guard(loop)
+    guard = _guard(weakref.ref(loop))
     # Started here, so that the running loop's first-iteration hook registers it: the loop's
     # shutdown_asyncgens() then closes it, which runs its ``finally``.
     try:
