@@ -6,6 +6,7 @@ store's record of writes.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
@@ -13,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .crashpoints import CrashPoint, reached
 from .errors import RevisionConflict
+from .fused import FusedAppend, fused_append
 from .held import KnownHead
 from .inflight import despite_cancellation
 from .journal import IntentState, Opened
@@ -32,6 +34,7 @@ __all__ = ["RevisionWriter"]
 logger = logging.getLogger("agents_reconcile")
 
 _NO_TAIL = TailView((), whole=False)
+_UNKNOWN = object()
 _T = TypeVar("_T")
 
 
@@ -42,6 +45,8 @@ class RevisionWriter(Writer):
         super().__init__(**parts)
         self.store = store
         self.known = head
+        # Whether this store and the journal can append in one script (decided on first use).
+        self._fusion: FusedAppend | object | None = _UNKNOWN
 
     async def append(
         self,
@@ -58,6 +63,7 @@ class RevisionWriter(Writer):
             if not self.write_ahead:
                 await self._settler.settle_pending(context, wrapper, locked=True)
             accounted = await self._carried.accounted(context) if self.write_ahead else None
+            fused = await self._fused() if self.write_ahead else None
             first = True
             while True:
                 if not first:
@@ -86,67 +92,165 @@ class RevisionWriter(Writer):
                 reached(CrashPoint.BEFORE_INTENT_RECORDED)
                 self._in_flight.busy.add(intent.intent_id)
                 opened: Opened | None = None
-                if self.write_ahead:
-                    opened = await self.open_intent(
-                        intent, context, wrapper, accounted=accounted, expect_count=None
-                    )
-                    if opened is None:
-                        continue
-                progress.started = True
-
-                def compare_and_swap(opened_intent: PendingWrite = intent) -> Any:
-                    assert opened_intent.expected_revision is not None
-                    return store.append_if(
-                        items,
-                        expected=opened_intent.expected_revision,
-                        write_id=opened_intent.intent_id,
-                        writer=str(current_owner()),
-                    )
-
                 try:
+                    if fused is not None:
+                        new_head = await self._append_fused(
+                            fused, intent, items, context, wrapper, accounted, progress
+                        )
+                        if new_head is None:
+                            continue
+                        known.head = new_head
+                        return
+                    if self.write_ahead:
+                        opened = await self.open_intent(
+                            intent, context, wrapper, accounted=accounted, expect_count=None
+                        )
+                        if opened is None:
+                            continue
+                    progress.started = True
                     new_head = await self.write(
                         intent,
                         items,
                         wrapper,
                         context,
                         opened=opened,
-                        appending=compare_and_swap,
+                        appending=self._compare_and_swap(intent, items),
                     )
                 except RevisionConflict as conflict:
-                    # The store refused: either the head moved (nothing written) or the write
-                    # id is already there (a driver that retried after a lost reply). The
-                    # record of writes says which, before the intent is let go.
-                    try:
-                        verdict = await judge_revision(store, intent)
-                    except BaseException as exc:
-                        known.head = None
-                        note = await despite_cancellation(
-                            self.remember_failure(
-                                intent, IntentState.FAILED, context, recorded=self.write_ahead
-                            )
-                        )
-                        exc.add_note(note)
-                        raise
-                    if opened is not None:
-                        await client.call(client.journal.discard, intent.intent_id)
-                    known.head = conflict.actual
-                    step = refused_append_step(
-                        verdict.outcome, on_extended=self._config.on_extended
-                    )
-                    if step is Step.SETTLE:
-                        known.head = None
-                        if opened is not None:
-                            self.seen_own_write(context, opened)
-                        return
-                    if step is Step.REPLAY_AFTER_OTHERS:
-                        progress.started = False  # proven not written: build it again
+                    if await self._refused(intent, conflict, opened, context, progress):
                         continue
-                    await client.deny(intent, verdict.outcome, verdict.reason, verdict.evidence)
+                    return
                 except BaseException:
                     known.head = None
                     raise
                 known.head = new_head
                 return
+
+    def _compare_and_swap(
+        self, intent: PendingWrite, items: list[Any]
+    ) -> Callable[[], Awaitable[int]]:
+        def compare_and_swap() -> Awaitable[int]:
+            assert intent.expected_revision is not None
+            return self.store.append_if(
+                items,
+                expected=intent.expected_revision,
+                write_id=intent.intent_id,
+                writer=str(current_owner()),
+            )
+
+        return compare_and_swap
+
+    async def _refused(
+        self,
+        intent: PendingWrite,
+        conflict: RevisionConflict,
+        opened: Opened | None,
+        context: Context,
+        progress: Progress,
+    ) -> bool:
+        """The store refused ``intent``'s append: either the head moved (nothing written) or
+        the write id is already there (a retry after a lost reply). The record of writes says
+        which, before the intent is let go. True: build the intent again."""
+        client, known = self._client, self.known
+        try:
+            verdict = await judge_revision(self.store, intent)
+        except BaseException as exc:
+            known.head = None
+            note = await despite_cancellation(
+                self.remember_failure(
+                    intent, IntentState.FAILED, context, recorded=opened is not None
+                )
+            )
+            exc.add_note(note)
+            raise
+        if opened is not None:
+            await client.call(client.journal.discard, intent.intent_id)
+        known.head = conflict.actual
+        step = refused_append_step(verdict.outcome, on_extended=self._config.on_extended)
+        if step is Step.SETTLE:
+            known.head = None
+            if opened is not None:
+                self.seen_own_write(context, opened)
+            return False
+        if step is Step.REPLAY_AFTER_OTHERS:
+            progress.started = False  # proven not written: build it again
+            return True
+        await client.deny(intent, verdict.outcome, verdict.reason, verdict.evidence)
+
+    async def _fused(self) -> FusedAppend | None:
+        if self._fusion is _UNKNOWN:
+            self._fusion = await fused_append(self._client.journal, self.store)
+        return self._fusion if isinstance(self._fusion, FusedAppend) else None
+
+    async def _append_fused(
+        self,
+        fused: FusedAppend,
+        intent: PendingWrite,
+        items: list[Any],
+        context: Context,
+        wrapper: RunContextWrapper[Any] | None,
+        accounted: int | None,
+        progress: Progress,
+    ) -> int | None:
+        """Open ``intent`` and append its batch in one script (``fused``). The new head, or
+        None to build the intent again; a refusal of the store raises ``RevisionConflict``
+        (nothing was recorded), a stale run is denied."""
+        busy = self._in_flight.busy
+        clearing = self._clearing.take()
+        progress.started = True
+        try:
+            answer = await fused(
+                intent, items, owner=current_owner(), clearing=clearing, accounted=accounted
+            )
+        except BaseException as exc:
+            # Unknown: both or neither happened. The intent is recorded failed (a no-op when
+            # the script recorded it) and judged by the record of writes.
+            self._clearing.folded(clearing, answered=False)
+            busy.discard(intent.intent_id)
+            self._held.keep_in_hand(intent, items)
+            state = (
+                IntentState.CANCELLED
+                if isinstance(exc, asyncio.CancelledError)
+                else IntentState.FAILED
+            )
+            note = await despite_cancellation(
+                self.remember_failure(intent, state, context, recorded=False)
+            )
+            exc.add_note(note)
+            raise
+        self._clearing.folded(clearing, answered=True)
+        busy.discard(intent.intent_id)
+        opened = answer.opened
+        if answer.refused == "stale_state":
+            assert accounted is not None
+            progress.started = False
+            await self._refuse_stale(intent, accounted, opened.write_count)
+        if answer.refused is not None:
+            progress.started = False
+            actual = answer.head if answer.head is not None else -1
+            raise RevisionConflict(
+                f"session {self._client.session_id!r}: the store refused write "
+                f"{intent.intent_id} ({answer.refused}); nothing was recorded",
+                expected=intent.expected_revision if intent.expected_revision is not None else -1,
+                actual=actual,
+            )
+        if not opened.recorded:
+            progress.started = False
+            if opened.blocking:
+                await self._settler.settle_pending(context, wrapper, locked=True)
+            return None
+        revision = answer.revision
+        if revision is None:
+            # Opened already by this very call (its reply was lost, the client retried): the
+            # script appended then, and the record of writes has the revision.
+            found = await self.store.find_write(intent.intent_id)
+            if found is None:
+                return None
+            revision = found.revision
+        reached(CrashPoint.BEFORE_INTENT_CLEARED)
+        self._clearing.acknowledged(intent.intent_id)
+        self.seen_own_write(context, opened)
+        return int(revision)
 
     async def remove(
         self, context: Context, run: Callable[[], Awaitable[_T]], *, wrote: Callable[[_T], bool]

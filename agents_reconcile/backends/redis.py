@@ -52,6 +52,15 @@ def shared_client(kind: str, url: str, options: dict[str, Any]) -> Connections[R
     return Connections(key=key, opener=Opener(open_client, close_client))
 
 
+def server_of(client: object) -> tuple[object, ...] | None:
+    """Which server and database a plain (not cluster) asyncio client talks to, as a value
+    two clients can be compared by; None for anything else."""
+    if type(client) is not Redis:
+        return None
+    kwargs = client.connection_pool.connection_kwargs
+    return tuple(kwargs.get(name) for name in ("host", "port", "path", "db", "username"))
+
+
 def client_location(client: Redis) -> str:
     """Which server and database ``client`` uses, as a URL without credentials."""
     pool = client.connection_pool

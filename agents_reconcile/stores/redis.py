@@ -34,6 +34,7 @@ from ..backends.redis import (
     VersionKey,
     client_location,
     location,
+    server_of,
     shared_client,
     unlink_matching,
 )
@@ -188,6 +189,18 @@ class RevisionedRedisSession:
     async def schema_version(self) -> int | None:
         """The version stored (None when the key is absent); writes nothing."""
         return await self._version.read((await self._connections.get()).execute_command)
+
+    async def server(self) -> tuple[object, ...] | None:
+        """The server and database this store lives on (``backends.redis.server_of``)."""
+        return server_of(await self._connections.get())
+
+    async def prepared(self) -> list[bytes]:
+        """The schema checked (once), and this session's keys for a script that appends as
+        ``write.lua`` does (``IntentJournal`` scripts on the same server): items, head,
+        writes, ids."""
+        await self._ready()
+        keys = (self._items_key, self._head_key, self._writes_key, self._ids_key)
+        return [key.encode("utf-8") for key in keys]
 
     # -- writes ------------------------------------------------------------------------------
 

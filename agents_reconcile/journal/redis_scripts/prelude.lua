@@ -147,3 +147,45 @@ local function store_decision(s, id, record)
   end
   return seq
 end
+
+-- open_intent()'s checks, shared with open_and_append(): the clearing of ARGV[11] first, then
+-- the refusals. Returns the session's keys and count, and the reply when the intent is not to
+-- be stored (nil when it is).
+local function try_open()
+  local s = session_keys(8)
+  local id, backend = ARGV[2], ARGV[4]
+  local clearing = ARGV[11]
+  if clearing and clearing ~= '' and redis.call('HGET', GLOBAL.index, clearing) == ARGV[3]
+    and redis.call('HGET', s.backend, clearing) == backend
+    and redis.call('HGET', s.state, clearing) == 'in_flight'
+    and redis.call('HGET', s.owner, clearing) == ARGV[6] then
+    remove_intent(s, clearing)
+    redis.call('HINCRBY', s.writes, backend, 1)
+  end
+  local writes = redis.call('HGET', s.writes, backend) or '0'
+  -- Before the scan, which would list the intent itself as blocking: a call retried after its
+  -- reply was lost finds what its first attempt recorded.
+  local holder = redis.call('HGET', GLOBAL.index, id)
+  if holder then
+    if holder ~= ARGV[3] then
+      return s, writes, {'taken'}
+    end
+    return s, writes, {'held', writes, field(s.write_seq, id), intent_row(s, id)}
+  end
+  local blocking = {}
+  for _, other in ipairs(redis.call('ZRANGE', s.open, 0, -1)) do
+    if redis.call('HGET', s.backend, other) == backend then
+      blocking[#blocking + 1] = intent_row(s, other)
+    end
+  end
+  if #blocking > 0 then
+    return s, writes, {'blocked', writes, blocking}
+  end
+  if redis.call('SISMEMBER', GLOBAL.settled, id) == 1 then
+    return s, writes, {'settled'}
+  end
+  if ARGV[10] ~= '' and tonumber(ARGV[10]) ~= tonumber(writes) then
+    return s, writes, {'stale', writes}
+  end
+  return s, writes, nil
+end

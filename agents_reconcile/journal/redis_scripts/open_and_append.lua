@@ -1,0 +1,62 @@
+-- open_and_append(): open_intent() and the revisioned store's compare-and-swap append
+-- (stores/redis_scripts/write.lua, kind 'append') as one script, for a journal and a store on
+-- one Redis server: the intent is recorded exactly when its batch is appended, in one round
+-- trip. ARGV[1..11] and KEYS[1..16] as for open_intent(); the store's keys follow:
+--
+-- KEYS[17] items, KEYS[18] head, KEYS[19] writes, KEYS[20] ids   (the store's session keys)
+-- ARGV[12] the head the append requires
+-- ARGV[13] writer
+-- ARGV[14] the count the caller's run accounts for ('' for any): a count past it refuses
+-- ARGV[15..] the items (JSON text)
+--
+-- The write id is the intent id (ARGV[2]). Replies: open_intent()'s when the intent is not to
+-- be opened (nothing appended); {'stale_state', writes, 0} when the count is past ARGV[14];
+-- {'head', writes, head} or {'known', writes, head} when the store refuses (in each, nothing
+-- recorded, nothing appended; the clearing of ARGV[11] stands); {'recorded', writes, revision}
+-- when both were done.
+local refusal = schema_refusal(ARGV[1])
+if refusal then
+  return refusal
+end
+local s, writes, answer = try_open()
+if answer then
+  return answer
+end
+
+if ARGV[14] ~= '' and tonumber(writes) > tonumber(ARGV[14]) then
+  return {'stale_state', writes, 0}
+end
+
+local items_key, head_key, writes_key, ids_key = KEYS[17], KEYS[18], KEYS[19], KEYS[20]
+local id = ARGV[2]
+local head = tonumber(redis.call('GET', head_key) or '0')
+if head == nil then
+  return redis.error_reply('ERR head of ' .. head_key .. ' is not a revision')
+end
+if head ~= tonumber(ARGV[12]) then
+  return {'head', writes, head}
+end
+if redis.call('HEXISTS', ids_key, id) == 1 then
+  return {'known', writes, head}
+end
+
+store_intent(s, writes)
+local slice = 1000
+for first = 15, #ARGV, slice do
+  redis.call('RPUSH', items_key, unpack(ARGV, first, math.min(first + slice - 1, #ARGV)))
+end
+local revision = head + 1
+local now = redis.call('TIME')
+-- The same record as write.lua's: 'at' travels as text (cjson rounds floats).
+local record = cjson.encode({
+  revision = revision,
+  write_id = id,
+  writer = ARGV[13],
+  kind = 'append',
+  count = #ARGV - 14,
+  at = now[1] .. '.' .. string.format('%06d', tonumber(now[2])),
+})
+redis.call('ZADD', writes_key, revision, record)
+redis.call('HSET', ids_key, id, record)
+redis.call('SET', head_key, revision)
+return {'recorded', writes, revision}

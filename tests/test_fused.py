@@ -1,0 +1,150 @@
+"""A Redis journal and a revisioned Redis store on one server: the intent and the
+compare-and-swap append in one script, with the same outcomes as the two-step way."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from agents import Agent, Runner
+from agents.testing import ScriptedModel, assistant_message
+
+from agents_reconcile import ReconcileConfig, ReconcilingSession
+from agents_reconcile.errors import ContinuationDenied, JournalUnavailable
+from agents_reconcile.fused import fused_append
+from agents_reconcile.records import Action, Outcome
+from agents_reconcile.testing import FaultInjectingSession
+
+from .servers import redis_url
+
+pytestmark = pytest.mark.redis
+
+
+class Place:
+    def __init__(self) -> None:
+        from agents_reconcile.journal.redis import RedisJournal
+
+        self.url = redis_url()
+        tag = uuid.uuid4().hex[:10]
+        self.store_prefix, self.session_id = f"fs{tag}", f"chat-{tag}"
+        self.journal = RedisJournal.from_url(self.url, prefix=f"fj{tag}")
+        self.opened: list[Any] = []
+
+    def store(self) -> Any:
+        from agents_reconcile.stores.redis import RevisionedRedisSession
+
+        store = RevisionedRedisSession.from_url(self.session_id, self.url, prefix=self.store_prefix)
+        self.opened.append(store)
+        return store
+
+    def wrapped(self, inner: Any) -> ReconcilingSession:
+        return ReconcilingSession(inner, config=ReconcileConfig(journal=self.journal))
+
+    async def close(self) -> None:
+        await self.journal.drop()
+        await self.journal.close()
+        if self.opened:
+            await self.opened[0].drop()
+        for store in self.opened:
+            await store.close()
+
+
+@pytest.fixture
+async def place() -> AsyncIterator[Place]:
+    found = Place()
+    yield found
+    await found.close()
+
+
+def counting(journal: Any) -> dict[str, int]:
+    calls = {"open_intent": 0, "open_and_append": 0}
+    for name in calls:
+        original = getattr(journal, name)
+
+        async def spy(*args: Any, _name: str = name, _original: Any = original, **kw: Any) -> Any:
+            calls[_name] += 1
+            return await _original(*args, **kw)
+
+        setattr(journal, name, spy)
+    return calls
+
+
+def text(items: list[Any]) -> list[str]:
+    def one(content: Any) -> str:
+        if isinstance(content, list):
+            return "".join(part.get("text", "") for part in content)
+        return str(content)
+
+    return [one(item.get("content")) for item in items]
+
+
+async def run(session: ReconcilingSession, prompt: str) -> None:
+    agent = Agent(name="a", model=ScriptedModel([[assistant_message(f"re: {prompt}")]]))
+    await Runner.run(
+        agent, prompt, session=session, run_config=session.run_config(), hooks=session.hooks()
+    )
+
+
+async def test_each_append_is_one_script(place: Place) -> None:
+    store = place.store()
+    assert await fused_append(place.journal, store) is not None
+    calls = counting(place.journal)
+    session = place.wrapped(store)
+    for prompt in ("one", "two"):
+        await run(session, prompt)
+    assert calls == {"open_intent": 0, "open_and_append": 4}
+    assert text(await store.get_items()) == ["one", "re: one", "two", "re: two"]
+    assert await session.pending() == []
+    writes = await store.writes_after(0)
+    assert [w.revision for w in writes] == [1, 2, 3, 4]
+    assert await place.journal.decisions(session_id=place.session_id) == []
+
+
+async def test_a_wrapped_store_goes_the_two_step_way(place: Place) -> None:
+    faulty = FaultInjectingSession(place.store())
+    assert await fused_append(place.journal, faulty) is None
+    calls = counting(place.journal)
+    await run(place.wrapped(faulty), "one")
+    assert calls == {"open_intent": 2, "open_and_append": 0}
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "two-step"])
+async def test_another_writer_in_between_is_judged_alike(place: Place, fused: bool) -> None:
+    """Another writer appends after this wrapper last saw the head: the store refuses, the
+    record of writes shows an extension, and the default policy denies it, either way."""
+    store = place.store()
+    inner: Any = store if fused else FaultInjectingSession(store)
+    session = place.wrapped(inner)
+    await run(session, "one")
+    await place.store().add_items([{"role": "user", "content": "someone else"}])
+    with pytest.raises(ContinuationDenied) as denied:
+        await session.add_items([{"role": "user", "content": "two"}])
+    assert denied.value.decision.reason.value == "extended_by_others"
+    assert text(await store.get_items()) == ["one", "re: one", "someone else"]
+
+
+async def test_a_lost_reply_is_judged_committed(place: Place) -> None:
+    """The script ran, its reply was lost: the intent is pending, its write is in the record
+    of writes, and reconciling settles it as committed without writing it again."""
+    store = place.store()
+    session = place.wrapped(store)
+    journal = place.journal
+    original = journal.open_and_append
+
+    async def lost(*args: Any, **kwargs: Any) -> Any:
+        await original(*args, **kwargs)
+        raise JournalUnavailable("injected: the reply was lost")
+
+    journal.open_and_append = lost  # type: ignore[method-assign]
+    with pytest.raises(JournalUnavailable):
+        await session.add_items([{"role": "user", "content": "one"}])
+    journal.open_and_append = original  # type: ignore[method-assign]
+    [pending] = await session.pending()
+    [decision] = await session.reconcile()
+    assert (decision.outcome, decision.action) == (Outcome.COMMITTED, Action.SETTLED)
+    assert decision.intent_id == pending.intent_id
+    assert text(await store.get_items()) == ["one"]
+    await session.add_items([{"role": "user", "content": "two"}])
+    assert text(await store.get_items()) == ["one", "two"]
