@@ -148,3 +148,53 @@ async def test_a_lost_reply_is_judged_committed(place: Place) -> None:
     assert text(await store.get_items()) == ["one"]
     await session.add_items([{"role": "user", "content": "two"}])
     assert text(await store.get_items()) == ["one", "two"]
+
+
+CHILD = """
+import asyncio, sys
+from agents_reconcile import ReconcileConfig, ReconcilingSession, crashpoints
+from agents_reconcile.journal.redis import RedisJournal
+from agents_reconcile.stores.redis import RevisionedRedisSession
+
+url, session_id, store_prefix, journal_prefix, point = sys.argv[1:6]
+crashpoints.arm(crashpoints.CrashPoint(point))
+store = RevisionedRedisSession.from_url(session_id, url, prefix=store_prefix)
+journal = RedisJournal.from_url(url, prefix=journal_prefix)
+session = ReconcilingSession(store, config=ReconcileConfig(journal=journal))
+asyncio.run(session.add_items([{"role": "user", "content": "one"}]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("point", "outcome"),
+    [("before_intent_recorded", None), ("before_intent_cleared", Outcome.COMMITTED)],
+)
+async def test_sigkill_around_the_script_leaves_both_or_neither(
+    place: Place, point: str, outcome: Outcome | None
+) -> None:
+    import asyncio
+    import signal
+    import sys
+
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        CHILD,
+        place.url,
+        place.session_id,
+        place.store_prefix,
+        place.journal.prefix,
+        point,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(child.communicate(), 60)
+    assert child.returncode == -signal.SIGKILL, err.decode()
+    store = place.store()
+    session = place.wrapped(store)
+    decisions = await session.reconcile()
+    if outcome is None:
+        assert decisions == [] and await store.get_items() == []
+    else:
+        assert [(d.outcome, d.action) for d in decisions] == [(outcome, Action.SETTLED)]
+        assert text(await store.get_items()) == ["one"]
+    assert await session.pending() == []
