@@ -145,29 +145,25 @@ class JournalStatements:
             f" write_seq AS prior_seq FROM {s}.intents WHERE intent_id = $1"
         )
         self.intent_record = f"SELECT record FROM {s}.intents WHERE intent_id = $1"
+
         # The session's count moves with the delete, its row locked first (the order every
         # path takes): a tail read while the write was in flight is out of date once it lands.
-        self.discard = (
-            f"WITH target AS (SELECT session_id, backend FROM {s}.intents WHERE intent_id = $1),"
-            f" counted AS (UPDATE {s}.session_writes AS w SET writes = w.writes + 1"
-            " FROM target AS t WHERE w.session_id = t.session_id AND w.backend = t.backend"
-            " RETURNING w.writes),"
-            f" gone AS (DELETE FROM {s}.intents WHERE intent_id = $1"
-            " AND EXISTS (SELECT 1 FROM counted) RETURNING intent_id)"
-            " SELECT count(*) FROM gone"
-        )
+        def forget(only: str) -> str:
+            return (
+                f"WITH target AS (SELECT session_id, backend FROM {s}.intents"
+                f" WHERE intent_id = $1{only}),"
+                f" counted AS (UPDATE {s}.session_writes AS w SET writes = w.writes + 1"
+                " FROM target AS t WHERE w.session_id = t.session_id AND w.backend = t.backend"
+                " RETURNING w.writes),"
+                f" gone AS (DELETE FROM {s}.intents WHERE intent_id = $1"
+                " AND EXISTS (SELECT 1 FROM counted) RETURNING intent_id)"
+                " SELECT count(*) FROM gone"
+            )
+
+        self.discard = forget("")
         # discard, only while the intent is in flight under this owner in this session and
         # backend ($2..$5): the clearing of an acknowledged intent before the next opening.
-        self.clear = (
-            f"WITH target AS (SELECT session_id, backend FROM {s}.intents WHERE intent_id = $1"
-            " AND session_id = $2 AND backend = $3 AND state = $4 AND owner = $5),"
-            f" counted AS (UPDATE {s}.session_writes AS w SET writes = w.writes + 1"
-            " FROM target AS t WHERE w.session_id = t.session_id AND w.backend = t.backend"
-            " RETURNING w.writes),"
-            f" gone AS (DELETE FROM {s}.intents WHERE intent_id = $1"
-            " AND EXISTS (SELECT 1 FROM counted) RETURNING intent_id)"
-            " SELECT count(*) FROM gone"
-        )
+        self.clear = forget(" AND session_id = $2 AND backend = $3 AND state = $4 AND owner = $5")
         self.get = f"{self.select_intents} WHERE intent_id = $1"
         self.is_settled = (
             f"SELECT 1 FROM {s}.decisions WHERE intent_id = $1 AND action IN {SETTLING} LIMIT 1"
