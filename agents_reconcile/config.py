@@ -116,7 +116,7 @@ class ReconcileConfig:
     @property
     def payload_keys(self) -> tuple[PayloadKey, ...]:
         """The configured payload keys, the sealing one first."""
-        return tuple(self.payload_key or ())  # type: ignore[arg-type]
+        return payload_keys(self.payload_key)
 
     @property
     def active(self) -> bool:

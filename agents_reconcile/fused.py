@@ -2,7 +2,7 @@
 
 A write-ahead append to a revisioned store is two steps: open the intent in the journal, then
 the store's compare-and-swap append under the intent's id. When both live on one Redis server
-(the same host, port and database, plain clients), ``RedisJournal.open_and_append`` does both
+(the same host, port and database, plain clients), ``journal.redis_fused.open_and_append`` does both
 in one script: the intent is recorded exactly when its batch is appended. Nothing changes for a
 reader of either: the journal holds an intent in flight (cleared like any other once
 acknowledged), the store a write record under the intent's id. A reply lost on the way back
@@ -15,7 +15,7 @@ append does, so its appends go the two-step way.
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from .ownership import Owner
@@ -28,9 +28,10 @@ __all__ = ["FusedAppend", "fused_append"]
 class FusedAppend:
     """Opens an intent and appends its batch in one script."""
 
-    def __init__(self, journal: Any, store: Any) -> None:
+    def __init__(self, journal: Any, store: Any, run: Callable[..., Awaitable[Any]]) -> None:
         self._journal = journal
         self._store = store
+        self._run = run
 
     async def __call__(
         self,
@@ -41,10 +42,11 @@ class FusedAppend:
         clearing: str | None,
         accounted: int | None,
     ) -> Any:
-        """``RedisJournal.open_and_append``'s answer (a ``Fused``)."""
+        """``journal.redis_fused.open_and_append``'s answer (a ``Fused``)."""
         keys = await self._store.prepared()
         rows = [encode_item(item, index) for index, item in enumerate(items)]
-        return await self._journal.open_and_append(
+        return await self._run(
+            self._journal,
             intent,
             owner=owner,
             clearing=clearing,
@@ -71,4 +73,6 @@ async def fused_append(journal: Any, store: Any) -> FusedAppend | None:
     here = await journal.server()
     if here is None or here != await store.server():
         return None
-    return FusedAppend(journal, store)
+    from .journal.redis_fused import open_and_append
+
+    return FusedAppend(journal, store, open_and_append)

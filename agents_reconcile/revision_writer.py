@@ -6,7 +6,6 @@ store's record of writes.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
@@ -207,16 +206,7 @@ class RevisionWriter(Writer):
             # the script recorded it) and judged by the record of writes.
             self._clearing.folded(clearing, answered=False)
             busy.discard(intent.intent_id)
-            self._held.keep_in_hand(intent, items)
-            state = (
-                IntentState.CANCELLED
-                if isinstance(exc, asyncio.CancelledError)
-                else IntentState.FAILED
-            )
-            note = await despite_cancellation(
-                self.remember_failure(intent, state, context, recorded=False)
-            )
-            exc.add_note(note)
+            await self.failed(intent, items, context, exc, recorded=False)
             raise
         self._clearing.folded(clearing, answered=True)
         busy.discard(intent.intent_id)

@@ -243,17 +243,7 @@ class Writer:
             # Proven not written: the caller takes the intent back and decides.
             raise
         except BaseException as exc:
-            state = (
-                IntentState.CANCELLED
-                if isinstance(exc, asyncio.CancelledError)
-                else IntentState.FAILED
-            )
-            self._tail.forget()
-            self._held.keep_in_hand(intent, items)
-            note = await despite_cancellation(
-                self.remember_failure(intent, state, context, recorded=recorded)
-            )
-            exc.add_note(note)
+            await self.failed(intent, items, context, exc, recorded=recorded)
             raise
         finally:
             self._in_flight.busy.discard(intent.intent_id)
@@ -270,6 +260,27 @@ class Writer:
         """The run has seen its own write to its end: opened, then acknowledged (or proven
         landed), the two writes the journal counts for it."""
         self._carried.mark(context, opened.write_count + 2)
+
+    async def failed(
+        self,
+        intent: PendingWrite,
+        items: list[Any],
+        context: Context,
+        exc: BaseException,
+        *,
+        recorded: bool,
+    ) -> None:
+        """An append that raised ``exc`` (its outcome unknown): keep the caller's items, leave
+        the intent failed (or cancelled) where it can be found, and note where on ``exc``."""
+        state = (
+            IntentState.CANCELLED if isinstance(exc, asyncio.CancelledError) else IntentState.FAILED
+        )
+        self._tail.forget()
+        self._held.keep_in_hand(intent, items)
+        note = await despite_cancellation(
+            self.remember_failure(intent, state, context, recorded=recorded)
+        )
+        exc.add_note(note)
 
     async def remember_failure(
         self, intent: PendingWrite, state: IntentState, context: Context, *, recorded: bool

@@ -59,15 +59,16 @@ async def place() -> AsyncIterator[Place]:
 
 
 def counting(journal: Any) -> dict[str, int]:
+    """How often each opening script is sent to the server."""
     calls = {"open_intent": 0, "open_and_append": 0}
-    for name in calls:
-        original = getattr(journal, name)
+    original = journal._script
 
-        async def spy(*args: Any, _name: str = name, _original: Any = original, **kw: Any) -> Any:
-            calls[_name] += 1
-            return await _original(*args, **kw)
+    async def spy(name: str, *args: Any, **kwargs: Any) -> Any:
+        if name in calls:
+            calls[name] += 1
+        return await original(name, *args, **kwargs)
 
-        setattr(journal, name, spy)
+    journal._script = spy
     return calls
 
 
@@ -131,16 +132,18 @@ async def test_a_lost_reply_is_judged_committed(place: Place) -> None:
     store = place.store()
     session = place.wrapped(store)
     journal = place.journal
-    original = journal.open_and_append
+    original = journal._script
 
-    async def lost(*args: Any, **kwargs: Any) -> Any:
-        await original(*args, **kwargs)
-        raise JournalUnavailable("injected: the reply was lost")
+    async def lost(name: str, *args: Any, **kwargs: Any) -> Any:
+        reply = await original(name, *args, **kwargs)
+        if name == "open_and_append":
+            raise JournalUnavailable("injected: the reply was lost")
+        return reply
 
-    journal.open_and_append = lost  # type: ignore[method-assign]
+    journal._script = lost  # type: ignore[method-assign]
     with pytest.raises(JournalUnavailable):
         await session.add_items([{"role": "user", "content": "one"}])
-    journal.open_and_append = original  # type: ignore[method-assign]
+    journal._script = original  # type: ignore[method-assign]
     [pending] = await session.pending()
     [decision] = await session.reconcile()
     assert (decision.outcome, decision.action) == (Outcome.COMMITTED, Action.SETTLED)

@@ -426,3 +426,26 @@ async def test_encrypted_session_anywhere_in_the_chain_is_found(tmp_path: Path) 
     [entry] = await session.journal.pending("chat")
     assert entry.intent.sealed_under is not None
     assert marker in str(entry.intent.batch)
+
+
+class WithoutKeyring:
+    """A custom journal (here a proxy of the memory journal) that has no keyring."""
+
+    def __init__(self) -> None:
+        from agents_reconcile.journal import MemoryJournal
+
+        self._inner = MemoryJournal()
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "keyring":
+            raise AttributeError(name)
+        return getattr(self._inner, name)
+
+
+async def test_a_journal_that_cannot_open_seals_is_refused(tmp_path: Path) -> None:
+    store = SQLiteSession("chat", tmp_path / "conversation.db")
+    config = ReconcileConfig(journal=WithoutKeyring(), payload_key=os.urandom(32))  # type: ignore[arg-type]
+    session = ReconcilingSession(store, config=config)
+    with pytest.raises(ConfigurationError, match="has no keyring"):
+        await session.add_items([{"role": "user", "content": "hi"}])
+    assert await store.get_items() == []

@@ -56,7 +56,6 @@ import enum
 import time
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import Any, Final, TypeVar
 
 from ..backends.connections import Connections
@@ -331,41 +330,6 @@ class RedisJournal:
         """The server and database this journal lives on (``backends.redis.server_of``)."""
         return server_of(await self._connections.get())
 
-    async def open_and_append(
-        self,
-        intent: PendingWrite,
-        *,
-        owner: Owner,
-        clearing: str | None,
-        accounted: int | None,
-        store_keys: list[bytes],
-        writer: str,
-        rows: list[bytes],
-    ) -> Fused:
-        """``open_intent`` (in flight, under ``owner``) and a revisioned Redis store's
-        compare-and-swap append of ``rows`` at ``intent.expected_revision`` under the intent's
-        id, as one script on the server both live on (``open_and_append.lua``). Nothing is
-        recorded unless the append is made, and the reverse. ``accounted``: refuse (record
-        nothing) when the session's count is past it, as a stale run's append is refused."""
-        assert intent.expected_revision is not None
-        args = _intent_args(intent, IntentState.IN_FLIGHT, owner)
-        args += ["", clearing or "", str(intent.expected_revision), writer]
-        args += ["" if accounted is None else str(accounted), *rows]
-        keys = self._layout.scripted(intent.session_id) + store_keys
-        reply = await self._script("open_and_append", keys, args)
-        word, parts = replies.status(reply, "open_and_append")
-        if word in ("recorded", "head", "known", "stale_state") and len(parts) == 3:
-            writes = replies.count(parts[1], "open_and_append")
-            third = replies.count(parts[2], "open_and_append")
-            if word == "recorded":
-                self._homes.remember(intent.intent_id, intent.session_id)
-                return Fused(Opened(recorded=True, write_count=writes), revision=third)
-            return Fused(Opened(recorded=False, write_count=writes), refused=word, head=third)
-        opened, home = replies.opened(intent, IntentState.IN_FLIGHT, owner, reply, self.keyring)
-        if home:
-            self._homes.remember(intent.intent_id, intent.session_id)
-        return Fused(opened)
-
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
         reply = await self._command(
             "write_count", "HGET", self._layout.writes(session_id), str(backend)
@@ -558,19 +522,6 @@ class RedisJournal:
         self._schema_checked = False
         self._homes.clear()
         return deleted
-
-
-@dataclass(frozen=True)
-class Fused:
-    """What ``open_and_append`` did. ``opened`` as ``open_intent`` answers; ``revision``: the
-    store's new head when the intent was recorded and appended now; ``refused``: ``'head'``
-    (the store is at ``head``), ``'known'`` (the write id is there) or ``'stale_state'`` (the
-    count is past ``accounted``), nothing recorded or appended."""
-
-    opened: Opened
-    revision: int | None = None
-    refused: str | None = None
-    head: int | None = None
 
 
 def _intent_args(intent: PendingWrite, state: IntentState, owner: Owner) -> list[str | bytes]:
