@@ -6,7 +6,7 @@ batch, forgotten again. That forgetting need not be a commit of its own on the c
 - when the journal can fold it (``folds_clearing``), the next append's opening clears it in
   the same atomic step (``open_intent(..., clearing=...)``);
 - otherwise, or when no append follows at once, a background task started at the
-  acknowledgement clears it at the event loop's next turn, after ``add_items`` returned.
+  acknowledgement clears it once ``add_items`` has returned (set up at the loop's next turn).
 
 Until then the intent stays in the journal as this process's in-flight intent, which is the
 truth as far as anyone else can tell: another process waits for it (``in_flight_wait``)
@@ -101,12 +101,20 @@ class Clearing:
         """The store acknowledged ``intent_id``'s batch: clear it soon, or with the next
         opening, whichever comes first."""
         self._in_flight.acknowledged.add(intent_id)
-        _guard_this_loop(self)
         earlier, self._waiting = self._waiting, intent_id
         if earlier is not None:
             # Not folded (an opening refused before it could clear it): clear it now, too.
+            _guard_this_loop(self)
             self._start(earlier, self._clear(earlier))
-        self._start(intent_id, self._in_background(intent_id))
+        # The background clearing is set up at the loop's next turn, after add_items has
+        # returned: the caller does not wait for a task to be made. That turn comes before
+        # the loop can stop (this callback is queued before the run's own completion is).
+        asyncio.get_running_loop().call_soon(self._schedule, intent_id)
+
+    def _schedule(self, intent_id: str) -> None:
+        if self._waiting == intent_id:
+            _guard_this_loop(self)
+            self._start(intent_id, self._in_background(intent_id))
 
     def _start(self, intent_id: str, clearing: Coroutine[Any, Any, None]) -> None:
         task = asyncio.ensure_future(clearing)
@@ -152,8 +160,7 @@ class Clearing:
             self._held.undiscarded.add(intent_id)
 
     async def _in_background(self, intent_id: str) -> None:
-        # Started at the acknowledgement, first run at the loop's next turn: an append made
-        # before that (back to back) has folded it already.
+        # An append made before this first runs (back to back) has folded it already.
         if self._waiting != intent_id:
             return
         self._waiting = None

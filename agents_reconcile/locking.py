@@ -7,8 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import weakref
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
+from collections.abc import Awaitable, Callable
 
 __all__ = ["SessionLock"]
 
@@ -45,17 +44,38 @@ class SessionLock:
             self._held[loop] = lock
         return lock
 
-    @asynccontextmanager
-    async def held(self) -> AsyncIterator[None]:
-        """Hold the lock; ``on_timeout(waited)`` (which denies) when it is not free in time."""
+    def held(self) -> _Held:
+        """Hold the lock (``async with``); ``on_timeout(waited)`` (which denies) when it is not
+        free in time."""
+        return _Held(self)
+
+    async def _acquire(self) -> asyncio.Lock:
         lock = self._lock()
+        # Uncontended (the common case), acquiring never suspends: no timer is armed for it.
+        if not lock.locked() and not getattr(lock, "_waiters", None):
+            await lock.acquire()
+            return lock
         try:
             async with asyncio.timeout(self._wait):
                 await lock.acquire()
         except TimeoutError:
             await self._on_timeout(self._wait)
             raise
-        try:
-            yield
-        finally:
-            lock.release()
+        return lock
+
+
+class _Held:
+    """``async with lock.held()``: a plain object, cheaper on every append than a generator."""
+
+    __slots__ = ("_lock", "_owner")
+
+    def __init__(self, owner: SessionLock) -> None:
+        self._owner = owner
+        self._lock: asyncio.Lock | None = None
+
+    async def __aenter__(self) -> None:
+        self._lock = await self._owner._acquire()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        assert self._lock is not None
+        self._lock.release()

@@ -14,7 +14,6 @@ import asyncio
 import logging
 import random
 import time
-import uuid
 from collections.abc import Awaitable, Callable, MutableMapping
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
@@ -33,6 +32,7 @@ from .locking import SessionLock
 from .ownership import current_owner
 from .records import Outcome, PendingWrite, Reason
 from .settler import Settler
+from .stores._common import new_write_id
 from .tail import TailMemory, TailView
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ class Writer:
         whole = view.whole
         before = tuple(view.digests) if whole else tuple(view.digests[-(len(batch) + 1) :])
         return PendingWrite(
-            intent_id=uuid.uuid4().hex,
+            intent_id=new_write_id(),
             session_id=self._client.session_id,
             backend=self._client.backend,
             batch=batch,

@@ -50,6 +50,13 @@ def commits(path: Path) -> int:
     return int(row[0] or 0)
 
 
+async def background_turns() -> None:
+    """Two turns of the loop: the background clearing is set up at the first after the
+    acknowledgement and runs at the second."""
+    await asyncio.sleep(0)
+    await asyncio.sleep(0)
+
+
 def wrapped(tmp_path: Path, journal: Any) -> ReconcilingSession:
     store = SQLiteSession("chat", tmp_path / "chat.db")
     return ReconcilingSession(store, config=ReconcileConfig(journal=journal))
@@ -66,7 +73,7 @@ async def test_back_to_back_appends_fold_each_clearing_into_the_next_opening(
     assert journal.discards == 0
     assert journal.clearings[0] is None and all(journal.clearings[1:])
     assert len(await journal.pending("chat")) == 1  # the last, acknowledged, not cleared yet
-    await asyncio.sleep(0)  # the loop's next turn: the background clearing
+    await background_turns()  # the background clearing
     assert await journal.pending("chat") == []
     assert journal.discards == 1
     assert commits(tmp_path / "journal.db") == 10  # an opening and a clearing per append
@@ -78,7 +85,7 @@ async def test_an_idle_session_is_cleared_in_the_background(tmp_path: Path) -> N
     journal = CountingJournal(tmp_path / "journal.db")
     session = wrapped(tmp_path, journal)
     await session.add_items([item(1)])
-    await asyncio.sleep(0)
+    await background_turns()
     assert await journal.pending("chat") == []
     assert journal.discards == 1
 
@@ -95,7 +102,7 @@ async def test_another_wrapper_of_this_process_clears_it_instead_of_judging_it(
     await second.add_items([item(2)])
     assert await second.get_items() == [item(1), item(2)]
     assert await journal.decisions() == []  # cleared, not judged and settled
-    await asyncio.sleep(0)
+    await background_turns()
     assert await journal.pending("chat") == []
 
 
@@ -179,7 +186,7 @@ def test_the_clearing_crash_point_is_reached_once_per_append(tmp_path: Path) -> 
     async def appends(count: int) -> CrashPoint | None:
         for n in range(count):
             await session.add_items([item(n)])
-        await asyncio.sleep(0)
+        await background_turns()
         return crashpoints.armed()
 
     try:
