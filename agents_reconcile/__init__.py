@@ -23,6 +23,8 @@ from .errors import (
     RecordError,
     RecordMalformed,
     RecordTampered,
+    RecordUnsigned,
+    SignatureInvalid,
     UnsupportedRecordVersion,
     UnsupportedSession,
 )
@@ -30,6 +32,7 @@ from .fingerprint import FINGERPRINT_SCHEME, item_digest
 from .journal import IntentJournal, IntentState, JournalEntry, MemoryJournal, SQLiteJournal
 from .records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
 from .session import ReconcilingSession
+from .signing import SigningKey
 
 __version__ = "0.1.0"
 
@@ -60,7 +63,10 @@ __all__ = [
     "RecordError",
     "RecordMalformed",
     "RecordTampered",
+    "RecordUnsigned",
     "SQLiteJournal",
+    "SignatureInvalid",
+    "SigningKey",
     "UngatedRunWarning",
     "UnsupportedRecordVersion",
     "UnsupportedSession",

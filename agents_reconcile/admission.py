@@ -7,8 +7,8 @@ the ``Admission`` protocol.
 
 from __future__ import annotations
 
-from collections.abc import Callable, MutableMapping, Sequence
-from typing import TYPE_CHECKING, Any, Protocol
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .config import ReconcileConfig
 from .fingerprint import digest_items
@@ -44,9 +44,57 @@ class Admission(Protocol):
         """Settle what is pending, then refuse a run that may not go on (raises)."""
         ...
 
+    async def admit_tool(self, context: MutableMapping[str, Any] | None, tool_context: Any) -> None:
+        """``admit``, then refuse an approved tool call whose output the history already
+        holds: the checkpoint resumed was used before (raises)."""
+        ...
+
     def is_retried_input(self, history: Sequence[Any], new_input: Sequence[Any]) -> bool:
         """Whether ``new_input`` is the batch just settled and the history still ends with it."""
         ...
+
+
+# Items that carry a tool call's output, by ``type``.
+_OUTPUT_TYPES: Final = frozenset(
+    {
+        "function_call_output",
+        "custom_tool_call_output",
+        "computer_call_output",
+        "local_shell_call_output",
+        "shell_call_output",
+        "apply_patch_call_output",
+    }
+)
+
+
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
+
+
+def holds_output_of(history: Sequence[Any], call_id: str) -> bool:
+    """Whether ``history`` holds the output of tool call ``call_id``."""
+    return any(
+        _field(item, "type") in _OUTPUT_TYPES and _field(item, "call_id") == call_id
+        for item in history
+    )
+
+
+def _approved_call(tool_context: Any) -> str | None:
+    """The id of the tool call ``tool_context`` is about to run, when it runs by an approval
+    (a resumed state's approved call); else None."""
+    call_id = getattr(tool_context, "tool_call_id", None)
+    tool_name = getattr(tool_context, "tool_name", None)
+    is_approved = getattr(tool_context, "is_tool_approved", None)
+    if not (isinstance(call_id, str) and call_id and isinstance(tool_name, str)):
+        return None
+    if not callable(is_approved):
+        return None
+    try:
+        approved = is_approved(tool_name, call_id)
+    except Exception:
+        # The SDK could not tell: checked as approved, which costs a read and nothing else.
+        approved = True
+    return call_id if approved else None
 
 
 class Gatekeeper:
@@ -63,8 +111,10 @@ class Gatekeeper:
         tail: TailMemory,
         ignore_ids: bool,
         session_settings: Callable[[], SessionSettings | None],
+        read_history: Callable[[Any], Awaitable[list[Any]]],
     ) -> None:
         self._session_settings = session_settings
+        self._read_history = read_history
         self._enabled = enabled
         self._config = config
         self._client = client
@@ -107,6 +157,26 @@ class Gatekeeper:
                 Outcome.AMBIGUOUS,
                 Reason.STALE_STATE,
                 {"state_accounts_for": accounted, "journal_counted": counted},
+                intent_id=SESSION_WIDE,
+            )
+
+    async def admit_tool(self, context: MutableMapping[str, Any] | None, tool_context: Any) -> None:
+        """``admit``, then, for a call that runs by an approval, the evidence no client can
+        edit: a stored history that already holds this call's output means the checkpoint was
+        resumed before and the tool ran; running it again would repeat its effect. Refused
+        whatever the run's context says (its mark may have been removed or edited)."""
+        await self.admit(context)
+        if not self._enabled:
+            return
+        call_id = _approved_call(tool_context)
+        if call_id is None:
+            return
+        if holds_output_of(await self._read_history(tool_context), call_id):
+            await self._client.deny(
+                None,
+                Outcome.AMBIGUOUS,
+                Reason.STALE_STATE,
+                {"tool_call_id": call_id, "found": "the call's output is already stored"},
                 intent_id=SESSION_WIDE,
             )
 

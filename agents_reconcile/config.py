@@ -14,6 +14,7 @@ from .errors import ConfigurationError
 from .journal import IntentJournal
 from .records import BackendIdentity
 from .sealing import PayloadKey, payload_keys
+from .signing import SigningKey, signing_keys
 
 __all__ = ["ENV_FLAG", "ReconcileConfig", "env_disabled"]
 
@@ -60,6 +61,11 @@ class ReconcileConfig:
       this key: at least 32 bytes of secret material, or base64 text, or a list of keys whose
       first seals and all open (rotation). Over the SDK's ``EncryptedSession`` a key derived
       from the session's own is used without it. Needs ``agents-reconcile[encrypt]``.
+    - ``signing_key``: sign what a run carries in its context (the RunState copy of each failed
+      intent, the seen marks) with this key, and refuse a carried copy that is unsigned or does
+      not verify (a RunState edited by whoever held it). At least 32 bytes of secret material,
+      or base64 text, or a list of keys whose first signs and all verify (rotation). Without
+      it, ``AGENTS_RECONCILE_SIGNING_KEY`` (base64 keys, comma-separated) is used when set.
     """
 
     enabled: bool = True
@@ -75,10 +81,12 @@ class ReconcileConfig:
     on_extended: Literal["fail", "append"] = "fail"
     install: bool = False
     payload_key: PayloadKey | bytes | str | Sequence[PayloadKey | bytes | str] | None = None
+    signing_key: SigningKey | bytes | str | Sequence[SigningKey | bytes | str] | None = None
 
     def __post_init__(self) -> None:
         # Held as keys from here on: the secret material itself is never kept nor shown.
         object.__setattr__(self, "payload_key", payload_keys(self.payload_key) or None)
+        object.__setattr__(self, "signing_key", signing_keys(self.signing_key) or None)
         if self.on_extended not in ("fail", "append"):
             raise ConfigurationError(
                 f"on_extended must be 'fail' or 'append', not {self.on_extended!r}"
@@ -117,6 +125,11 @@ class ReconcileConfig:
     def payload_keys(self) -> tuple[PayloadKey, ...]:
         """The configured payload keys, the sealing one first."""
         return payload_keys(self.payload_key)
+
+    @property
+    def signing_keys(self) -> tuple[SigningKey, ...]:
+        """The configured signing keys, the signing one first."""
+        return signing_keys(self.signing_key)
 
     @property
     def active(self) -> bool:

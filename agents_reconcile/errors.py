@@ -8,6 +8,8 @@
     ├── FingerprintError               an item cannot be serialised; nothing was written
     ├── RecordError                    a stored or carried record cannot be trusted
     │   ├── RecordTampered             its digest (or its seal) does not match its content
+    │   │   └── SignatureInvalid       its signature does not verify under the key it names
+    │   ├── RecordUnsigned             unsigned (or under an unknown key) where records are signed
     │   ├── PayloadKeyUnknown          its batch is sealed under a key this process lacks
     │   ├── UnsupportedRecordVersion   written by a newer (or unknown) format version
     │   └── RecordMalformed            not a record at all (truncated, wrong shape)
@@ -49,8 +51,10 @@ __all__ = [
     "RecordError",
     "RecordMalformed",
     "RecordTampered",
+    "RecordUnsigned",
     "RevisionConflict",
     "SchemaMismatch",
+    "SignatureInvalid",
     "UnsupportedRecordVersion",
     "UnsupportedSession",
 ]
@@ -85,6 +89,15 @@ class RecordError(ReconcileError):
 
 class RecordTampered(RecordError):
     """The record's content does not match the digest stored with it."""
+
+
+class RecordUnsigned(RecordError):
+    """The record carries no signature this deployment can verify (none, or one under a key
+    it does not hold), and this deployment signs: it came from outside, and is not trusted."""
+
+
+class SignatureInvalid(RecordTampered):
+    """The record's signature does not verify: it was edited, or moved from another record."""
 
 
 class PayloadKeyUnknown(RecordError):

@@ -132,7 +132,7 @@ class _GateHooks(RunHooks[Any]):
 
     async def on_tool_start(self, context: Any, agent: Any, *args: Any, **kwargs: Any) -> None:
         # A resumed RunState runs its approved tools before any model call: check it here.
-        await self.session.admit(_mapping(getattr(context, "context", None)))
+        await self.session.admit_tool(_mapping(getattr(context, "context", None)), context)
         await self._base.on_tool_start(context, agent, *args, **kwargs)
 
     async def on_tool_end(self, *args: Any, **kwargs: Any) -> None:

@@ -89,6 +89,8 @@ class Reason(enum.Enum):
     WRITE_ABSENT = "write_absent"
     EXTENDED_BY_OTHERS = "extended_by_others"
     WRITE_RECORD_BROKEN = "write_record_broken"
+    STATE_UNSIGNED = "state_unsigned"
+    STATE_TOO_LARGE = "state_too_large"
 
     @property
     def explanation(self) -> str:
@@ -123,6 +125,11 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     "writers recorded: the history was legitimately extended (policy on_extended decides).",
     Reason.WRITE_RECORD_BROKEN: "The store's record of writes is inconsistent (revisions missing, "
     "going back, or the write found out of place): nobody can vouch for the history.",
+    Reason.STATE_UNSIGNED: "What the run's state carries is unsigned, or its signature does not "
+    "verify under this deployment's signing key: whoever held the RunState may have edited it. "
+    "It is refused, and nothing of it is written to the journal.",
+    Reason.STATE_TOO_LARGE: "The run's state carries more intent copies than one state ever "
+    "holds: it is refused unread.",
     Reason.STALE_STATE: "The session was written after this run last saw it (a RunState "
     "checkpoint older than the history, or another writer): continuing would write on a "
     "history the run has not seen, repeating what is already there. Resume the newest "

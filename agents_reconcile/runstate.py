@@ -7,15 +7,28 @@ the mark of how many of the session's counted writes the run has seen.
 The module functions read and write that copy and check it against the session resuming it;
 they do no I/O. ``CarriedState`` is one session's use of it with its journal: adopting copies
 the journal has never seen, and telling a stale state (one older than the session) by its mark.
+
+What comes back in a context went through whoever held the state, so it is input, not memory:
+
+- the backend is named by an opaque identity (a digest of its kind and namespace), never by
+  a file path or a host;
+- with a signing key (``signing``) every entry and every mark carries a MAC, and one that is
+  missing or does not verify is refused before it is used, and never journaled;
+- without one, a copy the journal has never seen is judged for this run alone: it is written
+  to the journal only to replay it (claimed and settled like any other), so an edited copy can
+  never leave a pending intent that blocks other runs;
+- a state carries at most ``MAX_CARRIED`` entries.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
 
 import orjson
+from blake3 import blake3
 
 from .errors import RecordError, UnsupportedRecordVersion
 from .journal import IntentState
@@ -23,10 +36,12 @@ from .journal_client import UNREADABLE, JournalClient
 from .ownership import current_owner
 from .records import BackendIdentity, Outcome, PendingWrite, Reason
 from .sealing import Keyring
+from .signing import Signer
 
 __all__ = [
     "CONTEXT_KEY",
     "CONTEXT_VERSION",
+    "MAX_CARRIED",
     "CarriedState",
     "Refusal",
     "carried_entries",
@@ -35,6 +50,7 @@ __all__ = [
     "drop",
     "has_pending",
     "mark_seen",
+    "opaque_backend",
     "put",
     "seen",
     "seen_key",
@@ -43,6 +59,12 @@ __all__ = [
 CONTEXT_KEY: Final = "agents_reconcile"
 """Key of the intent copy in a mapping run context."""
 CONTEXT_VERSION: Final = 1
+MAX_CARRIED: Final = 64
+"""The most entries one state may carry; a state with more is refused unread."""
+_OPAQUE_KIND: Final = "opaque"
+_OPAQUE_CONTEXT: Final = "agents-reconcile 2026-12-01 backend identity in a run context"
+_SIGNED_INTENT: Final = "runstate intent"
+_SIGNED_MARK: Final = "runstate seen mark"
 
 
 @dataclass(frozen=True)
@@ -62,16 +84,33 @@ def context_of(wrapper: Any) -> MutableMapping[str, Any] | None:
     return context if isinstance(context, MutableMapping) else None
 
 
-def put(context: MutableMapping[str, Any], intent: PendingWrite) -> None:
-    """Add (or replace) the copy of ``intent``."""
+def opaque_backend(backend: BackendIdentity | str) -> BackendIdentity:
+    """How a run context names a backend: a digest of its kind and namespace (an identity
+    already opaque stays as it is)."""
+    text = str(backend)
+    if text.startswith(f"{_OPAQUE_KIND}|"):
+        return BackendIdentity.parse(text)
+    digest = blake3(text.encode("utf-8", "surrogatepass"), derive_key_context=_OPAQUE_CONTEXT)
+    return BackendIdentity(_OPAQUE_KIND, digest.hexdigest()[:32])
+
+
+def put(
+    context: MutableMapping[str, Any], intent: PendingWrite, signer: Signer | None = None
+) -> None:
+    """Add (or replace) the copy of ``intent``, naming its backend opaquely (and signed)."""
     carried = context.setdefault(CONTEXT_KEY, {"version": CONTEXT_VERSION, "pending": []})
     pending = carried.setdefault("pending", [])
     pending[:] = [p for p in pending if p.get("intent_id") != intent.intent_id]
     # A detached copy: the caller's context must not alias the intent's own batch.
-    pending.append(orjson.loads(intent.encode()))
+    entry = orjson.loads(
+        dataclasses.replace(intent, backend=opaque_backend(intent.backend)).encode()
+    )
+    if signer is not None:
+        entry["signature"] = signer.sign(_SIGNED_INTENT, str(entry["digest"]).encode())
+    pending.append(entry)
 
 
-def drop(context: MutableMapping[str, Any], intent_id: str) -> None:
+def drop(context: MutableMapping[str, Any], intent_id: str, signer: Signer | None = None) -> None:
     """Remove the copy of a settled intent (and the key, once nothing is left).
 
     Its settlement counted one write of its session: the state's mark moves past it, so that
@@ -91,9 +130,9 @@ def drop(context: MutableMapping[str, Any], intent_id: str) -> None:
             if isinstance(entry, MutableMapping) and entry.get("intent_id") == intent_id:
                 key = seen_key(str(entry.get("session_id")), str(entry.get("backend")))
                 if isinstance(marks.get(key), int):
-                    marks[key] += 1
+                    mark_seen(context, key, marks[key] + 1, signer)
     carried["pending"] = kept
-    if not kept and not marks:
+    if not kept and not marks and not carried.get("signatures"):
         del context[CONTEXT_KEY]
 
 
@@ -106,12 +145,16 @@ def has_pending(context: MutableMapping[str, Any] | None) -> bool:
 
 
 def seen_key(session_id: str, backend: BackendIdentity | str) -> str:
-    return f"{session_id}@{backend}"
+    """The key of a session's mark: its id and its backend's opaque identity."""
+    return f"{session_id}@{opaque_backend(backend)}"
 
 
-def seen(context: MutableMapping[str, Any] | None, key: str) -> int | Refusal | None:
+def seen(
+    context: MutableMapping[str, Any] | None, key: str, signer: Signer | None = None
+) -> int | Refusal | None:
     """How many writes of the session the journal had counted when this run last wrote it
-    (intents it still carries aside): None when the context holds no mark for it."""
+    (intents it still carries aside): None when the context holds no mark for it. With
+    ``signer``, a mark that is unsigned or does not verify is refused."""
     if context is None or CONTEXT_KEY not in context:
         return None
     carried = context[CONTEXT_KEY]
@@ -126,12 +169,26 @@ def seen(context: MutableMapping[str, Any] | None, key: str) -> int | Refusal | 
         return None
     if type(mark) is not int or mark < 0:
         return Refusal(Reason.RECORD_UNTRUSTED, {"seen": type(mark).__name__})
+    if signer is not None:
+        signatures = carried.get("signatures")
+        signature = signatures.get(key) if isinstance(signatures, MutableMapping) else None
+        try:
+            signer.verify(_SIGNED_MARK, _mark_bytes(key, mark), signature, what="the seen mark")
+        except RecordError as exc:
+            return Refusal(Reason.STATE_UNSIGNED, {"error": str(exc)}, cause=exc)
     return mark
 
 
-def mark_seen(context: MutableMapping[str, Any], key: str, writes: int) -> None:
+def _mark_bytes(key: str, writes: int) -> bytes:
+    return f"{key}\x00{writes}".encode("utf-8", "surrogatepass")
+
+
+def mark_seen(
+    context: MutableMapping[str, Any], key: str, writes: int, signer: Signer | None = None
+) -> None:
     """Remember that the journal has counted ``writes`` writes of the session, all seen by
-    this run (``RunState.to_string()`` carries the mark with the state)."""
+    this run (``RunState.to_string()`` carries the mark with the state), signed with
+    ``signer``."""
     carried = context.get(CONTEXT_KEY)
     if not isinstance(carried, MutableMapping):
         carried = context[CONTEXT_KEY] = {"version": CONTEXT_VERSION, "pending": []}
@@ -139,6 +196,13 @@ def mark_seen(context: MutableMapping[str, Any], key: str, writes: int) -> None:
     if not isinstance(marks, MutableMapping):
         marks = carried["seen"] = {}
     marks[key] = writes
+    signatures = carried.get("signatures")
+    if signer is not None:
+        if not isinstance(signatures, MutableMapping):
+            signatures = carried["signatures"] = {}
+        signatures[key] = signer.sign(_SIGNED_MARK, _mark_bytes(key, writes))
+    elif isinstance(signatures, MutableMapping):
+        signatures.pop(key, None)
 
 
 def carried_entries(context: MutableMapping[str, Any] | None) -> list[Any] | Refusal:
@@ -152,13 +216,21 @@ def carried_entries(context: MutableMapping[str, Any] | None) -> list[Any] | Ref
     entries = carried.get("pending", [])
     if not isinstance(entries, list):
         return Refusal(Reason.RECORD_UNTRUSTED, {"pending": type(entries).__name__})
+    if len(entries) > MAX_CARRIED:
+        return Refusal(Reason.STATE_TOO_LARGE, {"entries": len(entries), "limit": MAX_CARRIED})
     return list(entries)
 
 
 def check_carried(
-    raw: Any, *, session_id: str, backend: BackendIdentity, keyring: Keyring | None = None
+    raw: Any,
+    *,
+    session_id: str,
+    backend: BackendIdentity,
+    keyring: Keyring | None = None,
+    signer: Signer | None = None,
 ) -> PendingWrite | Refusal | None:
-    """Decode one carried entry and check it against this session and backend.
+    """Decode one carried entry and check it against this session and backend (and, with
+    ``signer``, its signature, before anything else is read of it).
 
     ``None``: the entry is another session's (a context may be shared by several sessions,
     as agents used as tools share their parent's), to be left for it."""
@@ -168,37 +240,64 @@ def check_carried(
     if raw.get("session_id") != session_id and isinstance(raw.get("session_id"), str):
         # Another session's entry (perhaps sealed under its key): left for it, unread.
         return None
+    body = {key: value for key, value in raw.items() if key != "signature"}
+    if signer is not None:
+        try:
+            signer.verify(
+                _SIGNED_INTENT,
+                str(raw.get("digest")).encode("utf-8", "surrogatepass"),
+                raw.get("signature"),
+                what=f"the carried copy of intent {intent_id[:64]!r}",
+            )
+        except RecordError as exc:
+            return Refusal(Reason.STATE_UNSIGNED, {"error": str(exc)}, None, intent_id, exc)
     try:
-        intent = PendingWrite.decode(raw, keyring)
+        intent = PendingWrite.decode(body, keyring)
     except UnsupportedRecordVersion as exc:
         return Refusal(Reason.UNSUPPORTED_RECORD, {"error": str(exc)}, None, intent_id, exc)
     except RecordError as exc:
         return Refusal(Reason.RECORD_UNTRUSTED, {"error": str(exc)}, None, intent_id, exc)
     if intent.session_id != session_id:
         return None
+    if intent.backend == opaque_backend(backend):
+        # The copy names the backend opaquely: the intent itself names it as the journal does.
+        return dataclasses.replace(intent, backend=backend)
     if intent.backend != backend:
-        evidence = {"recorded": str(intent.backend), "current": str(backend)}
+        evidence = {"recorded": str(intent.backend), "current": str(opaque_backend(backend))}
         return Refusal(Reason.BACKEND_MISMATCH, evidence, intent)
     return intent
 
 
 class CarriedState:
-    """One session's use of what runs carry, with its journal."""
+    """One session's use of what runs carry, with its journal (and its signer, if any)."""
 
-    def __init__(self, client: JournalClient) -> None:
+    def __init__(self, client: JournalClient, signer: Signer | None = None) -> None:
         self._client = client
+        self.signer = signer
         self.key = seen_key(client.session_id, client.backend)
 
     def _check(self, raw: Any) -> PendingWrite | Refusal | None:
         client = self._client
         return check_carried(
-            raw, session_id=client.session_id, backend=client.backend, keyring=client.keyring
+            raw,
+            session_id=client.session_id,
+            backend=client.backend,
+            keyring=client.keyring,
+            signer=self.signer,
         )
+
+    def put(self, context: MutableMapping[str, Any], intent: PendingWrite) -> None:
+        """Carry a copy of ``intent`` (signed, with a signer)."""
+        put(context, intent, self.signer)
+
+    def drop(self, context: MutableMapping[str, Any], intent_id: str) -> None:
+        """Carry no more the copy of a settled intent."""
+        drop(context, intent_id, self.signer)
 
     def mark(self, context: MutableMapping[str, Any] | None, count: int) -> None:
         """The run has seen the session as the journal counted ``count`` writes of it."""
         if context is not None:
-            mark_seen(context, self.key, count)
+            mark_seen(context, self.key, count, self.signer)
 
     def marked(self, context: MutableMapping[str, Any] | None) -> bool:
         """Whether the run carries a mark for this session."""
@@ -211,7 +310,7 @@ class CarriedState:
         A journal that counted fewer writes than that is another journal than the one the
         state last wrote through (a RunState copy may be resumed anywhere): counts say
         nothing then, and the carried intents alone are checked."""
-        mark = seen(context, self.key)
+        mark = seen(context, self.key, self.signer)
         if mark is None:
             return None
         if isinstance(mark, Refusal):
@@ -219,30 +318,46 @@ class CarriedState:
         carried = carried_entries(context)
         if isinstance(carried, Refusal):
             await self.refuse(carried)
-        mine = sum(isinstance(self._check(raw), PendingWrite) for raw in carried)
+        mine = 0
+        for raw in carried:
+            checked = self._check(raw)
+            if isinstance(checked, Refusal) and checked.reason is Reason.STATE_UNSIGNED:
+                await self.refuse(checked)
+            mine += isinstance(checked, PendingWrite)
         return mark + mine
 
-    async def adopt(self, context: MutableMapping[str, Any] | None) -> None:
-        """Check the intents a run carries against the journal, recording unknown ones.
-        Copies of other sessions' intents (a context shared by several sessions) are left as
-        they are, for their own session."""
+    async def adopt(self, context: MutableMapping[str, Any] | None) -> list[PendingWrite]:
+        """Check the intents a run carries against the journal. Return those the journal has
+        never seen and that no signature vouches for (no signer is configured): they are to
+        be judged for this run alone. A signed one is recorded in the journal. Copies of
+        other sessions' intents (a context shared by several sessions) are left as they
+        are, for their own session."""
         entries = carried_entries(context)
         if isinstance(entries, Refusal):
             await self.refuse(entries)
         client = self._client
         journal = client.journal
+        # Every entry is checked (and, with a signer, verified) before any is acted on: a
+        # state holding one bad entry writes nothing.
+        intents: list[PendingWrite] = []
         for raw in entries:
-            assert context is not None
             intent = self._check(raw)
             if intent is None:
                 continue
             if isinstance(intent, Refusal):
                 await self.refuse(intent)
+            intents.append(intent)
+        unverified: list[PendingWrite] = []
+        for intent in intents:
+            assert context is not None
             if await client.call(journal.is_settled, intent.intent_id):
-                drop(context, intent.intent_id)
+                self.drop(context, intent.intent_id)
                 continue
             entry = await client.call(journal.get, intent.intent_id)
             if entry is None:
+                if self.signer is None:
+                    unverified.append(intent)
+                    continue
                 await client.call(
                     journal.record, intent, state=IntentState.FAILED, owner=current_owner()
                 )
@@ -252,6 +367,7 @@ class CarriedState:
                     "run_state": intent.to_mapping()["digest"],
                 }
                 await self.refuse(Refusal(Reason.COPIES_DISAGREE, evidence, intent))
+        return unverified
 
     async def refuse(self, refusal: Refusal) -> NoReturn:
         """Deny, as a binding mismatch, with what a refusal found."""

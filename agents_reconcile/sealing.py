@@ -28,7 +28,7 @@ from blake3 import blake3
 
 from .errors import ConfigurationError, PayloadKeyUnknown, RecordMalformed, RecordTampered
 
-__all__ = ["ALGORITHM", "Keyring", "PayloadKey", "keyring_for"]
+__all__ = ["ALGORITHM", "Keyring", "PayloadKey", "key_material", "keyring_for"]
 
 ALGORITHM: Final = "chacha20-poly1305"
 """The only sealing algorithm this release writes and reads."""
@@ -59,7 +59,7 @@ class PayloadKey:
     __slots__ = ("_cipher", "_key", "key_id")
 
     def __init__(self, material: bytes | str) -> None:
-        raw = _material(material)
+        raw = key_material(material, what="a payload key")
         if len(raw) < _MIN_MATERIAL:
             raise ConfigurationError(
                 f"a payload key needs at least {_MIN_MATERIAL} bytes of secret material, "
@@ -114,7 +114,8 @@ class PayloadKey:
             ) from None
 
 
-def _material(material: bytes | str) -> bytes:
+def key_material(material: bytes | str, *, what: str) -> bytes:
+    """Secret material given as bytes or as base64 text (standard or URL-safe alphabet)."""
     if isinstance(material, bytes | bytearray):
         return bytes(material)
     if isinstance(material, str):
@@ -122,11 +123,9 @@ def _material(material: bytes | str) -> bytes:
             return base64.b64decode(material + "=" * (-len(material) % 4), altchars=b"-_")
         except (binascii.Error, ValueError):
             raise ConfigurationError(
-                "a payload key given as text must be base64 (for example Fernet.generate_key())"
+                f"{what} given as text must be base64 (for example Fernet.generate_key())"
             ) from None
-    raise ConfigurationError(
-        f"a payload key is bytes or base64 text, not {type(material).__name__}"
-    )
+    raise ConfigurationError(f"{what} is bytes or base64 text, not {type(material).__name__}")
 
 
 class Keyring:

@@ -33,6 +33,7 @@ from .revision import is_revisioned
 from .revision_writer import RevisionWriter
 from .sealing import keyring_for
 from .settler import Settler
+from .signing import signer_for
 from .tail import KEPT_DIGESTS, TailMemory
 from .writer import FingerprintWriter, Progress, Writer
 
@@ -88,7 +89,9 @@ class ReconcilingSession:
         # Over an encrypting store (or with payload_key) every record's batch is sealed.
         keyring = keyring_for(inner, self.config.payload_keys)
         self._client = JournalClient(self.session_id, self.backend_identity, self.config, keyring)
-        self._carried = runstate.CarriedState(self._client)
+        # With a signing key, what runs carry is signed, and checked when it comes back.
+        signer = signer_for(self.config.signing_keys) if self._active else None
+        self._carried = runstate.CarriedState(self._client, signer)
         self._tail = TailMemory()
         held = HeldIntents()
         self._held = held
@@ -140,6 +143,7 @@ class ReconcilingSession:
             tail=self._tail,
             ignore_ids=self._ignore_ids,
             session_settings=lambda: self.session_settings,
+            read_history=lambda wrapper: self._calls.read(None, wrapper),
         )
 
     def __repr__(self) -> str:

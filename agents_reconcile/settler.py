@@ -91,11 +91,11 @@ class Settler:
         cannot be vouched for. ``locked``: the caller holds the session's lock already."""
         client = self._client
         await self._retry_discards()
-        await self._carried.adopt(context)
+        unverified = await self._carried.adopt(context)
         entries = await client.call(client.journal.pending, client.session_id, client.backend)
         if entries and self._in_flight.acknowledged:
             entries = await self._clear_acknowledged(entries)
-        if not entries and not self._held.unjournaled:
+        if not entries and not self._held.unjournaled and not unverified:
             return []
         if not locked:
             async with self._lock.held():
@@ -110,7 +110,54 @@ class Settler:
             decision = await self._settle_unjournaled(intent, context, wrapper)
             if decision is not None:
                 decisions.append(decision)
+        for intent in unverified:
+            decision = await self._settle_carried(intent, context, wrapper)
+            if decision is not None:
+                decisions.append(decision)
         return decisions
+
+    async def _settle_carried(
+        self,
+        intent: PendingWrite,
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
+    ) -> Decision | None:
+        """Settle a copy only the run carries, which the journal has never seen and no
+        signature vouches for: it may have been edited by whoever held the state. It is judged
+        for this run alone; only a replay records it in the journal (claimed, then settled at
+        once like any other), so it never stays there as a pending intent that would hold
+        other runs of the session back."""
+        client = self._client
+        verdict = await self._judge(intent, wrapper)
+        step = settlement_step(
+            verdict.outcome,
+            on_unchanged=self._config.on_unchanged,
+            on_extended=self._config.on_extended,
+        )
+        if step is Step.SETTLE:
+            decision = client.decision(
+                intent, verdict.outcome, verdict.reason, Action.SETTLED, verdict.evidence
+            )
+            await client.call(client.journal.note, decision)
+            await self._after_settlement(intent, context, Action.SETTLED)
+            return decision
+        if step in (Step.LEAVE_FOR_OPERATOR, Step.REFUSE):
+            await client.deny(
+                intent,
+                verdict.outcome,
+                Reason.OPERATOR_REQUIRED if step is Step.LEAVE_FOR_OPERATOR else verdict.reason,
+                {**verdict.evidence, "source": "run_state_only"},
+            )
+        await client.call(
+            client.journal.record, intent, state=IntentState.FAILED, owner=current_owner()
+        )
+        entry = await client.call(client.journal.get, intent.intent_id)
+        if entry is None:
+            return None
+        try:
+            return await self._settle_entry(entry, context, wrapper)
+        except _AlreadySettled:
+            return None
 
     async def _retry_discards(self) -> None:
         for intent_id in list(self._held.undiscarded):
@@ -363,7 +410,7 @@ class Settler:
         self, intent: PendingWrite, context: MutableMapping[str, Any] | None, action: Action
     ) -> None:
         if context is not None:
-            runstate.drop(context, intent.intent_id)
+            self._carried.drop(context, intent.intent_id)
         self._held.settled(intent.intent_id)
         # A settlement is a counted write; the next append re-reads the tail in any case.
         self._tail.settle(intent.batch_digests, intent.before_digests)

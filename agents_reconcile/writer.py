@@ -286,7 +286,7 @@ class Writer:
         self, intent: PendingWrite, state: IntentState, context: Context, *, recorded: bool
     ) -> str:
         if context is not None:
-            runstate.put(context, intent)
+            self._carried.put(context, intent)
         places = ["the RunState context"] if context is not None else []
         me = current_owner()
         journal = self._client.journal

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -60,7 +61,7 @@ class World:
         assert self.config is not None
         config = self.config
         if journal is not None:
-            config = ReconcileConfig(journal=journal)
+            config = dataclasses.replace(config, journal=journal)
         self.inner = await self.open_store()
         self.faulty = None
         self.session = ReconcilingSession(self.inner, config=config)

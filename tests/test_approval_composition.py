@@ -35,9 +35,10 @@ def approval_agent(world: World) -> tuple[Agent[Any], ScriptedModel]:
     return Agent(name="assistant", model=model, tools=[charge_card]), model
 
 
-async def interrupted_run(world: World) -> tuple[Agent[Any], Any, str]:
-    """Run until the tool waits for approval; approve it; return the agent, state and its text."""
-    session = await world.start()
+async def interrupted_run(world: World, **config: Any) -> tuple[Agent[Any], Any, str]:
+    """Run until the tool waits for approval; approve it; return the agent, state and its text
+    (the wrapper configured with ``config``)."""
+    session = await world.start(**config)
     agent, _ = approval_agent(world)
     result = await Runner.run(
         agent, "hi", session=session, run_config=session.run_config(), context={}

@@ -26,7 +26,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from agents_reconcile import Action, Outcome, Reason, ReconcileConfig, ReconcilingSession
-from agents_reconcile.errors import ConfigurationError, RevisionConflict
+from agents_reconcile.errors import ConfigurationError, RevisionConflict, SchemaMismatch
 from agents_reconcile.identity import derive_identity
 from agents_reconcile.stores.redis import RevisionedRedisSession
 from agents_reconcile.testing import (
@@ -472,3 +472,36 @@ async def test_a_real_lost_reply_under_the_wrapper_reconciles_to_committed(
     assert (decision.outcome, decision.reason) == (Outcome.COMMITTED, Reason.WRITE_FOUND)
     assert await store.get_items() == [USER, ANSWER]
     assert await store.head() == 2
+
+
+@pytest.mark.parametrize("session_id", ["}starts-with-a-brace", "a}b", "", "{x}"])
+async def test_every_session_id_keeps_its_keys_on_one_slot(
+    url: str, prefix: str, admin: Redis, opened: list[Any], session_id: str
+) -> None:
+    """A hash tag a ``}`` would cut short (or empty) is replaced by a digest of the id: the
+    session's keys share one non-empty tag, so one cluster slot, and no other id's keys."""
+    from redis.crc import key_slot
+
+    store = RevisionedRedisSession.from_url(session_id, url, prefix=prefix)
+    opened.append(store)
+    neighbour = RevisionedRedisSession.from_url(session_id + "x", url, prefix=prefix)
+    opened.append(neighbour)
+    await store.add_items([item("one")])
+    await neighbour.add_items([item("other")])
+    keys = [key.decode() for key in await store.prepared()]
+    assert len({key_slot(key.encode()) for key in keys}) == 1
+    tag = keys[0][keys[0].index("{") + 1 : keys[0].index("}")]
+    assert tag
+    assert not set(keys) & {key.decode() for key in await neighbour.prepared()}
+    assert [entry["content"] for entry in await store.get_items()] == ["one"]
+
+
+async def test_keys_of_the_earlier_layout_are_refused_not_left_behind(
+    url: str, prefix: str, admin: Redis, opened: list[Any]
+) -> None:
+    # The earlier layout: the id itself between braces, which its own "}" cuts short.
+    await admin.rpush(prefix + ":{" + "}odd}" + "}:items", '{"role": "user", "content": "old"}')
+    store = RevisionedRedisSession.from_url("}odd}", url, prefix=prefix)
+    opened.append(store)
+    with pytest.raises(SchemaMismatch, match="RENAME"):
+        await store.get_items()
