@@ -65,15 +65,17 @@ class JournalClient:
 
     def _with_keys(self, journal: IntentJournal) -> IntentJournal:
         # A journal shared by several wrappers opens what any of them sealed.
-        if self.keyring:
+        if self.keyring or self.keyring.signer is not None:
             held = getattr(journal, "keyring", None)
             if not isinstance(held, Keyring):
                 raise ConfigurationError(
                     f"{type(journal).__qualname__} has no keyring, so it cannot open sealed "
-                    "records; this session seals its batches (payload_key or an "
-                    "EncryptedSession)"
+                    "or check signed records; this session seals its batches (payload_key or "
+                    "an EncryptedSession) or signs its records (signing_key)"
                 )
             held.add(self.keyring)
+            if self.keyring.signer is not None:
+                held.add_signer(self.keyring.signer)
         return journal
 
     def for_reading(self, *, active: bool) -> IntentJournal | None:

@@ -35,6 +35,7 @@ from .fingerprint import (
 
 if TYPE_CHECKING:
     from .sealing import Keyring, PayloadKey
+    from .signing import SigningKey
 
 __all__ = [
     "RECORD_VERSION",
@@ -52,6 +53,9 @@ __all__ = [
 # for NaN, nor the texts standing in for items with lone surrogates.
 RECORD_VERSION: Final = 1
 """Format version of encoded records; a record with a higher version is refused."""
+
+_SIGNED_RECORD: Final = "pending write record"
+"""The domain of a record's MAC (``signing``): a signature of another kind never verifies."""
 
 _NONFINITE_VALUES: Final[dict[str, float]] = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
@@ -205,6 +209,8 @@ class PendingWrite:
     the write id stamped with the items. None for writes judged by fingerprints."""
     seal_key: PayloadKey | None = field(default=None, compare=False, repr=False)
     """The key the encoded forms seal the batch with (None: the batch is stored readable)."""
+    sign_key: SigningKey | None = field(default=None, compare=False, repr=False)
+    """The key the encoded forms are signed with (a ``mac`` over the digest; None: unsigned)."""
 
     def to_mapping(self) -> dict[str, Any]:
         """JSON-shaped form with its digest, as stored in journals and RunState contexts."""
@@ -258,9 +264,11 @@ class PendingWrite:
         if texts:
             body["json_text"] = texts
         body["digest"] = _body_digest(body)
-        if self.seal_key is None:
-            return body
-        return self._with_sealed_batch(body)
+        if self.seal_key is not None:
+            body = self._with_sealed_batch(body)
+        if self.sign_key is not None:
+            body["mac"] = self.sign_key.signature(_SIGNED_RECORD, body["digest"].encode())
+        return body
 
     def _with_sealed_batch(self, body: dict[str, Any]) -> dict[str, Any]:
         # Sealed once per record: every encoding of it (the journal's, the RunState's) is
@@ -288,6 +296,16 @@ class PendingWrite:
         """Rebuild a record, refusing damaged, edited or future-version input. A sealed
         batch opens only with a key of ``keyring``."""
         body = _checked_body(data, "pending_write")
+        signer = keyring.signer if keyring is not None else None
+        if signer is not None:
+            # Before the seal is opened or anything else is read: a journal row or a copy
+            # this deployment did not sign is not used at all.
+            signer.verify(
+                _SIGNED_RECORD,
+                str(body.get("digest")).encode("utf-8", "surrogatepass"),
+                body.get("mac"),
+                what=f"intent {str(body.get('intent_id'))[:64]!r}",
+            )
         key: PayloadKey | None = None
         body_sealed = body.get("sealed")
         if body_sealed is not None:
@@ -314,6 +332,7 @@ class PendingWrite:
                 version=int(body["v"]),
                 expected_revision=_optional_int(body, "expected_revision"),
                 seal_key=key,
+                sign_key=signer.current if signer is not None else None,
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordMalformed(f"pending write record is missing or mistypes {exc}") from exc
@@ -452,7 +471,7 @@ def _opened(body: Mapping[str, Any], keyring: Keyring | None) -> tuple[dict[str,
 def _body_digest(body: Mapping[str, Any]) -> str:
     # The batch itself is covered through batch_digests, which decode() checks against it:
     # digesting it again here would serialise every item twice more per record.
-    payload = {key: value for key, value in body.items() if key not in ("digest", "batch")}
+    payload = {key: value for key, value in body.items() if key not in ("digest", "batch", "mac")}
     return blake3(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 

@@ -22,11 +22,14 @@ import binascii
 import os
 import sys
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from blake3 import blake3
 
 from .errors import ConfigurationError, PayloadKeyUnknown, RecordMalformed, RecordTampered
+
+if TYPE_CHECKING:
+    from .signing import Signer
 
 __all__ = ["ALGORITHM", "Keyring", "PayloadKey", "key_material", "keyring_for"]
 
@@ -132,12 +135,24 @@ class Keyring:
     """The keys one wrapper (or one journal, for every wrapper using it) can open records
     with; the first added seals."""
 
-    __slots__ = ("_keys", "current")
+    __slots__ = ("_keys", "current", "signer")
 
     def __init__(self, keys: Iterable[PayloadKey] = ()) -> None:
         self._keys: dict[str, PayloadKey] = {}
         self.current: PayloadKey | None = None
+        self.signer: Signer | None = None
+        """With a signer, every pending write record read with this keyring must carry a
+        MAC it verifies (``signing``); records made under it are signed."""
         self.add(keys)
+
+    def add_signer(self, signer: Signer) -> None:
+        """Sign with ``signer`` (unless another signs already) and verify with its keys."""
+        from .signing import Signer
+
+        if self.signer is None:
+            self.signer = Signer(signer.keys())
+        else:
+            self.signer.add(signer.keys())
 
     def add(self, keys: Iterable[PayloadKey]) -> None:
         for key in keys:
@@ -152,7 +167,7 @@ class Keyring:
         return bool(self._keys)
 
     def __repr__(self) -> str:
-        return f"Keyring(key_ids={list(self._keys)!r})"
+        return f"Keyring(key_ids={list(self._keys)!r}, signer={self.signer!r})"
 
     def open(self, sealed: Any, associated: bytes, *, what: str) -> tuple[bytes, PayloadKey]:
         """The plaintext of a sealed field, and the key that opened it."""

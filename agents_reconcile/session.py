@@ -88,9 +88,12 @@ class ReconcilingSession:
         self._calls = InnerSession(inner)
         # Over an encrypting store (or with payload_key) every record's batch is sealed.
         keyring = keyring_for(inner, self.config.payload_keys)
-        self._client = JournalClient(self.session_id, self.backend_identity, self.config, keyring)
-        # With a signing key, what runs carry is signed, and checked when it comes back.
+        # With a signing key, records (in the journal and in what runs carry) are signed, and
+        # checked when they come back.
         signer = signer_for(self.config.signing_keys) if self._active else None
+        if signer is not None:
+            keyring.add_signer(signer)
+        self._client = JournalClient(self.session_id, self.backend_identity, self.config, keyring)
         self._carried = runstate.CarriedState(self._client, signer)
         self._tail = TailMemory()
         held = HeldIntents()

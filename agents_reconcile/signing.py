@@ -63,6 +63,10 @@ class SigningKey:
     def __hash__(self) -> int:
         return hash(self.key_id)
 
+    def signature(self, domain: str, data: bytes) -> dict[str, str]:
+        """``{"kid", "mac"}``: the MAC of ``data`` under this key, and the key's id."""
+        return {"kid": self.key_id, "mac": self.mac(domain, data)}
+
     def mac(self, domain: str, data: bytes) -> str:
         hasher = blake3(key=self._key)
         hasher.update(domain.encode("utf-8"))
@@ -78,18 +82,24 @@ class Signer:
 
     def __init__(self, keys: Iterable[SigningKey]) -> None:
         self._keys: dict[str, SigningKey] = {}
-        for key in keys:
-            self._keys.setdefault(key.key_id, key)
+        self.add(keys)
         if not self._keys:
             raise ConfigurationError("a signer needs at least one signing key")
         self.current: SigningKey = next(iter(self._keys.values()))
+
+    def add(self, keys: Iterable[SigningKey]) -> None:
+        """Verify with ``keys`` too (the signing key stays the first one given)."""
+        for key in keys:
+            self._keys.setdefault(key.key_id, key)
+
+    def keys(self) -> list[SigningKey]:
+        return list(self._keys.values())
 
     def __repr__(self) -> str:
         return f"Signer(key_ids={list(self._keys)!r})"
 
     def sign(self, domain: str, data: bytes) -> dict[str, str]:
-        key = self.current
-        return {"kid": key.key_id, "mac": key.mac(domain, data)}
+        return self.current.signature(domain, data)
 
     def verify(self, domain: str, data: bytes, signature: Any, *, what: str) -> None:
         """Raise ``RecordUnsigned`` (no signature, or one under a key this signer does not

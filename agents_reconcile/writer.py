@@ -137,6 +137,7 @@ class Writer:
             persisted_count=len(before) if whole else None,
             ignore_ids=self._ignore_ids,
             seal_key=self._client.keyring.current,
+            sign_key=self._client.keyring.signer.current if self._client.keyring.signer else None,
         )
 
     async def open_intent(

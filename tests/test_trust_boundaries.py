@@ -356,3 +356,86 @@ async def test_no_password_of_any_url_form_reaches_errors_or_logs(
     assert "127.0.0.1" in "\n".join(shown)
     assert SECRET not in "\n".join(shown)
     assert SECRET not in caplog.text
+
+
+# -- journal rows ---------------------------------------------------------------------------------
+
+
+async def test_with_a_key_journal_rows_are_signed_and_an_injected_one_is_refused(
+    tmp_path: Path,
+) -> None:
+    """Whoever can write the journal but lacks the key cannot get a batch replayed: the row
+    it injects carries no valid MAC, and the session is denied rather than written."""
+    from agents_reconcile.ownership import current_owner
+
+    world = World(BACKENDS[0], tmp_path)
+    try:
+        session = await world.start(signing_key=KEY)
+        await session.add_items([{"role": "user", "content": "real"}])
+        intruder = SQLiteJournal(world.directory / "journal.db")
+        forged = forged_intent(session)
+        # Built to be replayed: its "history before" is exactly what the store holds.
+        from agents_reconcile.fingerprint import digest_items
+
+        before = digest_items([{"role": "user", "content": "real"}])
+        forged = PendingWrite(
+            **{**forged.__dict__, "before_digests": before, "before_is_whole": True}
+        )
+        from agents_reconcile.journal import IntentState
+
+        await intruder.record(forged, state=IntentState.FAILED, owner=current_owner())
+        await intruder.close()
+        with pytest.raises(ContinuationDenied) as denied:
+            await (await world.restart()).get_items()
+        assert denied.value.decision.reason is Reason.RECORD_UNTRUSTED
+        assert "signature" in str(denied.value.decision.evidence)
+        assert await world.history() == ["user:real"]
+    finally:
+        await world.close()
+
+
+async def test_with_a_key_a_failed_write_is_recorded_signed_and_settled(tmp_path: Path) -> None:
+    world = World(BACKENDS[0], tmp_path)
+    try:
+        session = await world.start(signing_key=KEY)
+        assert world.faulty is not None
+        world.faulty.plan(Fault.REJECT, at=1)
+        with pytest.raises(BackendFailure):
+            await session.add_items([{"role": "user", "content": "one"}])
+        import sqlite3
+
+        with sqlite3.connect(world.directory / "journal.db") as conn:
+            (record,) = conn.execute("SELECT record FROM intents").fetchone()
+        assert json.loads(record)["mac"]["kid"] == SigningKey(KEY).key_id
+        again = await world.restart()
+        assert await again.get_items() == [{"role": "user", "content": "one"}]
+        assert [d.action.value for d in await again.decisions()] == ["replayed"]
+    finally:
+        await world.close()
+
+
+async def test_a_symbolic_link_planted_as_the_default_journal_is_refused(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The default journal is a file of the working directory nobody configured: a link there
+    (to a file another user reads, say) is refused, not followed; a configured path is not."""
+    from agents import SQLiteSession
+
+    from agents_reconcile import ConfigurationError
+
+    elsewhere = tmp_path / "elsewhere.db"
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    (workdir / "agents-reconcile.db").symlink_to(elsewhere)
+    monkeypatch.chdir(workdir)
+    session = ReconcilingSession(SQLiteSession("s", str(tmp_path / "chat.db")))
+    with pytest.raises(ConfigurationError, match="symbolic link"):
+        await session.add_items([{"role": "user", "content": "x"}])
+    assert not elsewhere.exists()
+    configured = ReconcilingSession(
+        SQLiteSession("s", str(tmp_path / "chat.db")),
+        config=ReconcileConfig(journal=workdir / "agents-reconcile.db"),
+    )
+    await configured.add_items([{"role": "user", "content": "x"}])
+    assert elsewhere.exists()
+    await configured.journal.close()

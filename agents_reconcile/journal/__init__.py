@@ -8,6 +8,7 @@ shared journals, ``memory:`` one in this process.
 from __future__ import annotations
 
 import os
+import stat
 from pathlib import Path
 from typing import Final
 
@@ -42,6 +43,7 @@ def open_journal(spec: IntentJournal | str | os.PathLike[str] | None) -> IntentJ
     embedded journal; one ``SQLiteJournal`` is shared per file within a process.
     """
     if spec is None:
+        _refuse_planted_default(Path(DEFAULT_JOURNAL_PATH))
         spec = DEFAULT_JOURNAL_PATH
     if isinstance(spec, os.PathLike):
         spec = os.fspath(spec)
@@ -50,6 +52,29 @@ def open_journal(spec: IntentJournal | str | os.PathLike[str] | None) -> IntentJ
             return spec
         raise ConfigurationError(f"journal must be an IntentJournal, a path or a URL, not {spec!r}")
     return backend_for(spec, what="journal").open_journal(spec)
+
+
+def _refuse_planted_default(path: Path) -> None:
+    """The default journal is a file of the working directory, not configured by anyone: a
+    symbolic link there, or a file another user owns, may have been planted to read or steer
+    the journal. Refused; a journal configured by path is the configurer's to vouch for."""
+    try:
+        found = path.lstat()
+    except FileNotFoundError:
+        return
+    except OSError as exc:
+        raise ConfigurationError(f"cannot inspect the default journal {path}: {exc}") from exc
+    if stat.S_ISLNK(found.st_mode):
+        raise ConfigurationError(
+            f"the default journal {path} is a symbolic link; configure the journal's path "
+            "explicitly (ReconcileConfig(journal=...)) if that is intended"
+        )
+    if hasattr(os, "getuid") and found.st_uid != os.getuid():
+        raise ConfigurationError(
+            f"the default journal {path} belongs to another user (uid {found.st_uid}); "
+            "configure the journal's path explicitly (ReconcileConfig(journal=...)) if that "
+            "is intended"
+        )
 
 
 def journal_path(spec: object) -> Path | None:
