@@ -21,8 +21,8 @@ import base64
 import binascii
 import os
 import sys
-from collections.abc import Iterable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Final
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from blake3 import blake3
 
@@ -31,7 +31,15 @@ from .errors import ConfigurationError, PayloadKeyUnknown, RecordMalformed, Reco
 if TYPE_CHECKING:
     from .signing import Signer
 
-__all__ = ["ALGORITHM", "Keyring", "PayloadKey", "key_material", "keyring_for"]
+__all__ = [
+    "ALGORITHM",
+    "DerivedKey",
+    "Keyring",
+    "PayloadKey",
+    "configured_keys",
+    "key_material",
+    "keyring_for",
+]
 
 ALGORITHM: Final = "chacha20-poly1305"
 """The only sealing algorithm this release writes and reads."""
@@ -53,23 +61,43 @@ def _aead(key: bytes) -> Any:
     return ChaCha20Poly1305(key)
 
 
-class PayloadKey:
-    """A key that seals payloads. Built from at least 32 bytes of secret material (raw bytes,
-    or a base64 text such as ``Fernet.generate_key()``); the key itself is derived from it, so
-    the same material used elsewhere is never used twice as is. Its repr shows the key id
-    only."""
+class DerivedKey:
+    """A key derived from secret material (at least 32 bytes, raw or base64 text), so the same
+    material used elsewhere is never used as is; known by an id derived from the key, which it
+    is equal by and shown by (never the material or the key)."""
 
-    __slots__ = ("_cipher", "_key", "key_id")
+    __slots__ = ("_key", "key_id")
 
-    def __init__(self, material: bytes | str) -> None:
-        raw = key_material(material, what="a payload key")
+    def __init__(
+        self, material: bytes | str, *, what: str, key_context: str, kid_context: str
+    ) -> None:
+        raw = key_material(material, what=what)
         if len(raw) < _MIN_MATERIAL:
             raise ConfigurationError(
-                f"a payload key needs at least {_MIN_MATERIAL} bytes of secret material, "
-                f"not {len(raw)}"
+                f"{what} needs at least {_MIN_MATERIAL} bytes of secret material, not {len(raw)}"
             )
-        self._key = blake3(raw, derive_key_context=_KEY_CONTEXT).digest()
-        self.key_id: str = blake3(self._key, derive_key_context=_KID_CONTEXT).hexdigest()[:16]
+        self._key = blake3(raw, derive_key_context=key_context).digest()
+        self.key_id: str = blake3(self._key, derive_key_context=kid_context).hexdigest()[:16]
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(key_id={self.key_id!r})"
+
+    def __eq__(self, other: object) -> bool:
+        return type(other) is type(self) and other.key_id == self.key_id
+
+    def __hash__(self) -> int:
+        return hash((type(self).__name__, self.key_id))
+
+
+class PayloadKey(DerivedKey):
+    """A key that seals payloads (``DerivedKey``)."""
+
+    __slots__ = ("_cipher",)
+
+    def __init__(self, material: bytes | str) -> None:
+        super().__init__(
+            material, what="a payload key", key_context=_KEY_CONTEXT, kid_context=_KID_CONTEXT
+        )
         self._cipher = _aead(self._key)
 
     @classmethod
@@ -86,15 +114,6 @@ class PayloadKey:
             )
         material = blake3(signing + encryption, derive_key_context=_FROM_ENCRYPTED_SESSION)
         return cls(material.digest())
-
-    def __repr__(self) -> str:
-        return f"PayloadKey(key_id={self.key_id!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, PayloadKey) and other.key_id == self.key_id
-
-    def __hash__(self) -> int:
-        return hash(self.key_id)
 
     def seal(self, plaintext: bytes, associated: bytes) -> dict[str, str]:
         nonce = os.urandom(_NONCE_BYTES)
@@ -147,10 +166,8 @@ class Keyring:
 
     def add_signer(self, signer: Signer) -> None:
         """Sign with ``signer`` (unless another signs already) and verify with its keys."""
-        from .signing import Signer
-
         if self.signer is None:
-            self.signer = Signer(signer.keys())
+            self.signer = signer.copy()
         else:
             self.signer.add(signer.keys())
 
@@ -212,16 +229,28 @@ def keyring_for(inner: Any, configured: Iterable[PayloadKey]) -> Keyring:
 def payload_keys(value: Any) -> tuple[PayloadKey, ...]:
     """``ReconcileConfig.payload_key`` as keys: one key (bytes, base64 text or a
     ``PayloadKey``) or a sequence of them, the first sealing."""
+    return configured_keys(value, PayloadKey, "payload_key")
+
+
+_Key = TypeVar("_Key")
+
+
+def configured_keys(value: Any, kind: Callable[[Any], _Key], name: str) -> tuple[_Key, ...]:
+    """A configured key setting as keys of ``kind``: None, one key (bytes, base64 text or a
+    ``kind``) or a sequence of them, the first the one that is used to write."""
     if value is None:
         return ()
-    if isinstance(value, PayloadKey | bytes | bytearray | str):
+    if isinstance(value, bytes | bytearray | str) or not isinstance(value, Iterable):
         value = (value,)
-    try:
-        given = list(value)
-    except TypeError:
-        raise ConfigurationError(
-            f"payload_key is a key or a list of keys, not {type(value).__name__}"
-        ) from None
+    given = list(value)
     if not given:
-        raise ConfigurationError("payload_key is an empty list")
-    return tuple(key if isinstance(key, PayloadKey) else PayloadKey(key) for key in given)
+        raise ConfigurationError(f"{name} is an empty list")
+    keys: list[_Key] = []
+    for key in given:
+        if isinstance(key, kind):  # type: ignore[arg-type]
+            keys.append(key)
+        elif isinstance(key, bytes | bytearray | str):
+            keys.append(kind(key))
+        else:
+            raise ConfigurationError(f"{name} is a key or a list of keys, not {type(key).__name__}")
+    return tuple(keys)

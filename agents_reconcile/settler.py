@@ -151,13 +151,7 @@ class Settler:
         await client.call(
             client.journal.record, intent, state=IntentState.FAILED, owner=current_owner()
         )
-        entry = await client.call(client.journal.get, intent.intent_id)
-        if entry is None:
-            return None
-        try:
-            return await self._settle_entry(entry, context, wrapper)
-        except _AlreadySettled:
-            return None
+        return await self._settle_recorded(intent.intent_id, context, wrapper)
 
     async def _retry_discards(self) -> None:
         for intent_id in list(self._held.undiscarded):
@@ -211,7 +205,16 @@ class Settler:
                 cause=exc,
             )
         del self._held.unjournaled[intent.intent_id]
-        entry = await client.call(journal.get, intent.intent_id)
+        return await self._settle_recorded(intent.intent_id, context, wrapper)
+
+    async def _settle_recorded(
+        self,
+        intent_id: str,
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
+    ) -> Decision | None:
+        """Settle an intent just recorded in the journal (None: someone settled it first)."""
+        entry = await self._client.call(self._client.journal.get, intent_id)
         if entry is None:
             return None
         try:

@@ -26,42 +26,27 @@ from typing import Any, Final
 from blake3 import blake3
 
 from .errors import ConfigurationError, RecordUnsigned, SignatureInvalid
-from .sealing import key_material
+from .sealing import DerivedKey, configured_keys
 
 __all__ = ["SIGNING_KEY_ENV", "Signer", "SigningKey", "signer_for", "signing_keys"]
 
 SIGNING_KEY_ENV: Final = "AGENTS_RECONCILE_SIGNING_KEY"
 """Signing keys for a process whose configuration names none: base64 keys, comma-separated,
 the first signing."""
-_MIN_MATERIAL: Final = 32
 _TAG_BYTES: Final = 16
 _KEY_CONTEXT: Final = "agents-reconcile 2026-12-01 signing key"
 _KID_CONTEXT: Final = "agents-reconcile 2026-12-01 signing key id"
 
 
-class SigningKey:
-    """A key that signs what leaves the process. Its repr shows the key id only."""
+class SigningKey(DerivedKey):
+    """A key that signs what leaves the process (``DerivedKey``)."""
 
-    __slots__ = ("_key", "key_id")
+    __slots__ = ()
 
     def __init__(self, material: bytes | str) -> None:
-        raw = key_material(material, what="a signing key")
-        if len(raw) < _MIN_MATERIAL:
-            raise ConfigurationError(
-                f"a signing key needs at least {_MIN_MATERIAL} bytes of secret material, "
-                f"not {len(raw)}"
-            )
-        self._key = blake3(raw, derive_key_context=_KEY_CONTEXT).digest()
-        self.key_id: str = blake3(self._key, derive_key_context=_KID_CONTEXT).hexdigest()[:16]
-
-    def __repr__(self) -> str:
-        return f"SigningKey(key_id={self.key_id!r})"
-
-    def __eq__(self, other: object) -> bool:
-        return isinstance(other, SigningKey) and other.key_id == self.key_id
-
-    def __hash__(self) -> int:
-        return hash(self.key_id)
+        super().__init__(
+            material, what="a signing key", key_context=_KEY_CONTEXT, kid_context=_KID_CONTEXT
+        )
 
     def signature(self, domain: str, data: bytes) -> dict[str, str]:
         """``{"kid", "mac"}``: the MAC of ``data`` under this key, and the key's id."""
@@ -94,6 +79,10 @@ class Signer:
 
     def keys(self) -> list[SigningKey]:
         return list(self._keys.values())
+
+    def copy(self) -> Signer:
+        """A signer of its own with the same keys (adding to it leaves this one as it is)."""
+        return Signer(self.keys())
 
     def __repr__(self) -> str:
         return f"Signer(key_ids={list(self._keys)!r})"
@@ -128,19 +117,7 @@ class Signer:
 def signing_keys(value: Any) -> tuple[SigningKey, ...]:
     """``ReconcileConfig.signing_key`` as keys: one key (bytes, base64 text or a
     ``SigningKey``) or a sequence of them, the first signing."""
-    if value is None:
-        return ()
-    if isinstance(value, SigningKey | bytes | bytearray | str):
-        value = (value,)
-    try:
-        given = list(value)
-    except TypeError:
-        raise ConfigurationError(
-            f"signing_key is a key or a list of keys, not {type(value).__name__}"
-        ) from None
-    if not given:
-        raise ConfigurationError("signing_key is an empty list")
-    return tuple(key if isinstance(key, SigningKey) else SigningKey(key) for key in given)
+    return configured_keys(value, SigningKey, "signing_key")
 
 
 def signer_for(
