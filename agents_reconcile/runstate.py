@@ -132,7 +132,7 @@ def drop(context: MutableMapping[str, Any], intent_id: str, signer: Signer | Non
                 if isinstance(marks.get(key), int):
                     mark_seen(context, key, marks[key] + 1, signer)
     carried["pending"] = kept
-    if not kept and not marks and not carried.get("signatures"):
+    if not kept and not marks:
         del context[CONTEXT_KEY]
 
 

@@ -8,31 +8,36 @@ from evidence the client cannot edit, whatever its context says.
 
 from __future__ import annotations
 
+import base64
 import json
 import os
+import sqlite3
 import time
 from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Runner
+from agents import Runner, SQLiteSession
 from agents.testing import assistant_message
 
 from agents_reconcile import (
     BindingMismatch,
+    ConfigurationError,
     ContinuationDenied,
     PendingWrite,
     Reason,
     ReconcileConfig,
     ReconcilingSession,
 )
-from agents_reconcile.fingerprint import journal_batch
-from agents_reconcile.journal import SQLiteJournal
+from agents_reconcile.cli import main
+from agents_reconcile.fingerprint import digest_items, journal_batch
+from agents_reconcile.journal import IntentState, SQLiteJournal
+from agents_reconcile.ownership import current_owner
 from agents_reconcile.runstate import CONTEXT_KEY, MAX_CARRIED, put
 from agents_reconcile.signing import SIGNING_KEY_ENV, Signer, SigningKey, signer_for
 from agents_reconcile.testing import BackendFailure, Fault
 
-from .backends import BACKENDS
+from .backends import BACKENDS, closed_port
 from .runner_support import FIRST_RUN, World, first_run_steps, resume_state, run
 from .test_approval_composition import interrupted_run
 
@@ -280,7 +285,6 @@ async def test_a_used_checkpoint_with_an_edited_context_is_refused_before_its_to
 def test_the_environment_gives_keys_only_when_the_configuration_names_none() -> None:
     configured = SigningKey(KEY)
     other = SigningKey(os.urandom(32))
-    import base64
 
     text = base64.b64encode(os.urandom(32)).decode()
     assert signer_for((configured,), {SIGNING_KEY_ENV: text}).current == configured  # type: ignore[union-attr]
@@ -294,7 +298,6 @@ def test_the_environment_gives_keys_only_when_the_configuration_names_none() -> 
 
 @pytest.mark.parametrize("value", ["", " , ", "not base64!", "c2hvcnQ="])
 def test_a_bad_key_in_the_environment_is_refused_not_ignored(value: str) -> None:
-    from agents_reconcile import ConfigurationError
 
     with pytest.raises(ConfigurationError, match=SIGNING_KEY_ENV):
         signer_for((), {SIGNING_KEY_ENV: value})
@@ -326,10 +329,6 @@ def test_no_password_of_any_url_form_is_printed_by_the_config_or_the_cli(
 ) -> None:
     """In the configuration's repr and the CLI's output (``migrate --check``, ``pending``):
     the server is named, never its password."""
-    from agents_reconcile.cli import main
-
-    from .backends import closed_port
-
     url = form.format(secret=SECRET, port=closed_port())
     config = ReconcileConfig(journal=url)
     assert SECRET not in repr(config) and "127.0.0.1" in repr(config)
@@ -343,9 +342,6 @@ def test_no_password_of_any_url_form_is_printed_by_the_config_or_the_cli(
 async def test_no_password_of_any_url_form_reaches_errors_or_logs(
     form: str, caplog: pytest.LogCaptureFixture
 ) -> None:
-    from agents import SQLiteSession
-
-    from .backends import closed_port
 
     url = form.format(secret=SECRET, port=closed_port())
     config = ReconcileConfig(journal=url, journal_retries=1)
@@ -366,8 +362,6 @@ async def test_with_a_key_journal_rows_are_signed_and_an_injected_one_is_refused
 ) -> None:
     """Whoever can write the journal but lacks the key cannot get a batch replayed: the row
     it injects carries no valid MAC, and the session is denied rather than written."""
-    from agents_reconcile.ownership import current_owner
-
     world = World(BACKENDS[0], tmp_path)
     try:
         session = await world.start(signing_key=KEY)
@@ -375,14 +369,10 @@ async def test_with_a_key_journal_rows_are_signed_and_an_injected_one_is_refused
         intruder = SQLiteJournal(world.directory / "journal.db")
         forged = forged_intent(session)
         # Built to be replayed: its "history before" is exactly what the store holds.
-        from agents_reconcile.fingerprint import digest_items
-
         before = digest_items([{"role": "user", "content": "real"}])
         forged = PendingWrite(
             **{**forged.__dict__, "before_digests": before, "before_is_whole": True}
         )
-        from agents_reconcile.journal import IntentState
-
         await intruder.record(forged, state=IntentState.FAILED, owner=current_owner())
         await intruder.close()
         with pytest.raises(ContinuationDenied) as denied:
@@ -402,7 +392,6 @@ async def test_with_a_key_a_failed_write_is_recorded_signed_and_settled(tmp_path
         world.faulty.plan(Fault.REJECT, at=1)
         with pytest.raises(BackendFailure):
             await session.add_items([{"role": "user", "content": "one"}])
-        import sqlite3
 
         with sqlite3.connect(world.directory / "journal.db") as conn:
             (record,) = conn.execute("SELECT record FROM intents").fetchone()
@@ -419,10 +408,6 @@ async def test_a_symbolic_link_planted_as_the_default_journal_is_refused(
 ) -> None:
     """The default journal is a file of the working directory nobody configured: a link there
     (to a file another user reads, say) is refused, not followed; a configured path is not."""
-    from agents import SQLiteSession
-
-    from agents_reconcile import ConfigurationError
-
     elsewhere = tmp_path / "elsewhere.db"
     workdir = tmp_path / "work"
     workdir.mkdir()

@@ -154,6 +154,7 @@ class RevisionedRedisSession:
         self.session_settings = None
         self.prefix = prefix
         base, self._legacy_base = session_base(prefix, session_id)
+        self._base = base
         self._items_key = f"{base}:items"
         self._head_key = f"{base}:head"
         self._writes_key = f"{base}:writes"
@@ -190,9 +191,9 @@ class RevisionedRedisSession:
         legacy = [f"{self._legacy_base}:{name}" for name in _KEY_NAMES]
         found = int(await client.exists(*legacy))
         if found:
-            current = [f"{self._items_key.rsplit(':', 1)[0]}:{name}" for name in _KEY_NAMES]
             moves = "; ".join(
-                f"RENAME {old} {new}" for old, new in zip(legacy, current, strict=True)
+                f"RENAME {old} {self._base}:{name}"
+                for old, name in zip(legacy, _KEY_NAMES, strict=True)
             )
             raise SchemaMismatch(
                 f"session {self.session_id!r} has keys of an earlier layout ({self._legacy_base}"

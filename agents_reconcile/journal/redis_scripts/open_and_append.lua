@@ -14,10 +14,6 @@
 -- {'head', writes, head} or {'known', writes, head} when the store refuses (in each, nothing
 -- recorded, nothing appended; the clearing of ARGV[11] stands); {'recorded', writes, revision}
 -- when both were done.
-local refusal = schema_refusal(ARGV[1])
-if refusal then
-  return refusal
-end
 local s, writes, answer = try_open()
 if answer then
   return answer

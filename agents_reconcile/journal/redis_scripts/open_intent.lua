@@ -11,10 +11,6 @@
 --   {'blocked', writes, rows}          other unresolved intents, oldest first
 --   {'stale', writes}                  the count is not the one expected
 --   {'settled'} or {'taken'}           as for record()
-local refusal = schema_refusal(ARGV[1])
-if refusal then
-  return refusal
-end
 local s, writes, answer = try_open()
 if answer then
   return answer

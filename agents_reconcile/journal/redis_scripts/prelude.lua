@@ -148,10 +148,14 @@ local function store_decision(s, id, record)
   return seq
 end
 
--- open_intent()'s checks, shared with open_and_append(): the clearing of ARGV[11] first, then
--- the refusals. Returns the session's keys and count, and the reply when the intent is not to
--- be stored (nil when it is).
+-- open_intent()'s checks, shared with open_and_append(): the schema, the clearing of ARGV[11],
+-- then the refusals. Returns the session's keys and count, and the reply when the intent is not
+-- to be stored (nil when it is).
 local function try_open()
+  local refusal = schema_refusal(ARGV[1])
+  if refusal then
+    return nil, nil, refusal
+  end
   local s = session_keys(8)
   local id, backend = ARGV[2], ARGV[4]
   local clearing = ARGV[11]
