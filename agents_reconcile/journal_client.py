@@ -12,6 +12,8 @@ import time
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Final, NoReturn, TypeVar
 
+import orjson
+
 from .config import ReconcileConfig
 from .errors import (
     BindingMismatch,
@@ -26,7 +28,7 @@ from .journal import IntentJournal, SQLiteJournal, journal_path, open_journal
 from .records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
 from .sealing import Keyring
 
-__all__ = ["SESSION_WIDE", "UNREADABLE", "JournalClient"]
+__all__ = ["SESSION_WIDE", "UNREADABLE", "JournalClient", "same_substance"]
 
 logger = logging.getLogger("agents_reconcile")
 
@@ -106,7 +108,7 @@ class JournalClient:
                     Outcome.AMBIGUOUS,
                     Reason.UNSUPPORTED_RECORD if unsupported else Reason.RECORD_UNTRUSTED,
                     {"journal_error": str(exc)},
-                    intent_id=UNREADABLE,
+                    intent_id=exc.intent_id or UNREADABLE,
                     binding=unsupported,
                     cause=exc,
                 )
@@ -149,14 +151,44 @@ class JournalClient:
         """Record a denial in the trail (best effort) and raise it."""
         decision = self.decision(intent, outcome, reason, action, evidence, intent_id=intent_id)
         try:
-            await self.journal.note(decision)
-        except JournalError:
+            await self.note_once(decision)
+        except (JournalError, RecordError):
             logger.warning(
                 "could not record denial of intent %s", decision.intent_id, exc_info=True
             )
         logger.warning("session %s: %s", self.session_id, decision.reason.explanation)
         raise (BindingMismatch if binding else ContinuationDenied)(decision) from cause
 
+    async def note_once(self, decision: Decision) -> None:
+        """Store a denial in the trail, unless the newest decision about its intent says the
+        very same thing (outcome, reason, action and evidence): a run retried against the same
+        unresolved intent adds nothing new, so the trail keeps the first denial, not one per
+        attempt."""
+        journal = self.journal
+        newest = await journal.decisions(
+            session_id=decision.session_id, intent_id=decision.intent_id, limit=1
+        )
+        if newest and same_substance(newest[0], decision):
+            return
+        await journal.note(decision)
+
     async def count(self) -> int:
         """The journal's count of this session's writes."""
         return await self.call(self.journal.write_count, self.session_id, self.backend)
+
+
+def same_substance(first: Decision, second: Decision) -> bool:
+    """Whether two decisions say the same thing about the same intent (times aside)."""
+    return (
+        first.intent_id == second.intent_id
+        and first.backend == second.backend
+        and first.outcome is second.outcome
+        and first.reason is second.reason
+        and first.action is second.action
+        and _plain(first.evidence) == _plain(second.evidence)
+    )
+
+
+def _plain(evidence: Mapping[str, Any]) -> Any:
+    # As stored: a tuple read back from the journal is a list.
+    return orjson.loads(orjson.dumps(dict(evidence), default=str))

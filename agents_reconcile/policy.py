@@ -10,7 +10,18 @@ import enum
 
 from .records import Outcome
 
-__all__ = ["Step", "refused_append_step", "settlement_step"]
+__all__ = ["Resolution", "Step", "refused_append_step", "resolution_step", "settlement_step"]
+
+
+class Resolution(enum.Enum):
+    """An operator's answer about one pending intent (``ReconcilingSession.resolve``)."""
+
+    COMMITTED = "committed"
+    """The batch is in the history: settle it, never replay it."""
+    REPLAY = "replay"
+    """Append the batch now, once, then settle it."""
+    ABANDON = "abandon"
+    """Drop the intent and write nothing: the history stays as it is."""
 
 
 class Step(enum.Enum):
@@ -48,3 +59,18 @@ def refused_append_step(outcome: Outcome, *, on_extended: str) -> Step:
     if outcome is Outcome.EXTENDED and on_extended == "append":
         return Step.REPLAY_AFTER_OTHERS
     return Step.REFUSE
+
+
+def resolution_step(resolution: Resolution, outcome: Outcome | None, *, override: bool) -> Step:
+    """The step for an operator's ``resolution`` of an intent judged ``outcome`` now (None:
+    not judged, the store was not read). ``committed`` and ``abandon`` are the operator's word
+    and write nothing. ``replay`` appends only where the rule still sees the history the
+    write was meant for (or, on a revisioned store, others' writes after it); anywhere else,
+    or unjudged, it is refused unless ``override`` says to append regardless."""
+    if resolution is not Resolution.REPLAY:
+        return Step.SETTLE
+    if outcome is Outcome.UNCHANGED:
+        return Step.REPLAY
+    if outcome is Outcome.EXTENDED:
+        return Step.REPLAY_AFTER_OTHERS
+    return Step.REPLAY_AFTER_OTHERS if override and outcome is not None else Step.REFUSE

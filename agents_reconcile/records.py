@@ -95,6 +95,7 @@ class Reason(enum.Enum):
     WRITE_RECORD_BROKEN = "write_record_broken"
     STATE_UNSIGNED = "state_unsigned"
     STATE_TOO_LARGE = "state_too_large"
+    OPERATOR_RESOLVED = "operator_resolved"
 
     @property
     def explanation(self) -> str:
@@ -134,6 +135,8 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     "It is refused, and nothing of it is written to the journal.",
     Reason.STATE_TOO_LARGE: "The run's state carries more intent copies than one state ever "
     "holds: it is refused unread.",
+    Reason.OPERATOR_RESOLVED: "An operator resolved the intent (see the resolution, actor and "
+    "reason in the evidence, next to what the rule judged at that moment).",
     Reason.STALE_STATE: "The session was written after this run last saw it (a RunState "
     "checkpoint older than the history, or another writer): continuing would write on a "
     "history the run has not seen, repeating what is already there. Resume the newest "
@@ -153,7 +156,8 @@ class Action(enum.Enum):
     LEFT_PENDING = "left_pending"
     """Nothing written, nothing refused permanently: the intent stays pending."""
     DROPPED = "dropped"
-    """A stale RunState copy of an already settled intent was removed."""
+    """The intent was closed and nothing written: a stale RunState copy of an already settled
+    intent was removed, or an operator abandoned the intent."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -28,7 +28,9 @@ from .inner import HISTORY_METHODS, InnerSession, reconciling_allowed
 from .journal import IntentJournal
 from .journal_client import SESSION_WIDE, JournalClient
 from .locking import SessionLock
+from .policy import Resolution
 from .records import BackendIdentity, Decision, Outcome, PendingWrite, Reason
+from .resolution import Resolver
 from .revision import is_revisioned
 from .revision_writer import RevisionWriter
 from .sealing import keyring_for
@@ -137,6 +139,7 @@ class ReconcilingSession:
             else RevisionWriter(store=store, head=known, **parts)
         )
         self._lock = lock
+        self._resolver = Resolver(self._client, self._settler, store, lock)
         self._admission = Gatekeeper(
             enabled=self._active,
             config=self.config,
@@ -336,6 +339,28 @@ class ReconcilingSession:
             return []
         mapping = context if isinstance(context, MutableMapping) else None
         return await self._settler.settle_pending(mapping)
+
+    async def resolve(
+        self,
+        intent_id: str,
+        outcome: Resolution | str,
+        *,
+        reason: str,
+        actor: str | None = None,
+        override: bool = False,
+    ) -> Decision:
+        """An operator's resolution of a pending intent, recorded in the trail with ``actor``
+        (default: this user and host) and ``reason``, and returned.
+
+        ``committed``: the batch is in the history; settle it, never replay it. ``replay``:
+        append the batch now, once; refused while the rule does not see the history the write
+        was meant for, unless ``override``. ``abandon``: drop the intent; the history stays as
+        it is. The intent is claimed as a settling worker claims it, so a resolution never
+        races another settlement. Raises ``ResolutionRefused`` (nothing written) otherwise.
+        """
+        return await self._resolver.resolve(
+            intent_id, outcome, reason=reason, actor=actor, override=override
+        )
 
     async def decisions(self, limit: int = 100) -> list[Decision]:
         """This session's recorded decisions, newest first."""

@@ -10,9 +10,10 @@ it meanwhile.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
-from collections.abc import MutableMapping
+from collections.abc import Iterator, MutableMapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
@@ -128,7 +129,7 @@ class Settler:
         once like any other), so it never stays there as a pending intent that would hold
         other runs of the session back."""
         client = self._client
-        verdict = await self._judge(intent, wrapper)
+        verdict = await self.judge(intent, wrapper)
         step = settlement_step(
             verdict.outcome,
             on_unchanged=self._config.on_unchanged,
@@ -139,7 +140,7 @@ class Settler:
                 intent, verdict.outcome, verdict.reason, Action.SETTLED, verdict.evidence
             )
             await client.call(client.journal.note, decision)
-            await self._after_settlement(intent, context, Action.SETTLED)
+            await self.after_settlement(intent, context, Action.SETTLED)
             return decision
         if step in (Step.LEAVE_FOR_OPERATOR, Step.REFUSE):
             await client.deny(
@@ -237,15 +238,15 @@ class Settler:
         except BaseException:
             if intent.intent_id in in_flight.replaying:
                 # A cancelled replay goes on in the background and keeps the claim; it
-                # releases both when it ends (see _replay).
+                # releases both when it ends (see replay).
                 raise
-            await despite_cancellation(self._release(intent))
+            await despite_cancellation(self.release(intent))
             raise
         finally:
             if intent.intent_id not in in_flight.replaying:
                 in_flight.busy.discard(intent.intent_id)
 
-    def _held_elsewhere(self, entry: JournalEntry) -> bool:
+    def held_elsewhere(self, entry: JournalEntry) -> bool:
         """Whether a live owner (another task of this process, or another live process)
         holds the intent, so it is not ours to settle yet."""
         return holds(
@@ -263,7 +264,7 @@ class Settler:
         deadline = time.monotonic() + self._config.in_flight_wait
         me = current_owner()
         while True:
-            if self._held_elsewhere(entry):
+            if self.held_elsewhere(entry):
                 if time.monotonic() >= deadline:
                     await client.deny(
                         entry.intent,
@@ -286,7 +287,25 @@ class Settler:
                 raise _AlreadySettled(entry.intent.intent_id)
             entry = current
 
-    async def _release(self, intent: PendingWrite) -> None:
+    @contextlib.contextmanager
+    def holding(self, intent_id: str) -> Iterator[None]:
+        """Mark ``intent_id`` as held by a task of this process while the block runs, so no
+        other wrapper of the process takes it meanwhile (a replay cancelled inside keeps it
+        until the replay ends)."""
+        in_flight = self._in_flight
+        in_flight.busy.add(intent_id)
+        try:
+            yield
+        finally:
+            if intent_id not in in_flight.replaying:
+                in_flight.busy.discard(intent_id)
+
+    def replaying(self, intent_id: str) -> bool:
+        """Whether a replay of ``intent_id`` goes on in the background (it keeps the claim)."""
+        return intent_id in self._in_flight.replaying
+
+    async def release(self, intent: PendingWrite) -> None:
+        """Give up this process's claim on ``intent`` (back to failed, for the next judge)."""
         me = current_owner()
         try:
             await self._client.journal.transition(
@@ -299,7 +318,8 @@ class Settler:
         except JournalError:
             logger.warning("could not release intent %s", intent.intent_id, exc_info=True)
 
-    async def _judge(self, intent: PendingWrite, wrapper: Any) -> Verdict:
+    async def judge(self, intent: PendingWrite, wrapper: Any) -> Verdict:
+        """What the store's history says about ``intent`` now (the rule, on a fresh read)."""
         if intent.expected_revision is None:
             return await judge_tail(self._inner, intent, wrapper)
         if self._store is None:
@@ -322,7 +342,7 @@ class Settler:
         compare-and-swap (revisioned stores) is judged again, a bounded number of times."""
         client, config = self._client, self._config
         for _ in range(_REPLAY_ATTEMPTS):
-            verdict = await self._judge(intent, wrapper)
+            verdict = await self.judge(intent, wrapper)
             reached(CrashPoint.DURING_RECONCILE_READ)
             outcome, evidence = verdict.outcome, verdict.evidence
             step = settlement_step(
@@ -339,14 +359,14 @@ class Settler:
             else:
                 reached(CrashPoint.BEFORE_REPLAY)
                 try:
-                    await self._replay(intent, wrapper, step, evidence)
+                    await self.replay(intent, wrapper, step, evidence)
                 except RevisionConflict:
                     continue  # someone wrote meanwhile: judge again
                 reached(CrashPoint.AFTER_REPLAY)
             action = _ACTIONS.get(step, Action.REPLAYED)
             decision = client.decision(intent, outcome, verdict.reason, action, evidence)
             await client.call(client.journal.settle, decision, owner=current_owner())
-            await self._after_settlement(intent, context, action)
+            await self.after_settlement(intent, context, action)
             if action is Action.REPLAYED:
                 logger.info(
                     "session %s: replayed missing batch of intent %s",
@@ -362,7 +382,7 @@ class Settler:
             Action.LEFT_PENDING,
         )
 
-    async def _replay(
+    async def replay(
         self, intent: PendingWrite, wrapper: Any, step: Step, evidence: dict[str, Any]
     ) -> None:
         """Append the missing batch once. A cancelled caller gets its cancellation at once;
@@ -407,11 +427,12 @@ class Settler:
         in_flight.busy.discard(intent.intent_id)
         if not task.cancelled():
             task.exception()  # retrieved: the outcome is settled by the next reconciliation
-        in_flight.keep(asyncio.ensure_future(self._release(intent)))
+        in_flight.keep(asyncio.ensure_future(self.release(intent)))
 
-    async def _after_settlement(
+    async def after_settlement(
         self, intent: PendingWrite, context: MutableMapping[str, Any] | None, action: Action
     ) -> None:
+        """Forget a settled intent everywhere this session remembers it."""
         if context is not None:
             self._carried.drop(context, intent.intent_id)
         self._held.settled(intent.intent_id)

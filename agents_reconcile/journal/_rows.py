@@ -31,8 +31,11 @@ def decoded(intent_id: object, decode: Callable[[bytes], _T], record: object) ->
         return decode(record)
     except RecordError as exc:
         if str(intent_id) in str(exc):
+            exc.intent_id = str(intent_id)
             raise
-        raise type(exc)(f"intent {intent_id}: {exc}") from exc
+        named = type(exc)(f"intent {intent_id}: {exc}")
+        named.intent_id = str(intent_id)
+        raise named from exc
 
 
 def checked_entry(
@@ -55,10 +58,12 @@ def checked_entry(
         session_id,
         backend,
     ):
-        raise RecordTampered(
+        moved = RecordTampered(
             f"intent {intent_id}: the journal row and its record name different intents, "
             "sessions or backends"
         )
+        moved.intent_id = intent_id
+        raise moved
     try:
         return JournalEntry(
             intent=intent,

@@ -1,0 +1,316 @@
+"""An operator's resolution of a pending intent: ``committed``, ``replay`` or ``abandon``.
+
+A resolution is a settlement like any other: the intent is claimed in the journal first (a
+compare-and-set, so it never races a worker settling the same intent, and never takes an
+intent a live owner is still writing), judged afresh so the trail keeps what the rule saw at
+that moment, then settled with a decision naming the resolution, the actor and the reason.
+What the operator may ask is the policy's word (``policy.resolution_step``); a refusal writes
+nothing and releases the claim.
+"""
+
+from __future__ import annotations
+
+import getpass
+import logging
+import socket
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from .errors import ContinuationDenied, ReconcileError, ResolutionRefused
+from .journal import IntentState, JournalEntry
+from .ownership import current_owner, holds
+from .policy import Resolution, Step, resolution_step
+from .records import Action, Decision, Outcome, Reason
+
+if TYPE_CHECKING:
+    from .classify import Verdict
+    from .journal_client import JournalClient
+    from .locking import SessionLock
+    from .records import PendingWrite
+    from .revision import RevisionedStore
+    from .settler import Settler
+
+__all__ = ["Resolver", "default_actor"]
+
+logger = logging.getLogger("agents_reconcile")
+
+_ACTIONS: Final = {
+    Resolution.COMMITTED: Action.SETTLED,
+    Resolution.REPLAY: Action.REPLAYED,
+    Resolution.ABANDON: Action.DROPPED,
+}
+# What each resolution asserts about the batch; abandon asserts nothing (the judged outcome,
+# or ambiguous when nothing was judged, is kept).
+_ASSERTED: Final = {Resolution.COMMITTED: Outcome.COMMITTED, Resolution.REPLAY: Outcome.UNCHANGED}
+_MAX_REASON: Final = 500
+
+
+def default_actor() -> str:
+    """Who resolves when nobody says: this user on this host."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (some containers)
+        user = str(current_owner().pid)
+    return f"{user}@{socket.gethostname()}"
+
+
+@dataclass(frozen=True)
+class Resolver:
+    """Resolves one session's intents. Without a ``settler`` (only a journal at hand) nothing
+    is judged, so ``replay`` is refused and the decision says the store was not read."""
+
+    client: JournalClient
+    settler: Settler | None = None
+    store: RevisionedStore | None = None
+    lock: SessionLock | None = None
+
+    async def resolve(
+        self,
+        intent_id: str,
+        resolution: Resolution | str,
+        *,
+        reason: str,
+        actor: str | None = None,
+        override: bool = False,
+    ) -> Decision:
+        """Resolve ``intent_id`` as ``resolution`` and return the decision stored for it.
+        Raises ``ResolutionRefused`` (nothing written) when it cannot be done as asked."""
+        chosen = _resolution(resolution, intent_id)
+        note = _reason(reason, intent_id)
+        who = (actor or "").strip() or default_actor()
+        if self.lock is None:
+            return await self._resolve(intent_id, chosen, note, who, override)
+        async with self.lock.held():
+            return await self._resolve(intent_id, chosen, note, who, override)
+
+    async def _resolve(
+        self, intent_id: str, resolution: Resolution, note: str, actor: str, override: bool
+    ) -> Decision:
+        entry = await self._entry(intent_id)
+        self._refuse_if_held(entry)
+        if self.settler is None:
+            return await self._resolve_claimed(entry, resolution, note, actor, override)
+        with self.settler.holding(intent_id):
+            return await self._resolve_claimed(entry, resolution, note, actor, override)
+
+    async def _resolve_claimed(
+        self,
+        entry: JournalEntry,
+        resolution: Resolution,
+        note: str,
+        actor: str,
+        override: bool,
+    ) -> Decision:
+        client = self.client
+        entry = await self._claim(entry)
+        intent = entry.intent
+        intent_id = intent.intent_id
+        replaying = False
+        try:
+            verdict = await self._judge(intent)
+            step = resolution_step(
+                resolution, None if verdict is None else verdict.outcome, override=override
+            )
+            forced = step is Step.REPLAY_AFTER_OTHERS and (
+                verdict is None or verdict.outcome is not Outcome.EXTENDED
+            )
+            evidence = _evidence(verdict, resolution, actor, note, forced)
+            if step is Step.REFUSE:
+                raise ResolutionRefused(
+                    _refusal(intent_id, verdict), intent_id=intent_id, evidence=evidence
+                )
+            if step in (Step.REPLAY, Step.REPLAY_AFTER_OTHERS):
+                replaying = True
+                await self._replay(intent, step, evidence)
+            outcome = _ASSERTED.get(resolution) or (
+                verdict.outcome if verdict is not None else Outcome.AMBIGUOUS
+            )
+            decision = client.decision(
+                intent, outcome, Reason.OPERATOR_RESOLVED, _ACTIONS[resolution], evidence
+            )
+            await client.call(client.journal.settle, decision, owner=current_owner())
+        except BaseException:
+            if not (replaying and self._replay_goes_on(intent_id)):
+                await self._release(intent)
+            raise
+        if self.settler is not None:
+            await self.settler.after_settlement(intent, None, decision.action)
+        logger.warning(
+            "session %s: intent %s resolved as %s by %s",
+            client.session_id,
+            intent_id,
+            resolution.value,
+            actor,
+        )
+        return decision
+
+    async def _entry(self, intent_id: str) -> JournalEntry:
+        client = self.client
+        journal = client.journal
+        entry = await client.call(journal.get, intent_id)
+        if entry is None:
+            if await client.call(journal.is_settled, intent_id):
+                settled = [
+                    d
+                    for d in await client.call(journal.decisions, intent_id=intent_id, limit=20)
+                    if d.settled
+                ]
+                how = f" ({settled[0].action.value}, {settled[0].reason.value})" if settled else ""
+                raise ResolutionRefused(
+                    f"intent {intent_id} is settled already{how}: nothing to resolve",
+                    intent_id=intent_id,
+                )
+            raise ResolutionRefused(
+                f"no pending intent {intent_id} in this journal", intent_id=intent_id
+            )
+        intent = entry.intent
+        if (intent.session_id, intent.backend) != (client.session_id, client.backend):
+            raise ResolutionRefused(
+                f"intent {intent_id} belongs to session {intent.session_id!r} on "
+                f"{intent.backend}, not to session {client.session_id!r} on {client.backend}",
+                intent_id=intent_id,
+            )
+        return entry
+
+    def _refuse_if_held(self, entry: JournalEntry) -> None:
+        """A live owner's intent (appending, or being settled) is not the operator's yet."""
+        if self.settler is not None:
+            held = self.settler.held_elsewhere(entry)
+        else:
+            held = holds(
+                entry.owner,
+                active=entry.state in (IntentState.IN_FLIGHT, IntentState.RECONCILING),
+                in_flight_here=False,
+                age_seconds=time.time() - entry.updated_at,
+                lease_seconds=self.client.config.lease_seconds,
+                me=current_owner(),
+            )
+        if held:
+            intent_id = entry.intent.intent_id
+            raise ResolutionRefused(
+                f"intent {intent_id} is {entry.state.value} under a live owner "
+                f"({entry.owner}); wait for it to finish, or stop that process first",
+                intent_id=intent_id,
+                evidence={"state": entry.state.value, "owner": str(entry.owner)},
+            )
+
+    async def _claim(self, entry: JournalEntry) -> JournalEntry:
+        """Take the intent, as a settling worker would (a compare-and-set on what was read)."""
+        client = self.client
+        intent_id = entry.intent.intent_id
+        me = current_owner()
+        claimed = await client.call(
+            client.journal.transition,
+            intent_id,
+            state=IntentState.RECONCILING,
+            owner=me,
+            expect_state=entry.state,
+            expect_owner=entry.owner,
+        )
+        if not claimed:
+            now = await client.call(client.journal.get, intent_id)
+            what = "settled meanwhile" if now is None else f"taken by {now.owner}"
+            raise ResolutionRefused(
+                f"intent {intent_id} was {what} while this resolution looked at it; "
+                "look again (agents-reconcile show)",
+                intent_id=intent_id,
+            )
+        return JournalEntry(entry.intent, IntentState.RECONCILING, me, entry.updated_at)
+
+    async def _judge(self, intent: PendingWrite) -> Verdict | None:
+        if self.settler is None:
+            return None
+        try:
+            return await self.settler.judge(intent, None)
+        except ContinuationDenied as denied:
+            raise ResolutionRefused(
+                f"intent {intent.intent_id} cannot be judged here: {denied.decision.reason.value}",
+                intent_id=intent.intent_id,
+                evidence=dict(denied.decision.evidence),
+            ) from denied
+
+    async def _replay(self, intent: PendingWrite, step: Step, evidence: dict[str, Any]) -> None:
+        assert self.settler is not None  # a step to replay comes only from a judged intent
+        if intent.expected_revision is not None and "head" not in evidence:
+            # Replayed by override where the rule saw no usable head: after the current one.
+            if self.store is None:
+                raise ResolutionRefused(
+                    f"intent {intent.intent_id} expects a revisioned store",
+                    intent_id=intent.intent_id,
+                )
+            evidence["head"] = await self.store.head()
+        await self.settler.replay(intent, None, step, evidence)
+
+    def _replay_goes_on(self, intent_id: str) -> bool:
+        """Whether a cancelled replay goes on in the background, keeping the claim."""
+        settler = self.settler
+        return settler is not None and settler.replaying(intent_id)
+
+    async def _release(self, intent: PendingWrite) -> None:
+        if self.settler is not None:
+            await self.settler.release(intent)
+            return
+        me = current_owner()
+        try:
+            await self.client.journal.transition(
+                intent.intent_id,
+                state=IntentState.FAILED,
+                owner=me,
+                expect_state=IntentState.RECONCILING,
+                expect_owner=me,
+            )
+        except ReconcileError:
+            logger.warning("could not release intent %s", intent.intent_id, exc_info=True)
+
+
+def _resolution(value: Resolution | str, intent_id: str) -> Resolution:
+    try:
+        return value if isinstance(value, Resolution) else Resolution(str(value).strip().lower())
+    except ValueError:
+        allowed = ", ".join(r.value for r in Resolution)
+        raise ResolutionRefused(
+            f"{value!r} is not a resolution; choose one of {allowed}", intent_id=intent_id
+        ) from None
+
+
+def _reason(reason: str, intent_id: str) -> str:
+    text = " ".join(reason.split()) if isinstance(reason, str) else ""
+    if not text:
+        raise ResolutionRefused(
+            "a resolution needs a reason (what the operator checked), for the trail",
+            intent_id=intent_id,
+        )
+    return text[:_MAX_REASON]
+
+
+def _evidence(
+    verdict: Verdict | None, resolution: Resolution, actor: str, note: str, override: bool
+) -> dict[str, Any]:
+    evidence: dict[str, Any] = dict(verdict.evidence) if verdict is not None else {}
+    evidence.update(
+        resolution=resolution.value,
+        actor=actor,
+        operator_reason=note,
+        judged=verdict.outcome.value if verdict is not None else "not_judged",
+    )
+    if verdict is not None:
+        evidence["judged_reason"] = verdict.reason.value
+    else:
+        evidence["store"] = "not read"
+    if override:
+        evidence["override"] = True
+    return evidence
+
+
+def _refusal(intent_id: str, verdict: Verdict | None) -> str:
+    if verdict is None:
+        return (
+            f"replaying intent {intent_id} needs its store (the rule must see the history "
+            "before the write): give the store's address"
+        )
+    return (
+        f"replaying intent {intent_id} is refused: the rule judges it {verdict.outcome.value} "
+        f"({verdict.reason.value}), not the history the write was meant for. "
+        f"{verdict.reason.explanation} Pass override to append it regardless."
+    )
