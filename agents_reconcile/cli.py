@@ -1,16 +1,26 @@
-"""The ``agents-reconcile`` command: run the demo, and look into an intent journal.
+"""The ``agents-reconcile`` command: run the demo, look into any intent journal, resolve what
+needs an operator, check a stored history for damage, migrate schemas, and run the self-test.
 
 ::
 
     agents-reconcile demo [--dir DIR]
-    agents-reconcile pending --journal PATH [--session ID]
-    agents-reconcile decisions --journal PATH [--session ID] [--limit N]
+    agents-reconcile status [--journal ADDRESS] [--session ID] [--json]
+    agents-reconcile show INTENT [--journal ADDRESS] [--store ADDRESS] [--json]
+    agents-reconcile trail SESSION [--journal ADDRESS] [--limit N] [--json]
+    agents-reconcile resolve INTENT --as committed|replay|abandon --reason TEXT [--actor NAME]
+                             [--journal ADDRESS] [--store ADDRESS] [--override] [--json]
+    agents-reconcile check SESSION --store ADDRESS [--repair --reason TEXT] [--json]
+    agents-reconcile decisions [--journal ADDRESS] [--session ID] [--limit N] [--json]
     agents-reconcile selftest [--store NAME] [--path PATH] [--no-foreign] [--workers N]
     agents-reconcile migrate [--check] [--journal ADDRESS ...] [--store ADDRESS ...]
 
-``pending`` and ``decisions`` open the SQLite journal read-only and never print a batch's
-contents: only ids, states, owners, counts and digests. Problems with the journal (missing,
-damaged, a record that fails its digest) are reported on one line on stderr, exit code 2.
+A journal address is any the library takes: a path, ``sqlite:///``, ``redis://``,
+``postgresql://`` (default: the library's default file in the working directory). Reading
+never creates, migrates or writes a journal, and nothing printed holds an item's content:
+only ids, states, owners, counts, digests and reasons. Exit codes: 0 fine; 1 something needs
+an operator (or was refused, or a check failed); 2 the journal or store could not be used.
+
+Everything is imported when its command runs, so ``--help`` answers at once.
 """
 
 from __future__ import annotations
@@ -19,41 +29,20 @@ import argparse
 import asyncio
 import sys
 import tempfile
-import time
-from collections.abc import Awaitable, Callable, Sequence
-from datetime import UTC, datetime
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final, TypeVar
-
-from . import __version__
-from .backends.redaction import redacted
-from .config import ReconcileConfig
-from .errors import ConfigurationError, JournalError, RecordError, SchemaMismatch
-from .journal import SQLiteJournal, journal_path
-from .selftest.scenario import RecoveryPath
-from .selftest.stores import STORES
+from typing import Final
 
 __all__ = ["main"]
 
 PROG: Final = "agents-reconcile"
 EXIT_OK: Final = 0
 EXIT_TROUBLE: Final = 2
-_T = TypeVar("_T")
-
-
-async def _read_only(address: str, read: Callable[[SQLiteJournal], Awaitable[_T]]) -> _T:
-    path = journal_path(address)
-    if path is None:
-        raise ConfigurationError(
-            f"{redacted(address)} is not an SQLite journal: give its file's path or an "
-            "sqlite:/// URL"
-        )
-    # Inspecting a journal must never create, migrate or write it.
-    journal = SQLiteJournal(path, read_only=True)
-    try:
-        return await read(journal)
-    finally:
-        await journal.close()
+_STORE_NAMES: Final = (
+    "sqlite, async_sqlite, advanced_sqlite, encrypted_sqlite, sqlalchemy_sqlite, "
+    "revisioned_<backend>"
+)
+_RECOVERY_PATHS: Final = "run, streamed, resume_run, resume_streamed"
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -70,91 +59,34 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return asyncio.run(run_demo(directory, sys.stdout))
 
 
-def _cmd_pending(args: argparse.Namespace) -> int:
-    entries = asyncio.run(_read_only(args.journal, lambda journal: journal.pending(args.session)))
-    if not entries:
-        where = f" for session {args.session!r}" if args.session else ""
-        print(f"No pending intents{where}.")
-        return EXIT_OK
-    now = time.time()
-    lease = ReconcileConfig().lease_seconds
-    rows = [("INTENT", "SESSION", "STATE", "AGE", "ITEMS", "OWNER", "BACKEND")]
-    for entry in entries:
-        intent = entry.intent
-        live = entry.owner.is_live(age_seconds=now - entry.updated_at, lease_seconds=lease)
-        rows.append(
-            (
-                intent.intent_id,
-                intent.session_id,
-                entry.state.value,
-                _age(now - intent.created_at),
-                str(len(intent.batch)),
-                f"{entry.owner.host}/{entry.owner.pid} ({'live' if live else 'gone'})",
-                str(intent.backend),
-            )
-        )
-    _table(rows)
-    return EXIT_OK
+def _cmd_status(args: argparse.Namespace) -> int:
+    from .operator import commands
+
+    return commands.status(args)
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from .operator import commands
+
+    return commands.show(args)
+
+
+def _cmd_trail(args: argparse.Namespace) -> int:
+    from .operator import commands
+
+    return commands.trail(args)
+
+
+def _cmd_resolve(args: argparse.Namespace) -> int:
+    from .operator import commands
+
+    return commands.resolve(args)
 
 
 def _cmd_decisions(args: argparse.Namespace) -> int:
-    decisions = asyncio.run(
-        _read_only(
-            args.journal,
-            lambda journal: journal.decisions(session_id=args.session, limit=args.limit),
-        )
-    )
-    if not decisions:
-        where = f" for session {args.session!r}" if args.session else ""
-        print(f"No decisions recorded{where}.")
-        return EXIT_OK
-    rows = [("DECIDED (UTC)", "SESSION", "INTENT", "OUTCOME", "REASON", "ACTION")]
-    for decision in decisions:
-        rows.append(
-            (
-                datetime.fromtimestamp(decision.decided_at, UTC).strftime("%Y-%m-%d %H:%M:%S"),
-                decision.session_id,
-                decision.intent_id,
-                decision.outcome.value,
-                decision.reason.value,
-                decision.action.value,
-            )
-        )
-    widths = _widths(rows)
-    print(_row(rows[0], widths))
-    for row, decision in zip(rows[1:], decisions, strict=True):
-        print(_row(row, widths))
-        # Digests and counts only: the evidence never holds an item's content.
-        print(f"    evidence: {decision.evidence_text()}")
-    return EXIT_OK
+    from .operator import commands
 
-
-def _age(seconds: float) -> str:
-    whole = max(int(seconds), 0)
-    minutes, secs = divmod(whole, 60)
-    hours, minutes = divmod(minutes, 60)
-    days, hours = divmod(hours, 24)
-    if days:
-        return f"{days}d{hours:02d}h"
-    if hours:
-        return f"{hours}h{minutes:02d}m"
-    if minutes:
-        return f"{minutes}m{secs:02d}s"
-    return f"{secs}s"
-
-
-def _widths(rows: Sequence[Sequence[str]]) -> list[int]:
-    return [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
-
-
-def _row(row: Sequence[str], widths: Sequence[int]) -> str:
-    return "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
-
-
-def _table(rows: Sequence[Sequence[str]]) -> None:
-    widths = _widths(rows)
-    for row in rows:
-        print(_row(row, widths))
+    return commands.decisions(args)
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
@@ -198,13 +130,33 @@ def _positive(text: str) -> int:
     return value
 
 
+def _journal_options(command: argparse.ArgumentParser) -> None:
+    command.add_argument(
+        "--journal",
+        metavar="ADDRESS",
+        help="the journal: a path, sqlite:///..., redis://..., postgresql://... "
+        "(default: agents-reconcile.db here)",
+    )
+    command.add_argument(
+        "--namespace", metavar="NAME", help="the journal's Redis key prefix or PostgreSQL schema"
+    )
+    command.add_argument("--json", action="store_true", help="one JSON document")
+
+
+def _store_options(command: argparse.ArgumentParser, what: str) -> None:
+    command.add_argument("--store", metavar="ADDRESS", help=what)
+    command.add_argument(
+        "--store-namespace", metavar="NAME", help="the store's Redis key prefix or schema"
+    )
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog=PROG,
-        description="Reconcile uncertain OpenAI Agents SDK session writes: demo and journal "
-        "inspection.",
+        description="Reconcile uncertain OpenAI Agents SDK session writes: the demo, what an "
+        "operator needs (status, show, trail, resolve, check), schemas and the self-test.",
     )
-    parser.add_argument("--version", action="version", version=f"{PROG} {__version__}")
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     demo = commands.add_parser("demo", help="run three offline scenes: replayed, committed, denied")
@@ -213,17 +165,75 @@ def _parser() -> argparse.ArgumentParser:
     )
     demo.set_defaults(handler=_cmd_demo)
 
-    pending = commands.add_parser(
-        "pending", help="list unresolved intents (ids, states, owners; never item contents)"
+    status = commands.add_parser(
+        "status",
+        aliases=["pending"],
+        help="pending intents by session, state, owner and age (exit 1: an operator is needed)",
     )
-    pending.add_argument("--journal", required=True, metavar="PATH", help="SQLite journal file")
-    pending.add_argument("--session", metavar="ID", help="only this session")
-    pending.set_defaults(handler=_cmd_pending)
+    _journal_options(status)
+    status.add_argument("--session", metavar="ID", help="only this session")
+    status.set_defaults(handler=_cmd_status)
+
+    show = commands.add_parser(
+        "show", help="one intent and its evidence: expected, stored now, decided, resolvable"
+    )
+    show.add_argument("intent", metavar="INTENT", help="the intent id")
+    _journal_options(show)
+    _store_options(show, "judge the intent against this store (read only)")
+    show.add_argument(
+        "--limit", type=_positive, default=20, metavar="N", help="at most N decisions"
+    )
+    show.set_defaults(handler=_cmd_show)
+
+    trail = commands.add_parser("trail", help="a session's decisions, oldest first")
+    trail.add_argument("session", metavar="SESSION", help="the session id")
+    _journal_options(trail)
+    trail.add_argument(
+        "--limit", type=_positive, default=100, metavar="N", help="the newest N (default 100)"
+    )
+    trail.set_defaults(handler=_cmd_trail)
+
+    resolve = commands.add_parser(
+        "resolve", help="resolve a pending intent as committed, replay or abandon, with a reason"
+    )
+    resolve.add_argument("intent", metavar="INTENT", help="the intent id")
+    resolve.add_argument(
+        "--as",
+        dest="resolution",
+        required=True,
+        choices=("committed", "replay", "abandon"),
+        help="committed: settle, never replay; replay: append the batch once; "
+        "abandon: drop the intent, write nothing",
+    )
+    resolve.add_argument("--reason", required=True, help="why (kept in the trail)")
+    resolve.add_argument("--actor", metavar="NAME", help="who (default: user@host)")
+    resolve.add_argument(
+        "--override",
+        action="store_true",
+        help="replay even where the rule does not see the history the write was meant for",
+    )
+    _journal_options(resolve)
+    _store_options(resolve, "the intent's store: needed to replay, and to judge")
+    resolve.set_defaults(handler=_cmd_resolve)
+
+    check = commands.add_parser(
+        "check",
+        help="report damage in a stored history (duplicates, calls without outputs, outputs "
+        "without calls); --repair fixes what the evidence proves",
+    )
+    check.add_argument("session", metavar="SESSION", help="the session id")
+    check.add_argument("--store", required=True, metavar="ADDRESS", help="the session's store")
+    check.add_argument("--journal", metavar="ADDRESS", help="the journal a repair is recorded in")
+    check.add_argument("--repair", action="store_true", help="repair what the evidence proves")
+    check.add_argument("--reason", help="why (kept in the trail; needed with --repair)")
+    check.add_argument("--actor", metavar="NAME", help="who (default: user@host)")
+    check.add_argument("--json", action="store_true", help="one JSON document")
+    check.set_defaults(handler=_cmd_check)
 
     decisions = commands.add_parser(
-        "decisions", help="show the decision trail, newest first (payload-free)"
+        "decisions", help="every session's decisions, newest first (payload-free)"
     )
-    decisions.add_argument("--journal", required=True, metavar="PATH", help="SQLite journal file")
+    _journal_options(decisions)
     decisions.add_argument("--session", metavar="ID", help="only this session")
     decisions.add_argument(
         "--limit", type=_positive, default=20, metavar="N", help="at most N (default 20)"
@@ -239,14 +249,14 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME",
-        help="only this store (repeatable): " + ", ".join(s.name for s in STORES),
+        help=f"only this store (repeatable): {_STORE_NAMES}",
     )
     selftest.add_argument(
         "--path",
         action="append",
         default=[],
         metavar="PATH",
-        help="only this recovery path (repeatable): " + ", ".join(p.value for p in RecoveryPath),
+        help=f"only this recovery path (repeatable): {_RECOVERY_PATHS}",
     )
     selftest.add_argument(
         "--no-foreign",
@@ -303,8 +313,21 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from .operator import commands
+
+    return commands.check(args)
+
+
 def main(argv: list[str] | None = None) -> int:
-    """Run the command line; return the exit code (0 ok, 1 demo check failed, 2 trouble)."""
+    """Run the command line; return the exit code (0 fine, 1 an operator is needed, a
+    resolution was refused or a check failed, 2 trouble)."""
     parser = _parser()
     try:
         args = parser.parse_args(argv)
@@ -312,6 +335,8 @@ def main(argv: list[str] | None = None) -> int:
         # --help, --version and usage errors: report their code instead of leaving the caller.
         code = exit_request.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_TROUBLE)
+    from .errors import ConfigurationError, JournalError, RecordError, SchemaMismatch
+
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)

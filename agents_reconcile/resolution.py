@@ -84,6 +84,12 @@ class Resolver:
         async with self.lock.held():
             return await self._resolve(intent_id, chosen, note, who, override)
 
+    async def preview(self, intent_id: str) -> Verdict | None:
+        """What the rule judges about a pending intent now, without claiming or settling it
+        (None: no store to judge it against). Raises ``ResolutionRefused`` for an intent this
+        session cannot resolve."""
+        return await self._judge((await self._entry(intent_id)).intent)
+
     async def _resolve(
         self, intent_id: str, resolution: Resolution, note: str, actor: str, override: bool
     ) -> Decision:
@@ -307,7 +313,7 @@ def _refusal(intent_id: str, verdict: Verdict | None) -> str:
     if verdict is None:
         return (
             f"replaying intent {intent_id} needs its store (the rule must see the history "
-            "before the write): give the store's address"
+            "before the write): give the store (agents-reconcile resolve --store ADDRESS)"
         )
     return (
         f"replaying intent {intent_id} is refused: the rule judges it {verdict.outcome.value} "

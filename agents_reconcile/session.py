@@ -181,6 +181,11 @@ class ReconcilingSession:
         return self._client.journal
 
     @property
+    def resolver(self) -> Resolver:
+        """What ``resolve()`` uses; its ``preview()`` judges an intent without settling it."""
+        return self._resolver
+
+    @property
     def admission(self) -> Admission:
         """What the gate asks of this session before every model call."""
         return self._admission

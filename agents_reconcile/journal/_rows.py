@@ -7,8 +7,11 @@ refused too. A record too damaged to name itself is named by its row.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, TypeVar
 
 from ..errors import JournalCorrupt, RecordError, RecordMalformed, RecordTampered
 from ..ownership import Owner
@@ -18,9 +21,71 @@ from .base import IntentState, JournalEntry
 if TYPE_CHECKING:
     from ..sealing import Keyring
 
-__all__ = ["checked_decision", "checked_entry", "decoded"]
+__all__ = [
+    "DamagedRecord",
+    "checked_decision",
+    "checked_entry",
+    "collecting_damage",
+    "decoded",
+    "each",
+]
 
 _T = TypeVar("_T")
+_R = TypeVar("_R")
+
+
+@dataclass(frozen=True)
+class DamagedRecord:
+    """A stored row that failed its checks, as its row names it (unverified): what kind of
+    record, its id, its session, and the problem, never its content."""
+
+    kind: str
+    ident: str
+    session_id: str | None
+    problem: str
+
+
+_DAMAGED: Final[ContextVar[list[DamagedRecord] | None]] = ContextVar(
+    "agents_reconcile_damaged", default=None
+)
+
+
+@contextmanager
+def collecting_damage() -> Iterator[list[DamagedRecord]]:
+    """While inside, list reads (``pending``, ``decisions``) leave a damaged row out and report
+    it here instead of failing the whole read, so one edited row hides no other. Only
+    inspection reads this way; reconciliation never does (it fails closed)."""
+    found: list[DamagedRecord] = []
+    token = _DAMAGED.set(found)
+    try:
+        yield found
+    finally:
+        _DAMAGED.reset(token)
+
+
+def each(
+    rows: Iterable[_R],
+    make: Callable[[_R], _T],
+    named: Callable[[_R], tuple[str, object, object]],
+) -> list[_T]:
+    """``make(row)`` for every row. Under ``collecting_damage`` a row whose record cannot be
+    trusted is reported (``named(row)``: kind, id, session) and left out; otherwise its error
+    propagates."""
+    collected = _DAMAGED.get()
+    if collected is None:
+        return [make(row) for row in rows]
+    made: list[_T] = []
+    for row in rows:
+        try:
+            made.append(make(row))
+        except (RecordError, JournalCorrupt) as exc:
+            kind, ident, session = named(row)
+            collected.append(
+                DamagedRecord(
+                    kind, str(ident), None if session is None else str(session), str(exc)
+                )
+            )
+    return made
 
 
 def decoded(intent_id: object, decode: Callable[[bytes], _T], record: object) -> _T:

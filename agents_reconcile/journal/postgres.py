@@ -102,7 +102,7 @@ from ..errors import (
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
 from ..sealing import Keyring
-from ._rows import checked_decision, checked_entry, decoded
+from ._rows import checked_decision, checked_entry, decoded, each
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 from .postgres_statements import JournalStatements
 
@@ -445,7 +445,12 @@ class PostgresJournal:
         async def work(conn: Connection) -> list[Any]:
             return await conn.fetch(sql, *(str(value) for value in args))
 
-        return [_entry(row, self.keyring) for row in await self._run(work)]
+        keyring = self.keyring
+        return each(
+            await self._run(work),
+            lambda row: _entry(row, keyring),
+            lambda row: ("intent", row[0], row[1]),
+        )
 
     async def get(self, intent_id: str) -> JournalEntry | None:
         async def work(conn: Connection) -> Any:
@@ -511,7 +516,7 @@ class PostgresJournal:
         async def work(conn: Connection) -> list[Any]:
             return await conn.fetch(sql, *args)
 
-        return [_decision(row) for row in await self._run(work)]
+        return each(await self._run(work), _decision, lambda row: ("decision", row[0], row[1]))
 
 
 # -- rows and answers ---------------------------------------------------------------------

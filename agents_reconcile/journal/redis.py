@@ -80,6 +80,7 @@ from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
 from ..sealing import Keyring
 from . import redis_replies as replies
+from ._rows import each
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 from .redis_layout import IntentHomes, JournalKeys
 
@@ -415,7 +416,12 @@ class RedisJournal:
         ]
         keys = self._layout.scripted(session_id)
         found = replies.rows(await self._script("entries", keys, args, read_only=True), "pending")
-        return [replies.entry(session_id, row, self.keyring) for row in found]
+        keyring = self.keyring
+        return each(
+            found,
+            lambda row: replies.entry(session_id, row, keyring),
+            lambda row: ("intent", row[0], session_id),
+        )
 
     async def get(self, intent_id: str) -> JournalEntry | None:
         async def attempt(session_id: str | None) -> JournalEntry | _Retry | None:

@@ -26,7 +26,7 @@ from ..errors import (
 from ..ownership import Owner
 from ..records import Decision, PendingWrite
 from ..sealing import Keyring
-from ._rows import checked_entry
+from ._rows import checked_entry, each
 from .base import IntentState, JournalEntry, Opened
 
 __all__ = ["SCHEMA_REFUSAL", "Moved", "Row", "translate"]
@@ -258,8 +258,8 @@ def decisions(
 ) -> list[Decision]:
     """What ``decisions.lua`` answered: (number, record) pairs, newest first, checked
     against the list each was found in."""
-    chosen: list[Decision] = []
-    for found in as_list(reply, "decisions"):
+
+    def checked(found: object) -> Decision | None:
         seq, record = pair(found)
         decision = decoded(f"decision {seq}", f"decision {seq}", Decision.decode, record)
         # The list a number was found in is the row: a decision filed under another intent
@@ -271,12 +271,16 @@ def decisions(
             )
         if session_id is not None and decision.session_id != session_id:
             if intent_id is not None:
-                continue
+                return None
             raise RecordTampered(
                 f"decision {seq} is filed under session {session_id!r} but names "
                 f"session {decision.session_id!r}"
             )
-        chosen.append(decision)
-        if len(chosen) == limit:
-            break
-    return chosen
+        return decision
+
+    found = each(
+        as_list(reply, "decisions"),
+        checked,
+        lambda row: ("decision", intent_id or "?", session_id),
+    )
+    return [decision for decision in found if decision is not None][:limit]

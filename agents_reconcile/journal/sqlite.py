@@ -26,7 +26,7 @@ from ..errors import (
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
 from ..sealing import Keyring
-from ._rows import checked_decision, checked_entry
+from ._rows import checked_decision, checked_entry, each
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 
 __all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
@@ -293,7 +293,12 @@ class SQLiteJournal:
             rows: list[_Row] = conn.execute(sql + " ORDER BY created_at", args).fetchall()
             return rows
 
-        return [_entry(*row, keyring=self.keyring) for row in await self._run(read)]
+        keyring = self.keyring
+        return each(
+            await self._run(read),
+            lambda row: _entry(*row, keyring=keyring),
+            lambda row: ("intent", row[0], row[1]),
+        )
 
     async def get(self, intent_id: str) -> JournalEntry | None:
         row = await self._run(
@@ -354,7 +359,7 @@ class SQLiteJournal:
         sql += " ORDER BY seq DESC LIMIT ?"
         args.append(limit)
         rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
-        return [_decision(*row) for row in rows]
+        return each(rows, lambda row: _decision(*row), lambda row: ("decision", row[0], row[1]))
 
     async def close(self) -> None:
         """Close the connection. The journal is shared per file within a process, so a later

@@ -1,0 +1,429 @@
+"""The operator's commands of ``agents-reconcile``: ``status``, ``show``, ``trail`` and
+``resolve``, on any journal address. Each prints a table for a terminal, or with ``--json``
+one JSON document; none prints an item's content. Exit codes: 0 fine, 1 something needs an
+operator (or a resolution was refused), 2 the journal or store could not be used."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import time
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from ..config import ReconcileConfig
+from ..errors import ResolutionRefused
+from ..journal import IntentJournal
+from ..journal._rows import collecting_damage
+from ..journal_client import JournalClient
+from ..resolution import Resolver
+from ..sealing import Keyring
+from ..signing import signer_for
+from . import views
+from .journals import opened_journal
+from .stores import store_for
+
+if TYPE_CHECKING:
+    from ..journal import JournalEntry
+
+__all__ = ["EXIT_ATTENTION", "check", "decisions", "resolve", "show", "status", "trail"]
+
+EXIT_OK: Final = 0
+EXIT_ATTENTION: Final = 1
+
+
+def _keyring() -> Keyring:
+    # Signed journal rows are checked when this process has the deployment's signing key.
+    keyring = Keyring()
+    signer = signer_for(())
+    if signer is not None:
+        keyring.add_signer(signer)
+    return keyring
+
+
+async def _journal(args: argparse.Namespace, *, writing: bool = False) -> IntentJournal:
+    return await opened_journal(
+        args.journal, namespace=args.namespace, writing=writing, keyring=_keyring()
+    )
+
+
+def status(args: argparse.Namespace) -> int:
+    async def read() -> dict[str, Any]:
+        journal = await _journal(args)
+        try:
+            return await views.status(
+                journal, session_id=args.session, lease_seconds=ReconcileConfig().lease_seconds
+            )
+        finally:
+            await journal.close()
+
+    found = asyncio.run(read())
+    if args.json:
+        _json(found)
+    else:
+        _print_status(found)
+    return EXIT_ATTENTION if found["needs_operator"] else EXIT_OK
+
+
+def _print_status(found: dict[str, Any]) -> None:
+    where = f" for session {found['session']!r}" if found["session"] else ""
+    if not found["pending"] and not found["damaged"]:
+        print(f"No pending intents{where}.")
+        return
+    if found["pending"]:
+        rows = [("SESSION", "INTENT", "STATE", "OWNER", "AGE", "ITEMS", "LAST DECISION", "")]
+        for intent in found["pending"]:
+            last = intent["last_decision"]
+            rows.append(
+                (
+                    intent["session_id"],
+                    intent["intent_id"],
+                    intent["state"],
+                    _owner(intent),
+                    _age(intent["age_seconds"]),
+                    str(intent["items"]),
+                    "-" if last is None else f"{last['action']}: {last['reason']}",
+                    "NEEDS OPERATOR" if intent["needs_operator"] else "",
+                )
+            )
+        _table(rows)
+    for damaged in found["damaged"]:
+        print(
+            f"DAMAGED {damaged['kind']} {damaged['id']} (session {damaged['session_id']!r}): "
+            f"{damaged['problem']}"
+        )
+    waiting = sum(1 for i in found["pending"] if i["needs_operator"]) + len(found["damaged"])
+    if waiting:
+        print(
+            f"\n{waiting} need an operator: `agents-reconcile show INTENT` for the evidence, "
+            "then `agents-reconcile resolve INTENT --as committed|replay|abandon --reason ...`."
+        )
+
+
+def trail(args: argparse.Namespace) -> int:
+    async def read() -> dict[str, Any]:
+        journal = await _journal(args)
+        try:
+            return await views.trail(journal, args.session, limit=args.limit)
+        finally:
+            await journal.close()
+
+    found = asyncio.run(read())
+    if args.json:
+        _json(found)
+        return EXIT_ATTENTION if found["damaged"] else EXIT_OK
+    if not found["decisions"]:
+        print(f"No decisions recorded for session {args.session!r}.")
+    for decision in found["decisions"]:
+        print(
+            f"{_when(decision['decided_at'])}  intent {decision['intent_id']}  "
+            f"{decision['outcome']} ({decision['reason']}) -> {decision['action']}"
+        )
+        print(f"    evidence: {_evidence_line(decision['evidence'])}")
+    for damaged in found["damaged"]:
+        print(f"DAMAGED decision under {damaged['id']}: {damaged['problem']}")
+    return EXIT_ATTENTION if found["damaged"] else EXIT_OK
+
+
+def show(args: argparse.Namespace) -> int:
+    found = asyncio.run(_show(args))
+    if args.json:
+        _json(found)
+    else:
+        _print_show(found)
+    return EXIT_OK
+
+
+def decisions(args: argparse.Namespace) -> int:
+    async def read() -> tuple[list[Any], list[Any]]:
+        journal = await _journal(args)
+        try:
+            with collecting_damage() as damaged:
+                found = await journal.decisions(session_id=args.session, limit=args.limit)
+            return found, damaged
+        finally:
+            await journal.close()
+
+    found, damaged = asyncio.run(read())
+    if args.json:
+        _json(
+            {
+                "decisions": [views.decision_view(d) for d in found],
+                "damaged": [views.damaged_view(d) for d in damaged],
+            }
+        )
+        return EXIT_ATTENTION if damaged else EXIT_OK
+    if not found:
+        where = f" for session {args.session!r}" if args.session else ""
+        print(f"No decisions recorded{where}.")
+    rows = [("DECIDED (UTC)", "SESSION", "INTENT", "OUTCOME", "REASON", "ACTION")]
+    for decision in found:
+        rows.append(
+            (
+                _when(decision.decided_at),
+                decision.session_id,
+                decision.intent_id,
+                decision.outcome.value,
+                decision.reason.value,
+                decision.action.value,
+            )
+        )
+    if found:
+        widths = _widths(rows)
+        print(_row(rows[0], widths))
+        for row, decision in zip(rows[1:], found, strict=True):
+            print(_row(row, widths))
+            # Digests and counts only: the evidence never holds an item's content.
+            print(f"    evidence: {decision.evidence_text()}")
+    for record in damaged:
+        print(f"DAMAGED decision under {record.ident}: {record.problem}")
+    return EXIT_ATTENTION if damaged else EXIT_OK
+
+
+async def _show(args: argparse.Namespace) -> dict[str, Any]:
+    journal = await _journal(args)
+    try:
+        entry = await _entry(journal, args.intent)
+        intent = entry.intent
+        with collecting_damage():
+            decisions = await journal.decisions(intent_id=intent.intent_id, limit=args.limit)
+        now = time.time()
+        lease = ReconcileConfig().lease_seconds
+        shown = views.intent_view(entry, decisions[0] if decisions else None, now, lease)
+        shown["expected"] = {
+            "batch_digests": list(intent.batch_digests),
+            "before_digests": list(intent.before_digests),
+            "before_is_whole": intent.before_is_whole,
+            "persisted_count": intent.persisted_count,
+            "expected_revision": intent.expected_revision,
+            "scheme": intent.scheme,
+            "sealed_under": intent.sealed_under,
+        }
+        resolver, store = _resolver(entry, args, journal)
+        try:
+            verdict = await resolver.preview(intent.intent_id)
+        finally:
+            await _close(store)
+        shown["store_now"] = (
+            None
+            if verdict is None
+            else {
+                "outcome": verdict.outcome.value,
+                "reason": verdict.reason.value,
+                "explanation": verdict.reason.explanation,
+                "evidence": dict(verdict.evidence),
+            }
+        )
+        shown["decisions"] = [views.decision_view(d) for d in decisions]
+        shown["resolutions"] = views.outlook(verdict, len(intent.batch_digests))
+        return shown
+    finally:
+        await journal.close()
+
+
+def _print_show(found: dict[str, Any]) -> None:
+    print(f"intent   {found['intent_id']}")
+    print(f"session  {found['session_id']}   backend {found['backend']}")
+    live = "live" if found["owner_live"] else "gone"
+    age = _age(found["age_seconds"])
+    print(f"state    {found['state']}, owner {found['owner']} ({live}), age {age}")
+    print("\nexpected (what the write was meant to do):")
+    expected = found["expected"]
+    print(f"    {found['items']} item(s): {_evidence_line({'batch': expected['batch_digests']})}")
+    whole = " (the whole history)" if expected["before_is_whole"] else ""
+    print(f"    on top of{whole}: {_evidence_line({'before': expected['before_digests']})}")
+    for key in ("persisted_count", "expected_revision", "sealed_under"):
+        if expected[key] is not None:
+            print(f"    {key}: {expected[key]}")
+    print("\nthe store now:")
+    now = found["store_now"]
+    if now is None:
+        print("    not read (give --store ADDRESS to judge the intent against it)")
+    else:
+        print(f"    {now['outcome']} ({now['reason']}): {now['explanation']}")
+        print(f"    evidence: {_evidence_line(now['evidence'])}")
+    print("\ndecisions (newest first):")
+    for decision in found["decisions"] or []:
+        print(
+            f"    {_when(decision['decided_at'])}  {decision['outcome']} ({decision['reason']}) "
+            f"-> {decision['action']}"
+        )
+    if not found["decisions"]:
+        print("    none yet")
+    print("\nwhat each resolution would do:")
+    for name, said in found["resolutions"].items():
+        print(f"    --as {name:<9} {said}")
+
+
+def resolve(args: argparse.Namespace) -> int:
+    try:
+        decision = asyncio.run(_resolve(args))
+    except ResolutionRefused as refused:
+        if args.json:
+            _json(
+                {
+                    "refused": str(refused),
+                    "intent_id": refused.intent_id,
+                    "evidence": refused.evidence,
+                }
+            )
+        else:
+            print(f"refused: {refused}", file=sys.stderr)
+        return EXIT_ATTENTION
+    if args.json:
+        _json(views.decision_view(decision))
+    else:
+        print(
+            f"intent {decision.intent_id} resolved: {decision.outcome.value} -> "
+            f"{decision.action.value} (by {decision.evidence.get('actor')})"
+        )
+    return EXIT_OK
+
+
+async def _resolve(args: argparse.Namespace) -> Any:
+    journal = await _journal(args, writing=True)
+    try:
+        entry = await _entry(journal, args.intent)
+        resolver, store = _resolver(entry, args, journal)
+        try:
+            return await resolver.resolve(
+                entry.intent.intent_id,
+                args.resolution,
+                reason=args.reason,
+                actor=args.actor,
+                override=args.override,
+            )
+        finally:
+            await _close(store)
+    finally:
+        await journal.close()
+
+
+async def _entry(journal: IntentJournal, intent_id: str) -> JournalEntry:
+    entry = await journal.get(intent_id)
+    if entry is None:
+        settled = await journal.is_settled(intent_id)
+        raise ResolutionRefused(
+            f"intent {intent_id} is settled already"
+            if settled
+            else f"no pending intent {intent_id}",
+            intent_id=intent_id,
+        )
+    return entry
+
+
+def _resolver(
+    entry: JournalEntry, args: argparse.Namespace, journal: IntentJournal
+) -> tuple[Resolver, Any]:
+    """What resolves the intent: a wrapper over its own store (``--store``), which judges it
+    and can replay it, or, without a store, the journal alone (nothing judged, nothing
+    replayed). Returns the store too, to be closed."""
+    intent = entry.intent
+    config = ReconcileConfig(journal=journal)
+    if args.store is None:
+        return Resolver(JournalClient(intent.session_id, intent.backend, config)), None
+    from ..session import ReconcilingSession
+
+    store = store_for(
+        intent.backend.kind, args.store, intent.session_id, namespace=args.store_namespace
+    )
+    # The wrapper derives the store's own identity: a store other than the intent's is
+    # refused by the resolver, never judged as if it were the intent's.
+    return ReconcilingSession(store, config=config).resolver, store
+
+
+async def _close(store: Any) -> None:
+    closer = getattr(store, "close", None)
+    if closer is None:
+        return
+    result = closer()
+    if asyncio.iscoroutine(result):
+        await result
+
+
+def _owner(intent: dict[str, Any]) -> str:
+    host_and_pid = intent["owner"].rsplit("/", 1)[0]
+    return f"{host_and_pid} ({'live' if intent['owner_live'] else 'gone'})"
+
+
+def _json(document: Any) -> None:
+    sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2, default=str).decode())
+    sys.stdout.write("\n")
+
+
+def _when(timestamp: float) -> str:
+    return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _evidence_line(evidence: dict[str, Any]) -> str:
+    parts = []
+    for key, value in evidence.items():
+        if isinstance(value, list | tuple):
+            shown = "[" + ", ".join(_short(v) for v in value) + "]"
+        else:
+            shown = _short(value)
+        parts.append(f"{key}={shown}")
+    return "; ".join(parts) or "none"
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text[:12] if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
+
+
+def _age(seconds: float) -> str:
+    whole = max(int(seconds), 0)
+    minutes, secs = divmod(whole, 60)
+    hours, minutes = divmod(minutes, 60)
+    days, hours = divmod(hours, 24)
+    if days:
+        return f"{days}d{hours:02d}h"
+    if hours:
+        return f"{hours}h{minutes:02d}m"
+    if minutes:
+        return f"{minutes}m{secs:02d}s"
+    return f"{secs}s"
+
+
+def _widths(rows: Sequence[Sequence[str]]) -> list[int]:
+    return [max(len(row[column]) for row in rows) for column in range(len(rows[0]))]
+
+
+def _row(row: Sequence[str], widths: Sequence[int]) -> str:
+    return "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+
+
+def _table(rows: Sequence[Sequence[str]]) -> None:
+    widths = _widths(rows)
+    for row in rows:
+        print(_row(row, widths))
+
+
+def check(args: argparse.Namespace) -> int:
+    from .check import check_session
+
+    if args.repair and not (args.reason or "").strip():
+        print(
+            "agents-reconcile check: --repair needs --reason (kept in the trail)", file=sys.stderr
+        )
+        return 2
+    report = asyncio.run(
+        check_session(
+            args.store,
+            args.session,
+            repair=args.repair,
+            journal=args.journal,
+            actor=args.actor,
+            reason=args.reason,
+        )
+    )
+    if args.json:
+        _json(report.to_json())
+    else:
+        for line in report.lines():
+            print(line)
+    return EXIT_ATTENTION if report.needs_operator else EXIT_OK

@@ -1,0 +1,57 @@
+"""Opening a journal by address for an operator's command: any address the library takes (a
+path, ``sqlite:///``, ``redis://``, ``postgresql://``), checked before it is read, so that
+looking into a journal never creates, migrates or writes it."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from ..backends.redaction import redacted
+from ..backends.registry import backend_for
+from ..errors import ConfigurationError, JournalError
+from ..journal import DEFAULT_JOURNAL_PATH, SQLiteJournal, journal_path
+
+if TYPE_CHECKING:
+    from ..journal import IntentJournal
+    from ..sealing import Keyring
+
+__all__ = ["opened_journal"]
+
+
+async def opened_journal(
+    address: str | None,
+    *,
+    namespace: str | None = None,
+    writing: bool = False,
+    keyring: Keyring | None = None,
+) -> IntentJournal:
+    """The journal at ``address`` (the library's default file when None), whose schema is
+    this release's. Read-only unless ``writing``; a journal that is not there, or holds
+    another schema, is a ``JournalError`` saying so, and nothing is created."""
+    address = address or DEFAULT_JOURNAL_PATH
+    path = journal_path(address)
+    journal: IntentJournal
+    if path is not None:
+        if not path.exists():
+            raise JournalError(f"no journal file at {path}")
+        journal = SQLiteJournal(path, read_only=not writing)
+    else:
+        backend = backend_for(address, what="journal")
+        if backend.journal is None:
+            raise ConfigurationError(f"{redacted(address)} is not a journal address")
+        journal = backend.open_journal(address, namespace=namespace)
+    if keyring is not None:
+        held = getattr(journal, "keyring", None)
+        if held is not None:
+            held.add(keyring)
+            if keyring.signer is not None:
+                held.add_signer(keyring.signer)
+    try:
+        problem = await journal.check()
+    except BaseException:
+        await journal.close()
+        raise
+    if problem is not None:
+        await journal.close()
+        raise JournalError(f"{redacted(address)}: {problem}")
+    return journal

@@ -1,0 +1,130 @@
+"""What an operator sees, as plain mappings (the CLI prints them as tables or as JSON): the
+pending intents and whether each needs a person, one intent with its evidence, and a session's
+decision trail. Payload-free: ids, states, owners, counts, digests and reasons, never an item.
+Rows that fail their checks are listed as damaged, next to the others, never instead of them.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import TYPE_CHECKING, Any, Final
+
+from ..journal import IntentState, JournalEntry
+from ..journal._rows import collecting_damage
+from ..policy import Resolution, Step, resolution_step
+from ..records import Action, Decision
+
+if TYPE_CHECKING:
+    from ..classify import Verdict
+    from ..journal import IntentJournal
+    from ..journal._rows import DamagedRecord
+
+__all__ = ["decision_view", "intent_view", "outlook", "status", "trail"]
+
+_WAITING: Final = (Action.DENIED, Action.LEFT_PENDING)
+_ACTIVE: Final = (IntentState.IN_FLIGHT, IntentState.RECONCILING)
+
+
+async def status(
+    journal: IntentJournal, *, session_id: str | None, lease_seconds: float
+) -> dict[str, Any]:
+    """Pending intents (every session, or one), each with its newest decision, and whether
+    anything needs an operator: a denied or left-pending intent, or a damaged row."""
+    now = time.time()
+    with collecting_damage() as damaged:
+        entries = await journal.pending(session_id)
+        intents = []
+        for entry in entries:
+            newest = await journal.decisions(intent_id=entry.intent.intent_id, limit=1)
+            intents.append(intent_view(entry, newest[0] if newest else None, now, lease_seconds))
+    return {
+        "session": session_id,
+        "pending": intents,
+        "damaged": [damaged_view(record) for record in damaged],
+        "needs_operator": bool(damaged) or any(i["needs_operator"] for i in intents),
+    }
+
+
+def intent_view(
+    entry: JournalEntry, newest: Decision | None, now: float, lease_seconds: float
+) -> dict[str, Any]:
+    intent = entry.intent
+    live = entry.state in _ACTIVE and entry.owner.is_live(
+        age_seconds=now - entry.updated_at, lease_seconds=lease_seconds
+    )
+    waiting = newest is not None and newest.action in _WAITING
+    return {
+        "intent_id": intent.intent_id,
+        "session_id": intent.session_id,
+        "backend": str(intent.backend),
+        "state": entry.state.value,
+        "owner": str(entry.owner),
+        "owner_live": live,
+        "age_seconds": round(now - intent.created_at, 3),
+        "updated_seconds_ago": round(now - entry.updated_at, 3),
+        "items": len(intent.batch_digests),
+        "last_decision": None if newest is None else decision_view(newest),
+        "needs_operator": waiting and not live,
+    }
+
+
+def damaged_view(record: DamagedRecord) -> dict[str, Any]:
+    return {
+        "kind": record.kind,
+        "id": record.ident,
+        "session_id": record.session_id,
+        "problem": record.problem,
+        "needs_operator": True,
+    }
+
+
+def decision_view(decision: Decision) -> dict[str, Any]:
+    return {
+        "decided_at": decision.decided_at,
+        "intent_id": decision.intent_id,
+        "session_id": decision.session_id,
+        "outcome": decision.outcome.value,
+        "reason": decision.reason.value,
+        "action": decision.action.value,
+        "explanation": decision.reason.explanation,
+        "evidence": dict(decision.evidence),
+    }
+
+
+async def trail(journal: IntentJournal, session_id: str, *, limit: int) -> dict[str, Any]:
+    """A session's decisions, oldest first (a timeline), with any damaged ones named."""
+    with collecting_damage() as damaged:
+        decisions = await journal.decisions(session_id=session_id, limit=limit)
+    return {
+        "session": session_id,
+        "decisions": [decision_view(d) for d in reversed(decisions)],
+        "damaged": [damaged_view(record) for record in damaged],
+    }
+
+
+def outlook(verdict: Verdict | None, items: int) -> dict[str, str]:
+    """What each resolution would do now, given what the rule judges (None: not judged)."""
+    said: dict[str, str] = {}
+    for resolution in Resolution:
+        step = resolution_step(
+            resolution, None if verdict is None else verdict.outcome, override=False
+        )
+        if resolution is Resolution.COMMITTED:
+            said[resolution.value] = "settle the intent as written; nothing is appended"
+        elif resolution is Resolution.ABANDON:
+            said[resolution.value] = "drop the intent; nothing is appended"
+        elif step is Step.REFUSE:
+            said[resolution.value] = (
+                "refused: give --store to judge it first"
+                if verdict is None
+                else f"refused ({verdict.reason.value}); --override appends {items} item(s) "
+                "at the end regardless"
+            )
+        else:
+            where = (
+                "after the others' writes"
+                if step is Step.REPLAY_AFTER_OTHERS
+                else "where it was meant to go"
+            )
+            said[resolution.value] = f"append the {items} missing item(s) once, {where}"
+    return said
