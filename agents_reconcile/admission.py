@@ -145,6 +145,8 @@ class Gatekeeper:
         it has not seen. Runs before every model call, and before every tool call when
         ``hooks()`` is used, so a stale checkpoint does not run a tool again."""
         await self._settler.settle_pending(context)
+        # What was settled while the SDK prepared the run (before its trace opened).
+        self._client.trail.flush()
         if self._config.durability != "write_ahead":
             return
         accounted = await self._carried.accounted(context)

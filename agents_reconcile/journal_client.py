@@ -25,6 +25,7 @@ from .errors import (
     UnsupportedRecordVersion,
 )
 from .journal import IntentJournal, SQLiteJournal, journal_path, open_journal
+from .observability import Trail
 from .records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
 from .sealing import Keyring
 
@@ -57,6 +58,8 @@ class JournalClient:
         self.keyring = keyring if keyring is not None else Keyring()
         """The keys this session seals (the first) and opens its records with."""
         self._journal: IntentJournal | None = None
+        self.trail = Trail()
+        """This session's trail in the run's traces and in logging records."""
 
     @property
     def journal(self) -> IntentJournal:
@@ -156,7 +159,7 @@ class JournalClient:
             logger.warning(
                 "could not record denial of intent %s", decision.intent_id, exc_info=True
             )
-        logger.warning("session %s: %s", self.session_id, decision.reason.explanation)
+        self.trail.decided(decision)
         raise (BindingMismatch if binding else ContinuationDenied)(decision) from cause
 
     async def note_once(self, decision: Decision) -> None:

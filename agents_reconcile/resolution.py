@@ -142,13 +142,7 @@ class Resolver:
             raise
         if self.settler is not None:
             await self.settler.after_settlement(intent, None, decision.action)
-        logger.warning(
-            "session %s: intent %s resolved as %s by %s",
-            client.session_id,
-            intent_id,
-            resolution.value,
-            actor,
-        )
+        client.trail.decided(decision)
         return decision
 
     async def _entry(self, intent_id: str) -> JournalEntry:

@@ -29,6 +29,7 @@ from .journal import IntentState, JournalEntry
 from .journal_client import JournalClient
 from .judges import judge_revision, judge_tail
 from .locking import SessionLock
+from .observability import judged
 from .ownership import current_owner, holds
 from .policy import Step, settlement_step
 from .records import Action, Decision, Outcome, PendingWrite, Reason
@@ -101,6 +102,24 @@ class Settler:
         if not locked:
             async with self._lock.held():
                 return await self.settle_pending(context, wrapper, locked=True)
+        with client.trail.step(
+            "reconcile",
+            session_id=client.session_id,
+            journaled=len(entries),
+            unjournaled=len(self._held.unjournaled),
+            carried=len(unverified),
+        ) as traced:
+            decisions = await self._settle_all(entries, unverified, context, wrapper)
+            traced["decisions"] = len(decisions)
+        return decisions
+
+    async def _settle_all(
+        self,
+        entries: list[JournalEntry],
+        unverified: list[PendingWrite],
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
+    ) -> list[Decision]:
         decisions: list[Decision] = []
         for entry in entries:
             try:
@@ -141,6 +160,7 @@ class Settler:
             )
             await client.call(client.journal.note, decision)
             await self.after_settlement(intent, context, Action.SETTLED)
+            client.trail.decided(decision)
             return decision
         if step in (Step.LEAVE_FOR_OPERATOR, Step.REFUSE):
             await client.deny(
@@ -320,6 +340,15 @@ class Settler:
 
     async def judge(self, intent: PendingWrite, wrapper: Any) -> Verdict:
         """What the store's history says about ``intent`` now (the rule, on a fresh read)."""
+        trail = self._client.trail
+        with trail.step(
+            "judge", session_id=intent.session_id, intent_id=intent.intent_id
+        ) as traced:
+            verdict = await self._judge(intent, wrapper)
+            judged(traced, verdict)
+        return verdict
+
+    async def _judge(self, intent: PendingWrite, wrapper: Any) -> Verdict:
         if intent.expected_revision is None:
             return await judge_tail(self._inner, intent, wrapper)
         if self._store is None:
@@ -367,12 +396,7 @@ class Settler:
             decision = client.decision(intent, outcome, verdict.reason, action, evidence)
             await client.call(client.journal.settle, decision, owner=current_owner())
             await self.after_settlement(intent, context, action)
-            if action is Action.REPLAYED:
-                logger.info(
-                    "session %s: replayed missing batch of intent %s",
-                    client.session_id,
-                    intent.intent_id,
-                )
+            client.trail.decided(decision)
             return decision
         await client.deny(
             intent,

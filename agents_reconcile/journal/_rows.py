@@ -81,9 +81,7 @@ def each(
         except (RecordError, JournalCorrupt) as exc:
             kind, ident, session = named(row)
             collected.append(
-                DamagedRecord(
-                    kind, str(ident), None if session is None else str(session), str(exc)
-                )
+                DamagedRecord(kind, str(ident), None if session is None else str(session), str(exc))
             )
     return made
 
