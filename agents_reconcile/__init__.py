@@ -2,39 +2,55 @@
 
 Call ``install()`` once, then pass any OpenAI Agents SDK session wrapped in
 ``ReconcilingSession`` as ``session=`` to the runner.
+
+The names below are loaded on first use (PEP 562): importing the package alone, or one of its
+light modules (``config``, ``records``, ``journal``, ``errors``), does not load the SDK.
 """
 
 from __future__ import annotations
 
-from . import crashpoints
-from .classify import Observation, Verdict, classify
-from .config import ReconcileConfig
-from .default_runner import UngatedRunWarning, install, installed, uninstall
-from .errors import (
-    BindingMismatch,
-    ConfigurationError,
-    ContinuationDenied,
-    FingerprintError,
-    IntentConflict,
-    JournalCorrupt,
-    JournalError,
-    JournalUnavailable,
-    ReconcileError,
-    RecordError,
-    RecordMalformed,
-    RecordTampered,
-    RecordUnsigned,
-    SignatureInvalid,
-    UnsupportedRecordVersion,
-    UnsupportedSession,
-)
-from .fingerprint import FINGERPRINT_SCHEME, item_digest
-from .journal import IntentJournal, IntentState, JournalEntry, MemoryJournal, SQLiteJournal
-from .records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
-from .session import ReconcilingSession
-from .signing import SigningKey
+import importlib
+import logging
+from typing import TYPE_CHECKING, Final
+
+# Loaded now, not on first use: ``classify`` is also the name of its module, and the import of
+# that module by any other (the session's) would otherwise leave the module under this name.
+from .classify import classify
 
 __version__ = "0.1.0"
+
+# A library leaves its log output to the application: without a handler of its own, a record
+# that nobody configured logging for would reach ``logging.lastResort`` and stderr.
+logging.getLogger(__name__).addHandler(logging.NullHandler())
+
+if TYPE_CHECKING:
+    from . import crashpoints
+    from .classify import Observation, Verdict
+    from .config import ReconcileConfig
+    from .default_runner import UngatedRunWarning, install, installed, uninstall
+    from .errors import (
+        BindingMismatch,
+        ConfigurationError,
+        ContinuationDenied,
+        FingerprintError,
+        IntentConflict,
+        JournalCorrupt,
+        JournalError,
+        JournalUnavailable,
+        ReconcileError,
+        RecordError,
+        RecordMalformed,
+        RecordTampered,
+        RecordUnsigned,
+        SignatureInvalid,
+        UnsupportedRecordVersion,
+        UnsupportedSession,
+    )
+    from .fingerprint import FINGERPRINT_SCHEME, item_digest
+    from .journal import IntentJournal, IntentState, JournalEntry, MemoryJournal, SQLiteJournal
+    from .records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
+    from .session import ReconcilingSession
+    from .signing import SigningKey
 
 __all__ = [
     "FINGERPRINT_SCHEME",
@@ -78,3 +94,62 @@ __all__ = [
     "item_digest",
     "uninstall",
 ]
+
+# Where each public name lives (relative to this package). A name mapped to its own module
+# (``crashpoints``) is that module.
+_HOMES: Final[dict[str, str]] = {
+    "FINGERPRINT_SCHEME": ".fingerprint",
+    "Action": ".records",
+    "BackendIdentity": ".records",
+    "BindingMismatch": ".errors",
+    "ConfigurationError": ".errors",
+    "ContinuationDenied": ".errors",
+    "Decision": ".records",
+    "FingerprintError": ".errors",
+    "IntentConflict": ".errors",
+    "IntentJournal": ".journal",
+    "IntentState": ".journal",
+    "JournalCorrupt": ".errors",
+    "JournalEntry": ".journal",
+    "JournalError": ".errors",
+    "JournalUnavailable": ".errors",
+    "MemoryJournal": ".journal",
+    "Observation": ".classify",
+    "Outcome": ".records",
+    "PendingWrite": ".records",
+    "Reason": ".records",
+    "ReconcileConfig": ".config",
+    "ReconcileError": ".errors",
+    "ReconcilingSession": ".session",
+    "RecordError": ".errors",
+    "RecordMalformed": ".errors",
+    "RecordTampered": ".errors",
+    "RecordUnsigned": ".errors",
+    "SQLiteJournal": ".journal",
+    "SignatureInvalid": ".errors",
+    "SigningKey": ".signing",
+    "UngatedRunWarning": ".default_runner",
+    "UnsupportedRecordVersion": ".errors",
+    "UnsupportedSession": ".errors",
+    "Verdict": ".classify",
+    "crashpoints": ".crashpoints",
+    "install": ".default_runner",
+    "installed": ".default_runner",
+    "item_digest": ".fingerprint",
+    "uninstall": ".default_runner",
+}
+
+
+def __getattr__(name: str) -> object:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    module = importlib.import_module(home, __name__)
+    value = module if home == f".{name}" else getattr(module, name)
+    # Kept, so the next lookup is an ordinary attribute read.
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})

@@ -2,29 +2,70 @@
 
 from __future__ import annotations
 
+import math
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal, get_args
 
 from .backends.redaction import redacted
 from .backends.registry import backend_for
-from .errors import ConfigurationError
+from .errors import ConfigurationError, RecordMalformed
 from .journal import IntentJournal
 from .records import BackendIdentity
 from .sealing import PayloadKey, payload_keys
 from .signing import SigningKey, signing_keys
 
-__all__ = ["ENV_FLAG", "ReconcileConfig", "env_disabled"]
+__all__ = ["ENV_FLAG", "ReconcileConfig", "env_disabled", "env_switch", "require_config"]
 
 ENV_FLAG: Final = "AGENTS_RECONCILE"
-_OFF: Final = frozenset({"0", "false", "off", "no"})
+_ON: Final = ("1", "true", "on", "yes")
+_OFF: Final = ("0", "false", "off", "no")
+
+Durability = Literal["write_ahead", "on_failure"]
+OnUnchanged = Literal["replay", "fail"]
+OnExtended = Literal["fail", "append"]
+
+
+def env_switch(name: str, environ: Mapping[str, str] | None = None) -> bool | None:
+    """The on/off variable ``name``: True for ``1/true/on/yes``, False for ``0/false/off/no``
+    (any case, surrounding blanks ignored), None when it is unset or empty. Any other value
+    is refused, never read as either."""
+    text = (os.environ if environ is None else environ).get(name, "")
+    word = text.strip().lower()
+    if not word:
+        return None
+    if word in _ON:
+        return True
+    if word in _OFF:
+        return False
+    raise ConfigurationError(
+        f"{name}={text!r} is neither on ({'/'.join(_ON)}) nor off ({'/'.join(_OFF)}); "
+        "set one of these words, any case, or unset it"
+    )
 
 
 def env_disabled() -> bool:
-    """Whether ``AGENTS_RECONCILE`` switches reconciliation off (``0/false/off/no``, any case)."""
-    return os.environ.get(ENV_FLAG, "").strip().lower() in _OFF
+    """Whether ``AGENTS_RECONCILE`` switches reconciliation off (``0/false/off/no``, any case).
+    A value that is no on/off word raises ``ConfigurationError``."""
+    return env_switch(ENV_FLAG) is False
+
+
+def require_config(value: object) -> ReconcileConfig:
+    """``value`` as the configuration of a wrapper: ``ReconcileConfig()`` for None, the value
+    itself for a ``ReconcileConfig``; anything else is refused, naming what was given."""
+    if value is None:
+        return ReconcileConfig()
+    if isinstance(value, ReconcileConfig):
+        return value
+    kind = type(value).__name__
+    hint = (
+        "; write ReconcileConfig(**{...}) to build one from a mapping"
+        if isinstance(value, Mapping)
+        else ""
+    )
+    raise ConfigurationError(f"config must be a ReconcileConfig or None, not {kind}{hint}")
 
 
 @dataclass(frozen=True)
@@ -70,49 +111,30 @@ class ReconcileConfig:
 
     enabled: bool = True
     journal: IntentJournal | str | os.PathLike[str] | None = None
-    durability: Literal["write_ahead", "on_failure"] = "write_ahead"
-    on_unchanged: Literal["replay", "fail"] = "replay"
+    durability: Durability = "write_ahead"
+    on_unchanged: OnUnchanged = "replay"
     backend_identity: BackendIdentity | str | None = None
     merge_retried_input: bool = True
     verify_tail: bool = False
     lease_seconds: float = 30.0
     in_flight_wait: float = 5.0
     journal_retries: int = 3
-    on_extended: Literal["fail", "append"] = "fail"
+    on_extended: OnExtended = "fail"
     install: bool = False
     payload_key: PayloadKey | bytes | str | Sequence[PayloadKey | bytes | str] | None = None
     signing_key: SigningKey | bytes | str | Sequence[SigningKey | bytes | str] | None = None
 
     def __post_init__(self) -> None:
+        # Each field on its own, in the order they are declared; the first bad one is named.
+        for name, check in _CHECKS.items():
+            check(name, getattr(self, name))
         # Held as keys from here on: the secret material itself is never kept nor shown.
-        object.__setattr__(self, "payload_key", payload_keys(self.payload_key) or None)
-        object.__setattr__(self, "signing_key", signing_keys(self.signing_key) or None)
-        if self.on_extended not in ("fail", "append"):
-            raise ConfigurationError(
-                f"on_extended must be 'fail' or 'append', not {self.on_extended!r}"
-            )
-        if self.durability not in ("write_ahead", "on_failure"):
-            raise ConfigurationError(
-                f"durability must be 'write_ahead' or 'on_failure', not {self.durability!r}"
-            )
-        if self.on_unchanged not in ("replay", "fail"):
-            raise ConfigurationError(
-                f"on_unchanged must be 'replay' or 'fail', not {self.on_unchanged!r}"
-            )
-        if self.lease_seconds <= 0 or self.in_flight_wait < 0 or self.journal_retries < 1:
-            raise ConfigurationError(
-                "lease_seconds must be positive, in_flight_wait non-negative, "
-                "journal_retries at least 1"
-            )
-        if self.journal is not None and not isinstance(
-            self.journal, str | Path | os.PathLike | IntentJournal
-        ):
-            raise ConfigurationError(
-                f"journal must be an IntentJournal, a path or a URL, not {self.journal!r}"
-            )
-        if isinstance(self.journal, str):
-            # A scheme no registered backend serves is refused now, not at the first append.
-            backend_for(self.journal, what="journal")
+        object.__setattr__(
+            self, "payload_key", _keys("payload_key", self.payload_key, payload_keys)
+        )
+        object.__setattr__(
+            self, "signing_key", _keys("signing_key", self.signing_key, signing_keys)
+        )
 
     def __repr__(self) -> str:
         # A journal URL may hold a password: shown as every address is, without it.
@@ -134,4 +156,108 @@ class ReconcileConfig:
     @property
     def active(self) -> bool:
         """``enabled``, unless the environment switches reconciliation off."""
-        return self.enabled and not env_disabled()
+        # The variable is read (and a bad value refused) whether or not ``enabled`` is set.
+        switched_off = env_disabled()
+        return self.enabled and not switched_off
+
+
+# -- checks of single fields ---------------------------------------------------------------
+
+
+def _shown(value: object) -> str:
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _flag(name: str, value: object) -> None:
+    if not isinstance(value, bool):
+        raise ConfigurationError(f"{name} must be True or False, not {_shown(value)}")
+
+
+def _choice(allowed: tuple[str, ...]) -> Callable[[str, object], None]:
+    def check(name: str, value: object) -> None:
+        if not isinstance(value, str) or value not in allowed:
+            listed = ", ".join(repr(choice) for choice in allowed)
+            raise ConfigurationError(f"{name} must be one of {listed}, not {_shown(value)}")
+
+    return check
+
+
+def _seconds(*, zero: bool) -> Callable[[str, object], None]:
+    bound = "at least 0" if zero else "above 0"
+
+    def check(name: str, value: object) -> None:
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise ConfigurationError(
+                f"{name} must be a number of seconds (int or float), not {_shown(value)}"
+            )
+        if (isinstance(value, float) and not math.isfinite(value)) or (
+            value < 0 if zero else value <= 0
+        ):
+            raise ConfigurationError(
+                f"{name} must be a finite number of seconds {bound}, not {value!r}"
+            )
+
+    return check
+
+
+def _attempts(name: str, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigurationError(f"{name} must be an int, not {_shown(value)}")
+    if value < 1:
+        raise ConfigurationError(f"{name} must be at least 1, not {value!r}")
+
+
+def _journal(name: str, value: object) -> None:
+    if value is None or isinstance(value, IntentJournal | Path | os.PathLike):
+        return
+    if not isinstance(value, str):
+        # Bytes may hold a URL with its password: only their type is named.
+        shown = type(value).__name__ if isinstance(value, bytes | bytearray) else _shown(value)
+        raise ConfigurationError(f"{name} must be an IntentJournal, a path or a URL, not {shown}")
+    try:
+        # A scheme no registered backend serves is refused now, not at the first append.
+        backend_for(value, what="journal")
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"{name} {redacted(value)!r}: {exc}") from None
+
+
+def _identity(name: str, value: object) -> None:
+    if value is None or isinstance(value, BackendIdentity):
+        return
+    if not isinstance(value, str):
+        raise ConfigurationError(
+            f"{name} must be a BackendIdentity, a 'kind|namespace' string or None, "
+            f"not {_shown(value)}"
+        )
+    try:
+        BackendIdentity.parse(value)
+    except RecordMalformed:
+        raise ConfigurationError(
+            f"{name} must name a kind before any '|namespace', not {value!r}"
+        ) from None
+
+
+def _keys(name: str, value: object, parse: Callable[[Any], tuple[Any, ...]]) -> Any:
+    # The material is secret: a refusal names the field, never the value.
+    try:
+        return parse(value) or None
+    except ConfigurationError as exc:
+        if str(exc).startswith(name):
+            raise
+        raise ConfigurationError(f"{name}: {exc}") from None
+
+
+_CHECKS: Final[dict[str, Callable[[str, object], None]]] = {
+    "enabled": _flag,
+    "journal": _journal,
+    "durability": _choice(get_args(Durability)),
+    "on_unchanged": _choice(get_args(OnUnchanged)),
+    "backend_identity": _identity,
+    "merge_retried_input": _flag,
+    "verify_tail": _flag,
+    "lease_seconds": _seconds(zero=False),
+    "in_flight_wait": _seconds(zero=True),
+    "journal_retries": _attempts,
+    "on_extended": _choice(get_args(OnExtended)),
+    "install": _flag,
+}

@@ -15,13 +15,14 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import os
 import threading
 import warnings
 from typing import Any, Final, Protocol
 
 from agents import RunConfig, RunHooks
 from agents.lifecycle import RunHooksBase
+
+from .config import env_switch
 
 __all__ = [
     "ENV_INSTALL",
@@ -39,7 +40,6 @@ ENV_INSTALL: Final = "AGENTS_RECONCILE_INSTALL"
 """Set to ``1`` (``true``, ``on``, ``yes``), the first ``ReconcilingSession`` built installs the
 gate, as ``ReconcileConfig(install=True)`` does."""
 
-_ON: Final = frozenset({"1", "true", "on", "yes"})
 _BY_HAND: Final = (
     "pass run_config=session.run_config(...) and hooks=session.hooks(...) on every run"
 )
@@ -73,8 +73,9 @@ class UngatedRunWarning(UserWarning):
 
 
 def env_install() -> bool:
-    """Whether ``AGENTS_RECONCILE_INSTALL`` asks for the gate in every run."""
-    return os.environ.get(ENV_INSTALL, "").strip().lower() in _ON
+    """Whether ``AGENTS_RECONCILE_INSTALL`` asks for the gate in every run: read as
+    ``AGENTS_RECONCILE`` is, and a value that is no on/off word raises ``ConfigurationError``."""
+    return env_switch(ENV_INSTALL) is True
 
 
 class ReconcilingRunner(AgentRunner):

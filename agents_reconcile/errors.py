@@ -14,6 +14,7 @@
     │   ├── UnsupportedRecordVersion   written by a newer (or unknown) format version
     │   └── RecordMalformed            not a record at all (truncated, wrong shape)
     ├── RevisionConflict               a revisioned append found another head (nothing written)
+    ├── ResolutionRefused              an operator's resolution was refused (nothing written)
     ├── SchemaMismatch                 a store's schema is missing (migrate) or newer (upgrade)
     ├── JournalError                   the intent journal could not be used
     │   ├── JournalUnavailable         unreachable, locked or read-only: retry later
@@ -24,17 +25,20 @@
 
 ``ContinuationDenied`` subclasses the SDK's ``UserError`` (an ``AgentsException``), so code
 that handles the SDK's own refusal keeps working, and the SDK attaches ``run_data`` to it
-when it escapes a run. A failed ``add_items`` is *not* translated: the backend's own
-exception reaches the caller, with a note naming the pending intent.
+when it escapes a run. Both denials are defined, and the SDK loaded, when one of them is first
+used; the rest of this module needs nothing from the SDK. A failed ``add_items`` is *not*
+translated: the backend's own exception reaches the caller, with a note naming the pending
+intent.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
-from agents.exceptions import UserError
+import threading
+from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
+    from agents.exceptions import UserError
+
     from .records import Decision
 
 __all__ = [
@@ -52,6 +56,7 @@ __all__ = [
     "RecordMalformed",
     "RecordTampered",
     "RecordUnsigned",
+    "ResolutionRefused",
     "RevisionConflict",
     "SchemaMismatch",
     "SignatureInvalid",
@@ -84,7 +89,12 @@ class FingerprintError(ReconcileError, TypeError):
 
 
 class RecordError(ReconcileError):
-    """A record (from the journal or a RunState) cannot be trusted as written."""
+    """A record (from the journal or a RunState) cannot be trusted as written.
+
+    ``intent_id`` names the intent whose record it is, when the journal row said so.
+    """
+
+    intent_id: str | None = None
 
 
 class RecordTampered(RecordError):
@@ -129,6 +139,19 @@ class RevisionConflict(ReconcileError):
         self.actual = actual
 
 
+class ResolutionRefused(ReconcileError):
+    """An operator's resolution of an intent was refused, and nothing was written: the intent
+    is unknown, settled already, held by a live owner, or the rule's evidence forbids the
+    resolution asked for (``evidence`` says what was seen, payload-free)."""
+
+    def __init__(
+        self, message: str, *, intent_id: str, evidence: dict[str, object] | None = None
+    ) -> None:
+        super().__init__(message)
+        self.intent_id = intent_id
+        self.evidence = dict(evidence or {})
+
+
 class SchemaMismatch(ReconcileError):
     """A revisioned store's schema is missing (run ``agents-reconcile migrate``) or newer than
     this release knows (upgrade); nothing was read or written."""
@@ -154,24 +177,67 @@ class IntentConflict(JournalError):
         self.intent_id = intent_id
 
 
-class ContinuationDenied(ReconcileError, UserError):
-    """The run may not continue: a pending write could not be vouched for.
+# The two denials subclass the SDK's ``UserError``, and loading the SDK takes seconds: they are
+# defined when first asked for (PEP 562), so the journal, the records and the command line
+# can be used without it. The declarations below are what type checkers see.
+if TYPE_CHECKING:
 
-    ``decision`` holds the outcome, the reason and the payload-free evidence; ``intent_id``
-    and ``session_id`` name what an operator has to look at. Raised before any model call,
-    with the stored history untouched.
-    """
+    class ContinuationDenied(ReconcileError, UserError):
+        decision: Decision
+        intent_id: str
+        session_id: str
 
-    def __init__(self, decision: Decision) -> None:
-        self.decision = decision
-        self.intent_id = decision.intent_id
-        self.session_id = decision.session_id
-        super().__init__(_describe(decision))
+        def __init__(self, decision: Decision) -> None: ...
+
+    class BindingMismatch(ContinuationDenied): ...
 
 
-class BindingMismatch(ContinuationDenied):
-    """The intent belongs to another backend, session, scheme or version, or its copies
-    disagree."""
+_DENIALS: Final = frozenset({"ContinuationDenied", "BindingMismatch"})
+_defining = threading.Lock()
+
+
+def _define_denials() -> dict[str, type[ReconcileError]]:
+    from agents.exceptions import UserError
+
+    class ContinuationDenied(ReconcileError, UserError):
+        """The run may not continue: a pending write could not be vouched for.
+
+        ``decision`` holds the outcome, the reason and the payload-free evidence; ``intent_id``
+        and ``session_id`` name what an operator has to look at. Raised before any model call,
+        with the stored history untouched.
+        """
+
+        def __init__(self, decision: Decision) -> None:
+            self.decision = decision
+            self.intent_id = decision.intent_id
+            self.session_id = decision.session_id
+            super().__init__(_describe(decision))
+
+    class BindingMismatch(ContinuationDenied):
+        """The intent belongs to another backend, session, scheme or version, or its copies
+        disagree."""
+
+    defined: dict[str, type[ReconcileError]] = {
+        "ContinuationDenied": ContinuationDenied,
+        "BindingMismatch": BindingMismatch,
+    }
+    for name, cls in defined.items():
+        cls.__qualname__ = name  # found by name in this module, as any other class here
+    return defined
+
+
+def __getattr__(name: str) -> type[ReconcileError]:
+    if name not in _DENIALS:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    with _defining:  # one class object per name, whichever thread asks first
+        if name not in globals():
+            globals().update(_define_denials())
+    cls: type[ReconcileError] = globals()[name]
+    return cls
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *__all__})
 
 
 def _describe(decision: Decision) -> str:

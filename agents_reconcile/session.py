@@ -18,7 +18,7 @@ from agents.memory import OpenAIConversationsSession
 from . import default_runner, runstate
 from .admission import Admission, Gatekeeper
 from .capabilities import FORWARDED, Guard, forwarded
-from .config import ReconcileConfig
+from .config import ReconcileConfig, require_config
 from .errors import ConfigurationError, ContinuationDenied, FingerprintError, UnsupportedSession
 from .fingerprint import digest_items, journal_batch
 from .held import HeldIntents, KnownHead
@@ -71,7 +71,7 @@ class ReconcilingSession:
         _check_inner(inner)
         self._inner = inner
         self.session_id: str = inner.session_id
-        self.config = config or ReconcileConfig()
+        self.config = require_config(config)
         self._active = self.config.active
         identity = self.config.backend_identity
         if isinstance(identity, str):
@@ -81,7 +81,9 @@ class ReconcilingSession:
         # Whether the gate reached this session's runs some way (run_config(), hooks() or the
         # installed runner); a run without it is warned about once.
         self._gate_seen = False
-        if self._active and (self.config.install or default_runner.env_install()):
+        # Read even when it would not be used, so a bad value is refused wherever it is set.
+        install_asked = default_runner.env_install()
+        if self._active and (self.config.install or install_asked):
             default_runner.install()
         # History limits through which a fresh run reads the history it builds on (those of
         # RunConfigs passed to run_config(), besides the session's own). The SDK's other
