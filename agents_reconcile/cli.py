@@ -223,6 +223,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     check.add_argument("session", metavar="SESSION", help="the session id")
     check.add_argument("--store", required=True, metavar="ADDRESS", help="the session's store")
+    check.add_argument(
+        "--store-namespace", metavar="NAME", help="the store's Redis key prefix or schema"
+    )
     check.add_argument("--journal", metavar="ADDRESS", help="the journal a repair is recorded in")
     check.add_argument("--repair", action="store_true", help="repair what the evidence proves")
     check.add_argument("--reason", help="why (kept in the trail; needed with --repair)")

@@ -96,6 +96,7 @@ class Reason(enum.Enum):
     STATE_UNSIGNED = "state_unsigned"
     STATE_TOO_LARGE = "state_too_large"
     OPERATOR_RESOLVED = "operator_resolved"
+    HISTORY_REPAIRED = "history_repaired"
 
     @property
     def explanation(self) -> str:
@@ -137,6 +138,9 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     "holds: it is refused unread.",
     Reason.OPERATOR_RESOLVED: "An operator resolved the intent (see the resolution, actor and "
     "reason in the evidence, next to what the rule judged at that moment).",
+    Reason.HISTORY_REPAIRED: "An operator replaced the history with a repaired one, removing "
+    "only the damage the check proved (see the removed positions and digests in the "
+    "evidence), under a write-ahead intent of its own.",
     Reason.STALE_STATE: "The session was written after this run last saw it (a RunState "
     "checkpoint older than the history, or another writer): continuing would write on a "
     "history the run has not seen, repeating what is already there. Resume the newest "
@@ -155,6 +159,8 @@ class Action(enum.Enum):
     """Continuation refused; the intent stays pending for an operator."""
     LEFT_PENDING = "left_pending"
     """Nothing written, nothing refused permanently: the intent stays pending."""
+    REPAIRED = "repaired"
+    """An operator's repair of a damaged history was written (the session as a whole)."""
     DROPPED = "dropped"
     """The intent was closed and nothing written: a stale RunState copy of an already settled
     intent was removed, or an operator abandoned the intent."""

@@ -307,3 +307,55 @@ def test_help_answers_well_under_a_second() -> None:
         check=True,
     )
     assert imported.stdout.strip() == "False", "the CLI imports the SDK only for a command"
+
+
+def test_check_reports_then_repairs_through_the_cli(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``check`` finds a batch stored twice and an orphan output (positions and digests, exit
+    1, nothing written); ``check --repair --reason`` removes them under an intent of its own,
+    records the repair in the trail, and a second check is clean (exit 0)."""
+    store = tmp_path / "chat.db"
+    journal = tmp_path / "journal.db"
+    call = {"type": "function_call", "call_id": "c1", "name": "charge_card", "arguments": "{}"}
+    output = {"type": "function_call_output", "call_id": "c1", "output": SECRET}
+    orphan = {"type": "function_call_output", "call_id": "gone", "output": SECRET}
+    items = [{"role": "user", "content": SECRET}, call, output, call, output, orphan]
+    async def write() -> None:
+        session = SQLiteSession("user-42", store)
+        await session.add_items(items)
+        session.close()
+
+    asyncio.run(write())
+    before = store.read_bytes()
+    code, out = cli(capsys, "check", "user-42", "--store", str(store), "--json")
+    assert code == 1, out
+    report = orjson.loads(out)
+    assert report and before == store.read_bytes(), "a check writes nothing"
+    code, out = cli(capsys, "check", "user-42", "--store", str(store))
+    assert code == 1 and "3" in out and "5" in out, out
+    code, out = cli(
+        capsys,
+        "check",
+        "user-42",
+        "--store",
+        str(store),
+        "--journal",
+        str(journal),
+        "--repair",
+        "--reason",
+        "ticket 81: orphan after an outage",
+        "--actor",
+        "ops:ana",
+    )
+    assert code == 0, out
+    assert [summarize(i) for i in asyncio.run(SQLiteSession("user-42", store).get_items())] == [
+        f"user:{SECRET}",
+        "call:c1",
+        "output:c1",
+    ]
+    assert cli(capsys, "check", "user-42", "--store", str(store))[0] == 0
+    code, out = cli(capsys, "trail", "user-42", "--journal", str(journal), "--json")
+    [repair] = [d for d in orjson.loads(out)["decisions"] if d["action"] == "repaired"]
+    assert repair["reason"] == "history_repaired"
+    assert repair["evidence"]["actor"] == "ops:ana"

@@ -25,7 +25,7 @@ from ..sealing import Keyring
 from ..signing import signer_for
 from . import views
 from .journals import opened_journal
-from .stores import store_for
+from .stores import close_store, store_for
 
 if TYPE_CHECKING:
     from ..journal import JournalEntry
@@ -207,7 +207,7 @@ async def _show(args: argparse.Namespace) -> dict[str, Any]:
         try:
             verdict = await resolver.preview(intent.intent_id)
         finally:
-            await _close(store)
+            await close_store(store)
         shown["store_now"] = (
             None
             if verdict is None
@@ -298,7 +298,7 @@ async def _resolve(args: argparse.Namespace) -> Any:
                 override=args.override,
             )
         finally:
-            await _close(store)
+            await close_store(store)
     finally:
         await journal.close()
 
@@ -334,15 +334,6 @@ def _resolver(
     # The wrapper derives the store's own identity: a store other than the intent's is
     # refused by the resolver, never judged as if it were the intent's.
     return ReconcilingSession(store, config=config).resolver, store
-
-
-async def _close(store: Any) -> None:
-    closer = getattr(store, "close", None)
-    if closer is None:
-        return
-    result = closer()
-    if asyncio.iscoroutine(result):
-        await result
 
 
 def _owner(intent: dict[str, Any]) -> str:
@@ -404,23 +395,31 @@ def _table(rows: Sequence[Sequence[str]]) -> None:
 
 
 def check(args: argparse.Namespace) -> int:
-    from .check import check_session
+    from .check import RepairRefused, check_session
 
     if args.repair and not (args.reason or "").strip():
         print(
             "agents-reconcile check: --repair needs --reason (kept in the trail)", file=sys.stderr
         )
         return 2
-    report = asyncio.run(
-        check_session(
-            args.store,
-            args.session,
-            repair=args.repair,
-            journal=args.journal,
-            actor=args.actor,
-            reason=args.reason,
+    try:
+        report = asyncio.run(
+            check_session(
+                args.store,
+                args.session,
+                repair=args.repair,
+                journal=args.journal,
+                actor=args.actor,
+                reason=args.reason,
+                namespace=args.store_namespace,
+            )
         )
-    )
+    except RepairRefused as refused:
+        if args.json:
+            _json({"refused": str(refused)})
+        else:
+            print(f"refused: {refused}", file=sys.stderr)
+        return EXIT_ATTENTION
     if args.json:
         _json(report.to_json())
     else:

@@ -1,18 +1,31 @@
-"""Opening the store an intent was written to, from the kind of store its record names and an
-address the operator gives: the SDK's SQLite, Redis and SQLAlchemy sessions, and this
-package's revisioned stores. Stores that need more than an address (an encrypting wrapper's
-key, a custom session) are resolved from code with ``ReconcilingSession.resolve``."""
+"""Opening stores for an operator's commands. ``store_for``: the store an intent was written to,
+from the kind of store its record names and an address (the SDK's SQLite, Redis and SQLAlchemy
+sessions, and this package's revisioned stores). ``read_history`` and ``open_by_address``: a
+session's store from its address alone, for the damage check (a path or ``sqlite:///`` file is
+the SDK's ``SQLiteSession`` or a revisioned store, as its tables say; ``redis://`` and
+``postgresql://`` the revisioned stores; a SQLAlchemy URL naming its driver the SDK's
+``SQLAlchemySession``). Reading never writes. Stores that need more than an address (an
+encrypting wrapper's key, a custom session) are handled from code."""
 
 from __future__ import annotations
 
-from typing import Any
+import asyncio
+import inspect
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any, Final
 
 from ..backends.redaction import redacted
-from ..backends.registry import BACKENDS, backend_for
+from ..backends.registry import BACKENDS, backend_for, scheme_of
 from ..backends.sqlite import path_of
 from ..errors import ConfigurationError
+from ..stores._common import decode_item
 
-__all__ = ["store_for"]
+__all__ = ["close_store", "open_by_address", "read_history", "store_for"]
+
+SDK_SQLITE: Final = "sdk_sqlite"
+REVISIONED_SQLITE: Final = "revisioned_sqlite"
 
 
 def store_for(kind: str, address: str, session_id: str, *, namespace: str | None = None) -> Any:
@@ -62,3 +75,100 @@ def _existing(address: str) -> str:
     if not path.exists():
         raise ConfigurationError(f"no database file at {path}")
     return str(path)
+
+
+async def read_history(
+    store: str, session_id: str, namespace: str | None
+) -> tuple[str, list[Any], int]:
+    """The session's layout, its items, and how many of its rows do not decode (read-only)."""
+    scheme = scheme_of(store)
+    if scheme == "sqlite":
+        return await asyncio.to_thread(_read_sqlite, path_of(store), session_id)
+    session = open_by_address(store, session_id, _layout(store), namespace)
+    try:
+        return _layout(store), list(await session.get_items()), 0
+    finally:
+        await close_store(session)
+
+
+def _layout(store: str) -> str:
+    scheme = scheme_of(store)
+    if "+" in scheme:
+        return "sqlalchemy"
+    backend = backend_for(store, what="store")
+    if not backend.durable or backend.store is None:
+        raise ConfigurationError(f"{scheme}: no stored sessions to check at such an address")
+    return f"revisioned_{backend.name}" if backend.name != "sqlite" else REVISIONED_SQLITE
+
+
+def _read_sqlite(path: Path, session_id: str) -> tuple[str, list[Any], int]:
+    if not path.is_file():
+        raise ConfigurationError(f"no session store file at {path}")
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        if "message_structure" in tables:
+            # AdvancedSQLiteSession: its history is a branch of these rows, not all of them.
+            raise ConfigurationError(f"{path} is an AdvancedSQLiteSession file, not checked here")
+        found: list[tuple[str, list[Any], int]] = []
+        if "revisioned_items" in tables:
+            rows = conn.execute(
+                "SELECT item FROM revisioned_items WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+            found.append((REVISIONED_SQLITE, [decode_item(row[0]) for row in rows], 0))
+        if "agent_messages" in tables:
+            rows = conn.execute(
+                "SELECT message_data FROM agent_messages WHERE session_id = ? ORDER BY id",
+                (session_id,),
+            ).fetchall()
+            items: list[Any] = []
+            for (data,) in rows:
+                # As SQLiteSession.get_items reads them: a row that does not decode is skipped.
+                try:
+                    items.append(json.loads(data))
+                except (json.JSONDecodeError, TypeError):
+                    continue
+            found.append((SDK_SQLITE, items, len(rows) - len(items)))
+    finally:
+        conn.close()
+    if not found:
+        raise ConfigurationError(f"{path} holds no SDK or revisioned session tables")
+    holding = [entry for entry in found if entry[1] or entry[2]]
+    if len(holding) > 1:
+        raise ConfigurationError(f"{path} holds session {session_id!r} in two layouts")
+    return (holding or found)[0]
+
+
+def open_by_address(store: str, session_id: str, layout: str, namespace: str | None) -> Any:
+    """A session object on the store, for reading a server store or for writing the repair."""
+    if layout == SDK_SQLITE:
+        from agents import SQLiteSession
+
+        return SQLiteSession(session_id, path_of(store))
+    if layout == REVISIONED_SQLITE:
+        from ..stores.sqlite import RevisionedSQLiteSession
+
+        return RevisionedSQLiteSession(session_id, path_of(store), migrate=False)
+    if layout == "sqlalchemy":
+        from agents.extensions.memory import SQLAlchemySession
+        from sqlalchemy.engine import make_url
+
+        url = make_url(store)
+        # Connecting to a missing SQLite file would create it.
+        if url.get_backend_name() == "sqlite" and not Path(url.database or "").is_file():
+            raise ConfigurationError(f"no session store file at {url.database!r}")
+        return SQLAlchemySession.from_url(session_id, url=store)
+    backend = backend_for(store, what="store")
+    return backend.open_store(session_id, store, namespace=namespace, migrate=False)
+
+
+async def close_store(session: Any) -> None:
+    closer = getattr(session, "close", None)
+    if callable(closer):
+        result = closer()
+        if inspect.isawaitable(result):
+            await result
+    engine = getattr(type(session), "engine", None)
+    if isinstance(engine, property):
+        await session.engine.dispose()

@@ -1,0 +1,313 @@
+"""Checking one stored session for damage, and repairing it so that no crash can lose it.
+
+``check_session`` reads a history by address and reports what ``damage`` finds and would
+repair; reading never writes (SQLite files open read-only, server stores are not migrated).
+A path or ``sqlite:///`` names a file of the SDK's ``SQLiteSession`` or of this package's
+revisioned store (its tables say which); ``redis://`` and ``postgresql://`` name the revisioned
+stores; a SQLAlchemy URL naming its driver (``postgresql+asyncpg://``) the SDK's
+``SQLAlchemySession``.
+
+A repair is an uncertain write. The wrapper's ``clear_session`` then ``add_items`` would not
+survive a crash between them (a clear is only counted: nothing would rebuild the history), so
+an intent is recorded first, write-ahead: its batch is the repaired history, the history before
+it empty and whole. A crash before the clear leaves the old history, judged ``history_changed``
+and denied (nothing lost); after it, an empty session, judged ``unchanged``: the next
+reconciliation appends the repaired history; after the append, it is found committed.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import inspect
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from ..backends.redaction import redacted
+from ..config import ReconcileConfig
+from ..crashpoints import CrashPoint, reached
+from ..errors import ConfigurationError, JournalError, ReconcileError
+from ..fingerprint import journal_batch
+from ..inflight import despite_cancellation
+from ..journal import IntentJournal, IntentState
+from ..journal._rows import collecting_damage
+from ..journal_client import SESSION_WIDE
+from ..ownership import current_owner
+from ..records import Action, Decision, Outcome, PendingWrite, Reason
+from ..session import ReconcilingSession
+from ..stores._common import new_write_id
+from .damage import Damage, RepairPlan, find_damage, plan_repair
+from .journals import opened_journal
+from .stores import close_store, open_by_address, read_history
+
+__all__ = ["CheckReport", "RepairRefused", "check_session", "repair_session"]
+
+
+class RepairRefused(ReconcileError):
+    """A repair was refused and nothing was written: intents of the session are pending, the
+    session was written while it was checked, or part of it cannot be read back."""
+
+
+@dataclass(frozen=True)
+class CheckReport:
+    """What a check found, what its repair removed (or would), what is left for a person."""
+
+    store: str
+    layout: str
+    session_id: str
+    damage: Damage
+    plan: RepairPlan
+    unreadable: int = 0
+    """Rows the SDK's ``SQLiteSession`` skips because they do not decode."""
+    pending: tuple[str, ...] = ()
+    repaired: bool = False
+    intent_id: str | None = None
+
+    @property
+    def needs_operator(self) -> bool:
+        """Whether a person has something to do: damage is stored (not repaired), or is left
+        for a person, rows do not decode, or intents are pending."""
+        unrepaired = self.damage.damaged and not self.repaired
+        return unrepaired or bool(self.plan.left or self.unreadable or self.pending)
+
+    def to_json(self) -> dict[str, Any]:
+        body = {name: getattr(self, name) for name in ("store", "layout", "session_id")}
+        return body | {
+            "damage": self.damage.to_json(),
+            "plan": self.plan.to_json(),
+            "unreadable_rows": self.unreadable,
+            "pending_intents": list(self.pending),
+            "repaired": self.repaired,
+            "intent_id": self.intent_id,
+        }
+
+    def lines(self) -> list[str]:
+        """The report for people, one finding a line: ids, positions and digests only."""
+        damage, plan = self.damage, self.plan
+        lines = [f"session {self.session_id!r} ({self.layout}, {self.store}): {damage.count} items"]
+        if self.unreadable:
+            lines.append(f"{self.unreadable} stored rows do not decode (the SDK skips them)")
+        if self.pending:
+            lines.append(f"pending intents (resolve them first): {', '.join(self.pending)}")
+        for finding in damage.findings:
+            call = f" call_id={finding.call_id}" if finding.call_id else ""
+            shown = ", ".join(
+                f"{p}:{d[:12]}" for p, d in zip(finding.positions, finding.digests, strict=True)
+            )
+            lines.append(f"  {finding.kind.value} [{shown}] {finding.item_type or 'run'}{call}")
+        removed = ", ".join(str(removal.position) for removal in plan.removals)
+        if not damage.findings:
+            lines.append("no damage found")
+        elif self.repaired:
+            under = f" under intent {self.intent_id}" if self.intent_id else ""
+            lines.append(f"repaired{under}: removed positions {removed}")
+        elif removed:
+            lines.append(f"a repair would remove positions {removed}")
+        for left in plan.left:
+            where = ", ".join(map(str, left.finding.positions))
+            lines.append(f"left for a person: {left.finding.kind.value} [{where}]: {left.why}")
+        return lines
+
+    def text(self) -> str:
+        return "\n".join(self.lines())
+
+
+async def check_session(
+    store: str,
+    session_id: str,
+    *,
+    repair: bool = False,
+    journal: str | None = None,
+    actor: str | None = None,
+    reason: str | None = None,
+    namespace: str | None = None,
+) -> CheckReport:
+    """Check the session ``session_id`` at the address ``store`` (``namespace``: a server
+    store's key prefix or schema). Without ``repair`` nothing is written anywhere; the journal,
+    when given, is read for the session's pending intents. With ``repair`` the repaired history
+    is written (``repair_session``; ``journal`` is the deployment's, the default file when None)."""
+    layout, items, unreadable = await read_history(store, session_id, namespace)
+    shown = redacted(store)
+    if repair:
+        if unreadable:
+            raise RepairRefused(
+                f"{unreadable} rows of session {session_id!r} do not decode: rewriting the "
+                "history would lose them; nothing was written"
+            )
+        session = open_by_address(store, session_id, layout, namespace)
+        try:
+            return await repair_session(
+                session, journal=journal, actor=actor, reason=reason, store=shown, layout=layout
+            )
+        finally:
+            await close_store(session)
+    pending: tuple[str, ...] = ()
+    if journal is not None:
+        opened = await opened_journal(journal)
+        try:
+            pending = await _pending(opened, session_id)
+        finally:
+            await opened.close()
+    damage = find_damage(items)
+    return CheckReport(shown, layout, session_id, damage, plan_repair(damage), unreadable, pending)
+
+
+async def repair_session(
+    session: Any,
+    *,
+    journal: str | None = None,
+    actor: str | None = None,
+    reason: str | None = None,
+    store: str | None = None,
+    layout: str = "session",
+) -> CheckReport:
+    """Check an open SDK session and write its repaired history under a write-ahead intent in
+    ``journal``; record the repair (``actor``, ``reason``) in the decision trail.
+
+    Refused (``RepairRefused``, nothing written) while an intent of the session is pending in
+    the journal, or when the session is written during the check. If the rewrite itself fails,
+    the store's own exception is raised with a note naming the intent, which stays pending: the
+    session's next reconciliation finishes it (or denies it, if the old history is still there)."""
+    wrapper = ReconcilingSession(session, config=ReconcileConfig(journal=journal))
+    if not wrapper.enabled:
+        raise ConfigurationError("reconciliation is switched off: a repair cannot be made safe")
+    if getattr(getattr(session, "session_settings", None), "limit", None) is not None:
+        raise ConfigurationError("the session reads a limited history: open it without a limit")
+    sid, ledger = wrapper.session_id, wrapper.journal
+    try:
+        waiting = await _pending(ledger, sid)
+        if waiting:
+            raise RepairRefused(f"session {sid!r} has pending intents ({', '.join(waiting)})")
+        counted = await ledger.write_count(sid, wrapper.backend_identity)
+        ignore_ids = bool(getattr(session, "_ignore_ids_for_matching", False))
+        items = list(await session.get_items())
+        damage = find_damage(items, ignore_ids=ignore_ids)
+        plan = plan_repair(damage)
+        report = CheckReport(store or type(session).__name__, layout, sid, damage, plan)
+        if not plan.removals:
+            return report
+        kept = plan.apply(items)
+        evidence: dict[str, Any] = {
+            "actor": actor,
+            "reason": reason,
+            "items_before": len(items),
+            "items_after": len(kept),
+            "removed": [removal.position for removal in plan.removals],
+            "removed_digests": [removal.digest for removal in plan.removals],
+            "left_for_person": len(plan.left),
+        }
+        intent_id = None
+        if kept:
+            intent_id = await _rewrite(wrapper, kept, counted, ignore_ids, evidence)
+        elif await ledger.write_count(sid, wrapper.backend_identity) != counted:
+            raise RepairRefused(f"session {sid!r} was written while it was checked")
+        else:
+            # Nothing stays: a clear is all a retry would do, so no intent is needed.
+            await wrapper.clear_session()
+        await ledger.note(_decision(wrapper, evidence))
+        return dataclasses.replace(report, repaired=True, intent_id=intent_id)
+    finally:
+        await ledger.close()
+
+
+async def _rewrite(
+    wrapper: ReconcilingSession,
+    kept: list[Any],
+    counted: int,
+    ignore_ids: bool,
+    evidence: dict[str, Any],
+) -> str:
+    """Replace the history by ``kept`` under a write-ahead intent; its id."""
+    session, ledger = wrapper.inner, wrapper.journal
+    batch, digests = journal_batch(kept, ignore_ids=ignore_ids)
+    # The keys the wrapper seals and signs its own intents with: a reconciliation that checks
+    # signatures accepts this intent as any other.
+    keyring = wrapper._client.keyring
+    intent = PendingWrite(
+        intent_id=new_write_id(),
+        session_id=wrapper.session_id,
+        backend=wrapper.backend_identity,
+        batch=batch,
+        batch_digests=digests,
+        before_digests=(),  # the history before the batch: empty, and whole
+        before_is_whole=True,
+        created_at=time.time(),
+        persisted_count=0,
+        ignore_ids=ignore_ids,
+        seal_key=keyring.current,
+        sign_key=keyring.signer.current if keyring.signer is not None else None,
+    )
+    me = current_owner()
+    # Recorded only if nothing was written through a write-ahead wrapper since the count was
+    # read, and no other intent of the session is unresolved.
+    opened = await ledger.open_intent(
+        intent, state=IntentState.IN_FLIGHT, owner=me, expect_write_count=counted
+    )
+    if not opened.recorded:
+        raise RepairRefused(f"session {wrapper.session_id!r} was written while it was checked")
+    evidence["intent_id"] = intent.intent_id
+    try:
+        reached(CrashPoint.AFTER_INTENT_RECORDED)
+        await _call(session.clear_session)
+        await _call(session.add_items, list(kept))
+    except BaseException as exc:
+        cancelled = isinstance(exc, asyncio.CancelledError)
+        state = IntentState.CANCELLED if cancelled else IntentState.FAILED
+        await despite_cancellation(_leave_failed(wrapper, intent.intent_id, state, evidence))
+        exc.add_note(
+            f"agents-reconcile: the repair of session {wrapper.session_id!r} was interrupted; "
+            f"intent {intent.intent_id} holds the repaired history, and the session's next "
+            "reconciliation finishes it"
+        )
+        raise
+    reached(CrashPoint.BEFORE_INTENT_CLEARED)
+    settled = wrapper._client.decision(
+        intent,
+        Outcome.COMMITTED,
+        Reason.BATCH_PRESENT,
+        Action.SETTLED,
+        {"acknowledged": True, "items": len(kept)},
+    )
+    await ledger.settle(settled)
+    return intent.intent_id
+
+
+async def _leave_failed(
+    wrapper: ReconcilingSession, intent_id: str, state: IntentState, evidence: dict[str, Any]
+) -> None:
+    """Mark a rewrite whose outcome is unknown failed, for the next reconciliation, and say so
+    in the trail (best effort: an intent left in flight is reclaimed once this process ends)."""
+    me, ledger = current_owner(), wrapper.journal
+    try:
+        await ledger.transition(
+            intent_id, state=state, owner=me, expect_state=IntentState.IN_FLIGHT, expect_owner=me
+        )
+        interrupted = {**evidence, "interrupted": True}
+        await ledger.note(_decision(wrapper, interrupted, Outcome.AMBIGUOUS))
+    except JournalError:
+        pass
+
+
+def _decision(
+    wrapper: ReconcilingSession, evidence: dict[str, Any], outcome: Outcome = Outcome.COMMITTED
+) -> Decision:
+    """The repair's entry in the decision trail, about the session as a whole."""
+    # An interrupted repair (evidence "interrupted") leaves its intent for the rule, or an
+    # operator, to settle.
+    reason = Reason.HISTORY_REPAIRED
+    action = Action.REPAIRED if outcome is Outcome.COMMITTED else Action.LEFT_PENDING
+    return wrapper._client.decision(None, outcome, reason, action, evidence, intent_id=SESSION_WIDE)
+
+
+async def _pending(journal: IntentJournal, session_id: str) -> tuple[str, ...]:
+    """The ids of the session's pending intents, in any backend; a row that cannot be read
+    (damaged, or sealed under a key not held here) counts as pending too."""
+    with collecting_damage() as damaged:
+        entries = await journal.pending(session_id)
+    return tuple(e.intent.intent_id for e in entries) + tuple(row.ident for row in damaged)
+
+
+async def _call(method: Any, *args: Any) -> Any:
+    result = method(*args)
+    return await result if inspect.isawaitable(result) else result
