@@ -531,6 +531,7 @@ SETTLED_BY_ACTION = {
     Action.DROPPED: True,
     Action.DENIED: False,
     Action.LEFT_PENDING: False,
+    Action.REPAIRED: False,
 }
 
 
