@@ -6,6 +6,7 @@ in the trail (best effort) and raised.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import random
 import time
@@ -165,14 +166,23 @@ class JournalClient:
     async def note_once(self, decision: Decision) -> None:
         """Store a denial in the trail, unless the newest decision about its intent says the
         very same thing (outcome, reason, action and evidence): a run retried against the same
-        unresolved intent adds nothing new, so the trail keeps the first denial, not one per
-        attempt."""
+        unresolved intent adds nothing new, so the trail keeps the first denial, counted
+        (``Decision.repeats``, ``last_seen``) where the journal offers ``note_again``."""
         journal = self.journal
         newest = await journal.decisions(
             session_id=decision.session_id, intent_id=decision.intent_id, limit=1
         )
         if newest and same_substance(newest[0], decision):
-            return
+            previous = newest[0]
+            count_again = getattr(journal, "note_again", None)
+            if count_again is None:
+                return  # a journal that cannot count keeps the first alone
+            again = dataclasses.replace(
+                previous, repeats=previous.repeats + 1, last_seen=decision.decided_at
+            )
+            if await count_again(previous, again):
+                return
+            # Another decision came in meanwhile: this one is news again.
         await journal.note(decision)
 
     async def count(self) -> int:

@@ -386,6 +386,11 @@ class Decision:
     action: Action
     decided_at: float
     evidence: Mapping[str, Any] = field(default_factory=dict)
+    repeats: int = 1
+    """How often this decision was reached: a denial met again with nothing new is counted
+    here, in the stored decision, not stored again. Outside the record's digest."""
+    last_seen: float | None = None
+    """When it was last reached (None: only once, at ``decided_at``)."""
 
     @property
     def settled(self) -> bool:
@@ -417,6 +422,10 @@ class Decision:
             "evidence": dict(self.evidence),
         }
         body["digest"] = _body_digest(body)
+        if self.repeats > 1:
+            # Counted after the decision was stored, so outside what its digest covers.
+            body["repeats"] = self.repeats
+            body["last_seen"] = self.last_seen
         return body
 
     def encode(self) -> bytes:
@@ -435,9 +444,18 @@ class Decision:
                 action=Action(body["action"]),
                 decided_at=float(body["decided_at"]),
                 evidence=dict(body["evidence"]),
+                repeats=_repeats(body),
+                last_seen=None if body.get("last_seen") is None else float(body["last_seen"]),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordMalformed(f"decision record is missing or mistypes {exc}") from exc
+
+
+def _repeats(body: Mapping[str, Any]) -> int:
+    count = body.get("repeats", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValueError(f"repeats {count!r}")
+    return count
 
 
 def _short(value: Any) -> str:
@@ -478,10 +496,15 @@ def _opened(body: Mapping[str, Any], keyring: Keyring | None) -> tuple[dict[str,
     return plain, key
 
 
+# The digest itself, the batch (covered by batch_digests), a signature over the digest, and a
+# decision's repeat count (kept up to date after the decision was stored).
+_UNDIGESTED: Final = frozenset({"digest", "batch", "mac", "repeats", "last_seen"})
+
+
 def _body_digest(body: Mapping[str, Any]) -> str:
     # The batch itself is covered through batch_digests, which decode() checks against it:
     # digesting it again here would serialise every item twice more per record.
-    payload = {key: value for key, value in body.items() if key not in ("digest", "batch", "mac")}
+    payload = {key: value for key, value in body.items() if key not in _UNDIGESTED}
     return blake3(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
 

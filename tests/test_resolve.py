@@ -218,3 +218,25 @@ async def test_a_resolution_racing_a_settlement_settles_once(world: World, place
         assert await world.history() == ["user:hi", "call:c1", "output:c1"], results
         refused = [r for r in results if isinstance(r, BaseException)]
         assert all(isinstance(r, ResolutionRefused) for r in refused), refused
+
+
+async def test_a_denial_met_again_is_counted_not_stored_again(world: World, place: Place) -> None:
+    """Six attempts on a denied session (runs, reads, writes, reconcile) leave one denial in
+    the trail, counted, with the time it was last met."""
+    session, intent_id, _ = await denied(world, place, Fault.CONCURRENT_WRITER)
+    [first] = [d for d in await session.decisions() if d.intent_id == intent_id]
+    attempts = [
+        session.get_items(),
+        session.add_items([{"role": "user", "content": "x"}]),
+        session.pop_item(),
+        session.clear_session(),
+        session.reconcile(),
+    ]
+    for attempt in attempts:
+        with pytest.raises(ContinuationDenied):
+            await attempt
+    [counted] = [d for d in await session.decisions() if d.intent_id == intent_id]
+    assert counted.action is Action.DENIED
+    assert counted.repeats == first.repeats + len(attempts)
+    assert counted.last_seen is not None and counted.last_seen >= counted.decided_at
+    assert counted.decided_at == first.decided_at, "the first denial, counted"

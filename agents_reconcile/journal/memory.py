@@ -195,6 +195,19 @@ class MemoryJournal(Unversioned):
             raise InvariantViolation(f"decision noted on settled intent {decision.intent_id}")
         self._decisions.append(decision)
 
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        """Replace the newest decision about ``previous``'s intent with ``again``, only while
+        it is still ``previous``; whether it was."""
+        if again.settled:
+            raise InvariantViolation("note_again() with a settling decision")
+        for index in range(len(self._decisions) - 1, -1, -1):
+            if self._decisions[index].intent_id == previous.intent_id:
+                if self._decisions[index] != previous:
+                    return False
+                self._decisions[index] = again
+                return True
+        return False
+
     async def decisions(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[Decision]:

@@ -505,6 +505,17 @@ class PostgresJournal:
 
         await self._run(work)
 
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        """Replace the newest decision about ``previous``'s intent with ``again`` (the same
+        decision, counted once more), only while it is still ``previous``; whether it was."""
+        require_settling(again, settling=False)
+        args = (previous.intent_id, previous.encode(), again.encode())
+
+        async def work(conn: Connection) -> bool:
+            return await conn.fetchval(self._sql.note_again, *args) is not None
+
+        return await self._run(work)
+
     async def decisions(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[Decision]:

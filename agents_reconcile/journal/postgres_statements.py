@@ -175,6 +175,12 @@ class JournalStatements:
             f"INSERT INTO {s}.decisions ({decision_columns})"
             " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
         )
+        # A decision reached again: the newest about its intent, while still the one read,
+        # takes its new repeat count (returns a row only when replaced).
+        self.note_again = (
+            f"UPDATE {s}.decisions SET record = $3 WHERE record = $2 AND seq ="
+            f" (SELECT max(seq) FROM {s}.decisions WHERE intent_id = $1) RETURNING seq"
+        )
         # Whether this very decision settled the intent (a settlement retried after its reply
         # was lost): its stored bytes are the ones given.
         self.settled_as = (

@@ -109,6 +109,7 @@ _SCRIPTS: Final = {
         "discard",
         "entries",
         "note",
+        "note_again",
         "open_intent",
         "open_and_append",
         "record",
@@ -489,6 +490,19 @@ class RedisJournal:
         keys = self._layout.scripted(decision.session_id)
         args: list[str | bytes] = [_VERSION, decision.intent_id, decision.encode()]
         replies.count(await self._script("note", keys, args), "note")
+
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        """Replace the newest decision about ``previous``'s intent with ``again`` (the same
+        decision, counted once more), only while it is still ``previous``; whether it was."""
+        require_settling(again, settling=False)
+        keys = self._layout.scripted(previous.session_id)
+        args: list[str | bytes] = [
+            _VERSION,
+            previous.intent_id,
+            previous.encode(),
+            again.encode(),
+        ]
+        return replies.count(await self._script("note_again", keys, args), "note_again") == 1
 
     async def decisions(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100

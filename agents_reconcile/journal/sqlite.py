@@ -344,6 +344,17 @@ class SQLiteJournal:
         require_settling(decision, settling=False)
         await self._run(lambda conn: _insert_decision(conn, decision))
 
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        """Replace the newest decision about ``previous``'s intent with ``again`` (the same
+        decision, counted once more), only while it is still ``previous``; whether it was."""
+        require_settling(again, settling=False)
+        sql = (
+            "UPDATE decisions SET record = ? WHERE record = ? AND seq ="
+            " (SELECT max(seq) FROM decisions WHERE intent_id = ?)"
+        )
+        args = (again.encode(), previous.encode(), previous.intent_id)
+        return bool(await self._run(lambda conn: conn.execute(sql, args).rowcount == 1))
+
     async def decisions(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[Decision]:

@@ -122,6 +122,7 @@ def trail(args: argparse.Namespace) -> int:
         print(
             f"{_when(decision['decided_at'])}  intent {decision['intent_id']}  "
             f"{decision['outcome']} ({decision['reason']}) -> {decision['action']}"
+            f"{_repeated(decision)}"
         )
         print(f"    evidence: {_evidence_line(decision['evidence'])}")
     for damaged in found["damaged"]:
@@ -250,7 +251,7 @@ def _print_show(found: dict[str, Any]) -> None:
     for decision in found["decisions"] or []:
         print(
             f"    {_when(decision['decided_at'])}  {decision['outcome']} ({decision['reason']}) "
-            f"-> {decision['action']}"
+            f"-> {decision['action']}{_repeated(decision)}"
         )
     if not found["decisions"]:
         print("    none yet")
@@ -334,6 +335,12 @@ def _resolver(
     # The wrapper derives the store's own identity: a store other than the intent's is
     # refused by the resolver, never judged as if it were the intent's.
     return ReconcilingSession(store, config=config).resolver, store
+
+
+def _repeated(decision: dict[str, Any]) -> str:
+    if decision["repeats"] <= 1:
+        return ""
+    return f"  (x{decision['repeats']}, last {_when(decision['last_seen'])})"
 
 
 def _owner(intent: dict[str, Any]) -> str:

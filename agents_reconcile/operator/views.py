@@ -88,6 +88,8 @@ def decision_view(decision: Decision) -> dict[str, Any]:
         "action": decision.action.value,
         "explanation": decision.reason.explanation,
         "evidence": dict(decision.evidence),
+        "repeats": decision.repeats,
+        "last_seen": decision.last_seen,
     }
 
 
