@@ -42,12 +42,14 @@ if TYPE_CHECKING:
         RecordMalformed,
         RecordTampered,
         RecordUnsigned,
+        ResolutionRefused,
         SignatureInvalid,
         UnsupportedRecordVersion,
         UnsupportedSession,
     )
     from .fingerprint import FINGERPRINT_SCHEME, item_digest
     from .journal import IntentJournal, IntentState, JournalEntry, MemoryJournal, SQLiteJournal
+    from .policy import Resolution
     from .records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
     from .session import ReconcilingSession
     from .signing import SigningKey
@@ -80,6 +82,8 @@ __all__ = [
     "RecordMalformed",
     "RecordTampered",
     "RecordUnsigned",
+    "Resolution",
+    "ResolutionRefused",
     "SQLiteJournal",
     "SignatureInvalid",
     "SigningKey",
@@ -125,6 +129,8 @@ _HOMES: Final[dict[str, str]] = {
     "RecordMalformed": ".errors",
     "RecordTampered": ".errors",
     "RecordUnsigned": ".errors",
+    "Resolution": ".policy",
+    "ResolutionRefused": ".errors",
     "SQLiteJournal": ".journal",
     "SignatureInvalid": ".errors",
     "SigningKey": ".signing",

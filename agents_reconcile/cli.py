@@ -338,12 +338,14 @@ def main(argv: list[str] | None = None) -> int:
         # --help, --version and usage errors: report their code instead of leaving the caller.
         code = exit_request.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_TROUBLE)
-    from .errors import ConfigurationError, JournalError, RecordError, SchemaMismatch
+    from sqlite3 import Error as SQLiteError
+
+    from .errors import ReconcileError
 
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)
-    except (JournalError, RecordError, SchemaMismatch, ConfigurationError, OSError) as exc:
+    except (ReconcileError, OSError, SQLiteError) as exc:
         print(f"{PROG}: {_one_line(exc)}", file=sys.stderr)
         return EXIT_TROUBLE
     except KeyboardInterrupt:

@@ -140,9 +140,10 @@ class RevisionConflict(ReconcileError):
 
 
 class ResolutionRefused(ReconcileError):
-    """An operator's resolution of an intent was refused, and nothing was written: the intent
-    is unknown, settled already, held by a live owner, or the rule's evidence forbids the
-    resolution asked for (``evidence`` says what was seen, payload-free)."""
+    """An operator's resolution of an intent was refused: nothing was appended, no decision
+    recorded, and the intent stays pending. It is unknown, settled already, held by a live
+    owner, its session was busy, or the rule's evidence forbids the resolution asked for
+    (``evidence`` says what was seen, payload-free)."""
 
     def __init__(
         self, message: str, *, intent_id: str, evidence: dict[str, object] | None = None

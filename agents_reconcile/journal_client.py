@@ -30,7 +30,7 @@ from .observability import Trail
 from .records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
 from .sealing import Keyring
 
-__all__ = ["SESSION_WIDE", "UNREADABLE", "JournalClient", "same_substance"]
+__all__ = ["SESSION_WIDE", "UNREADABLE", "JournalClient", "lend_keys", "same_substance"]
 
 logger = logging.getLogger("agents_reconcile")
 
@@ -70,19 +70,7 @@ class JournalClient:
         return self._journal
 
     def _with_keys(self, journal: IntentJournal) -> IntentJournal:
-        # A journal shared by several wrappers opens what any of them sealed.
-        if self.keyring or self.keyring.signer is not None:
-            held = getattr(journal, "keyring", None)
-            if not isinstance(held, Keyring):
-                raise ConfigurationError(
-                    f"{type(journal).__qualname__} has no keyring, so it cannot open sealed "
-                    "or check signed records; this session seals its batches (payload_key or "
-                    "an EncryptedSession) or signs its records (signing_key)"
-                )
-            held.add(self.keyring)
-            if self.keyring.signer is not None:
-                held.add_signer(self.keyring.signer)
-        return journal
+        return lend_keys(journal, self.keyring)
 
     def for_reading(self, *, active: bool) -> IntentJournal | None:
         """The journal, without creating one when reconciliation is off (``active`` False):
@@ -205,3 +193,21 @@ def same_substance(first: Decision, second: Decision) -> bool:
 def _plain(evidence: Mapping[str, Any]) -> Any:
     # As stored: a tuple read back from the journal is a list.
     return orjson.loads(orjson.dumps(dict(evidence), default=str))
+
+
+def lend_keys(journal: IntentJournal, keyring: Keyring) -> IntentJournal:
+    """``journal``, holding ``keyring``'s payload keys and signer too: a journal shared by
+    several wrappers opens what any of them sealed, and checks what they sign. A journal
+    without a keyring is refused when there are keys to lend."""
+    if keyring or keyring.signer is not None:
+        held = getattr(journal, "keyring", None)
+        if not isinstance(held, Keyring):
+            raise ConfigurationError(
+                f"{type(journal).__qualname__} has no keyring, so it cannot open sealed "
+                "or check signed records; this session seals its batches (payload_key or "
+                "an EncryptedSession) or signs its records (signing_key)"
+            )
+        held.add(keyring)
+        if keyring.signer is not None:
+            held.add_signer(keyring.signer)
+    return journal

@@ -44,12 +44,14 @@ class SessionLock:
             self._held[loop] = lock
         return lock
 
-    def held(self) -> _Held:
-        """Hold the lock (``async with``); ``on_timeout(waited)`` (which denies) when it is not
-        free in time."""
-        return _Held(self)
+    def held(self, on_timeout: Callable[[float], Awaitable[None]] | None = None) -> _Held:
+        """Hold the lock (``async with``); ``on_timeout(waited)`` (the lock's own, which
+        denies, unless another is given) when it is not free in time."""
+        return _Held(self, on_timeout)
 
-    async def _acquire(self) -> asyncio.Lock:
+    async def _acquire(
+        self, on_timeout: Callable[[float], Awaitable[None]] | None = None
+    ) -> asyncio.Lock:
         lock = self._lock()
         # Uncontended (the common case), acquiring never suspends: no timer is armed for it.
         if not lock.locked() and not getattr(lock, "_waiters", None):
@@ -59,7 +61,7 @@ class SessionLock:
             async with asyncio.timeout(self._wait):
                 await lock.acquire()
         except TimeoutError:
-            await self._on_timeout(self._wait)
+            await (on_timeout or self._on_timeout)(self._wait)
             raise
         return lock
 
@@ -67,14 +69,17 @@ class SessionLock:
 class _Held:
     """``async with lock.held()``: a plain object, cheaper on every append than a generator."""
 
-    __slots__ = ("_lock", "_owner")
+    __slots__ = ("_lock", "_on_timeout", "_owner")
 
-    def __init__(self, owner: SessionLock) -> None:
+    def __init__(
+        self, owner: SessionLock, on_timeout: Callable[[float], Awaitable[None]] | None
+    ) -> None:
         self._owner = owner
+        self._on_timeout = on_timeout
         self._lock: asyncio.Lock | None = None
 
     async def __aenter__(self) -> None:
-        self._lock = await self._owner._acquire()
+        self._lock = await self._owner._acquire(self._on_timeout)
 
     async def __aexit__(self, *exc_info: object) -> None:
         assert self._lock is not None

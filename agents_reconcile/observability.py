@@ -17,6 +17,8 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any, Final
 
+from .records import Action
+
 if TYPE_CHECKING:
     from .classify import Verdict
     from .records import Decision
@@ -27,6 +29,8 @@ LOGGER: Final = logging.getLogger("agents_reconcile")
 SPAN_PREFIX: Final = "agents_reconcile."
 _EXTRA: Final = "agents_reconcile"
 DEFERRED_MAX: Final = 64
+# Decisions after which the run may not go on: worth a warning.
+_STOPPED: Final = frozenset({Action.DENIED, Action.LEFT_PENDING})
 
 
 def _tracing() -> bool:
@@ -48,23 +52,29 @@ class Trail:
     def step(self, name: str, **data: Any) -> Iterator[dict[str, Any]]:
         """A span ``agents_reconcile.<name>`` around the block; the block may add to the
         yielded data (the span shows it as it ends). A DEBUG record follows."""
-        if _tracing():
-            from agents.tracing import custom_span
+        try:
+            if _tracing():
+                from agents.tracing import custom_span
 
-            with custom_span(SPAN_PREFIX + name, data):
-                yield data
-        else:
-            data["at"] = time.time()
-            try:
-                yield data
-            finally:
-                self._deferred.append((name, data))
-        if LOGGER.isEnabledFor(logging.DEBUG):
-            LOGGER.debug("%s %s", name, _line(data), extra={_EXTRA: {"step": name, **data}})
+                with custom_span(SPAN_PREFIX + name, data):
+                    yield data
+            else:
+                data["at"] = time.time()
+                try:
+                    yield data
+                finally:
+                    self._deferred.append((name, data))
+        except BaseException as exc:
+            # The type only: an exception's text may quote what it failed on.
+            data["error"] = type(exc).__name__
+            raise
+        finally:
+            if LOGGER.isEnabledFor(logging.DEBUG):
+                LOGGER.debug("%s %s", name, _line(data), extra={_EXTRA: {"step": name, **data}})
 
     def decided(self, decision: Decision) -> None:
         """A decision, made and stored: a span of its own, and an INFO record (WARNING when
-        the run may not go on, so an application that logs only warnings sees every denial)."""
+        it stops a run, so an application that logs only warnings sees every denial)."""
         data = {
             "session_id": decision.session_id,
             "intent_id": decision.intent_id,
@@ -80,7 +90,7 @@ class Trail:
                 pass
         else:
             self._deferred.append(("decision", {**data, "at": decision.decided_at}))
-        level = logging.INFO if decision.settled else logging.WARNING
+        level = logging.WARNING if decision.action in _STOPPED else logging.INFO
         if LOGGER.isEnabledFor(level):
             LOGGER.log(
                 level,

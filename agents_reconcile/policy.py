@@ -65,12 +65,15 @@ def resolution_step(resolution: Resolution, outcome: Outcome | None, *, override
     """The step for an operator's ``resolution`` of an intent judged ``outcome`` now (None:
     not judged, the store was not read). ``committed`` and ``abandon`` are the operator's word
     and write nothing. ``replay`` appends only where the rule still sees the history the
-    write was meant for (or, on a revisioned store, others' writes after it); anywhere else,
-    or unjudged, it is refused unless ``override`` says to append regardless."""
+    write was meant for (or, on a revisioned store, others' writes after it); where the rule
+    cannot vouch for the history, ``override`` appends it at the end regardless. Never where
+    the rule found the batch already written, and never unjudged: those are refused."""
     if resolution is not Resolution.REPLAY:
         return Step.SETTLE
     if outcome is Outcome.UNCHANGED:
         return Step.REPLAY
     if outcome is Outcome.EXTENDED:
         return Step.REPLAY_AFTER_OTHERS
-    return Step.REPLAY_AFTER_OTHERS if override and outcome is not None else Step.REFUSE
+    if override and outcome is Outcome.AMBIGUOUS:
+        return Step.REPLAY_AFTER_OTHERS
+    return Step.REFUSE

@@ -45,6 +45,7 @@ __all__ = [
     "Outcome",
     "PendingWrite",
     "Reason",
+    "evidence_text",
 ]
 
 # Fingerprint scheme /2 added the optional ``nonfinite`` and ``json_text`` fields without a
@@ -399,14 +400,7 @@ class Decision:
 
     def evidence_text(self) -> str:
         """The evidence on one line, digests shortened for people."""
-        parts = []
-        for key, value in self.evidence.items():
-            if isinstance(value, list | tuple):
-                shown = "[" + ", ".join(_short(v) for v in value) + "]"
-            else:
-                shown = _short(value)
-            parts.append(f"{key}={shown}")
-        return "; ".join(parts) or "none"
+        return evidence_text(self.evidence)
 
     def to_mapping(self) -> dict[str, Any]:
         body: dict[str, Any] = {
@@ -449,6 +443,18 @@ class Decision:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordMalformed(f"decision record is missing or mistypes {exc}") from exc
+
+
+def evidence_text(evidence: Mapping[str, Any]) -> str:
+    """Payload-free evidence on one line, digests shortened for people."""
+    parts = []
+    for key, value in evidence.items():
+        if isinstance(value, list | tuple):
+            shown = "[" + ", ".join(_short(v) for v in value) + "]"
+        else:
+            shown = _short(value)
+        parts.append(f"{key}={shown}")
+    return "; ".join(parts) or "none"
 
 
 def _repeats(body: Mapping[str, Any]) -> int:

@@ -17,8 +17,9 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from .errors import ContinuationDenied, ReconcileError, ResolutionRefused
-from .journal import IntentState, JournalEntry
+from .errors import ContinuationDenied, ReconcileError, ResolutionRefused, RevisionConflict
+from .inflight import despite_cancellation
+from .journal.base import ACTIVE_STATES, IntentState, JournalEntry
 from .ownership import current_owner, holds
 from .policy import Resolution, Step, resolution_step
 from .records import Action, Decision, Outcome, Reason
@@ -28,7 +29,6 @@ if TYPE_CHECKING:
     from .journal_client import JournalClient
     from .locking import SessionLock
     from .records import PendingWrite
-    from .revision import RevisionedStore
     from .settler import Settler
 
 __all__ = ["Resolver", "default_actor"]
@@ -62,7 +62,6 @@ class Resolver:
 
     client: JournalClient
     settler: Settler | None = None
-    store: RevisionedStore | None = None
     lock: SessionLock | None = None
 
     async def resolve(
@@ -81,7 +80,16 @@ class Resolver:
         who = (actor or "").strip() or default_actor()
         if self.lock is None:
             return await self._resolve(intent_id, chosen, note, who, override)
-        async with self.lock.held():
+
+        async def busy(waited: float) -> None:
+            # Not a denial of a run: nothing is recorded, the operator is told.
+            raise ResolutionRefused(
+                f"session {self.client.session_id!r} stayed busy in this process for "
+                f"{waited} s; try again",
+                intent_id=intent_id,
+            )
+
+        async with self.lock.held(busy):
             return await self._resolve(intent_id, chosen, note, who, override)
 
     async def preview(self, intent_id: str) -> Verdict | None:
@@ -95,6 +103,9 @@ class Resolver:
     ) -> Decision:
         entry = await self._entry(intent_id)
         self._refuse_if_held(entry)
+        if self.settler is None and resolution is Resolution.REPLAY:
+            # Nothing to judge it against: refused before anything is claimed.
+            raise ResolutionRefused(_refusal(intent_id, None), intent_id=intent_id)
         if self.settler is None:
             return await self._resolve_claimed(entry, resolution, note, actor, override)
         with self.settler.holding(intent_id):
@@ -127,8 +138,17 @@ class Resolver:
                     _refusal(intent_id, verdict), intent_id=intent_id, evidence=evidence
                 )
             if step in (Step.REPLAY, Step.REPLAY_AFTER_OTHERS):
+                assert self.settler is not None  # only a judged intent is replayed
                 replaying = True
-                await self._replay(intent, step, evidence)
+                try:
+                    await self.settler.replay(intent, None, step, evidence)
+                except RevisionConflict as moved:
+                    raise ResolutionRefused(
+                        f"the session's head moved while intent {intent_id} was replayed "
+                        "(nothing was written); look again",
+                        intent_id=intent_id,
+                        evidence={**evidence, "head_now": moved.actual},
+                    ) from moved
             outcome = _ASSERTED.get(resolution) or (
                 verdict.outcome if verdict is not None else Outcome.AMBIGUOUS
             )
@@ -138,10 +158,14 @@ class Resolver:
             await client.call(client.journal.settle, decision, owner=current_owner())
         except BaseException:
             if not (replaying and self._replay_goes_on(intent_id)):
-                await self._release(intent)
+                await despite_cancellation(self._release(intent))
             raise
         if self.settler is not None:
-            await self.settler.after_settlement(intent, None, decision.action)
+            # Only a batch the store holds (found, or just replayed) may spare a later one.
+            vouched = resolution is Resolution.REPLAY or (
+                verdict is not None and verdict.outcome is Outcome.COMMITTED
+            )
+            await self.settler.after_settlement(intent, None, decision.action, vouched=vouched)
         client.trail.decided(decision)
         return decision
 
@@ -180,7 +204,7 @@ class Resolver:
         else:
             held = holds(
                 entry.owner,
-                active=entry.state in (IntentState.IN_FLIGHT, IntentState.RECONCILING),
+                active=entry.state in ACTIVE_STATES,
                 in_flight_here=False,
                 age_seconds=time.time() - entry.updated_at,
                 lease_seconds=self.client.config.lease_seconds,
@@ -229,18 +253,6 @@ class Resolver:
                 intent_id=intent.intent_id,
                 evidence=dict(denied.decision.evidence),
             ) from denied
-
-    async def _replay(self, intent: PendingWrite, step: Step, evidence: dict[str, Any]) -> None:
-        assert self.settler is not None  # a step to replay comes only from a judged intent
-        if intent.expected_revision is not None and "head" not in evidence:
-            # Replayed by override where the rule saw no usable head: after the current one.
-            if self.store is None:
-                raise ResolutionRefused(
-                    f"intent {intent.intent_id} expects a revisioned store",
-                    intent_id=intent.intent_id,
-                )
-            evidence["head"] = await self.store.head()
-        await self.settler.replay(intent, None, step, evidence)
 
     def _replay_goes_on(self, intent_id: str) -> bool:
         """Whether a cancelled replay goes on in the background, keeping the claim."""
@@ -309,8 +321,15 @@ def _refusal(intent_id: str, verdict: Verdict | None) -> str:
             f"replaying intent {intent_id} needs its store (the rule must see the history "
             "before the write): give the store (agents-reconcile resolve --store ADDRESS)"
         )
+    if verdict.outcome is Outcome.COMMITTED:
+        return (
+            f"replaying intent {intent_id} is refused: its batch is in the history already "
+            f"({verdict.reason.value}); appending it again would store it twice. Resolve it "
+            "as committed."
+        )
     return (
         f"replaying intent {intent_id} is refused: the rule judges it {verdict.outcome.value} "
         f"({verdict.reason.value}), not the history the write was meant for. "
-        f"{verdict.reason.explanation} Pass override to append it regardless."
+        f"{verdict.reason.explanation} Pass override (--override) to append it at the end "
+        "regardless."
     )

@@ -141,7 +141,7 @@ class ReconcilingSession:
             else RevisionWriter(store=store, head=known, **parts)
         )
         self._lock = lock
-        self._resolver = Resolver(self._client, self._settler, store, lock)
+        self._resolver = Resolver(self._client, self._settler, lock=lock)
         self._admission = Gatekeeper(
             enabled=self._active,
             config=self.config,

@@ -25,7 +25,7 @@ from .errors import IntentConflict, JournalError, RevisionConflict
 from .held import HeldIntents, KnownHead
 from .inflight import InFlight, despite_cancellation
 from .inner import InnerSession, without_reconciling
-from .journal import IntentState, JournalEntry
+from .journal.base import ACTIVE_STATES, IntentState, JournalEntry
 from .journal_client import JournalClient
 from .judges import judge_revision, judge_tail
 from .locking import SessionLock
@@ -46,7 +46,6 @@ logger = logging.getLogger("agents_reconcile")
 _POLL_SECONDS: Final = 0.02
 # A replay that keeps meeting other writers' compare-and-swaps is judged again, this often.
 _REPLAY_ATTEMPTS: Final = 3
-_ACTIVE: Final = (IntentState.IN_FLIGHT, IntentState.RECONCILING)
 _ACTIONS: Final = {Step.SETTLE: Action.SETTLED, Step.REPLAY: Action.REPLAYED}
 
 
@@ -271,7 +270,7 @@ class Settler:
         holds the intent, so it is not ours to settle yet."""
         return holds(
             entry.owner,
-            active=entry.state in _ACTIVE,
+            active=entry.state in ACTIVE_STATES,
             in_flight_here=self._in_flight.holds(entry.intent.intent_id),
             age_seconds=time.time() - entry.updated_at,
             lease_seconds=self._config.lease_seconds,
@@ -454,12 +453,24 @@ class Settler:
         in_flight.keep(asyncio.ensure_future(self.release(intent)))
 
     async def after_settlement(
-        self, intent: PendingWrite, context: MutableMapping[str, Any] | None, action: Action
+        self,
+        intent: PendingWrite,
+        context: MutableMapping[str, Any] | None,
+        action: Action,
+        *,
+        vouched: bool = True,
     ) -> None:
-        """Forget a settled intent everywhere this session remembers it."""
+        """Forget a settled intent everywhere this session remembers it. ``vouched``: the
+        settlement found (or put) its batch in the history; one that did not (an operator
+        abandoned it, or called it committed against the rule) leaves nothing to skip a
+        later identical batch by."""
         if context is not None:
             self._carried.drop(context, intent.intent_id)
         self._held.settled(intent.intent_id)
+        if not vouched:
+            self._tail.forget()
+            self._head.settled_at = None
+            return
         # A settlement is a counted write; the next append re-reads the tail in any case.
         self._tail.settle(intent.batch_digests, intent.before_digests)
         if intent.expected_revision is not None and self._store is not None:

@@ -235,8 +235,19 @@ async def test_rows_that_do_not_decode_are_counted_and_refuse_a_repair(tmp_path:
         )
     report = await check_session(str(tmp_path / "chat.db"), SID)
     assert (report.unreadable, report.damage.count) == (1, 2)
-    with pytest.raises(RepairRefused):
+    with pytest.raises(RepairRefused, match="do not decode"):
+        await check_session(
+            str(tmp_path / "chat.db"), SID, repair=True, journal=journal_at(tmp_path)
+        )
+
+
+async def test_a_repair_needs_the_applications_journal(tmp_path: Path) -> None:
+    """Without a named journal a repair is refused: its intent would go to a file the
+    application never reads, and an interrupted repair would not be recovered."""
+    await SQLiteSession(SID, tmp_path / "chat.db").add_items([user("hi"), output("gone")])
+    with pytest.raises(RepairRefused, match="journal"):
         await check_session(str(tmp_path / "chat.db"), SID, repair=True)
+    assert not default_journal_made()
 
 
 async def test_addresses_that_hold_no_session_are_refused(tmp_path: Path) -> None:

@@ -240,3 +240,79 @@ async def test_a_denial_met_again_is_counted_not_stored_again(world: World, plac
     assert counted.repeats == first.repeats + len(attempts)
     assert counted.last_seen is not None and counted.last_seen >= counted.decided_at
     assert counted.decided_at == first.decided_at, "the first denial, counted"
+
+
+REVISIONED_SQLITE = next(store for store in BACKENDS if store.name == "revisioned_sqlite")
+
+
+@pytest.mark.parametrize("resolution", ["abandon", "committed"])
+@pytest.mark.parametrize("store", [SQLITE_STORE, REVISIONED_SQLITE], ids=lambda s: s.name)
+async def test_a_batch_resolved_without_being_stored_is_written_when_sent_again(
+    store: Any, place: Place, tmp_path: Path, resolution: str
+) -> None:
+    """A batch the store does not hold, abandoned (or called committed against the rule),
+    leaves nothing behind that would take a later identical batch for it: sent again, it is
+    appended (on a revisioned store too, whose head has not moved)."""
+    world = World(store, tmp_path)
+    try:
+        session = await start(world, place, on_unchanged="fail")
+        assert world.faulty is not None
+        world.faulty.plan(Fault.REJECT)
+        batch = [{"role": "user", "content": "pay 5"}]
+        with pytest.raises(BackendFailure):
+            await session.add_items(batch)
+        [pending] = await session.pending()
+        with pytest.raises(ContinuationDenied):
+            await session.reconcile()
+        await session.resolve(pending.intent_id, resolution, reason="sent again by the user")
+        await session.add_items(list(batch))
+        assert await world.history() == ["user:pay 5"]
+    finally:
+        await world.close()
+
+
+async def test_replay_over_a_stored_batch_is_refused_even_with_override(
+    world: World, place: Place
+) -> None:
+    session = await start(world, place)
+    assert world.faulty is not None
+    world.faulty.plan(Fault.LOST_ACK)
+    with pytest.raises(BackendFailure):
+        await session.add_items([{"role": "user", "content": "hi"}])
+    [pending] = await session.pending()
+    with pytest.raises(ResolutionRefused, match="in the history already"):
+        await session.resolve(pending.intent_id, "replay", reason="r", override=True)
+    assert await world.history() == ["user:hi"]
+    decision = await session.resolve(pending.intent_id, "committed", reason="it is there")
+    assert decision.evidence["judged"] == "committed"
+
+
+async def test_a_busy_session_refuses_a_resolution_and_records_nothing(
+    world: World, place: Place
+) -> None:
+    session, intent_id, _ = await denied(world, place, Fault.CONCURRENT_WRITER)
+    session = ReconcilingSession(
+        world.inner,
+        config=ReconcileConfig(
+            journal=world.config.journal if world.config else None, in_flight_wait=0.05
+        ),
+    )
+    before = await session.decisions()
+    holding = asyncio.Event()
+    release = asyncio.Event()
+
+    async def hold() -> None:
+        async with session._lock.held():
+            holding.set()
+            await release.wait()
+
+    holder = asyncio.create_task(hold())
+    await holding.wait()
+    try:
+        with pytest.raises(ResolutionRefused, match="busy"):
+            await session.resolve(intent_id, "abandon", reason="r")
+    finally:
+        release.set()
+        await holder
+    assert await session.decisions() == before
+    assert [p.intent_id for p in await session.pending()] == [intent_id]

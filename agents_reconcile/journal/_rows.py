@@ -93,12 +93,11 @@ def decoded(intent_id: object, decode: Callable[[bytes], _T], record: object) ->
     try:
         return decode(record)
     except RecordError as exc:
-        if str(intent_id) in str(exc):
-            exc.intent_id = str(intent_id)
-            raise
-        named = type(exc)(f"intent {intent_id}: {exc}")
-        named.intent_id = str(intent_id)
-        raise named from exc
+        # Named in place, so the error keeps its type and what it carries (a key id).
+        if str(intent_id) not in str(exc):
+            exc.args = (f"intent {intent_id}: {exc}", *exc.args[1:])
+        exc.intent_id = str(intent_id)
+        raise
 
 
 def checked_entry(

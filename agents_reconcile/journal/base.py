@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Final, Protocol, runtime_checkable
 
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
 
 __all__ = [
+    "ACTIVE_STATES",
     "IntentJournal",
     "IntentState",
     "JournalEntry",
@@ -30,6 +31,10 @@ class IntentState(enum.Enum):
     """The append was cancelled; the outcome is unknown."""
     RECONCILING = "reconciling"
     """An owner is classifying (and perhaps replaying) it now."""
+
+
+ACTIVE_STATES: Final = (IntentState.IN_FLIGHT, IntentState.RECONCILING)
+"""The states in which an intent is held by its owner (appending, or settling it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -126,10 +126,17 @@ async def check_session(
     """Check the session ``session_id`` at the address ``store`` (``namespace``: a server
     store's key prefix or schema). Without ``repair`` nothing is written anywhere; the journal,
     when given, is read for the session's pending intents. With ``repair`` the repaired history
-    is written (``repair_session``; ``journal`` is the deployment's, the default file when None)."""
+    is written (``repair_session``) under an intent in ``journal``, which must be named and be
+    the journal the application uses: a repair recorded anywhere else would not be found by
+    the application if it were interrupted."""
     layout, items, unreadable = await read_history(store, session_id, namespace)
     shown = redacted(store)
     if repair:
+        if journal is None:
+            raise RepairRefused(
+                "a repair needs the application's journal (--journal): its write-ahead intent "
+                "is what recovers an interrupted repair; nothing was written"
+            )
         if unreadable:
             raise RepairRefused(
                 f"{unreadable} rows of session {session_id!r} do not decode: rewriting the "
@@ -205,7 +212,9 @@ async def repair_session(
         else:
             # Nothing stays: a clear is all a retry would do, so no intent is needed.
             await wrapper.clear_session()
-        await ledger.note(_decision(wrapper, evidence))
+        repaired = _decision(wrapper, evidence)
+        await ledger.note(repaired)
+        wrapper._client.trail.decided(repaired)
         return dataclasses.replace(report, repaired=True, intent_id=intent_id)
     finally:
         await ledger.close()
@@ -284,7 +293,9 @@ async def _leave_failed(
             intent_id, state=state, owner=me, expect_state=IntentState.IN_FLIGHT, expect_owner=me
         )
         interrupted = {**evidence, "interrupted": True}
-        await ledger.note(_decision(wrapper, interrupted, Outcome.AMBIGUOUS))
+        stopped = _decision(wrapper, interrupted, Outcome.AMBIGUOUS)
+        await ledger.note(stopped)
+        wrapper._client.trail.decided(stopped)
     except JournalError:
         pass
 

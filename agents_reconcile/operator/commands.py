@@ -20,6 +20,7 @@ from ..errors import ResolutionRefused
 from ..journal import IntentJournal
 from ..journal._rows import collecting_damage
 from ..journal_client import JournalClient
+from ..records import evidence_text
 from ..resolution import Resolver
 from ..sealing import Keyring
 from ..signing import signer_for
@@ -124,14 +125,22 @@ def trail(args: argparse.Namespace) -> int:
             f"{decision['outcome']} ({decision['reason']}) -> {decision['action']}"
             f"{_repeated(decision)}"
         )
-        print(f"    evidence: {_evidence_line(decision['evidence'])}")
+        print(f"    evidence: {evidence_text(decision['evidence'])}")
     for damaged in found["damaged"]:
         print(f"DAMAGED decision under {damaged['id']}: {damaged['problem']}")
     return EXIT_ATTENTION if found["damaged"] else EXIT_OK
 
 
 def show(args: argparse.Namespace) -> int:
-    found = asyncio.run(_show(args))
+    try:
+        found = asyncio.run(_show(args))
+    except ResolutionRefused as refused:
+        # Unknown, settled, or a store that is not the intent's: said, not a traceback.
+        if args.json:
+            _json({"refused": str(refused), "intent_id": refused.intent_id})
+        else:
+            print(f"{refused}", file=sys.stderr)
+        return EXIT_ATTENTION
     if args.json:
         _json(found)
     else:
@@ -234,9 +243,9 @@ def _print_show(found: dict[str, Any]) -> None:
     print(f"state    {found['state']}, owner {found['owner']} ({live}), age {age}")
     print("\nexpected (what the write was meant to do):")
     expected = found["expected"]
-    print(f"    {found['items']} item(s): {_evidence_line({'batch': expected['batch_digests']})}")
+    print(f"    {found['items']} item(s): {evidence_text({'batch': expected['batch_digests']})}")
     whole = " (the whole history)" if expected["before_is_whole"] else ""
-    print(f"    on top of{whole}: {_evidence_line({'before': expected['before_digests']})}")
+    print(f"    on top of{whole}: {evidence_text({'before': expected['before_digests']})}")
     for key in ("persisted_count", "expected_revision", "sealed_under"):
         if expected[key] is not None:
             print(f"    {key}: {expected[key]}")
@@ -246,7 +255,7 @@ def _print_show(found: dict[str, Any]) -> None:
         print("    not read (give --store ADDRESS to judge the intent against it)")
     else:
         print(f"    {now['outcome']} ({now['reason']}): {now['explanation']}")
-        print(f"    evidence: {_evidence_line(now['evidence'])}")
+        print(f"    evidence: {evidence_text(now['evidence'])}")
     print("\ndecisions (newest first):")
     for decision in found["decisions"] or []:
         print(
@@ -355,22 +364,6 @@ def _json(document: Any) -> None:
 
 def _when(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S")
-
-
-def _evidence_line(evidence: dict[str, Any]) -> str:
-    parts = []
-    for key, value in evidence.items():
-        if isinstance(value, list | tuple):
-            shown = "[" + ", ".join(_short(v) for v in value) + "]"
-        else:
-            shown = _short(value)
-        parts.append(f"{key}={shown}")
-    return "; ".join(parts) or "none"
-
-
-def _short(value: Any) -> str:
-    text = str(value)
-    return text[:12] if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
 
 
 def _age(seconds: float) -> str:

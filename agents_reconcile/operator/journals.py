@@ -10,6 +10,7 @@ from ..backends.redaction import redacted
 from ..backends.registry import backend_for
 from ..errors import ConfigurationError, JournalError
 from ..journal import DEFAULT_JOURNAL_PATH, SQLiteJournal, journal_path
+from ..journal_client import lend_keys
 
 if TYPE_CHECKING:
     from ..journal import IntentJournal
@@ -41,11 +42,7 @@ async def opened_journal(
             raise ConfigurationError(f"{redacted(address)} is not a journal address")
         journal = backend.open_journal(address, namespace=namespace)
     if keyring is not None:
-        held = getattr(journal, "keyring", None)
-        if held is not None:
-            held.add(keyring)
-            if keyring.signer is not None:
-                held.add_signer(keyring.signer)
+        lend_keys(journal, keyring)
     try:
         problem = await journal.check()
     except BaseException:

@@ -61,9 +61,7 @@ def store_for(kind: str, address: str, session_id: str, *, namespace: str | None
             return RedisSession.from_url(session_id, url=address, key_prefix=namespace)
         return RedisSession.from_url(session_id, url=address)
     if name == "SQLAlchemySession":
-        from agents.extensions.memory import SQLAlchemySession
-
-        return SQLAlchemySession.from_url(session_id, url=address, create_tables=False)
+        return open_by_address(address, session_id, "sqlalchemy", namespace)
     raise ConfigurationError(
         f"a store of kind {kind} cannot be opened from an address here; resolve its intents "
         "from code (ReconcilingSession.resolve) with the session the application builds"
@@ -81,12 +79,12 @@ async def read_history(
     store: str, session_id: str, namespace: str | None
 ) -> tuple[str, list[Any], int]:
     """The session's layout, its items, and how many of its rows do not decode (read-only)."""
-    scheme = scheme_of(store)
-    if scheme == "sqlite":
+    if scheme_of(store) == "sqlite":
         return await asyncio.to_thread(_read_sqlite, path_of(store), session_id)
-    session = open_by_address(store, session_id, _layout(store), namespace)
+    layout = _layout(store)
+    session = open_by_address(store, session_id, layout, namespace)
     try:
-        return _layout(store), list(await session.get_items()), 0
+        return layout, list(await session.get_items()), 0
     finally:
         await close_store(session)
 

@@ -9,10 +9,10 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from ..journal import IntentState, JournalEntry
 from ..journal._rows import collecting_damage
+from ..journal.base import ACTIVE_STATES, JournalEntry
 from ..policy import Resolution, Step, resolution_step
-from ..records import Action, Decision
+from ..records import Action, Decision, Outcome
 
 if TYPE_CHECKING:
     from ..classify import Verdict
@@ -22,7 +22,6 @@ if TYPE_CHECKING:
 __all__ = ["decision_view", "intent_view", "outlook", "status", "trail"]
 
 _WAITING: Final = (Action.DENIED, Action.LEFT_PENDING)
-_ACTIVE: Final = (IntentState.IN_FLIGHT, IntentState.RECONCILING)
 
 
 async def status(
@@ -49,7 +48,7 @@ def intent_view(
     entry: JournalEntry, newest: Decision | None, now: float, lease_seconds: float
 ) -> dict[str, Any]:
     intent = entry.intent
-    live = entry.state in _ACTIVE and entry.owner.is_live(
+    live = entry.state in ACTIVE_STATES and entry.owner.is_live(
         age_seconds=now - entry.updated_at, lease_seconds=lease_seconds
     )
     waiting = newest is not None and newest.action in _WAITING
@@ -116,12 +115,15 @@ def outlook(verdict: Verdict | None, items: int) -> dict[str, str]:
         elif resolution is Resolution.ABANDON:
             said[resolution.value] = "drop the intent; nothing is appended"
         elif step is Step.REFUSE:
-            said[resolution.value] = (
-                "refused: give --store to judge it first"
-                if verdict is None
-                else f"refused ({verdict.reason.value}); --override appends {items} item(s) "
-                "at the end regardless"
-            )
+            if verdict is None:
+                said[resolution.value] = "refused: give --store to judge it first"
+            elif verdict.outcome is Outcome.COMMITTED:
+                said[resolution.value] = "refused: the batch is stored already"
+            else:
+                said[resolution.value] = (
+                    f"refused ({verdict.reason.value}); --override appends {items} item(s) "
+                    "at the end regardless"
+                )
         else:
             where = (
                 "after the others' writes"
