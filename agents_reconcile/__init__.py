@@ -28,10 +28,12 @@ if TYPE_CHECKING:
     from .classify import Observation, Verdict
     from .config import ReconcileConfig
     from .default_runner import UngatedRunWarning, install, installed, uninstall
+    from .effects.tool import as_effect_tool, current_effect, effect_tool
     from .errors import (
         BindingMismatch,
         ConfigurationError,
         ContinuationDenied,
+        EffectUnknown,
         FingerprintError,
         IntentConflict,
         JournalCorrupt,
@@ -62,6 +64,7 @@ __all__ = [
     "ConfigurationError",
     "ContinuationDenied",
     "Decision",
+    "EffectUnknown",
     "FingerprintError",
     "IntentConflict",
     "IntentJournal",
@@ -91,8 +94,11 @@ __all__ = [
     "UnsupportedRecordVersion",
     "UnsupportedSession",
     "Verdict",
+    "as_effect_tool",
     "classify",
     "crashpoints",
+    "current_effect",
+    "effect_tool",
     "install",
     "installed",
     "item_digest",
@@ -109,6 +115,10 @@ _HOMES: Final[dict[str, str]] = {
     "ConfigurationError": ".errors",
     "ContinuationDenied": ".errors",
     "Decision": ".records",
+    "EffectUnknown": ".errors",
+    "as_effect_tool": ".effects.tool",
+    "current_effect": ".effects.tool",
+    "effect_tool": ".effects.tool",
     "FingerprintError": ".errors",
     "IntentConflict": ".errors",
     "IntentJournal": ".journal",

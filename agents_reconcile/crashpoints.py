@@ -44,6 +44,14 @@ class CrashPoint(enum.Enum):
     """The replay was acknowledged; the intent is not settled yet."""
     BEFORE_SETTLE = "before_settle"
     """A committed intent is about to be settled in the journal."""
+    BEFORE_EFFECT_INTENT = "before_effect_intent"
+    """An effect tool was called; its effect's intent is not in the journal yet."""
+    BEFORE_EFFECT = "before_effect"
+    """The effect's intent is durable; the tool's body has not run."""
+    BEFORE_RECEIPT = "before_receipt"
+    """The tool's body returned (the effect happened); its receipt is not durable yet."""
+    AFTER_RECEIPT = "after_receipt"
+    """The receipt is durable; the output has not reached the runner."""
 
 
 @dataclass

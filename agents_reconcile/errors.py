@@ -21,7 +21,8 @@
     │   ├── JournalCorrupt             the journal's storage is damaged: call an operator
     │   └── IntentConflict             one intent id, two different contents
     └── ContinuationDenied             the run may not go on (also the SDK's ``UserError``)
-        └── BindingMismatch            the intent belongs to another backend, scheme or version
+        ├── BindingMismatch            the intent belongs to another backend, scheme or version
+        └── EffectUnknown              an effect started and left no receipt: not run again
 
 ``ContinuationDenied`` subclasses the SDK's ``UserError`` (an ``AgentsException``), so code
 that handles the SDK's own refusal keeps working, and the SDK attaches ``run_data`` to it
@@ -45,6 +46,7 @@ __all__ = [
     "BindingMismatch",
     "ConfigurationError",
     "ContinuationDenied",
+    "EffectUnknown",
     "FingerprintError",
     "IntentConflict",
     "JournalCorrupt",
@@ -192,8 +194,10 @@ if TYPE_CHECKING:
 
     class BindingMismatch(ContinuationDenied): ...
 
+    class EffectUnknown(ContinuationDenied): ...
 
-_DENIALS: Final = frozenset({"ContinuationDenied", "BindingMismatch"})
+
+_DENIALS: Final = frozenset({"ContinuationDenied", "BindingMismatch", "EffectUnknown"})
 _defining = threading.Lock()
 
 
@@ -218,9 +222,16 @@ def _define_denials() -> dict[str, type[ReconcileError]]:
         """The intent belongs to another backend, session, scheme or version, or its copies
         disagree."""
 
+    class EffectUnknown(ContinuationDenied):
+        """An effect tool's call is refused before its body runs: an earlier call under the
+        same idempotency key started the effect and left no receipt (the outcome is unknown),
+        and the tool has no ``check`` and is not idempotent. ``intent_id`` is the effect's
+        key; the decision's evidence names the tool, the call and the earlier owner."""
+
     defined: dict[str, type[ReconcileError]] = {
         "ContinuationDenied": ContinuationDenied,
         "BindingMismatch": BindingMismatch,
+        "EffectUnknown": EffectUnknown,
     }
     for name, cls in defined.items():
         cls.__qualname__ = name  # found by name in this module, as any other class here

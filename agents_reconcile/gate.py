@@ -31,9 +31,15 @@ if TYPE_CHECKING:
 
     from .admission import Admission
 
-__all__ = ["gate_hooks", "install_gate"]
+__all__ = ["gate_hooks", "gated_session", "install_gate"]
 
 _MARK = "__agents_reconcile_session__"
+
+
+def gated_session(config: RunConfig) -> Any:
+    """The ``ReconcilingSession`` whose gate ``config`` holds, or None."""
+    admission = getattr(config.call_model_input_filter, _MARK, None)
+    return getattr(admission, "session", None)
 
 
 def install_gate(session: Admission, base: RunConfig | None = None) -> RunConfig:

@@ -98,6 +98,8 @@ class Reason(enum.Enum):
     STATE_TOO_LARGE = "state_too_large"
     OPERATOR_RESOLVED = "operator_resolved"
     HISTORY_REPAIRED = "history_repaired"
+    EFFECT_UNKNOWN = "effect_unknown"
+    EFFECT_UNVOUCHED = "effect_unvouched"
 
     @property
     def explanation(self) -> str:
@@ -142,6 +144,12 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.HISTORY_REPAIRED: "An operator replaced the history with a repaired one, removing "
     "only the damage the check proved (see the removed positions and digests in the "
     "evidence), under a write-ahead intent of its own.",
+    Reason.EFFECT_UNKNOWN: "An effect tool's earlier call under the same idempotency key "
+    "started its effect and left no receipt: whether the effect happened is unknown, so the "
+    "body is not run again (give the tool a check, or resolve the effect).",
+    Reason.EFFECT_UNVOUCHED: "The batch holds an effect tool's output that the effect's "
+    "receipt does not vouch for (no receipt, or another output): accepting or replaying it "
+    "would continue from an effect nobody can vouch for.",
     Reason.STALE_STATE: "The session was written after this run last saw it (a RunState "
     "checkpoint older than the history, or another writer): continuing would write on a "
     "history the run has not seen, repeating what is already there. Resume the newest "
@@ -160,6 +168,8 @@ class Action(enum.Enum):
     """Continuation refused; the intent stays pending for an operator."""
     LEFT_PENDING = "left_pending"
     """Nothing written, nothing refused permanently: the intent stays pending."""
+    RESOLVED = "resolved"
+    """An operator resolved an effect whose outcome was unknown (the evidence says how)."""
     REPAIRED = "repaired"
     """An operator's repair of a damaged history was written (the session as a whole)."""
     DROPPED = "dropped"
@@ -502,9 +512,10 @@ def _opened(body: Mapping[str, Any], keyring: Keyring | None) -> tuple[dict[str,
     return plain, key
 
 
-# The digest itself, the batch (covered by batch_digests), a signature over the digest, and a
-# decision's repeat count (kept up to date after the decision was stored).
-_UNDIGESTED: Final = frozenset({"digest", "batch", "mac", "repeats", "last_seen"})
+# The digest itself, the batch (covered by batch_digests) and an effect's output (covered by
+# its output_digest), a signature over the digest, and a decision's repeat count (kept up to
+# date after the decision was stored).
+_UNDIGESTED: Final = frozenset({"digest", "batch", "mac", "repeats", "last_seen", "output"})
 
 
 def _body_digest(body: Mapping[str, Any]) -> str:

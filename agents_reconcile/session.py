@@ -19,6 +19,7 @@ from . import default_runner, runstate
 from .admission import Admission, Gatekeeper
 from .capabilities import FORWARDED, Guard, forwarded
 from .config import ReconcileConfig, require_config
+from .effects.tool import using_session
 from .errors import ConfigurationError, ContinuationDenied, FingerprintError, UnsupportedSession
 from .fingerprint import digest_items, journal_batch
 from .held import HeldIntents, KnownHead
@@ -152,7 +153,9 @@ class ReconcilingSession:
             ignore_ids=self._ignore_ids,
             session_settings=lambda: self.session_settings,
             read_history=lambda wrapper: self._calls.read(None, wrapper),
+            mark_used=lambda: using_session(self),
         )
+        self._admission.session = self  # what effect tools find through the run's gate
 
     def __repr__(self) -> str:
         return f"ReconcilingSession({self._inner!r}, backend={self.backend_identity})"
@@ -183,6 +186,11 @@ class ReconcilingSession:
         return self._client.journal
 
     @property
+    def journal_client(self) -> JournalClient:
+        """This session's way to its journal: its keys, its trail, its denials."""
+        return self._client
+
+    @property
     def resolver(self) -> Resolver:
         """What ``resolve()`` uses; its ``preview()`` judges an intent without settling it."""
         return self._resolver
@@ -210,6 +218,7 @@ class ReconcilingSession:
         self, limit: int | None = None, *, wrapper: RunContextWrapper[Any] | None = None
     ) -> list[TResponseInputItem]:
         """The inner history, after settling pending intents (raises ``ContinuationDenied``)."""
+        using_session(self)
         if wrapper is not None and not self._gate_seen:
             self._notice_ungated()
         context = runstate.context_of(wrapper)
@@ -262,6 +271,7 @@ class ReconcilingSession:
     ) -> None:
         """Append ``items`` under a recorded intent; a failure keeps the intent pending and
         re-raises the backend's own exception with a note naming it."""
+        using_session(self)
         if not self._active:
             await self._calls.append(items, wrapper)
             return
@@ -367,6 +377,33 @@ class ReconcilingSession:
         """
         return await self._resolver.resolve(
             intent_id, outcome, reason=reason, actor=actor, override=override
+        )
+
+    async def resolve_effect(
+        self,
+        key: str,
+        outcome: str,
+        *,
+        reason: str,
+        actor: str | None = None,
+        output: Any = None,
+    ) -> Decision:
+        """An operator's resolution of a tool effect whose outcome is unknown (an intent
+        without a receipt): ``committed`` with ``output`` (the receipt; the body never runs),
+        ``retry`` (the next call runs the body again), or ``abandon``; recorded in the trail.
+        Raises ``ResolutionRefused`` (nothing written) otherwise."""
+        from .effects.resolution import resolve_effect
+        from .effects.tool import effect_journal
+
+        return await resolve_effect(
+            self._client,
+            effect_journal(self),
+            key,
+            outcome,
+            reason=reason,
+            actor=actor,
+            output=output,
+            lease_seconds=self.config.lease_seconds,
         )
 
     async def decisions(self, limit: int = 100) -> list[Decision]:

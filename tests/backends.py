@@ -87,6 +87,12 @@ class Storage:
     async def replace_intent_record(self, session_id: str, intent_id: str, record: bytes) -> None:
         raise NotImplementedError
 
+    async def effect_record(self, session_id: str, key: str) -> bytes:
+        raise NotImplementedError
+
+    async def replace_effect_record(self, session_id: str, key: str, record: bytes) -> None:
+        raise NotImplementedError
+
 
 class SQLiteStorage(Storage):
     _TABLES: ClassVar[dict[str, str]] = {"journal": "journal_schema", "store": "revisioned_schema"}
@@ -109,6 +115,13 @@ class SQLiteStorage(Storage):
     async def replace_intent_record(self, session_id: str, intent_id: str, record: bytes) -> None:
         self._run("UPDATE intents SET record = ? WHERE intent_id = ?", record, intent_id)
 
+    async def effect_record(self, session_id: str, key: str) -> bytes:
+        [(record,)] = self._run("SELECT record FROM effects WHERE key = ?", key)
+        return bytes(record)
+
+    async def replace_effect_record(self, session_id: str, key: str, record: bytes) -> None:
+        self._run("UPDATE effects SET record = ? WHERE key = ?", record, key)
+
 
 class RedisStorage(Storage):
     _KEYS: ClassVar[dict[str, str]] = {"journal": "schema", "store": "store-schema"}
@@ -122,9 +135,9 @@ class RedisStorage(Storage):
         finally:
             await client.aclose()
 
-    def _record_key(self, session_id: str) -> str:
+    def _record_key(self, session_id: str, name: str = "record") -> str:
         tag = blake3(session_id.encode()).hexdigest()[:32]
-        return f"{self.space}:{{{tag}}}:record"
+        return f"{self.space}:{{{tag}}}:{name}"
 
     async def stamp(self, component: str, version: int) -> None:
         await self._run("SET", f"{self.space}:{self._KEYS[component]}", version)
@@ -135,6 +148,13 @@ class RedisStorage(Storage):
 
     async def replace_intent_record(self, session_id: str, intent_id: str, record: bytes) -> None:
         await self._run("HSET", self._record_key(session_id), intent_id, record)
+
+    async def effect_record(self, session_id: str, key: str) -> bytes:
+        found: bytes = await self._run("HGET", self._record_key(session_id, "effect_record"), key)
+        return found
+
+    async def replace_effect_record(self, session_id: str, key: str, record: bytes) -> None:
+        await self._run("HSET", self._record_key(session_id, "effect_record"), key, record)
 
 
 class PostgresStorage(Storage):
@@ -165,6 +185,22 @@ class PostgresStorage(Storage):
     async def replace_intent_record(self, session_id: str, intent_id: str, record: bytes) -> None:
         await self._run(
             f'UPDATE "{self.space}".intents SET record = $1 WHERE intent_id = $2', record, intent_id
+        )
+
+    async def effect_record(self, session_id: str, key: str) -> bytes:
+        rows = await self._run(
+            f'SELECT record FROM "{self.space}".effects WHERE key = $1 AND session_id = $2',
+            key,
+            session_id,
+        )
+        return bytes(rows[0][0])
+
+    async def replace_effect_record(self, session_id: str, key: str, record: bytes) -> None:
+        await self._run(
+            f'UPDATE "{self.space}".effects SET record = $1 WHERE key = $2 AND session_id = $3',
+            record,
+            key,
+            session_id,
         )
 
 

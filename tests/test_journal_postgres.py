@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import sys
 import time
 import uuid
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from agents_reconcile.effects.records import Effect, EffectState, arguments_digest, effect_key
 from agents_reconcile.errors import (
     ConfigurationError,
     IntentConflict,
@@ -25,7 +27,10 @@ from agents_reconcile.errors import (
 )
 from agents_reconcile.faultproxy import FaultProxy
 from agents_reconcile.journal import IntentJournal, IntentState, Opened, open_journal
+from agents_reconcile.journal._rows import collecting_damage
+from agents_reconcile.journal.base import EffectJournal
 from agents_reconcile.ownership import current_owner
+from agents_reconcile.sealing import PayloadKey
 
 from .backends import closed_port
 from .journal_support import BACKEND, make_decision, make_intent, proxy_to
@@ -35,6 +40,7 @@ asyncpg = pytest.importorskip("asyncpg")
 
 from agents_reconcile.journal.postgres import (  # noqa: E402 (after the driver check)
     MIGRATIONS,
+    SCHEMA,
     SCHEMA_VERSION,
     PostgresJournal,
 )
@@ -42,7 +48,9 @@ from agents_reconcile.journal.postgres import (  # noqa: E402 (after the driver 
 pytestmark = pytest.mark.postgres
 
 Factory = Callable[..., PostgresJournal]
-JOURNAL_TABLES = {"decisions", "intents", "schema_version", "session_writes"}
+JOURNAL_TABLES = {"decisions", "effects", "intents", "schema_version", "session_writes"}
+CURRENT = [(1, "0001_initial"), (2, "0002_effects")]
+"""The steps a journal of this release has applied."""
 
 
 def ids(entries: Sequence[Any]) -> list[str]:
@@ -513,14 +521,14 @@ async def test_first_use_migrates_and_check_creates_nothing(
 
     assert await journal.pending(None) == []
 
-    assert await versions(admin, schema) == [(1, "0001_initial")]
-    assert SCHEMA_VERSION == len(MIGRATIONS) == 1
+    assert await versions(admin, schema) == CURRENT
+    assert SCHEMA_VERSION == len(MIGRATIONS) == 2
     tables = await admin.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
     assert {row["tablename"] for row in tables} == JOURNAL_TABLES
     assert await journal.check() is None
     assert await journal.schema_version() == SCHEMA_VERSION
     assert await journal.migrate() == []
-    assert await versions(admin, schema) == [(1, "0001_initial")]
+    assert await versions(admin, schema) == CURRENT
 
 
 async def test_check_on_an_old_schema_writes_nothing(
@@ -560,7 +568,7 @@ async def test_migrate_false_refuses_a_missing_or_old_schema(
         await journal.pending(None)
     assert await versions(admin, schema) == []
 
-    assert await journal.migrate() == ["journal schema 1"]
+    assert await journal.migrate() == ["journal schema 1", "journal schema 2"]
     await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
     assert ids(await journal.pending(None)) == ["i-1"]
 
@@ -580,13 +588,13 @@ async def test_workers_starting_together_migrate_once(
     """Journals migrating one schema at the same moment apply each step once: one returns it,
     the others nothing; on another schema, journals whose first operations race all work."""
     results = await asyncio.gather(*(journals().migrate() for _ in range(4)))
-    assert sorted(results) == [[], [], [], ["journal schema 1"]]
-    assert await versions(admin, schema) == [(1, "0001_initial")]
+    assert sorted(results) == [[], [], [], ["journal schema 1", "journal schema 2"]]
+    assert await versions(admin, schema) == CURRENT
 
     other = f"{schema}_b"
     racing = [journals(schema=other) for _ in range(4)]
     await asyncio.gather(*(journal.pending(None) for journal in racing))
-    assert await versions(admin, other) == [(1, "0001_initial")]
+    assert await versions(admin, other) == CURRENT
 
 
 async def test_drop_removes_the_schema(journals: Factory, admin: Any, schema: str) -> None:
@@ -596,7 +604,313 @@ async def test_drop_removes_the_schema(journals: Factory, admin: Any, schema: st
     await journal.drop()
     assert not await schema_exists(admin, schema)
     assert await journal.pending(None) == []
+    assert await versions(admin, schema) == CURRENT
+
+
+# -- effects ----------------------------------------------------------------------------------
+
+
+def an_effect(
+    call_id: str = "c1",
+    *,
+    owner: str = "host/1/1",
+    session_id: str = "session-a",
+    seal_key: PayloadKey | None = None,
+) -> Effect:
+    """A started effect of one tool call."""
+    arguments = '{"amount": 5}'
+    return Effect(
+        key=effect_key(session_id, call_id, "charge_card", arguments),
+        session_id=session_id,
+        tool="charge_card",
+        call_id=call_id,
+        arguments_digest=arguments_digest(arguments),
+        owner=owner,
+        started_at=1_700_000_000.0,
+        seal_key=seal_key,
+    )
+
+
+def taken_by(effect: Effect, owner: str) -> Effect:
+    """``effect`` started again under ``owner``, one attempt more."""
+    return dataclasses.replace(effect, owner=owner, attempts=effect.attempts + 1)
+
+
+async def version_1(admin: Any, schema: str) -> None:
+    """Make ``schema`` a journal at schema version 1 (as a release without effects left it),
+    the way the migration runner applies a step, holding one unresolved intent."""
+    async with admin.transaction():
+        await admin.execute(f'CREATE SCHEMA "{schema}"')
+        await admin.execute(
+            f'CREATE TABLE "{schema}".schema_version (version integer PRIMARY KEY,'
+            " name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
+        )
+        await admin.execute(f'SET LOCAL search_path TO "{schema}"')
+        await admin.execute(SCHEMA.sql("0001_initial"))
+        await admin.execute("INSERT INTO schema_version (version, name) VALUES (1, '0001_initial')")
+        await admin.execute(INSERT_INTENT.format(schema), *intent_row(make_intent("i-1")))
+
+
+async def tables_of(admin: Any, schema: str) -> set[str]:
+    rows = await admin.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
+    return {row["tablename"] for row in rows}
+
+
+async def test_a_version_1_journal_needs_migrating_and_migrate_upgrades_it(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """With migrate=False, a journal at version 1 is reported older (missing the effects
+    step), its operations raise JournalCorrupt saying to migrate, and nothing is created;
+    migrate() applies the effects step alone, and the intents already there stay."""
+    await version_1(admin, schema)
+    journal = journals(migrate=False)
+    assert isinstance(journal, EffectJournal)
+    problem = await journal.check()
+    assert problem is not None and "older" in problem and "0002_effects" in problem
+    assert "agents-reconcile migrate" in problem
+    assert await journal.schema_version() == 1
+    with pytest.raises(JournalCorrupt, match="agents-reconcile migrate"):
+        await journal.begin_effect(an_effect())
+    with pytest.raises(JournalCorrupt, match="agents-reconcile migrate"):
+        await journal.pending(None)
     assert await versions(admin, schema) == [(1, "0001_initial")]
+    assert "effects" not in await tables_of(admin, schema)
+
+    assert await journal.migrate() == ["journal schema 2"]
+    assert await versions(admin, schema) == CURRENT
+    assert await tables_of(admin, schema) == JOURNAL_TABLES
+    assert await journal.check() is None
+    assert ids(await journal.pending("session-a")) == ["i-1"]
+    effect = an_effect()
+    assert await journal.begin_effect(effect) == (effect, True)
+    assert await journal.migrate() == []
+
+
+async def test_a_version_1_journal_is_upgraded_on_first_use(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """Workers whose first operations on a version-1 journal race (effects, intents) apply
+    the effects step once between them and all work; one of them records the effect."""
+    await version_1(admin, schema)
+    workers = [journals() for _ in range(4)]
+    effect = an_effect()
+    answers = await asyncio.gather(
+        *(w.begin_effect(taken_by(effect, f"worker/{n}/1")) for n, w in enumerate(workers[:3])),
+        workers[3].pending("session-a"),
+    )
+    assert sum(recorded for _, recorded in answers[:3]) == 1
+    assert ids(answers[3]) == ["i-1"]
+    assert await versions(admin, schema) == CURRENT
+    assert await workers[3].check() is None
+
+
+async def test_an_effect_is_stored_as_encoded(journals: Factory, admin: Any, schema: str) -> None:
+    """The row holds the key, session, state and owner of the record, which is the bytes of
+    Effect.encode(); finishing turns the row done in place."""
+    journal = journals()
+    effect = an_effect()
+    await journal.begin_effect(effect)
+    query = f'SELECT key, session_id, state, owner, record FROM "{schema}".effects'
+    row = await admin.fetchrow(query)
+    assert tuple(row) == (effect.key, "session-a", "started", effect.owner, effect.encode())
+    done = effect.with_receipt("charged 5", at=1_700_000_010.0)
+    assert await journal.finish_effect(done) == done
+    row = await admin.fetchrow(query)
+    assert tuple(row) == (effect.key, "session-a", "done", effect.owner, done.encode())
+
+
+async def test_racing_begins_agree_on_one_record(journals: Factory) -> None:
+    """Four workers beginning one key at once, twenty times: each time exactly one records,
+    and all of them answer with its record."""
+    workers = [journals() for _ in range(4)]
+    await workers[0].migrate()
+    for round_ in range(20):
+        effect = an_effect(f"c{round_}")
+        answers = await asyncio.gather(
+            *(w.begin_effect(taken_by(effect, f"worker/{n}/1")) for n, w in enumerate(workers))
+        )
+        assert sum(recorded for _, recorded in answers) == 1
+        winner = next(stored for stored, recorded in answers if recorded)
+        assert all(stored == winner for stored, _ in answers)
+    found = await workers[1].effects("session-a")
+    assert [e.call_id for e in found] == [f"c{n}" for n in range(20)]
+
+
+INSERT_EFFECT = (
+    'INSERT INTO "{}".effects (key, session_id, state, owner, created_at, updated_at, record)'
+    " VALUES ($1, $2, 'started', $3, $4, $4, $5)"
+)
+
+
+async def test_a_key_recorded_after_the_snapshot_is_read_afresh(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """A begin_effect that waits on a key another transaction is inserting, and finds it
+    committed, answers with that transaction's record (read in a new snapshot), not recorded."""
+    journal = journals()
+    await journal.migrate()
+    theirs, mine = an_effect(owner="theirs/1/1"), an_effect(owner="mine/2/2")
+    watcher = await asyncpg.connect(postgres_url())
+    try:
+        async with admin.transaction():
+            await admin.execute(
+                INSERT_EFFECT.format(schema),
+                theirs.key,
+                theirs.session_id,
+                theirs.owner,
+                time.time(),
+                theirs.encode(),
+            )
+            task = asyncio.create_task(journal.begin_effect(mine))
+            await waiting_pid(watcher, schema, task)
+        stored, recorded = await asyncio.wait_for(task, 10)
+    finally:
+        await watcher.close()
+    assert not recorded and stored == theirs and stored.owner == "theirs/1/1"
+
+
+@pytest.mark.parametrize("same", [False, True], ids=["different", "same"])
+async def test_racing_receipts_store_one(journals: Factory, same: bool) -> None:
+    """Two workers storing a receipt for one started effect at once: with different receipts
+    one wins and the other gets IntentConflict; with the very same receipt (a retry racing
+    its first attempt) both succeed. The record stored is the winner's."""
+    first, second = journals(), journals()
+    await first.migrate()
+    for round_ in range(15):
+        effect = an_effect(f"c{round_}")
+        await first.begin_effect(effect)
+        receipts = [effect.with_receipt(f"ok {n * (not same)}", at=10.0) for n in range(2)]
+        results = await asyncio.gather(
+            first.finish_effect(receipts[0]),
+            second.finish_effect(receipts[1]),
+            return_exceptions=True,
+        )
+        kinds = sorted(type(r).__name__ for r in results)
+        assert kinds == (["Effect", "Effect"] if same else ["Effect", "IntentConflict"])
+        winner = next(r for r in results if isinstance(r, Effect))
+        assert await second.effect(effect.key) == winner
+
+
+async def test_racing_restarts_take_the_effect_once(journals: Factory) -> None:
+    """Workers restarting one started effect from the same owner at once: exactly one takes
+    it, and its record is the one stored."""
+    workers = [journals() for _ in range(4)]
+    await workers[0].migrate()
+    for round_ in range(15):
+        effect = an_effect(f"c{round_}")
+        await workers[0].begin_effect(effect)
+        mine = [taken_by(effect, f"worker/{n}/1") for n in range(4)]
+        taken = await asyncio.gather(
+            *(
+                w.restart_effect(m, expect_owner=effect.owner)
+                for w, m in zip(workers, mine, strict=True)
+            )
+        )
+        assert sum(taken) == 1
+        assert await workers[1].effect(effect.key) == mine[taken.index(True)]
+
+
+async def test_a_sealed_receipt_again_is_a_no_op(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """A sealed output is sealed afresh each time it is encoded, so the same receipt again
+    comes with other bytes: it is still a no-op, the output stays sealed in the row, and
+    another output conflicts."""
+    key = PayloadKey(os.urandom(32))
+    journal = journals()
+    journal.keyring.add([key])
+    effect = an_effect(seal_key=key)
+    await journal.begin_effect(effect)
+    done = effect.with_receipt({"card": "4242 SECRET"}, at=10.0)
+    assert done.encode() != done.encode()
+    assert await journal.finish_effect(done) == done
+    assert await journal.finish_effect(done) == done
+    raw = await admin.fetchval(f'SELECT record FROM "{schema}".effects')
+    assert b"SECRET" not in raw
+    with pytest.raises(IntentConflict):
+        await journal.finish_effect(effect.with_receipt({"card": "other"}, at=10.0))
+    reader = journals()
+    reader.keyring.add([key])
+    stored = await reader.effect(effect.key)
+    assert stored == done and stored is not None and stored.state is EffectState.DONE
+
+
+async def test_misused_states_are_refused_before_any_write(journals: Factory) -> None:
+    """begin_effect and restart_effect take started effects, finish_effect a receipt."""
+    journal = journals()
+    effect = an_effect()
+    done = effect.with_receipt("ok", at=1.0)
+    with pytest.raises(ValueError, match="started"):
+        await journal.begin_effect(done)
+    with pytest.raises(ValueError, match="started"):
+        await journal.restart_effect(done, expect_owner=effect.owner)
+    with pytest.raises(ValueError, match="done"):
+        await journal.finish_effect(effect)
+    assert await journal.effect(effect.key) is None
+
+
+async def test_effect_rows_moved_or_reshaped_are_refused(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """An effect row moved to another session, or whose owner or state column no longer says
+    what its record does, is refused (RecordTampered); an inspection read reports it and
+    returns the others. A receipt for a key moved away is refused the same way, unstored."""
+    journal = journals()
+    effect, other = an_effect("c1"), an_effect("c2")
+    await journal.begin_effect(effect)
+    await journal.begin_effect(other)
+    table = f'"{schema}".effects'
+    await admin.execute(
+        f"UPDATE {table} SET session_id = 'someone-else' WHERE key = $1", effect.key
+    )
+    with pytest.raises(RecordTampered):
+        await journal.effects("someone-else")
+    with pytest.raises(RecordTampered):
+        await journal.effect(effect.key)
+    with pytest.raises(RecordTampered):
+        await journal.finish_effect(effect.with_receipt("ok", at=1.0))
+    for edit in ("session_id = 'session-a', owner = 'thief/9/9'", "owner = $2, state = 'done'"):
+        args = (effect.key, effect.owner) if "$2" in edit else (effect.key,)
+        await admin.execute(f"UPDATE {table} SET {edit} WHERE key = $1", *args)
+        with pytest.raises(RecordTampered):
+            await journal.effect(effect.key)
+        with collecting_damage() as damaged:
+            assert await journal.effects("session-a") == [other]
+        assert [(d.kind, d.ident) for d in damaged] == [("effect", effect.key)]
+
+
+async def test_effects_take_one_round_trip_each(journals: Factory, wire: Wire) -> None:
+    """Uncontended, begin_effect (recording or finding the key), restart_effect,
+    finish_effect and effect each send one request, one statement; the same receipt again
+    reads the row in a second one."""
+    journal = journals()
+    # Warm up: schema checked, every statement below prepared on the (one) connection.
+    for call_id in ("warm-1", "warm-2"):
+        warm = an_effect(call_id)
+        await journal.begin_effect(warm)
+        await journal.begin_effect(warm)
+        moved = taken_by(warm, "w/2/2")
+        await journal.restart_effect(moved, expect_owner=warm.owner)
+        await journal.finish_effect(moved.with_receipt("ok", at=1.0))
+        await journal.finish_effect(moved.with_receipt("ok", at=1.0))
+        await journal.effect(warm.key)
+    await wire.settled()
+
+    async def trips(operation: Any) -> tuple[int, int]:
+        wire.clear()
+        await operation
+        await wire.settled()
+        return wire.flushes, len(wire.statements)
+
+    effect = an_effect()
+    assert await trips(journal.begin_effect(effect)) == (1, 1)
+    assert await trips(journal.begin_effect(effect)) == (1, 1)
+    moved = taken_by(effect, "w/2/2")
+    assert await trips(journal.restart_effect(moved, expect_owner=effect.owner)) == (1, 1)
+    done = moved.with_receipt("ok", at=2.0)
+    assert await trips(journal.finish_effect(done)) == (1, 1)
+    assert await trips(journal.finish_effect(done)) == (2, 2)
+    assert await trips(journal.effect(effect.key)) == (1, 1)
 
 
 # -- replies lost on the way back ---------------------------------------------------------------
@@ -685,3 +999,29 @@ async def test_a_lost_reply_to_settle_is_answered_by_the_retry(
     await journal.settle(decision, owner=owner)
     assert await journal.decisions(intent_id="i-1") == [decision]
     assert await journal.write_count("session-a", BACKEND) == 2
+
+
+async def test_a_lost_reply_to_finish_effect_is_answered_by_the_retry(
+    proxied: tuple[PostgresJournal, FaultProxy, list[bytes]], admin: Any, schema: str
+) -> None:
+    """finish_effect whose reply is lost after its UPDATE committed, made again on a new
+    connection, returns the receipt stored by the first attempt."""
+    journal, proxy, _ = proxied
+    # Warm-up: the schema is made and the statement prepared, so the request whose reply is
+    # lost is the statement itself.
+    warm = an_effect("warm")
+    await journal.begin_effect(warm)
+    await journal.finish_effect(warm.with_receipt("ok", at=1.0))
+    effect = an_effect()
+    await journal.begin_effect(effect)
+    done = effect.with_receipt("charged 5", at=2.0)
+
+    proxy.lose_next_reply()
+    with pytest.raises(JournalUnavailable):
+        await journal.finish_effect(done)
+    assert proxy.lost_replies == 1
+    state = await admin.fetchval(f'SELECT state FROM "{schema}".effects WHERE key = $1', effect.key)
+    assert state == "done"
+
+    assert await journal.finish_effect(done) == done
+    assert await journal.effect(effect.key) == done

@@ -1,10 +1,13 @@
 """Behaviour specific to the Redis journal: records filed under other keys, several workers at
-once, the version every writing script checks, scripts, round trips and key ownership. What
-every journal does (edited records, racing openings, the schema, closing, a second event loop,
-addresses without passwords) is in the conformance suite, ``test_journal.py``."""
+once, the version every writing script checks and its upgrade in place, effects under their
+session's hash tag, scripts, round trips and key ownership. What every journal does (edited
+records, racing openings, the schema, closing, a second event loop, addresses without
+passwords) is in the conformance suite, ``test_journal.py``; what every journal does with
+effects is in ``test_effect_journal.py``."""
 
 from __future__ import annotations
 
+import os
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
@@ -14,6 +17,7 @@ import pytest
 import redis.asyncio as aioredis
 from blake3 import blake3
 
+from agents_reconcile.effects.records import Effect, EffectState, arguments_digest, effect_key
 from agents_reconcile.errors import (
     ConfigurationError,
     IntentConflict,
@@ -23,9 +27,10 @@ from agents_reconcile.errors import (
 )
 from agents_reconcile.faultproxy import FaultProxy
 from agents_reconcile.journal import IntentState, Opened
-from agents_reconcile.journal.redis import SCHEMA_VERSION, RedisJournal
+from agents_reconcile.journal.redis import SCHEMA, SCHEMA_VERSION, RedisJournal
 from agents_reconcile.ownership import current_owner
 from agents_reconcile.records import Action
+from agents_reconcile.sealing import PayloadKey
 
 from .journal_support import BACKEND, STRANGER, make_decision, make_intent, proxy_to
 from .servers import redis_url
@@ -36,6 +41,22 @@ pytestmark = pytest.mark.redis
 def session_key(prefix: str, session_id: str, name: str) -> str:
     """A session's key as the journal lays it out (hash tag = blake3 of the session id)."""
     return f"{prefix}:{{{blake3(session_id.encode()).hexdigest()[:32]}}}:{name}"
+
+
+def make_effect(
+    call_id: str = "c1", *, session_id: str = "session-a", owner: str = "host/1/1"
+) -> Effect:
+    """A started effect of one tool call."""
+    arguments = '{"amount": 5}'
+    return Effect(
+        key=effect_key(session_id, call_id, "charge_card", arguments),
+        session_id=session_id,
+        tool="charge_card",
+        call_id=call_id,
+        arguments_digest=arguments_digest(arguments),
+        owner=owner,
+        started_at=1_700_000_000.0,
+    )
 
 
 @pytest.fixture
@@ -248,6 +269,208 @@ async def test_a_running_worker_refuses_to_write_once_the_schema_is_newer(
     assert await raw.get(f"{prefix}:schema") == str(SCHEMA_VERSION + 1).encode()
 
 
+async def test_the_effect_scripts_refuse_a_newer_schema(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """The effect scripts check the version as every writing script does: on a newer one they
+    raise JournalCorrupt and change nothing."""
+    running = worker()
+    effect = make_effect()
+    await running.begin_effect(effect)
+    await raw.set(f"{prefix}:schema", SCHEMA_VERSION + 1)
+    mine = Effect(**{**effect.__dict__, "owner": "me/3/3", "attempts": 2})
+    with pytest.raises(JournalCorrupt, match="newer"):
+        await running.begin_effect(make_effect("c2"))
+    with pytest.raises(JournalCorrupt, match="newer"):
+        await running.restart_effect(mine, expect_owner=effect.owner)
+    with pytest.raises(JournalCorrupt, match="newer"):
+        await running.finish_effect(effect.with_receipt("ok", at=2.0))
+    assert await raw.get(f"{prefix}:schema") == str(SCHEMA_VERSION + 1).encode()
+    await raw.set(f"{prefix}:schema", SCHEMA_VERSION)
+    assert await running.effect(effect.key) == effect
+    assert [e.key for e in await running.effects("session-a")] == [effect.key]
+
+
+async def test_migrate_raises_a_version_1_journal_to_this_release(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """A journal an earlier release laid out (version 1) is reported older by check(), and
+    migrate() applies only the missing step, keeps its intents and leaves it current."""
+    assert SCHEMA.steps[1:] == ("0002_effects",)
+    earlier = worker()
+    await earlier.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    await raw.set(f"{prefix}:schema", 1)
+
+    journal = worker()
+    problem = await journal.check()
+    assert problem is not None and "older" in problem and "0002_effects" in problem
+    assert await journal.schema_version() == 1
+    assert await journal.migrate() == ["journal schema 2"]
+    assert await journal.schema_version() == SCHEMA_VERSION == 2
+    assert await journal.check() is None
+    assert await journal.migrate() == []
+    assert [e.intent.intent_id for e in await journal.pending("session-a")] == ["i-1"]
+    await journal.begin_effect(make_effect())
+
+
+@pytest.mark.parametrize("first", ["record", "open_intent", "begin_effect", "pending", "effect"])
+async def test_first_use_raises_a_version_1_journal(
+    worker: Any, raw: aioredis.Redis, prefix: str, first: str
+) -> None:
+    """A journal object's first operation on a version-1 journal, a read or a write, upgrades
+    it as a first use stores the version of an empty one, and then succeeds."""
+    await raw.set(f"{prefix}:schema", 1)
+    journal = worker()
+    owner = current_owner()
+    effect = make_effect()
+    if first == "record":
+        await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=owner)
+    elif first == "open_intent":
+        opened = await journal.open_intent(
+            make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner
+        )
+        assert opened == Opened(recorded=True, write_count=0)
+    elif first == "begin_effect":
+        assert await journal.begin_effect(effect) == (effect, True)
+    elif first == "pending":
+        assert await journal.pending("session-a") == []
+    else:
+        assert await journal.effect(effect.key) is None
+    assert await raw.get(f"{prefix}:schema") == str(SCHEMA_VERSION).encode()
+    assert await journal.check() is None
+
+
+async def test_a_newer_or_unreadable_version_is_left_alone_by_migrate(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """migrate() raises an older version only: a newer one, or a value that is no version,
+    raises JournalCorrupt and stays as it was."""
+    journal = worker()
+    for stored in (str(SCHEMA_VERSION + 1), "0", "two"):
+        await raw.set(f"{prefix}:schema", stored)
+        with pytest.raises(JournalCorrupt):
+            await journal.migrate()
+        with pytest.raises(JournalCorrupt):
+            await journal.begin_effect(make_effect())
+        assert await raw.get(f"{prefix}:schema") == stored.encode()
+    await raw.delete(f"{prefix}:schema")
+    assert await journal.migrate() == [SCHEMA.applied(n) for n in range(1, SCHEMA_VERSION + 1)]
+
+
+# -- effects ---------------------------------------------------------------------------------
+
+
+async def test_effects_live_under_their_session_hash_tag(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """An effect's keys carry its session's hash tag, whatever the session id holds; only the
+    effect index (key -> session) is global; drop() removes them all."""
+    journal = worker()
+    odd = "tenant:{42}/chat 7"
+    effect = make_effect(session_id=odd)
+    await journal.begin_effect(effect)
+    await journal.finish_effect(effect.with_receipt("ok", at=2.0))
+    tag = "{" + blake3(odd.encode()).hexdigest()[:32] + "}"
+    keys = {key.decode() async for key in raw.scan_iter(match=f"{prefix}:*")}
+    assert keys == {
+        f"{prefix}:schema",
+        f"{prefix}:effect_index",
+        *(
+            f"{prefix}:{tag}:{name}"
+            for name in ("effect_order", "effect_record", "effect_state", "effect_owner")
+        ),
+        f"{prefix}:{tag}:effect_updated",
+    }
+    assert await raw.hget(f"{prefix}:effect_index", effect.key) == odd.encode()
+    assert await raw.hget(f"{prefix}:{tag}:effect_state", effect.key) == b"done"
+    assert await raw.hget(f"{prefix}:{tag}:effect_owner", effect.key) == b"host/1/1"
+    assert await raw.lrange(f"{prefix}:{tag}:effect_order", 0, -1) == [effect.key.encode()]
+    assert [e.key for e in await journal.effects(odd)] == [effect.key]
+    assert await journal.drop() == len(keys)
+    assert [key async for key in raw.scan_iter(match=f"{prefix}:*")] == []
+    assert await journal.effect(effect.key) is None
+
+
+async def test_an_effect_row_that_disagrees_with_its_record_is_refused(
+    worker: Any, raw: aioredis.Redis
+) -> None:
+    """A state or owner edited beside an intact record, or a valid record copied over another
+    key's, raises RecordTampered instead of passing as that effect."""
+    journal: RedisJournal = worker()
+    first, second = make_effect("c1"), make_effect("c2")
+    await journal.begin_effect(first)
+    await journal.begin_effect(second)
+    state = session_key(journal.prefix, "session-a", "effect_state")
+    record = session_key(journal.prefix, "session-a", "effect_record")
+
+    await raw.hset(state, first.key, "done")
+    with pytest.raises(RecordTampered):
+        await journal.effect(first.key)
+    with pytest.raises(RecordTampered):
+        await journal.effects("session-a")
+    await raw.hset(state, first.key, "started")
+    assert await journal.effect(first.key) == first
+
+    await raw.hset(record, second.key, await raw.hget(record, first.key))
+    with pytest.raises(RecordTampered):
+        await journal.effect(second.key)
+
+
+async def test_a_receipt_sealed_anew_is_the_same_receipt(worker: Any, raw: aioredis.Redis) -> None:
+    """A sealed output is sealed with a new nonce on every encoding: the same receipt again is
+    still a no-op returning the stored one, another output still conflicts, and the output is
+    stored sealed."""
+    journal: RedisJournal = worker()
+    key = PayloadKey(os.urandom(32))
+    journal.keyring.add([key])
+    effect = Effect(**{**make_effect().__dict__, "seal_key": key})
+    await journal.begin_effect(effect)
+    done = effect.with_receipt("charged 5 (SECRET-sealed-output)", at=3.0)
+    assert await journal.finish_effect(done) == done
+    stored = await raw.hget(session_key(journal.prefix, "session-a", "effect_record"), done.key)
+    assert b"SECRET-sealed-output" not in stored
+    assert await journal.finish_effect(done) == done
+    assert await raw.hget(session_key(journal.prefix, "session-a", "effect_record"), done.key) == (
+        stored
+    )
+    with pytest.raises(IntentConflict):
+        await journal.finish_effect(effect.with_receipt("charged 6", at=3.0))
+    found = await journal.effect(done.key)
+    assert found == done and found.output == "charged 5 (SECRET-sealed-output)"
+
+
+async def test_a_key_begun_in_another_session_stays_there(worker: Any) -> None:
+    """An effect key is one session's: beginning it again under another session answers the
+    record that session holds, and a receipt naming the other session conflicts."""
+    journal = worker()
+    effect = make_effect()
+    await journal.begin_effect(effect)
+    elsewhere = Effect(**{**effect.__dict__, "session_id": "session-b", "owner": "x/2/2"})
+    assert await journal.begin_effect(elsewhere) == (effect, False)
+    assert await journal.effects("session-b") == []
+    with pytest.raises(IntentConflict):
+        await journal.finish_effect(elsewhere.with_receipt("ok", at=2.0))
+    assert not await journal.restart_effect(elsewhere, expect_owner=effect.owner)
+    assert await journal.effect(effect.key) == effect
+
+
+async def test_effects_leave_the_write_counts_alone(worker: Any) -> None:
+    """Beginning, restarting and finishing effects counts no write of the session."""
+    journal = worker()
+    effect = make_effect()
+    await journal.begin_effect(effect)
+    mine = Effect(**{**effect.__dict__, "owner": "me/3/3", "attempts": 2})
+    assert await journal.restart_effect(mine, expect_owner=effect.owner)
+    await journal.finish_effect(mine.with_receipt("ok", at=2.0))
+    assert await journal.write_count("session-a", BACKEND) == 0
+    assert await journal.pending(None) == []
+    with pytest.raises(ValueError):
+        await journal.finish_effect(mine)
+    with pytest.raises(ValueError):
+        await journal.restart_effect(mine.with_receipt("ok", at=2.0), expect_owner="me/3/3")
+    assert (await journal.effect(effect.key)).state is EffectState.DONE
+
+
 # -- keys, scripts and connections ---------------------------------------------------------
 
 
@@ -367,6 +590,28 @@ async def test_open_intent_and_discard_are_one_command_each(
         await journal.discard(f"i-{n}")
         assert sent == ["EVALSHA"]
         assert await journal.get(f"i-{n}") is None
+
+
+async def test_effects_cost_one_command_each(
+    counted: tuple[RedisJournal, list[str]],
+) -> None:
+    """Beginning and finishing an effect are one script each; reading one effect by its key
+    alone looks up its session first."""
+    journal, sent = counted
+    await journal.begin_effect(make_effect("warm"))
+    await journal.finish_effect(make_effect("warm").with_receipt("ok", at=1.0))
+    await journal.effects("session-a")
+    effect = make_effect()
+    sent.clear()
+    assert await journal.begin_effect(effect) == (effect, True)
+    assert sent == ["EVALSHA"]
+    sent.clear()
+    done = effect.with_receipt("ok", at=2.0)
+    assert await journal.finish_effect(done) == done
+    assert sent == ["EVALSHA"]
+    sent.clear()
+    assert await journal.effect(effect.key) == done
+    assert sent == ["HGET", "EVALSHA"]
 
 
 async def test_flushed_scripts_cost_one_more_command(
@@ -502,3 +747,27 @@ async def test_a_lost_reply_to_settle_is_answered_by_the_retry(
     await journal.settle(decision, owner=owner)
     assert await journal.decisions(intent_id="i-1") == [decision]
     assert await journal.write_count("session-a", BACKEND) == 2
+
+
+async def test_a_lost_reply_to_finish_effect_is_answered_by_the_retry(
+    proxied: tuple[RedisJournal, FaultProxy], raw: aioredis.Redis, prefix: str
+) -> None:
+    """finish_effect whose reply is lost after the script ran, made again, finds its very
+    record stored and returns it."""
+    journal, proxy = proxied
+    warm = make_effect("warm", session_id="warm")
+    await journal.begin_effect(warm)
+    await journal.finish_effect(warm.with_receipt("ok", at=1.0))
+    effect = make_effect()
+    await journal.begin_effect(effect)
+    done = effect.with_receipt("charged 5", at=2.0)
+
+    proxy.lose_next_reply()
+    with pytest.raises(JournalUnavailable):
+        await journal.finish_effect(done)
+    assert proxy.lost_replies == 1
+    key = session_key(prefix, "session-a", "effect_state")
+    assert await raw.hget(key, effect.key) == b"done"
+
+    assert await journal.finish_effect(done) == done
+    assert await journal.effect(effect.key) == done

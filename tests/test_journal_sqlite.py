@@ -153,8 +153,8 @@ async def test_data_survives_reopening(tmp_path: Path) -> None:
 
 
 async def test_file_is_wal_with_schema_version(journal: SQLiteJournal) -> None:
-    """The journal file is in WAL mode and records SCHEMA_VERSION exactly once, even after
-    being reopened."""
+    """The journal file is in WAL mode and records each schema step exactly once, up to
+    SCHEMA_VERSION, even after being reopened."""
     await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
     reopened = SQLiteJournal(journal.path)
     try:
@@ -164,7 +164,9 @@ async def test_file_is_wal_with_schema_version(journal: SQLiteJournal) -> None:
         await reopened.close()
 
     assert query(journal.path, "PRAGMA journal_mode") == [("wal",)]
-    assert query(journal.path, "SELECT version FROM journal_schema") == [(SCHEMA_VERSION,)]
+    assert query(journal.path, "SELECT version FROM journal_schema ORDER BY version") == [
+        (version,) for version in range(1, SCHEMA_VERSION + 1)
+    ]
     assert await journal.schema_version() == SCHEMA_VERSION
 
 
@@ -644,3 +646,33 @@ def test_processes_creating_one_file_at_once_all_open_it(tmp_path: Path) -> None
         assert process.returncode == 0, err.decode()
     with sqlite3.connect(tmp_path / "store.db") as conn:
         assert conn.execute("SELECT count(*) FROM revisioned_items").fetchone()[0] == 4
+
+
+async def test_a_version_1_journal_is_upgraded_on_use_and_keeps_its_intents(
+    tmp_path: Path,
+) -> None:
+    """A journal file of the previous release (schema 1: no effects table) is upgraded when it
+    is opened for use, and its pending intents are as they were. Opened read-only (the CLI),
+    it is never changed: ``check()`` says it needs migrating."""
+    path = tmp_path / "journal.db"
+    journal = SQLiteJournal(path)
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    await journal.close()
+    conn = sqlite3.connect(path, isolation_level=None)
+    conn.execute("DROP TABLE effects")
+    conn.execute("DELETE FROM journal_schema WHERE version = 2")
+    conn.close()
+    reader = SQLiteJournal(path, read_only=True)
+    try:
+        problem = await reader.check()
+        assert problem is not None and "migrate" in problem
+    finally:
+        await reader.close()
+    assert query(path, "SELECT max(version) FROM journal_schema") == [(1,)]
+    upgraded = SQLiteJournal(path)
+    try:
+        assert [e.intent.intent_id for e in await upgraded.pending("session-a")] == ["i-1"]
+        assert await upgraded.schema_version() == SCHEMA_VERSION == 2
+        assert await upgraded.effects("session-a") == []
+    finally:
+        await upgraded.close()

@@ -532,6 +532,7 @@ SETTLED_BY_ACTION = {
     Action.DENIED: False,
     Action.LEFT_PENDING: False,
     Action.REPAIRED: False,
+    Action.RESOLVED: False,
 }
 
 

@@ -238,13 +238,16 @@ class PostgresSchema:
         return None, False
 
     async def inspect(self, conn: Any) -> tuple[str | None, bool]:
-        """``_problem`` of the schema, read in a read-only transaction: no DDL, no write."""
-        async with conn.transaction(readonly=True):
+        """``_problem`` of the schema, read in a read-only transaction: no DDL, no write. One
+        snapshot (repeatable read) for the tables and the version: read in two, a step another
+        worker commits between them shows the new version without the step's tables, which
+        would read as a damaged schema."""
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
             status = await self._status(conn)
         return self._problem(status)
 
     async def version(self, conn: Any) -> int | None:
-        async with conn.transaction(readonly=True):
+        async with conn.transaction(isolation="repeatable_read", readonly=True):
             return (await self._status(conn)).version
 
     async def apply(self, conn: Any) -> list[str]:

@@ -4,13 +4,17 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import Final, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
 
+if TYPE_CHECKING:
+    from ..effects.records import Effect
+
 __all__ = [
     "ACTIVE_STATES",
+    "EffectJournal",
     "IntentJournal",
     "IntentState",
     "JournalEntry",
@@ -187,6 +191,46 @@ class IntentJournal(Protocol):
     async def migrate(self) -> list[str]:
         """Create or upgrade the schema; return the steps applied (none when current). A
         newer schema is refused before anything touches it."""
+        ...
+
+
+@runtime_checkable
+class EffectJournal(Protocol):
+    """A journal that also keeps tools' external effects (``agents_reconcile.effects``): an
+    effect's intent before its tool body runs, and its receipt after. Every journal of this
+    package is one; a custom journal without these methods cannot serve effect tools.
+
+    A row per effect key: the key, its session, its state (``started``, ``done``), its owner,
+    when it last changed, and the encoded ``Effect`` (its output sealed with the journal's
+    keyring where payloads are sealed; signed where the deployment signs, checked on reading).
+    """
+
+    async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
+        """Record ``effect`` (state started) unless its key is known; return the record the
+        journal holds for the key afterwards, and whether this call recorded it. Atomic: of
+        callers racing with one key, exactly one records."""
+        ...
+
+    async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
+        """Replace the started record of ``effect.key`` whose owner is ``expect_owner`` with
+        ``effect`` (a new owner, one more attempt), for another run of the body; False (and
+        nothing changed) when the key is unknown, done, or started under another owner."""
+        ...
+
+    async def finish_effect(self, effect: Effect) -> Effect:
+        """Store ``effect``'s receipt (state done) over the started record of its key, which
+        must be owned by ``effect.owner``; return the stored record. The very same receipt
+        again (a retried call whose reply was lost) is a no-op returning it; for a key that
+        is unknown, done with another output, or started under another owner, raise
+        ``IntentConflict``."""
+        ...
+
+    async def effect(self, key: str) -> Effect | None:
+        """The record of one effect key, or None."""
+        ...
+
+    async def effects(self, session_id: str) -> list[Effect]:
+        """Every effect of a session, oldest first."""
         ...
 
 

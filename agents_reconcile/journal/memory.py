@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from ..backends.schema import Unversioned
+from ..effects.records import Effect, EffectState
 from ..errors import IntentConflict
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
@@ -37,6 +38,7 @@ class MemoryJournal(Unversioned):
         self._entries: dict[str, JournalEntry] = {}
         self._settled: set[str] = set()
         self._decisions: list[Decision] = []
+        self._effects: dict[str, Effect] = {}
         self._writes: dict[tuple[str, BackendIdentity], int] = {}
         # The session's count before each intent open_intent recorded: a retried opening
         # answers with it. Intents stored by record() have none, and read as 0 like elsewhere.
@@ -194,6 +196,43 @@ class MemoryJournal(Unversioned):
         if decision.intent_id in self._settled:
             raise InvariantViolation(f"decision noted on settled intent {decision.intent_id}")
         self._decisions.append(decision)
+
+    # -- EffectJournal -------------------------------------------------------------------
+
+    async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
+        stored = self._effects.get(effect.key)
+        if stored is not None:
+            return stored, False
+        self._effects[effect.key] = effect
+        return effect, True
+
+    async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
+        stored = self._effects.get(effect.key)
+        if stored is None or stored.state is not EffectState.STARTED:
+            return False
+        if stored.owner != expect_owner:
+            return False
+        self._effects[effect.key] = effect
+        return True
+
+    async def finish_effect(self, effect: Effect) -> Effect:
+        stored = self._effects.get(effect.key)
+        if stored is not None and stored.state is EffectState.STARTED:
+            if stored.owner == effect.owner:
+                self._effects[effect.key] = effect
+                return effect
+        elif stored is not None and stored.output_digest == effect.output_digest:
+            return stored
+        raise IntentConflict(
+            f"effect {effect.key}: no started effect of owner {effect.owner} to finish",
+            intent_id=effect.key,
+        )
+
+    async def effect(self, key: str) -> Effect | None:
+        return self._effects.get(key)
+
+    async def effects(self, session_id: str) -> list[Effect]:
+        return [e for e in self._effects.values() if e.session_id == session_id]
 
     async def note_again(self, previous: Decision, again: Decision) -> bool:
         """Replace the newest decision about ``previous``'s intent with ``again``, only while

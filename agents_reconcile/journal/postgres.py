@@ -9,16 +9,17 @@ so an application that keeps its sessions there has it installed already.
 
 Layout. A journal lives in a schema of its own (``agents_reconcile`` unless told otherwise):
 ``intents`` holds the unresolved intents, ``decisions`` every decision, ``session_writes``
-the write count of each session and backend, and ``schema_version`` the migration steps
-applied. Records are stored exactly as the SQLite journal stores them: the bytes of
-``PendingWrite.encode()`` and ``Decision.encode()``, digest included, decoded (and so
-checked) on every read.
+the write count of each session and backend, ``effects`` tools' external effects (schema
+version 2; ``postgres_effects.py``), and ``schema_version`` the migration steps applied.
+Records are stored exactly as the SQLite journal stores them: the bytes of
+``PendingWrite.encode()``, ``Decision.encode()`` and ``Effect.encode()``, digest included,
+decoded (and so checked) on every read.
 
 Migrations. ``MIGRATIONS`` names SQL files shipped in ``postgres_schema/``; version N is the
-first N of them. On first use the journal applies what is missing, as every PostgreSQL
-backend does (``backends.postgres``). With ``migrate=False`` it only checks, and refuses a
-missing or older schema; a schema newer than this release is always refused, before any DDL
-touches it.
+first N of them. On first use the journal applies what is missing (a version-1 journal gets
+its ``effects`` table), as every PostgreSQL backend does (``backends.postgres``). With
+``migrate=False`` it only checks, and refuses a missing or older schema; a schema newer than
+this release is always refused, before any DDL touches it.
 
 Round trips. A write-ahead session calls ``open_intent`` and then ``discard`` around every
 append, so those two set the journal's cost. Each is one statement outside any explicit
@@ -104,13 +105,14 @@ from ..records import BackendIdentity, Decision, PendingWrite
 from ..sealing import Keyring
 from ._rows import checked_decision, checked_entry, decoded, each
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
+from .postgres_effects import PostgresEffects
 from .postgres_statements import JournalStatements
 
 __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "PostgresJournal"]
 
 SCHEMA: Final = Schema(
     "journal",
-    ("0001_initial",),
+    ("0001_initial", "0002_effects"),
     JournalCorrupt,
     package="agents_reconcile.journal",
     folder="postgres_schema",
@@ -122,14 +124,15 @@ SCHEMA_VERSION: Final = SCHEMA.version
 DEFAULT_SCHEMA: Final = "agents_reconcile"
 
 _T = TypeVar("_T")
-_TABLES: Final = ("decisions", "intents", "session_writes")
+_TABLES: Final = ("decisions", "effects", "intents", "session_writes")
 # open_intent's statements start each row with added, settled, writes and the seven columns
 # of the intent holding the id; an unresolved intent of the session follows.
 _HEAD_COLUMNS: Final = 10
 
 
-class PostgresJournal:
-    """``IntentJournal`` in a PostgreSQL schema shared by any number of processes and hosts.
+class PostgresJournal(PostgresEffects):
+    """``IntentJournal`` (and ``EffectJournal``, from ``PostgresEffects``) in a PostgreSQL
+    schema shared by any number of processes and hosts.
 
     Connections come from ``pool`` when given (the caller's: ``close()`` leaves it open), else
     from a small asyncpg pool (one to four connections) shared by the journals of one URL and

@@ -209,6 +209,39 @@ class JournalStatements:
             " (SELECT allowed FROM verdict) AS allowed, (SELECT again FROM again) AS again"
         )
 
+        # Effects (``postgres_effects.py``): a table of their own, no session lock, no count.
+        effect_columns = "key, session_id, state, owner, record"
+        self.effect = f"SELECT {effect_columns} FROM {s}.effects WHERE key = $1"
+        self.effects = (
+            f"SELECT {effect_columns} FROM {s}.effects WHERE session_id = $1"
+            " ORDER BY created_at, key"
+        )
+        # Records the key unless it is known, and answers with the row held either way. A row
+        # that another transaction committed after this statement's snapshot stops the INSERT
+        # but is not seen by the SELECT: then no row comes back, and the caller reads it
+        # afresh (self.effect, a new statement, a new snapshot).
+        self.begin_effect = (
+            f"WITH added AS (INSERT INTO {s}.effects (key, session_id, state, owner,"
+            " created_at, updated_at, record) VALUES ($1, $2, 'started', $3, $4, $4, $5)"
+            f" ON CONFLICT (key) DO NOTHING RETURNING {effect_columns})"
+            f" SELECT true AS added, {effect_columns} FROM added"
+            f" UNION ALL SELECT false AS added, {effect_columns} FROM {s}.effects"
+            " WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM added)"
+        )
+
+        # Compare-and-set on the started row of the key, its session and its owner ($1..$3):
+        # the server re-checks the WHERE on the newest version of the row, so of two racing
+        # updates at most one matches. Each returns a row only when it changed one.
+        def effect_update(assignments: str) -> str:
+            return (
+                f"UPDATE {s}.effects SET {assignments}"
+                " WHERE key = $1 AND session_id = $2 AND owner = $3 AND state = 'started'"
+                " RETURNING 1"
+            )
+
+        self.restart_effect = effect_update("owner = $4, updated_at = $5, record = $6")
+        self.finish_effect = effect_update("state = 'done', updated_at = $4, record = $5")
+
         # The statements whose filters vary, built once: asyncpg caches prepared statements
         # by their text, so each variant is parsed and planned once per connection.
         flags = ((False, False), (False, True), (True, False), (True, True))

@@ -3,10 +3,10 @@
 Every operation that reads and then writes is one Lua script run on the server (the
 ``redis_scripts/*.lua`` files shipped with the package, run as ``backends.lua`` runs every
 script), so no other client's command runs between its check and its write:
-``open_intent``, ``record``, ``transition``, ``settle``, ``discard``, ``note`` and
-``count_write``. Scripts receive every key they touch in ``KEYS``. Records are
-stored as ``PendingWrite.encode()`` and ``Decision.encode()`` produce them, digest included,
-and are checked again on every read.
+``open_intent``, ``record``, ``transition``, ``settle``, ``discard``, ``note``,
+``count_write`` and the effect scripts (``redis_effects.py``). Scripts receive every key they
+touch in ``KEYS``. Records are stored as ``PendingWrite.encode()``, ``Decision.encode()`` and
+``Effect.encode()`` produce them, digest included, and are checked again on every read.
 
 Round trips. A write-ahead session calls ``open_intent`` and then ``discard`` on every
 append, so each is one command: the writing scripts check (and on first use store) the
@@ -18,13 +18,14 @@ holding the intent and the call is made again there.
 
 Keys, each under ``{prefix}:`` (``redis_layout.py`` builds their names)::
 
-    schema            string   layout version (1); refused when newer than this release's
+    schema            string   layout version (2); refused when newer than this release's
     index             hash     unresolved intent id -> its session id
     settled           set      ids of settled intents
     seq               string   counter numbering decisions
     log               list     every decision's number, oldest first
     decided           hash     intent id -> its decisions' numbers, oldest first
     decision          hash     decision number -> encoded decision
+    effect_index      hash     effect key -> its session id
     {T}:open          zset     the session's unresolved intent ids, scored by created_at
     {T}:record        hash     intent id -> encoded intent
     {T}:backend       hash     intent id -> backend identity
@@ -34,8 +35,18 @@ Keys, each under ``{prefix}:`` (``redis_layout.py`` builds their names)::
     {T}:writes        hash     backend identity -> writes counted for the session
     {T}:decisions     list     the session's decisions' numbers, oldest first
     {T}:write_seq     hash     intent id -> the session's count before open_intent recorded it
+    {T}:effect_order  list     the session's effect keys, oldest first
+    {T}:effect_record hash     effect key -> encoded effect
+    {T}:effect_state  hash     effect key -> state (started, done)
+    {T}:effect_owner  hash     effect key -> owner
+    {T}:effect_updated hash    effect key -> when state, owner or record last changed
 
 ``T`` is the session's hash tag; the id itself is kept in ``index``.
+
+Layout versions: 1 holds the intents and decisions, 2 adds the effect keys. A step leaves
+only its number: ``migrate`` (and the first use of a journal object, whether a read or a
+write that found the version older) raises an older version in place, since nothing stored
+is rewritten. Workers of an older release then refuse the journal as newer.
 
 The journal is as durable as the server keeps its data: run it with ``appendonly yes``
 (``appendfsync always`` to survive power loss) and ``maxmemory-policy noeviction``, since an
@@ -43,11 +54,12 @@ evicted key loses intents or decisions.
 
 Redis Cluster is not supported. Each writing script also touches global keys (``schema``
 always; ``index`` and ``settled`` for record, open_intent, transition, discard and settle;
-the decision log for settle and note), and ``get``, ``transition``, ``discard`` and
-``settle`` find an intent's session through ``index``, ``pending(None)`` lists every
-session through it, ``is_settled`` reads ``settled`` and ``decisions`` reads the log: those
-keys hash to other slots than the sessions'. Use one Redis server (with replicas and
-failover if needed) per journal.
+the decision log for settle and note; ``effect_index`` for the effect scripts), and ``get``,
+``transition``, ``discard`` and ``settle`` find an intent's session through ``index``,
+``pending(None)`` lists every session through it, ``is_settled`` reads ``settled``,
+``decisions`` reads the log and ``effect`` finds an effect's session through
+``effect_index``: those keys hash to other slots than the sessions'. Use one Redis server
+(with replicas and failover if needed) per journal.
 """
 
 from __future__ import annotations
@@ -82,6 +94,7 @@ from ..sealing import Keyring
 from . import redis_replies as replies
 from ._rows import each
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
+from .redis_effects import EFFECT_SCRIPTS, RedisEffects
 from .redis_layout import IntentHomes, JournalKeys
 
 try:
@@ -94,8 +107,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 
 __all__ = ["DEFAULT_PREFIX", "SCHEMA", "SCHEMA_VERSION", "RedisJournal"]
 
-SCHEMA: Final = Schema("journal", ("0001_initial",), JournalCorrupt)
-"""The journal's layout steps: each leaves only its number under ``{prefix}:schema``."""
+SCHEMA: Final = Schema("journal", ("0001_initial", "0002_effects"), JournalCorrupt)
+"""The journal's layout steps: each leaves only its number under ``{prefix}:schema``
+(``0002_effects``: the effect keys)."""
 SCHEMA_VERSION: Final = SCHEMA.version
 DEFAULT_PREFIX: Final = "agents-reconcile-journal"
 
@@ -115,8 +129,10 @@ _SCRIPTS: Final = {
         "record",
         "settle",
         "transition",
+        *EFFECT_SCRIPTS,
     )
 }
+_MIGRATE: Final = LuaScript("agents_reconcile.journal", "redis_scripts", "migrate", prelude=True)
 # Attempts at an operation on an intent whose session keeps changing under it (discarded and
 # recorded again elsewhere between the lookup and the script).
 _ATTEMPTS: Final = 8
@@ -131,9 +147,9 @@ class _Retry(enum.Enum):
     """The intent's session changed between looking it up and acting on it."""
 
 
-class RedisJournal:
-    """``IntentJournal`` on a Redis server, shared by every worker that uses the same server
-    and ``prefix``.
+class RedisJournal(RedisEffects):
+    """``IntentJournal`` and ``EffectJournal`` on a Redis server, shared by every worker that
+    uses the same server and ``prefix``.
 
     The constructor takes a ``redis.asyncio.Redis`` the caller owns (it should not decode
     responses; ``close()`` leaves it open); ``from_url`` builds journals that share one
@@ -143,6 +159,8 @@ class RedisJournal:
 
     folds_clearing = True
     """``open_intent(clearing=...)`` clears in the opening's own commit."""
+    _version_arg = _VERSION
+    """The version every writing script is given (the effect half, ``RedisEffects``, too)."""
 
     def __init__(
         self,
@@ -219,15 +237,33 @@ class RedisJournal:
         self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
     ) -> object:
         """Run a script as one command. A writing script checks the schema version itself
-        (and stores it in an empty journal), so only reads check it first, once."""
+        (and stores it in an empty journal), so only reads check it first, once. A writing
+        script refused because the journal is older is run again once it is migrated (the
+        refusal came before any write)."""
+        script = _SCRIPTS[name]
         with self._translated(name):
             send = await self._send()
             if read_only and not self._schema_checked:
                 await self._migrate(send)
-            reply: object = await _SCRIPTS[name].run(send, keys, args)
+            try:
+                reply: object = await script.run(send, keys, args)
+            except redis_errors.ResponseError as exc:
+                if read_only or not self._older(replies.refused_version(exc)):
+                    raise
+                await self._migrate(send)
+                reply = await script.run(send, keys, args)
         if not read_only:
             self._schema_checked = True
         return reply
+
+    def _older(self, found: bytes | None) -> bool:
+        """Whether a refused write found a version older than this release's."""
+        if found is None:
+            return False
+        try:
+            return self._version.parse(found) < SCHEMA_VERSION
+        except JournalCorrupt:
+            return False
 
     async def _command(self, operation: str, *args: str | bytes | int) -> object:
         with self._translated(operation):
@@ -275,14 +311,26 @@ class RedisJournal:
     # -- schema -----------------------------------------------------------------------------
 
     async def _migrate(self, send: Send) -> list[str]:
-        done = await self._version.ensure(send, create=True)
+        reply = await _MIGRATE.run(send, self._layout.globals, [_VERSION])
+        word, parts = replies.status(reply, "migrate")
+        if word == "created" and len(parts) == 1:
+            found = 0
+        elif word == "current" and len(parts) == 1:
+            found = SCHEMA_VERSION
+        elif word in ("upgraded", "found") and len(parts) == 2:
+            found = self._version.parse(parts[1])
+            if word == "found":
+                SCHEMA.refuse(self._where, found)  # newer: left as it is
+        else:
+            raise SCHEMA.unreadable(f"{self._where}: {self._version.key}", reply)
         self._schema_checked = True
-        return done
+        return [SCHEMA.applied(number) for number in range(found + 1, SCHEMA_VERSION + 1)]
 
     async def migrate(self) -> list[str]:
-        """Store the schema version if the journal has none; returns what was done (nothing
+        """Store the schema version if the journal has none, or raise an older one to this
+        release's (a step adds keys and rewrites nothing); returns the steps applied (none
         when the journal is current). A newer or unreadable version raises
-        ``JournalCorrupt``."""
+        ``JournalCorrupt`` and is left as it is."""
         with self._translated("migrate"):
             return await self._migrate(await self._send())
 

@@ -4,6 +4,9 @@ Every key sits under ``{prefix}:``. The journal's own keys come first in every s
 ``KEYS`` (their order is ``GLOBAL.*`` in ``redis_scripts/prelude.lua``), then a session's,
 which share one hash tag: the first 32 hex digits of the blake3 digest of the session id, so
 a session's keys stay together whatever characters its id holds.
+
+Effects (layout 2) keep to the same rule: their scripts take the global keys, then the effect
+index, then the effect keys of the effect's session, under that session's hash tag.
 """
 
 from __future__ import annotations
@@ -15,7 +18,14 @@ from blake3 import blake3
 
 from ..errors import ConfigurationError
 
-__all__ = ["GLOBAL_KEYS", "SESSION_KEYS", "IntentHomes", "JournalKeys"]
+__all__ = [
+    "EFFECT_INDEX",
+    "EFFECT_KEYS",
+    "GLOBAL_KEYS",
+    "SESSION_KEYS",
+    "IntentHomes",
+    "JournalKeys",
+]
 
 GLOBAL_KEYS: Final = ("schema", "index", "settled", "seq", "log", "decided", "decision")
 SESSION_KEYS: Final = (
@@ -29,6 +39,17 @@ SESSION_KEYS: Final = (
     "decisions",
     "write_seq",
 )
+EFFECT_INDEX: Final = "effect_index"
+"""A hash: effect key -> the session it belongs to (``effect(key)`` has only the key)."""
+EFFECT_KEYS: Final = (
+    "effect_order",
+    "effect_record",
+    "effect_state",
+    "effect_owner",
+    "effect_updated",
+)
+"""A session's effect keys: the list of its effect keys, oldest first, then hashes from an
+effect key to its encoded ``Effect``, its state, its owner and when it last changed."""
 # ``write_seq`` came after layout 1 without changing its number, because it only adds to it:
 # an intent an older release opened lacks the field and reads as 0 (as one stored by record()
 # does), and a field an older release leaves behind when it removes an intent is cleared when
@@ -58,25 +79,38 @@ class JournalKeys:
         self.prefix = prefix
         self.names = {name: f"{prefix}:{name}" for name in GLOBAL_KEYS}
         self.globals = [self.names[name].encode("utf-8") for name in GLOBAL_KEYS]
+        self.names[EFFECT_INDEX] = f"{prefix}:{EFFECT_INDEX}"
+        self._effect_globals = [*self.globals, self.names[EFFECT_INDEX].encode("utf-8")]
         self._sessions: dict[str, list[bytes]] = {}
+        self._effects: dict[str, list[bytes]] = {}
         self._pattern = re.compile(
             re.escape(prefix.encode())
             + rb":(?:(?:"
-            + "|".join(GLOBAL_KEYS).encode()
+            + "|".join((*GLOBAL_KEYS, EFFECT_INDEX)).encode()
             + rb")|\{[0-9a-f]{32}\}:(?:"
-            + "|".join(SESSION_KEYS).encode()
+            + "|".join((*SESSION_KEYS, *EFFECT_KEYS)).encode()
             + rb"))",
         )
 
     def session(self, session_id: str) -> list[bytes]:
         """A session's keys, in ``SESSION_KEYS`` order."""
-        keys = self._sessions.get(session_id)
+        return self._tagged(self._sessions, session_id, SESSION_KEYS)
+
+    def effects(self, session_id: str) -> list[bytes]:
+        """The keys every effect script takes: the global keys, the effect index, then the
+        session's effect keys in ``EFFECT_KEYS`` order (``effect_keys`` in ``prelude.lua``)."""
+        return self._effect_globals + self._tagged(self._effects, session_id, EFFECT_KEYS)
+
+    def _tagged(
+        self, cache: dict[str, list[bytes]], session_id: str, names: tuple[str, ...]
+    ) -> list[bytes]:
+        keys = cache.get(session_id)
         if keys is None:
             tag = blake3(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-            keys = [f"{self.prefix}:{{{tag}}}:{name}".encode() for name in SESSION_KEYS]
-            if len(self._sessions) >= _SESSIONS_KEPT:
-                del self._sessions[next(iter(self._sessions))]
-            self._sessions[session_id] = keys
+            keys = [f"{self.prefix}:{{{tag}}}:{name}".encode() for name in names]
+            if len(cache) >= _SESSIONS_KEPT:
+                del cache[next(iter(cache))]
+            cache[session_id] = keys
         return keys
 
     def writes(self, session_id: str) -> bytes:

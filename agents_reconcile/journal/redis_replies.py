@@ -16,6 +16,7 @@ from typing import Final, NoReturn, TypeVar
 from redis import exceptions as redis_errors
 
 from ..backends.redaction import Redacted
+from ..effects.records import Effect
 from ..errors import (
     IntentConflict,
     JournalCorrupt,
@@ -29,7 +30,7 @@ from ..sealing import Keyring
 from ._rows import checked_entry, each
 from .base import IntentState, JournalEntry, Opened
 
-__all__ = ["SCHEMA_REFUSAL", "Moved", "Row", "translate"]
+__all__ = ["SCHEMA_REFUSAL", "EffectRow", "Moved", "Row", "translate"]
 
 SCHEMA_REFUSAL: Final = "AGENTS_RECONCILE_SCHEMA"
 # Replies that say the server cannot serve now, not that the journal is damaged.
@@ -45,6 +46,8 @@ _CLUSTER_REPLIES: Final = ("MOVED", "ASK", "CROSSSLOT")
 _T = TypeVar("_T")
 
 Row = tuple[str, str, str, str, str, bytes]
+EffectRow = tuple[str, str, str, bytes]
+"""An effect as the scripts answer it: key, state, owner, record."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +56,17 @@ class Moved:
     by no session)."""
 
     holder: str | None
+
+
+def refused_version(exc: redis_errors.RedisError) -> bytes | None:
+    """The stored version a writing script refused to write under (its ``schema_refusal``),
+    or None when ``exc`` is another error."""
+    if not isinstance(exc, redis_errors.ResponseError):
+        return None
+    text = str(exc)
+    if SCHEMA_REFUSAL not in text:
+        return None
+    return text.split(SCHEMA_REFUSAL, 1)[1].strip().encode()
 
 
 def translate(
@@ -284,3 +298,47 @@ def decisions(
         lambda row: ("decision", intent_id or "?", session_id),
     )
     return [decision for decision in found if decision is not None][:limit]
+
+
+def effect_rows(reply: object, operation: str) -> list[EffectRow]:
+    """Rows of ``effect_row`` (``prelude.lua``): key, state, owner, record."""
+    return [effect_row(row, operation) for row in as_list(reply, operation)]
+
+
+def effect_row(value: object, operation: str) -> EffectRow:
+    fields = as_list(value, operation)
+    if len(fields) != 4:
+        raise unexpected(operation, value)
+    key, state, owner = (
+        text(field, f"an effect's {name}")
+        for field, name in zip(fields[:3], ("key", "state", "owner"), strict=True)
+    )
+    return key, state, owner, blob(fields[3], "an effect's record")
+
+
+def effect(session_id: str, row: EffectRow, keyring: Keyring | None = None) -> Effect:
+    """An effect's row, checked against the record it holds (a sealed output opened with
+    ``keyring``, a signature checked where it signs): a record filed under another key or
+    session, or whose state or owner is not the row's, is refused."""
+    key, state, owner, record = row
+    try:
+        found = Effect.decode(record, keyring)
+    except RecordError as exc:
+        # Named in place, so the error keeps its type and what it carries (a key id).
+        if key not in str(exc):
+            exc.args = (f"effect {key}: {exc}", *exc.args[1:])
+        exc.intent_id = key
+        raise
+    if (found.key, found.session_id, found.state.value, found.owner) != (
+        key,
+        session_id,
+        state,
+        owner,
+    ):
+        moved = RecordTampered(
+            f"effect {key}: the journal row and its record name different keys, sessions, "
+            "states or owners"
+        )
+        moved.intent_id = key
+        raise moved
+    return found

@@ -18,22 +18,24 @@ from typing import Final, TypeVar
 
 from ..backends.schema import Schema
 from ..backends.sqlite import SQLiteLink, SQLiteSchema, enable_wal, path_of
+from ..effects.records import Effect, EffectState
 from ..errors import (
     IntentConflict,
     JournalCorrupt,
     JournalUnavailable,
+    RecordTampered,
 )
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
 from ..sealing import Keyring
-from ._rows import checked_decision, checked_entry, each
+from ._rows import checked_decision, checked_entry, decoded, each
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 
 __all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
 
 SCHEMA: Final = Schema(
     "journal",
-    ("0001_initial",),
+    ("0001_initial", "0002_effects"),
     JournalCorrupt,
     package="agents_reconcile.journal",
     folder="sqlite_schema",
@@ -354,6 +356,86 @@ class SQLiteJournal:
         )
         args = (again.encode(), previous.encode(), previous.intent_id)
         return bool(await self._run(lambda conn: conn.execute(sql, args).rowcount == 1))
+
+    # -- EffectJournal -------------------------------------------------------------------
+
+    async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
+        row = (effect.key, effect.session_id, effect.state.value, effect.owner)
+        times = (effect.started_at, time.time())
+        record = effect.encode()
+
+        def begin(conn: sqlite3.Connection) -> tuple[bytes, bool]:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                inserted = conn.execute(
+                    "INSERT INTO effects (key, session_id, state, owner, started_at,"
+                    " updated_at, record) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING",
+                    (*row, *times, record),
+                ).rowcount
+                [(stored,)] = conn.execute("SELECT record FROM effects WHERE key = ?", row[:1])
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return bytes(stored), inserted == 1
+
+        stored, recorded = await self._run(begin)
+        return self._effect(effect.key, stored), recorded
+
+    async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
+        sql = (
+            "UPDATE effects SET owner = ?, updated_at = ?, record = ?"
+            " WHERE key = ? AND state = 'started' AND owner = ?"
+        )
+        args = (effect.owner, time.time(), effect.encode(), effect.key, expect_owner)
+        return bool(await self._run(lambda conn: conn.execute(sql, args).rowcount == 1))
+
+    async def finish_effect(self, effect: Effect) -> Effect:
+        record = effect.encode()
+        sql = (
+            "UPDATE effects SET state = 'done', updated_at = ?, record = ?"
+            " WHERE key = ? AND state = 'started' AND owner = ?"
+        )
+        args = (time.time(), record, effect.key, effect.owner)
+
+        def finish(conn: sqlite3.Connection) -> bytes | None:
+            if conn.execute(sql, args).rowcount == 1:
+                return record
+            found = conn.execute("SELECT record FROM effects WHERE key = ?", (effect.key,))
+            row = found.fetchone()
+            return None if row is None else bytes(row[0])
+
+        stored = await self._run(finish)
+        if stored is not None:
+            held = self._effect(effect.key, stored)
+            if held.state is EffectState.DONE and held.output_digest == effect.output_digest:
+                return held
+        raise IntentConflict(
+            f"effect {effect.key}: no started effect of owner {effect.owner} to finish",
+            intent_id=effect.key,
+        )
+
+    async def effect(self, key: str) -> Effect | None:
+        rows = await self._run(
+            lambda conn: conn.execute("SELECT record FROM effects WHERE key = ?", (key,)).fetchall()
+        )
+        return self._effect(key, bytes(rows[0][0])) if rows else None
+
+    async def effects(self, session_id: str) -> list[Effect]:
+        rows = await self._run(
+            lambda conn: conn.execute(
+                "SELECT key, record FROM effects WHERE session_id = ? ORDER BY rowid",
+                (session_id,),
+            ).fetchall()
+        )
+        return [self._effect(key, bytes(record)) for key, record in rows]
+
+    def _effect(self, key: str, record: bytes) -> Effect:
+        found = decoded(key, lambda data: Effect.decode(data, self.keyring), record)
+        if found.key != key:
+            raise RecordTampered(f"effect {key}: the row and its record name different keys")
+        return found
 
     async def decisions(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100

@@ -193,3 +193,23 @@ local function try_open()
   end
   return s, writes, nil
 end
+
+-- Effect scripts (layout 2) take the global keys at KEYS[1..7], the effect index at KEYS[8]
+-- (effect key -> its session), then the effect keys of one session, under its hash tag, at
+-- KEYS[9..13], in the order of EFFECT_KEYS in redis_layout.py.
+local function effect_keys()
+  return {
+    index = KEYS[8],
+    order = KEYS[9],
+    record = KEYS[10],
+    state = KEYS[11],
+    owner = KEYS[12],
+    updated = KEYS[13],
+  }
+end
+
+-- An effect as effect_rows.lua, begin_effect.lua and finish_effect.lua answer it:
+-- {key, state, owner, record}.
+local function effect_row(e, key)
+  return {key, field(e.state, key), field(e.owner, key), field(e.record, key)}
+end

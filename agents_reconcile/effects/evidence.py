@@ -1,0 +1,72 @@
+"""Evidence before continuation: a batch about to be accepted as written, or replayed, that
+holds the output of an effect tool's call must hold what that effect's receipt says. Pure:
+given the batch and the session's effects, what (if anything) is wrong, payload-free."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, Final
+
+from ..fingerprint import item_digest
+from .records import Effect, EffectState
+
+__all__ = ["OUTPUT_TYPE", "effect_problems", "outputs_by_call"]
+
+OUTPUT_TYPE: Final = "function_call_output"
+"""The output items of function tools, the only tools that can be effect tools."""
+
+
+def outputs_by_call(batch: Sequence[Any]) -> dict[str, Any]:
+    """The function tool outputs a batch holds, by call id."""
+    found: dict[str, Any] = {}
+    for item in batch:
+        if isinstance(item, Mapping) and item.get("type") == OUTPUT_TYPE:
+            call_id = item.get("call_id")
+            if isinstance(call_id, str):
+                found[call_id] = item.get("output")
+    return found
+
+
+def effect_problems(batch: Sequence[Any], effects: Iterable[Effect]) -> dict[str, Any] | None:
+    """None when every effect tool output in ``batch`` matches its effect's receipt; else the
+    evidence of the first that does not: an output recovered for an effect that left no
+    receipt (the output came from somewhere the receipt cannot vouch for), or an output other
+    than the one the receipt holds. Outputs of calls that are not effects are not judged."""
+    outputs = outputs_by_call(batch)
+    if not outputs:
+        return None
+    for effect in effects:
+        if effect.call_id not in outputs:
+            continue
+        given = outputs[effect.call_id]
+        evidence = {
+            "effect": effect.key,
+            "tool": effect.tool,
+            "call_id": effect.call_id,
+            "output_digest": item_digest({"output": given}),
+        }
+        if effect.state is not EffectState.DONE:
+            return {**evidence, "problem": "no receipt for this effect's output"}
+        if not _same_output(given, effect.output):
+            return {
+                **evidence,
+                "receipt_digest": effect.output_digest,
+                "problem": "the output is not the one the receipt holds",
+            }
+    return None
+
+
+def _same_output(given: Any, recorded: Any) -> bool:
+    """Whether an output item's ``output`` is what the SDK makes of the recorded output."""
+    if given == recorded:
+        return True
+    return bool(given == _as_model_output(recorded))
+
+
+def _as_model_output(output: Any) -> Any:
+    try:  # The SDK's own conversion of a tool's return value (a private helper: optional).
+        from agents.items import ItemHelpers
+
+        return ItemHelpers._convert_tool_output(output)
+    except (ImportError, AttributeError):  # pragma: no cover - an SDK without it
+        return str(output)

@@ -1,0 +1,196 @@
+"""An external effect's record: its key, its intent (who started it, when), and, once the tool
+returned, its receipt (the output, sealed like journal batches where payloads are sealed, and
+the output's digest). Digest-guarded and, where the deployment signs, signed, like pending
+writes; the key is derived from the session, the tool call, the tool and its canonical
+arguments with the fingerprints' canonical bytes and hash."""
+
+from __future__ import annotations
+
+import enum
+import json
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+
+from ..errors import RecordMalformed, RecordTampered
+from ..fingerprint import item_digest
+from ..records import RECORD_VERSION, _body_digest, _checked_body
+
+if TYPE_CHECKING:
+    from ..sealing import Keyring, PayloadKey
+    from ..signing import Signer
+
+__all__ = ["Effect", "EffectState", "arguments_digest", "effect_key"]
+
+_SIGNED: Final = "agents-reconcile effect"
+
+
+def _arguments(arguments_json: str) -> Any:
+    # The model's text as the SDK parses it; text that is not JSON stays text.
+    try:
+        return json.loads(arguments_json) if arguments_json else {}
+    except ValueError:
+        return arguments_json
+
+
+def arguments_digest(arguments_json: str) -> str:
+    """The digest of a call's arguments, as canonical JSON (key order and spacing aside)."""
+    return item_digest({"arguments": _arguments(arguments_json)})
+
+
+def effect_key(session_id: str, call_id: str, tool: str, arguments_json: str) -> str:
+    """The idempotency key of one tool call's external effect: the same session, call, tool
+    and arguments always give the same key (64 hex), anything else another."""
+    return item_digest(
+        {
+            "effect": {
+                "session_id": session_id,
+                "call_id": call_id,
+                "tool": tool,
+                "arguments": _arguments(arguments_json),
+            }
+        }
+    )
+
+
+class EffectState(enum.Enum):
+    """Where an effect stands."""
+
+    STARTED = "started"
+    """Its intent is durable and the body was (or is being) run; no receipt yet."""
+    DONE = "done"
+    """The body returned and its receipt is durable: never run it again."""
+
+
+@dataclass(frozen=True)
+class Effect:
+    """One tool call's effect, as the journal keeps it."""
+
+    key: str
+    session_id: str
+    tool: str
+    call_id: str
+    arguments_digest: str
+    owner: str
+    started_at: float
+    state: EffectState = EffectState.STARTED
+    output: Any = None
+    """The tool's output (JSON-shaped), held once the receipt is written."""
+    output_digest: str | None = None
+    finished_at: float | None = None
+    attempts: int = 1
+    """How many times the body was started under this key (a re-run by ``check`` or an
+    idempotent tool counts)."""
+    seal_key: PayloadKey | None = field(default=None, compare=False, repr=False)
+    sign_key: Signer | None = field(default=None, compare=False, repr=False)
+
+    def with_receipt(self, output: Any, *, at: float) -> Effect:
+        """This effect, done, with ``output`` as its receipt."""
+        plain = _plain(output)
+        return replace(
+            self,
+            state=EffectState.DONE,
+            output=plain,
+            output_digest=item_digest({"output": plain}),
+            finished_at=at,
+        )
+
+    def encode(self) -> bytes:
+        body: dict[str, Any] = {
+            "v": RECORD_VERSION,
+            "type": "effect",
+            "key": self.key,
+            "session_id": self.session_id,
+            "tool": self.tool,
+            "call_id": self.call_id,
+            "arguments_digest": self.arguments_digest,
+            "owner": self.owner,
+            "started_at": self.started_at,
+            "state": self.state.value,
+            "output_digest": self.output_digest,
+            "finished_at": self.finished_at,
+            "attempts": self.attempts,
+        }
+        body["digest"] = _body_digest(body)
+        if self.state is EffectState.DONE:
+            hidden = orjson.dumps({"output": self.output})
+            if self.seal_key is not None:
+                body["sealed"] = self.seal_key.seal(hidden, body["digest"].encode())
+            else:
+                body["output"] = self.output
+        if self.sign_key is not None:
+            body["mac"] = self.sign_key.sign(_SIGNED, body["digest"].encode())
+        return orjson.dumps(body)
+
+    @classmethod
+    def decode(cls, data: bytes | str, keyring: Keyring | None = None) -> Effect:
+        """Rebuild a record, refusing damaged, edited, unsigned (where records are signed) or
+        future-version input; a sealed output opens only with a key of ``keyring``."""
+        try:
+            raw = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise RecordMalformed(f"effect record is not valid JSON: {exc}") from exc
+        if not isinstance(raw, dict):
+            raise RecordMalformed(f"effect record is {type(raw).__name__}, not an object")
+        # A sealed output is covered by the output digest, like a readable one.
+        _checked_body({k: v for k, v in raw.items() if k != "sealed"}, "effect")
+        body: dict[str, Any] = raw
+        what = f"effect {str(body.get('key'))[:64]!r}"
+        signer = keyring.signer if keyring is not None else None
+        if signer is not None:
+            signer.verify(_SIGNED, str(body.get("digest")).encode(), body.get("mac"), what=what)
+        try:
+            state = EffectState(body["state"])
+            effect = cls(
+                key=str(body["key"]),
+                session_id=str(body["session_id"]),
+                tool=str(body["tool"]),
+                call_id=str(body["call_id"]),
+                arguments_digest=str(body["arguments_digest"]),
+                owner=str(body["owner"]),
+                started_at=float(body["started_at"]),
+                state=state,
+                output_digest=body["output_digest"],
+                finished_at=None if body["finished_at"] is None else float(body["finished_at"]),
+                attempts=int(body["attempts"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordMalformed(f"{what}: missing or mistyped {exc}") from exc
+        if state is not EffectState.DONE:
+            return effect
+        output, key = _output(body, keyring, what)
+        if item_digest({"output": output}) != effect.output_digest:
+            raise RecordTampered(f"{what}: the output does not match its digest")
+        return replace(effect, output=output, seal_key=key)
+
+
+def _output(
+    body: dict[str, Any], keyring: Keyring | None, what: str
+) -> tuple[Any, PayloadKey | None]:
+    if "sealed" not in body:
+        if "output" not in body:
+            raise RecordMalformed(f"{what}: a receipt without its output")
+        return body["output"], None
+    if keyring is None or not keyring:
+        from ..errors import PayloadKeyUnknown
+
+        sealed = body["sealed"]
+        kid = sealed.get("kid") if isinstance(sealed, dict) else None
+        raise PayloadKeyUnknown(f"{what}: the output is sealed (key {kid})", key_id=str(kid))
+    plaintext, key = keyring.open(body["sealed"], str(body["digest"]).encode(), what=what)
+    try:
+        return orjson.loads(plaintext)["output"], key
+    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        raise RecordTampered(f"{what}: the sealed output is not an output") from exc
+
+
+def _plain(output: Any) -> Any:
+    """The output as JSON keeps it: what the SDK would turn it into for the model when it is
+    not JSON-shaped already (a model's dump, else its text)."""
+    if hasattr(output, "model_dump"):
+        return output.model_dump(mode="json")
+    try:
+        return orjson.loads(orjson.dumps(output))
+    except TypeError:
+        return str(output)

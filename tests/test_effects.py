@@ -1,0 +1,319 @@
+"""Effect tools on the real runner (run and streamed, resumed from ``RunState.to_string()``
+after an approval): the body runs once per idempotency key, a receipt makes a later call
+return the recorded output without running it, an intent without a receipt is settled by the
+tool's ``check``, re-run when the tool is idempotent, or refused before the body runs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextvars
+from pathlib import Path
+from typing import Any
+
+import pytest
+from agents import Agent, RunState, SQLiteSession
+from agents.testing import ScriptedModel, assistant_message, function_call
+
+from agents_reconcile import ReconcileConfig, ReconcilingSession
+from agents_reconcile.effects.records import EffectState, effect_key
+from agents_reconcile.effects.tool import NOT_FOUND, current_effect, effect_tool
+from agents_reconcile.errors import EffectUnknown
+
+from .runner_support import run
+
+
+class Payments:
+    """A card processor that dedupes on an idempotency key, and counts what it was asked."""
+
+    def __init__(self) -> None:
+        self.charges: list[tuple[str, int]] = []
+        self.fail_after_charge = 0
+
+    def charge(self, key: str, amount: int) -> str:
+        self.charges.append((key, amount))
+        if self.fail_after_charge:
+            self.fail_after_charge -= 1
+            raise ConnectionError("the reply was lost after the charge")
+        return f"charged {amount}"
+
+    def find(self, key: str) -> Any:
+        for charged, amount in self.charges:
+            if charged == key:
+                return f"charged {amount}"
+        return NOT_FOUND
+
+
+def session_at(tmp_path: Path) -> ReconcilingSession:
+    return ReconcilingSession(
+        SQLiteSession("user-42", tmp_path / "chat.db"),
+        config=ReconcileConfig(journal=tmp_path / "journal.db"),
+    )
+
+
+def charging_agent(payments: Payments, steps: list[Any], **options: Any) -> Agent[Any]:
+    @effect_tool(**options)
+    def charge_card(amount: int) -> str:
+        """Charge the customer's card."""
+        return payments.charge(current_effect().key, amount)
+
+    return Agent(name="a", model=ScriptedModel(steps), tools=[charge_card])
+
+
+def steps() -> list[Any]:
+    return [
+        [function_call("charge_card", {"amount": 5}, call_id="c1")],
+        [assistant_message("done")],
+    ]
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
+async def test_the_body_runs_once_and_its_receipt_is_kept(tmp_path: Path, streamed: bool) -> None:
+    payments = Payments()
+    session = session_at(tmp_path)
+    await run(charging_agent(payments, steps()), "pay", session, streamed=streamed)
+    key = effect_key("user-42", "c1", "charge_card", '{"amount":5}')
+    assert payments.charges == [(key, 5)], "the body saw the effect's key"
+    [effect] = await session.journal.effects("user-42")  # type: ignore[attr-defined]
+    assert (effect.key, effect.state, effect.output) == (key, EffectState.DONE, "charged 5")
+
+
+async def approval_state(tmp_path: Path, payments: Payments, **options: Any) -> str:
+    session = session_at(tmp_path)
+    agent = charging_agent(payments, steps(), needs_approval=True, **options)
+    result = await run(agent, "pay", session, streamed=False)
+    assert result.interruptions and payments.charges == []
+    state_text: str = result.to_state().to_string()
+    return state_text
+
+
+async def resume(
+    tmp_path: Path, payments: Payments, state_text: str, *, streamed: bool, **options: Any
+) -> Any:
+    """Approve and resume the checkpoint as a new process would: in a context of its own
+    (nothing marked by earlier runs of this test), with a new wrapper."""
+    agent = charging_agent(payments, [[assistant_message("done")]], needs_approval=True, **options)
+    state = await RunState.from_string(agent, state_text)
+    for interruption in state.get_interruptions():
+        state.approve(interruption)
+    fresh = contextvars.Context()
+    return await asyncio.create_task(
+        run(agent, state, session_at(tmp_path), streamed=streamed), context=fresh
+    )
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
+async def test_a_receipt_answers_a_resumed_checkpoint_without_running_the_body(
+    tmp_path: Path, streamed: bool
+) -> None:
+    payments = Payments()
+    state_text = await approval_state(tmp_path, payments)
+    await resume(tmp_path, payments, state_text, streamed=streamed)
+    assert len(payments.charges) == 1
+    result = await resume(tmp_path, payments, state_text, streamed=streamed)
+    assert len(payments.charges) == 1, "the same call again: the receipt, not the body"
+    assert result.final_output == "done"
+
+
+async def test_an_intent_without_a_receipt_is_refused_before_the_body(tmp_path: Path) -> None:
+    payments = Payments()
+    payments.fail_after_charge = 1
+    state_text = await approval_state(tmp_path, payments)
+    await resume(tmp_path, payments, state_text, streamed=False)
+    assert len(payments.charges) == 1, "charged, and the reply was lost: no receipt"
+    with pytest.raises(EffectUnknown) as refused:
+        await resume(tmp_path, payments, state_text, streamed=False)
+    assert len(payments.charges) == 1, "never charged twice"
+    decision = refused.value.decision
+    assert decision.reason.value == "effect_unknown"
+    assert decision.evidence["tool"] == "charge_card"
+    trail = await session_at(tmp_path).decisions()
+    assert trail[0].intent_id == refused.value.intent_id
+
+
+async def test_check_settles_an_unknown_effect_from_the_external_system(tmp_path: Path) -> None:
+    payments = Payments()
+    payments.fail_after_charge = 1
+    state_text = await approval_state(tmp_path, payments, check=_async(payments.find))
+    await resume(tmp_path, payments, state_text, streamed=False, check=_async(payments.find))
+    result = await resume(
+        tmp_path, payments, state_text, streamed=True, check=_async(payments.find)
+    )
+    assert len(payments.charges) == 1, "the processor had it: recorded, not charged again"
+    assert result.final_output == "done"
+    [effect] = await session_at(tmp_path).journal.effects("user-42")  # type: ignore[attr-defined]
+    assert (effect.state, effect.output, effect.attempts) == (EffectState.DONE, "charged 5", 2)
+
+
+async def test_check_that_finds_nothing_runs_the_body_again_under_the_same_key(
+    tmp_path: Path,
+) -> None:
+    payments = Payments()
+    state_text = await approval_state(tmp_path, payments)
+
+    async def nothing(key: str) -> Any:
+        return NOT_FOUND
+
+    session = session_at(tmp_path)
+    key = effect_key("user-42", "c1", "charge_card", '{"amount":5}')
+    from agents_reconcile.effects.records import Effect, arguments_digest
+
+    await session.journal.begin_effect(  # type: ignore[attr-defined]
+        Effect(
+            key, "user-42", "charge_card", "c1", arguments_digest('{"amount":5}'), "gone/1/1", 1.0
+        )
+    )
+    await resume(tmp_path, payments, state_text, streamed=False, check=nothing)
+    assert payments.charges == [(key, 5)]
+
+
+async def test_an_idempotent_tool_runs_again_with_the_same_key(tmp_path: Path) -> None:
+    payments = Payments()
+    payments.fail_after_charge = 1
+    state_text = await approval_state(tmp_path, payments, idempotent=True)
+    await resume(tmp_path, payments, state_text, streamed=False, idempotent=True)
+    await resume(tmp_path, payments, state_text, streamed=False, idempotent=True)
+    keys = [key for key, _ in payments.charges]
+    assert len(keys) == 2 and keys[0] == keys[1], "run again, under the same key"
+
+
+async def test_an_effect_tool_without_a_reconciling_session_is_refused(tmp_path: Path) -> None:
+    from agents import Runner
+    from agents.exceptions import UserError
+
+    payments = Payments()
+    agent = charging_agent(payments, steps())
+    with pytest.raises(UserError, match="without a ReconcilingSession"):
+        await Runner.run(agent, "pay", session=SQLiteSession("s", tmp_path / "c.db"))
+    assert payments.charges == []
+
+
+def _async(find: Any) -> Any:
+    async def check(key: str) -> Any:
+        return find(key)
+
+    return check
+
+
+async def test_a_replayed_tool_turn_is_vouched_for_by_its_receipt(tmp_path: Path) -> None:
+    """The tool turn holding the effect's output failed to save: the next run replays it,
+    because the effect's receipt holds that very output (and the body is not run again)."""
+    from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
+
+    payments = Payments()
+    faulty = FaultInjectingSession(SQLiteSession("user-42", tmp_path / "chat.db"))
+    session = ReconcilingSession(faulty, config=ReconcileConfig(journal=tmp_path / "journal.db"))
+    faulty.plan(Fault.REJECT, at=2)
+    with pytest.raises(BackendFailure):
+        await run(charging_agent(payments, steps()), "pay", session, streamed=False)
+    again = session_at(tmp_path)
+    [decision] = await again.reconcile()
+    assert decision.action.value == "replayed"
+    assert len(payments.charges) == 1
+
+
+async def test_an_effect_output_no_receipt_vouches_for_is_denied(tmp_path: Path) -> None:
+    """A pending write holding an effect tool's output, where the effect left no receipt (or
+    the receipt holds another output), is denied, not replayed: the output came from
+    somewhere the receipt cannot vouch for."""
+    from agents_reconcile import ContinuationDenied
+    from agents_reconcile.effects.records import Effect, arguments_digest
+    from agents_reconcile.fingerprint import digest_items
+    from agents_reconcile.journal import IntentState
+    from agents_reconcile.ownership import current_owner
+    from agents_reconcile.records import PendingWrite
+
+    session = session_at(tmp_path)
+    await session.add_items([{"role": "user", "content": "pay"}])
+    history = await session.get_items()
+    arguments = '{"amount":5}'
+    call = {"type": "function_call", "call_id": "c1", "name": "charge_card", "arguments": arguments}
+    for recorded_output in (None, "charged 6"):
+        key = effect_key("user-42", "c1", "charge_card", arguments)
+        journal: Any = session.journal
+        effect = Effect(
+            key, "user-42", "charge_card", "c1", arguments_digest(arguments), "x/1/1", 1.0
+        )
+        if (await journal.effect(key)) is None:
+            await journal.begin_effect(effect)
+        if recorded_output is not None:
+            await journal.finish_effect(effect.with_receipt(recorded_output, at=2.0))
+        batch = (call, {"type": "function_call_output", "call_id": "c1", "output": "charged 5"})
+        intent = PendingWrite(
+            intent_id=f"forged-{recorded_output}",
+            session_id="user-42",
+            backend=session.backend_identity,
+            batch=batch,
+            batch_digests=digest_items(batch),
+            before_digests=digest_items(history),
+            before_is_whole=True,
+            created_at=3.0,
+        )
+        await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+        with pytest.raises(ContinuationDenied) as denied:
+            await session.reconcile()
+        assert denied.value.decision.reason.value == "effect_unvouched"
+        assert denied.value.decision.evidence["judged"] == "unchanged"
+        await session.resolve(intent.intent_id, "abandon", reason="forged output")
+    assert len(await session.get_items()) == 1, "nothing replayed"
+
+
+async def test_an_existing_function_tool_becomes_an_effect_tool(tmp_path: Path) -> None:
+    from agents import function_tool
+
+    from agents_reconcile.effects.tool import as_effect_tool
+
+    payments = Payments()
+
+    @function_tool(needs_approval=True)
+    def charge_card(amount: int) -> str:
+        """Charge the customer's card."""
+        return payments.charge(current_effect().key, amount)
+
+    tool = as_effect_tool(charge_card)
+    assert tool.name == charge_card.name
+    assert tool.params_json_schema == charge_card.params_json_schema
+    agent = Agent(name="a", model=ScriptedModel(steps()), tools=[tool])
+    result = await run(agent, "pay", session_at(tmp_path), streamed=False)
+    state_text = result.to_state().to_string()
+    for _ in range(2):
+        state = await RunState.from_string(agent, state_text)
+        for interruption in state.get_interruptions():
+            state.approve(interruption)
+        agent.model = ScriptedModel([[assistant_message("done")]])
+        await asyncio.create_task(
+            run(agent, state, session_at(tmp_path), streamed=False), context=contextvars.Context()
+        )
+    assert len(payments.charges) == 1
+
+
+@pytest.mark.parametrize("outcome", ["committed", "retry", "abandon"])
+async def test_an_operator_resolves_an_unknown_effect(tmp_path: Path, outcome: str) -> None:
+    """An effect refused as unknown is resolved by an operator; the next resume of the same
+    checkpoint then returns the given output (committed), runs the body again under the same
+    key (retry), or returns a note that it was abandoned; the trail keeps the resolution."""
+    payments = Payments()
+    payments.fail_after_charge = 1
+    state_text = await approval_state(tmp_path, payments)
+    await resume(tmp_path, payments, state_text, streamed=False)
+    with pytest.raises(EffectUnknown) as refused:
+        await resume(tmp_path, payments, state_text, streamed=False)
+    key = refused.value.intent_id
+    session = session_at(tmp_path)
+    output = "charged 5 (seen at the processor)" if outcome == "committed" else None
+    decision = await session.resolve_effect(
+        key, outcome, reason="checked the processor", actor="ops:ana", output=output
+    )
+    assert (decision.action.value, decision.evidence["resolution"]) == ("resolved", outcome)
+    await resume(tmp_path, payments, state_text, streamed=False)
+    [effect] = await session.journal.effects("user-42")  # type: ignore[attr-defined]
+    assert effect.state is EffectState.DONE
+    expected_charges = 2 if outcome == "retry" else 1
+    assert len(payments.charges) == expected_charges
+    if outcome == "committed":
+        assert effect.output == output
+    if outcome == "abandon":
+        assert "abandoned" in effect.output
+    from agents_reconcile.errors import ResolutionRefused
+
+    with pytest.raises(ResolutionRefused, match="receipt already"):
+        await session.resolve_effect(key, "retry", reason="again")
