@@ -118,7 +118,8 @@ async def demo(directory: Path) -> int:
     print(f"1. The run stops for approval: {[i.name for i in first.interruptions]}")
     (directory / "checkpoint.json").write_text(first.to_state().to_string())
 
-    child = subprocess.run(
+    child = await asyncio.to_thread(
+        subprocess.run,
         [sys.executable, __file__, "--worker", str(directory)],
         timeout=CHILD_TIMEOUT,
         capture_output=True,
