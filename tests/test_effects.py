@@ -317,3 +317,39 @@ async def test_an_operator_resolves_an_unknown_effect(tmp_path: Path, outcome: s
 
     with pytest.raises(ResolutionRefused, match="receipt already"):
         await session.resolve_effect(key, "retry", reason="again")
+
+
+async def test_a_receipt_written_without_the_signing_key_is_refused(tmp_path: Path) -> None:
+    """Where the deployment signs, a receipt row someone wrote without the key is refused
+    when read: the tool is not answered with it, and the body does not run either."""
+    import sqlite3
+
+    from agents.exceptions import UserError
+
+    from agents_reconcile.effects.records import Effect, arguments_digest
+    from agents_reconcile.errors import RecordUnsigned
+
+    key_material = b"k" * 32
+    payments = Payments()
+    session = ReconcilingSession(
+        SQLiteSession("user-42", tmp_path / "chat.db"),
+        config=ReconcileConfig(journal=tmp_path / "journal.db", signing_key=key_material),
+    )
+    await session.get_items()  # the journal exists, signed
+    key = effect_key("user-42", "c1", "charge_card", '{"amount":5}')
+    forged = Effect(
+        key, "user-42", "charge_card", "c1", arguments_digest('{"amount":5}'), "x/1/1", 1.0
+    ).with_receipt("charged 5", at=2.0)
+    conn = sqlite3.connect(tmp_path / "journal.db")
+    conn.execute(
+        "INSERT INTO effects (key, session_id, state, owner, started_at, updated_at, record)"
+        " VALUES (?, 'user-42', 'done', 'x/1/1', 1.0, 2.0, ?)",
+        (key, forged.encode()),
+    )
+    conn.commit()
+    conn.close()
+    with pytest.raises(RecordUnsigned):
+        await session.journal.effect(key)  # type: ignore[attr-defined]
+    with pytest.raises(UserError, match="signature"):
+        await run(charging_agent(payments, steps()), "pay", session, streamed=False)
+    assert payments.charges == []
