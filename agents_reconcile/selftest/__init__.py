@@ -1,6 +1,6 @@
 """Prove recovery by killing processes: the crash-point matrix behind ``agents-reconcile selftest``.
 
-Each cell runs a real agent (scripted model, a card-charging tool) on a real file-backed
+Each cell runs a real agent (scripted model, a card-charging effect tool) on a real file-backed
 session and journal in a child process, kills it with SIGKILL at a named crash point, recovers
 in a fresh process, and checks that nothing was duplicated or lost and that nothing went on
 from a history nobody could vouch for.

@@ -91,8 +91,7 @@ def run_selftest(
         )
         print(outcome_table(verdicts, foreign=True), file=out)
     print(
-        "\nPromises, counted over every scenario (every column from duplicates on must be 0, "
-        "but re-run, unrecorded):\n",
+        "\nPromises, counted over every scenario (every column from duplicates on must be 0):\n",
         file=out,
     )
     print(totals_table(verdicts), file=out)

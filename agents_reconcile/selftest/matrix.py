@@ -6,8 +6,13 @@ recovers on the same files. The judge then reads the store afresh and checks the
 
 - no item appears twice, and no item the session acknowledged to the SDK is missing;
 - a tool call and its output are both stored or both absent;
-- no tool runs again once its output is stored (a resume from a RunState checkpoint taken
-  before the crash re-runs an approved tool inside the SDK: counted on its own);
+- no tool runs again once its output is stored, and none runs again unrecorded (the tool is
+  an effect tool: its intent is durable before its body runs);
+- no effect runs twice: the processor never charges an idempotency key twice nor one call
+  under two keys, and no body runs for a key the processor already charged; every charge
+  has its intent in the journal, every receipt is the processor's charge, and every stored
+  tool output has its receipt; an effect whose outcome the crash left unknown is settled by
+  the tool's ``check`` or refused (``effect_unknown``), never charged again;
 - where the recovery met an intent it could not vouch for (another writer came between),
   it was denied before any model call and left the history as it found it; where nothing was
   in doubt, it was not denied.
@@ -24,7 +29,7 @@ import subprocess
 import sys
 import tempfile
 import threading
-from collections import Counter
+from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -35,16 +40,30 @@ import orjson
 
 from ..crashpoints import CrashPoint
 from ..testing import Fault
-from .scenario import SESSION_ID, Job, Phase, RecoveryPath, item_name
+from .scenario import (
+    CALLS_LOG,
+    CHECKS_LOG,
+    PROCESSOR_LOG,
+    SESSION_ID,
+    TOOLS_LOG,
+    Job,
+    Phase,
+    RecoveryPath,
+    charged,
+    item_name,
+    read_log,
+)
 from .stores import close_store, store_named
 
 __all__ = [
     "APPEND_POINTS",
+    "EFFECT_POINTS",
     "RECONCILE_FAULTS",
     "Cell",
     "Verdict",
     "boundaries",
     "cells",
+    "judge",
     "run_cell",
     "run_cells",
     "stop_servers",
@@ -67,6 +86,15 @@ RECONCILE_FAULTS: Final = {
     CrashPoint.AFTER_REPLAY: Fault.REJECT,
 }
 """Points a recovery passes, and the failed append that makes a recovery pass them."""
+EFFECT_POINTS: Final = (
+    CrashPoint.BEFORE_EFFECT_INTENT,
+    CrashPoint.BEFORE_EFFECT,
+    CrashPoint.BEFORE_RECEIPT,
+    CrashPoint.AFTER_RECEIPT,
+)
+"""Points the effect tool passes; the cell stops its first call there, in the turn that runs
+it (a fresh run's tool turn, a resumed checkpoint's approved tool), so the crash is in the
+append that would hold the tool's output."""
 PROCESS_TIMEOUT: Final = 120.0
 
 
@@ -78,6 +106,8 @@ class Cell:
     boundary: str
     """Which append the crash (or the fault before it) hits: ``input``, ``tool_turn``, ..."""
     at: int
+    """Stop at the ``at``-th time the point is reached: the number of the append it hits (an
+    effect point: of the tool call, always the first)."""
     foreign: bool = False
 
     @property
@@ -116,13 +146,16 @@ class Verdict:
     reexecuted: int = 0
     """Tools run again although their output was stored or held by a pending intent."""
     unrecorded_reruns: int = 0
-    """Tools run again whose first run the crash left no record of (no output, no intent):
-    only a receipt of the tool's effect can prevent these."""
+    """Tools run again whose first run the crash left no record of (no output, no pending
+    intent, no effect intent): an effect tool's intent records every run of its body."""
+    effects_run_twice: int = 0
+    """Charges the processor took twice for one key or one call, and bodies run for a key
+    the processor already held a charge for."""
     problems: list[str] = field(default_factory=list)
 
     @property
     def holds(self) -> bool:
-        """Every promise kept (the two informational counts aside)."""
+        """Every promise kept."""
         return not (
             self.problems
             or self.duplicates
@@ -131,6 +164,8 @@ class Verdict:
             or self.continued_on_ambiguity
             or self.false_denials
             or self.reexecuted
+            or self.unrecorded_reruns
+            or self.effects_run_twice
         )
 
 
@@ -179,15 +214,21 @@ def cells(
     workdir: Path,
     foreign: Iterable[bool] = (False, True),
 ) -> list[Cell]:
-    """Every crash point at every append of every path, over the given stores."""
+    """Every crash point at every append of every path, and every effect point in the tool
+    call of every path, over the given stores."""
     result = []
     interference = list(foreign)
     for store in stores:
         for path in paths:
-            for at, boundary in enumerate(boundaries(store, path, workdir=workdir), start=1):
+            named = boundaries(store, path, workdir=workdir)
+            for at, boundary in enumerate(named, start=1):
                 for point in (*APPEND_POINTS, *RECONCILE_FAULTS):
                     for other in interference:
                         result.append(Cell(store, path, point, boundary, at, other))
+            tool_turn = next(name for name in named if "tool_" in name)
+            for point in EFFECT_POINTS:
+                for other in interference:
+                    result.append(Cell(store, path, point, tool_turn, 1, other))
     return result
 
 
@@ -267,13 +308,7 @@ def _tail(job: Job) -> str:
 
 
 def _records(log: Path) -> Iterator[dict[str, Any]]:
-    try:
-        raw = log.read_bytes()
-    except FileNotFoundError:
-        return
-    for line in raw.splitlines():
-        if line.strip():
-            yield orjson.loads(line)
+    return read_log(log)
 
 
 async def _stored(store: str, directory: Path) -> list[str]:
@@ -302,13 +337,19 @@ def run_cell(cell: Cell, directory: Path) -> Verdict:
         return verdict
     recovery = orjson.loads((directory / "recovery.json").read_bytes())
     stored = asyncio.run(_stored(cell.store, directory))
-    _judge(verdict, recovery, stored, directory)
+    judge(verdict, recovery, stored, directory)
     return verdict
 
 
-def _judge(verdict: Verdict, recovery: dict[str, Any], stored: list[str], directory: Path) -> None:
+def judge(verdict: Verdict, recovery: dict[str, Any], stored: list[str], directory: Path) -> None:
+    """Fill ``verdict`` from a cell's evidence: ``recovery`` (the recovering process's
+    ``recovery.json``), ``stored`` (the history the store holds afterwards, by item name) and
+    the logs in ``directory``."""
     cell = verdict.cell
     verdict.outcome = _outcome(recovery)
+    note = _judge_effects(verdict, recovery, stored, directory)
+    if note:
+        verdict.outcome = note if verdict.outcome == "clean" else f"{verdict.outcome}, {note}"
     verdict.duplicates = sum(count - 1 for count in Counter(stored).values())
     acknowledged = {
         name for record in _records(directory / "acks.log") for name in record.get("items", ())
@@ -320,19 +361,23 @@ def _judge(verdict: Verdict, recovery: dict[str, Any], stored: list[str], direct
         # A call waits for its output while its approval is pending, and a denied recovery
         # leaves the history as it found it; a finished conversation must have both.
         verdict.unpaired = len(calls ^ outputs)
-    runs = Counter(record["call_id"] for record in _records(directory / "tools.log"))
+    runs = Counter(record["call_id"] for record in _records(directory / TOOLS_LOG))
     recorded = {*recovery["history_before"], *recovery["pending_items"]}
+    intents = {effect["call_id"] for effect in recovery["effects_before"]}
     for call_id, count in runs.items():
         if f"output:{call_id}" in recorded:
             verdict.reexecuted += count - 1
-        else:
+        elif call_id not in intents:
             verdict.unrecorded_reruns += count - 1
+        # A run again under a recorded intent is judged by its charges (_judge_effects).
     if recovery["outcome"] == "error":
         verdict.problems.append(f"recovery failed: {recovery['detail']}")
     denied = recovery["outcome"] == "denied"
+    refused_effect = denied and recovery["reason"] == "effect_unknown"
     # Must be denied: an intent that another writer came after. May be denied: a RunState
     # checkpoint older than the history (resuming it would act on a history it has not
-    # seen). A denial comes before any model call and leaves the history as it was.
+    # seen). May be refused (effect_unknown): a tool call whose effect the crash left
+    # without a receipt. A denial comes before any model call and leaves the history as it was.
     # A revisioned store proves whether the pending write landed; a write that landed under
     # another writer's append is then no doubt at all, only one that did not land is.
     landed = set(recovery["pending_items"]) <= set(recovery["history_before"])
@@ -344,9 +389,92 @@ def _judge(verdict: Verdict, recovery: dict[str, Any], stored: list[str], direct
     untouched = recovery["model_calls"] == 0 and stored in (recovery["history_before"], settled)
     if (in_doubt and not denied) or (denied and not untouched):
         verdict.continued_on_ambiguity = 1
-    if denied and not (in_doubt or stale):
+    if denied and not (
+        in_doubt or stale or (refused_effect and _unknown_effects(recovery, directory))
+    ):
         verdict.false_denials = 1
         verdict.problems.append(f"denied with nothing in doubt: {recovery['detail']}")
+
+
+def _judge_effects(
+    verdict: Verdict, recovery: dict[str, Any], stored: list[str], directory: Path
+) -> str:
+    """Count the effects run twice and note every other broken effect promise; return what
+    the recovery did about an effect the crash left behind, for the cell's outcome."""
+    requests = list(_records(directory / PROCESSOR_LOG))
+    charges = [request for request in requests if request["charged"]]
+    per_key = Counter(charge["key"] for charge in charges)
+    keys_per_call: dict[str, set[str]] = defaultdict(set)
+    for charge in charges:
+        keys_per_call[charge["call_id"]].add(charge["key"])
+    verdict.effects_run_twice = (
+        sum(count - 1 for count in per_key.values())  # the processor charged a key twice
+        + sum(len(keys) - 1 for keys in keys_per_call.values())  # one call, two keys
+        + sum(not request["charged"] for request in requests)  # a body run on a known charge
+    )
+    bodies = list(_records(directory / TOOLS_LOG))
+    if len(bodies) != len(requests):
+        verdict.problems.append(
+            f"{len(bodies)} runs of the tool's body, {len(requests)} charge requests"
+        )
+    amounts = {charge["key"]: charge["amount"] for charge in charges}
+    effects = {effect["key"]: effect for effect in recovery["effects"]}
+    for key in sorted(amounts.keys() - effects.keys()):
+        verdict.problems.append(f"charged under key {key[:12]} with no intent in the journal")
+    receipts = set()
+    for key, effect in effects.items():
+        if effect["state"] != "done":
+            continue
+        receipts.add(effect["call_id"])
+        if key not in amounts:
+            verdict.problems.append(f"a receipt for {effect['call_id']} with no charge")
+        elif effect["output"] != charged(amounts[key]):
+            verdict.problems.append(
+                f"the receipt for {effect['call_id']} ({effect['output']!r}) is not the "
+                f"processor's charge ({charged(amounts[key])!r})"
+            )
+    for name in stored:
+        if name.startswith("output:") and name.removeprefix("output:") not in receipts:
+            verdict.problems.append(f"{name} is stored with no receipt for it")
+    # An effect the crash left without a receipt, called again: settled or refused.
+    refused = recovery["outcome"] == "denied" and recovery["reason"] == "effect_unknown"
+    for effect in _unknown_effects(recovery, directory):
+        now = effects.get(effect["key"], effect)
+        if not refused and not (now["state"] == "done" and per_key[effect["key"]] == 1):
+            verdict.problems.append(
+                f"the effect of {effect['call_id']} was of unknown outcome, and the recovery "
+                "went on without settling or refusing it"
+            )
+    return _effect_note(recovery, directory)
+
+
+def _unknown_effects(recovery: dict[str, Any], directory: Path) -> list[dict[str, Any]]:
+    """Effects the crash left without a receipt that the recovery called the tool for."""
+    called = _recovering(directory / CALLS_LOG)
+    return [
+        effect
+        for effect in recovery["effects_before"]
+        if effect["state"] == "started" and effect["call_id"] in {c["call_id"] for c in called}
+    ]
+
+
+def _recovering(log: Path) -> list[dict[str, Any]]:
+    return [record for record in _records(log) if record["phase"] == Phase.RECOVER.value]
+
+
+def _effect_note(recovery: dict[str, Any], directory: Path) -> str:
+    """How the recovery answered a call of the tool whose effect it found in the journal."""
+    checks = _recovering(directory / CHECKS_LOG)
+    if any(check["found"] for check in checks):
+        return "settled by check"
+    if checks:
+        return "charged after check"
+    called = {record["call_id"] for record in _recovering(directory / CALLS_LOG)}
+    ran = {record["call_id"] for record in _recovering(directory / TOOLS_LOG)}
+    done = {e["call_id"] for e in recovery["effects_before"] if e["state"] == "done"}
+    if (called & done) - ran:
+        return "receipt"
+    return ""
 
 
 def _checkpoint_history(directory: Path) -> list[str] | None:

@@ -14,6 +14,10 @@ from .scenario import RecoveryPath
 __all__ = ["Totals", "outcome_table", "totals", "totals_table"]
 
 _POINT_ORDER: Final = {point: index for index, point in enumerate(CrashPoint)}
+_BOUNDARY_ORDER: Final = {
+    name: index
+    for index, name in enumerate(("input", "tool_call", "tool_turn", "tool_output", "final"))
+}
 
 
 @dataclass
@@ -27,6 +31,7 @@ class Totals:
     false_denials: int = 0
     reexecuted: int = 0
     unrecorded_reruns: int = 0
+    effects_run_twice: int = 0
     broken: int = 0
     """Cells where any promise was broken (the counts above, or a run that failed)."""
 
@@ -46,6 +51,7 @@ _COUNTED: Final = (
     "false_denials",
     "reexecuted",
     "unrecorded_reruns",
+    "effects_run_twice",
 )
 """The counts a verdict and the totals share, summed as they are."""
 
@@ -60,6 +66,7 @@ _HEADINGS: Final = {
     "false_denials": "false denials",
     "reexecuted": "tools re-run",
     "unrecorded_reruns": "re-run, unrecorded",
+    "effects_run_twice": "effects run twice",
     "broken": "broken cells",
 }
 
@@ -108,25 +115,28 @@ def _describe(group: Sequence[Verdict]) -> str:
     return text
 
 
+def _row_order(row: tuple[CrashPoint, str]) -> tuple[int, int, str]:
+    point, boundary = row
+    return _POINT_ORDER[point], _BOUNDARY_ORDER.get(boundary, len(_BOUNDARY_ORDER)), boundary
+
+
 def outcome_table(verdicts: Sequence[Verdict], *, foreign: bool) -> str:
     """Rows: crash point @ the append it stopped; columns: how the recovery went on; cells:
     the recovery's outcome over the stores (with how many stores, when several)."""
     groups: dict[tuple[CrashPoint, str], dict[RecoveryPath, list[Verdict]]] = defaultdict(
         lambda: defaultdict(list)
     )
-    order: dict[str, int] = {}
     paths: list[RecoveryPath] = []
     for verdict in verdicts:
         cell = verdict.cell
         if cell.foreign is not foreign:
             continue
-        order.setdefault(cell.boundary, cell.at + (10 if cell.path.resumes else 0))
         groups[(cell.point, cell.boundary)][cell.path].append(verdict)
         if cell.path not in paths:
             paths.append(cell.path)
     paths.sort(key=list(RecoveryPath).index)
     rows = []
-    for point, boundary in sorted(groups, key=lambda k: (_POINT_ORDER[k[0]], order[k[1]])):
+    for point, boundary in sorted(groups, key=_row_order):
         by_path = groups[(point, boundary)]
         rows.append(
             [

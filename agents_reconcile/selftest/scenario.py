@@ -1,15 +1,22 @@
-"""One process of a fault-matrix cell: a multi-turn agent with a card-charging tool.
+"""One process of a fault-matrix cell: a multi-turn agent with a card-charging effect tool.
 
 A cell runs two processes on the same files. The first runs the conversation with a crash
 point armed (and perhaps a fault planned) and is expected to die by SIGKILL. The second
 recovers the way the cell says: a fresh run with the next input, or a resume of the RunState
 checkpoint saved before the crash, each with ``Runner.run`` or ``Runner.run_streamed``.
 
+The tool is an effect tool (``agents_reconcile.effects``): its body charges an external
+processor kept in the cell's directory, which, like a real one, dedupes on the idempotency key
+the body gives it; its ``check`` asks that processor whether it holds a charge under a key.
+
 Each process leaves evidence in the cell's directory, written before it moves on so that a
 kill cannot lose it: ``acks.log`` (every batch the session acknowledged to the SDK),
-``tools.log`` (every execution of the tool), ``checkpoint.json`` (the saved RunState) and,
-from the recovering process, ``recovery.json``. Items are logged by name only
-(``user:buy 1``, ``call:charge-1``), which is what the judge compares.
+``calls.log`` (every call of the tool by the runner), ``tools.log`` (every run of the tool's
+body, with its key), ``processor.log`` (every charge request the processor received, and
+whether it charged), ``checks.log`` (every question ``check`` asked it),
+``checkpoint.json`` (the saved RunState) and, from the recovering process, ``recovery.json``.
+Items are logged by name only (``user:buy 1``, ``call:charge-1``), which is what the judge
+compares.
 """
 
 from __future__ import annotations
@@ -17,18 +24,19 @@ from __future__ import annotations
 import asyncio
 import enum
 import os
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
 
 import orjson
 from agents import (
     Agent,
+    FunctionTool,
     RunConfig,
     Runner,
     RunState,
     TResponseInputItem,
-    function_tool,
     set_tracing_disabled,
 )
 from agents.memory import Session
@@ -40,20 +48,28 @@ from agents.tool_context import ToolContext
 from .. import crashpoints
 from ..config import ReconcileConfig
 from ..crashpoints import CrashPoint
+from ..effects.tool import NOT_FOUND, current_effect, effect_tool
 from ..errors import ContinuationDenied
 from ..journal import SQLiteJournal
+from ..journal.base import EffectJournal
 from ..session import ReconcilingSession
 from ..testing import BackendFailure, Fault, FaultInjectingSession
 from .stores import close_store, store_named
 
 __all__ = [
+    "CALLS_LOG",
+    "CHECKS_LOG",
     "FOREIGN",
+    "PROCESSOR_LOG",
     "SESSION_ID",
+    "TOOLS_LOG",
     "Job",
     "Phase",
     "RecoveryPath",
+    "charged",
     "item_name",
     "main_async",
+    "read_log",
     "run_job",
 ]
 
@@ -61,6 +77,10 @@ SESSION_ID: Final = "customer-7"
 FOREIGN: Final = {"role": "user", "content": "foreign"}
 """What another writer appends between the crash and the recovery, in cells that say so."""
 MAX_MODEL_CALLS: Final = 8
+CALLS_LOG: Final = "calls.log"
+TOOLS_LOG: Final = "tools.log"
+PROCESSOR_LOG: Final = "processor.log"
+CHECKS_LOG: Final = "checks.log"
 
 
 class RecoveryPath(enum.Enum):
@@ -149,6 +169,22 @@ def item_name(item: Any) -> str:
     return f"{item.get('role')}:{content}"
 
 
+def charged(amount: int) -> str:
+    """The processor's answer for a charge of ``amount``: the tool's output, and its receipt."""
+    return f"charged {amount}"
+
+
+def read_log(log: Path) -> Iterator[dict[str, Any]]:
+    """The records of one of a cell's logs, oldest first (none when it was never written)."""
+    try:
+        raw = log.read_bytes()
+    except FileNotFoundError:
+        return
+    for line in raw.splitlines():
+        if line.strip():
+            yield orjson.loads(line)
+
+
 class _Evidence:
     """Append-only logs in the cell directory; each line reaches the OS before going on."""
 
@@ -196,15 +232,59 @@ def _respond(call: ModelCall) -> Any:
     return [function_call("charge_card", {"amount": int(number)}, call_id=f"charge-{number}")]
 
 
+class _Processor:
+    """The card processor, an append-only log in the cell's directory. Like a real processor
+    it dedupes on the idempotency key: a request under a key it holds a charge for charges
+    nothing and answers with that charge. Every request is logged, with whether it charged."""
+
+    def __init__(self, evidence: _Evidence) -> None:
+        self.evidence = evidence
+
+    def held(self, key: str) -> int | None:
+        """The amount charged under ``key``, or None."""
+        for record in read_log(self.evidence.directory / PROCESSOR_LOG):
+            if record["key"] == key and record["charged"]:
+                return int(record["amount"])
+        return None
+
+    def charge(self, key: str, call_id: str, amount: int) -> str:
+        held = self.held(key)
+        record = {"key": key, "call_id": call_id, "amount": amount, "charged": held is None}
+        self.evidence.log(PROCESSOR_LOG, record)
+        return charged(amount if held is None else held)
+
+    async def check(self, key: str) -> Any:
+        """The tool's ``check``: the charge under ``key`` as the tool's output, if any."""
+        held = self.held(key)
+        self.evidence.log(CHECKS_LOG, {"key": key, "found": held is not None})
+        return NOT_FOUND if held is None else charged(held)
+
+
+def _calls_logged(tool: FunctionTool, evidence: _Evidence) -> FunctionTool:
+    """``tool``, logging each call the runner makes (answered by the body or by the journal)."""
+    invoke = tool.on_invoke_tool
+
+    async def logged(context: ToolContext[Any], input_json: str) -> Any:
+        evidence.log(CALLS_LOG, {"call_id": context.tool_call_id})
+        return await invoke(context, input_json)
+
+    return replace(tool, on_invoke_tool=logged)
+
+
 def _agent(evidence: _Evidence, *, approval: bool) -> tuple[Agent[Any], ScriptedModel]:
-    @function_tool(needs_approval=approval)
-    def charge_card(context: ToolContext[Any], amount: int) -> str:
+    processor = _Processor(evidence)
+
+    @effect_tool(needs_approval=approval, check=processor.check)
+    async def charge_card(amount: int) -> str:
         """Charge the customer's card."""
-        evidence.log("tools.log", {"call_id": context.tool_call_id})
-        return f"charged {amount}"
+        effect = current_effect()
+        run = {"call_id": effect.call_id, "key": effect.key, "attempt": effect.attempt}
+        evidence.log(TOOLS_LOG, run)
+        return processor.charge(effect.key, effect.call_id, amount)
 
     model = ScriptedModel([ModelStep.respond(_respond) for _ in range(MAX_MODEL_CALLS)])
-    return Agent(name="shop", model=model, tools=[charge_card]), model
+    tool = _calls_logged(charge_card, evidence)
+    return Agent(name="shop", model=model, tools=[tool]), model
 
 
 async def _run(
@@ -292,12 +372,29 @@ async def _crash(job: Job, inner: Any) -> None:
         await conversation.go_on()
 
 
+async def _effects(session: ReconcilingSession) -> list[dict[str, Any]]:
+    """The session's effects as the journal holds them: enough to judge by."""
+    journal = session.journal
+    assert isinstance(journal, EffectJournal), "the self-test's journal keeps effects"
+    return [
+        {
+            "key": effect.key,
+            "call_id": effect.call_id,
+            "state": effect.state.value,
+            "attempts": effect.attempts,
+            "output": effect.output,
+        }
+        for effect in await journal.effects(SESSION_ID)
+    ]
+
+
 async def _recover(job: Job, inner: Any) -> dict[str, Any]:
     if job.foreign:
         await inner.add_items([dict(FOREIGN)])
     before = [item_name(item) for item in await inner.get_items()]
     conversation = _Conversation(job, inner)
     pending = await conversation.session.pending()
+    effects_before = await _effects(conversation.session)
     outcome, detail, reason = "completed", "", None
     try:
         await conversation.go_on()
@@ -320,6 +417,8 @@ async def _recover(job: Job, inner: Any) -> dict[str, Any]:
         "history_before": before,
         "model_calls": len(conversation.model.calls),
         "decisions": [[d.outcome.value, d.action.value] for d in reversed(decisions)],
+        "effects_before": effects_before,
+        "effects": await _effects(conversation.session),
     }
 
 

@@ -1,7 +1,8 @@
 """The crash-point matrix: a real agent run is killed with SIGKILL at every named crash point,
-at every append it makes, over every store; a fresh process recovers (a new run with the next
-input, or the saved RunState checkpoint, each run and streamed), with and without another
-writer in between. Every cell must keep every promise; the outcomes must be the expected ones.
+at every append it makes and inside its card-charging effect tool, over every store; a fresh
+process recovers (a new run with the next input, or the saved RunState checkpoint, each run
+and streamed), with and without another writer in between. Every cell must keep every
+promise (no effect run twice among them); the outcomes must be the expected ones.
 
 This is what ``agents-reconcile selftest`` prints as a table.
 """
@@ -17,6 +18,7 @@ import pytest
 from agents_reconcile.crashpoints import CrashPoint
 from agents_reconcile.selftest.matrix import (
     APPEND_POINTS,
+    EFFECT_POINTS,
     RECONCILE_FAULTS,
     Cell,
     Verdict,
@@ -72,13 +74,28 @@ def also_expected(cell: Cell) -> set[str]:
     return set()
 
 
+RESUMED_EFFECT = {
+    # How a resumed checkpoint's call of the tool is answered after a crash inside it.
+    CrashPoint.BEFORE_EFFECT_INTENT: "clean",  # nothing recorded, nothing charged: it runs
+    CrashPoint.BEFORE_EFFECT: "charged after check",  # an intent, no charge at the processor
+    CrashPoint.BEFORE_RECEIPT: "settled by check",  # an intent, and the processor's charge
+    CrashPoint.AFTER_RECEIPT: "receipt",
+}
+
+
 def expected(cell: Cell) -> str:
     """The outcome each cell must have."""
+    if cell.point in EFFECT_POINTS:
+        # The crash was in the tool: no append of the turn had started. A fresh run goes on
+        # with the next input (the earlier call is never made again); a resumed checkpoint
+        # makes the same call again, under the same key, another writer or not.
+        return RESUMED_EFFECT[cell.point] if cell.path.resumes else "clean"
     if cell.point is CrashPoint.BEFORE_INTENT_RECORDED:
-        # Nothing was recorded: nothing to settle. A checkpoint that the run had moved past
-        # (its tool output was stored) is stale.
-        if cell.path.resumes and cell.boundary == "final":
-            return "denied: stale_state"
+        # Nothing was recorded in the history's journal: nothing to settle. A checkpoint that
+        # the run had moved past (its tool output was stored) is stale; one that it had not
+        # calls its tool again, answered by the receipt the tool's run left.
+        if cell.path.resumes:
+            return "denied: stale_state" if cell.boundary == "final" else "receipt"
         return "clean"
     if cell.foreign and store_named(cell.store).revisioned:
         # The store's record of writes proves what happened: a write that landed is
@@ -105,13 +122,17 @@ def test_every_crash_point_recovers(store: str, path: RecoveryPath, tmp_path: Pa
         pytest.skip(f"{store}: no driver, or no server (see tests/servers.py)")
     chosen = cells([store], [path], workdir=tmp_path)
     points = len(APPEND_POINTS) + len(RECONCILE_FAULTS)
-    assert points == 10
-    assert len(chosen) == len(chosen and {c.boundary for c in chosen}) * points * 2
+    assert (points, len(EFFECT_POINTS)) == (10, 4)
+    appends = len({c.boundary for c in chosen})
+    assert appends == (2 if path.resumes else 3)
+    assert len(chosen) == (appends * points + len(EFFECT_POINTS)) * 2
+    tool_turn = "tool_output" if path.resumes else "tool_turn"
+    assert {c.boundary for c in chosen if c.point in EFFECT_POINTS} == {tool_turn}
     verdicts: list[Verdict] = run_cells(chosen, workdir=tmp_path, workers=2)
     broken = [
         f"{v.cell.row} foreign={v.cell.foreign}: {v.outcome} {v.problems} dup={v.duplicates} "
         f"lost={v.losses} unpaired={v.unpaired} continued={v.continued_on_ambiguity} "
-        f"rerun={v.reexecuted}"
+        f"rerun={v.reexecuted} unrecorded={v.unrecorded_reruns} twice={v.effects_run_twice}"
         for v in verdicts
         if not v.holds or not v.killed
     ]
@@ -126,8 +147,7 @@ def test_every_crash_point_recovers(store: str, path: RecoveryPath, tmp_path: Pa
         # Where the record of writes is intact, a revisioned store never answers "ambiguous".
         guessed = [v.outcome for v in verdicts if "history_changed" in v.outcome]
         assert not guessed
-    # Only a tool whose run left no record at all is run again (on resuming a checkpoint).
-    for verdict in verdicts:
-        if verdict.unrecorded_reruns:
-            assert verdict.cell.path.resumes
-            assert verdict.cell.point is CrashPoint.BEFORE_INTENT_RECORDED
+    # An effect tool's body runs under a durable intent: nothing re-runs unrecorded, and no
+    # effect runs twice (``holds`` says so too; said here on its own).
+    assert sum(v.unrecorded_reruns for v in verdicts) == 0
+    assert sum(v.effects_run_twice for v in verdicts) == 0
