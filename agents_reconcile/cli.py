@@ -7,8 +7,9 @@ needs an operator, check a stored history for damage, migrate schemas, and run t
     agents-reconcile status [--journal ADDRESS] [--session ID] [--json]
     agents-reconcile show INTENT [--journal ADDRESS] [--store ADDRESS] [--json]
     agents-reconcile trail SESSION [--journal ADDRESS] [--limit N] [--json]
-    agents-reconcile resolve INTENT --as committed|replay|abandon --reason TEXT [--actor NAME]
-                             [--journal ADDRESS] [--store ADDRESS] [--override] [--json]
+    agents-reconcile resolve INTENT --as committed|replay|retry|abandon --reason TEXT
+                             [--actor NAME] [--journal ADDRESS] [--store ADDRESS] [--override]
+                             [--output TEXT] [--json]
     agents-reconcile check SESSION --store ADDRESS [--repair --reason TEXT] [--json]
     agents-reconcile decisions [--journal ADDRESS] [--session ID] [--limit N] [--json]
     agents-reconcile selftest [--store NAME] [--path PATH] [--no-foreign] [--workers N]
@@ -201,9 +202,13 @@ def _parser() -> argparse.ArgumentParser:
         "--as",
         dest="resolution",
         required=True,
-        choices=("committed", "replay", "abandon"),
-        help="committed: settle, never replay; replay: append the batch once; "
+        choices=("committed", "replay", "retry", "abandon"),
+        help="committed: settle, never replay (an effect: its --output is the receipt); "
+        "replay: append the batch once (an effect: retry); retry: run an effect's body again; "
         "abandon: drop the intent, write nothing",
+    )
+    resolve.add_argument(
+        "--output", metavar="TEXT", help="an effect resolved as committed: the output it gave"
     )
     resolve.add_argument("--reason", required=True, help="why (kept in the trail)")
     resolve.add_argument("--actor", metavar="NAME", help="who (default: user@host)")

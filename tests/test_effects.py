@@ -353,3 +353,38 @@ async def test_a_receipt_written_without_the_signing_key_is_refused(tmp_path: Pa
     with pytest.raises(UserError, match="signature"):
         await run(charging_agent(payments, steps()), "pay", session, streamed=False)
     assert payments.charges == []
+
+
+def test_the_cli_shows_and_resolves_an_unknown_effect(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from agents_reconcile.cli import main
+
+    payments = Payments()
+    payments.fail_after_charge = 1
+
+    async def unknown() -> tuple[str, str]:
+        state_text = await approval_state(tmp_path, payments)
+        await resume(tmp_path, payments, state_text, streamed=False)
+        with pytest.raises(EffectUnknown) as refused:
+            await resume(tmp_path, payments, state_text, streamed=False)
+        return refused.value.intent_id, state_text
+
+    key, state_text = asyncio.run(unknown())
+    journal = str(tmp_path / "journal.db")
+    capsys.readouterr()
+    assert main(["show", key, "--journal", journal, "--json"]) == 0
+    import orjson
+
+    shown = orjson.loads(capsys.readouterr().out)
+    assert (shown["tool"], shown["state"], shown["output_digest"]) == (
+        "charge_card",
+        "started",
+        None,
+    )
+    assert [d["reason"] for d in shown["decisions"]] == ["effect_unknown"]
+    resolve = ["resolve", key, "--as", "committed", "--output", "charged 5", "--reason", "seen"]
+    code = main([*resolve, "--journal", journal])
+    assert code == 0, capsys.readouterr()
+    asyncio.run(resume(tmp_path, payments, state_text, streamed=False))
+    assert len(payments.charges) == 1

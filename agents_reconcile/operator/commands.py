@@ -20,7 +20,7 @@ from ..errors import ResolutionRefused
 from ..journal import IntentJournal
 from ..journal._rows import collecting_damage
 from ..journal_client import JournalClient
-from ..records import evidence_text
+from ..records import BackendIdentity, evidence_text
 from ..resolution import Resolver
 from ..sealing import Keyring
 from ..signing import signer_for
@@ -29,11 +29,14 @@ from .journals import opened_journal
 from .stores import close_store, store_for
 
 if TYPE_CHECKING:
+    from ..effects.records import Effect
     from ..journal import JournalEntry
 
 __all__ = ["EXIT_ATTENTION", "check", "decisions", "resolve", "show", "status", "trail"]
 
 EXIT_OK: Final = 0
+EFFECTS_BACKEND: Final = BackendIdentity("agents_reconcile.effects", "")
+"""The backend named by decisions about tool effects resolved from the command line."""
 EXIT_ATTENTION: Final = 1
 
 
@@ -197,6 +200,13 @@ def decisions(args: argparse.Namespace) -> int:
 async def _show(args: argparse.Namespace) -> dict[str, Any]:
     journal = await _journal(args)
     try:
+        effect = await _effect(journal, args.intent)
+        if effect is not None:
+            shown = effect_view(effect)
+            with collecting_damage():
+                found = await journal.decisions(intent_id=effect.key, limit=args.limit)
+            shown["decisions"] = [views.decision_view(d) for d in found]
+            return shown
         entry = await _entry(journal, args.intent)
         intent = entry.intent
         with collecting_damage():
@@ -236,6 +246,16 @@ async def _show(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _print_show(found: dict[str, Any]) -> None:
+    if "effect" in found:
+        for key, value in found.items():
+            if key != "decisions":
+                print(f"{key:<17} {value}")
+        for decision in found["decisions"]:
+            print(
+                f"decision          {_when(decision['decided_at'])}  {decision['reason']} -> "
+                f"{decision['action']}{_repeated(decision)}"
+            )
+        return
     print(f"intent   {found['intent_id']}")
     print(f"session  {found['session_id']}   backend {found['backend']}")
     live = "live" if found["owner_live"] else "gone"
@@ -297,6 +317,9 @@ def resolve(args: argparse.Namespace) -> int:
 async def _resolve(args: argparse.Namespace) -> Any:
     journal = await _journal(args, writing=True)
     try:
+        effect = await _effect(journal, args.intent)
+        if effect is not None:
+            return await _resolve_effect(args, journal, effect)
         entry = await _entry(journal, args.intent)
         resolver, store = _resolver(entry, args, journal)
         try:
@@ -311,6 +334,49 @@ async def _resolve(args: argparse.Namespace) -> Any:
             await close_store(store)
     finally:
         await journal.close()
+
+
+async def _effect(journal: IntentJournal, key: str) -> Effect | None:
+    """The tool effect ``key`` names, when it names one (an effect key, not an intent id)."""
+    from ..journal.base import EffectJournal
+
+    if not isinstance(journal, EffectJournal):
+        return None
+    return await journal.effect(key)
+
+
+async def _resolve_effect(args: argparse.Namespace, journal: Any, effect: Effect) -> Any:
+    from ..effects.resolution import resolve_effect
+
+    outcome = "retry" if args.resolution == "replay" else args.resolution
+    client = JournalClient(effect.session_id, EFFECTS_BACKEND, ReconcileConfig(journal=journal))
+    return await resolve_effect(
+        client,
+        journal,
+        effect.key,
+        outcome,
+        reason=args.reason,
+        actor=args.actor,
+        output=args.output,
+        lease_seconds=ReconcileConfig().lease_seconds,
+    )
+
+
+def effect_view(effect: Effect) -> dict[str, Any]:
+    """A tool effect, payload-free (its output by digest only)."""
+    return {
+        "effect": effect.key,
+        "session_id": effect.session_id,
+        "tool": effect.tool,
+        "call_id": effect.call_id,
+        "state": effect.state.value,
+        "owner": effect.owner,
+        "attempts": effect.attempts,
+        "started_at": effect.started_at,
+        "finished_at": effect.finished_at,
+        "arguments_digest": effect.arguments_digest,
+        "output_digest": effect.output_digest,
+    }
 
 
 async def _entry(journal: IntentJournal, intent_id: str) -> JournalEntry:
