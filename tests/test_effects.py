@@ -388,3 +388,35 @@ def test_the_cli_shows_and_resolves_an_unknown_effect(
     assert code == 0, capsys.readouterr()
     asyncio.run(resume(tmp_path, payments, state_text, streamed=False))
     assert len(payments.charges) == 1
+
+
+def test_run_sync_and_tool_guardrails_behave_as_with_function_tool(tmp_path: Path) -> None:
+    """``Runner.run_sync`` runs an effect tool as it runs a function tool, and the tool's own
+    input guardrail still decides before the body (and before any intent is recorded)."""
+    from agents import Runner, ToolGuardrailFunctionOutput, tool_input_guardrail
+
+    payments = Payments()
+
+    @tool_input_guardrail
+    def no_big_charges(data: Any) -> ToolGuardrailFunctionOutput:
+        if '"amount":500' in data.context.tool_arguments.replace(" ", ""):
+            return ToolGuardrailFunctionOutput.reject_content("too big")
+        return ToolGuardrailFunctionOutput.allow()
+
+    @effect_tool(tool_input_guardrails=[no_big_charges])
+    def charge_card(amount: int) -> str:
+        """Charge the customer's card."""
+        return payments.charge(current_effect().key, amount)
+
+    session = session_at(tmp_path)
+    calls = [
+        [function_call("charge_card", {"amount": 500}, call_id="c0")],
+        [function_call("charge_card", {"amount": 5}, call_id="c1")],
+        [assistant_message("done")],
+    ]
+    agent = Agent(name="a", model=ScriptedModel(calls), tools=[charge_card])
+    result = Runner.run_sync(agent, "pay", session=session, run_config=session.run_config())
+    assert result.final_output == "done"
+    assert [amount for _, amount in payments.charges] == [5]
+    effects = asyncio.run(session.journal.effects("user-42"))  # type: ignore[attr-defined]
+    assert [e.call_id for e in effects] == ["c1"], "the guardrail refused before any intent"
