@@ -25,8 +25,9 @@ from .errors import (
     RecordError,
     UnsupportedRecordVersion,
 )
-from .journal import IntentJournal, SQLiteJournal, journal_path, open_journal
+from .journal import IntentJournal, IntentState, SQLiteJournal, journal_path, open_journal
 from .observability import Trail
+from .ownership import current_owner
 from .records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
 from .sealing import Keyring
 
@@ -172,6 +173,21 @@ class JournalClient:
                 return
             # Another decision came in meanwhile: this one is news again.
         await journal.note(decision)
+
+    async def release(self, intent_id: str) -> None:
+        """Give up this process's claim on an intent (back to failed, for the next judge);
+        a journal that cannot be reached leaves it to expire, with a warning."""
+        me = current_owner()
+        try:
+            await self.journal.transition(
+                intent_id,
+                state=IntentState.FAILED,
+                owner=me,
+                expect_state=IntentState.RECONCILING,
+                expect_owner=me,
+            )
+        except JournalError:
+            logger.warning("could not release intent %s", intent_id, exc_info=True)
 
     async def count(self) -> int:
         """The journal's count of this session's writes."""

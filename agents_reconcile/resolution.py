@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from .errors import ContinuationDenied, ReconcileError, ResolutionRefused, RevisionConflict
+from .errors import ContinuationDenied, ResolutionRefused, RevisionConflict
 from .inflight import despite_cancellation
 from .journal.base import ACTIVE_STATES, IntentState, JournalEntry
 from .ownership import current_owner, holds
@@ -260,20 +260,7 @@ class Resolver:
         return settler is not None and settler.replaying(intent_id)
 
     async def _release(self, intent: PendingWrite) -> None:
-        if self.settler is not None:
-            await self.settler.release(intent)
-            return
-        me = current_owner()
-        try:
-            await self.client.journal.transition(
-                intent.intent_id,
-                state=IntentState.FAILED,
-                owner=me,
-                expect_state=IntentState.RECONCILING,
-                expect_owner=me,
-            )
-        except ReconcileError:
-            logger.warning("could not release intent %s", intent.intent_id, exc_info=True)
+        await self.client.release(intent.intent_id)
 
 
 def _resolution(value: Resolution | str, intent_id: str) -> Resolution:

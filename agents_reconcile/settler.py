@@ -21,12 +21,12 @@ from . import runstate
 from .classify import Verdict
 from .config import ReconcileConfig
 from .crashpoints import CrashPoint, reached
-from .effects.evidence import effect_problems, outputs_by_call
+from .effects.evidence import vouched_by_receipts
 from .errors import IntentConflict, JournalError, RevisionConflict
 from .held import HeldIntents, KnownHead
 from .inflight import InFlight, despite_cancellation
 from .inner import InnerSession, without_reconciling
-from .journal.base import ACTIVE_STATES, EffectJournal, IntentState, JournalEntry
+from .journal.base import ACTIVE_STATES, IntentState, JournalEntry
 from .journal_client import JournalClient
 from .judges import judge_revision, judge_tail
 from .locking import SessionLock
@@ -326,17 +326,7 @@ class Settler:
 
     async def release(self, intent: PendingWrite) -> None:
         """Give up this process's claim on ``intent`` (back to failed, for the next judge)."""
-        me = current_owner()
-        try:
-            await self._client.journal.transition(
-                intent.intent_id,
-                state=IntentState.FAILED,
-                owner=me,
-                expect_state=IntentState.RECONCILING,
-                expect_owner=me,
-            )
-        except JournalError:
-            logger.warning("could not release intent %s", intent.intent_id, exc_info=True)
+        await self._client.release(intent.intent_id)
 
     async def judge(self, intent: PendingWrite, wrapper: Any) -> Verdict:
         """What the store's history says about ``intent`` now (the rule, on a fresh read)."""
@@ -344,27 +334,11 @@ class Settler:
         with trail.step(
             "judge", session_id=intent.session_id, intent_id=intent.intent_id
         ) as traced:
-            verdict = await self._vouched_by_receipts(intent, await self._judge(intent, wrapper))
+            verdict = await vouched_by_receipts(
+                self._client, intent, await self._judge(intent, wrapper)
+            )
             judged(traced, verdict)
         return verdict
-
-    async def _vouched_by_receipts(self, intent: PendingWrite, verdict: Verdict) -> Verdict:
-        """A batch the rule would accept or replay that holds an effect tool's output must
-        hold what the effect's receipt says; otherwise nobody can vouch for it."""
-        if verdict.outcome is Outcome.AMBIGUOUS or not outputs_by_call(intent.batch):
-            return verdict
-        journal = self._client.journal
-        if not isinstance(journal, EffectJournal):
-            return verdict
-        effects = await self._client.call(journal.effects, intent.session_id)
-        problem = effect_problems(intent.batch, effects)
-        if problem is None:
-            return verdict
-        return Verdict(
-            Outcome.AMBIGUOUS,
-            Reason.EFFECT_UNVOUCHED,
-            {**verdict.evidence, "judged": verdict.outcome.value, **problem},
-        )
 
     async def _judge(self, intent: PendingWrite, wrapper: Any) -> Verdict:
         if intent.expected_revision is None:

@@ -1,16 +1,23 @@
 """Evidence before continuation: a batch about to be accepted as written, or replayed, that
-holds the output of an effect tool's call must hold what that effect's receipt says. Pure:
-given the batch and the session's effects, what (if anything) is wrong, payload-free."""
+holds the output of an effect tool's call must hold what that effect's receipt says. The rule
+is pure (``effect_problems``: given the batch and the session's effects, what is wrong,
+payload-free); ``vouched_by_receipts`` applies it to a verdict, reading the effects."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
 from ..fingerprint import item_digest
+from ..records import Outcome, Reason
 from .records import Effect, EffectState
 
-__all__ = ["OUTPUT_TYPE", "effect_problems", "outputs_by_call"]
+if TYPE_CHECKING:
+    from ..classify import Verdict
+    from ..journal_client import JournalClient
+    from ..records import PendingWrite
+
+__all__ = ["OUTPUT_TYPE", "effect_problems", "outputs_by_call", "vouched_by_receipts"]
 
 OUTPUT_TYPE: Final = "function_call_output"
 """The output items of function tools, the only tools that can be effect tools."""
@@ -70,3 +77,24 @@ def _as_model_output(output: Any) -> Any:
         return ItemHelpers._convert_tool_output(output)
     except (ImportError, AttributeError):  # pragma: no cover - an SDK without it
         return str(output)
+
+
+async def vouched_by_receipts(
+    client: JournalClient, intent: PendingWrite, verdict: Verdict
+) -> Verdict:
+    """``verdict``, unless it would accept or replay a batch holding an effect tool's output
+    that the effect's receipt does not hold: then nobody can vouch for it (ambiguous,
+    ``effect_unvouched``, with the evidence)."""
+    from ..classify import Verdict
+    from ..journal.base import EffectJournal
+
+    if verdict.outcome is Outcome.AMBIGUOUS or not outputs_by_call(intent.batch):
+        return verdict
+    journal = client.journal
+    if not isinstance(journal, EffectJournal):
+        return verdict
+    problem = effect_problems(intent.batch, await client.call(journal.effects, intent.session_id))
+    if problem is None:
+        return verdict
+    evidence = {**verdict.evidence, "judged": verdict.outcome.value, **problem}
+    return Verdict(Outcome.AMBIGUOUS, Reason.EFFECT_UNVOUCHED, evidence)

@@ -13,6 +13,7 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, TypeVar
 
+from ..effects.records import Effect
 from ..errors import JournalCorrupt, RecordError, RecordMalformed, RecordTampered
 from ..ownership import Owner
 from ..records import Decision, PendingWrite
@@ -24,6 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "DamagedRecord",
     "checked_decision",
+    "checked_effect",
     "checked_entry",
     "collecting_damage",
     "decoded",
@@ -145,3 +147,25 @@ def checked_decision(intent_id: object, session_id: object, record: object) -> D
             f"decision on intent {intent_id}: the journal row and its record disagree"
         )
     return decision
+
+
+def checked_effect(
+    key: str, session_id: str, state: str, owner: str, record: object, keyring: Keyring | None
+) -> Effect:
+    """A tool effect's row, checked against the record it holds (a sealed output opened with
+    ``keyring``, a signature verified where records are signed): a record filed under another
+    key or session, or whose state or owner is not the row's, is refused."""
+    found = decoded(key, lambda data: Effect.decode(data, keyring), record)
+    if (found.key, found.session_id, found.state.value, found.owner) != (
+        key,
+        session_id,
+        state,
+        owner,
+    ):
+        moved = RecordTampered(
+            f"effect {key}: the journal row and its record name different keys, sessions, "
+            "states or owners"
+        )
+        moved.intent_id = key
+        raise moved
+    return found

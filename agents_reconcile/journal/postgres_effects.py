@@ -33,8 +33,8 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..effects.records import Effect, EffectState
-from ..errors import IntentConflict, JournalCorrupt, RecordTampered
-from ._rows import decoded, each
+from ..errors import IntentConflict, JournalCorrupt
+from ._rows import checked_effect, each
 
 if TYPE_CHECKING:
     from ..backends.postgres import Connection
@@ -154,21 +154,7 @@ def _require_state(effect: Effect, state: EffectState, method: str) -> None:
 
 
 def _checked(row: Mapping[str, Any], keyring: Keyring) -> Effect:
-    """An effect's row, checked against the record it holds (a sealed output opened with
-    ``keyring``, a signature verified where records are signed)."""
-    key, session_id, state, owner = row["key"], row["session_id"], row["state"], row["owner"]
-    record = row["record"]
-    effect = decoded(key, lambda data: Effect.decode(data, keyring), record)
-    if (effect.key, effect.session_id, effect.state.value, effect.owner) != (
-        key,
-        session_id,
-        state,
-        owner,
-    ):
-        moved = RecordTampered(
-            f"effect {key}: the journal row and its record name different keys, sessions, "
-            "states or owners"
-        )
-        moved.intent_id = str(key)
-        raise moved
-    return effect
+    """An effect's row, checked against the record it holds."""
+    return checked_effect(
+        row["key"], row["session_id"], row["state"], row["owner"], row["record"], keyring
+    )

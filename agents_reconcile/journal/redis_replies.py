@@ -27,7 +27,7 @@ from ..errors import (
 from ..ownership import Owner
 from ..records import Decision, PendingWrite
 from ..sealing import Keyring
-from ._rows import checked_entry, each
+from ._rows import checked_effect, checked_entry, each
 from .base import IntentState, JournalEntry, Opened
 
 __all__ = ["SCHEMA_REFUSAL", "EffectRow", "Moved", "Row", "translate"]
@@ -317,28 +317,6 @@ def effect_row(value: object, operation: str) -> EffectRow:
 
 
 def effect(session_id: str, row: EffectRow, keyring: Keyring | None = None) -> Effect:
-    """An effect's row, checked against the record it holds (a sealed output opened with
-    ``keyring``, a signature checked where it signs): a record filed under another key or
-    session, or whose state or owner is not the row's, is refused."""
+    """An effect's row, checked against the record it holds (``_rows.checked_effect``)."""
     key, state, owner, record = row
-    try:
-        found = Effect.decode(record, keyring)
-    except RecordError as exc:
-        # Named in place, so the error keeps its type and what it carries (a key id).
-        if key not in str(exc):
-            exc.args = (f"effect {key}: {exc}", *exc.args[1:])
-        exc.intent_id = key
-        raise
-    if (found.key, found.session_id, found.state.value, found.owner) != (
-        key,
-        session_id,
-        state,
-        owner,
-    ):
-        moved = RecordTampered(
-            f"effect {key}: the journal row and its record name different keys, sessions, "
-            "states or owners"
-        )
-        moved.intent_id = key
-        raise moved
-    return found
+    return checked_effect(key, session_id, state, owner, record, keyring)

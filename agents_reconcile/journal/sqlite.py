@@ -23,12 +23,11 @@ from ..errors import (
     IntentConflict,
     JournalCorrupt,
     JournalUnavailable,
-    RecordTampered,
 )
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
 from ..sealing import Keyring
-from ._rows import checked_decision, checked_entry, decoded, each
+from ._rows import checked_decision, checked_effect, checked_entry, each
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 
 __all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
@@ -45,6 +44,8 @@ SCHEMA_VERSION: Final = SCHEMA.version
 _VERSIONS: Final = SQLiteSchema(SCHEMA, "journal_schema")
 _T = TypeVar("_T")
 _SETTLING_ACTIONS: Final = ("settled", "replayed", "dropped")
+_EFFECT_ROW: Final = "SELECT key, session_id, state, owner, record FROM effects WHERE key = ?"
+_EffectRow = tuple[str, str, str, str, bytes]
 # One journal object per file within a process: every spelling of an address shares it.
 _SHARED: dict[Path, SQLiteJournal] = {}
 
@@ -364,7 +365,7 @@ class SQLiteJournal:
         times = (effect.started_at, time.time())
         record = effect.encode()
 
-        def begin(conn: sqlite3.Connection) -> tuple[bytes, bool]:
+        def begin(conn: sqlite3.Connection) -> tuple[_EffectRow, bool]:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 inserted = conn.execute(
@@ -373,15 +374,15 @@ class SQLiteJournal:
                     " ON CONFLICT (key) DO NOTHING",
                     (*row, *times, record),
                 ).rowcount
-                [(stored,)] = conn.execute("SELECT record FROM effects WHERE key = ?", row[:1])
+                [stored] = conn.execute(_EFFECT_ROW, row[:1]).fetchall()
                 conn.execute("COMMIT")
             except BaseException:
                 conn.execute("ROLLBACK")
                 raise
-            return bytes(stored), inserted == 1
+            return stored, inserted == 1
 
         stored, recorded = await self._run(begin)
-        return self._effect(effect.key, stored), recorded
+        return self._effect(stored), recorded
 
     async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
         sql = (
@@ -392,24 +393,21 @@ class SQLiteJournal:
         return bool(await self._run(lambda conn: conn.execute(sql, args).rowcount == 1))
 
     async def finish_effect(self, effect: Effect) -> Effect:
-        record = effect.encode()
         sql = (
             "UPDATE effects SET state = 'done', updated_at = ?, record = ?"
             " WHERE key = ? AND state = 'started' AND owner = ?"
         )
-        args = (time.time(), record, effect.key, effect.owner)
+        args = (time.time(), effect.encode(), effect.key, effect.owner)
 
-        def finish(conn: sqlite3.Connection) -> bytes | None:
-            if conn.execute(sql, args).rowcount == 1:
-                return record
-            found = conn.execute("SELECT record FROM effects WHERE key = ?", (effect.key,))
-            row = found.fetchone()
-            return None if row is None else bytes(row[0])
+        def finish(conn: sqlite3.Connection) -> tuple[bool, _EffectRow | None]:
+            updated = conn.execute(sql, args).rowcount == 1
+            return updated, conn.execute(_EFFECT_ROW, (effect.key,)).fetchone()
 
-        stored = await self._run(finish)
+        updated, stored = await self._run(finish)
         if stored is not None:
-            held = self._effect(effect.key, stored)
-            if held.state is EffectState.DONE and held.output_digest == effect.output_digest:
+            held = self._effect(stored)
+            done = held.state is EffectState.DONE and held.output_digest == effect.output_digest
+            if updated or done:
                 return held
         raise IntentConflict(
             f"effect {effect.key}: no started effect of owner {effect.owner} to finish",
@@ -417,25 +415,20 @@ class SQLiteJournal:
         )
 
     async def effect(self, key: str) -> Effect | None:
-        rows = await self._run(
-            lambda conn: conn.execute("SELECT record FROM effects WHERE key = ?", (key,)).fetchall()
-        )
-        return self._effect(key, bytes(rows[0][0])) if rows else None
+        rows = await self._run(lambda conn: conn.execute(_EFFECT_ROW, (key,)).fetchall())
+        return self._effect(rows[0]) if rows else None
 
     async def effects(self, session_id: str) -> list[Effect]:
-        rows = await self._run(
-            lambda conn: conn.execute(
-                "SELECT key, record FROM effects WHERE session_id = ? ORDER BY rowid",
-                (session_id,),
-            ).fetchall()
+        sql = (
+            "SELECT key, session_id, state, owner, record FROM effects WHERE session_id = ?"
+            " ORDER BY rowid"
         )
-        return [self._effect(key, bytes(record)) for key, record in rows]
+        rows = await self._run(lambda conn: conn.execute(sql, (session_id,)).fetchall())
+        return [self._effect(row) for row in rows]
 
-    def _effect(self, key: str, record: bytes) -> Effect:
-        found = decoded(key, lambda data: Effect.decode(data, self.keyring), record)
-        if found.key != key:
-            raise RecordTampered(f"effect {key}: the row and its record name different keys")
-        return found
+    def _effect(self, row: _EffectRow) -> Effect:
+        key, session_id, state, owner, record = row
+        return checked_effect(key, session_id, state, owner, bytes(record), self.keyring)
 
     async def decisions(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
