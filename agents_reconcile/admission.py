@@ -112,9 +112,7 @@ class Gatekeeper:
         ignore_ids: bool,
         session_settings: Callable[[], SessionSettings | None],
         read_history: Callable[[Any], Awaitable[list[Any]]],
-        mark_used: Callable[[], None] = lambda: None,
     ) -> None:
-        self._mark_used = mark_used
         self.session: Any = None
         """The ``ReconcilingSession`` this gate is for (set by it)."""
         self._session_settings = session_settings
@@ -148,8 +146,6 @@ class Gatekeeper:
         RunState checkpoint taken before later writes): it would act, and write, on a history
         it has not seen. Runs before every model call, and before every tool call when
         ``hooks()`` is used, so a stale checkpoint does not run a tool again."""
-        # The run's tool calls made from here on know their session (effect tools need it).
-        self._mark_used()
         await self._settler.settle_pending(context)
         # What was settled while the SDK prepared the run (before its trace opened).
         self._client.trail.flush()

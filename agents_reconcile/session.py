@@ -19,7 +19,6 @@ from . import default_runner, runstate
 from .admission import Admission, Gatekeeper
 from .capabilities import FORWARDED, Guard, forwarded
 from .config import ReconcileConfig, require_config
-from .effects.tool import using_session
 from .errors import ConfigurationError, ContinuationDenied, FingerprintError, UnsupportedSession
 from .fingerprint import digest_items, journal_batch
 from .held import HeldIntents, KnownHead
@@ -153,7 +152,6 @@ class ReconcilingSession:
             ignore_ids=self._ignore_ids,
             session_settings=lambda: self.session_settings,
             read_history=lambda wrapper: self._calls.read(None, wrapper),
-            mark_used=lambda: using_session(self),
         )
         self._admission.session = self  # what effect tools find through the run's gate
 
@@ -218,7 +216,6 @@ class ReconcilingSession:
         self, limit: int | None = None, *, wrapper: RunContextWrapper[Any] | None = None
     ) -> list[TResponseInputItem]:
         """The inner history, after settling pending intents (raises ``ContinuationDenied``)."""
-        using_session(self)
         if wrapper is not None and not self._gate_seen:
             self._notice_ungated()
         context = runstate.context_of(wrapper)
@@ -271,7 +268,6 @@ class ReconcilingSession:
     ) -> None:
         """Append ``items`` under a recorded intent; a failure keeps the intent pending and
         re-raises the backend's own exception with a note naming it."""
-        using_session(self)
         if not self._active:
             await self._calls.append(items, wrapper)
             return

@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from agents import Agent, RunState, SQLiteSession
 from agents.testing import ScriptedModel, assistant_message, function_call
+from pydantic import BaseModel
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
 from agents_reconcile.effects.records import EffectState, effect_key
@@ -20,6 +21,13 @@ from agents_reconcile.effects.tool import NOT_FOUND, current_effect, effect_tool
 from agents_reconcile.errors import EffectUnknown
 
 from .runner_support import run
+
+
+class Charge(BaseModel):
+    """A processor's answer, as a model (not text)."""
+
+    ref: str
+    amount: int
 
 
 class Payments:
@@ -420,3 +428,92 @@ def test_run_sync_and_tool_guardrails_behave_as_with_function_tool(tmp_path: Pat
     assert [amount for _, amount in payments.charges] == [5]
     effects = asyncio.run(session.journal.effects("user-42"))  # type: ignore[attr-defined]
     assert [e.call_id for e in effects] == ["c1"], "the guardrail refused before any intent"
+
+
+async def test_two_resumes_of_one_checkpoint_at_once_run_the_body_once(tmp_path: Path) -> None:
+    """Two workers of one process resume the same approval checkpoint together: one runs the
+    body; the other finds the effect running under a live owner and is refused before its
+    body (never asks check meanwhile, never charges)."""
+    payments = Payments()
+    state_text = await approval_state(tmp_path, payments)
+    started = asyncio.Event()
+    release = asyncio.Event()
+
+    async def slow_find(key: str) -> Any:
+        return payments.find(key)
+
+    @effect_tool(needs_approval=True, check=slow_find)
+    async def charge_card(amount: int) -> str:
+        """Charge the customer's card."""
+        started.set()
+        await release.wait()
+        return payments.charge(current_effect().key, amount)
+
+    async def one() -> Any:
+        agent = Agent(
+            name="a", model=ScriptedModel([[assistant_message("done")]]), tools=[charge_card]
+        )
+        state = await RunState.from_string(agent, state_text)
+        for interruption in state.get_interruptions():
+            state.approve(interruption)
+        return await run(agent, state, session_at(tmp_path), streamed=False)
+
+    first = asyncio.create_task(one())
+    await started.wait()
+    with pytest.raises(EffectUnknown, match="effect_unknown"):
+        # Bounded: a second body would wait for the release below forever.
+        await asyncio.wait_for(one(), timeout=10)
+    release.set()
+    await first
+    assert len(payments.charges) == 1
+
+
+def test_an_effect_tool_takes_no_timeout() -> None:
+    from agents import function_tool
+
+    from agents_reconcile.effects.tool import as_effect_tool
+    from agents_reconcile.errors import ConfigurationError
+
+    with pytest.raises(ConfigurationError, match="no timeout"):
+        effect_tool(timeout=5.0)
+
+    @function_tool(timeout=5.0)
+    async def charge(amount: int) -> str:
+        """Charge."""
+        return "x"
+
+    with pytest.raises(ConfigurationError, match="no timeout"):
+        as_effect_tool(charge)
+
+
+async def test_a_receipt_shows_the_model_what_the_first_call_showed(tmp_path: Path) -> None:
+    """A tool returning a model (not text): the receipt holds what the model was shown, so a
+    resumed call answered by it shows the same, and the replayed tool turn is vouched for."""
+    seen: list[str] = []
+
+    @effect_tool(needs_approval=True)
+    def charge_card(amount: int) -> Charge:
+        """Charge the customer's card."""
+        return Charge(ref="r1", amount=amount)
+
+    def agent(steps: list[Any]) -> Agent[Any]:
+        return Agent(name="a", model=ScriptedModel(steps), tools=[charge_card])
+
+    first = await run(agent(steps()), "pay", session_at(tmp_path), streamed=False)
+    state_text = first.to_state().to_string()
+    for _ in range(2):
+        model = ScriptedModel([[assistant_message("done")]])
+        resumed = Agent(name="a", model=model, tools=[charge_card])
+        state = await RunState.from_string(resumed, state_text)
+        for interruption in state.get_interruptions():
+            state.approve(interruption)
+        await asyncio.create_task(
+            run(resumed, state, session_at(tmp_path), streamed=False), context=contextvars.Context()
+        )
+        outputs = [
+            i
+            for i in model.calls[0].input
+            if isinstance(i, dict) and i.get("type") == "function_call_output"
+        ]
+        seen.append(str(outputs[-1]["output"]))
+    assert seen[0] == seen[1] == str(Charge(ref="r1", amount=5))

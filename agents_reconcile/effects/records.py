@@ -75,8 +75,8 @@ class Effect:
     owner: str
     started_at: float
     state: EffectState = EffectState.STARTED
-    output: Any = None
-    """The tool's output (JSON-shaped), held once the receipt is written."""
+    output: Any = field(default=None, repr=False)
+    """What the model was shown of the tool's output, held once the receipt is written."""
     output_digest: str | None = None
     finished_at: float | None = None
     attempts: int = 1
@@ -186,11 +186,18 @@ def _output(
 
 
 def _plain(output: Any) -> Any:
-    """The output as JSON keeps it: what the SDK would turn it into for the model when it is
-    not JSON-shaped already (a model's dump, else its text)."""
-    if hasattr(output, "model_dump"):
-        return output.model_dump(mode="json")
+    """The output as the receipt keeps it: what the model was shown. A text stays as it is;
+    anything else is what the SDK turns a tool's return value into for the model (its text,
+    or its structured parts), so a receipt returned later shows the model the same thing."""
+    if isinstance(output, str):
+        return output
+    try:  # The SDK's own conversion (a private helper: optional).
+        from agents.items import ItemHelpers
+
+        shown: Any = ItemHelpers._convert_tool_output(output)
+    except (ImportError, AttributeError):  # pragma: no cover - an SDK without it
+        shown = str(output)
     try:
-        return orjson.loads(orjson.dumps(output))
+        return orjson.loads(orjson.dumps(shown))
     except TypeError:
-        return str(output)
+        return str(shown)

@@ -16,9 +16,9 @@ existing ``FunctionTool``. Around the body, for each call:
   the effect happened, ``NOT_FOUND`` if it did not), or the body runs again under the same key
   when the tool is ``idempotent``; otherwise ``EffectUnknown`` is raised before the body runs.
 
-The session is the ``ReconcilingSession`` the run uses: the wrapper marks itself current
-whenever the runner reaches it (reading or writing the history, or the gate), and a run's
-tool calls inherit that mark. An effect tool in a run without one is refused.
+The session is the ``ReconcilingSession`` whose gate the run uses (``run_config=
+session.run_config()``, or ``agents_reconcile.install()``); an effect tool in a run without
+one is refused.
 """
 
 from __future__ import annotations
@@ -53,16 +53,14 @@ __all__ = [
     "current_effect",
     "effect_journal",
     "effect_tool",
-    "using_session",
 ]
 
 NOT_FOUND: Final = object()
 """What a ``check(key)`` returns when the external system holds no effect under the key."""
 
-_SESSION: ContextVar[ReconcilingSession | None] = ContextVar(
-    "agents_reconcile_session", default=None
-)
 _CALL: ContextVar[EffectCall | None] = ContextVar("agents_reconcile_effect", default=None)
+_RUNNING: set[str] = set()
+"""The effect keys whose body a task of this process is running now."""
 
 Check = Callable[[str], Awaitable[Any]]
 
@@ -89,12 +87,6 @@ def current_effect() -> EffectCall:
     return call
 
 
-def using_session(session: ReconcilingSession) -> None:
-    """Mark ``session`` as the one this run uses (the wrapper does it whenever the runner
-    reaches it); tool calls made afterwards in the run inherit the mark."""
-    _SESSION.set(session)
-
-
 @overload
 def effect_tool(func: Callable[..., Any], /) -> FunctionTool: ...
 
@@ -117,6 +109,8 @@ def effect_tool(
     bare (``@effect_tool``) or with options (``@effect_tool(check=..., needs_approval=True)``);
     every option of ``function_tool`` is accepted and behaves as there."""
 
+    _refuse_timeout(function_tool_options.get("timeout"), "effect_tool")
+
     def build(body: Callable[..., Any]) -> FunctionTool:
         from agents import function_tool
 
@@ -137,6 +131,7 @@ def as_effect_tool(
     guardrails), its invocation wrapped. Built from the SDK's ``function_tool``, its body is
     wrapped so a receipt is written only when it returns; any other tool's output (even an
     error message its failure function made) is taken as returned."""
+    _refuse_timeout(getattr(tool, "timeout_seconds", None), f"tool {tool.name!r}")
     original = tool.on_invoke_tool
     if not _recorded:
         wrapped = getattr(tool, "__wrapped__", None)
@@ -176,8 +171,9 @@ async def _invoke(
     session = _session_of(ctx)
     if session is None:
         raise ConfigurationError(
-            f"effect tool {name!r} ran in a run without a ReconcilingSession: its effects "
-            "need the session's journal"
+            f"effect tool {name!r} ran in a run without a ReconcilingSession's gate: its "
+            "effects need the session's journal (run_config=session.run_config(), or "
+            "agents_reconcile.install())"
         )
     journal = effect_journal(session)
     keyring = session.journal_client.keyring
@@ -203,9 +199,17 @@ async def _invoke(
     call = EffectCall(effect.key, name, effect.call_id, effect.attempts, effect, journal)
     reached(CrashPoint.BEFORE_EFFECT)
     token = _CALL.set(call)
+    _RUNNING.add(effect.key)
     try:
         output = await original(ctx, input_json)
+    except BaseException as exc:
+        if call._receipt_error is None:
+            raise
+        # The body returned (the effect happened) and its receipt was not written, cancelled
+        # or failed: never an ordinary tool error the run would go on from.
+        await _refuse(session, effect, "its receipt could not be written", exc)
     finally:
+        _RUNNING.discard(effect.key)
         _CALL.reset(token)
     if call._receipt_error is not None:
         await _refuse(session, effect, "its receipt could not be written", call._receipt_error)
@@ -226,6 +230,10 @@ async def _unknown(
     ``check``, re-run under the key when the tool is idempotent, refused otherwise."""
     from .resolution import RETRY_OWNER
 
+    if stored.owner != RETRY_OWNER and _held(stored, session):
+        # Its body may be running right now (here or in a live worker): neither a check nor a
+        # re-run can be trusted until it ends.
+        await _refuse(session, stored, "its body is running under a live owner")
     found = NOT_FOUND
     if stored.owner == RETRY_OWNER:
         pass  # an operator asked for the body to run again
@@ -236,6 +244,7 @@ async def _unknown(
     taken = dataclasses.replace(
         stored,
         owner=mine.owner,
+        started_at=mine.started_at,  # a lease runs from the takeover
         attempts=stored.attempts + 1,
         seal_key=mine.seal_key,
         sign_key=mine.sign_key,
@@ -282,15 +291,46 @@ async def _refuse(
     raise EffectUnknown(decision) from cause
 
 
+def _refuse_timeout(timeout: Any, what: str) -> None:
+    """A tool timeout abandons the body's task and lets the run go on: the effect may still
+    happen with no receipt, and the model may call again under a new key. Refused."""
+    if timeout is not None:
+        from ..errors import ConfigurationError
+
+        raise ConfigurationError(
+            f"{what}: an effect tool takes no timeout (a timed-out body may still charge, "
+            "with no receipt); bound the external call inside the body instead"
+        )
+
+
+def _held(effect: Effect, session: ReconcilingSession) -> bool:
+    """Whether a live owner may be running ``effect``'s body now: a task of this process, or
+    another process alive on this host (or, on another host, within its lease)."""
+    from ..ownership import Owner, holds
+
+    try:
+        owner = Owner.parse(effect.owner)
+    except ValueError:
+        return False
+    return holds(
+        owner,
+        active=True,
+        in_flight_here=effect.key in _RUNNING,
+        age_seconds=time.time() - effect.started_at,
+        lease_seconds=session.config.lease_seconds,
+        me=current_owner(),
+    )
+
+
 def _session_of(ctx: Any) -> ReconcilingSession | None:
-    """The run's ``ReconcilingSession``: the one whose gate the run's config holds (a resumed
-    checkpoint runs its approved tools before it reads the session), else the one the run
-    reached last."""
+    """The run's ``ReconcilingSession``: the one whose gate the run's config holds (given by
+    ``session.run_config()`` or the installed runner). Nothing else names it for sure: a
+    resumed checkpoint runs its approved tools before it reads the session."""
     from ..gate import gated_session
 
     run_config = getattr(ctx, "run_config", None)
-    found = gated_session(run_config) if run_config is not None else None
-    return found if found is not None else _SESSION.get()
+    found: ReconcilingSession | None = gated_session(run_config) if run_config is not None else None
+    return found
 
 
 def effect_journal(session: ReconcilingSession) -> EffectJournal:

@@ -221,7 +221,10 @@ class MemoryJournal(Unversioned):
             if stored.owner == effect.owner:
                 self._effects[effect.key] = effect
                 return effect
-        elif stored is not None and stored.output_digest == effect.output_digest:
+        elif stored is not None and (stored.owner, stored.output_digest) == (
+            effect.owner,
+            effect.output_digest,
+        ):
             return stored
         raise IntentConflict(
             f"effect {effect.key}: no started effect of owner {effect.owner} to finish",

@@ -406,7 +406,11 @@ class SQLiteJournal:
         updated, stored = await self._run(finish)
         if stored is not None:
             held = self._effect(stored)
-            done = held.state is EffectState.DONE and held.output_digest == effect.output_digest
+            done = (held.state, held.owner, held.output_digest) == (
+                EffectState.DONE,
+                effect.owner,
+                effect.output_digest,
+            )
             if updated or done:
                 return held
         raise IntentConflict(
