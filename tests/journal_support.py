@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+from agents_reconcile.effects.records import Effect, arguments_digest, effect_key
 from agents_reconcile.faultproxy import FaultProxy
 from agents_reconcile.fingerprint import digest_items
 from agents_reconcile.ownership import Owner
@@ -43,6 +44,27 @@ def make_intent(
         before_is_whole=True,
         created_at=created_at,
         persisted_count=1,
+    )
+
+
+def make_effect(
+    call_id: str = "c1",
+    *,
+    session_id: str = "session-a",
+    owner: str = "host/1/1",
+    seal_key: Any = None,
+) -> Effect:
+    """A started effect of one ``charge_card`` call (its output sealed with ``seal_key``)."""
+    arguments = '{"amount": 5}'
+    return Effect(
+        key=effect_key(session_id, call_id, "charge_card", arguments),
+        session_id=session_id,
+        tool="charge_card",
+        call_id=call_id,
+        arguments_digest=arguments_digest(arguments),
+        owner=owner,
+        started_at=1_700_000_000.0,
+        seal_key=seal_key,
     )
 
 

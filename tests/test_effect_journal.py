@@ -12,14 +12,14 @@ from typing import Any
 
 import pytest
 
-from agents_reconcile.effects.records import Effect, EffectState, arguments_digest, effect_key
+from agents_reconcile.effects.records import Effect, EffectState, effect_key
 from agents_reconcile.errors import IntentConflict, RecordError
 from agents_reconcile.journal import IntentState
 from agents_reconcile.journal.base import EffectJournal
 from agents_reconcile.ownership import current_owner
 
 from .backends import Place, registered
-from .journal_support import make_intent
+from .journal_support import make_effect, make_intent
 
 SECRET = "effect-output-SECRET-theta"
 
@@ -34,21 +34,6 @@ async def place(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator
 @pytest.fixture
 def journal(place: Place) -> Any:
     return place.journal()
-
-
-def started(
-    call_id: str = "c1", *, owner: str = "host/1/1", session_id: str = "session-a"
-) -> Effect:
-    arguments = '{"amount": 5}'
-    return Effect(
-        key=effect_key(session_id, call_id, "charge_card", arguments),
-        session_id=session_id,
-        tool="charge_card",
-        call_id=call_id,
-        arguments_digest=arguments_digest(arguments),
-        owner=owner,
-        started_at=1_700_000_000.0,
-    )
 
 
 def test_the_key_is_the_call_and_its_canonical_arguments() -> None:
@@ -66,10 +51,10 @@ async def test_every_journal_keeps_effects(journal: Any) -> None:
 
 
 async def test_an_intent_is_recorded_once_per_key(journal: Any) -> None:
-    effect = started()
+    effect = make_effect()
     stored, recorded = await journal.begin_effect(effect)
     assert recorded and stored == effect
-    again, recorded = await journal.begin_effect(started(owner="elsewhere/2/2"))
+    again, recorded = await journal.begin_effect(make_effect(owner="elsewhere/2/2"))
     assert not recorded
     assert again == effect, "the first intent stays, with its owner"
     assert await journal.effect(effect.key) == effect
@@ -81,14 +66,14 @@ async def test_racing_intents_record_exactly_one(place: Place) -> None:
         pytest.skip(f"{place.backend.name}: each journal object holds its own data")
     journals = [place.journal() for _ in range(4)]
     answers = await asyncio.gather(
-        *(j.begin_effect(started(owner=f"worker/{n}/1")) for n, j in enumerate(journals))
+        *(j.begin_effect(make_effect(owner=f"worker/{n}/1")) for n, j in enumerate(journals))
     )
     assert sum(recorded for _, recorded in answers) == 1
     assert len({stored.owner for stored, _ in answers}) == 1
 
 
 async def test_a_receipt_is_stored_by_the_owner_once(journal: Any) -> None:
-    effect = started()
+    effect = make_effect()
     await journal.begin_effect(effect)
     done = effect.with_receipt(f"charged 5 ({SECRET})", at=1_700_000_010.0)
     stored = await journal.finish_effect(done)
@@ -97,12 +82,12 @@ async def test_a_receipt_is_stored_by_the_owner_once(journal: Any) -> None:
     assert await journal.finish_effect(done) == done, "the very same receipt again"
     with pytest.raises(IntentConflict):
         await journal.finish_effect(effect.with_receipt("charged 6", at=1_700_000_020.0))
-    again, recorded = await journal.begin_effect(started())
+    again, recorded = await journal.begin_effect(make_effect())
     assert not recorded and again == done, "a done effect is never begun again"
 
 
 async def test_a_receipt_needs_the_started_record_of_its_owner(journal: Any) -> None:
-    effect = started()
+    effect = make_effect()
     with pytest.raises(IntentConflict):
         await journal.finish_effect(effect.with_receipt("x", at=1.0))
     await journal.begin_effect(effect)
@@ -113,7 +98,7 @@ async def test_a_receipt_needs_the_started_record_of_its_owner(journal: Any) -> 
 
 
 async def test_a_restart_takes_a_started_effect_by_compare_and_set(journal: Any) -> None:
-    effect = started()
+    effect = make_effect()
     await journal.begin_effect(effect)
     mine = Effect(**{**effect.__dict__, "owner": "me/3/3", "attempts": 2})
     assert not await journal.restart_effect(mine, expect_owner="someone/9/9")
@@ -128,8 +113,8 @@ async def test_a_restart_takes_a_started_effect_by_compare_and_set(journal: Any)
 
 
 async def test_effects_of_a_session_oldest_first(journal: Any) -> None:
-    first, second = started("c1"), started("c2")
-    other = started("c3", session_id="session-b")
+    first, second = make_effect("c1"), make_effect("c2")
+    other = make_effect("c3", session_id="session-b")
     for effect in (first, second, other):
         await journal.begin_effect(effect)
     assert [e.key for e in await journal.effects("session-a")] == [first.key, second.key]
@@ -140,12 +125,12 @@ async def test_effects_leave_the_intents_alone(journal: Any) -> None:
     """Effects are kept beside the session writes: no pending intent, no write counted."""
     intent = make_intent("i-1")
     await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
-    await journal.begin_effect(started())
+    await journal.begin_effect(make_effect())
     assert [e.intent.intent_id for e in await journal.pending("session-a")] == ["i-1"]
 
 
 async def test_an_edited_receipt_is_refused(place: Place, journal: Any) -> None:
-    effect = started()
+    effect = make_effect()
     await journal.begin_effect(effect)
     await journal.finish_effect(effect.with_receipt("charged 5", at=3.0))
     storage: Any = place.storage()

@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from agents_reconcile.effects.records import Effect, EffectState, arguments_digest, effect_key
+from agents_reconcile.effects.records import Effect, EffectState
 from agents_reconcile.errors import (
     ConfigurationError,
     IntentConflict,
@@ -33,7 +33,7 @@ from agents_reconcile.ownership import current_owner
 from agents_reconcile.sealing import PayloadKey
 
 from .backends import closed_port
-from .journal_support import BACKEND, make_decision, make_intent, proxy_to
+from .journal_support import BACKEND, make_decision, make_effect, make_intent, proxy_to
 from .servers import Wire, postgres_url
 
 asyncpg = pytest.importorskip("asyncpg")
@@ -610,27 +610,6 @@ async def test_drop_removes_the_schema(journals: Factory, admin: Any, schema: st
 # -- effects ----------------------------------------------------------------------------------
 
 
-def an_effect(
-    call_id: str = "c1",
-    *,
-    owner: str = "host/1/1",
-    session_id: str = "session-a",
-    seal_key: PayloadKey | None = None,
-) -> Effect:
-    """A started effect of one tool call."""
-    arguments = '{"amount": 5}'
-    return Effect(
-        key=effect_key(session_id, call_id, "charge_card", arguments),
-        session_id=session_id,
-        tool="charge_card",
-        call_id=call_id,
-        arguments_digest=arguments_digest(arguments),
-        owner=owner,
-        started_at=1_700_000_000.0,
-        seal_key=seal_key,
-    )
-
-
 def taken_by(effect: Effect, owner: str) -> Effect:
     """``effect`` started again under ``owner``, one attempt more."""
     return dataclasses.replace(effect, owner=owner, attempts=effect.attempts + 1)
@@ -670,7 +649,7 @@ async def test_a_version_1_journal_needs_migrating_and_migrate_upgrades_it(
     assert "agents-reconcile migrate" in problem
     assert await journal.schema_version() == 1
     with pytest.raises(JournalCorrupt, match="agents-reconcile migrate"):
-        await journal.begin_effect(an_effect())
+        await journal.begin_effect(make_effect())
     with pytest.raises(JournalCorrupt, match="agents-reconcile migrate"):
         await journal.pending(None)
     assert await versions(admin, schema) == [(1, "0001_initial")]
@@ -681,7 +660,7 @@ async def test_a_version_1_journal_needs_migrating_and_migrate_upgrades_it(
     assert await tables_of(admin, schema) == JOURNAL_TABLES
     assert await journal.check() is None
     assert ids(await journal.pending("session-a")) == ["i-1"]
-    effect = an_effect()
+    effect = make_effect()
     assert await journal.begin_effect(effect) == (effect, True)
     assert await journal.migrate() == []
 
@@ -693,7 +672,7 @@ async def test_a_version_1_journal_is_upgraded_on_first_use(
     the effects step once between them and all work; one of them records the effect."""
     await version_1(admin, schema)
     workers = [journals() for _ in range(4)]
-    effect = an_effect()
+    effect = make_effect()
     answers = await asyncio.gather(
         *(w.begin_effect(taken_by(effect, f"worker/{n}/1")) for n, w in enumerate(workers[:3])),
         workers[3].pending("session-a"),
@@ -708,7 +687,7 @@ async def test_an_effect_is_stored_as_encoded(journals: Factory, admin: Any, sch
     """The row holds the key, session, state and owner of the record, which is the bytes of
     Effect.encode(); finishing turns the row done in place."""
     journal = journals()
-    effect = an_effect()
+    effect = make_effect()
     await journal.begin_effect(effect)
     query = f'SELECT key, session_id, state, owner, record FROM "{schema}".effects'
     row = await admin.fetchrow(query)
@@ -725,7 +704,7 @@ async def test_racing_begins_agree_on_one_record(journals: Factory) -> None:
     workers = [journals() for _ in range(4)]
     await workers[0].migrate()
     for round_ in range(20):
-        effect = an_effect(f"c{round_}")
+        effect = make_effect(f"c{round_}")
         answers = await asyncio.gather(
             *(w.begin_effect(taken_by(effect, f"worker/{n}/1")) for n, w in enumerate(workers))
         )
@@ -749,7 +728,7 @@ async def test_a_key_recorded_after_the_snapshot_is_read_afresh(
     committed, answers with that transaction's record (read in a new snapshot), not recorded."""
     journal = journals()
     await journal.migrate()
-    theirs, mine = an_effect(owner="theirs/1/1"), an_effect(owner="mine/2/2")
+    theirs, mine = make_effect(owner="theirs/1/1"), make_effect(owner="mine/2/2")
     watcher = await asyncpg.connect(postgres_url())
     try:
         async with admin.transaction():
@@ -777,7 +756,7 @@ async def test_racing_receipts_store_one(journals: Factory, same: bool) -> None:
     first, second = journals(), journals()
     await first.migrate()
     for round_ in range(15):
-        effect = an_effect(f"c{round_}")
+        effect = make_effect(f"c{round_}")
         await first.begin_effect(effect)
         receipts = [effect.with_receipt(f"ok {n * (not same)}", at=10.0) for n in range(2)]
         results = await asyncio.gather(
@@ -797,7 +776,7 @@ async def test_racing_restarts_take_the_effect_once(journals: Factory) -> None:
     workers = [journals() for _ in range(4)]
     await workers[0].migrate()
     for round_ in range(15):
-        effect = an_effect(f"c{round_}")
+        effect = make_effect(f"c{round_}")
         await workers[0].begin_effect(effect)
         mine = [taken_by(effect, f"worker/{n}/1") for n in range(4)]
         taken = await asyncio.gather(
@@ -819,7 +798,7 @@ async def test_a_sealed_receipt_again_is_a_no_op(
     key = PayloadKey(os.urandom(32))
     journal = journals()
     journal.keyring.add([key])
-    effect = an_effect(seal_key=key)
+    effect = make_effect(seal_key=key)
     await journal.begin_effect(effect)
     done = effect.with_receipt({"card": "4242 SECRET"}, at=10.0)
     assert done.encode() != done.encode()
@@ -838,7 +817,7 @@ async def test_a_sealed_receipt_again_is_a_no_op(
 async def test_misused_states_are_refused_before_any_write(journals: Factory) -> None:
     """begin_effect and restart_effect take started effects, finish_effect a receipt."""
     journal = journals()
-    effect = an_effect()
+    effect = make_effect()
     done = effect.with_receipt("ok", at=1.0)
     with pytest.raises(ValueError, match="started"):
         await journal.begin_effect(done)
@@ -856,7 +835,7 @@ async def test_effect_rows_moved_or_reshaped_are_refused(
     what its record does, is refused (RecordTampered); an inspection read reports it and
     returns the others. A receipt for a key moved away is refused the same way, unstored."""
     journal = journals()
-    effect, other = an_effect("c1"), an_effect("c2")
+    effect, other = make_effect("c1"), make_effect("c2")
     await journal.begin_effect(effect)
     await journal.begin_effect(other)
     table = f'"{schema}".effects'
@@ -886,7 +865,7 @@ async def test_effects_take_one_round_trip_each(journals: Factory, wire: Wire) -
     journal = journals()
     # Warm up: schema checked, every statement below prepared on the (one) connection.
     for call_id in ("warm-1", "warm-2"):
-        warm = an_effect(call_id)
+        warm = make_effect(call_id)
         await journal.begin_effect(warm)
         await journal.begin_effect(warm)
         moved = taken_by(warm, "w/2/2")
@@ -902,7 +881,7 @@ async def test_effects_take_one_round_trip_each(journals: Factory, wire: Wire) -
         await wire.settled()
         return wire.flushes, len(wire.statements)
 
-    effect = an_effect()
+    effect = make_effect()
     assert await trips(journal.begin_effect(effect)) == (1, 1)
     assert await trips(journal.begin_effect(effect)) == (1, 1)
     moved = taken_by(effect, "w/2/2")
@@ -1009,10 +988,10 @@ async def test_a_lost_reply_to_finish_effect_is_answered_by_the_retry(
     journal, proxy, _ = proxied
     # Warm-up: the schema is made and the statement prepared, so the request whose reply is
     # lost is the statement itself.
-    warm = an_effect("warm")
+    warm = make_effect("warm")
     await journal.begin_effect(warm)
     await journal.finish_effect(warm.with_receipt("ok", at=1.0))
-    effect = an_effect()
+    effect = make_effect()
     await journal.begin_effect(effect)
     done = effect.with_receipt("charged 5", at=2.0)
 

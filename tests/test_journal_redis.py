@@ -17,7 +17,7 @@ import pytest
 import redis.asyncio as aioredis
 from blake3 import blake3
 
-from agents_reconcile.effects.records import Effect, EffectState, arguments_digest, effect_key
+from agents_reconcile.effects.records import Effect, EffectState
 from agents_reconcile.errors import (
     ConfigurationError,
     IntentConflict,
@@ -32,7 +32,14 @@ from agents_reconcile.ownership import current_owner
 from agents_reconcile.records import Action
 from agents_reconcile.sealing import PayloadKey
 
-from .journal_support import BACKEND, STRANGER, make_decision, make_intent, proxy_to
+from .journal_support import (
+    BACKEND,
+    STRANGER,
+    make_decision,
+    make_effect,
+    make_intent,
+    proxy_to,
+)
 from .servers import redis_url
 
 pytestmark = pytest.mark.redis
@@ -41,22 +48,6 @@ pytestmark = pytest.mark.redis
 def session_key(prefix: str, session_id: str, name: str) -> str:
     """A session's key as the journal lays it out (hash tag = blake3 of the session id)."""
     return f"{prefix}:{{{blake3(session_id.encode()).hexdigest()[:32]}}}:{name}"
-
-
-def make_effect(
-    call_id: str = "c1", *, session_id: str = "session-a", owner: str = "host/1/1"
-) -> Effect:
-    """A started effect of one tool call."""
-    arguments = '{"amount": 5}'
-    return Effect(
-        key=effect_key(session_id, call_id, "charge_card", arguments),
-        session_id=session_id,
-        tool="charge_card",
-        call_id=call_id,
-        arguments_digest=arguments_digest(arguments),
-        owner=owner,
-        started_at=1_700_000_000.0,
-    )
 
 
 @pytest.fixture

@@ -15,7 +15,7 @@ import orjson
 
 from ..errors import RecordMalformed, RecordTampered
 from ..fingerprint import item_digest
-from ..records import RECORD_VERSION, _body_digest, _checked_body
+from ..records import RECORD_VERSION, _body_digest, _checked_body, _str
 
 if TYPE_CHECKING:
     from ..sealing import Keyring, PayloadKey
@@ -143,12 +143,12 @@ class Effect:
         try:
             state = EffectState(body["state"])
             effect = cls(
-                key=str(body["key"]),
-                session_id=str(body["session_id"]),
-                tool=str(body["tool"]),
-                call_id=str(body["call_id"]),
-                arguments_digest=str(body["arguments_digest"]),
-                owner=str(body["owner"]),
+                key=_str(body, "key"),
+                session_id=_str(body, "session_id"),
+                tool=_str(body, "tool"),
+                call_id=_str(body, "call_id"),
+                arguments_digest=_str(body, "arguments_digest"),
+                owner=_str(body, "owner"),
                 started_at=float(body["started_at"]),
                 state=state,
                 output_digest=body["output_digest"],
