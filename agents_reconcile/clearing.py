@@ -33,10 +33,11 @@ from collections.abc import AsyncGenerator, Coroutine
 from typing import Any, Final
 
 from .crashpoints import CrashPoint, reached
-from .errors import JournalError
+from .errors import JournalError, LeaseLost
 from .held import HeldIntents
 from .inflight import InFlight
 from .journal_client import JournalClient
+from .ownership import current_owner
 
 __all__ = ["GUARD_SECONDS", "Clearing", "folds_clearing"]
 
@@ -169,7 +170,14 @@ class Clearing:
 
     async def _clear(self, intent_id: str) -> None:
         try:
-            await self._client.journal.discard(intent_id)
+            await self._client.journal.discard(intent_id, owner=current_owner())
+        except LeaseLost:
+            # Another worker claimed it after its lease ran out: settling it is theirs now.
+            logger.info(
+                "session %s: acknowledged intent %s was taken over before it was cleared",
+                self._client.session_id,
+                intent_id,
+            )
         except asyncio.CancelledError:
             self._held.undiscarded.add(intent_id)
             raise

@@ -13,6 +13,8 @@ needs an operator, check a stored history for damage, migrate schemas, and run t
     agents-reconcile check SESSION --store ADDRESS [--repair --reason TEXT] [--json]
     agents-reconcile decisions [--journal ADDRESS] [--session ID] [--limit N] [--json]
     agents-reconcile selftest [--store NAME] [--path PATH] [--no-foreign] [--workers N]
+    agents-reconcile selftest --fleet [--workers N] [--sessions N] [--rounds N] [--lease S]
+                             [--journal NAME] [--store NAME] [--own-servers] [--seed N]
     agents-reconcile migrate [--check] [--journal ADDRESS ...] [--store ADDRESS ...]
 
 A journal address is any the library takes: a path, ``sqlite:///``, ``redis://``,
@@ -91,17 +93,61 @@ def _cmd_decisions(args: argparse.Namespace) -> int:
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
+    if args.fleet:
+        return _fleet(args)
     from .selftest.command import run_selftest
 
     return run_selftest(
         stores=args.store,
         paths=args.path,
         foreign=not args.no_foreign,
-        workers=args.workers,
+        workers=args.workers or 2,
         keep=None if args.keep is None else Path(args.keep),
         redis_url=args.redis_url,
         postgres_url=args.postgres_url,
     )
+
+
+def _fleet(args: argparse.Namespace) -> int:
+    from .selftest.fleet import JOURNALS, STORES, FleetOptions, run_fleet
+
+    for flag, given, known in (
+        ("--journal", args.journal, JOURNALS),
+        ("--store", args.store, STORES),
+    ):
+        unknown = [name for name in given if name not in known]
+        if unknown:
+            print(
+                f"{PROG} selftest --fleet: unknown {flag} {', '.join(unknown)}; "
+                f"known: {', '.join(known)}",
+                file=sys.stderr,
+            )
+            return EXIT_TROUBLE
+    options = FleetOptions(
+        workers=args.workers or 8,
+        sessions=args.sessions,
+        rounds=args.rounds,
+        lease=args.lease,
+        pause=args.lease * 1.6,
+        journals=tuple(args.journal) or JOURNALS,
+        stores=tuple(args.store) or STORES,
+        redis_url=args.redis_url,
+        postgres_url=args.postgres_url,
+        own_servers=args.own_servers,
+        seed=args.seed,
+        keep=None if args.keep is None else Path(args.keep),
+    )
+    return run_fleet(options)
+
+
+def _lease(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.1 <= value <= 60:
+        raise argparse.ArgumentTypeError(f"must be between 0.1 and 60 seconds, not {value}")
+    return value
 
 
 def _cmd_migrate(args: argparse.Namespace) -> int:
@@ -274,9 +320,8 @@ def _parser() -> argparse.ArgumentParser:
     selftest.add_argument(
         "--workers",
         type=_positive,
-        default=2,
         metavar="N",
-        help="scenarios run at once (default 2)",
+        help="scenarios run at once (default 2); with --fleet, worker processes (default 8)",
     )
     selftest.add_argument("--keep", metavar="DIR", help="keep every scenario's files under DIR")
     selftest.add_argument(
@@ -287,6 +332,37 @@ def _parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="also run the revisioned PostgreSQL store on this server",
     )
+    fleet = selftest.add_argument_group(
+        "fleet",
+        "--fleet: worker processes on simulated hosts append to shared sessions through one "
+        "journal while workers are killed, paused past their lease, their replies lost and "
+        "the servers restarted; a judge then counts duplicates, losses, double settlements, "
+        "stale writes and continuations on doubt (--store then names sqlite or "
+        "revisioned_<backend>)",
+    )
+    fleet.add_argument("--fleet", action="store_true", help="run the fleet self-test instead")
+    fleet.add_argument(
+        "--journal",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this journal (repeatable): sqlite, redis, postgres",
+    )
+    fleet.add_argument(
+        "--sessions", type=_positive, default=3, metavar="N", help="shared sessions (default 3)"
+    )
+    fleet.add_argument(
+        "--rounds", type=_positive, default=20, metavar="N", help="faults per cell (default 20)"
+    )
+    fleet.add_argument(
+        "--lease", type=_lease, default=1.0, metavar="SECONDS", help="lease (default 1.0)"
+    )
+    fleet.add_argument(
+        "--own-servers",
+        action="store_true",
+        help="start private Redis and PostgreSQL servers here and restart them as a fault",
+    )
+    fleet.add_argument("--seed", type=int, metavar="N", help="seed of the driver's choices")
     selftest.set_defaults(handler=_cmd_selftest)
 
     migrate = commands.add_parser(

@@ -52,6 +52,7 @@ __all__ = [
     "JournalCorrupt",
     "JournalError",
     "JournalUnavailable",
+    "LeaseLost",
     "PayloadKeyUnknown",
     "ReconcileError",
     "RecordError",
@@ -178,6 +179,12 @@ class IntentConflict(JournalError):
     def __init__(self, message: str, *, intent_id: str) -> None:
         super().__init__(message)
         self.intent_id = intent_id
+
+
+class LeaseLost(IntentConflict):
+    """A journal write made under a claim was refused: the intent is no longer this worker's
+    (its lease ran out and another worker claimed it, with a newer fencing token, or settled
+    it). Nothing was written; the new holder finishes what this worker started."""
 
 
 # The two denials subclass the SDK's ``UserError``, and loading the SDK takes seconds: they are

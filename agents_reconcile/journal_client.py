@@ -174,9 +174,10 @@ class JournalClient:
             # Another decision came in meanwhile: this one is news again.
         await journal.note(decision)
 
-    async def release(self, intent_id: str) -> None:
-        """Give up this process's claim on an intent (back to failed, for the next judge);
-        a journal that cannot be reached leaves it to expire, with a warning."""
+    async def release(self, intent_id: str, *, fence: int | None = None) -> None:
+        """Give up this process's claim on an intent (back to failed, for the next judge),
+        only while it still holds it (under ``fence`` when given); a journal that cannot be
+        reached leaves it to expire, with a warning."""
         me = current_owner()
         try:
             await self.journal.transition(
@@ -185,6 +186,7 @@ class JournalClient:
                 owner=me,
                 expect_state=IntentState.RECONCILING,
                 expect_owner=me,
+                expect_fence=fence,
             )
         except JournalError:
             logger.warning("could not release intent %s", intent_id, exc_info=True)

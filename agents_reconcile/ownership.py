@@ -2,11 +2,15 @@
 
 An intent in flight belongs to the process that started the append. Another process may
 settle it only once that owner is gone: on the same host, when its pid is dead or reused
-(start time differs); elsewhere, when the intent is older than the lease time.
+(start time differs); elsewhere, when its lease ran out (the owner renews it while it works;
+its age is read on the journal's clock). A lease that ran out proves nothing about the owner,
+which may only be stalled: ``takeover`` says so (``EXPIRED``), and only a store that can refuse
+the owner's late write may take the intent then.
 """
 
 from __future__ import annotations
 
+import enum
 import os
 import socket
 import uuid
@@ -15,7 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Final
 
-__all__ = ["Owner", "current_owner", "holds"]
+__all__ = ["Owner", "Takeover", "current_owner", "holds", "takeover"]
 
 _BOOT_ID_PATH: Final = "/proc/sys/kernel/random/boot_id"
 
@@ -54,6 +58,42 @@ class Owner:
         if self.pid == me.pid:
             return self.started == me.started
         return (started_of or _process_started)(self.pid) == self.started
+
+
+class Takeover(enum.Enum):
+    """Whether another worker may claim an intent now."""
+
+    HELD = "held"
+    """A live owner holds it (a task here, a live process on this host, a worker on another
+    host within its lease): wait for it."""
+    FREE = "free"
+    """Nobody holds it (failed, cancelled, or its owner is proven gone): claim it."""
+    EXPIRED = "expired"
+    """It is active under a worker on another host whose lease ran out: that worker may be
+    dead or only stalled, and may still write. Only a store that fences writes may take it."""
+
+
+def takeover(
+    owner: Owner,
+    *,
+    active: bool,
+    in_flight_here: bool,
+    age_seconds: float,
+    lease_seconds: float,
+    me: Owner,
+    started_of: Callable[[int], str | None] | None = None,
+) -> Takeover:
+    """Whether an intent may be claimed (see ``holds`` for the arguments)."""
+    if in_flight_here:
+        return Takeover.HELD
+    if not active or owner == me:
+        return Takeover.FREE
+    if owner.host != me.host:
+        return Takeover.HELD if age_seconds < lease_seconds else Takeover.EXPIRED
+    live = owner.is_live(
+        age_seconds=age_seconds, lease_seconds=lease_seconds, me=me, started_of=started_of
+    )
+    return Takeover.HELD if live else Takeover.FREE
 
 
 def holds(

@@ -84,6 +84,7 @@ class Reason(enum.Enum):
     PARTIAL_COMMIT = "partial_commit"
     OPERATOR_REQUIRED = "operator_required"
     IN_FLIGHT_ELSEWHERE = "in_flight_elsewhere"
+    LEASE_EXPIRED = "lease_expired"
     SESSION_BUSY = "session_busy"
     BACKEND_MISMATCH = "backend_mismatch"
     UNSUPPORTED_RECORD = "unsupported_record"
@@ -118,6 +119,10 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     Reason.OPERATOR_REQUIRED: "The batch is missing and on_unchanged='fail' leaves replaying "
     "it to an operator.",
     Reason.IN_FLIGHT_ELSEWHERE: "Another live worker owns this write and it is still in flight.",
+    Reason.LEASE_EXPIRED: "A worker on another host holds this write in flight and its lease "
+    "ran out, but the store cannot refuse that worker's late write (it has no compare-and-swap "
+    "to fence it with): taking over could store the batch twice. It waits for that worker to "
+    "finish, or for an operator who knows it is gone (agents-reconcile resolve).",
     Reason.SESSION_BUSY: "Another task of this process kept the session busy past the wait "
     "bound (in_flight_wait).",
     Reason.BACKEND_MISMATCH: "The intent was recorded for another backend.",

@@ -155,7 +155,9 @@ class Resolver:
             decision = client.decision(
                 intent, outcome, Reason.OPERATOR_RESOLVED, _ACTIONS[resolution], evidence
             )
-            await client.call(client.journal.settle, decision, owner=current_owner())
+            await client.call(
+                client.journal.settle, decision, owner=current_owner(), fence=entry.fence
+            )
         except BaseException:
             if not (replaying and self._replay_goes_on(intent_id)):
                 await despite_cancellation(self._release(intent))
@@ -232,15 +234,16 @@ class Resolver:
             expect_state=entry.state,
             expect_owner=entry.owner,
         )
-        if not claimed:
-            now = await client.call(client.journal.get, intent_id)
+        now = await client.call(client.journal.get, intent_id)
+        if not claimed or now is None or (now.state, now.owner) != (IntentState.RECONCILING, me):
             what = "settled meanwhile" if now is None else f"taken by {now.owner}"
             raise ResolutionRefused(
                 f"intent {intent_id} was {what} while this resolution looked at it; "
                 "look again (agents-reconcile show)",
                 intent_id=intent_id,
             )
-        return JournalEntry(entry.intent, IntentState.RECONCILING, me, entry.updated_at)
+        # Its fencing token is the claim's: settled under it, or refused if taken since.
+        return now
 
     async def _judge(self, intent: PendingWrite) -> Verdict | None:
         if self.settler is None:

@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .crashpoints import CrashPoint, reached
-from .errors import RevisionConflict
+from .errors import LeaseLost, RevisionConflict
 from .fused import FusedAppend, fused_append
 from .held import KnownHead
 from .inflight import despite_cancellation
@@ -163,7 +163,17 @@ class RevisionWriter(Writer):
             exc.add_note(note)
             raise
         if opened is not None:
-            await client.call(client.journal.discard, intent.intent_id)
+            try:
+                await client.call(client.journal.discard, intent.intent_id, owner=current_owner())
+            except LeaseLost as lost:
+                # Its lease ran out and another worker claimed it: the store refused this
+                # late write, and the batch is the new holder's to settle, never this one's.
+                known.head = None
+                lost.add_note(
+                    f"agents-reconcile: intent {intent.intent_id} for session "
+                    f"{client.session_id!r} was taken over; its new holder settles the batch"
+                )
+                raise
         known.head = conflict.actual
         step = refused_append_step(verdict.outcome, on_extended=self._config.on_extended)
         if step is Step.SETTLE:

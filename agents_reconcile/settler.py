@@ -22,16 +22,17 @@ from .classify import Verdict
 from .config import ReconcileConfig
 from .crashpoints import CrashPoint, reached
 from .effects.evidence import vouched_by_receipts
-from .errors import IntentConflict, JournalError, RevisionConflict
+from .errors import IntentConflict, JournalError, LeaseLost, RevisionConflict
 from .held import HeldIntents, KnownHead
 from .inflight import InFlight, despite_cancellation
 from .inner import InnerSession, without_reconciling
 from .journal.base import ACTIVE_STATES, IntentState, JournalEntry
 from .journal_client import JournalClient
 from .judges import judge_revision, judge_tail
+from .lease import Renewal
 from .locking import SessionLock
 from .observability import judged
-from .ownership import current_owner, holds
+from .ownership import Takeover, current_owner, takeover
 from .policy import Step, settlement_step
 from .records import Action, Decision, Outcome, PendingWrite, Reason
 from .revision import RevisionedStore, extended_write_id
@@ -177,7 +178,9 @@ class Settler:
     async def _retry_discards(self) -> None:
         for intent_id in list(self._held.undiscarded):
             try:
-                await self._client.journal.discard(intent_id)
+                await self._client.journal.discard(intent_id, owner=current_owner())
+            except LeaseLost:
+                pass  # taken over: the new holder settles it
             except JournalError:
                 return
             self._held.undiscarded.discard(intent_id)
@@ -191,8 +194,13 @@ class Settler:
         for entry in entries:
             intent_id = entry.intent.intent_id
             if intent_id in acknowledged and entry.state is IntentState.IN_FLIGHT:
-                await self._client.call(self._client.journal.discard, intent_id)
                 acknowledged.discard(intent_id)
+                try:
+                    await self._client.call(
+                        self._client.journal.discard, intent_id, owner=current_owner()
+                    )
+                except LeaseLost:
+                    left.append(entry)  # taken over meanwhile: its new holder's to settle
             else:
                 left.append(entry)
         return left
@@ -250,11 +258,15 @@ class Settler:
         wrapper: RunContextWrapper[Any] | None,
     ) -> Decision:
         intent = entry.intent
-        await self._claim(entry)
+        fence = await self._claim(entry)
         in_flight = self._in_flight
         in_flight.busy.add(intent.intent_id)
         try:
-            return await self._decide(intent, context, wrapper)
+            with self.leased(intent.intent_id, IntentState.RECONCILING, fence) as lease:
+                return await self._decide(intent, context, wrapper, lease)
+        except LeaseLost as lost:
+            await despite_cancellation(self.release(intent))
+            raise _AlreadySettled(intent.intent_id) from lost
         except BaseException:
             if intent.intent_id in in_flight.replaying:
                 # A cancelled replay goes on in the background and keeps the claim; it
@@ -266,32 +278,53 @@ class Settler:
             if intent.intent_id not in in_flight.replaying:
                 in_flight.busy.discard(intent.intent_id)
 
-    def held_elsewhere(self, entry: JournalEntry) -> bool:
-        """Whether a live owner (another task of this process, or another live process)
-        holds the intent, so it is not ours to settle yet."""
-        return holds(
+    def leased(self, intent_id: str, state: IntentState, fence: int) -> Renewal:
+        """The lease on an intent this process holds (``state``, under ``fence``), renewed
+        while the block runs."""
+        return Renewal(
+            self._client,
+            intent_id,
+            state=state,
+            fence=fence,
+            lease_seconds=self._config.lease_seconds,
+        )
+
+    def takeover(self, entry: JournalEntry) -> Takeover:
+        """Whether this process may claim the intent now (see ``ownership.takeover``); an
+        expired lease is as good as free where the store fences the old owner's late write."""
+        way = takeover(
             entry.owner,
             active=entry.state in ACTIVE_STATES,
             in_flight_here=self._in_flight.holds(entry.intent.intent_id),
-            age_seconds=time.time() - entry.updated_at,
+            age_seconds=entry.held_for(time.time()),
             lease_seconds=self._config.lease_seconds,
             me=current_owner(),
         )
+        if way is Takeover.EXPIRED and self.fences(entry.intent):
+            return Takeover.FREE
+        return way
 
-    async def _claim(self, entry: JournalEntry) -> None:
-        """Take ownership of an intent, waiting (bounded) for a live owner to finish."""
+    def fences(self, intent: PendingWrite) -> bool:
+        """Whether the store refuses a late write of ``intent`` by a holder that lost it: a
+        revisioned store appends by compare-and-swap on the head the write expected."""
+        return intent.expected_revision is not None and self._store is not None
+
+    def held_elsewhere(self, entry: JournalEntry) -> bool:
+        """Whether a live owner (another task of this process, or another live process)
+        holds the intent, so it is not ours to settle yet."""
+        return self.takeover(entry) is Takeover.HELD
+
+    async def _claim(self, entry: JournalEntry) -> int:
+        """Take ownership of an intent, waiting (bounded) for a live owner to finish, or for
+        one whose lease expired where the store cannot fence it; return the claim's token."""
         client = self._client
         deadline = time.monotonic() + self._config.in_flight_wait
         me = current_owner()
         while True:
-            if self.held_elsewhere(entry):
+            way = self.takeover(entry)
+            if way is not Takeover.FREE:
                 if time.monotonic() >= deadline:
-                    await client.deny(
-                        entry.intent,
-                        Outcome.AMBIGUOUS,
-                        Reason.IN_FLIGHT_ELSEWHERE,
-                        {"state": entry.state.value, "owner": str(entry.owner)},
-                    )
+                    await self._deny_held(entry, way)
                 await asyncio.sleep(_POLL_SECONDS)
             elif await client.call(
                 client.journal.transition,
@@ -301,11 +334,28 @@ class Settler:
                 expect_state=entry.state,
                 expect_owner=entry.owner,
             ):
-                return
+                claimed = await client.call(client.journal.get, entry.intent.intent_id)
+                if claimed is not None and (claimed.state, claimed.owner) == (
+                    IntentState.RECONCILING,
+                    me,
+                ):
+                    return claimed.fence
             current = await client.call(client.journal.get, entry.intent.intent_id)
             if current is None:
                 raise _AlreadySettled(entry.intent.intent_id)
             entry = current
+
+    async def _deny_held(self, entry: JournalEntry, way: Takeover) -> None:
+        evidence: dict[str, Any] = {"state": entry.state.value, "owner": str(entry.owner)}
+        reason = Reason.IN_FLIGHT_ELSEWHERE
+        if way is Takeover.EXPIRED:
+            reason = Reason.LEASE_EXPIRED
+            evidence |= {
+                "held_for_seconds": round(entry.held_for(time.time()), 3),
+                "lease_seconds": self._config.lease_seconds,
+                "fenced": False,
+            }
+        await self._client.deny(entry.intent, Outcome.AMBIGUOUS, reason, evidence)
 
     @contextlib.contextmanager
     def holding(self, intent_id: str) -> Iterator[None]:
@@ -324,9 +374,9 @@ class Settler:
         """Whether a replay of ``intent_id`` goes on in the background (it keeps the claim)."""
         return intent_id in self._in_flight.replaying
 
-    async def release(self, intent: PendingWrite) -> None:
+    async def release(self, intent: PendingWrite, fence: int | None = None) -> None:
         """Give up this process's claim on ``intent`` (back to failed, for the next judge)."""
-        await self._client.release(intent.intent_id)
+        await self._client.release(intent.intent_id, fence=fence)
 
     async def judge(self, intent: PendingWrite, wrapper: Any) -> Verdict:
         """What the store's history says about ``intent`` now (the rule, on a fresh read)."""
@@ -358,9 +408,11 @@ class Settler:
         intent: PendingWrite,
         context: MutableMapping[str, Any] | None,
         wrapper: RunContextWrapper[Any] | None,
+        lease: Renewal,
     ) -> Decision:
-        """Judge, then act as the policy says; a replay that meets another writer's
-        compare-and-swap (revisioned stores) is judged again, a bounded number of times."""
+        """Judge, then act as the policy says, under ``lease`` (a holder that lost it writes
+        nothing more: ``LeaseLost``); a replay that meets another writer's compare-and-swap
+        (revisioned stores) is judged again, a bounded number of times."""
         client, config = self._client, self._config
         for _ in range(_REPLAY_ATTEMPTS):
             verdict = await self.judge(intent, wrapper)
@@ -379,6 +431,7 @@ class Settler:
                 await client.deny(intent, outcome, verdict.reason, evidence)
             else:
                 reached(CrashPoint.BEFORE_REPLAY)
+                lease.check()
                 try:
                     await self.replay(intent, wrapper, step, evidence)
                 except RevisionConflict:
@@ -386,7 +439,9 @@ class Settler:
                 reached(CrashPoint.AFTER_REPLAY)
             action = _ACTIONS.get(step, Action.REPLAYED)
             decision = client.decision(intent, outcome, verdict.reason, action, evidence)
-            await client.call(client.journal.settle, decision, owner=current_owner())
+            await client.call(
+                client.journal.settle, decision, owner=current_owner(), fence=lease.fence
+            )
             await self.after_settlement(intent, context, action)
             client.trail.decided(decision)
             return decision

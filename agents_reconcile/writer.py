@@ -11,6 +11,7 @@ the run's context), clearing it once acknowledged, and the bounded wait between 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import random
 import time
@@ -187,7 +188,7 @@ class Writer:
                 self._tail.forget()
                 return None
             if accounted is not None and opened.write_count > accounted:
-                await client.call(client.journal.discard, intent.intent_id)
+                await client.call(client.journal.discard, intent.intent_id, owner=current_owner())
                 busy.discard(intent.intent_id)
                 await self._refuse_stale(intent, accounted, opened.write_count)
             self._carried.mark(context, opened.write_count + 1)
@@ -236,10 +237,11 @@ class Writer:
         result: Any = None
         try:
             reached(CrashPoint.AFTER_INTENT_RECORDED)
-            if appending is None:
-                await self._inner.append(items, wrapper)
-            else:
-                result = await appending()
+            with self._leased(intent, opened):
+                if appending is None:
+                    await self._inner.append(items, wrapper)
+                else:
+                    result = await appending()
         except RevisionConflict:
             # Proven not written: the caller takes the intent back and decides.
             raise
@@ -256,6 +258,15 @@ class Writer:
         if opened is not None:
             self.seen_own_write(context, opened)
         return result
+
+    def _leased(
+        self, intent: PendingWrite, opened: Opened | None
+    ) -> contextlib.AbstractContextManager[object]:
+        """The lease on an opened intent, renewed while a slow append runs (its fencing
+        token is the count it was opened at)."""
+        if opened is None:
+            return contextlib.nullcontext()
+        return self._settler.leased(intent.intent_id, IntentState.IN_FLIGHT, opened.write_count)
 
     def seen_own_write(self, context: Context, opened: Opened) -> None:
         """The run has seen its own write to its end: opened, then acknowledged (or proven

@@ -34,9 +34,9 @@ class CountingJournal(SQLiteJournal):
         self.discards = 0
         self.clearings: list[str | None] = []
 
-    async def discard(self, intent_id: str) -> None:
+    async def discard(self, intent_id: str, **held: Any) -> None:
         self.discards += 1
-        await super().discard(intent_id)
+        await super().discard(intent_id, **held)
 
     async def open_intent(self, intent: Any, **options: Any) -> Any:
         self.clearings.append(options.get("clearing"))
@@ -203,9 +203,9 @@ class SlowClearing(SQLiteJournal):
     """A journal whose clearing takes a while (a server's round trip): the loop is shut
     down while it is under way."""
 
-    async def discard(self, intent_id: str) -> None:
+    async def discard(self, intent_id: str, **held: Any) -> None:
         await asyncio.sleep(0.05)
-        await super().discard(intent_id)
+        await super().discard(intent_id, **held)
 
 
 def intents_in(path: Path) -> int:

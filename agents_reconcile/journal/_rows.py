@@ -111,9 +111,12 @@ def checked_entry(
     updated_at: float | str,
     record: object,
     keyring: Keyring | None = None,
+    *,
+    fence: int | str | None = None,
+    age: float | str | None = None,
 ) -> JournalEntry:
     """An unresolved intent's row, checked against the record it holds (a sealed batch
-    opened with ``keyring``)."""
+    opened with ``keyring``); ``fence`` and ``age`` as ``JournalEntry`` has them."""
     intent = decoded(intent_id, lambda data: PendingWrite.decode(data, keyring), record)
     # Reads select by these columns: a row edited to hide its intent from its session (or to
     # show it to another) must not pass as that session's record.
@@ -134,9 +137,13 @@ def checked_entry(
             state=IntentState(state),
             owner=Owner.parse(owner),
             updated_at=float(updated_at),
+            fence=int(fence) if fence not in (None, "") else 0,
+            age=float(age) if age not in (None, "") else None,
         )
     except (TypeError, ValueError) as exc:
-        raise JournalCorrupt(f"intent {intent_id}: unreadable state or owner ({exc})") from exc
+        raise JournalCorrupt(
+            f"intent {intent_id}: unreadable state, owner, token or time ({exc})"
+        ) from exc
 
 
 def checked_decision(intent_id: object, session_id: object, record: object) -> Decision:

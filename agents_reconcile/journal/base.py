@@ -43,12 +43,28 @@ ACTIVE_STATES: Final = (IntentState.IN_FLIGHT, IntentState.RECONCILING)
 
 @dataclass(frozen=True, slots=True)
 class JournalEntry:
-    """An unresolved intent with its state, its owner, and when either last changed."""
+    """An unresolved intent with its state, its owner, and when either last changed.
+
+    ``fence``: the intent's fencing token, a number only the journal hands out and that only
+    grows: taken when the intent is opened (the session's write count before it) and again
+    by every claim (``transition`` to reconciling: one more than the last, and never below
+    the session's write count then). A holder presents it with every write it makes under
+    its claim; a stale one is refused. ``age``: seconds since
+    ``updated_at`` by the journal's own clock, read in the same step (the server's time on
+    Redis and PostgreSQL, so that writers' clocks never shorten a lease); None when the
+    journal cannot say, and the reader's clock is used.
+    """
 
     intent: PendingWrite
     state: IntentState
     owner: Owner
     updated_at: float
+    fence: int = 0
+    age: float | None = field(default=None, compare=False)
+
+    def held_for(self, now: float) -> float:
+        """Seconds since the state or owner last changed (or the lease was renewed)."""
+        return self.age if self.age is not None else now - self.updated_at
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,16 +145,26 @@ class IntentJournal(Protocol):
         owner: Owner,
         expect_state: IntentState | None = None,
         expect_owner: Owner | None = None,
+        expect_fence: int | None = None,
     ) -> bool:
-        """Set state and owner if the intent is unresolved and matches what is expected;
-        return whether it changed (a compare-and-set, used to claim an intent)."""
+        """Set state and owner if the intent is unresolved and matches what is expected
+        (``expect_fence``: its fencing token); return whether it changed (a compare-and-set).
+        ``updated_at`` becomes the journal's time: the same state and owner again renews a
+        holder's lease. A move to reconciling without ``expect_fence`` is a claim: the intent
+        takes a new fencing token in the same step (one more than its last, and at least the
+        session's write count), so every earlier holder's token is stale from then on; with
+        it, a holder renews its claim under the token it has. A claim counts no write: a
+        RunState's account of the session's writes does not move with who holds an intent."""
         ...
 
-    async def discard(self, intent_id: str) -> None:
+    async def discard(
+        self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
         """Forget an intent whose append was acknowledged (no decision is recorded), counting a
         write of its session in the same step: the write has landed, so a tail read while it
         was in flight (when the count already said it was opened) is out of date. An unknown
-        id changes nothing."""
+        id changes nothing. With ``owner`` (and ``fence``), only while that owner still holds
+        it in flight (under that token); otherwise ``LeaseLost`` and nothing changes."""
         ...
 
     async def pending(
@@ -156,12 +182,15 @@ class IntentJournal(Protocol):
         """Whether a decision has settled this intent."""
         ...
 
-    async def settle(self, decision: Decision, *, owner: Owner | None = None) -> None:
+    async def settle(
+        self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
         """Close the decision's intent and store the decision, atomically, counting a write of
         the session (a replay wrote; a batch found committed may have come from one). With
-        ``owner``, only while that owner still holds the intent's claim (state reconciling); a
-        lost claim or an intent settled already raises ``IntentConflict``. Idempotent: the very
-        same decision again (a retried call whose reply was lost) is a no-op."""
+        ``owner`` (and ``fence``), only while that owner still holds the intent's claim (state
+        reconciling, under that token): a lost claim raises ``LeaseLost``, an intent settled
+        already ``IntentConflict``. Idempotent: the very same decision again (a retried call
+        whose reply was lost) is a no-op."""
         ...
 
     async def note(self, decision: Decision) -> None:

@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 
 from ..backends.schema import Unversioned
 from ..effects.records import Effect, EffectState
-from ..errors import IntentConflict
+from ..errors import IntentConflict, LeaseLost
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
 from ..sealing import Keyring
@@ -108,6 +109,7 @@ class MemoryJournal(Unversioned):
         if expect_write_count is not None and writes != expect_write_count:
             return Opened(recorded=False, write_count=writes)
         await self.record(intent, state=state, owner=owner)
+        self._entries[intent.intent_id] = replace(self._entries[intent.intent_id], fence=writes)
         self._opened_at[intent.intent_id] = writes
         return Opened(recorded=True, write_count=writes)
 
@@ -127,16 +129,37 @@ class MemoryJournal(Unversioned):
         owner: Owner,
         expect_state: IntentState | None = None,
         expect_owner: Owner | None = None,
+        expect_fence: int | None = None,
     ) -> bool:
         entry = self._open_entry(intent_id, "transition")
         if expect_state is not None and entry.state is not expect_state:
             return False
         if expect_owner is not None and entry.owner != expect_owner:
             return False
-        self._entries[intent_id] = JournalEntry(entry.intent, state, owner, time.time())
+        if expect_fence is not None and entry.fence != expect_fence:
+            return False
+        fence = entry.fence
+        if state is IntentState.RECONCILING and expect_fence is None:
+            # A claim: a new token (see ``IntentJournal.transition``).
+            writes = await self.write_count(entry.intent.session_id, entry.intent.backend)
+            fence = max(entry.fence + 1, writes)
+        self._entries[intent_id] = JournalEntry(entry.intent, state, owner, time.time(), fence)
         return True
 
-    async def discard(self, intent_id: str) -> None:
+    async def discard(
+        self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
+        if owner is not None and intent_id not in self._settled:
+            held = self._entries.get(intent_id)
+            if held is None:
+                return
+            if (held.state, held.owner) != (IntentState.IN_FLIGHT, owner) or (
+                fence is not None and held.fence != fence
+            ):
+                raise LeaseLost(
+                    f"intent {intent_id} is no longer held in flight by {owner}",
+                    intent_id=intent_id,
+                )
         entry = self._open_entry(intent_id, "discard")
         del self._entries[intent_id]
         self._opened_at.pop(intent_id, None)
@@ -161,7 +184,9 @@ class MemoryJournal(Unversioned):
     async def is_settled(self, intent_id: str) -> bool:
         return intent_id in self._settled
 
-    async def settle(self, decision: Decision, *, owner: Owner | None = None) -> None:
+    async def settle(
+        self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
         if not decision.settled:
             raise InvariantViolation(f"settle() with a {decision.action.value} decision")
         if decision.intent_id in self._settled:
@@ -170,9 +195,13 @@ class MemoryJournal(Unversioned):
                 return
             raise InvariantViolation(f"intent {decision.intent_id} settled twice")
         entry = self._entries.get(decision.intent_id)
-        claimed = entry is None or (entry.state is IntentState.RECONCILING and entry.owner == owner)
+        claimed = entry is None or (
+            entry.state is IntentState.RECONCILING
+            and entry.owner == owner
+            and (fence is None or entry.fence == fence)
+        )
         if owner is not None and not claimed:
-            raise IntentConflict(
+            raise LeaseLost(
                 f"intent {decision.intent_id} is not claimed by {owner}",
                 intent_id=decision.intent_id,
             )

@@ -99,6 +99,7 @@ from ..errors import (
     JournalCorrupt,
     JournalError,
     JournalUnavailable,
+    LeaseLost,
 )
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
@@ -418,24 +419,40 @@ class PostgresJournal(PostgresEffects):
         owner: Owner,
         expect_state: IntentState | None = None,
         expect_owner: Owner | None = None,
+        expect_fence: int | None = None,
     ) -> bool:
-        sql = self._sql.transition(expect_state is not None, expect_owner is not None)
-        args: list[object] = [state.value, str(owner), time.time(), intent_id]
+        claim = state is IntentState.RECONCILING and expect_fence is None
+        sql = self._sql.transition(
+            expect_state is not None, expect_owner is not None, expect_fence is not None, claim
+        )
+        args: list[object] = [state.value, str(owner), intent_id]
         if expect_state is not None:
             args.append(expect_state.value)
         if expect_owner is not None:
             args.append(str(expect_owner))
+        if expect_fence is not None:
+            args.append(expect_fence)
 
         async def work(conn: Connection) -> bool:
-            # One UPDATE: the server re-checks the expectations on the newest version of the
-            # row, so two claims racing cannot both succeed.
+            # One statement: the server re-checks the expectations on the newest version of
+            # the row, so two claims racing cannot both succeed.
             return await conn.fetchval(sql, *args) is not None
 
         return await self._run(work)
 
-    async def discard(self, intent_id: str) -> None:
+    async def discard(
+        self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
         async def work(conn: Connection) -> None:
-            await conn.execute(self._sql.discard, intent_id)
+            if owner is None:
+                await conn.execute(self._sql.discard, intent_id)
+                return
+            gone = await conn.fetchval(self._sql.discard_held, intent_id, str(owner), fence)
+            if not gone and await conn.fetchval(self._sql.exists, intent_id) is not None:
+                raise LeaseLost(
+                    f"intent {intent_id} is no longer in flight under {owner}",
+                    intent_id=intent_id,
+                )
 
         await self._run(work)
 
@@ -468,11 +485,13 @@ class PostgresJournal(PostgresEffects):
 
         return await self._run(work)
 
-    async def settle(self, decision: Decision, *, owner: Owner | None = None) -> None:
+    async def settle(
+        self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
         require_settling(decision, settling=True)
         intent_id = decision.intent_id
         key = (decision.session_id, str(decision.backend))
-        args = (*_decision_args(decision), None if owner is None else str(owner))
+        args = (*_decision_args(decision), None if owner is None else str(owner), fence)
         unique_violation = self._driver.UniqueViolationError
 
         async def work(conn: Connection) -> None:
@@ -494,8 +513,10 @@ class PostgresJournal(PostgresEffects):
                     return
                 raise _already_settled(intent_id)
             if not found["allowed"]:
-                raise IntentConflict(
-                    f"intent {intent_id} is not claimed by {owner}", intent_id=intent_id
+                raise LeaseLost(
+                    f"intent {intent_id} is not claimed by {owner}"
+                    + ("" if fence is None else f" with token {fence}"),
+                    intent_id=intent_id,
                 )
 
         await self._run(work)
@@ -649,11 +670,24 @@ class _Asked:
 
 
 def _entry(row: Sequence[Any], keyring: Keyring) -> JournalEntry:
-    intent_id, session_id, backend, state, owner, updated_at, record = tuple(row)
+    """An intent's row: its seven columns, then its token and age where selected."""
+    intent_id, session_id, backend, state, owner, updated_at, record, *held = tuple(row)
+    fence, age = held if len(held) == 2 else (None, None)
     texts = (intent_id, session_id, backend, state, owner)
     if not all(isinstance(value, str) for value in texts) or not isinstance(updated_at, float):
         raise JournalCorrupt(f"intent {intent_id!r}: the journal row has unexpected types")
-    return checked_entry(intent_id, session_id, backend, state, owner, updated_at, record, keyring)
+    return checked_entry(
+        intent_id,
+        session_id,
+        backend,
+        state,
+        owner,
+        updated_at,
+        record,
+        keyring,
+        fence=fence,
+        age=age,
+    )
 
 
 def _decision(row: Sequence[Any]) -> Decision:

@@ -12,6 +12,8 @@ from typing import Final
 __all__ = ["SETTLING", "JournalStatements"]
 
 SETTLING: Final = "('settled', 'replayed', 'dropped')"
+_NOW: Final = "extract(epoch FROM clock_timestamp())::float8"
+"""The journal's clock: the server's time, in seconds."""
 
 
 class JournalStatements:
@@ -20,7 +22,11 @@ class JournalStatements:
     def __init__(self, schema: str) -> None:
         s = self.schema = schema
         intent_columns = "intent_id, session_id, backend, state, owner, updated_at, record"
-        self.select_intents = f"SELECT {intent_columns} FROM {s}.intents"
+        # With the fencing token and the age by the server's clock (leases are judged on the
+        # journal's clock, never a writer's).
+        self.select_intents = (
+            f"SELECT {intent_columns}, write_seq, {_NOW} - updated_at AS age FROM {s}.intents"
+        )
         # Takes the session's row lock (creating the row at zero) and returns its count: the
         # upsert always locks the newest version of the row, whoever inserted it.
         self.lock_session = (
@@ -46,7 +52,8 @@ class JournalStatements:
                 f"INSERT INTO {s}.intents (intent_id, session_id, backend, state, owner,"
                 " created_at, updated_at, record, write_seq)"
                 " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::float8,"
-                f" $7::float8, $8::bytea, {write_seq}"
+                # The server's clock stamps it; the writer's time ($7) only if it had none.
+                f" coalesce({_NOW}, $7::float8), $8::bytea, {write_seq}"
             )
 
         count_added = (
@@ -161,6 +168,12 @@ class JournalStatements:
             )
 
         self.discard = forget("")
+        # discard by the holder ($2, with its token $3 when not NULL): only while it is
+        # still in flight under them.
+        self.discard_held = forget(
+            " AND state = 'in_flight' AND owner = $2 AND ($3::bigint IS NULL OR write_seq = $3)"
+        )
+        self.exists = f"SELECT 1 FROM {s}.intents WHERE intent_id = $1"
         # discard, only while the intent is in flight under this owner in this session and
         # backend ($2..$5): the clearing of an acknowledged intent before the next opening.
         self.clear = forget(" AND session_id = $2 AND backend = $3 AND state = $4 AND owner = $5")
@@ -193,11 +206,12 @@ class JournalStatements:
             f"WITH done AS ({settled_check}),"
             f" again AS (SELECT EXISTS (SELECT 1 FROM {s}.decisions WHERE intent_id = $1"
             f" AND action IN {SETTLING} AND record = $8::bytea) AS again),"
-            f" claim AS (SELECT state, owner FROM {s}.intents WHERE intent_id = $1 FOR UPDATE),"
+            f" claim AS (SELECT state, owner, write_seq FROM {s}.intents WHERE intent_id = $1"
+            " FOR UPDATE),"
             " verdict AS (SELECT NOT (SELECT settled FROM done) AND ($9::text IS NULL"
             " OR NOT EXISTS (SELECT 1 FROM claim)"
-            " OR EXISTS (SELECT 1 FROM claim WHERE state = 'reconciling' AND owner = $9::text))"
-            " AS allowed),"
+            " OR EXISTS (SELECT 1 FROM claim WHERE state = 'reconciling' AND owner = $9::text"
+            " AND ($10::bigint IS NULL OR write_seq = $10::bigint))) AS allowed),"
             f" gone AS (DELETE FROM {s}.intents"
             " WHERE intent_id = $1 AND (SELECT allowed FROM verdict)),"
             f" counted AS (UPDATE {s}.session_writes SET writes = writes + 1"
@@ -245,12 +259,20 @@ class JournalStatements:
         # The statements whose filters vary, built once: asyncpg caches prepared statements
         # by their text, so each variant is parsed and planned once per connection.
         flags = ((False, False), (False, True), (True, False), (True, True))
-        self._transition = {key: self._build_transition(*key) for key in flags}
+        self._transition = {
+            (*key, fenced, claim): self._build_transition(*key, fenced, claim)
+            for key in flags
+            for fenced in (False, True)
+            for claim in (False, True)
+        }
         self._pending = {key: self._build_pending(*key) for key in flags}
         self._decisions = {key: self._build_decisions(*key) for key in flags}
 
-    def transition(self, by_state: bool, by_owner: bool) -> str:
-        return self._transition[by_state, by_owner]
+    def transition(self, by_state: bool, by_owner: bool, by_fence: bool, claim: bool) -> str:
+        """The compare-and-set of state and owner ($1, $2) of intent $3, expecting its state,
+        owner and token in that order from $4 on when asked; a ``claim`` also takes a new
+        token (see ``IntentJournal.transition``)."""
+        return self._transition[by_state, by_owner, by_fence, claim]
 
     def pending(self, by_session: bool, by_backend: bool) -> str:
         return self._pending[by_session, by_backend]
@@ -258,18 +280,23 @@ class JournalStatements:
     def decisions(self, by_session: bool, by_intent: bool) -> str:
         return self._decisions[by_session, by_intent]
 
-    def _build_transition(self, by_state: bool, by_owner: bool) -> str:
-        sql = (
-            f"UPDATE {self.schema}.intents SET state = $1, owner = $2, updated_at = $3"
-            " WHERE intent_id = $4"
-        )
-        number = 5
-        if by_state:
-            sql += f" AND state = ${number}"
-            number += 1
-        if by_owner:
-            sql += f" AND owner = ${number}"
-        return sql + " RETURNING 1"
+    def _build_transition(self, by_state: bool, by_owner: bool, by_fence: bool, claim: bool) -> str:
+        s = self.schema
+        where = " WHERE intent_id = $3"
+        number = 4
+        for wanted, column in ((by_state, "state"), (by_owner, "owner"), (by_fence, "write_seq")):
+            if wanted:
+                cast = "::bigint" if column == "write_seq" else "::text"
+                where += f" AND {column} = ${number}{cast}"
+                number += 1
+        update = f"UPDATE {s}.intents SET state = $1, owner = $2, updated_at = {_NOW}"
+        if claim:
+            update += (
+                ", write_seq = greatest(write_seq + 1, coalesce((SELECT w.writes FROM"
+                f" {s}.session_writes AS w WHERE w.session_id = intents.session_id"
+                " AND w.backend = intents.backend), 0))"
+            )
+        return f"{update}{where} RETURNING 1"
 
     def _build_pending(self, by_session: bool, by_backend: bool) -> str:
         conditions: list[str] = []

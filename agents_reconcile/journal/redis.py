@@ -87,6 +87,7 @@ from ..errors import (
     IntentConflict,
     JournalCorrupt,
     JournalUnavailable,
+    LeaseLost,
 )
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
@@ -399,6 +400,7 @@ class RedisJournal(RedisEffects):
         owner: Owner,
         expect_state: IntentState | None = None,
         expect_owner: Owner | None = None,
+        expect_fence: int | None = None,
     ) -> bool:
         async def attempt(session_id: str | None) -> bool | replies.Moved:
             if session_id is None:
@@ -414,6 +416,8 @@ class RedisJournal(RedisEffects):
                 "" if expect_state is None else expect_state.value,
                 "0" if expect_owner is None else "1",
                 "" if expect_owner is None else str(expect_owner),
+                "0" if expect_fence is None else "1",
+                "" if expect_fence is None else str(expect_fence),
             ]
             reply = await self._script("transition", self._layout.scripted(session_id), args)
             if reply == 1 or reply == 0:
@@ -422,13 +426,22 @@ class RedisJournal(RedisEffects):
 
         return await self._on_intent(intent_id, attempt)
 
-    async def discard(self, intent_id: str) -> None:
+    async def discard(
+        self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
+        held = ["0", "", ""] if owner is None else ["1", str(owner), _token(fence)]
+
         async def attempt(session_id: str | None) -> replies.Moved | None:
             if session_id is None:
                 return None
             keys = self._layout.scripted(session_id)
-            reply = await self._script("discard", keys, [_VERSION, intent_id, session_id])
+            reply = await self._script("discard", keys, [_VERSION, intent_id, session_id, *held])
             if reply != 1:
+                if replies.is_word(reply, "lost"):
+                    raise LeaseLost(
+                        f"intent {intent_id} is no longer in flight under {owner}",
+                        intent_id=intent_id,
+                    )
                 return replies.moved(reply, "discard")
             self._homes.forget(intent_id)
             return None
@@ -495,7 +508,9 @@ class RedisJournal(RedisEffects):
             raise replies.unexpected("is_settled", reply)
         return reply == 1
 
-    async def settle(self, decision: Decision, *, owner: Owner | None = None) -> None:
+    async def settle(
+        self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
         require_settling(decision, settling=True)
         intent_id = decision.intent_id
         record = decision.encode()
@@ -512,6 +527,7 @@ class RedisJournal(RedisEffects):
                 IntentState.RECONCILING.value,
                 str(decision.backend),
                 record,
+                _token(fence),
             ]
             holding = deciding if session_id is None else self._layout.session(session_id)
             keys = self._layout.globals + holding + deciding
@@ -526,8 +542,10 @@ class RedisJournal(RedisEffects):
             if word == "settled":
                 raise IntentConflict(f"intent {intent_id} was already settled", intent_id=intent_id)
             if word == "unclaimed":
-                raise IntentConflict(
-                    f"intent {intent_id} is not claimed by {owner}", intent_id=intent_id
+                raise LeaseLost(
+                    f"intent {intent_id} is not claimed by {owner}"
+                    + ("" if fence is None else f" with token {fence}"),
+                    intent_id=intent_id,
                 )
             raise replies.unexpected("settle", parts)
 
@@ -590,6 +608,10 @@ class RedisJournal(RedisEffects):
         self._schema_checked = False
         self._homes.clear()
         return deleted
+
+
+def _token(fence: int | None) -> str:
+    return "" if fence is None else str(fence)
 
 
 def _intent_args(intent: PendingWrite, state: IntentState, owner: Owner) -> list[str | bytes]:

@@ -45,7 +45,7 @@ _TRANSIENT_REPLIES: Final = (
 _CLUSTER_REPLIES: Final = ("MOVED", "ASK", "CROSSSLOT")
 _T = TypeVar("_T")
 
-Row = tuple[str, str, str, str, str, bytes]
+Row = tuple[str, str, str, str, str, bytes, str, str]
 EffectRow = tuple[str, str, str, bytes]
 """An effect as the scripts answer it: key, state, owner, record."""
 
@@ -128,6 +128,11 @@ def moved(reply: object, operation: str) -> Moved:
     return Moved(text(parts[1], "an intent's session") if len(parts) == 2 else None)
 
 
+def is_word(reply: object, word: str) -> bool:
+    """Whether a script replied with the one-word list ``{word}``."""
+    return isinstance(reply, list) and len(reply) == 1 and reply[0] in (word, word.encode())
+
+
 def status(reply: object, operation: str) -> tuple[str, list[object]]:
     """A script's reply read as its status word and the whole list."""
     parts = as_list(reply, operation)
@@ -173,7 +178,7 @@ def rows(reply: object, operation: str) -> list[Row]:
     found: list[Row] = []
     for row in as_list(reply, operation):
         fields = as_list(row, operation)
-        if len(fields) != 6:
+        if len(fields) != 8:
             raise unexpected(operation, row)
         intent_id, backend, state, owner, updated = (
             text(value, f"an intent's {name}")
@@ -181,7 +186,9 @@ def rows(reply: object, operation: str) -> list[Row]:
                 fields[:5], ("id", "backend", "state", "owner", "update time"), strict=True
             )
         )
-        found.append((intent_id, backend, state, owner, updated, blob(fields[5], "a record")))
+        record = blob(fields[5], "a record")
+        fence, age = text(fields[6], "an intent's token"), text(fields[7], "an intent's age")
+        found.append((intent_id, backend, state, owner, updated, record, fence, age))
     return found
 
 
@@ -193,8 +200,10 @@ def pair(value: object) -> tuple[str, bytes]:
 
 
 def entry(session_id: str, row: Row, keyring: Keyring | None = None) -> JournalEntry:
-    intent_id, backend, state, owner, updated, record = row
-    return checked_entry(intent_id, session_id, backend, state, owner, updated, record, keyring)
+    intent_id, backend, state, owner, updated, record, fence, age = row
+    return checked_entry(
+        intent_id, session_id, backend, state, owner, updated, record, keyring, fence=fence, age=age
+    )
 
 
 def decoded(name: str, ident: str, decode: Callable[[bytes], _T], record: bytes) -> _T:

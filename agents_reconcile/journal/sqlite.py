@@ -23,6 +23,7 @@ from ..errors import (
     IntentConflict,
     JournalCorrupt,
     JournalUnavailable,
+    LeaseLost,
 )
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
@@ -255,6 +256,7 @@ class SQLiteJournal:
         owner: Owner,
         expect_state: IntentState | None = None,
         expect_owner: Owner | None = None,
+        expect_fence: int | None = None,
     ) -> bool:
         sql = "UPDATE intents SET state = ?, owner = ?, updated_at = ? WHERE intent_id = ?"
         args: list[object] = [state.value, str(owner), time.time(), intent_id]
@@ -264,13 +266,29 @@ class SQLiteJournal:
         if expect_owner is not None:
             sql += " AND owner = ?"
             args.append(str(expect_owner))
+        if expect_fence is not None:
+            sql += " AND write_seq = ?"
+            args.append(expect_fence)
+        if state is IntentState.RECONCILING and expect_fence is None:
+            # A claim takes a new fencing token in the same statement.
+            sql = sql.replace(
+                " WHERE intent_id",
+                ", write_seq = max(write_seq + 1, coalesce((SELECT writes FROM session_writes AS w"
+                " WHERE w.session_id = intents.session_id AND w.backend = intents.backend), 0))"
+                " WHERE intent_id",
+                1,
+            )
         return await self._run(lambda conn: conn.execute(sql, args).rowcount == 1)
 
-    async def discard(self, intent_id: str) -> None:
+    async def discard(
+        self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
         def write(conn: sqlite3.Connection) -> None:
             # IMMEDIATE: the intent goes and its session's count moves in one step, so no
             # reader sees the write landed with the count it had while it was in flight.
             conn.execute("BEGIN IMMEDIATE")
+            if owner is not None:
+                _require_held(conn, intent_id, IntentState.IN_FLIGHT, owner, fence)
             gone = conn.execute(
                 "DELETE FROM intents WHERE intent_id = ? RETURNING session_id, backend",
                 (intent_id,),
@@ -314,7 +332,9 @@ class SQLiteJournal:
     async def is_settled(self, intent_id: str) -> bool:
         return await self._run(lambda conn: _settled(conn, intent_id))
 
-    async def settle(self, decision: Decision, *, owner: Owner | None = None) -> None:
+    async def settle(
+        self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
         require_settling(decision, settling=True)
         intent_id = decision.intent_id
 
@@ -327,13 +347,7 @@ class SQLiteJournal:
                     return
                 raise IntentConflict(f"intent {intent_id} was already settled", intent_id=intent_id)
             if owner is not None:
-                row = conn.execute(
-                    "SELECT state, owner FROM intents WHERE intent_id = ?", (intent_id,)
-                ).fetchone()
-                if row is not None and tuple(row) != (IntentState.RECONCILING.value, str(owner)):
-                    raise IntentConflict(
-                        f"intent {intent_id} is not claimed by {owner}", intent_id=intent_id
-                    )
+                _require_held(conn, intent_id, IntentState.RECONCILING, owner, fence)
             conn.execute("DELETE FROM intents WHERE intent_id = ?", (intent_id,))
             # Counted whatever the action: a batch that landed through a replay whose reply was
             # lost settles as committed, and other wrappers' memories must expire either way.
@@ -491,9 +505,28 @@ _INSERT_INTENT_SQL: Final = (
     " record, write_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SELECT_INTENTS: Final = (
-    "SELECT intent_id, session_id, backend, state, owner, updated_at, record FROM intents"
+    "SELECT intent_id, session_id, backend, state, owner, updated_at, record, write_seq"
+    " FROM intents"
 )
-_Row = tuple[str, str, str, str, str, float, bytes]
+_Row = tuple[str, str, str, str, str, float, bytes, int]
+
+
+def _require_held(
+    conn: sqlite3.Connection, intent_id: str, state: IntentState, owner: Owner, fence: int | None
+) -> None:
+    """Inside a write transaction: ``LeaseLost`` unless ``owner`` holds the intent in
+    ``state`` (under ``fence`` when given), or the intent is gone."""
+    row = conn.execute(
+        "SELECT state, owner, write_seq FROM intents WHERE intent_id = ?", (intent_id,)
+    ).fetchone()
+    if row is None:
+        return
+    if (row[0], row[1]) != (state.value, str(owner)) or (fence is not None and row[2] != fence):
+        raise LeaseLost(
+            f"intent {intent_id} is no longer {state.value} under {owner}"
+            + ("" if fence is None else f" with token {fence}"),
+            intent_id=intent_id,
+        )
 
 
 def _intent_row(
@@ -541,13 +574,9 @@ def _open_locked(
     path's single statement leaves to it."""
     key = (intent.session_id, str(intent.backend))
     writes = _writes(conn, key)
-    found = conn.execute(
-        "SELECT intent_id, session_id, backend, state, owner, updated_at, record, write_seq"
-        " FROM intents WHERE intent_id = ?",
-        (intent.intent_id,),
-    ).fetchone()
+    found = conn.execute(_SELECT_INTENTS + " WHERE intent_id = ?", (intent.intent_id,)).fetchone()
     if found is not None:
-        held = _entry(*found[:-1], keyring=keyring)
+        held = _entry(*found, keyring=keyring)
         if not held.intent.same_content(intent):
             raise IntentConflict(
                 f"intent {intent.intent_id} is recorded with other content",
@@ -584,10 +613,13 @@ def _entry(
     owner: str,
     updated_at: float,
     record: bytes,
+    fence: int,
     *,
     keyring: Keyring,
 ) -> JournalEntry:
-    return checked_entry(intent_id, session_id, backend, state, owner, updated_at, record, keyring)
+    return checked_entry(
+        intent_id, session_id, backend, state, owner, updated_at, record, keyring, fence=fence
+    )
 
 
 def _decision(intent_id: str, session_id: str, record: bytes) -> Decision:

@@ -1,7 +1,9 @@
 -- discard(): forget an unresolved intent without a decision, counting a write of its session
 -- (an acknowledged write has landed: a tail read while it was in flight is out of date).
--- ARGV: version, intent id, session expected to hold it. Replies 1, or {'moved', holder}
--- ({'moved'} when no session holds the id) when the id is not that session's.
+-- ARGV: version, intent id, session expected to hold it, then '1' when the caller must still
+-- hold it in flight, that owner, and its fencing token ('' for any). Replies 1, {'lost'} (held
+-- otherwise: nothing changed), or {'moved', holder} ({'moved'} when no session holds the id)
+-- when the id is not that session's.
 local refusal = schema_refusal(ARGV[1])
 if refusal then
   return refusal
@@ -12,6 +14,10 @@ if holder ~= ARGV[3] then
   return moved(holder)
 end
 local s = session_keys(8)
+if ARGV[4] == '1' and (field(s.state, id) ~= 'in_flight' or field(s.owner, id) ~= ARGV[5]
+    or (ARGV[6] ~= '' and field(s.write_seq, id) ~= ARGV[6])) then
+  return {'lost'}
+end
 local backend = redis.call('HGET', s.backend, id)
 remove_intent(s, id)
 if backend then

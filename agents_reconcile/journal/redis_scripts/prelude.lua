@@ -59,14 +59,28 @@ local function field(key, id)
   return redis.call('HGET', key, id) or ''
 end
 
+-- The server's time, in seconds: leases are judged on the journal's clock, never a writer's.
+local function now()
+  local t = redis.call('TIME')
+  return t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+end
+
+-- {id, backend, state, owner, updated_at, record, fencing token, age by the server's clock}.
 local function intent_row(s, id)
+  local updated = field(s.updated, id)
+  local age = ''
+  if updated ~= '' then
+    age = string.format('%.6f', tonumber(now()) - tonumber(updated))
+  end
   return {
     id,
     field(s.backend, id),
     field(s.state, id),
     field(s.owner, id),
-    field(s.updated, id),
+    updated,
     field(s.record, id),
+    field(s.write_seq, id),
+    age,
   }
 end
 
@@ -91,7 +105,7 @@ local function store_intent(s, seq)
   redis.call('HSET', s.backend, id, backend)
   redis.call('HSET', s.state, id, ARGV[5])
   redis.call('HSET', s.owner, id, ARGV[6])
-  redis.call('HSET', s.updated, id, ARGV[8])
+  redis.call('HSET', s.updated, id, now())
   if seq then
     redis.call('HSET', s.write_seq, id, seq)
   else

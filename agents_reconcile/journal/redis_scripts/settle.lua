@@ -2,7 +2,8 @@
 -- decision's session. KEYS[8..16] belong to the session holding the intent (the deciding
 -- session's when none does), KEYS[17..25] to the deciding session.
 -- ARGV: version, intent id, '1' when a session is expected to hold the intent, that session,
--- '1' when fenced by an owner, that owner, the reconciling state, backend, decision record.
+-- '1' when fenced by an owner, that owner, the reconciling state, backend, decision record,
+-- the owner's fencing token ('' for any).
 -- Replies {'done'} (also when this very decision settled it before: a retried call),
 -- {'settled'} (settled before, otherwise), {'unclaimed'} (the owner lost the claim)
 -- or {'moved', holder} (the intent's holder is not the one expected; {'moved'} when none
@@ -28,7 +29,8 @@ elseif holder then
 end
 if holder then
   local s = session_keys(8)
-  if ARGV[5] == '1' and (field(s.state, id) ~= ARGV[7] or field(s.owner, id) ~= ARGV[6]) then
+  if ARGV[5] == '1' and (field(s.state, id) ~= ARGV[7] or field(s.owner, id) ~= ARGV[6]
+      or (ARGV[10] ~= '' and field(s.write_seq, id) ~= ARGV[10])) then
     return {'unclaimed'}
   end
   remove_intent(s, id)

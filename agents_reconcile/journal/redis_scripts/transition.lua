@@ -1,6 +1,9 @@
 -- transition(): compare-and-set of an unresolved intent's state and owner.
--- ARGV: version, intent id, session expected to hold it, new state, new owner, updated_at,
--- '1' when a state is expected, that state, '1' when an owner is expected, that owner.
+-- ARGV: version, intent id, session expected to hold it, new state, new owner, (unused),
+-- '1' when a state is expected, that state, '1' when an owner is expected, that owner, '1'
+-- when a fencing token is expected, that token. The update time is the server's. A move to
+-- reconciling without an expected token is a claim: the intent takes a new token, one more
+-- than its last and at least the session's write count.
 -- Replies 1 (changed), 0 (expectations not met) or {'moved', holder} ({'moved'} when no
 -- session holds the id) when the id is not that session's.
 local refusal = schema_refusal(ARGV[1])
@@ -19,7 +22,16 @@ end
 if ARGV[9] == '1' and field(s.owner, id) ~= ARGV[10] then
   return 0
 end
+if ARGV[11] == '1' and field(s.write_seq, id) ~= ARGV[12] then
+  return 0
+end
+if ARGV[4] == 'reconciling' and ARGV[11] ~= '1' then
+  local backend = redis.call('HGET', s.backend, id)
+  local writes = tonumber(redis.call('HGET', s.writes, backend) or '0')
+  local token = math.max((tonumber(field(s.write_seq, id)) or 0) + 1, writes)
+  redis.call('HSET', s.write_seq, id, token)
+end
 redis.call('HSET', s.state, id, ARGV[4])
 redis.call('HSET', s.owner, id, ARGV[5])
-redis.call('HSET', s.updated, id, ARGV[6])
+redis.call('HSET', s.updated, id, now())
 return 1

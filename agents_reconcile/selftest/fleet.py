@@ -1,0 +1,643 @@
+"""``agents-reconcile selftest --fleet``: many worker processes, each on a simulated host of its
+own, appending to a few shared sessions through one journal while a driver injects faults.
+
+For each journal x store cell the driver starts the workers (``fleet_worker``), then for a
+bounded number of rounds injects one fault a round, chosen in turn among those the cell allows:
+
+- ``kill``: SIGKILL a random worker, and start a replacement on a new host name;
+- ``pause``: SIGSTOP a random worker at a random moment, SIGCONT it after longer than the lease;
+- ``pause_in_flight``: make a worker stop itself inside an append (its intent durable, its
+  write not started), SIGCONT it after longer than the lease: another worker takes over;
+- ``drop_reply``: a proxy in front of Redis or PostgreSQL (``faultproxy.FaultProxy``, on an
+  event loop thread of the driver) loses the next reply to a worker that goes through it;
+- ``restart``: stop and start the server, only for servers the driver started itself
+  (``own_servers``): never one it was given.
+
+Then every worker is resumed and asked to stop (SIGKILL after a bound), a fresh process on a
+fresh host settles what is pending on every session, and the judge (``fleet_report``) reads the
+store afresh and the journal's decisions and counts what must never happen.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Final, TextIO
+from urllib.parse import urlsplit, urlunsplit
+
+from ..faultproxy import FaultProxy
+from .fleet_report import CellResult, Pause, judge_cell, percentile, render_cell, render_summary
+
+__all__ = ["JOURNALS", "STORES", "FleetOptions", "fleet_results", "run_fleet"]
+
+JOURNALS: Final = ("sqlite", "redis", "postgres")
+STORES: Final = ("sqlite", "revisioned_sqlite", "revisioned_redis", "revisioned_postgres")
+_SERVER_OF: Final = {"redis": "redis", "postgres": "postgres"}
+_STATE_POLL: Final = 0.01
+
+
+@dataclass(frozen=True)
+class FleetOptions:
+    """What a fleet run does."""
+
+    workers: int = 8
+    sessions: int = 3
+    rounds: int = 20
+    lease: float = 1.0
+    in_flight_wait: float = 0.5
+    pause: float = 1.6
+    """How long a paused worker stays stopped (longer than the lease)."""
+    journals: Sequence[str] = JOURNALS
+    stores: Sequence[str] = STORES
+    redis_url: str | None = None
+    postgres_url: str | None = None
+    own_servers: bool = False
+    """Start private Redis and PostgreSQL servers (when their binaries are here) and restart
+    them as a fault."""
+    seed: int | None = None
+    keep: Path | None = None
+    cells: Sequence[tuple[str, str]] | None = None
+    """Exactly these (journal, store) cells, instead of every journal with every store."""
+
+
+# -- the servers ------------------------------------------------------------------------------
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+def _pg_bin() -> Path | None:
+    found = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
+    return found[-1].parent if found else None
+
+
+def _wait_port(port: int, seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
+            return True
+        time.sleep(0.05)
+    return False
+
+
+class OwnServers:
+    """Private Redis and PostgreSQL servers on free loopback ports under a directory, started,
+    restarted and stopped by this process only (by the PIDs it holds)."""
+
+    def __init__(self, out: TextIO) -> None:
+        # Somewhere the postgres user can reach (not under a private temporary directory).
+        self.directory = Path(tempfile.mkdtemp(prefix="agents-reconcile-fleet-servers-"))
+        self.directory.chmod(0o755)
+        self.out = out
+        self.urls: dict[str, str] = {}
+        self._redis: subprocess.Popen[bytes] | None = None
+        self._redis_port = 0
+        self._pg_port = 0
+        self._pg_data = self.directory / "postgres" / "data"
+
+    def start(self) -> None:
+        if shutil.which("redis-server"):
+            self._redis_port = _free_port()
+            self._start_redis()
+            self.urls["redis"] = f"redis://127.0.0.1:{self._redis_port}/0"
+        else:
+            print("No redis-server here: no private Redis.", file=self.out)
+        if _pg_bin() is not None and self._init_postgres():
+            self._pg_port = _free_port()
+            self._start_postgres()
+            self._as_postgres(
+                "psql", "-h", "127.0.0.1", "-p", str(self._pg_port), "-U", "postgres", "-qc",
+                "CREATE DATABASE fleet",
+            )  # fmt: skip
+            self.urls["postgres"] = f"postgresql://postgres@127.0.0.1:{self._pg_port}/fleet"
+
+    def _start_redis(self) -> None:
+        folder = self.directory / "redis"
+        folder.mkdir(parents=True, exist_ok=True)
+        # appendfsync always: a restart keeps every acknowledged write, as the judge assumes.
+        self._redis = subprocess.Popen(
+            ["redis-server", "--bind", "127.0.0.1", "--port", str(self._redis_port),
+             "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+             "--dir", str(folder)],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        if not _wait_port(self._redis_port, 10):
+            raise RuntimeError("the private redis-server did not start")
+
+    def _stop_redis(self) -> None:
+        if self._redis is not None:
+            self._redis.terminate()
+            try:
+                self._redis.wait(10)
+            except subprocess.TimeoutExpired:
+                self._redis.kill()
+                self._redis.wait(5)
+            self._redis = None
+
+    def _as_postgres(self, tool: str, *args: str) -> bool:
+        binary = _pg_bin()
+        assert binary is not None
+        command = [str(binary / tool), *args]
+        if os.geteuid() == 0:
+            command = ["runuser", "-u", "postgres", "--", *command]
+        done = subprocess.run(command, capture_output=True, timeout=60, check=False)
+        return done.returncode == 0
+
+    def _init_postgres(self) -> bool:
+        if os.geteuid() == 0:
+            try:
+                import pwd
+
+                user = pwd.getpwnam("postgres")
+            except KeyError:
+                print("No postgres user here: no private PostgreSQL.", file=self.out)
+                return False
+            folder = self.directory / "postgres"
+            folder.mkdir(parents=True, exist_ok=True)
+            os.chown(folder, user.pw_uid, user.pw_gid)
+        if not self._as_postgres(
+            "initdb", "-D", str(self._pg_data), "--auth=trust", "--no-sync", "-U", "postgres"
+        ):
+            print("initdb failed: no private PostgreSQL.", file=self.out)
+            return False
+        return True
+
+    def _start_postgres(self) -> None:
+        options = f"-c listen_addresses=127.0.0.1 -p {self._pg_port} -k {self._pg_data} "
+        options += "-c fsync=off"
+        for _ in range(5):  # a postmaster that just died may hold its pidfile a moment
+            if self._as_postgres(
+                "pg_ctl", "-D", str(self._pg_data), "-w", "-t", "30", "-l",
+                str(self._pg_data.parent / "server.log"), "start", "-o", options,
+            ):  # fmt: skip
+                return
+            time.sleep(0.5)
+        raise RuntimeError("the private PostgreSQL did not start")
+
+    def _stop_postgres(self, mode: str) -> None:
+        self._as_postgres("pg_ctl", "-D", str(self._pg_data), "-w", "-m", mode, "stop")
+
+    def restart(self, name: str) -> None:
+        """Stop the server abruptly (Redis: SIGTERM; PostgreSQL: immediate) and start it."""
+        if name == "redis":
+            self._stop_redis()
+            self._start_redis()
+        else:
+            self._stop_postgres("immediate")
+            self._start_postgres()
+
+    def stop(self) -> None:
+        self._stop_redis()
+        if "postgres" in self.urls:
+            self._stop_postgres("fast")
+        shutil.rmtree(self.directory, ignore_errors=True)
+
+
+# -- the proxies -----------------------------------------------------------------------------
+
+
+class ProxyLoop:
+    """``FaultProxy`` instances served by an event loop on a thread of their own."""
+
+    def __init__(self) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(target=self._loop.run_forever, daemon=True)
+        self._thread.start()
+        self._proxies: list[FaultProxy] = []
+
+    def proxy(self, port: int) -> FaultProxy:
+        proxy = FaultProxy("127.0.0.1", port)
+        asyncio.run_coroutine_threadsafe(proxy.start(), self._loop).result(10)
+        self._proxies.append(proxy)
+        return proxy
+
+    def lose_next_reply(self, proxy: FaultProxy, seconds: float) -> bool:
+        """Lose the next reply through ``proxy``; whether it happened within ``seconds``."""
+
+        async def lose() -> bool:
+            proxy.lose_next_reply()
+            try:
+                async with asyncio.timeout(seconds):
+                    await proxy.fired()
+            except TimeoutError:
+                return False
+            return True
+
+        fired: bool = asyncio.run_coroutine_threadsafe(lose(), self._loop).result(seconds + 5)
+        return fired
+
+    def close(self) -> None:
+        for proxy in self._proxies:
+            with contextlib.suppress(Exception):
+                asyncio.run_coroutine_threadsafe(proxy.close(), self._loop).result(10)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(10)
+        self._loop.close()
+
+
+def _through(url: str, port: int) -> str:
+    """``url`` with its host and port replaced by the proxy's."""
+    parts = urlsplit(url)
+    credentials = parts.netloc.rpartition("@")[0]
+    netloc = f"{credentials}@127.0.0.1:{port}" if credentials else f"127.0.0.1:{port}"
+    return urlunsplit(parts._replace(netloc=netloc))
+
+
+# -- the fork server -------------------------------------------------------------------------
+
+
+class ForkServer:
+    """The ``fleet_worker`` fork server: spawns workers, and waits for them."""
+
+    def __init__(self) -> None:
+        self._process = subprocess.Popen(
+            [sys.executable, "-m", "agents_reconcile.selftest.fleet_worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+        self.namespaces = bool(self._ask(None)["namespaces"])
+
+    def _ask(self, command: dict[str, Any] | None) -> dict[str, Any]:
+        stdin, stdout = self._process.stdin, self._process.stdout
+        assert stdin is not None and stdout is not None
+        if command is not None:
+            stdin.write(json.dumps(command) + "\n")
+            stdin.flush()
+        line = stdout.readline()
+        if not line:
+            raise RuntimeError("the fleet's fork server ended")
+        reply: dict[str, Any] = json.loads(line)
+        return reply
+
+    def spawn(self, spec: dict[str, Any]) -> int:
+        pid: int = self._ask({"spawn": spec})["pid"]
+        return pid
+
+    def wait(self, seconds: float) -> dict[str, int | None]:
+        ended: dict[str, int | None] = self._ask({"wait": seconds})["ended"]
+        return ended
+
+    def close(self) -> None:
+        stdin = self._process.stdin
+        if stdin is not None:
+            with contextlib.suppress(OSError):
+                stdin.close()
+        try:
+            self._process.wait(30)
+        except subprocess.TimeoutExpired:
+            self._process.kill()
+            self._process.wait(10)
+
+
+def _state(pid: int) -> str | None:
+    """The process's state letter (R, S, T, ...), or None when it is gone."""
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii") as handle:
+            stat = handle.read()
+    except OSError:
+        return None
+    return stat[stat.rfind(")") + 2 :].split()[0]
+
+
+def _alive(pid: int) -> bool:
+    return _state(pid) not in (None, "Z", "X")
+
+
+# -- one cell --------------------------------------------------------------------------------
+
+
+@dataclass
+class _Worker:
+    name: str
+    pid: int
+
+
+@dataclass
+class _Cell:
+    journal: str
+    store: str
+    directory: Path
+    spec: dict[str, Any]
+    proxied: dict[str, tuple[str, int]] = field(default_factory=dict)
+    """Server name -> (its URL, the proxy's port), for the servers a proxy sits in front of."""
+    proxies: dict[str, FaultProxy] = field(default_factory=dict)
+
+
+class _Driver:
+    def __init__(
+        self,
+        options: FleetOptions,
+        forks: ForkServer,
+        proxies: ProxyLoop,
+        servers: OwnServers | None,
+        chooser: random.Random,
+    ) -> None:
+        self.options = options
+        self.forks = forks
+        self.proxies = proxies
+        self.servers = servers
+        self.chooser = chooser
+        self.hosts = 0
+
+    def _spec(self, cell: _Cell, name: str, *, proxied: bool) -> dict[str, Any]:
+        spec = dict(cell.spec)
+        self.hosts += 1
+        spec.update(
+            name=name,
+            host=f"host{self.hosts}",
+            log=str(cell.directory / f"{name}.log"),
+            seed=self.chooser.randrange(1 << 30),
+        )
+        if proxied:
+            for url, port in cell.proxied.values():
+                for role in ("journal", "store"):
+                    kind, address, namespace = spec[role]
+                    if address == url:
+                        spec[role] = [kind, _through(url, port), namespace]
+        return spec
+
+    def run(self, cell: _Cell, result: CellResult) -> list[Pause]:
+        options = self.options
+        workers: list[_Worker] = []
+        count = 0
+
+        def start(slot: int) -> _Worker:
+            nonlocal count
+            name = f"w{count}"
+            count += 1
+            spec = self._spec(cell, name, proxied=slot % 2 == 0)
+            return _Worker(name, self.forks.spawn(spec))
+
+        workers = [start(slot) for slot in range(options.workers)]
+        kinds = ["kill", "pause", "pause_in_flight"]
+        if cell.proxies:
+            kinds.append("drop_reply")
+        restartable = [s for s in cell.proxied if self.servers and s in self.servers.urls]
+        if restartable:
+            kinds.append("restart")
+        pauses: list[Pause] = []
+        order: list[str] = []
+        time.sleep(0.5)  # let the workers open their sessions
+        for _ in range(options.rounds):
+            if not order:
+                order = list(kinds)
+                self.chooser.shuffle(order)
+            kind = order.pop()
+            slot = self.chooser.randrange(len(workers))
+            worker = workers[slot]
+            if not _alive(worker.pid):
+                workers[slot] = start(slot)
+                continue
+            if kind == "kill":
+                os.kill(worker.pid, signal.SIGKILL)
+                workers[slot] = start(slot)
+                result.faults[kind] += 1
+            elif kind in ("pause", "pause_in_flight"):
+                pause = self._pause(worker, in_flight=kind == "pause_in_flight")
+                if pause is None:
+                    # It never reached an append in time, and would stop itself later with
+                    # nobody to resume it: replaced instead.
+                    with contextlib.suppress(ProcessLookupError):
+                        os.kill(worker.pid, signal.SIGKILL)
+                    workers[slot] = start(slot)
+                    result.faults["kill"] += 1
+                else:
+                    pauses.append(pause)
+                    result.faults[kind] += 1
+            elif kind == "drop_reply":
+                proxy = cell.proxies[self.chooser.choice(sorted(cell.proxies))]
+                if self.proxies.lose_next_reply(proxy, 2.0):
+                    result.faults[kind] += 1
+            else:
+                assert self.servers is not None
+                self.servers.restart(self.chooser.choice(restartable))
+                result.faults[kind] += 1
+            result.rounds += 1
+            time.sleep(self.chooser.uniform(0.1, 0.4))
+        for worker in workers:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(worker.pid, signal.SIGCONT)
+                os.kill(worker.pid, signal.SIGTERM)
+        self.forks.wait(20 + options.in_flight_wait * 4)
+        return pauses
+
+    def _pause(self, worker: _Worker, *, in_flight: bool) -> Pause | None:
+        if in_flight:
+            os.kill(worker.pid, signal.SIGUSR1)
+            deadline = time.monotonic() + 5
+            while _state(worker.pid) != "T":
+                if time.monotonic() > deadline or not _alive(worker.pid):
+                    return None
+                time.sleep(_STATE_POLL)
+        else:
+            os.kill(worker.pid, signal.SIGSTOP)
+        stopped = time.time()
+        time.sleep(self.options.pause)
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(worker.pid, signal.SIGCONT)
+        return Pause(worker.name, stopped, time.time(), in_flight)
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
+def _server_urls(options: FleetOptions, servers: OwnServers | None) -> dict[str, str]:
+    urls = dict(servers.urls) if servers is not None else {}
+    if options.redis_url:
+        urls.setdefault("redis", options.redis_url)
+    if options.postgres_url:
+        urls.setdefault("postgres", options.postgres_url)
+    return urls
+
+
+def _cells(
+    options: FleetOptions, urls: dict[str, str], root: Path, run_id: str, proxies: ProxyLoop
+) -> Iterator[_Cell]:
+    chosen = options.cells or [(j, s) for j in options.journals for s in options.stores]
+    for journal, store in chosen:
+        server_of_store = store.removeprefix("revisioned_")
+        needed = {journal, server_of_store} & set(_SERVER_OF)
+        if not needed <= set(urls):
+            continue
+        directory = root / f"{journal}-{store}"
+        directory.mkdir(parents=True)
+        namespace = f"fleet_{run_id}_{journal}_{server_of_store}"
+        # Journal and store apart even on one server: each may be wiped on its own.
+        journal_namespace = f"{namespace}_journal" if journal in urls else None
+        journal_address = urls.get(journal) or str(directory / "journal.db")
+        if store == "sqlite":
+            store_address = str(directory / "chat.db")
+        elif store == "revisioned_sqlite":
+            store_address = str(directory / "revisioned.db")
+        else:
+            store_address = urls[server_of_store]
+        spec = {
+            "role": "work",
+            "journal": [journal, journal_address, journal_namespace],
+            "store": [store, store_address, namespace],
+            "sessions": [f"s{i}" for i in range(options.sessions)],
+            "lease": options.lease,
+            "in_flight_wait": options.in_flight_wait,
+            "max_appends": 100_000,
+            "think": 0.0,
+            "final_attempts": 5,
+        }
+        cell = _Cell(journal, store, directory, spec)
+        for server in sorted(needed):
+            port = int(urlsplit(urls[server]).port or 0)
+            proxy = proxies.proxy(port)
+            cell.proxied[server] = (urls[server], proxy.port)
+            cell.proxies[server] = proxy
+        yield cell
+
+
+async def _read_back(cell: _Cell) -> tuple[dict[str, list[Any]], list[Any]]:
+    """Each session's history, read afresh, and every decision the journal holds."""
+    from .fleet_worker import open_journal, open_store
+
+    histories: dict[str, list[Any]] = {}
+    for sid in cell.spec["sessions"]:
+        store = open_store(cell.spec, sid)
+        try:
+            histories[sid] = list(await store.get_items())
+        finally:
+            closer = getattr(store, "close", None)
+            if callable(closer):
+                result = closer()
+                if hasattr(result, "__await__"):
+                    await result
+    journal = open_journal(cell.spec)
+    try:
+        decisions: list[Any] = []
+        for sid in cell.spec["sessions"]:
+            decisions += await journal.decisions(session_id=sid, limit=100_000)
+    finally:
+        await journal.close()
+    return histories, decisions
+
+
+def _run_cell(driver: _Driver, cell: _Cell, out: IO[str]) -> CellResult:
+    options = driver.options
+    result = CellResult(cell.journal, cell.store, options.workers, options.sessions)
+    if cell.proxies and not (driver.servers and set(cell.proxied) <= set(driver.servers.urls)):
+        result.notes.append("no server restarts: the servers were not started by this command")
+    began = time.time()
+    pauses = driver.run(cell, result)
+    ended = time.time()
+    result.wall = ended - began
+    # The final pass: a fresh process on a fresh host, after every lease has run out.
+    time.sleep(options.lease * 1.5)
+    final = dict(cell.spec, role="reconcile", name="final", host="reconciler")
+    final["log"] = str(cell.directory / "final.log")
+    driver.forks.spawn(final)
+    driver.forks.wait(60)
+    histories, decisions = asyncio.run(_read_back(cell))
+    judge_cell(result, cell.directory, histories, decisions, pauses, (began, ended))
+    print(render_cell(result) + "\n", file=out, flush=True)
+    return result
+
+
+def run_fleet(options: FleetOptions, out: TextIO = sys.stdout) -> int:
+    """Run every cell; print a table per cell and the summary. 0 when every count is 0."""
+    results = fleet_results(options, out)
+    return 0 if results and all(result.clean for result in results) else 1
+
+
+def fleet_results(options: FleetOptions, out: TextIO = sys.stdout) -> list[CellResult]:
+    """Run every cell the options select (a cell whose server is not given is skipped);
+    print a table per cell and the summary; return what the judge found in each."""
+    seed = options.seed if options.seed is not None else random.randrange(1 << 30)
+    chooser = random.Random(seed)
+    root = options.keep or Path(tempfile.mkdtemp(prefix="agents-reconcile-fleet-"))
+    root.mkdir(parents=True, exist_ok=True)
+    run_id = uuid.uuid4().hex[:8]
+    started = time.monotonic()
+    servers: OwnServers | None = None
+    proxies = ProxyLoop()
+    forks: ForkServer | None = None
+    results: list[CellResult] = []
+    try:
+        if options.own_servers:
+            servers = OwnServers(out)
+            servers.start()
+        urls = _server_urls(options, servers)
+        forks = ForkServer()
+        print(
+            f"Fleet self-test: {options.workers} workers, {options.sessions} sessions, "
+            f"{options.rounds} rounds per cell, lease {options.lease} s, pauses "
+            f"{options.pause} s, seed {seed}.",
+            file=out,
+        )
+        if not forks.namespaces:
+            print(
+                "Note: no UTS namespaces here (unshare not permitted): every worker shares "
+                "this host's name, so a paused worker's pid is seen alive and no lease expires.",
+                file=out,
+            )
+        skipped = [name for name in ("redis", "postgres") if name not in urls]
+        if skipped:
+            print(f"Skipped (no server given): {', '.join(skipped)} cells.", file=out)
+        if urls and servers is None:
+            print(
+                "Server restarts skipped: the servers were not started by this command.", file=out
+            )
+        print(file=out, flush=True)
+        driver = _Driver(options, forks, proxies, servers, chooser)
+        for cell in _cells(options, urls, root, run_id, proxies):
+            results.append(_run_cell(driver, cell, out))
+    finally:
+        if forks is not None:
+            forks.close()
+        proxies.close()
+        if servers is not None:
+            servers.stop()
+        if options.keep is None:
+            shutil.rmtree(root, ignore_errors=True)
+    _print_totals(results, time.monotonic() - started, out)
+    return results
+
+
+def _print_totals(results: list[CellResult], elapsed: float, out: TextIO) -> None:
+    print(render_summary(results), file=out)
+    settled = sum(r.settlements for r in results)
+    wall = sum(r.wall for r in results)
+    takeovers = [t for r in results for t in r.takeovers]
+    print(
+        f"\nSettlements on a shared journal with {results[0].workers if results else 0} "
+        f"workers: {settled} settling decisions in {wall:.0f} s of fault rounds "
+        f"({settled / wall if wall else 0:.2f}/s).",
+        file=out,
+    )
+    p50, p99 = percentile(takeovers, 0.5), percentile(takeovers, 0.99)
+    print(
+        "Takeover of an expired lease (a worker stopped inside an append, until another "
+        "process decides on its intent or appends to its session): "
+        + (f"p50 {p50:.2f} s, p99 {p99:.2f} s over {len(takeovers)}." if p50 and p99 else "none."),
+        file=out,
+    )
+    broken = [r for r in results if not r.clean]
+    print(f"\n{len(results)} cells in {elapsed:.0f} s; ", end="", file=out)
+    print(
+        f"{len(broken)} broke a promise." if broken else "every count is 0.",
+        file=out,
+    )
