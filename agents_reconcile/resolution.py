@@ -108,7 +108,7 @@ class Resolver:
             raise ResolutionRefused(_refusal(intent_id, None), intent_id=intent_id)
         if self.settler is None:
             return await self._resolve_claimed(entry, resolution, note, actor, override)
-        with self.settler.holding(intent_id):
+        with self.settler.claims.holding(intent_id):
             return await self._resolve_claimed(entry, resolution, note, actor, override)
 
     async def _resolve_claimed(
@@ -202,13 +202,13 @@ class Resolver:
     def _refuse_if_held(self, entry: JournalEntry) -> None:
         """A live owner's intent (appending, or being settled) is not the operator's yet."""
         if self.settler is not None:
-            held = self.settler.held_elsewhere(entry)
+            held = self.settler.claims.held_elsewhere(entry)
         else:
             held = holds(
                 entry.owner,
                 active=entry.state in ACTIVE_STATES,
                 in_flight_here=False,
-                age_seconds=time.time() - entry.updated_at,
+                age_seconds=entry.held_for(time.time()),
                 lease_seconds=self.client.config.lease_seconds,
                 me=current_owner(),
             )
@@ -260,7 +260,7 @@ class Resolver:
     def _replay_goes_on(self, intent_id: str) -> bool:
         """Whether a cancelled replay goes on in the background, keeping the claim."""
         settler = self.settler
-        return settler is not None and settler.replaying(intent_id)
+        return settler is not None and settler.claims.replaying(intent_id)
 
     async def _release(self, intent: PendingWrite) -> None:
         await self.client.release(intent.intent_id)

@@ -10,14 +10,13 @@ it meanwhile.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import time
-from collections.abc import Iterator, MutableMapping
+from collections.abc import MutableMapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from . import runstate
+from .claims import AlreadySettled, Claims
 from .classify import Verdict
 from .config import ReconcileConfig
 from .crashpoints import CrashPoint, reached
@@ -26,13 +25,13 @@ from .errors import IntentConflict, JournalError, LeaseLost, RevisionConflict
 from .held import HeldIntents, KnownHead
 from .inflight import InFlight, despite_cancellation
 from .inner import InnerSession, without_reconciling
-from .journal.base import ACTIVE_STATES, IntentState, JournalEntry
+from .journal.base import IntentState, JournalEntry
 from .journal_client import JournalClient
 from .judges import judge_revision, judge_tail
 from .lease import Renewal
 from .locking import SessionLock
 from .observability import judged
-from .ownership import Takeover, current_owner, takeover
+from .ownership import current_owner
 from .policy import Step, settlement_step
 from .records import Action, Decision, Outcome, PendingWrite, Reason
 from .revision import RevisionedStore, extended_write_id
@@ -49,10 +48,6 @@ _POLL_SECONDS: Final = 0.02
 # A replay that keeps meeting other writers' compare-and-swaps is judged again, this often.
 _REPLAY_ATTEMPTS: Final = 3
 _ACTIONS: Final = {Step.SETTLE: Action.SETTLED, Step.REPLAY: Action.REPLAYED}
-
-
-class _AlreadySettled(Exception):
-    """Someone else settled the intent while this process waited for it."""
 
 
 class Settler:
@@ -82,6 +77,8 @@ class Settler:
         self._lock = lock
         self._in_flight = in_flight
         self._carried = carried
+        self.claims = Claims(client=client, config=config, store=store, in_flight=in_flight)
+        """Taking this session's intents, the leases on them, giving them back."""
 
     async def settle_pending(
         self,
@@ -125,7 +122,7 @@ class Settler:
         for entry in entries:
             try:
                 decisions.append(await self._settle_entry(entry, context, wrapper))
-            except _AlreadySettled:
+            except AlreadySettled:
                 continue
         for intent in list(self._held.unjournaled.values()):
             decision = await self._settle_unjournaled(intent, context, wrapper)
@@ -248,7 +245,7 @@ class Settler:
             return None
         try:
             return await self._settle_entry(entry, context, wrapper)
-        except _AlreadySettled:
+        except AlreadySettled:
             return None
 
     async def _settle_entry(
@@ -258,125 +255,25 @@ class Settler:
         wrapper: RunContextWrapper[Any] | None,
     ) -> Decision:
         intent = entry.intent
-        fence = await self._claim(entry)
+        fence = await self.claims.claim(entry)
         in_flight = self._in_flight
         in_flight.busy.add(intent.intent_id)
         try:
-            with self.leased(intent.intent_id, IntentState.RECONCILING, fence) as lease:
+            with self.claims.leased(intent.intent_id, IntentState.RECONCILING, fence) as lease:
                 return await self._decide(intent, context, wrapper, lease)
         except LeaseLost as lost:
-            await despite_cancellation(self.release(intent))
-            raise _AlreadySettled(intent.intent_id) from lost
+            await despite_cancellation(self.claims.release(intent))
+            raise AlreadySettled(intent.intent_id) from lost
         except BaseException:
             if intent.intent_id in in_flight.replaying:
                 # A cancelled replay goes on in the background and keeps the claim; it
                 # releases both when it ends (see replay).
                 raise
-            await despite_cancellation(self.release(intent))
+            await despite_cancellation(self.claims.release(intent))
             raise
         finally:
             if intent.intent_id not in in_flight.replaying:
                 in_flight.busy.discard(intent.intent_id)
-
-    def leased(self, intent_id: str, state: IntentState, fence: int) -> Renewal:
-        """The lease on an intent this process holds (``state``, under ``fence``), renewed
-        while the block runs."""
-        return Renewal(
-            self._client,
-            intent_id,
-            state=state,
-            fence=fence,
-            lease_seconds=self._config.lease_seconds,
-        )
-
-    def takeover(self, entry: JournalEntry) -> Takeover:
-        """Whether this process may claim the intent now (see ``ownership.takeover``); an
-        expired lease is as good as free where the store fences the old owner's late write."""
-        way = takeover(
-            entry.owner,
-            active=entry.state in ACTIVE_STATES,
-            in_flight_here=self._in_flight.holds(entry.intent.intent_id),
-            age_seconds=entry.held_for(time.time()),
-            lease_seconds=self._config.lease_seconds,
-            me=current_owner(),
-        )
-        if way is Takeover.EXPIRED and self.fences(entry.intent):
-            return Takeover.FREE
-        return way
-
-    def fences(self, intent: PendingWrite) -> bool:
-        """Whether the store refuses a late write of ``intent`` by a holder that lost it: a
-        revisioned store appends by compare-and-swap on the head the write expected."""
-        return intent.expected_revision is not None and self._store is not None
-
-    def held_elsewhere(self, entry: JournalEntry) -> bool:
-        """Whether a live owner (another task of this process, or another live process)
-        holds the intent, so it is not ours to settle yet."""
-        return self.takeover(entry) is Takeover.HELD
-
-    async def _claim(self, entry: JournalEntry) -> int:
-        """Take ownership of an intent, waiting (bounded) for a live owner to finish, or for
-        one whose lease expired where the store cannot fence it; return the claim's token."""
-        client = self._client
-        deadline = time.monotonic() + self._config.in_flight_wait
-        me = current_owner()
-        while True:
-            way = self.takeover(entry)
-            if way is not Takeover.FREE:
-                if time.monotonic() >= deadline:
-                    await self._deny_held(entry, way)
-                await asyncio.sleep(_POLL_SECONDS)
-            elif await client.call(
-                client.journal.transition,
-                entry.intent.intent_id,
-                state=IntentState.RECONCILING,
-                owner=me,
-                expect_state=entry.state,
-                expect_owner=entry.owner,
-            ):
-                claimed = await client.call(client.journal.get, entry.intent.intent_id)
-                if claimed is not None and (claimed.state, claimed.owner) == (
-                    IntentState.RECONCILING,
-                    me,
-                ):
-                    return claimed.fence
-            current = await client.call(client.journal.get, entry.intent.intent_id)
-            if current is None:
-                raise _AlreadySettled(entry.intent.intent_id)
-            entry = current
-
-    async def _deny_held(self, entry: JournalEntry, way: Takeover) -> None:
-        evidence: dict[str, Any] = {"state": entry.state.value, "owner": str(entry.owner)}
-        reason = Reason.IN_FLIGHT_ELSEWHERE
-        if way is Takeover.EXPIRED:
-            reason = Reason.LEASE_EXPIRED
-            evidence |= {
-                "held_for_seconds": round(entry.held_for(time.time()), 3),
-                "lease_seconds": self._config.lease_seconds,
-                "fenced": False,
-            }
-        await self._client.deny(entry.intent, Outcome.AMBIGUOUS, reason, evidence)
-
-    @contextlib.contextmanager
-    def holding(self, intent_id: str) -> Iterator[None]:
-        """Mark ``intent_id`` as held by a task of this process while the block runs, so no
-        other wrapper of the process takes it meanwhile (a replay cancelled inside keeps it
-        until the replay ends)."""
-        in_flight = self._in_flight
-        in_flight.busy.add(intent_id)
-        try:
-            yield
-        finally:
-            if intent_id not in in_flight.replaying:
-                in_flight.busy.discard(intent_id)
-
-    def replaying(self, intent_id: str) -> bool:
-        """Whether a replay of ``intent_id`` goes on in the background (it keeps the claim)."""
-        return intent_id in self._in_flight.replaying
-
-    async def release(self, intent: PendingWrite, fence: int | None = None) -> None:
-        """Give up this process's claim on ``intent`` (back to failed, for the next judge)."""
-        await self._client.release(intent.intent_id, fence=fence)
 
     async def judge(self, intent: PendingWrite, wrapper: Any) -> Verdict:
         """What the store's history says about ``intent`` now (the rule, on a fresh read)."""
@@ -498,7 +395,7 @@ class Settler:
         in_flight.busy.discard(intent.intent_id)
         if not task.cancelled():
             task.exception()  # retrieved: the outcome is settled by the next reconciliation
-        in_flight.keep(asyncio.ensure_future(self.release(intent)))
+        in_flight.keep(asyncio.ensure_future(self.claims.release(intent)))
 
     async def after_settlement(
         self,

@@ -266,7 +266,9 @@ class Writer:
         token is the count it was opened at)."""
         if opened is None:
             return contextlib.nullcontext()
-        return self._settler.leased(intent.intent_id, IntentState.IN_FLIGHT, opened.write_count)
+        return self._settler.claims.leased(
+            intent.intent_id, IntentState.IN_FLIGHT, opened.write_count
+        )
 
     def seen_own_write(self, context: Context, opened: Opened) -> None:
         """The run has seen its own write to its end: opened, then acknowledged (or proven

@@ -194,7 +194,7 @@ async def test_renewal_keeps_a_slow_holders_lease(tmp_path: Path) -> None:
         config=ReconcileConfig(journal=journal, lease_seconds=0.3),
     )
     token = await opened(journal)
-    with session._settler.leased("i-1", IntentState.IN_FLIGHT, token) as lease:
+    with session._settler.claims.leased("i-1", IntentState.IN_FLIGHT, token) as lease:
         for _ in range(8):
             await asyncio.sleep(0.1)
             entry = await journal.get("i-1")
@@ -211,7 +211,7 @@ async def test_a_lost_lease_stops_the_holder_before_it_writes(tmp_path: Path) ->
         config=ReconcileConfig(journal=journal, lease_seconds=0.3),
     )
     token = await opened(journal)
-    with session._settler.leased("i-1", IntentState.IN_FLIGHT, token) as lease:
+    with session._settler.claims.leased("i-1", IntentState.IN_FLIGHT, token) as lease:
         await claimed(journal, STRANGER)
         await asyncio.sleep(0.25)
         assert lease.lost

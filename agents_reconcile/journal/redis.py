@@ -81,11 +81,9 @@ from ..backends.redis import (
     shared_client,
     unlink_matching,
 )
-from ..backends.schema import Schema
 from ..errors import (
     ConfigurationError,
     IntentConflict,
-    JournalCorrupt,
     JournalUnavailable,
     LeaseLost,
 )
@@ -97,6 +95,7 @@ from ._rows import each
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 from .redis_effects import EFFECT_SCRIPTS, RedisEffects
 from .redis_layout import IntentHomes, JournalKeys
+from .redis_schema import _VERSION, SCHEMA, SCHEMA_VERSION, RedisSchemaSteps
 
 try:
     import redis.asyncio as aioredis
@@ -108,14 +107,9 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
 
 __all__ = ["DEFAULT_PREFIX", "SCHEMA", "SCHEMA_VERSION", "RedisJournal"]
 
-SCHEMA: Final = Schema("journal", ("0001_initial", "0002_effects"), JournalCorrupt)
-"""The journal's layout steps: each leaves only its number under ``{prefix}:schema``
-(``0002_effects``: the effect keys)."""
-SCHEMA_VERSION: Final = SCHEMA.version
 DEFAULT_PREFIX: Final = "agents-reconcile-journal"
 
 _T = TypeVar("_T")
-_VERSION: Final = str(SCHEMA_VERSION).encode()
 _SCRIPTS: Final = {
     name: LuaScript("agents_reconcile.journal", "redis_scripts", name, prelude=True)
     for name in (
@@ -133,7 +127,6 @@ _SCRIPTS: Final = {
         *EFFECT_SCRIPTS,
     )
 }
-_MIGRATE: Final = LuaScript("agents_reconcile.journal", "redis_scripts", "migrate", prelude=True)
 # Attempts at an operation on an intent whose session keeps changing under it (discarded and
 # recorded again elsewhere between the lookup and the script).
 _ATTEMPTS: Final = 8
@@ -148,7 +141,7 @@ class _Retry(enum.Enum):
     """The intent's session changed between looking it up and acting on it."""
 
 
-class RedisJournal(RedisEffects):
+class RedisJournal(RedisSchemaSteps, RedisEffects):
     """``IntentJournal`` and ``EffectJournal`` on a Redis server, shared by every worker that
     uses the same server and ``prefix``.
 
@@ -257,15 +250,6 @@ class RedisJournal(RedisEffects):
             self._schema_checked = True
         return reply
 
-    def _older(self, found: bytes | None) -> bool:
-        """Whether a refused write found a version older than this release's."""
-        if found is None:
-            return False
-        try:
-            return self._version.parse(found) < SCHEMA_VERSION
-        except JournalCorrupt:
-            return False
-
     async def _command(self, operation: str, *args: str | bytes | int) -> object:
         with self._translated(operation):
             send = await self._send()
@@ -308,43 +292,6 @@ class RedisJournal(RedisEffects):
         raise JournalUnavailable(
             f"intent {intent_id} kept moving between sessions; try again",
         )
-
-    # -- schema -----------------------------------------------------------------------------
-
-    async def _migrate(self, send: Send) -> list[str]:
-        reply = await _MIGRATE.run(send, self._layout.globals, [_VERSION])
-        word, parts = replies.status(reply, "migrate")
-        if word == "created" and len(parts) == 1:
-            found = 0
-        elif word == "current" and len(parts) == 1:
-            found = SCHEMA_VERSION
-        elif word in ("upgraded", "found") and len(parts) == 2:
-            found = self._version.parse(parts[1])
-            if word == "found":
-                SCHEMA.refuse(self._where, found)  # newer: left as it is
-        else:
-            raise SCHEMA.unreadable(f"{self._where}: {self._version.key}", reply)
-        self._schema_checked = True
-        return [SCHEMA.applied(number) for number in range(found + 1, SCHEMA_VERSION + 1)]
-
-    async def migrate(self) -> list[str]:
-        """Store the schema version if the journal has none, or raise an older one to this
-        release's (a step adds keys and rewrites nothing); returns the steps applied (none
-        when the journal is current). A newer or unreadable version raises
-        ``JournalCorrupt`` and is left as it is."""
-        with self._translated("migrate"):
-            return await self._migrate(await self._send())
-
-    async def check(self) -> str | None:
-        """None when the journal's schema is current, else a sentence saying what is missing
-        or wrong. Only reads."""
-        with self._translated("check"):
-            return await self._version.problem(await self._send())
-
-    async def schema_version(self) -> int | None:
-        """The schema version stored (None when the journal holds none); only reads."""
-        with self._translated("schema_version"):
-            return await self._version.read(await self._send())
 
     # -- IntentJournal ------------------------------------------------------------------
 

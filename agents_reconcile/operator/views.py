@@ -48,8 +48,10 @@ def intent_view(
     entry: JournalEntry, newest: Decision | None, now: float, lease_seconds: float
 ) -> dict[str, Any]:
     intent = entry.intent
+    # The age by the journal's clock where it tells one (Redis, PostgreSQL).
+    held_for = entry.held_for(now)
     live = entry.state in ACTIVE_STATES and entry.owner.is_live(
-        age_seconds=now - entry.updated_at, lease_seconds=lease_seconds
+        age_seconds=held_for, lease_seconds=lease_seconds
     )
     waiting = newest is not None and newest.action in _WAITING
     return {
@@ -60,7 +62,8 @@ def intent_view(
         "owner": str(entry.owner),
         "owner_live": live,
         "age_seconds": round(now - intent.created_at, 3),
-        "updated_seconds_ago": round(now - entry.updated_at, 3),
+        "updated_seconds_ago": round(held_for, 3),
+        "fence": entry.fence,
         "items": len(intent.batch_digests),
         "last_decision": None if newest is None else decision_view(newest),
         "needs_operator": waiting and not live,

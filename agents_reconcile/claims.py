@@ -1,0 +1,150 @@
+"""Claims: who may take a pending intent, taking it (a compare-and-set in the journal that
+hands out a fencing token), the lease kept on it while it is held, and giving it back.
+
+An intent is claimed so two workers never both replay it, and never while a live owner may
+still be writing it: that is waited for, within a bound. An owner on another host whose lease
+ran out may only be stalled; its intent is taken over only where the store refuses the old
+owner's late write (``fences``), and otherwise denied ``lease_expired``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections.abc import Iterator
+from typing import Any, Final
+
+from .config import ReconcileConfig
+from .inflight import InFlight
+from .journal.base import ACTIVE_STATES, IntentState, JournalEntry
+from .journal_client import JournalClient
+from .lease import Renewal
+from .ownership import Takeover, current_owner, takeover
+from .records import Outcome, PendingWrite, Reason
+from .revision import RevisionedStore
+
+__all__ = ["AlreadySettled", "Claims"]
+
+_POLL_SECONDS: Final = 0.02
+
+
+class AlreadySettled(Exception):
+    """Someone else settled the intent (or took it over) while this process waited for it."""
+
+
+class Claims:
+    """One session's claims on its pending intents."""
+
+    def __init__(
+        self,
+        *,
+        client: JournalClient,
+        config: ReconcileConfig,
+        store: RevisionedStore | None,
+        in_flight: InFlight,
+    ) -> None:
+        self._client = client
+        self._config = config
+        self._store = store
+        self._in_flight = in_flight
+
+    def leased(self, intent_id: str, state: IntentState, fence: int) -> Renewal:
+        """The lease on an intent this process holds (``state``, under ``fence``), renewed
+        while the block runs."""
+        return Renewal(
+            self._client,
+            intent_id,
+            state=state,
+            fence=fence,
+            lease_seconds=self._config.lease_seconds,
+        )
+
+    def takeover(self, entry: JournalEntry) -> Takeover:
+        """Whether this process may claim the intent now (see ``ownership.takeover``); an
+        expired lease is as good as free where the store fences the old owner's late write."""
+        way = takeover(
+            entry.owner,
+            active=entry.state in ACTIVE_STATES,
+            in_flight_here=self._in_flight.holds(entry.intent.intent_id),
+            age_seconds=entry.held_for(time.time()),
+            lease_seconds=self._config.lease_seconds,
+            me=current_owner(),
+        )
+        if way is Takeover.EXPIRED and self.fences(entry.intent):
+            return Takeover.FREE
+        return way
+
+    def fences(self, intent: PendingWrite) -> bool:
+        """Whether the store refuses a late write of ``intent`` by a holder that lost it: a
+        revisioned store appends by compare-and-swap on the head the write expected."""
+        return intent.expected_revision is not None and self._store is not None
+
+    def held_elsewhere(self, entry: JournalEntry) -> bool:
+        """Whether a live owner (another task of this process, or another live process)
+        holds the intent, so it is not ours to settle yet."""
+        return self.takeover(entry) is Takeover.HELD
+
+    async def claim(self, entry: JournalEntry) -> int:
+        """Take ownership of an intent, waiting (bounded) for a live owner to finish, or for
+        one whose lease expired where the store cannot fence it; return the claim's token."""
+        client = self._client
+        deadline = time.monotonic() + self._config.in_flight_wait
+        me = current_owner()
+        while True:
+            way = self.takeover(entry)
+            if way is not Takeover.FREE:
+                if time.monotonic() >= deadline:
+                    await self._deny_held(entry, way)
+                await asyncio.sleep(_POLL_SECONDS)
+            elif await client.call(
+                client.journal.transition,
+                entry.intent.intent_id,
+                state=IntentState.RECONCILING,
+                owner=me,
+                expect_state=entry.state,
+                expect_owner=entry.owner,
+            ):
+                claimed = await client.call(client.journal.get, entry.intent.intent_id)
+                if claimed is not None and (claimed.state, claimed.owner) == (
+                    IntentState.RECONCILING,
+                    me,
+                ):
+                    return claimed.fence
+            current = await client.call(client.journal.get, entry.intent.intent_id)
+            if current is None:
+                raise AlreadySettled(entry.intent.intent_id)
+            entry = current
+
+    async def _deny_held(self, entry: JournalEntry, way: Takeover) -> None:
+        evidence: dict[str, Any] = {"state": entry.state.value, "owner": str(entry.owner)}
+        reason = Reason.IN_FLIGHT_ELSEWHERE
+        if way is Takeover.EXPIRED:
+            reason = Reason.LEASE_EXPIRED
+            evidence |= {
+                "held_for_seconds": round(entry.held_for(time.time()), 3),
+                "lease_seconds": self._config.lease_seconds,
+                "fenced": False,
+            }
+        await self._client.deny(entry.intent, Outcome.AMBIGUOUS, reason, evidence)
+
+    @contextlib.contextmanager
+    def holding(self, intent_id: str) -> Iterator[None]:
+        """Mark ``intent_id`` as held by a task of this process while the block runs, so no
+        other wrapper of the process takes it meanwhile (a replay cancelled inside keeps it
+        until the replay ends)."""
+        in_flight = self._in_flight
+        in_flight.busy.add(intent_id)
+        try:
+            yield
+        finally:
+            if intent_id not in in_flight.replaying:
+                in_flight.busy.discard(intent_id)
+
+    def replaying(self, intent_id: str) -> bool:
+        """Whether a replay of ``intent_id`` goes on in the background (it keeps the claim)."""
+        return intent_id in self._in_flight.replaying
+
+    async def release(self, intent: PendingWrite, fence: int | None = None) -> None:
+        """Give up this process's claim on ``intent`` (back to failed, for the next judge)."""
+        await self._client.release(intent.intent_id, fence=fence)
