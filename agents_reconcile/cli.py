@@ -127,6 +127,7 @@ def _fleet(args: argparse.Namespace) -> int:
         workers=args.workers or 8,
         sessions=args.sessions,
         rounds=args.rounds,
+        settle_sessions=args.settle_sessions,
         lease=args.lease,
         pause=args.lease * 1.6,
         journals=tuple(args.journal) or JOURNALS,
@@ -353,6 +354,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     fleet.add_argument(
         "--rounds", type=_positive, default=20, metavar="N", help="faults per cell (default 20)"
+    )
+    fleet.add_argument(
+        "--settle-sessions",
+        type=_positive,
+        default=240,
+        metavar="N",
+        help="sessions with a failed intent that the workers settle at once, per journal, "
+        "for the throughput figure (default 240)",
     )
     fleet.add_argument(
         "--lease", type=_lease, default=1.0, metavar="SECONDS", help="lease (default 1.0)"

@@ -16,6 +16,15 @@ bounded number of rounds injects one fault a round, chosen in turn among those t
 Then every worker is resumed and asked to stop (SIGKILL after a bound), a fresh process on a
 fresh host settles what is pending on every session, and the judge (``fleet_report``) reads the
 store afresh and the journal's decisions and counts what must never happen.
+
+The few settling decisions of the fault rounds follow the fault rate, not the journal's speed.
+So after the cells, once per journal, a settlement throughput phase (no faults) measures it:
+one process leaves ``settle_sessions`` sessions of a revisioned SQLite store file each holding
+one failed intent (its write rejected before writing); then the workers, on hosts of their own,
+are told to go at once and each reconciles every session in an order of its own until none is
+pending. The settling decisions in the journal, over the time from the go to the last of them,
+give settlements per second; the judge checks that no intent was settled twice and that each
+session holds its batch exactly once.
 """
 
 from __future__ import annotations
@@ -41,9 +50,19 @@ from typing import IO, Any, Final, TextIO
 from urllib.parse import urlsplit, urlunsplit
 
 from ..faultproxy import FaultProxy
-from .fleet_report import CellResult, Pause, judge_cell, percentile, render_cell, render_summary
+from .fleet_report import (
+    CellResult,
+    Pause,
+    SettleResult,
+    judge_cell,
+    judge_settlement,
+    percentile,
+    render_cell,
+    render_settlement,
+    render_summary,
+)
 
-__all__ = ["JOURNALS", "STORES", "FleetOptions", "fleet_results", "run_fleet"]
+__all__ = ["JOURNALS", "STORES", "FleetOptions", "FleetResults", "fleet_results", "run_fleet"]
 
 JOURNALS: Final = ("sqlite", "redis", "postgres")
 STORES: Final = ("sqlite", "revisioned_sqlite", "revisioned_redis", "revisioned_postgres")
@@ -73,6 +92,25 @@ class FleetOptions:
     keep: Path | None = None
     cells: Sequence[tuple[str, str]] | None = None
     """Exactly these (journal, store) cells, instead of every journal with every store."""
+    settle_sessions: int = 240
+    """Sessions of the settlement throughput phase, each with one failed intent (0: no phase)."""
+    settle_seconds: float = 12.0
+    """How long the workers of that phase may go on before they stop. With the bounds on
+    preparing (10 s) and on the workers' start (5 s), a journal's phase ends within about
+    30 s; it usually takes a few."""
+
+
+@dataclass
+class FleetResults:
+    """What a fleet run found: the judge's counts per cell, and the settlement throughput
+    phase per journal."""
+
+    cells: list[CellResult] = field(default_factory=list)
+    settlement: list[SettleResult] = field(default_factory=list)
+
+    @property
+    def clean(self) -> bool:
+        return all(r.clean for r in self.cells) and all(r.clean for r in self.settlement)
 
 
 # -- the servers ------------------------------------------------------------------------------
@@ -359,12 +397,16 @@ class _Driver:
         self.chooser = chooser
         self.hosts = 0
 
+    def host(self) -> str:
+        """A host name no process of this run had."""
+        self.hosts += 1
+        return f"host{self.hosts}"
+
     def _spec(self, cell: _Cell, name: str, *, proxied: bool) -> dict[str, Any]:
         spec = dict(cell.spec)
-        self.hosts += 1
         spec.update(
             name=name,
-            host=f"host{self.hosts}",
+            host=self.host(),
             log=str(cell.directory / f"{name}.log"),
             seed=self.chooser.randrange(1 << 30),
         )
@@ -511,13 +553,13 @@ def _cells(
         yield cell
 
 
-async def _read_back(cell: _Cell) -> tuple[dict[str, list[Any]], list[Any]]:
+async def _read_back(spec: dict[str, Any]) -> tuple[dict[str, list[Any]], list[Any]]:
     """Each session's history, read afresh, and every decision the journal holds."""
     from .fleet_worker import open_journal, open_store
 
     histories: dict[str, list[Any]] = {}
-    for sid in cell.spec["sessions"]:
-        store = open_store(cell.spec, sid)
+    for sid in spec["sessions"]:
+        store = open_store(spec, sid)
         try:
             histories[sid] = list(await store.get_items())
         finally:
@@ -526,10 +568,10 @@ async def _read_back(cell: _Cell) -> tuple[dict[str, list[Any]], list[Any]]:
                 result = closer()
                 if hasattr(result, "__await__"):
                     await result
-    journal = open_journal(cell.spec)
+    journal = open_journal(spec)
     try:
         decisions: list[Any] = []
-        for sid in cell.spec["sessions"]:
+        for sid in spec["sessions"]:
             decisions += await journal.decisions(session_id=sid, limit=100_000)
     finally:
         await journal.close()
@@ -551,21 +593,91 @@ def _run_cell(driver: _Driver, cell: _Cell, out: IO[str]) -> CellResult:
     final["log"] = str(cell.directory / "final.log")
     driver.forks.spawn(final)
     driver.forks.wait(60)
-    histories, decisions = asyncio.run(_read_back(cell))
+    histories, decisions = asyncio.run(_read_back(cell.spec))
     judge_cell(result, cell.directory, histories, decisions, pauses, (began, ended))
     print(render_cell(result) + "\n", file=out, flush=True)
     return result
 
 
+# -- the settlement throughput phase ---------------------------------------------------------
+
+
+def _settle_journals(options: FleetOptions, urls: dict[str, str]) -> list[str]:
+    """The journals the run covers (those of its cells), when they are here."""
+    wanted = [j for j, _ in options.cells] if options.cells else list(options.journals)
+    return [j for j in dict.fromkeys(wanted) if j not in _SERVER_OF or j in urls]
+
+
+def _wait_files(paths: list[Path], seconds: float) -> bool:
+    deadline = time.monotonic() + seconds
+    while not all(path.exists() for path in paths):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.005)
+    return True
+
+
+def _run_settlement(
+    driver: _Driver, journal: str, urls: dict[str, str], root: Path, run_id: str
+) -> SettleResult:
+    """Prepare one failed intent per session, let every worker settle them at once, judge."""
+    from .fleet_worker import settle_item
+
+    options = driver.options
+    directory = root / f"settle-{journal}"
+    directory.mkdir(parents=True)
+    sessions = [f"t{i}" for i in range(options.settle_sessions)]
+    spec: dict[str, Any] = {
+        "journal": [
+            journal,
+            urls.get(journal) or str(directory / "journal.db"),
+            f"fleet_{run_id}_settle_{journal}" if journal in urls else None,
+        ],
+        "store": ["revisioned_sqlite", str(directory / "revisioned.db"), None],
+        "sessions": sessions,
+        "lease": options.lease,
+        "in_flight_wait": options.in_flight_wait,
+        "settle_seconds": options.settle_seconds,
+        "go": str(directory / "go"),
+    }
+    result = SettleResult(journal, options.workers, len(sessions))
+
+    def spawn(role: str, name: str, **extra: Any) -> None:
+        log = str(directory / f"{name}.log")
+        seed = driver.chooser.randrange(1 << 30)
+        child = dict(spec, role=role, name=name, host=driver.host(), log=log, seed=seed)
+        driver.forks.spawn(child | extra)
+
+    spawn("prepare", "prepare")
+    driver.forks.wait(10)
+    ready = [directory / f"ready-s{n}" for n in range(options.workers)]
+    for n, path in enumerate(ready):
+        spawn("settle", f"s{n}", ready=str(path))
+    if not _wait_files(ready, 5):
+        result.notes.append("not every worker was ready within 5 s")
+    go = time.time()
+    (directory / "go").touch()
+    driver.forks.wait(options.settle_seconds + 3)
+    histories, decisions = asyncio.run(_read_back(spec))
+    expected = {sid: str(settle_item(sid)["content"]) for sid in sessions}
+    judge_settlement(result, directory, histories, decisions, expected, go)
+    return result
+
+
+# -- the run ---------------------------------------------------------------------------------
+
+
 def run_fleet(options: FleetOptions, out: TextIO = sys.stdout) -> int:
-    """Run every cell; print a table per cell and the summary. 0 when every count is 0."""
+    """Run every cell and the settlement phase; print their tables and the summary. 0 when
+    every count is 0."""
     results = fleet_results(options, out)
-    return 0 if results and all(result.clean for result in results) else 1
+    return 0 if results.cells and results.clean else 1
 
 
-def fleet_results(options: FleetOptions, out: TextIO = sys.stdout) -> list[CellResult]:
-    """Run every cell the options select (a cell whose server is not given is skipped);
-    print a table per cell and the summary; return what the judge found in each."""
+def fleet_results(options: FleetOptions, out: TextIO = sys.stdout) -> FleetResults:
+    """Run every cell the options select (a cell whose server is not given is skipped), then
+    the settlement throughput phase once per journal; print a table per cell, the phase's
+    table and the summary; return what the judge found."""
     seed = options.seed if options.seed is not None else random.randrange(1 << 30)
     chooser = random.Random(seed)
     root = options.keep or Path(tempfile.mkdtemp(prefix="agents-reconcile-fleet-"))
@@ -575,7 +687,8 @@ def fleet_results(options: FleetOptions, out: TextIO = sys.stdout) -> list[CellR
     servers: OwnServers | None = None
     proxies = ProxyLoop()
     forks: ForkServer | None = None
-    results: list[CellResult] = []
+    found = FleetResults()
+    results = found.cells
     try:
         if options.own_servers:
             servers = OwnServers(out)
@@ -585,7 +698,8 @@ def fleet_results(options: FleetOptions, out: TextIO = sys.stdout) -> list[CellR
         print(
             f"Fleet self-test: {options.workers} workers, {options.sessions} sessions, "
             f"{options.rounds} rounds per cell, lease {options.lease} s, pauses "
-            f"{options.pause} s, seed {seed}.",
+            f"{options.pause} s, seed {seed}. Workers on revisioned stores run with "
+            'on_extended="append" (a fleet shares its sessions).',
             file=out,
         )
         if not forks.namespaces:
@@ -605,6 +719,12 @@ def fleet_results(options: FleetOptions, out: TextIO = sys.stdout) -> list[CellR
         driver = _Driver(options, forks, proxies, servers, chooser)
         for cell in _cells(options, urls, root, run_id, proxies):
             results.append(_run_cell(driver, cell, out))
+        if options.settle_sessions > 0:
+            for journal in _settle_journals(options, urls):
+                found.settlement.append(_run_settlement(driver, journal, urls, root, run_id))
+            if found.settlement:
+                print(_settlement_title(options), file=out)
+                print(render_settlement(found.settlement) + "\n", file=out, flush=True)
     finally:
         if forks is not None:
             forks.close()
@@ -613,19 +733,47 @@ def fleet_results(options: FleetOptions, out: TextIO = sys.stdout) -> list[CellR
             servers.stop()
         if options.keep is None:
             shutil.rmtree(root, ignore_errors=True)
-    _print_totals(results, time.monotonic() - started, out)
-    return results
+    _print_totals(found, time.monotonic() - started, out)
+    return found
 
 
-def _print_totals(results: list[CellResult], elapsed: float, out: TextIO) -> None:
+def _settlement_title(options: FleetOptions) -> str:
+    title = "settlement throughput (no faults)"
+    return "\n".join(
+        [
+            title,
+            "-" * len(title),
+            f"{options.settle_sessions} sessions on one revisioned SQLite store file, each "
+            "holding one failed append (rejected before writing); "
+            f"{options.workers} workers on hosts of their own, told to go at once, each "
+            "reconcile every session in an order of their own until none is pending. Seconds: "
+            "from the go to the last settling decision in the journal.",
+        ]
+    )
+
+
+def _print_totals(found: FleetResults, elapsed: float, out: TextIO) -> None:
+    results = found.cells
     print(render_summary(results), file=out)
+    for phase in found.settlement:
+        print(
+            f"\nSettlements per second on a shared {phase.journal} journal with "
+            f"{phase.workers} workers: {phase.per_second:.0f}/s ({phase.settlements} failed "
+            f"appends settled in {phase.seconds:.2f} s; settled twice {phase.settled_twice}, "
+            f"stored twice {phase.stored_twice}, lost {phase.lost}, unsettled "
+            f"{phase.unsettled}; {sum(phase.denied.values())} denials where workers met "
+            "each other's claims).",
+            end="",
+            file=out,
+        )
+    if found.settlement:
+        print(file=out)
     settled = sum(r.settlements for r in results)
     wall = sum(r.wall for r in results)
     takeovers = [t for r in results for t in r.takeovers]
     print(
-        f"\nSettlements on a shared journal with {results[0].workers if results else 0} "
-        f"workers: {settled} settling decisions in {wall:.0f} s of fault rounds "
-        f"({settled / wall if wall else 0:.2f}/s).",
+        f"\nDuring the fault rounds: {settled} settling decisions in {wall:.0f} s "
+        "(the pace at which faults leave intents to settle, not a throughput).",
         file=out,
     )
     p50, p99 = percentile(takeovers, 0.5), percentile(takeovers, 0.99)
@@ -636,8 +784,16 @@ def _print_totals(results: list[CellResult], elapsed: float, out: TextIO) -> Non
         file=out,
     )
     broken = [r for r in results if not r.clean]
-    print(f"\n{len(results)} cells in {elapsed:.0f} s; ", end="", file=out)
+    broken_phases = [r for r in found.settlement if not r.clean]
     print(
-        f"{len(broken)} broke a promise." if broken else "every count is 0.",
+        f"\n{len(results)} cells and {len(found.settlement)} settlement phases in "
+        f"{elapsed:.0f} s; ",
+        end="",
+        file=out,
+    )
+    print(
+        f"{len(broken) + len(broken_phases)} broke a promise."
+        if broken or broken_phases
+        else "every count is 0.",
         file=out,
     )

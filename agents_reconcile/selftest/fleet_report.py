@@ -23,6 +23,11 @@ journal's decisions, and counts, per cell, what must never happen:
 
 A worker logs the intent ids minted for its items, so decisions (which are payload-free) are
 tied to items by intent id.
+
+The settlement throughput phase is judged apart (``judge_settlement``): one failed intent per
+session, settled by every worker racing over every session; it counts the settling decisions
+and the time from the go to the last of them, and checks that no intent was settled twice,
+that each session holds its batch exactly once, and that none was left pending.
 """
 
 from __future__ import annotations
@@ -34,7 +39,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
-__all__ = ["CellResult", "Pause", "judge_cell", "percentile", "render_cell", "render_summary"]
+__all__ = [
+    "CellResult",
+    "Pause",
+    "SettleResult",
+    "judge_cell",
+    "judge_settlement",
+    "percentile",
+    "render_cell",
+    "render_settlement",
+    "render_summary",
+]
 
 COUNTS: Final = ("stored_twice", "lost", "settled_twice", "stale_writes", "continued_on_doubt")
 """What the judge counts; every one must be 0."""
@@ -87,6 +102,107 @@ class CellResult:
     @property
     def settlements_per_second(self) -> float:
         return self.settlements / self.wall if self.wall > 0 else 0.0
+
+
+@dataclass
+class SettleResult:
+    """What the settlement throughput phase did on one journal and what the judge found."""
+
+    journal: str
+    workers: int
+    sessions: int
+    prepared: int = 0
+    """Sessions left holding one failed intent before the go."""
+    settlements: int = 0
+    """Settling decisions (settled, replayed, dropped) in the journal."""
+    seconds: float = 0.0
+    """From the go to the last settling decision."""
+    calls: int = 0
+    """``reconcile()`` calls the workers made."""
+    denied: Counter[str] = field(default_factory=Counter)
+    errors: Counter[str] = field(default_factory=Counter)
+    settled_by: Counter[str] = field(default_factory=Counter)
+    settled_twice: int = 0
+    stored_twice: int = 0
+    lost: int = 0
+    """Sessions whose batch is not in their history."""
+    unsettled: int = 0
+    """Sessions with no settling decision."""
+    notes: list[str] = field(default_factory=list)
+    examples: list[str] = field(default_factory=list)
+
+    @property
+    def per_second(self) -> float:
+        return self.settlements / self.seconds if self.seconds > 0 else 0.0
+
+    @property
+    def clean(self) -> bool:
+        broken = self.settled_twice or self.stored_twice or self.lost or self.unsettled
+        return not broken and self.prepared == self.sessions
+
+
+def judge_settlement(
+    result: SettleResult,
+    directory: Path,
+    histories: dict[str, list[Any]],
+    decisions: list[Any],
+    expected: dict[str, str],
+    go: float,
+) -> None:
+    """Fill ``result`` from the prepare and settle logs under ``directory``, each session's
+    ``histories``, the journal's ``decisions`` and the text ``expected`` in each session."""
+    for path in sorted(directory.glob("*.log")):
+        for line in path.read_text(encoding="utf-8").splitlines():
+            try:
+                event = json.loads(line)
+            except ValueError:
+                continue
+            kind = event.get("event")
+            if kind == "prepared" and event.get("outcome") == "failed":
+                result.prepared += 1
+            elif kind == "prepared":
+                _settle_example(result, f"{event.get('session')} prepared: {event.get('outcome')}")
+            elif kind == "settle":
+                result.calls += 1
+                outcome = event.get("outcome")
+                if outcome == "ok":
+                    result.settled_by[path.stem] += sum(
+                        action in SETTLING for _, action, _ in event.get("decisions", [])
+                    )
+                elif outcome == "denied":
+                    result.denied[str(event.get("reason"))] += 1
+                else:
+                    result.errors[f"{event.get('error')}:{event.get('reason') or ''}"] += 1
+            elif kind == "settle_end" and not event.get("told"):
+                result.notes.append(f"{path.stem} was never told to go")
+    settling = [d for d in decisions if d.action.value in SETTLING]
+    result.settlements = len(settling)
+    if settling:
+        result.seconds = max(d.decided_at for d in settling) - go
+    for intent_id, seen in Counter(d.intent_id for d in settling).items():
+        if seen > 1:
+            result.settled_twice += 1
+            _settle_example(result, f"intent {intent_id} settled {seen} times")
+    settled = {d.session_id for d in settling}
+    for sid, text in expected.items():
+        texts = [
+            str(item.get("content")) if isinstance(item, dict) else repr(item)
+            for item in histories.get(sid, [])
+        ]
+        copies = texts.count(text)
+        if copies > 1:
+            result.stored_twice += 1
+            _settle_example(result, f"{text} stored {copies} times in {sid}")
+        elif copies == 0:
+            result.lost += 1
+            _settle_example(result, f"{text} missing from {sid}")
+        if sid not in settled:
+            result.unsettled += 1
+
+
+def _settle_example(result: SettleResult, text: str) -> None:
+    if len(result.examples) < 5:
+        result.examples.append(text)
 
 
 @dataclass
@@ -394,3 +510,47 @@ def render_summary(results: list[CellResult]) -> str:
     return "\n".join(
         "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)) for row in [header, *rows]
     )
+
+
+def render_settlement(results: list[SettleResult]) -> str:
+    """The settlement throughput phase: one line per journal."""
+    header = (
+        "journal", "workers", "settlements", "seconds", "per s", "settled twice",
+        "stored twice", "lost", "unsettled", "calls", "per worker", "denials (claims met)",
+    )  # fmt: skip
+    rows = [
+        (
+            r.journal,
+            str(r.workers),
+            f"{r.settlements}/{r.sessions}",
+            f"{r.seconds:.2f}",
+            f"{r.per_second:.0f}",
+            str(r.settled_twice),
+            str(r.stored_twice),
+            str(r.lost),
+            str(r.unsettled),
+            str(r.calls),
+            _spread(r),
+            f"{sum(r.denied.values())} ({_listed(r.denied)})",
+        )
+        for r in results
+    ]
+    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
+    lines = [
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(row)).rstrip()
+        for row in [header, *rows]
+    ]
+    for r in results:
+        lines += [f"  {r.journal}: note: {note}" for note in r.notes]
+        if r.errors:
+            lines.append(f"  {r.journal}: errors: {_listed(r.errors)}")
+        if r.prepared != r.sessions:
+            lines.append(f"  {r.journal}: only {r.prepared} of {r.sessions} sessions prepared")
+        lines += [f"  {r.journal}: e.g. {example}" for example in r.examples]
+    return "\n".join(lines)
+
+
+def _spread(result: SettleResult) -> str:
+    """The fewest and most settlements one worker made."""
+    counts = [result.settled_by.get(f"s{n}", 0) for n in range(result.workers)]
+    return f"{min(counts)}-{max(counts)}" if counts else "-"

@@ -18,6 +18,13 @@ way.
 
 The final pass (role ``reconcile``) settles what is pending on every session with a fresh
 process on a fresh host and logs each decision or denial.
+
+The settlement throughput phase has two roles. ``prepare`` leaves one failed intent on each of
+its sessions: an append through ``FaultInjectingSession`` whose first write is rejected before
+anything is written, so the journal holds the intent as failed and the store holds nothing.
+``settle`` says it is ready (a file), waits for the driver's go (another file), then calls
+``reconcile()`` on every session in an order of its own, again on those where it was denied,
+until none is left or its time is up; it logs each call's decisions or denial.
 """
 
 from __future__ import annotations
@@ -36,7 +43,7 @@ import time
 import traceback
 from typing import IO, Any, Final
 
-__all__ = ["main", "open_journal", "open_store"]
+__all__ = ["main", "open_journal", "open_store", "settle_item"]
 
 _CLONE_NEWUTS: Final = 0x04000000
 APPEND_TIMEOUT: Final = 30.0
@@ -59,6 +66,22 @@ def open_journal(spec: dict[str, Any]) -> Any:
 
     backend, address, namespace = spec["journal"]
     return backend_named(backend).open_journal(address, namespace=namespace)
+
+
+def worker_config(spec: dict[str, Any], journal: str) -> Any:
+    """What every worker runs with: the cell's journal and lease. On a revisioned store,
+    ``on_extended="append"``: workers of a fleet share sessions, so another worker's writes
+    after a failed one are expected, and the failed batch goes after them (as a fleet would
+    configure it; the default denies)."""
+    from .. import ReconcileConfig
+
+    revisioned = spec["store"][0] != "sqlite"
+    return ReconcileConfig(
+        journal=journal,
+        lease_seconds=spec["lease"],
+        in_flight_wait=spec["in_flight_wait"],
+        on_extended="append" if revisioned else "fail",
+    )
 
 
 def open_store(spec: dict[str, Any], session_id: str) -> Any:
@@ -129,16 +152,14 @@ def _failure(exc: BaseException) -> dict[str, Any]:
 
 
 async def _work(spec: dict[str, Any]) -> None:
-    from .. import ReconcileConfig, ReconcilingSession
+    from .. import ReconcilingSession
 
     log = _Log(spec["log"])
     current: dict[str, Any] = {}
     _watch_intents(log)
     _pause_on_request(log, current)
     journal = open_journal(spec)
-    config = ReconcileConfig(
-        journal=journal, lease_seconds=spec["lease"], in_flight_wait=spec["in_flight_wait"]
-    )
+    config = worker_config(spec, journal)
     stores = {sid: open_store(spec, sid) for sid in spec["sessions"]}
     wrappers = {sid: ReconcilingSession(store, config=config) for sid, store in stores.items()}
     chooser = random.Random(spec["seed"])
@@ -171,13 +192,11 @@ async def _work(spec: dict[str, Any]) -> None:
 
 async def _reconcile(spec: dict[str, Any]) -> None:
     """Settle what is pending on every session; log each decision, or the denial."""
-    from .. import ReconcileConfig, ReconcilingSession
+    from .. import ReconcilingSession
 
     log = _Log(spec["log"])
     journal = open_journal(spec)
-    config = ReconcileConfig(
-        journal=journal, lease_seconds=spec["lease"], in_flight_wait=spec["in_flight_wait"]
-    )
+    config = worker_config(spec, journal)
     for sid in spec["sessions"]:
         store = open_store(spec, sid)
         wrapper = ReconcilingSession(store, config=config)
@@ -207,6 +226,110 @@ async def _reconcile(spec: dict[str, Any]) -> None:
     log.close()
 
 
+def settle_item(session_id: str) -> dict[str, Any]:
+    """The one item the settlement phase's failed append holds for ``session_id``."""
+    return {"role": "user", "content": f"settle-{session_id}"}
+
+
+_PREPARED_AT_ONCE: Final = 16
+
+
+async def _prepare(spec: dict[str, Any]) -> None:
+    """Leave one failed intent on each session: its only write rejected before writing."""
+    from .. import ReconcilingSession
+    from ..testing import BackendFailure, Fault, FaultInjectingSession
+
+    log = _Log(spec["log"])
+    journal = open_journal(spec)
+    config = worker_config(spec, journal)
+
+    async def one(sid: str) -> None:
+        store = open_store(spec, sid)
+        faulty = FaultInjectingSession(store)
+        faulty.plan(Fault.REJECT, at=1)
+        outcome = "failed"
+        try:
+            batch: list[Any] = [settle_item(sid)]
+            await ReconcilingSession(faulty, config=config).add_items(batch)
+            outcome = "written"
+        except BackendFailure:
+            pass
+        except Exception as exc:
+            outcome = type(exc).__name__
+        finally:
+            with contextlib.suppress(Exception):
+                await _close(store)
+        log.write(event="prepared", session=sid, outcome=outcome)
+
+    sessions = list(spec["sessions"])
+    for start in range(0, len(sessions), _PREPARED_AT_ONCE):
+        await asyncio.gather(*(one(sid) for sid in sessions[start : start + _PREPARED_AT_ONCE]))
+    with contextlib.suppress(Exception):
+        await journal.close()
+    log.close()
+
+
+def _ready_then_go(spec: dict[str, Any], seconds: float = 60.0) -> bool:
+    """Say ready (a file), then wait (bounded, nothing else runs meanwhile) for the go."""
+    with open(spec["ready"], "w", encoding="ascii"):
+        pass
+    deadline = time.monotonic() + seconds
+    while not os.path.exists(spec["go"]):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(0.002)
+    return True
+
+
+async def _settle(spec: dict[str, Any]) -> None:
+    """Reconcile every session, in an order of its own, until each call on each session has
+    returned without a denial (another worker may have settled it first), or time is up."""
+    from .. import ReconcilingSession
+
+    log = _Log(spec["log"])
+    journal = open_journal(spec)
+    config = worker_config(spec, journal)
+    chooser = random.Random(spec["seed"])
+    wrappers: dict[str, Any] = {}
+    stores: list[Any] = []
+    if not _ready_then_go(spec):
+        log.write(event="settle_end", remaining=len(spec["sessions"]), told=False)
+        return
+    stop_at = time.monotonic() + spec["settle_seconds"]
+    remaining = list(spec["sessions"])
+    while remaining and time.monotonic() < stop_at:
+        chooser.shuffle(remaining)
+        left: list[str] = []
+        for sid in remaining:
+            if time.monotonic() >= stop_at:
+                left.append(sid)
+                continue
+            if sid not in wrappers:
+                store = open_store(spec, sid)
+                stores.append(store)
+                wrappers[sid] = ReconcilingSession(store, config=config)
+            try:
+                async with asyncio.timeout(APPEND_TIMEOUT):
+                    decisions = await wrappers[sid].reconcile()
+            except Exception as exc:
+                log.write(event="settle", session=sid, **_failure(exc))
+                left.append(sid)
+                continue
+            made = [[d.intent_id, d.action.value, d.reason.value] for d in decisions]
+            log.write(event="settle", session=sid, outcome="ok", decisions=made)
+        remaining = left
+    log.write(event="settle_end", remaining=len(remaining), told=True)
+    for store in stores:
+        with contextlib.suppress(Exception):
+            await _close(store)
+    with contextlib.suppress(Exception):
+        await journal.close()
+    log.close()
+
+
+_ROLES: Final = {"work": _work, "reconcile": _reconcile, "prepare": _prepare, "settle": _settle}
+
+
 async def _close(store: Any) -> None:
     closer = getattr(store, "close", None)
     if callable(closer):
@@ -227,8 +350,7 @@ def _child(spec: dict[str, Any], namespaces: bool) -> None:
     try:
         if namespaces:
             _new_host(spec["host"])
-        role = _reconcile if spec["role"] == "reconcile" else _work
-        asyncio.run(role(spec))
+        asyncio.run(_ROLES[spec["role"]](spec))
     except BaseException:
         traceback.print_exc()
         code = 1

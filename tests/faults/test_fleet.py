@@ -3,8 +3,11 @@ through one journal while workers are killed, paused past their lease and (on se
 replies lost; the judge must find nothing stored twice, nothing lost, no intent settled twice,
 no write under a lost claim and no continuation on doubt.
 
-This is what ``agents-reconcile selftest --fleet`` prints as tables, on fewer workers and
-rounds.
+Then, once per journal, the settlement throughput phase: every worker settles the same failed
+intents at once; each must be settled once and its batch stored once.
+
+This is what ``agents-reconcile selftest --fleet`` prints as tables, on fewer workers, rounds
+and sessions.
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ pytestmark = pytest.mark.faults
 
 
 def test_small_fleet_keeps_every_promise() -> None:
-    """Four workers on two sessions, a few faults per cell: every count is 0 in every cell."""
+    """Four workers on two sessions, a few faults per cell: every count is 0 in every cell;
+    then 24 failed intents settled by the four at once, on each journal: each exactly once."""
     cells = [("sqlite", "sqlite"), ("sqlite", "revisioned_sqlite")]
     if os.environ.get(REDIS_ENV):
         cells.append(("redis", "revisioned_redis"))
@@ -38,11 +42,20 @@ def test_small_fleet_keeps_every_promise() -> None:
             redis_url=os.environ.get(REDIS_ENV),
             postgres_url=os.environ.get(POSTGRES_ENV),
             seed=15,
+            settle_sessions=24,
         ),
         out,
     )
-    assert [(r.journal, r.store) for r in results] == cells, out.getvalue()
-    for result in results:
+    assert [(r.journal, r.store) for r in results.cells] == cells, out.getvalue()
+    for result in results.cells:
         assert result.rounds == 4, out.getvalue()
         assert result.ok > 0, out.getvalue()
         assert result.clean, out.getvalue()
+    journals = list(dict.fromkeys(journal for journal, _ in cells))
+    assert [phase.journal for phase in results.settlement] == journals, out.getvalue()
+    for phase in results.settlement:
+        assert phase.prepared == phase.settlements == 24, out.getvalue()
+        assert phase.settled_twice == phase.stored_twice == 0, out.getvalue()
+        assert phase.lost == phase.unsettled == 0, out.getvalue()
+        assert phase.seconds > 0, out.getvalue()
+    assert "Settlements per second on a shared sqlite journal with 4 workers" in out.getvalue()
