@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Final
 
 from .config import ReconcileConfig
@@ -27,6 +27,8 @@ from .revision import RevisionedStore
 __all__ = ["AlreadySettled", "Claims"]
 
 _POLL_SECONDS: Final = 0.02
+# How often the history is read for the batch of an expired lease nothing fences.
+_LOOK_SECONDS: Final = 0.25
 
 
 class AlreadySettled(Exception):
@@ -85,14 +87,32 @@ class Claims:
         holds the intent, so it is not ours to settle yet."""
         return self.takeover(entry) is Takeover.HELD
 
-    async def claim(self, entry: JournalEntry) -> int:
+    async def claim(
+        self,
+        entry: JournalEntry,
+        *,
+        landed: Callable[[PendingWrite], Awaitable[bool]] | None = None,
+    ) -> int:
         """Take ownership of an intent, waiting (bounded) for a live owner to finish, or for
-        one whose lease expired where the store cannot fence it; return the claim's token."""
+        one whose lease expired where the store cannot fence it; return the claim's token.
+
+        ``landed(intent)``: whether the history already holds the batch (a fresh judgement).
+        An owner whose write is in the history never writes it again, so its intent is taken
+        even where nothing fences: only settling it can follow."""
         client = self._client
         deadline = time.monotonic() + self._config.in_flight_wait
         me = current_owner()
+        looked = -_LOOK_SECONDS
         while True:
             way = self.takeover(entry)
+            if (
+                way is Takeover.EXPIRED
+                and landed is not None
+                and time.monotonic() - looked >= _LOOK_SECONDS
+            ):
+                looked = time.monotonic()
+                if await landed(entry.intent):
+                    way = Takeover.FREE
             if way is not Takeover.FREE:
                 if time.monotonic() >= deadline:
                     await self._deny_held(entry, way)

@@ -255,7 +255,7 @@ class Settler:
         wrapper: RunContextWrapper[Any] | None,
     ) -> Decision:
         intent = entry.intent
-        fence = await self.claims.claim(entry)
+        fence = await self.claims.claim(entry, landed=partial(self._landed, wrapper=wrapper))
         in_flight = self._in_flight
         in_flight.busy.add(intent.intent_id)
         try:
@@ -274,6 +274,10 @@ class Settler:
         finally:
             if intent.intent_id not in in_flight.replaying:
                 in_flight.busy.discard(intent.intent_id)
+
+    async def _landed(self, intent: PendingWrite, *, wrapper: Any) -> bool:
+        """Whether the history holds ``intent``'s batch now (judged afresh)."""
+        return (await self.judge(intent, wrapper)).outcome is Outcome.COMMITTED
 
     async def judge(self, intent: PendingWrite, wrapper: Any) -> Verdict:
         """What the store's history says about ``intent`` now (the rule, on a fresh read)."""

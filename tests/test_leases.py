@@ -289,6 +289,21 @@ async def test_an_expired_lease_is_not_taken_over_where_nothing_fences(tmp_path:
     assert [item["content"] for item in await store.get_items()] == ["hello", "mine"]
 
 
+async def test_an_expired_lease_whose_write_landed_is_settled(tmp_path: Path) -> None:
+    """Where nothing fences, an expired owner's intent is still settled when its batch is
+    already in the history: that owner never writes it again (here: killed after the store
+    committed, before it cleared its intent)."""
+    store = SQLiteSession("s1", tmp_path / "chat.db")
+    session = wrapped(tmp_path, store)
+    await foreign_intent(session, store, IntentState.IN_FLIGHT)
+    await store.add_items([USER])  # the owner's write landed
+    await asyncio.sleep(0.1)
+    await session.add_items([{"role": "user", "content": "mine"}])
+    assert [item["content"] for item in await store.get_items()] == ["hello", "mine"]
+    [decision] = await session.journal.decisions(intent_id="foreign-1")
+    assert (decision.reason, decision.action) == (Reason.BATCH_PRESENT, Action.SETTLED)
+
+
 async def test_an_operator_may_resolve_an_expired_lease(tmp_path: Path) -> None:
     """The denial names a way out: an operator who knows the owner is gone resolves it."""
     store = SQLiteSession("s1", tmp_path / "chat.db")
