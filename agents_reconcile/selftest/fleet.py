@@ -778,8 +778,8 @@ def _print_totals(found: FleetResults, elapsed: float, out: TextIO) -> None:
     )
     p50, p99 = percentile(takeovers, 0.5), percentile(takeovers, 0.99)
     print(
-        "Takeover of an expired lease (a worker stopped inside an append, until another "
-        "process decides on its intent or appends to its session): "
+        "Takeover of an expired lease (from a worker stopping itself inside an append until "
+        "another process took its intent over and decided on it): "
         + (f"p50 {p50:.2f} s, p99 {p99:.2f} s over {len(takeovers)}." if p50 and p99 else "none."),
         file=out,
     )

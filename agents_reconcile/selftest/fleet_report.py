@@ -387,8 +387,9 @@ def _takeovers(
     pauses: list[Pause],
 ) -> None:
     """Time from a worker stopping itself inside an append until another process decides on
-    that intent (any decision made after taking it over) or another worker's append on that
-    session is acknowledged ok (started after the stop, ended before the resume)."""
+    that intent after taking it over (a settlement, or a denial other than those that leave
+    it with its owner). Other workers' appends on the session are not counted: they cannot
+    tell which intent they got past."""
     minted: dict[str, list[str]] = defaultdict(list)
     for intent_id, item in intents.items():
         minted[item].append(intent_id)
@@ -403,15 +404,6 @@ def _takeovers(
             for intent_id in minted.get(held.item, [])
             for d in by_intent.get(intent_id, [])
             if d.reason.value not in _NOT_TAKEN and pause.stopped <= d.decided_at
-        ]
-        candidates += [
-            other.ended
-            for other in appends.values()
-            if other.session == held.session
-            and other.worker != held.worker
-            and other.outcome == "ok"
-            and other.ended is not None
-            and other.started >= pause.stopped
         ]
         first = min(candidates, default=None)
         if first is None or first > pause.resumed:
