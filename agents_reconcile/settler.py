@@ -262,14 +262,14 @@ class Settler:
             with self.claims.leased(intent.intent_id, IntentState.RECONCILING, fence) as lease:
                 return await self._decide(intent, context, wrapper, lease)
         except LeaseLost as lost:
-            await despite_cancellation(self.claims.release(intent))
+            await despite_cancellation(self.claims.release(intent, fence))
             raise AlreadySettled(intent.intent_id) from lost
         except BaseException:
             if intent.intent_id in in_flight.replaying:
                 # A cancelled replay goes on in the background and keeps the claim; it
                 # releases both when it ends (see replay).
                 raise
-            await despite_cancellation(self.claims.release(intent))
+            await despite_cancellation(self.claims.release(intent, fence))
             raise
         finally:
             if intent.intent_id not in in_flight.replaying:
