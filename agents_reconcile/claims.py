@@ -124,6 +124,8 @@ class Claims:
                 owner=me,
                 expect_state=entry.state,
                 expect_owner=entry.owner,
+                # A holder that renewed its lease since it was read keeps it.
+                expect_updated_at=entry.updated_at,
             ):
                 claimed = await client.call(client.journal.get, entry.intent.intent_id)
                 if claimed is not None and (claimed.state, claimed.owner) == (

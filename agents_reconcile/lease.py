@@ -112,6 +112,11 @@ class Renewal:
             # Tried again at the next third; meanwhile the margin runs down (``check``).
             logger.warning("could not renew the lease on intent %s", self.intent_id, exc_info=True)
             renewed = True
+        except Exception:
+            # The journal refused to touch it at all (a journal that raises on a settled
+            # intent): it is not held under this token any more.
+            logger.debug("renewal of intent %s refused", self.intent_id, exc_info=True)
+            renewed = False
         else:
             if renewed:
                 self._confirmed = time.monotonic()

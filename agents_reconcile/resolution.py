@@ -160,7 +160,7 @@ class Resolver:
             )
         except BaseException:
             if not (replaying and self._replay_goes_on(intent_id)):
-                await despite_cancellation(self._release(intent))
+                await despite_cancellation(self.client.release(intent_id, fence=entry.fence))
             raise
         if self.settler is not None:
             # Only a batch the store holds (found, or just replayed) may spare a later one.
@@ -233,6 +233,7 @@ class Resolver:
             owner=me,
             expect_state=entry.state,
             expect_owner=entry.owner,
+            expect_updated_at=entry.updated_at,
         )
         now = await client.call(client.journal.get, intent_id)
         if not claimed or now is None or (now.state, now.owner) != (IntentState.RECONCILING, me):
@@ -261,9 +262,6 @@ class Resolver:
         """Whether a cancelled replay goes on in the background, keeping the claim."""
         settler = self.settler
         return settler is not None and settler.claims.replaying(intent_id)
-
-    async def _release(self, intent: PendingWrite) -> None:
-        await self.client.release(intent.intent_id)
 
 
 def _resolution(value: Resolution | str, intent_id: str) -> Resolution:

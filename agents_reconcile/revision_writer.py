@@ -20,7 +20,7 @@ from .journal import IntentState, Opened
 from .judges import judge_revision
 from .ownership import current_owner
 from .policy import Step, refused_append_step
-from .records import PendingWrite
+from .records import Outcome, PendingWrite
 from .revision import RevisionedStore
 from .tail import TailView
 from .writer import Context, Progress, Writer
@@ -169,6 +169,8 @@ class RevisionWriter(Writer):
                 # Its lease ran out and another worker claimed it: the store refused this
                 # late write, and the batch is the new holder's to settle, never this one's.
                 known.head = None
+                if verdict.outcome is Outcome.COMMITTED:
+                    return False  # the new holder's replay already stored it, under its id
                 lost.add_note(
                     f"agents-reconcile: intent {intent.intent_id} for session "
                     f"{client.session_id!r} was taken over; its new holder settles the batch"

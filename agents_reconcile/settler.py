@@ -47,6 +47,9 @@ logger = logging.getLogger("agents_reconcile")
 _POLL_SECONDS: Final = 0.02
 # A replay that keeps meeting other writers' compare-and-swaps is judged again, this often.
 _REPLAY_ATTEMPTS: Final = 3
+# An intent whose claim was lost (taken over, or its lease ran down) is looked at again, this
+# often, before the loss is reported.
+_RECLAIMS: Final = 3
 _ACTIONS: Final = {Step.SETTLE: Action.SETTLED, Step.REPLAY: Action.REPLAYED}
 
 
@@ -191,13 +194,13 @@ class Settler:
         for entry in entries:
             intent_id = entry.intent.intent_id
             if intent_id in acknowledged and entry.state is IntentState.IN_FLIGHT:
-                acknowledged.discard(intent_id)
                 try:
                     await self._client.call(
                         self._client.journal.discard, intent_id, owner=current_owner()
                     )
                 except LeaseLost:
                     left.append(entry)  # taken over meanwhile: its new holder's to settle
+                acknowledged.discard(intent_id)
             else:
                 left.append(entry)
         return left
@@ -254,6 +257,24 @@ class Settler:
         context: MutableMapping[str, Any] | None,
         wrapper: RunContextWrapper[Any] | None,
     ) -> Decision:
+        for _ in range(_RECLAIMS):
+            try:
+                return await self._settle_claimed(entry, context, wrapper)
+            except LeaseLost:
+                # Taken over, or its lease ran down before a write: it is still pending until
+                # someone settles it. Look again (a new holder is waited for like any other).
+                current = await self._client.call(self._client.journal.get, entry.intent.intent_id)
+                if current is None:
+                    raise AlreadySettled(entry.intent.intent_id) from None
+                entry = current
+        return await self._settle_claimed(entry, context, wrapper)
+
+    async def _settle_claimed(
+        self,
+        entry: JournalEntry,
+        context: MutableMapping[str, Any] | None,
+        wrapper: RunContextWrapper[Any] | None,
+    ) -> Decision:
         intent = entry.intent
         fence = await self.claims.claim(entry, landed=partial(self._landed, wrapper=wrapper))
         in_flight = self._in_flight
@@ -261,9 +282,9 @@ class Settler:
         try:
             with self.claims.leased(intent.intent_id, IntentState.RECONCILING, fence) as lease:
                 return await self._decide(intent, context, wrapper, lease)
-        except LeaseLost as lost:
+        except LeaseLost:
             await despite_cancellation(self.claims.release(intent, fence))
-            raise AlreadySettled(intent.intent_id) from lost
+            raise
         except BaseException:
             if intent.intent_id in in_flight.replaying:
                 # A cancelled replay goes on in the background and keeps the claim; it
@@ -334,7 +355,7 @@ class Settler:
                 reached(CrashPoint.BEFORE_REPLAY)
                 lease.check()
                 try:
-                    await self.replay(intent, wrapper, step, evidence)
+                    await self.replay(intent, wrapper, step, evidence, lease.fence)
                 except RevisionConflict:
                     continue  # someone wrote meanwhile: judge again
                 reached(CrashPoint.AFTER_REPLAY)
@@ -355,7 +376,12 @@ class Settler:
         )
 
     async def replay(
-        self, intent: PendingWrite, wrapper: Any, step: Step, evidence: dict[str, Any]
+        self,
+        intent: PendingWrite,
+        wrapper: Any,
+        step: Step,
+        evidence: dict[str, Any],
+        fence: int | None = None,
     ) -> None:
         """Append the missing batch once. A cancelled caller gets its cancellation at once;
         the append goes on in the background, still owning the intent, so nobody replays it
@@ -388,18 +414,20 @@ class Settler:
             if not task.done():
                 self._in_flight.replaying.add(intent.intent_id)
                 self._in_flight.keep(task)
-                task.add_done_callback(partial(self._replay_ended, intent))
+                task.add_done_callback(partial(self._replay_ended, intent, fence))
             raise
         if store is not None:
             self._head.head = head
 
-    def _replay_ended(self, intent: PendingWrite, task: asyncio.Future[Any]) -> None:
+    def _replay_ended(
+        self, intent: PendingWrite, fence: int | None, task: asyncio.Future[Any]
+    ) -> None:
         in_flight = self._in_flight
         in_flight.replaying.discard(intent.intent_id)
         in_flight.busy.discard(intent.intent_id)
         if not task.cancelled():
             task.exception()  # retrieved: the outcome is settled by the next reconciliation
-        in_flight.keep(asyncio.ensure_future(self.claims.release(intent)))
+        in_flight.keep(asyncio.ensure_future(self.claims.release(intent, fence)))
 
     async def after_settlement(
         self,

@@ -134,6 +134,42 @@ async def test_a_holder_renews_under_its_token(journal: IntentJournal) -> None:
     assert after.held_for(time.time()) < 0.2
 
 
+async def test_a_claim_on_a_lease_renewed_since_it_was_read_fails(journal: IntentJournal) -> None:
+    """A worker that found a lease expired claims it only if the holder has not renewed it
+    since: the claim expects the update time it read."""
+    token = await opened(journal)
+    seen = await journal.get("i-1")
+    assert seen is not None
+    await asyncio.sleep(0.01)
+    me = current_owner()
+    assert await journal.transition(
+        "i-1",
+        state=IntentState.IN_FLIGHT,
+        owner=me,
+        expect_state=IntentState.IN_FLIGHT,
+        expect_owner=me,
+        expect_fence=token,
+    )
+    assert not await journal.transition(
+        "i-1",
+        state=IntentState.RECONCILING,
+        owner=STRANGER,
+        expect_state=seen.state,
+        expect_owner=seen.owner,
+        expect_updated_at=seen.updated_at,
+    )
+    fresh = await journal.get("i-1")
+    assert fresh is not None and (fresh.owner, fresh.fence) == (me, token)
+    assert await journal.transition(
+        "i-1",
+        state=IntentState.RECONCILING,
+        owner=STRANGER,
+        expect_state=fresh.state,
+        expect_owner=fresh.owner,
+        expect_updated_at=fresh.updated_at,
+    )
+
+
 async def test_clearing_requires_the_holder(journal: IntentJournal) -> None:
     """discard with an owner clears only that owner's in-flight intent; an unknown id is no
     error (settled by whoever took it)."""

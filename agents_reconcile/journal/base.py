@@ -146,9 +146,12 @@ class IntentJournal(Protocol):
         expect_state: IntentState | None = None,
         expect_owner: Owner | None = None,
         expect_fence: int | None = None,
+        expect_updated_at: float | None = None,
     ) -> bool:
         """Set state and owner if the intent is unresolved and matches what is expected
-        (``expect_fence``: its fencing token); return whether it changed (a compare-and-set).
+        (``expect_fence``: its fencing token; ``expect_updated_at``: its ``updated_at`` as read,
+        so that a claim made on an expired lease fails if its holder renewed it since);
+        return whether it changed (a compare-and-set).
         ``updated_at`` becomes the journal's time: the same state and owner again renews a
         holder's lease. A move to reconciling without ``expect_fence`` is a claim: the intent
         takes a new fencing token in the same step (one more than its last, and at least the

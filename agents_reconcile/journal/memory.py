@@ -130,8 +130,11 @@ class MemoryJournal(Unversioned):
         expect_state: IntentState | None = None,
         expect_owner: Owner | None = None,
         expect_fence: int | None = None,
+        expect_updated_at: float | None = None,
     ) -> bool:
         entry = self._open_entry(intent_id, "transition")
+        if expect_updated_at is not None and entry.updated_at != expect_updated_at:
+            return False
         if expect_state is not None and entry.state is not expect_state:
             return False
         if expect_owner is not None and entry.owner != expect_owner:

@@ -420,10 +420,15 @@ class PostgresJournal(PostgresEffects):
         expect_state: IntentState | None = None,
         expect_owner: Owner | None = None,
         expect_fence: int | None = None,
+        expect_updated_at: float | None = None,
     ) -> bool:
         claim = state is IntentState.RECONCILING and expect_fence is None
         sql = self._sql.transition(
-            expect_state is not None, expect_owner is not None, expect_fence is not None, claim
+            expect_state is not None,
+            expect_owner is not None,
+            expect_fence is not None,
+            expect_updated_at is not None,
+            claim,
         )
         args: list[object] = [state.value, str(owner), intent_id]
         if expect_state is not None:
@@ -432,6 +437,8 @@ class PostgresJournal(PostgresEffects):
             args.append(str(expect_owner))
         if expect_fence is not None:
             args.append(expect_fence)
+        if expect_updated_at is not None:
+            args.append(expect_updated_at)
 
         async def work(conn: Connection) -> bool:
             # One statement: the server re-checks the expectations on the newest version of

@@ -162,7 +162,9 @@ class JournalStatements:
                 f" counted AS (UPDATE {s}.session_writes AS w SET writes = w.writes + 1"
                 " FROM target AS t WHERE w.session_id = t.session_id AND w.backend = t.backend"
                 " RETURNING w.writes),"
-                f" gone AS (DELETE FROM {s}.intents WHERE intent_id = $1"
+                # The conditions again: checked on the newest version of the row once its
+                # lock is granted (a claim committed after this statement's snapshot).
+                f" gone AS (DELETE FROM {s}.intents WHERE intent_id = $1{only}"
                 " AND EXISTS (SELECT 1 FROM counted) RETURNING intent_id)"
                 " SELECT count(*) FROM gone"
             )
@@ -260,19 +262,22 @@ class JournalStatements:
         # by their text, so each variant is parsed and planned once per connection.
         flags = ((False, False), (False, True), (True, False), (True, True))
         self._transition = {
-            (*key, fenced, claim): self._build_transition(*key, fenced, claim)
+            (*key, fenced, stamped, claim): self._build_transition(*key, fenced, stamped, claim)
             for key in flags
             for fenced in (False, True)
+            for stamped in (False, True)
             for claim in (False, True)
         }
         self._pending = {key: self._build_pending(*key) for key in flags}
         self._decisions = {key: self._build_decisions(*key) for key in flags}
 
-    def transition(self, by_state: bool, by_owner: bool, by_fence: bool, claim: bool) -> str:
+    def transition(
+        self, by_state: bool, by_owner: bool, by_fence: bool, by_update: bool, claim: bool
+    ) -> str:
         """The compare-and-set of state and owner ($1, $2) of intent $3, expecting its state,
-        owner and token in that order from $4 on when asked; a ``claim`` also takes a new
-        token (see ``IntentJournal.transition``)."""
-        return self._transition[by_state, by_owner, by_fence, claim]
+        owner, token and update time in that order from $4 on when asked; a ``claim`` also
+        takes a new token (see ``IntentJournal.transition``)."""
+        return self._transition[by_state, by_owner, by_fence, by_update, claim]
 
     def pending(self, by_session: bool, by_backend: bool) -> str:
         return self._pending[by_session, by_backend]
@@ -280,13 +285,20 @@ class JournalStatements:
     def decisions(self, by_session: bool, by_intent: bool) -> str:
         return self._decisions[by_session, by_intent]
 
-    def _build_transition(self, by_state: bool, by_owner: bool, by_fence: bool, claim: bool) -> str:
+    def _build_transition(
+        self, by_state: bool, by_owner: bool, by_fence: bool, by_update: bool, claim: bool
+    ) -> str:
         s = self.schema
         where = " WHERE intent_id = $3"
         number = 4
-        for wanted, column in ((by_state, "state"), (by_owner, "owner"), (by_fence, "write_seq")):
+        columns = (
+            (by_state, "state", "::text"),
+            (by_owner, "owner", "::text"),
+            (by_fence, "write_seq", "::bigint"),
+            (by_update, "updated_at", "::float8"),
+        )
+        for wanted, column, cast in columns:
             if wanted:
-                cast = "::bigint" if column == "write_seq" else "::text"
                 where += f" AND {column} = ${number}{cast}"
                 number += 1
         update = f"UPDATE {s}.intents SET state = $1, owner = $2, updated_at = {_NOW}"

@@ -348,6 +348,7 @@ class RedisJournal(RedisSchemaSteps, RedisEffects):
         expect_state: IntentState | None = None,
         expect_owner: Owner | None = None,
         expect_fence: int | None = None,
+        expect_updated_at: float | None = None,
     ) -> bool:
         async def attempt(session_id: str | None) -> bool | replies.Moved:
             if session_id is None:
@@ -365,6 +366,8 @@ class RedisJournal(RedisSchemaSteps, RedisEffects):
                 "" if expect_owner is None else str(expect_owner),
                 "0" if expect_fence is None else "1",
                 "" if expect_fence is None else str(expect_fence),
+                "0" if expect_updated_at is None else "1",
+                "" if expect_updated_at is None else repr(float(expect_updated_at)),
             ]
             reply = await self._script("transition", self._layout.scripted(session_id), args)
             if reply == 1 or reply == 0:

@@ -257,6 +257,7 @@ class SQLiteJournal:
         expect_state: IntentState | None = None,
         expect_owner: Owner | None = None,
         expect_fence: int | None = None,
+        expect_updated_at: float | None = None,
     ) -> bool:
         sql = "UPDATE intents SET state = ?, owner = ?, updated_at = ? WHERE intent_id = ?"
         args: list[object] = [state.value, str(owner), time.time(), intent_id]
@@ -269,6 +270,9 @@ class SQLiteJournal:
         if expect_fence is not None:
             sql += " AND write_seq = ?"
             args.append(expect_fence)
+        if expect_updated_at is not None:
+            sql += " AND updated_at = ?"
+            args.append(expect_updated_at)
         if state is IntentState.RECONCILING and expect_fence is None:
             # A claim takes a new fencing token in the same statement.
             sql = sql.replace(

@@ -1,5 +1,5 @@
 -- Reads a session's unresolved intents, oldest first, as rows of
--- {id, backend, state, owner, updated_at, record}.
+-- {id, backend, state, owner, updated_at, record, fencing token, age by the server's clock}.
 -- ARGV: session id, 'one' or 'all', then for 'one' the intent id (the reply is empty when
 -- the id is not this session's), for 'all' '1' when filtering by backend and that backend.
 local s = session_keys(8)

@@ -1,7 +1,8 @@
 -- transition(): compare-and-set of an unresolved intent's state and owner.
 -- ARGV: version, intent id, session expected to hold it, new state, new owner, (unused),
 -- '1' when a state is expected, that state, '1' when an owner is expected, that owner, '1'
--- when a fencing token is expected, that token. The update time is the server's. A move to
+-- when a fencing token is expected, that token, '1' when the update time is expected (as read:
+-- a claim on an expired lease fails once its holder renewed it), that time. The update time is the server's. A move to
 -- reconciling without an expected token is a claim: the intent takes a new token, one more
 -- than its last and at least the session's write count.
 -- Replies 1 (changed), 0 (expectations not met) or {'moved', holder} ({'moved'} when no
@@ -23,6 +24,9 @@ if ARGV[9] == '1' and field(s.owner, id) ~= ARGV[10] then
   return 0
 end
 if ARGV[11] == '1' and field(s.write_seq, id) ~= ARGV[12] then
+  return 0
+end
+if ARGV[13] == '1' and tonumber(field(s.updated, id)) ~= tonumber(ARGV[14]) then
   return 0
 end
 if ARGV[4] == 'reconciling' and ARGV[11] ~= '1' then
