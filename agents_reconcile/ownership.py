@@ -110,14 +110,19 @@ def holds(
 
     ``in_flight_here``: a task of this process is appending or reconciling it. ``active``: its
     state is in flight or reconciling (a failed or cancelled intent is held by nobody). An
-    intent ``me`` holds in the journal but no task of mine runs is mine to take back."""
-    if in_flight_here:
-        return True
-    if not active or owner == me:
-        return False
-    return owner.is_live(
-        age_seconds=age_seconds, lease_seconds=lease_seconds, me=me, started_of=started_of
+    intent ``me`` holds in the journal but no task of mine runs is mine to take back. An
+    owner elsewhere whose lease ran out holds it no more (see ``takeover`` for what that
+    permits)."""
+    way = takeover(
+        owner,
+        active=active,
+        in_flight_here=in_flight_here,
+        age_seconds=age_seconds,
+        lease_seconds=lease_seconds,
+        me=me,
+        started_of=started_of,
     )
+    return way is Takeover.HELD
 
 
 def _read(path: str) -> str | None:

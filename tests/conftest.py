@@ -1,14 +1,18 @@
-"""Shared test setup: offline tracing, an isolated working directory, a clean flag."""
+"""Shared test setup: offline tracing, an isolated working directory, a clean flag, and every
+registered journal for the tests that take ``journal`` (or ``place``)."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agents import set_tracing_disabled
 
 from agents_reconcile.backends.registry import BACKENDS
+
+from .backends import Place, registered
 
 set_tracing_disabled(True)
 
@@ -26,6 +30,21 @@ def isolated_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterato
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("AGENTS_RECONCILE", raising=False)
     yield tmp_path
+
+
+@pytest.fixture(params=registered("journal"))
+async def place(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Place]:
+    """Where each registered backend keeps this test's journal (on a server, a namespace of
+    its own); every journal opened there is closed and its data deleted afterwards."""
+    found = Place(request.param, tmp_path, "journal")
+    yield found
+    await found.cleanup()
+
+
+@pytest.fixture
+def journal(place: Place) -> Any:
+    """Each registered backend's journal, empty."""
+    return place.journal()
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -6,8 +6,6 @@ records come back as written (sealed outputs sealed, signed records checked)."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -18,22 +16,10 @@ from agents_reconcile.journal import IntentState
 from agents_reconcile.journal.base import EffectJournal
 from agents_reconcile.ownership import current_owner
 
-from .backends import Place, registered
+from .backends import Place
 from .journal_support import make_effect, make_intent
 
 SECRET = "effect-output-SECRET-theta"
-
-
-@pytest.fixture(params=registered("journal"))
-async def place(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Place]:
-    found = Place(request.param, tmp_path, "journal")
-    yield found
-    await found.cleanup()
-
-
-@pytest.fixture
-def journal(place: Place) -> Any:
-    return place.journal()
 
 
 def test_the_key_is_the_call_and_its_canonical_arguments() -> None:

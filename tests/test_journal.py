@@ -7,8 +7,7 @@ import dataclasses
 import gc
 import time
 import warnings
-from collections.abc import AsyncIterator, Sequence
-from pathlib import Path
+from collections.abc import Sequence
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -42,7 +41,7 @@ from agents_reconcile.records import (
     Reason,
 )
 
-from .backends import Place, closed_port, registered
+from .backends import Place, closed_port
 from .journal_support import BACKEND, SETTLING, STRANGER, make_decision, make_intent
 
 OTHER_DB = BackendIdentity("agents.memory.sqlite_session.SQLiteSession", "/srv/data/other.db")
@@ -54,22 +53,6 @@ NOT_SETTLING = (Action.DENIED, Action.LEFT_PENDING)
 def ids(entries: Sequence[Any]) -> list[str]:
     """Intent ids of journal entries, in order."""
     return [entry.intent.intent_id for entry in entries]
-
-
-@pytest.fixture(params=registered("journal"))
-async def place(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Place]:
-    """Where each registered backend keeps this test's journal (on a server, a namespace of
-    its own); every journal opened there is closed and its data deleted afterwards."""
-    found = Place(request.param, tmp_path, "journal")
-    yield found
-    await found.cleanup()
-
-
-@pytest.fixture
-def journal(place: Place) -> IntentJournal:
-    """Each registered backend's journal, empty."""
-    opened: IntentJournal = place.journal()
-    return opened
 
 
 async def test_implements_protocol(journal: IntentJournal) -> None:

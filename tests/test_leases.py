@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -21,24 +20,11 @@ from agents_reconcile.ownership import Owner, Takeover, current_owner, takeover
 from agents_reconcile.records import Action, Reason
 from agents_reconcile.stores import RevisionedSQLiteSession
 
-from .backends import Place, registered
+from .backends import Place
 from .journal_support import STRANGER, make_decision, make_intent
 
 ELSEWHERE = Owner(host="other-host#0badc0de", pid=1, started="1")
 USER = {"role": "user", "content": "hello"}
-
-
-@pytest.fixture(params=registered("journal"))
-async def place(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Place]:
-    found = Place(request.param, tmp_path, "journal")
-    yield found
-    await found.cleanup()
-
-
-@pytest.fixture
-def journal(place: Place) -> IntentJournal:
-    opened: IntentJournal = place.journal()
-    return opened
 
 
 async def opened(journal: IntentJournal, intent_id: str = "i-1") -> int:

@@ -261,18 +261,13 @@ class SQLiteJournal:
     ) -> bool:
         sql = "UPDATE intents SET state = ?, owner = ?, updated_at = ? WHERE intent_id = ?"
         args: list[object] = [state.value, str(owner), time.time(), intent_id]
-        if expect_state is not None:
-            sql += " AND state = ?"
-            args.append(expect_state.value)
-        if expect_owner is not None:
-            sql += " AND owner = ?"
-            args.append(str(expect_owner))
-        if expect_fence is not None:
-            sql += " AND write_seq = ?"
-            args.append(expect_fence)
-        if expect_updated_at is not None:
-            sql += " AND updated_at = ?"
-            args.append(expect_updated_at)
+        sql += _matching(
+            args,
+            state=None if expect_state is None else expect_state.value,
+            owner=None if expect_owner is None else str(expect_owner),
+            write_seq=expect_fence,
+            updated_at=expect_updated_at,
+        )
         if state is IntentState.RECONCILING and expect_fence is None:
             # A claim takes a new fencing token in the same statement.
             sql = sql.replace(
@@ -307,14 +302,11 @@ class SQLiteJournal:
         self, session_id: str | None, backend: BackendIdentity | None = None
     ) -> list[JournalEntry]:
         def read(conn: sqlite3.Connection) -> list[_Row]:
-            sql = _SELECT_INTENTS + " WHERE 1 = 1"
             args: list[object] = []
-            if session_id is not None:
-                sql += " AND session_id = ?"
-                args.append(session_id)
-            if backend is not None:
-                sql += " AND backend = ?"
-                args.append(str(backend))
+            sql = _SELECT_INTENTS + " WHERE 1 = 1"
+            sql += _matching(
+                args, session_id=session_id, backend=None if backend is None else str(backend)
+            )
             rows: list[_Row] = conn.execute(sql + " ORDER BY created_at", args).fetchall()
             return rows
 
@@ -455,14 +447,9 @@ class SQLiteJournal:
     async def decisions(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[Decision]:
-        sql = "SELECT intent_id, session_id, record FROM decisions WHERE 1 = 1"
         args: list[object] = []
-        if session_id is not None:
-            sql += " AND session_id = ?"
-            args.append(session_id)
-        if intent_id is not None:
-            sql += " AND intent_id = ?"
-            args.append(intent_id)
+        sql = "SELECT intent_id, session_id, record FROM decisions WHERE 1 = 1"
+        sql += _matching(args, session_id=session_id, intent_id=intent_id)
         require_limit(limit)
         sql += " ORDER BY seq DESC LIMIT ?"
         args.append(limit)
@@ -473,6 +460,14 @@ class SQLiteJournal:
         """Close the connection. The journal is shared per file within a process, so a later
         operation (by this or another session) opens a new one instead of failing."""
         self._link.close()
+
+
+def _matching(args: list[object], **columns: object) -> str:
+    """`` AND column = ?`` for each column given a value (None: any), its value added to
+    ``args``."""
+    wanted = {column: value for column, value in columns.items() if value is not None}
+    args.extend(wanted.values())
+    return "".join(f" AND {column} = ?" for column in wanted)
 
 
 def _writes(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
