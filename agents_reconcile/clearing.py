@@ -36,10 +36,11 @@ from .crashpoints import CrashPoint, reached
 from .errors import JournalError, LeaseLost
 from .held import HeldIntents
 from .inflight import InFlight
+from .journal.base import IntentState, JournalEntry
 from .journal_client import JournalClient
 from .ownership import current_owner
 
-__all__ = ["GUARD_SECONDS", "Clearing", "folds_clearing"]
+__all__ = ["GUARD_SECONDS", "Clearing", "clear_acknowledged", "folds_clearing", "retry_discards"]
 
 logger = logging.getLogger("agents_reconcile")
 
@@ -192,3 +193,37 @@ class Clearing:
             )
             return
         self._in_flight.acknowledged.discard(intent_id)
+
+
+async def retry_discards(client: JournalClient, held: HeldIntents, in_flight: InFlight) -> None:
+    """Clear the acknowledged intents whose clearing failed before (the journal was down),
+    before anything else looks at the journal; stops at the first that fails again."""
+    for intent_id in list(held.undiscarded):
+        try:
+            await client.journal.discard(intent_id, owner=current_owner())
+        except LeaseLost:
+            pass  # taken over: the new holder settles it
+        except JournalError:
+            return
+        held.undiscarded.discard(intent_id)
+        in_flight.acknowledged.discard(intent_id)
+
+
+async def clear_acknowledged(
+    client: JournalClient, in_flight: InFlight, entries: list[JournalEntry]
+) -> list[JournalEntry]:
+    """``entries`` without the intents this process saw acknowledged, cleared now (their
+    clearing had not run yet): they are not pending, whoever's wrapper holds them."""
+    acknowledged = in_flight.acknowledged
+    left = []
+    for entry in entries:
+        intent_id = entry.intent.intent_id
+        if intent_id in acknowledged and entry.state is IntentState.IN_FLIGHT:
+            try:
+                await client.call(client.journal.discard, intent_id, owner=current_owner())
+            except LeaseLost:
+                left.append(entry)  # taken over meanwhile: its new holder's to settle
+            acknowledged.discard(intent_id)
+        else:
+            left.append(entry)
+    return left

@@ -18,10 +18,11 @@ from typing import TYPE_CHECKING, Any, Final
 from . import runstate
 from .claims import AlreadySettled, Claims
 from .classify import Verdict
+from .clearing import clear_acknowledged, retry_discards
 from .config import ReconcileConfig
 from .crashpoints import CrashPoint, reached
 from .effects.evidence import vouched_by_receipts
-from .errors import IntentConflict, JournalError, LeaseLost, RevisionConflict
+from .errors import IntentConflict, LeaseLost, RevisionConflict
 from .held import HeldIntents, KnownHead
 from .inflight import InFlight, despite_cancellation
 from .inner import InnerSession, without_reconciling
@@ -93,11 +94,11 @@ class Settler:
         """Settle every pending intent of this session, oldest first; deny on the first that
         cannot be vouched for. ``locked``: the caller holds the session's lock already."""
         client = self._client
-        await self._retry_discards()
+        await retry_discards(client, self._held, self._in_flight)
         unverified = await self._carried.adopt(context)
         entries = await client.call(client.journal.pending, client.session_id, client.backend)
         if entries and self._in_flight.acknowledged:
-            entries = await self._clear_acknowledged(entries)
+            entries = await clear_acknowledged(client, self._in_flight, entries)
         if not entries and not self._held.unjournaled and not unverified:
             return []
         if not locked:
@@ -174,36 +175,6 @@ class Settler:
             client.journal.record, intent, state=IntentState.FAILED, owner=current_owner()
         )
         return await self._settle_recorded(intent.intent_id, context, wrapper)
-
-    async def _retry_discards(self) -> None:
-        for intent_id in list(self._held.undiscarded):
-            try:
-                await self._client.journal.discard(intent_id, owner=current_owner())
-            except LeaseLost:
-                pass  # taken over: the new holder settles it
-            except JournalError:
-                return
-            self._held.undiscarded.discard(intent_id)
-            self._in_flight.acknowledged.discard(intent_id)
-
-    async def _clear_acknowledged(self, entries: list[JournalEntry]) -> list[JournalEntry]:
-        """``entries`` without the intents this process saw acknowledged, cleared now (their
-        clearing had not run yet): they are not pending, whoever's wrapper holds them."""
-        acknowledged = self._in_flight.acknowledged
-        left = []
-        for entry in entries:
-            intent_id = entry.intent.intent_id
-            if intent_id in acknowledged and entry.state is IntentState.IN_FLIGHT:
-                try:
-                    await self._client.call(
-                        self._client.journal.discard, intent_id, owner=current_owner()
-                    )
-                except LeaseLost:
-                    left.append(entry)  # taken over meanwhile: its new holder's to settle
-                acknowledged.discard(intent_id)
-            else:
-                left.append(entry)
-        return left
 
     async def _settle_unjournaled(
         self,
