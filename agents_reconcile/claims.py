@@ -24,7 +24,7 @@ from .ownership import Takeover, current_owner, takeover
 from .records import Outcome, PendingWrite, Reason
 from .revision import RevisionedStore
 
-__all__ = ["AlreadySettled", "Claims"]
+__all__ = ["AlreadySettled", "Claims", "take"]
 
 _POLL_SECONDS: Final = 0.02
 # How often the history is read for the batch of an expired lease nothing fences.
@@ -33,6 +33,26 @@ _LOOK_SECONDS: Final = 0.25
 
 class AlreadySettled(Exception):
     """Someone else settled the intent (or took it over) while this process waited for it."""
+
+
+async def take(client: JournalClient, entry: JournalEntry) -> tuple[bool, JournalEntry | None]:
+    """Claim ``entry``'s intent by compare-and-set on what was read (state, owner, and the
+    update time: a holder that renewed its lease since keeps it); whether this process holds
+    it now, and the intent as it stands afterwards (None: settled), its token the claim's."""
+    intent_id = entry.intent.intent_id
+    me = current_owner()
+    claimed = await client.call(
+        client.journal.transition,
+        intent_id,
+        state=IntentState.RECONCILING,
+        owner=me,
+        expect_state=entry.state,
+        expect_owner=entry.owner,
+        expect_updated_at=entry.updated_at,
+    )
+    now = await client.call(client.journal.get, intent_id)
+    mine = claimed and now is not None and (now.state, now.owner) == (IntentState.RECONCILING, me)
+    return mine, now
 
 
 class Claims:
@@ -101,7 +121,6 @@ class Claims:
         even where nothing fences: only settling it can follow."""
         client = self._client
         deadline = time.monotonic() + self._config.in_flight_wait
-        me = current_owner()
         looked = -_LOOK_SECONDS
         while True:
             way = self.takeover(entry)
@@ -117,23 +136,11 @@ class Claims:
                 if time.monotonic() >= deadline:
                     await self._deny_held(entry, way)
                 await asyncio.sleep(_POLL_SECONDS)
-            elif await client.call(
-                client.journal.transition,
-                entry.intent.intent_id,
-                state=IntentState.RECONCILING,
-                owner=me,
-                expect_state=entry.state,
-                expect_owner=entry.owner,
-                # A holder that renewed its lease since it was read keeps it.
-                expect_updated_at=entry.updated_at,
-            ):
-                claimed = await client.call(client.journal.get, entry.intent.intent_id)
-                if claimed is not None and (claimed.state, claimed.owner) == (
-                    IntentState.RECONCILING,
-                    me,
-                ):
-                    return claimed.fence
-            current = await client.call(client.journal.get, entry.intent.intent_id)
+                current = await client.call(client.journal.get, entry.intent.intent_id)
+            else:
+                mine, current = await take(client, entry)
+                if mine and current is not None:
+                    return current.fence
             if current is None:
                 raise AlreadySettled(entry.intent.intent_id)
             entry = current

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Final
 
-__all__ = ["Owner", "Takeover", "current_owner", "holds", "takeover"]
+__all__ = ["Owner", "Takeover", "current_owner", "holds", "process_state", "takeover"]
 
 _BOOT_ID_PATH: Final = "/proc/sys/kernel/random/boot_id"
 
@@ -133,12 +133,24 @@ def _read(path: str) -> str | None:
         return None
 
 
+def _stat_fields(pid: int) -> list[str] | None:
+    """The fields of ``/proc/<pid>/stat`` from the third on (state first), or None."""
+    stat = _read(f"/proc/{pid}/stat")
+    # Counted from after the parenthesised command name, which may hold spaces.
+    return None if stat is None else stat[stat.rfind(")") + 2 :].split()
+
+
+def process_state(pid: int) -> str | None:
+    """The process's state letter from ``/proc`` (``R``, ``S``, ``T`` stopped, ``Z`` exited
+    and not reaped, ...), or None when it is gone or ``/proc`` cannot tell."""
+    fields = _stat_fields(pid)
+    return fields[0] if fields else None
+
+
 def _process_started(pid: int) -> str | None:
     """The pid's start time in clock ticks since boot, or None when no such process runs."""
-    stat = _read(f"/proc/{pid}/stat")
-    if stat is not None:
-        # Field 22 counts from after the parenthesised command name, which may hold spaces.
-        fields = stat[stat.rfind(")") + 2 :].split()
+    fields = _stat_fields(pid)
+    if fields is not None:
         # A zombie has exited; it only waits for its parent to reap it.
         if not fields or fields[0] in ("Z", "X"):
             return None

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .errors import ContinuationDenied, ResolutionRefused, RevisionConflict
 from .inflight import despite_cancellation
-from .journal.base import ACTIVE_STATES, IntentState, JournalEntry
+from .journal.base import ACTIVE_STATES, JournalEntry
 from .ownership import current_owner, holds
 from .policy import Resolution, Step, resolution_step
 from .records import Action, Decision, Outcome, Reason
@@ -223,28 +223,18 @@ class Resolver:
 
     async def _claim(self, entry: JournalEntry) -> JournalEntry:
         """Take the intent, as a settling worker would (a compare-and-set on what was read)."""
-        client = self.client
+        from .claims import take  # the settler's own claim, loaded with it
+
         intent_id = entry.intent.intent_id
-        me = current_owner()
-        claimed = await client.call(
-            client.journal.transition,
-            intent_id,
-            state=IntentState.RECONCILING,
-            owner=me,
-            expect_state=entry.state,
-            expect_owner=entry.owner,
-            expect_updated_at=entry.updated_at,
-        )
-        now = await client.call(client.journal.get, intent_id)
-        if not claimed or now is None or (now.state, now.owner) != (IntentState.RECONCILING, me):
+        mine, now = await take(self.client, entry)
+        if not mine or now is None:
             what = "settled meanwhile" if now is None else f"taken by {now.owner}"
             raise ResolutionRefused(
                 f"intent {intent_id} was {what} while this resolution looked at it; "
                 "look again (agents-reconcile show)",
                 intent_id=intent_id,
             )
-        # Its fencing token is the claim's: settled under it, or refused if taken since.
-        return now
+        return now  # its token the claim's: settled under it, or refused if taken since
 
     async def _judge(self, intent: PendingWrite) -> Verdict | None:
         if self.settler is None:

@@ -45,7 +45,6 @@ __all__ = ["Settler"]
 
 logger = logging.getLogger("agents_reconcile")
 
-_POLL_SECONDS: Final = 0.02
 # A replay that keeps meeting other writers' compare-and-swaps is judged again, this often.
 _REPLAY_ATTEMPTS: Final = 3
 # An intent whose claim was lost (taken over, or its lease ran down) is looked at again, this

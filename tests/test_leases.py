@@ -361,3 +361,33 @@ async def test_a_failed_foreign_intent_is_settled_whatever_the_store(tmp_path: P
     await foreign_intent(session, store, IntentState.FAILED)
     await session.add_items([{"role": "user", "content": "mine"}])
     assert [item["content"] for item in await store.get_items()] == ["hello", "mine"]
+
+
+async def test_a_claim_lost_before_the_replay_is_looked_at_again(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A settler whose lease gives out just before its replay writes nothing, and does not
+    take the intent for settled: it looks again, claims it anew and replays it once."""
+    from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
+
+    store = SQLiteSession("s1", tmp_path / "chat.db")
+    faulty = FaultInjectingSession(store)
+    faulty.plan(Fault.REJECT, at=1)
+    session = ReconcilingSession(faulty, config=ReconcileConfig(journal=tmp_path / "journal.db"))
+    with pytest.raises(BackendFailure):
+        await session.add_items([USER])
+    checks = 0
+    check = Renewal.check
+
+    def runs_down_once(lease: Renewal) -> None:
+        nonlocal checks
+        checks += 1
+        if checks == 1:
+            raise LeaseLost(f"intent {lease.intent_id}: ran down", intent_id=lease.intent_id)
+        check(lease)
+
+    monkeypatch.setattr(Renewal, "check", runs_down_once)
+    [decision] = await session.reconcile()
+    assert decision.action is Action.REPLAYED and checks == 2
+    assert await session.pending() == []
+    assert [item["content"] for item in await store.get_items()] == ["hello"]

@@ -64,11 +64,10 @@ the decision log for settle and note; ``effect_index`` for the effect scripts), 
 
 from __future__ import annotations
 
-import enum
 import time
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from ..backends.connections import Connections
 from ..backends.lua import LuaScript, Send
@@ -84,7 +83,6 @@ from ..backends.redis import (
 from ..errors import (
     ConfigurationError,
     IntentConflict,
-    JournalUnavailable,
     LeaseLost,
 )
 from ..ownership import Owner
@@ -94,6 +92,7 @@ from . import redis_replies as replies
 from ._rows import each
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
 from .redis_effects import EFFECT_SCRIPTS, RedisEffects
+from .redis_homes import RedisIntentHomes, Retry
 from .redis_layout import IntentHomes, JournalKeys
 from .redis_schema import _VERSION, SCHEMA, SCHEMA_VERSION, RedisSchemaSteps
 
@@ -109,7 +108,6 @@ __all__ = ["DEFAULT_PREFIX", "SCHEMA", "SCHEMA_VERSION", "RedisJournal"]
 
 DEFAULT_PREFIX: Final = "agents-reconcile-journal"
 
-_T = TypeVar("_T")
 _SCRIPTS: Final = {
     name: LuaScript("agents_reconcile.journal", "redis_scripts", name, prelude=True)
     for name in (
@@ -127,21 +125,13 @@ _SCRIPTS: Final = {
         *EFFECT_SCRIPTS,
     )
 }
-# Attempts at an operation on an intent whose session keeps changing under it (discarded and
-# recorded again elsewhere between the lookup and the script).
-_ATTEMPTS: Final = 8
 _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
     "socket_connect_timeout": 5.0,
     "socket_timeout": 10.0,
 }
 
 
-class _Retry(enum.Enum):
-    MOVED = "moved"
-    """The intent's session changed between looking it up and acting on it."""
-
-
-class RedisJournal(RedisSchemaSteps, RedisEffects):
+class RedisJournal(RedisIntentHomes, RedisSchemaSteps, RedisEffects):
     """``IntentJournal`` and ``EffectJournal`` on a Redis server, shared by every worker that
     uses the same server and ``prefix``.
 
@@ -257,41 +247,6 @@ class RedisJournal(RedisSchemaSteps, RedisEffects):
                 await self._migrate(send)
             reply: object = await send(*args)
         return reply
-
-    async def _lookup(self, intent_id: str) -> str | None:
-        reply = await self._command("lookup", "HGET", self._layout.names["index"], intent_id)
-        if reply is None:
-            self._homes.forget(intent_id)
-            return None
-        session_id = replies.text(reply, "an intent's session")
-        self._homes.remember(intent_id, session_id)
-        return session_id
-
-    async def _on_intent(
-        self,
-        intent_id: str,
-        attempt: Callable[[str | None], Awaitable[_T | _Retry | replies.Moved]],
-    ) -> _T:
-        """Run ``attempt`` with the session holding the intent (None when none does), again
-        where the script found the intent (or after a fresh lookup) while it is elsewhere."""
-        session_id = self._homes.get(intent_id)
-        if session_id is None:
-            session_id = await self._lookup(intent_id)
-        for _ in range(_ATTEMPTS):
-            result = await attempt(session_id)
-            if isinstance(result, replies.Moved):
-                session_id = result.holder
-                if session_id is None:
-                    self._homes.forget(intent_id)
-                else:
-                    self._homes.remember(intent_id, session_id)
-                continue
-            if not isinstance(result, _Retry):
-                return result
-            session_id = await self._lookup(intent_id)
-        raise JournalUnavailable(
-            f"intent {intent_id} kept moving between sessions; try again",
-        )
 
     # -- IntentJournal ------------------------------------------------------------------
 
@@ -436,14 +391,14 @@ class RedisJournal(RedisSchemaSteps, RedisEffects):
         )
 
     async def get(self, intent_id: str) -> JournalEntry | None:
-        async def attempt(session_id: str | None) -> JournalEntry | _Retry | None:
+        async def attempt(session_id: str | None) -> JournalEntry | Retry | None:
             if session_id is None:
                 return None
             keys = self._layout.scripted(session_id)
             args: list[str | bytes] = [session_id, "one", intent_id]
             found = replies.rows(await self._script("entries", keys, args, read_only=True), "get")
             if not found:
-                return _Retry.MOVED
+                return Retry.MOVED
             if len(found) != 1 or found[0][0] != intent_id:
                 raise replies.unexpected("get", found)
             return replies.entry(session_id, found[0], self.keyring)

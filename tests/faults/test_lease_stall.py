@@ -45,6 +45,7 @@ from typing import IO, Any
 import pytest
 
 from agents_reconcile.backends.registry import backend_named
+from agents_reconcile.ownership import process_state
 from agents_reconcile.selftest.stores import close_store
 
 from ..backends import namespace
@@ -150,10 +151,7 @@ class Host:
 
     def state(self) -> str:
         """The process's state letter in /proc (``T``: stopped)."""
-        with contextlib.suppress(OSError):
-            stat = Path(f"/proc/{self.pid}/stat").read_text()
-            return stat[stat.rfind(")") + 2]
-        return "?"
+        return process_state(self.pid) or "?"
 
     def wait_stopped(self) -> None:
         deadline = time.monotonic() + STEP_SECONDS
