@@ -40,7 +40,7 @@ async def take(client: JournalClient, entry: JournalEntry) -> tuple[bool, Journa
     update time: a holder that renewed its lease since keeps it); whether this process holds
     it now, and the intent as it stands afterwards (None: settled), its token the claim's."""
     intent_id = entry.intent.intent_id
-    me = current_owner()
+    me = client.owner
     claimed = await client.call(
         client.journal.transition,
         intent_id,
@@ -102,10 +102,9 @@ class Claims:
         revisioned store appends by compare-and-swap on the head the write expected."""
         return intent.expected_revision is not None and self._store is not None
 
-    def held_elsewhere(self, entry: JournalEntry) -> bool:
-        """Whether a live owner (another task of this process, or another live process)
-        holds the intent, so it is not ours to settle yet."""
-        return self.takeover(entry) is Takeover.HELD
+    def holds_here(self, intent_id: str) -> bool:
+        """Whether a task of this process is appending or settling ``intent_id`` now."""
+        return self._in_flight.holds(intent_id)
 
     async def claim(
         self,
@@ -152,7 +151,7 @@ class Claims:
             reason = Reason.LEASE_EXPIRED
             evidence |= {
                 "held_for_seconds": round(entry.held_for(time.time()), 3),
-                "lease_seconds": self._config.lease_seconds,
+                "lease_seconds": entry.owner.lease_or(self._config.lease_seconds),
                 "fenced": False,
             }
         await self._client.deny(entry.intent, Outcome.AMBIGUOUS, reason, evidence)

@@ -38,7 +38,6 @@ from .held import HeldIntents
 from .inflight import InFlight
 from .journal.base import IntentState, JournalEntry
 from .journal_client import JournalClient
-from .ownership import current_owner
 
 __all__ = ["GUARD_SECONDS", "Clearing", "clear_acknowledged", "folds_clearing", "retry_discards"]
 
@@ -171,7 +170,7 @@ class Clearing:
 
     async def _clear(self, intent_id: str) -> None:
         try:
-            await self._client.journal.discard(intent_id, owner=current_owner())
+            await self._client.journal.discard(intent_id, owner=self._client.owner)
         except LeaseLost:
             # Another worker claimed it after its lease ran out: settling it is theirs now.
             logger.info(
@@ -200,7 +199,7 @@ async def retry_discards(client: JournalClient, held: HeldIntents, in_flight: In
     before anything else looks at the journal; stops at the first that fails again."""
     for intent_id in list(held.undiscarded):
         try:
-            await client.journal.discard(intent_id, owner=current_owner())
+            await client.journal.discard(intent_id, owner=client.owner)
         except LeaseLost:
             pass  # taken over: the new holder settles it
         except JournalError:
@@ -220,7 +219,7 @@ async def clear_acknowledged(
         intent_id = entry.intent.intent_id
         if intent_id in acknowledged and entry.state is IntentState.IN_FLIGHT:
             try:
-                await client.call(client.journal.discard, intent_id, owner=current_owner())
+                await client.call(client.journal.discard, intent_id, owner=client.owner)
             except LeaseLost:
                 left.append(entry)  # taken over meanwhile: its new holder's to settle
             acknowledged.discard(intent_id)

@@ -27,7 +27,7 @@ from .errors import (
 )
 from .journal import IntentJournal, IntentState, SQLiteJournal, journal_path, open_journal
 from .observability import Trail
-from .ownership import current_owner
+from .ownership import Owner, current_owner
 from .records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
 from .sealing import Keyring
 
@@ -60,8 +60,20 @@ class JournalClient:
         self.keyring = keyring if keyring is not None else Keyring()
         """The keys this session seals (the first) and opens its records with."""
         self._journal: IntentJournal | None = None
+        self._owner_of: Owner | None = None
+        self._owner: Owner | None = None
         self.trail = Trail()
         """This session's trail in the run's traces and in logging records."""
+
+    @property
+    def owner(self) -> Owner:
+        """This process as the owner of what this session holds, stamped with the session's
+        lease (``lease_seconds``), so whoever judges the holder uses its own lease."""
+        base = current_owner()  # re-derived after a fork
+        if self._owner_of is not base:
+            self._owner_of, self._owner = base, base.leased(self.config.lease_seconds)
+        assert self._owner is not None
+        return self._owner
 
     @property
     def journal(self) -> IntentJournal:
@@ -178,7 +190,7 @@ class JournalClient:
         """Give up this process's claim on an intent (back to failed, for the next judge),
         only while it still holds it (under ``fence`` when given); a journal that cannot be
         reached leaves it to expire, with a warning."""
-        me = current_owner()
+        me = self.owner
         try:
             await self.journal.transition(
                 intent_id,

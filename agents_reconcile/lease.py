@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Final
 
 from .errors import JournalError, LeaseLost
 from .journal.base import IntentState
-from .ownership import current_owner
 
 if TYPE_CHECKING:
     from .journal_client import JournalClient
@@ -98,7 +97,7 @@ class Renewal:
         self._task = asyncio.ensure_future(self._renew())
 
     async def _renew(self) -> None:
-        me = current_owner()
+        me = self._client.owner
         try:
             renewed = await self._client.journal.transition(
                 self.intent_id,

@@ -15,7 +15,7 @@ import os
 import socket
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Final
 
@@ -26,20 +26,36 @@ _BOOT_ID_PATH: Final = "/proc/sys/kernel/random/boot_id"
 
 @dataclass(frozen=True, slots=True)
 class Owner:
-    """A process: host (with boot id where known), pid, and the pid's start time."""
+    """A process: host (with boot id where known), pid, and the pid's start time; and, when it
+    holds an intent, the lease it holds it under (``lease``), stamped with its claim so that
+    anyone judging it (another worker, an operator's command with no deployment config) uses
+    the holder's own lease length. The lease is not part of who the owner is (equality)."""
 
     host: str
     pid: int
     started: str
+    lease: float | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
-        return f"{self.host}/{self.pid}/{self.started}"
+        base = f"{self.host}/{self.pid}/{self.started}"
+        return base if self.lease is None else f"{base}~{self.lease:g}"
 
     @classmethod
     def parse(cls, text: str) -> Owner:
         host, _, rest = text.rpartition("/")
         host, _, pid = host.rpartition("/")
-        return cls(host=host, pid=int(pid), started=rest)
+        started, stamped, lease = rest.partition("~")
+        return cls(
+            host=host, pid=int(pid), started=started, lease=float(lease) if stamped else None
+        )
+
+    def leased(self, seconds: float) -> Owner:
+        """This owner, stamped with the lease it holds what it claims under."""
+        return self if self.lease == seconds else replace(self, lease=seconds)
+
+    def lease_or(self, default: float) -> float:
+        """The lease this owner stamped, else ``default`` (the judge's own configuration)."""
+        return self.lease if self.lease is not None else default
 
     def is_live(
         self,
@@ -54,7 +70,7 @@ class Owner:
         time it had (``started_of(pid)``, read from ``/proc`` unless given)."""
         me = me if me is not None else current_owner()
         if self.host != me.host:
-            return age_seconds < lease_seconds
+            return age_seconds < self.lease_or(lease_seconds)
         if self.pid == me.pid:
             return self.started == me.started
         return (started_of or _process_started)(self.pid) == self.started
@@ -83,13 +99,14 @@ def takeover(
     me: Owner,
     started_of: Callable[[int], str | None] | None = None,
 ) -> Takeover:
-    """Whether an intent may be claimed (see ``holds`` for the arguments)."""
+    """Whether an intent may be claimed (see ``holds`` for the arguments; ``lease_seconds``
+    counts only for an owner that did not stamp its own lease)."""
     if in_flight_here:
         return Takeover.HELD
     if not active or owner == me:
         return Takeover.FREE
     if owner.host != me.host:
-        return Takeover.HELD if age_seconds < lease_seconds else Takeover.EXPIRED
+        return Takeover.HELD if age_seconds < owner.lease_or(lease_seconds) else Takeover.EXPIRED
     live = owner.is_live(
         age_seconds=age_seconds, lease_seconds=lease_seconds, me=me, started_of=started_of
     )

@@ -98,6 +98,7 @@ class Reason(enum.Enum):
     STATE_UNSIGNED = "state_unsigned"
     STATE_TOO_LARGE = "state_too_large"
     OPERATOR_RESOLVED = "operator_resolved"
+    ABANDONED = "abandoned"
     HISTORY_REPAIRED = "history_repaired"
     EFFECT_UNKNOWN = "effect_unknown"
     EFFECT_UNVOUCHED = "effect_unvouched"
@@ -146,6 +147,10 @@ _EXPLANATIONS: Final[dict[Reason, str]] = {
     "holds: it is refused unread.",
     Reason.OPERATOR_RESOLVED: "An operator resolved the intent (see the resolution, actor and "
     "reason in the evidence, next to what the rule judged at that moment).",
+    Reason.ABANDONED: "An operator abandoned this write (see the resolution, actor and reason "
+    "in the evidence): a run that still carries it (a RunState from before the resolution, or "
+    "the SDK's own record of the pending write) would continue from a batch the history does "
+    "not hold. It is refused and the batch is never appended; start a new run on the session.",
     Reason.HISTORY_REPAIRED: "An operator replaced the history with a repaired one, removing "
     "only the damage the check proved (see the removed positions and digests in the "
     "evidence), under a write-ahead intent of its own.",

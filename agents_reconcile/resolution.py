@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .errors import ContinuationDenied, ResolutionRefused, RevisionConflict
 from .inflight import despite_cancellation
 from .journal.base import ACTIVE_STATES, JournalEntry
-from .ownership import current_owner, holds
+from .ownership import Takeover, current_owner, takeover
 from .policy import Resolution, Step, resolution_step
 from .records import Action, Decision, Outcome, Reason
 
@@ -44,6 +44,9 @@ _ACTIONS: Final = {
 # or ambiguous when nothing was judged, is kept).
 _ASSERTED: Final = {Resolution.COMMITTED: Outcome.COMMITTED, Resolution.REPLAY: Outcome.UNCHANGED}
 _MAX_REASON: Final = 500
+RESOLVE_AFTER_LEASES: Final = 10
+"""How many of its owner's leases an active intent must be past its last renewal before an
+operator may resolve it where the store cannot refuse the owner's late write."""
 
 
 def default_actor() -> str:
@@ -77,7 +80,11 @@ class Resolver:
         Raises ``ResolutionRefused`` (nothing written) when it cannot be done as asked."""
         chosen = _resolution(resolution, intent_id)
         note = _reason(reason, intent_id)
-        who = (actor or "").strip() or default_actor()
+        who = _actor(actor, intent_id)
+        if not isinstance(override, bool):
+            raise ResolutionRefused(
+                f"override must be True or False, not {override!r}", intent_id=intent_id
+            )
         if self.lock is None:
             return await self._resolve(intent_id, chosen, note, who, override)
 
@@ -137,6 +144,10 @@ class Resolver:
                 raise ResolutionRefused(
                     _refusal(intent_id, verdict), intent_id=intent_id, evidence=evidence
                 )
+            if step is Step.SETTLE and verdict is not None and verdict.outcome is Outcome.UNCHANGED:
+                # Closed without being written while the store would still take the write:
+                # fence the store first, so no late write of its owner lands after this.
+                evidence |= await self._fence(intent, verdict, evidence)
             if step in (Step.REPLAY, Step.REPLAY_AFTER_OTHERS):
                 assert self.settler is not None  # only a judged intent is replayed
                 replaying = True
@@ -156,7 +167,7 @@ class Resolver:
                 intent, outcome, Reason.OPERATOR_RESOLVED, _ACTIONS[resolution], evidence
             )
             await client.call(
-                client.journal.settle, decision, owner=current_owner(), fence=entry.fence
+                client.journal.settle, decision, owner=client.owner, fence=entry.fence
             )
         except BaseException:
             if not (replaying and self._replay_goes_on(intent_id)):
@@ -200,26 +211,57 @@ class Resolver:
         return entry
 
     def _refuse_if_held(self, entry: JournalEntry) -> None:
-        """A live owner's intent (appending, or being settled) is not the operator's yet."""
-        if self.settler is not None:
-            held = self.settler.claims.held_elsewhere(entry)
-        else:
-            held = holds(
-                entry.owner,
-                active=entry.state in ACTIVE_STATES,
-                in_flight_here=False,
-                age_seconds=entry.held_for(time.time()),
-                lease_seconds=self.client.config.lease_seconds,
-                me=current_owner(),
-            )
-        if held:
-            intent_id = entry.intent.intent_id
+        """A live owner's intent (appending, or being settled) is not the operator's yet, and
+        neither is one whose owner on another host let its lease run out, where nothing would
+        refuse that owner's late write, until the lease is long past (``RESOLVE_AFTER_LEASES``
+        of the owner's own lease): the owner may only be frozen. On a revisioned store the
+        resolution fences the store instead (see ``_fence``)."""
+        me = current_owner()
+        lease = entry.owner.lease_or(self.client.config.lease_seconds)
+        held_for = entry.held_for(time.time())
+        way = takeover(
+            entry.owner,
+            active=entry.state in ACTIVE_STATES,
+            in_flight_here=self.settler is not None
+            and self.settler.claims.holds_here(entry.intent.intent_id),
+            age_seconds=held_for,
+            lease_seconds=lease,
+            me=me,
+        )
+        intent_id = entry.intent.intent_id
+        evidence: dict[str, object] = {
+            "state": entry.state.value,
+            "owner": str(entry.owner),
+            "held_for_seconds": round(held_for, 3),
+            "lease_seconds": lease,
+        }
+        if way is Takeover.HELD:
             raise ResolutionRefused(
                 f"intent {intent_id} is {entry.state.value} under a live owner "
-                f"({entry.owner}); wait for it to finish, or stop that process first",
+                f"({entry.owner}, lease {lease:g} s); wait for it to finish, or stop that "
+                "process first",
                 intent_id=intent_id,
-                evidence={"state": entry.state.value, "owner": str(entry.owner)},
+                evidence=evidence,
             )
+        if (
+            way is Takeover.EXPIRED
+            and not self._fences(entry.intent)
+            and held_for < lease * RESOLVE_AFTER_LEASES
+        ):
+            wait = lease * RESOLVE_AFTER_LEASES - held_for
+            raise ResolutionRefused(
+                f"intent {intent_id} is {entry.state.value} under {entry.owner}, whose lease "
+                f"({lease:g} s) ran out {held_for - lease:.3g} s ago: that worker may only be "
+                "frozen and still write, and this store cannot refuse its late write. Stop that "
+                f"worker (or make sure its host is gone), then resolve again in {wait:.3g} s "
+                f"({RESOLVE_AFTER_LEASES} leases after its last renewal)",
+                intent_id=intent_id,
+                evidence=evidence,
+            )
+
+    def _fences(self, intent: PendingWrite) -> bool:
+        """Whether this resolution can make the store refuse the owner's late write."""
+        return self.settler is not None and self.settler.claims.fences(intent)
 
     async def _claim(self, entry: JournalEntry) -> JournalEntry:
         """Take the intent, as a settling worker would (a compare-and-set on what was read)."""
@@ -248,6 +290,25 @@ class Resolver:
                 evidence=dict(denied.decision.evidence),
             ) from denied
 
+    async def _fence(
+        self, intent: PendingWrite, verdict: Verdict, evidence: dict[str, Any]
+    ) -> dict[str, Any]:
+        """Make the store refuse any late write of ``intent`` (a revisioned store: its head
+        moves past the one the write expects); the evidence of it. A store that cannot be
+        fenced was refused before (``_refuse_if_held``) where its owner might still write."""
+        if self.settler is None or not self.settler.claims.fences(intent):
+            return {}
+        try:
+            head = await self.settler.void(intent)
+        except RevisionConflict as moved:
+            raise ResolutionRefused(
+                f"the session's head moved while intent {intent.intent_id} was resolved (its "
+                "owner or another writer wrote meanwhile; nothing was resolved); look again",
+                intent_id=intent.intent_id,
+                evidence={**evidence, "head_now": moved.actual},
+            ) from moved
+        return {"fenced_at_revision": head}
+
     def _replay_goes_on(self, intent_id: str) -> bool:
         """Whether a cancelled replay goes on in the background, keeping the claim."""
         settler = self.settler
@@ -262,6 +323,15 @@ def _resolution(value: Resolution | str, intent_id: str) -> Resolution:
         raise ResolutionRefused(
             f"{value!r} is not a resolution; choose one of {allowed}", intent_id=intent_id
         ) from None
+
+
+def _actor(actor: str | None, intent_id: str) -> str:
+    if actor is not None and not isinstance(actor, str):
+        raise ResolutionRefused(
+            f"actor must be a name (a string) or None, not {type(actor).__name__}",
+            intent_id=intent_id,
+        )
+    return (actor or "").strip()[:_MAX_REASON] or default_actor()
 
 
 def _reason(reason: str, intent_id: str) -> str:

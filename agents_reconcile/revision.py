@@ -32,6 +32,7 @@ __all__ = [
     "classify_revision",
     "extended_write_id",
     "is_revisioned",
+    "void_write_id",
 ]
 
 WRITES_CHECKED: Final = 1000
@@ -85,6 +86,13 @@ def extended_write_id(write_id: str) -> str:
     the write expected, so it carries an id of its own: found by it, it is told apart from a
     write recorded out of place, and the store refuses it a second time."""
     return f"{write_id}+extended"
+
+
+def void_write_id(write_id: str) -> str:
+    """The write id of the empty write that fences a store against a write closed without
+    being written (an operator's abandon): it moves the head past the one the write expected,
+    so the write's owner, if it was only frozen, is refused when it wakes."""
+    return f"{write_id}+void"
 
 
 def is_revisioned(session: object) -> bool:

@@ -164,7 +164,14 @@ class RevisionWriter(Writer):
             raise
         if opened is not None:
             try:
-                await client.call(client.journal.discard, intent.intent_id, owner=current_owner())
+                if await client.call(client.journal.is_settled, intent.intent_id):
+                    # Taken and settled by another (a worker that took over an expired lease,
+                    # an operator's resolution): its fate is decided, never this writer's.
+                    raise LeaseLost(
+                        f"intent {intent.intent_id} was settled by another while its append ran",
+                        intent_id=intent.intent_id,
+                    )
+                await client.call(client.journal.discard, intent.intent_id, owner=client.owner)
             except LeaseLost as lost:
                 # Its lease ran out and another worker claimed it: the store refused this
                 # late write, and the batch is the new holder's to settle, never this one's.
@@ -211,7 +218,7 @@ class RevisionWriter(Writer):
         progress.started = True
         try:
             answer = await fused(
-                intent, items, owner=current_owner(), clearing=clearing, accounted=accounted
+                intent, items, owner=self._client.owner, clearing=clearing, accounted=accounted
             )
         except BaseException as exc:
             # Unknown: both or neither happened. The intent is recorded failed (a no-op when

@@ -33,8 +33,7 @@ from blake3 import blake3
 from .errors import RecordError, UnsupportedRecordVersion
 from .journal import IntentState
 from .journal_client import UNREADABLE, JournalClient
-from .ownership import current_owner
-from .records import BackendIdentity, Outcome, PendingWrite, Reason
+from .records import Action, BackendIdentity, Outcome, PendingWrite, Reason
 from .sealing import Keyring
 from .signing import Signer
 
@@ -351,6 +350,7 @@ class CarriedState:
         for intent in intents:
             assert context is not None
             if await client.call(journal.is_settled, intent.intent_id):
+                await self._refuse_if_abandoned(intent)
                 self.drop(context, intent.intent_id)
                 continue
             entry = await client.call(journal.get, intent.intent_id)
@@ -359,7 +359,7 @@ class CarriedState:
                     unverified.append(intent)
                     continue
                 await client.call(
-                    journal.record, intent, state=IntentState.FAILED, owner=current_owner()
+                    journal.record, intent, state=IntentState.FAILED, owner=client.owner
                 )
             elif not entry.intent.same_content(intent):
                 evidence = {
@@ -368,6 +368,31 @@ class CarriedState:
                 }
                 await self.refuse(Refusal(Reason.COPIES_DISAGREE, evidence, intent))
         return unverified
+
+    async def _refuse_if_abandoned(self, intent: PendingWrite) -> None:
+        """A copy of an intent an operator abandoned is refused, never dropped as settled: the
+        run carrying it would go on from the batch the operator dropped (and the SDK's own
+        record of the pending write would append it again)."""
+        client = self._client
+        decisions = await client.call(
+            client.journal.decisions, intent_id=intent.intent_id, limit=20
+        )
+        for decision in decisions:
+            if decision.settled and (decision.reason, decision.action) == (
+                Reason.OPERATOR_RESOLVED,
+                Action.DROPPED,
+            ):
+                evidence = decision.evidence
+                await client.deny(
+                    intent,
+                    decision.outcome,
+                    Reason.ABANDONED,
+                    {
+                        "resolution": "abandon",
+                        "resolved_at": decision.decided_at,
+                        **{k: evidence[k] for k in ("actor", "operator_reason") if k in evidence},
+                    },
+                )
 
     async def refuse(self, refusal: Refusal) -> NoReturn:
         """Deny, as a binding mismatch, with what a refusal found."""

@@ -35,7 +35,7 @@ from .observability import judged
 from .ownership import current_owner
 from .policy import Step, settlement_step
 from .records import Action, Decision, Outcome, PendingWrite, Reason
-from .revision import RevisionedStore, extended_write_id
+from .revision import RevisionedStore, extended_write_id, void_write_id
 from .tail import TailMemory
 
 if TYPE_CHECKING:
@@ -171,7 +171,7 @@ class Settler:
                 {**verdict.evidence, "source": "run_state_only"},
             )
         await client.call(
-            client.journal.record, intent, state=IntentState.FAILED, owner=current_owner()
+            client.journal.record, intent, state=IntentState.FAILED, owner=client.owner
         )
         return await self._settle_recorded(intent.intent_id, context, wrapper)
 
@@ -188,9 +188,7 @@ class Settler:
             del self._held.unjournaled[intent.intent_id]
             return None
         try:
-            await client.call(
-                journal.record, intent, state=IntentState.FAILED, owner=current_owner()
-            )
+            await client.call(journal.record, intent, state=IntentState.FAILED, owner=client.owner)
         except IntentConflict as exc:
             if await client.call(journal.is_settled, intent.intent_id):
                 del self._held.unjournaled[intent.intent_id]
@@ -332,7 +330,7 @@ class Settler:
             action = _ACTIONS.get(step, Action.REPLAYED)
             decision = client.decision(intent, outcome, verdict.reason, action, evidence)
             await client.call(
-                client.journal.settle, decision, owner=current_owner(), fence=lease.fence
+                client.journal.settle, decision, owner=client.owner, fence=lease.fence
             )
             await self.after_settlement(intent, context, action)
             client.trail.decided(decision)
@@ -388,6 +386,22 @@ class Settler:
             raise
         if store is not None:
             self._head.head = head
+
+    async def void(self, intent: PendingWrite) -> int:
+        """Fence a revisioned store against ``intent``'s write, which is being closed without
+        being written (an operator's abandon, or committed against the rule): an empty write
+        under ``void_write_id`` at the head the write expected, so that head is gone and the
+        owner's late compare-and-swap is refused. Returns the new head; ``RevisionConflict``
+        when the head moved meanwhile (nothing written)."""
+        assert self._store is not None and intent.expected_revision is not None
+        head = await self._store.append_if(
+            [],
+            expected=intent.expected_revision,
+            write_id=void_write_id(intent.intent_id),
+            writer=str(current_owner()),
+        )
+        self._head.head = None  # the next append builds on the head as it is now
+        return head
 
     def _replay_ended(
         self, intent: PendingWrite, fence: int | None, task: asyncio.Future[Any]

@@ -30,7 +30,6 @@ from .inner import InnerSession
 from .journal import IntentState, Opened
 from .journal_client import SESSION_WIDE, JournalClient
 from .locking import SessionLock
-from .ownership import current_owner
 from .records import Outcome, PendingWrite, Reason
 from .settler import Settler
 from .stores._common import new_write_id
@@ -167,7 +166,7 @@ class Writer:
                     client.journal.open_intent,
                     intent,
                     state=IntentState.IN_FLIGHT,
-                    owner=current_owner(),
+                    owner=client.owner,
                     expect_write_count=expect_count,
                     **folding,
                 )
@@ -188,7 +187,7 @@ class Writer:
                 self._tail.forget()
                 return None
             if accounted is not None and opened.write_count > accounted:
-                await client.call(client.journal.discard, intent.intent_id, owner=current_owner())
+                await client.call(client.journal.discard, intent.intent_id, owner=client.owner)
                 busy.discard(intent.intent_id)
                 await self._refuse_stale(intent, accounted, opened.write_count)
             self._carried.mark(context, opened.write_count + 1)
@@ -302,7 +301,7 @@ class Writer:
         if context is not None:
             self._carried.put(context, intent)
         places = ["the RunState context"] if context is not None else []
-        me = current_owner()
+        me = self._client.owner
         journal = self._client.journal
         try:
             if recorded:

@@ -12,12 +12,13 @@ import pytest
 from agents import SQLiteSession
 
 from agents_reconcile import ContinuationDenied, ReconcileConfig, ReconcilingSession
-from agents_reconcile.errors import LeaseLost
+from agents_reconcile.errors import LeaseLost, ResolutionRefused
 from agents_reconcile.journal import IntentJournal, IntentState
 from agents_reconcile.journal.memory import MemoryJournal
 from agents_reconcile.lease import Renewal
 from agents_reconcile.ownership import Owner, Takeover, current_owner, takeover
 from agents_reconcile.records import Action, Reason
+from agents_reconcile.resolution import RESOLVE_AFTER_LEASES
 from agents_reconcile.stores import RevisionedSQLiteSession
 
 from .backends import Place
@@ -334,6 +335,10 @@ async def test_an_operator_may_resolve_an_expired_lease(tmp_path: Path) -> None:
     await asyncio.sleep(0.1)
     with pytest.raises(ContinuationDenied):
         await session.add_items([{"role": "user", "content": "mine"}])
+    # Until its lease is long past, the owner may only be frozen: refused meanwhile.
+    with pytest.raises(ResolutionRefused, match="may only be frozen"):
+        await session.resolve("foreign-1", "replay", reason="host-b is gone", actor="ops")
+    await asyncio.sleep(0.05 * RESOLVE_AFTER_LEASES)
     decision = await session.resolve(
         "foreign-1", "replay", reason="host-b is decommissioned", actor="ops"
     )

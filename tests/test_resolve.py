@@ -178,18 +178,23 @@ async def test_a_resolved_intent_cannot_be_resolved_again(world: World, place: P
 
 async def test_a_stale_state_of_a_resolved_intent_is_recognised(world: World, place: Place) -> None:
     """The failed run's RunState still carries its copy of the intent; resumed after the
-    resolution, the copy is dropped as settled (not a mismatch) and the run goes on."""
+    operator replayed it, the copy is dropped as settled (not a mismatch), the batch is not
+    stored again, and the run goes on. (A copy of an abandoned intent is refused instead:
+    tests/test_fenced_writers.py.)"""
     session, intent_id, state = await denied(
         world, place, Fault.REJECT, streamed=True, on_unchanged="fail"
     )
-    await session.resolve(intent_id, "abandon", reason="user asked to drop the charge")
+    decision = await session.resolve(intent_id, "replay", reason="checked: the save is missing")
+    assert decision.action is Action.REPLAYED
+    stored = await world.history()
     assert state is not None
     agent, model = world.agent([[assistant_message("done")]])
     await run(agent, await resume_state(agent, state), session, streamed=False)
     assert len(model.calls) == 1
     assert await session.pending() == []
-    # The abandoned batch stays out, even though the resumed SDK saves its pending write again.
-    assert await world.history() == ["user:hi", "assistant:done"]
+    after = await world.history()
+    assert after[: len(stored)] == stored
+    assert len(after) == len(set(after)), "nothing stored twice"
     assert (await session.decisions())[0].action is not Action.DENIED
 
 
