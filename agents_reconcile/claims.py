@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Final
 
 from .config import ReconcileConfig
-from .inflight import InFlight
+from .inflight import PROCESS_IN_FLIGHT, InFlight, outliving_cancellation
 from .journal.base import ACTIVE_STATES, IntentState, JournalEntry
 from .journal_client import JournalClient
 from .lease import Renewal
@@ -35,22 +35,41 @@ class AlreadySettled(Exception):
     """Someone else settled the intent (or took it over) while this process waited for it."""
 
 
-async def take(client: JournalClient, entry: JournalEntry) -> tuple[bool, JournalEntry | None]:
+async def take(
+    client: JournalClient, entry: JournalEntry, in_flight: InFlight = PROCESS_IN_FLIGHT
+) -> tuple[bool, JournalEntry | None]:
     """Claim ``entry``'s intent by compare-and-set on what was read (state, owner, and the
     update time: a holder that renewed its lease since keeps it); whether this process holds
-    it now, and the intent as it stands afterwards (None: settled), its token the claim's."""
+    it now, and the intent as it stands afterwards (None: settled), its token the claim's.
+
+    A claim whose caller is cancelled may still land: it is waited out in the background and
+    given back, never left held by a live process that will not settle it."""
     intent_id = entry.intent.intent_id
     me = client.owner
-    claimed = await client.call(
-        client.journal.transition,
-        intent_id,
-        state=IntentState.RECONCILING,
-        owner=me,
-        expect_state=entry.state,
-        expect_owner=entry.owner,
-        expect_updated_at=entry.updated_at,
+
+    async def give_back(claiming: asyncio.Future[bool]) -> None:
+        if not claiming.cancelled() and claiming.exception() is None and claiming.result():
+            await client.release(intent_id)
+
+    claimed = await outliving_cancellation(
+        client.call(
+            client.journal.transition,
+            intent_id,
+            state=IntentState.RECONCILING,
+            owner=me,
+            expect_state=entry.state,
+            expect_owner=entry.owner,
+            expect_updated_at=entry.updated_at,
+        ),
+        in_flight,
+        give_back,
     )
-    now = await client.call(client.journal.get, intent_id)
+    try:
+        now = await client.call(client.journal.get, intent_id)
+    except asyncio.CancelledError:
+        if claimed:
+            in_flight.keep(asyncio.ensure_future(client.release(intent_id)))
+        raise
     mine = claimed and now is not None and (now.state, now.owner) == (IntentState.RECONCILING, me)
     return mine, now
 
@@ -137,7 +156,7 @@ class Claims:
                 await asyncio.sleep(_POLL_SECONDS)
                 current = await client.call(client.journal.get, entry.intent.intent_id)
             else:
-                mine, current = await take(client, entry)
+                mine, current = await take(client, entry, self._in_flight)
                 if mine and current is not None:
                     return current.fence
             if current is None:

@@ -9,11 +9,11 @@ that need it are handed it, so a test can give them one of its own.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-__all__ = ["PROCESS_IN_FLIGHT", "InFlight", "despite_cancellation"]
+__all__ = ["PROCESS_IN_FLIGHT", "InFlight", "despite_cancellation", "outliving_cancellation"]
 
 _T = TypeVar("_T")
 
@@ -61,3 +61,33 @@ async def despite_cancellation(awaitable: Awaitable[_T]) -> _T:
     if cancelled is not None:
         raise cancelled
     return result
+
+
+async def outliving_cancellation(
+    awaitable: Awaitable[_T],
+    in_flight: InFlight,
+    afterwards: Callable[[asyncio.Future[_T]], Awaitable[None]],
+    *,
+    bound: float | None = None,
+) -> _T:
+    """Await ``awaitable`` (a journal call or a store write that may land after its caller
+    gave up); if the caller is cancelled meanwhile, it gets its cancellation at once, while
+    the call runs on to its end in the background and ``afterwards(call)`` then puts right
+    what a caller that is gone can no longer act on (an intent recorded for an append that
+    never started is cleared, a claim nobody will use is released, a write that landed is
+    acknowledged). Kept referenced in ``in_flight`` until done. ``bound``: how long it may run
+    on after the cancellation before it is cancelled too (None: as long as it takes)."""
+    call = asyncio.ensure_future(awaitable)
+    try:
+        return await asyncio.shield(call)
+    except asyncio.CancelledError:
+
+        async def finish() -> None:
+            await asyncio.wait({call}, timeout=bound)
+            if not call.done():
+                call.cancel()
+                await asyncio.wait({call})
+            await afterwards(call)
+
+        in_flight.keep(asyncio.ensure_future(finish()))
+        raise

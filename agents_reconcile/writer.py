@@ -16,6 +16,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, MutableMapping
+from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from . import runstate
@@ -25,7 +26,7 @@ from .crashpoints import CrashPoint, reached
 from .errors import FingerprintError, JournalError, RevisionConflict
 from .fingerprint import digest_items
 from .held import HeldIntents
-from .inflight import InFlight, despite_cancellation
+from .inflight import InFlight, despite_cancellation, outliving_cancellation
 from .inner import InnerSession
 from .journal import IntentState, Opened
 from .journal_client import SESSION_WIDE, JournalClient
@@ -158,18 +159,26 @@ class Writer:
         # journal can fold it (else it is being cleared in the background).
         clearing = self._clearing.take() if folds_clearing(client.journal) else None
         folding = {} if clearing is None else {"clearing": clearing}
+        outlived = False
         try:
             # The journal answers a retry of this very call (a lost reply) with the intent
             # it already recorded, so a retried opening never meets itself as "pending".
             try:
-                opened = await client.call(
-                    client.journal.open_intent,
-                    intent,
-                    state=IntentState.IN_FLIGHT,
-                    owner=client.owner,
-                    expect_write_count=expect_count,
-                    **folding,
+                opened = await outliving_cancellation(
+                    client.call(
+                        client.journal.open_intent,
+                        intent,
+                        state=IntentState.IN_FLIGHT,
+                        owner=client.owner,
+                        expect_write_count=expect_count,
+                        **folding,
+                    ),
+                    self._in_flight,
+                    partial(self._opening_outlived, intent, clearing),
                 )
+            except asyncio.CancelledError:
+                outlived = True  # the opening ends in the background (_opening_outlived)
+                raise
             except BaseException:
                 self._clearing.folded(clearing, answered=False)
                 raise
@@ -192,9 +201,29 @@ class Writer:
                 await self._refuse_stale(intent, accounted, opened.write_count)
             self._carried.mark(context, opened.write_count + 1)
         except BaseException:
-            busy.discard(intent.intent_id)
+            if not outlived:
+                busy.discard(intent.intent_id)
             raise
         return opened
+
+    async def _opening_outlived(
+        self, intent: PendingWrite, clearing: str | None, opening: asyncio.Future[Opened]
+    ) -> None:
+        """The opening of ``intent`` ended after its caller was cancelled: the append never
+        started, so an intent it recorded is cleared (nothing was written), never left in
+        flight under this live process to be replayed by its next use or to hold others."""
+        client = self._client
+        answered = not opening.cancelled() and opening.exception() is None
+        self._clearing.folded(clearing, answered=answered)
+        try:
+            if answered and opening.result().recorded:
+                try:
+                    await client.call(client.journal.discard, intent.intent_id, owner=client.owner)
+                except JournalError:
+                    # Cleared before this wrapper's next operation (``retry_discards``).
+                    self._held.undiscarded.add(intent.intent_id)
+        finally:
+            self._in_flight.busy.discard(intent.intent_id)
 
     async def _refuse_stale(self, intent: PendingWrite, accounted: int, counted: int) -> NoReturn:
         await self._client.deny(
@@ -234,21 +263,47 @@ class Writer:
         exception with a note naming it."""
         recorded = opened is not None
         result: Any = None
+        outlived = False
         try:
             reached(CrashPoint.AFTER_INTENT_RECORDED)
             with self._leased(intent, opened):
-                if appending is None:
-                    await self._inner.append(items, wrapper)
-                else:
-                    result = await appending()
+                writing = self._inner.append(items, wrapper) if appending is None else appending()
+                try:
+                    # A cancelled caller is not a cancelled write: a store's write may still
+                    # land after it (a network driver, a store that shields its own commit).
+                    # It is waited out (for in_flight_wait, as long as others wait for a live
+                    # owner) while its intent stays held by this process,
+                    # and settled by how it ended (``_write_outlived``), never taken for
+                    # missing and replayed meanwhile.
+                    result = await outliving_cancellation(
+                        writing,
+                        self._in_flight,
+                        partial(self._write_outlived, intent, items, context, recorded),
+                        bound=self._config.in_flight_wait,
+                    )
+                except asyncio.CancelledError:
+                    outlived = True
+                    raise
         except RevisionConflict:
             # Proven not written: the caller takes the intent back and decides.
             raise
         except BaseException as exc:
-            await self.failed(intent, items, context, exc, recorded=recorded)
+            if outlived:
+                self._tail.forget()
+                if context is not None:
+                    self._carried.put(context, intent)
+                exc.add_note(
+                    f"agents-reconcile: this append was cancelled while its write was under "
+                    f"way; intent {intent.intent_id} for session {self._client.session_id!r} "
+                    "stays held by this process until the write ends (at most in_flight_wait), "
+                    "then it is cleared if the write landed, or left pending to be reconciled"
+                )
+            else:
+                await self.failed(intent, items, context, exc, recorded=recorded)
             raise
         finally:
-            self._in_flight.busy.discard(intent.intent_id)
+            if not outlived:
+                self._in_flight.busy.discard(intent.intent_id)
         reached(CrashPoint.BEFORE_INTENT_CLEARED)
         if recorded:
             # Off the caller's path: folded into the next opening, or cleared in the
@@ -257,6 +312,30 @@ class Writer:
         if opened is not None:
             self.seen_own_write(context, opened)
         return result
+
+    async def _write_outlived(
+        self,
+        intent: PendingWrite,
+        items: list[Any],
+        context: Context,
+        recorded: bool,
+        writing: asyncio.Future[Any],
+    ) -> None:
+        """The store write of ``intent`` ended after its caller was cancelled: acknowledged
+        when it landed (as if the caller were still there), else left failed or cancelled in
+        the journal for the next reconciliation, as any failed append is."""
+        try:
+            if not writing.cancelled() and writing.exception() is None:
+                if recorded:
+                    self._clearing.acknowledged(intent.intent_id)
+                return
+            exc = writing.exception() if not writing.cancelled() else None
+            failure = exc if exc is not None else asyncio.CancelledError()
+            if isinstance(failure, RevisionConflict):
+                failure = asyncio.CancelledError()  # judged by the record of writes
+            await self.failed(intent, items, context, failure, recorded=recorded)
+        finally:
+            self._in_flight.busy.discard(intent.intent_id)
 
     def _leased(
         self, intent: PendingWrite, opened: Opened | None

@@ -321,3 +321,19 @@ async def test_a_busy_session_refuses_a_resolution_and_records_nothing(
         await holder
     assert await session.decisions() == before
     assert [p.intent_id for p in await session.pending()] == [intent_id]
+
+
+async def test_a_resolution_with_a_bad_argument_is_refused_and_writes_nothing(
+    world: World, place: Place
+) -> None:
+    """``override`` must be a real bool (the text "no" is not False) and ``actor`` a name:
+    anything else is refused before anything is claimed, replayed or recorded."""
+    session, intent_id, _ = await denied(world, place, Fault.CONCURRENT_WRITER)
+    before = await world.history()
+    trail = await session.decisions()
+    for bad in ({"override": "no"}, {"override": 1}, {"actor": 1234}):
+        with pytest.raises(ResolutionRefused):
+            await session.resolve(intent_id, "replay", reason="checked", **bad)
+    assert [p.intent_id for p in await session.pending()] == [intent_id]
+    assert await world.history() == before
+    assert await session.decisions() == trail

@@ -219,8 +219,9 @@ async def test_failed_append_reraises_the_backend_error_with_a_note(tmp_path: Pa
 
 
 async def test_write_ahead_intent_is_durable_before_the_append(tmp_path: Path) -> None:
-    """Under write_ahead the journal holds the intent, in flight, while the inner append runs."""
-    session, faulty, _ = wrapped(tmp_path)
+    """Under write_ahead the journal holds the intent, in flight, while the inner append runs;
+    a cancelled caller's write is waited out (in_flight_wait) before it is marked cancelled."""
+    session, faulty, _ = wrapped(tmp_path, in_flight_wait=0.2)
     faulty.plan(Fault.HANG)
     task = asyncio.create_task(session.add_items([USER]))
     await asyncio.sleep(0.05)
@@ -229,18 +230,22 @@ async def test_write_ahead_intent_is_durable_before_the_append(tmp_path: Path) -
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    assert [e.state for e in await session.journal.pending("s1")] == [IntentState.IN_FLIGHT]
+    await asyncio.sleep(0.3)
     assert [e.state for e in await session.journal.pending("s1")] == [IntentState.CANCELLED]
 
 
 async def test_a_cancelled_append_is_uncertain_and_reconciled(tmp_path: Path) -> None:
-    """A cancelled append stays pending and the next use replays it once."""
-    session, faulty, _inner = wrapped(tmp_path)
+    """A cancelled append stays pending and the next use replays it once (once its write,
+    which never returns, was waited out)."""
+    session, faulty, _inner = wrapped(tmp_path, in_flight_wait=0.2)
     faulty.plan(Fault.HANG)
     task = asyncio.create_task(session.add_items([USER]))
     await asyncio.sleep(0.05)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
+    await asyncio.sleep(0.3)
     assert await session.get_items() == [USER]
     assert [d.action for d in await session.decisions()] == [Action.REPLAYED]
 
