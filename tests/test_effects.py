@@ -517,3 +517,140 @@ async def test_a_receipt_shows_the_model_what_the_first_call_showed(tmp_path: Pa
         ]
         seen.append(str(outputs[-1]["output"]))
     assert seen[0] == seen[1] == str(Charge(ref="r1", amount=5))
+
+
+@pytest.mark.parametrize(
+    ("options", "named"),
+    [
+        ({"idempotent": "false"}, "idempotent"),
+        ({"idempotent": 1}, "idempotent"),
+        ({"check": "nope"}, "check"),
+        ({"needs_approval": "yes"}, "needs_approval"),
+        ({"strict_mode": "false"}, "strict_mode"),
+        ({"failure_error_function": "quietly"}, "failure_error_function"),
+        ({"retries": 3}, "retries"),
+    ],
+)
+def test_a_mistyped_option_is_refused_when_the_tool_is_made(
+    options: dict[str, Any], named: str
+) -> None:
+    """``idempotent="false"`` is not read as true (nor ``check="nope"`` found at the first
+    unknown effect): every option of both entry points is checked before any call, and the
+    refusal names it."""
+    from agents import function_tool
+
+    from agents_reconcile.effects.tool import as_effect_tool
+    from agents_reconcile.errors import ConfigurationError
+
+    def charge_card(amount: int) -> str:
+        """Charge the customer's card."""
+        return "charged"
+
+    with pytest.raises(ConfigurationError, match=named):
+        effect_tool(**options)(charge_card)
+    with pytest.raises(ConfigurationError, match=named):
+        effect_tool(**options)
+    mine = {k: v for k, v in options.items() if k in ("check", "idempotent")}
+    if mine:
+        with pytest.raises(ConfigurationError, match=named):
+            as_effect_tool(function_tool(charge_card), **mine)
+    with pytest.raises(ConfigurationError, match="FunctionTool"):
+        as_effect_tool(charge_card)  # type: ignore[arg-type]
+
+
+async def test_a_sync_check_settles_an_unknown_effect(tmp_path: Path) -> None:
+    """A plain function as ``check`` is asked like an async one (in a worker thread)."""
+    payments = Payments()
+    payments.fail_after_charge = 1
+    asked: list[str] = []
+
+    def find(key: str) -> Any:
+        asked.append(key)
+        return payments.find(key)
+
+    state_text = await approval_state(tmp_path, payments, check=find)
+    await resume(tmp_path, payments, state_text, streamed=False, check=find)
+    result = await resume(tmp_path, payments, state_text, streamed=False, check=find)
+    assert result.final_output == "done"
+    assert len(payments.charges) == 1 and len(asked) == 1, "found by the check, not re-run"
+
+
+async def test_a_replayed_tool_turn_holding_a_raising_body_s_error_is_vouched_for(
+    tmp_path: Path,
+) -> None:
+    """The body raised (an ordinary tool error, shown to the model as the SDK's error output)
+    and the save of that turn was rejected: the next run replays it, the error output being
+    vouched for by the failure receipt its effect recorded, instead of denying it."""
+    from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
+
+    payments = Payments()
+    payments.fail_after_charge = 1
+    faulty = FaultInjectingSession(SQLiteSession("user-42", tmp_path / "chat.db"))
+    session = ReconcilingSession(faulty, config=ReconcileConfig(journal=tmp_path / "journal.db"))
+    faulty.plan(Fault.REJECT, at=2)
+    with pytest.raises(BackendFailure):
+        await run(charging_agent(payments, steps()), "pay", session, streamed=False)
+    again = session_at(tmp_path)
+    [decision] = await again.reconcile()
+    assert decision.action.value == "replayed"
+    outputs = [i for i in await again.get_items() if i.get("type") == "function_call_output"]
+    assert len(outputs) == 1 and "error occurred" in str(outputs[0]["output"])
+    assert len(payments.charges) == 1
+    [effect] = await again.journal.effects("user-42")  # type: ignore[attr-defined]
+    assert effect.state is EffectState.STARTED, "the outcome is still unknown"
+
+
+async def _surrogate_receipt(journal: Any, session: Any) -> None:
+    """Run a body returning text with a lone surrogate, then resume its checkpoint twice."""
+    counted: list[int] = []
+    printed = "charged 5 \ud800 (raw bytes)"
+
+    @effect_tool(needs_approval=True)
+    def charge_card(amount: int) -> str:
+        """Charge the customer's card."""
+        counted.append(amount)
+        return printed
+
+    def agent(steps: list[Any]) -> Agent[Any]:
+        return Agent(name="a", model=ScriptedModel(steps), tools=[charge_card])
+
+    first = await run(agent(steps()), "pay", session(), streamed=False)
+    state_text = first.to_state().to_string()
+    for _ in range(2):
+        resumed = agent([[assistant_message("done")]])
+        state = await RunState.from_string(resumed, state_text)
+        for interruption in state.get_interruptions():
+            state.approve(interruption)
+        result = await asyncio.create_task(
+            run(resumed, state, session(), streamed=False), context=contextvars.Context()
+        )
+        assert result.final_output == "done"
+    assert counted == [5], "run once; the receipt answered the second resume"
+    [effect] = await journal.effects("user-42")
+    assert (effect.state, effect.output) == (EffectState.DONE, printed)
+
+
+async def test_a_receipt_holding_a_lone_surrogate_is_kept_exactly(journal: Any) -> None:
+    """A body returning text with a lone surrogate (undecodable bytes a tool printed): its
+    receipt is written as the batches write such text, so the run goes on, and a resumed
+    checkpoint is answered by it without running the body again."""
+    directory = Path.cwd()
+
+    def session() -> ReconcilingSession:
+        chat = SQLiteSession("user-42", directory / "chat.db")
+        return ReconcilingSession(chat, config=ReconcileConfig(journal=journal))
+
+    await _surrogate_receipt(journal, session)
+
+
+async def test_a_sealed_signed_receipt_holding_a_lone_surrogate_reads_back(
+    tmp_path: Path,
+) -> None:
+    config = ReconcileConfig(
+        journal=tmp_path / "journal.db", payload_key=b"p" * 32, signing_key=b"s" * 32
+    )
+
+    def session() -> ReconcilingSession:
+        return ReconcilingSession(SQLiteSession("user-42", tmp_path / "chat.db"), config=config)
+
+    await _surrogate_receipt(session().journal, session)

@@ -38,7 +38,9 @@ def effect_problems(batch: Sequence[Any], effects: Iterable[Effect]) -> dict[str
     """None when every effect tool output in ``batch`` matches its effect's receipt; else the
     evidence of the first that does not: an output recovered for an effect that left no
     receipt (the output came from somewhere the receipt cannot vouch for), or an output other
-    than the one the receipt holds. Outputs of calls that are not effects are not judged."""
+    than the one the receipt holds. An error output a raising body showed the model is
+    vouched for by the digest its effect recorded of it (``Effect.error_digests``). Outputs
+    of calls that are not effects are not judged."""
     outputs = outputs_by_call(batch)
     if not outputs:
         return None
@@ -52,6 +54,8 @@ def effect_problems(batch: Sequence[Any], effects: Iterable[Effect]) -> dict[str
             "call_id": effect.call_id,
             "output_digest": item_digest({"output": given}),
         }
+        if evidence["output_digest"] in effect.error_digests:
+            continue  # the error a raising body showed the model: its failure receipt
         if effect.state is not EffectState.DONE:
             return {**evidence, "problem": "no receipt for this effect's output"}
         if not _same_output(given, effect.output):

@@ -13,15 +13,15 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
-from ..errors import RecordMalformed, RecordTampered
-from ..fingerprint import item_digest
+from ..errors import FingerprintError, RecordMalformed, RecordTampered
+from ..fingerprint import exact_json, item_digest
 from ..records import RECORD_VERSION, _body_digest, _checked_body, _str
 
 if TYPE_CHECKING:
     from ..sealing import Keyring, PayloadKey
     from ..signing import Signer
 
-__all__ = ["Effect", "EffectState", "arguments_digest", "effect_key"]
+__all__ = ["Effect", "EffectState", "arguments_digest", "effect_key", "shown_output"]
 
 _SIGNED: Final = "agents-reconcile effect"
 
@@ -82,12 +82,15 @@ class Effect:
     attempts: int = 1
     """How many times the body was started under this key (a re-run by ``check`` or an
     idempotent tool counts)."""
+    error_digests: tuple[str, ...] = ()
+    """The digests of the error outputs the model was shown when a body under this key
+    raised (a failure receipt: it vouches for those outputs; the outcome stays unknown)."""
     seal_key: PayloadKey | None = field(default=None, compare=False, repr=False)
     sign_key: Signer | None = field(default=None, compare=False, repr=False)
 
     def with_receipt(self, output: Any, *, at: float) -> Effect:
         """This effect, done, with ``output`` as its receipt."""
-        plain = _plain(output)
+        plain = shown_output(output)
         return replace(
             self,
             state=EffectState.DONE,
@@ -112,24 +115,29 @@ class Effect:
             "finished_at": self.finished_at,
             "attempts": self.attempts,
         }
+        if self.error_digests:  # present only when needed: older records keep their digest
+            body["error_digests"] = list(self.error_digests)
         body["digest"] = _body_digest(body)
         if self.state is EffectState.DONE:
-            hidden = orjson.dumps({"output": self.output})
             if self.seal_key is not None:
+                hidden, _, _ = exact_json({"output": self.output})
                 body["sealed"] = self.seal_key.seal(hidden, body["digest"].encode())
             else:
                 body["output"] = self.output
         if self.sign_key is not None:
             body["mac"] = self.sign_key.sign(_SIGNED, body["digest"].encode())
-        return orjson.dumps(body)
+        # A receipt holding a lone surrogate (a tool printing undecodable bytes) is written as
+        # the batches write such an item: the stdlib's ASCII JSON text, escapes and all.
+        data, _, _ = exact_json(body)
+        return data
 
     @classmethod
     def decode(cls, data: bytes | str, keyring: Keyring | None = None) -> Effect:
         """Rebuild a record, refusing damaged, edited, unsigned (where records are signed) or
         future-version input; a sealed output opens only with a key of ``keyring``."""
         try:
-            raw = orjson.loads(data)
-        except orjson.JSONDecodeError as exc:
+            raw = _loads(data)
+        except ValueError as exc:
             raise RecordMalformed(f"effect record is not valid JSON: {exc}") from exc
         if not isinstance(raw, dict):
             raise RecordMalformed(f"effect record is {type(raw).__name__}, not an object")
@@ -154,6 +162,7 @@ class Effect:
                 output_digest=body["output_digest"],
                 finished_at=None if body["finished_at"] is None else float(body["finished_at"]),
                 attempts=int(body["attempts"]),
+                error_digests=_digests(body.get("error_digests", [])),
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordMalformed(f"{what}: missing or mistyped {exc}") from exc
@@ -180,12 +189,30 @@ def _output(
         raise PayloadKeyUnknown(f"{what}: the output is sealed (key {kid})", key_id=str(kid))
     plaintext, key = keyring.open(body["sealed"], str(body["digest"]).encode(), what=what)
     try:
-        return orjson.loads(plaintext)["output"], key
-    except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+        return _loads(plaintext)["output"], key
+    except (ValueError, KeyError, TypeError) as exc:
         raise RecordTampered(f"{what}: the sealed output is not an output") from exc
 
 
-def _plain(output: Any) -> Any:
+def _loads(data: bytes | str) -> Any:
+    """JSON as ``exact_json`` writes it: orjson's, or (holding an escaped lone surrogate,
+    which orjson does not read) the stdlib's."""
+    try:
+        return orjson.loads(data)
+    except orjson.JSONDecodeError:
+        try:
+            return json.loads(data)
+        except RecursionError:
+            raise ValueError("nested too deep") from None
+
+
+def _digests(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, list) or not all(isinstance(d, str) for d in value):
+        raise TypeError("'error_digests'")
+    return tuple(value)
+
+
+def shown_output(output: Any) -> Any:
     """The output as the receipt keeps it: what the model was shown. A text stays as it is;
     anything else is what the SDK turns a tool's return value into for the model (its text,
     or its structured parts), so a receipt returned later shows the model the same thing."""
@@ -198,6 +225,7 @@ def _plain(output: Any) -> Any:
     except (ImportError, AttributeError):  # pragma: no cover - an SDK without it
         shown = str(output)
     try:
-        return orjson.loads(orjson.dumps(shown))
-    except TypeError:
+        data, _, _ = exact_json(shown)
+    except FingerprintError:
         return str(shown)
+    return _loads(data)

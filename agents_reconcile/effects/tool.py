@@ -36,8 +36,11 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, overload
 
 from ..crashpoints import CrashPoint, reached
 from ..errors import ReconcileError
+from ..fingerprint import item_digest
 from ..ownership import current_owner
-from .records import Effect, EffectState, arguments_digest, effect_key
+from . import holds
+from .options import checked_check, checked_flag, checked_function_tool_options, checked_tool
+from .records import Effect, EffectState, arguments_digest, effect_key, shown_output
 
 if TYPE_CHECKING:
     from agents import FunctionTool
@@ -59,10 +62,13 @@ NOT_FOUND: Final = object()
 """What a ``check(key)`` returns when the external system holds no effect under the key."""
 
 _CALL: ContextVar[EffectCall | None] = ContextVar("agents_reconcile_effect", default=None)
-_RUNNING: set[str] = set()
-"""The effect keys whose body a task of this process is running now."""
 
-Check = Callable[[str], Awaitable[Any]]
+RUNNING_WAIT_SECONDS: float = 10.0
+"""How long a call waits for this process to finish settling its key in the background (a
+sync body whose caller was cancelled, running on in its thread) before it is refused."""
+
+Check = Callable[[str], Any]
+"""``check(key)``: async, or sync (run in a worker thread, as the SDK runs a sync tool)."""
 
 
 @dataclass
@@ -77,6 +83,12 @@ class EffectCall:
     _effect: Effect
     _journal: Any
     _receipt_error: BaseException | None = None
+    _started: bool = False
+    """The body was entered."""
+    _thread: asyncio.Future[Any] | None = None
+    """A sync body's run in its worker thread (it runs on if the caller is cancelled)."""
+    _receipt: asyncio.Future[Any] | None = None
+    """The receipt's write, once the body returned."""
 
 
 def current_effect() -> EffectCall:
@@ -107,9 +119,17 @@ def effect_tool(
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """``function_tool`` for a body with an external effect (see the module docstring). Use it
     bare (``@effect_tool``) or with options (``@effect_tool(check=..., needs_approval=True)``);
-    every option of ``function_tool`` is accepted and behaves as there."""
+    every option of ``function_tool`` is accepted and behaves as there. Every option is
+    checked now (``ConfigurationError`` naming it), before any call."""
+    from ..errors import ConfigurationError
 
-    _refuse_timeout(function_tool_options.get("timeout"), "effect_tool")
+    where = "effect_tool"
+    if func is not None and not callable(func):
+        raise ConfigurationError(f"{where}: the tool's body must be a function, not {func!r}")
+    checked_check(check, where)
+    checked_flag("idempotent", idempotent, where)
+    _refuse_timeout(function_tool_options.get("timeout"), where)
+    checked_function_tool_options(function_tool_options, where)
 
     def build(body: Callable[..., Any]) -> FunctionTool:
         from agents import function_tool
@@ -130,7 +150,13 @@ def as_effect_tool(
     """An existing ``FunctionTool`` as an effect tool: the same tool (name, schema, approvals,
     guardrails), its invocation wrapped. Built from the SDK's ``function_tool``, its body is
     wrapped so a receipt is written only when it returns; any other tool's output (even an
-    error message its failure function made) is taken as returned."""
+    error message its failure function made) is taken as returned. Every option is checked
+    now (``ConfigurationError`` naming it), before any call."""
+    checked_tool(tool, "as_effect_tool")
+    where = f"as_effect_tool (tool {tool.name!r})"
+    checked_check(check, where)
+    checked_flag("idempotent", idempotent, where)
+    checked_flag("_recorded", _recorded, where)
     _refuse_timeout(getattr(tool, "timeout_seconds", None), f"tool {tool.name!r}")
     original = tool.on_invoke_tool
     if not _recorded:
@@ -183,39 +209,115 @@ async def _invoke(
         tool=name,
         call_id=ctx.tool_call_id,
         arguments_digest=arguments_digest(input_json),
-        owner=str(current_owner()),
+        owner=str(session.journal_client.owner),  # its lease stamped with it
         started_at=time.time(),
         seal_key=keyring.current,
         sign_key=keyring.signer,
     )
+    # Journal writes that may land after a cancelled caller is gone are waited out this long.
+    bound = session.config.lease_seconds
+    holder = object()
     reached(CrashPoint.BEFORE_EFFECT_INTENT)
-    stored, recorded = await journal.begin_effect(effect)
+    if holds.finishing(effect.key):
+        # An earlier call of this process left it settling in the background: its receipt
+        # may be a moment away.
+        await holds.wait_while_finishing(effect.key, RUNNING_WAIT_SECONDS)
+
+    async def unbegun(begun: tuple[Effect, bool]) -> None:
+        if begun[1]:  # recorded, and the caller is gone: no body ran
+            await holds.release(journal, effect, holds.NEVER_STARTED_OWNER)
+
+    begin = journal.begin_effect(effect)
+    stored, recorded = await holds.step(effect.key, holder, begin, bound, unbegun)
     if not recorded:
         if stored.state is EffectState.DONE:
             return stored.output
-        effect = await _unknown(session, journal, stored, effect, check, idempotent)
+        effect = await _unknown(session, journal, stored, effect, check, idempotent, holder)
         if effect.state is EffectState.DONE:
             return effect.output
     call = EffectCall(effect.key, name, effect.call_id, effect.attempts, effect, journal)
     reached(CrashPoint.BEFORE_EFFECT)
     token = _CALL.set(call)
-    _RUNNING.add(effect.key)
+    holds.hold(effect.key, holder)
+    try:
+        return await _run(session, call, original, ctx, input_json, recorded_inside, holder)
+    finally:
+        _CALL.reset(token)
+        holds.let_go(effect.key, holder)
+
+
+async def _run(
+    session: ReconcilingSession,
+    call: EffectCall,
+    original: Callable[[Any, str], Awaitable[Any]],
+    ctx: Any,
+    input_json: str,
+    recorded_inside: bool,
+    holder: object,
+) -> Any:
+    """The tool's own invocation under ``call``, and what its end leaves in the journal."""
+    effect, journal = call._effect, call._journal
+    bound = session.config.lease_seconds
     try:
         output = await original(ctx, input_json)
+    except asyncio.CancelledError:
+        if call._receipt_error is not None:
+            raise
+        # The caller is gone; what the body started is settled in the background.
+        holds.finish_in_background(effect.key, holder, _after_cancel(call, recorded_inside, bound))
+        raise
     except BaseException as exc:
         if call._receipt_error is None:
+            # No output was made of it: the body ended (or never started) without a receipt.
+            owner = _ended(call, recorded_inside)
+            with contextlib.suppress(ReconcileError):  # the tool's own error matters more
+                await holds.step(effect.key, holder, holds.release(journal, effect, owner), bound)
             raise
         # The body returned (the effect happened) and its receipt was not written, cancelled
         # or failed: never an ordinary tool error the run would go on from.
         await _refuse(session, effect, "its receipt could not be written", exc)
-    finally:
-        _RUNNING.discard(effect.key)
-        _CALL.reset(token)
     if call._receipt_error is not None:
         await _refuse(session, effect, "its receipt could not be written", call._receipt_error)
     if not recorded_inside:
-        await journal.finish_effect(effect.with_receipt(output, at=time.time()))
+        receipt = effect.with_receipt(output, at=time.time())
+        await holds.step(effect.key, holder, journal.finish_effect(receipt), bound)
+    elif call._receipt is None:
+        # The SDK's failure handling made an error output of a body that raised (or of
+        # arguments refused before it): what the model was shown is vouched for by its
+        # digest (a failure receipt); the outcome stays unknown, and nobody runs the body.
+        digest = item_digest({"output": shown_output(output)})
+        release = holds.release(journal, effect, _ended(call, recorded_inside), digest)
+        with contextlib.suppress(ReconcileError):  # unrecorded, the turn may be denied later
+            await holds.step(effect.key, holder, release, bound)
     return output
+
+
+def _ended(call: EffectCall, recorded_inside: bool) -> str:
+    """The owner that says how a body that left no receipt ended."""
+    started = call._started or not recorded_inside
+    return holds.ENDED_OWNER if started else holds.NEVER_STARTED_OWNER
+
+
+async def _after_cancel(call: EffectCall, recorded_inside: bool, bound: float) -> None:
+    """The call's caller was cancelled: settle the effect's record once what the body
+    started has ended (in the background: a sync body runs on in its worker thread, and the
+    key stays held until it returns and its receipt is written)."""
+    effect, journal = call._effect, call._journal
+    try:
+        if call._receipt is not None:  # the body returned: its receipt lands
+            await asyncio.wait_for(asyncio.shield(call._receipt), bound)
+            return
+        if call._thread is not None:
+            output = await call._thread  # no bound: the body is running
+            receipt = effect.with_receipt(output, at=time.time())
+            await asyncio.wait_for(journal.finish_effect(receipt), bound)
+            return
+    except asyncio.CancelledError:
+        raise
+    except BaseException:  # the body raised, or its receipt failed: the outcome is unknown
+        await asyncio.wait_for(holds.release(journal, effect, holds.ENDED_OWNER), bound)
+        return
+    await asyncio.wait_for(holds.release(journal, effect, _ended(call, recorded_inside)), bound)
 
 
 async def _unknown(
@@ -225,20 +327,23 @@ async def _unknown(
     mine: Effect,
     check: Check | None,
     idempotent: bool,
+    holder: object,
 ) -> Effect:
     """An intent without a receipt: the body may or may not have run. Settled by the tool's
-    ``check``, re-run under the key when the tool is idempotent, refused otherwise."""
+    ``check``, re-run under the key when the tool is idempotent, refused otherwise. A body
+    that never started (or one an operator asked to re-run) runs without asking."""
     from .resolution import RETRY_OWNER
 
-    if stored.owner != RETRY_OWNER and _held(stored, session):
+    rerun = stored.owner in (RETRY_OWNER, holds.NEVER_STARTED_OWNER)
+    if not rerun and _held(stored, session):
         # Its body may be running right now (here or in a live worker): neither a check nor a
         # re-run can be trusted until it ends.
         await _refuse(session, stored, "its body is running under a live owner")
     found = NOT_FOUND
-    if stored.owner == RETRY_OWNER:
-        pass  # an operator asked for the body to run again
+    if rerun:
+        pass  # nothing ran under the key since it was last known not to have happened
     elif check is not None:
-        found = await check(stored.key)
+        found = await _ask(check, stored.key)
     elif not idempotent:
         await _refuse(session, stored, "an earlier call started it and left no receipt")
     taken = dataclasses.replace(
@@ -249,7 +354,17 @@ async def _unknown(
         seal_key=mine.seal_key,
         sign_key=mine.sign_key,
     )
-    if not await journal.restart_effect(taken, expect_owner=stored.owner):
+    bound = session.config.lease_seconds
+
+    async def untaken(took: bool) -> None:
+        # The caller is gone before the body ran: as it was, less a check's answer.
+        if took and found is NOT_FOUND:
+            await holds.release(journal, taken, holds.NEVER_STARTED_OWNER)
+        elif took:
+            await journal.finish_effect(taken.with_receipt(found, at=time.time()))
+
+    restart = journal.restart_effect(taken, expect_owner=stored.owner)
+    if not await holds.step(stored.key, holder, restart, bound, untaken):
         # Someone else took it meanwhile (or finished it): judged again, from what is there.
         again = await journal.effect(stored.key)
         if again is not None and again.state is EffectState.DONE:
@@ -258,7 +373,21 @@ async def _unknown(
     if found is NOT_FOUND:
         return taken
     # The external system holds the effect: its answer becomes the receipt; nothing runs.
-    return await journal.finish_effect(taken.with_receipt(found, at=time.time()))
+    receipt = taken.with_receipt(found, at=time.time())
+    done: Effect = await holds.step(stored.key, holder, journal.finish_effect(receipt), bound)
+    return done
+
+
+async def _ask(check: Check, key: str) -> Any:
+    """``check(key)``: awaited when async; a sync one runs in a worker thread."""
+    if inspect.iscoroutinefunction(check) or inspect.iscoroutinefunction(
+        getattr(check, "__call__", None)  # noqa: B004 - an object with an async __call__
+    ):
+        return await check(key)
+    found = await asyncio.to_thread(check, key)
+    if inspect.isawaitable(found):  # a sync callable that returns an awaitable
+        found = await found
+    return found
 
 
 async def _refuse(
@@ -306,16 +435,17 @@ def _refuse_timeout(timeout: Any, what: str) -> None:
 def _held(effect: Effect, session: ReconcilingSession) -> bool:
     """Whether a live owner may be running ``effect``'s body now: a task of this process, or
     another process alive on this host (or, on another host, within its lease)."""
-    from ..ownership import Owner, holds
+    from ..ownership import Owner
+    from ..ownership import holds as owner_holds
 
     try:
         owner = Owner.parse(effect.owner)
     except ValueError:
         return False
-    return holds(
+    return owner_holds(
         owner,
         active=True,
-        in_flight_here=effect.key in _RUNNING,
+        in_flight_here=holds.running(effect.key),
         age_seconds=time.time() - effect.started_at,
         lease_seconds=session.config.lease_seconds,
         me=current_owner(),
@@ -349,25 +479,36 @@ def effect_journal(session: ReconcilingSession) -> EffectJournal:
 def _recording(body: Callable[..., Any]) -> Callable[..., Any]:
     """``body``, writing the effect's receipt when it returns (inside the SDK's failure
     handling: a body that raises leaves no receipt, and its error goes where it always goes).
-    A sync body still runs in a worker thread, as the SDK runs it."""
+    A sync body still runs in a worker thread, as the SDK runs it; if the caller is cancelled
+    the thread runs on, and the call hands it (and its receipt) to the background."""
 
     @functools.wraps(body)
     async def recording(*args: Any, **kwargs: Any) -> Any:
+        call = _CALL.get()
+        if call is not None:
+            call._started = True
         if inspect.iscoroutinefunction(body):
             output = await body(*args, **kwargs)
         else:
-            output = await asyncio.to_thread(body, *args, **kwargs)
-        call = _CALL.get()
-        if call is not None:
-            reached(CrashPoint.BEFORE_RECEIPT)
-            try:
-                await call._journal.finish_effect(call._effect.with_receipt(output, at=time.time()))
-            except BaseException as exc:
-                # The effect happened and its receipt may not be durable: the run must not go
-                # on as if all were well (the outer wrapper raises, past the failure handler).
-                call._receipt_error = exc
-                raise
-            reached(CrashPoint.AFTER_RECEIPT)
+            thread = asyncio.ensure_future(asyncio.to_thread(body, *args, **kwargs))
+            if call is not None:
+                call._thread = thread
+            output = await asyncio.shield(thread)
+        if call is None:
+            return output
+        reached(CrashPoint.BEFORE_RECEIPT)
+        try:
+            receipt = call._effect.with_receipt(output, at=time.time())
+            call._receipt = asyncio.ensure_future(call._journal.finish_effect(receipt))
+            await asyncio.shield(call._receipt)
+        except asyncio.CancelledError:
+            raise  # the receipt's write is waited out in the background
+        except BaseException as exc:
+            # The effect happened and its receipt may not be durable: the run must not go
+            # on as if all were well (the outer wrapper raises, past the failure handler).
+            call._receipt_error = exc
+            raise
+        reached(CrashPoint.AFTER_RECEIPT)
         return output
 
     return recording
