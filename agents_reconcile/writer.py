@@ -360,10 +360,11 @@ class Writer:
         context: Context,
         exc: BaseException,
         *,
-        recorded: bool,
+        recorded: bool | None,
     ) -> None:
         """An append that raised ``exc`` (its outcome unknown): keep the caller's items, leave
-        the intent failed (or cancelled) where it can be found, and note where on ``exc``."""
+        the intent failed (or cancelled) where it can be found, and note where on ``exc``
+        (``recorded``: whether the journal holds the intent in flight; None: unknown)."""
         state = (
             IntentState.CANCELLED if isinstance(exc, asyncio.CancelledError) else IntentState.FAILED
         )
@@ -375,7 +376,7 @@ class Writer:
         exc.add_note(note)
 
     async def remember_failure(
-        self, intent: PendingWrite, state: IntentState, context: Context, *, recorded: bool
+        self, intent: PendingWrite, state: IntentState, context: Context, *, recorded: bool | None
     ) -> str:
         if context is not None:
             self._carried.put(context, intent)
@@ -394,6 +395,15 @@ class Writer:
                 places.insert(0, "the journal" if moved else "the journal (claimed by another)")
             else:
                 await journal.record(intent, state=state, owner=me)
+                if recorded is None:
+                    # The call that may have recorded it in flight may have landed first.
+                    await journal.transition(
+                        intent.intent_id,
+                        state=state,
+                        owner=me,
+                        expect_state=IntentState.IN_FLIGHT,
+                        expect_owner=me,
+                    )
                 places.insert(0, "the journal")
         except JournalError as journal_error:
             # Kept in memory too: detach it from the caller's (mutable) items first.
