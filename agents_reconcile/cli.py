@@ -5,12 +5,13 @@ needs an operator, check a stored history for damage, migrate schemas, and run t
 
     agents-reconcile demo [--dir DIR]
     agents-reconcile status [--journal ADDRESS] [--session ID] [--json]
-    agents-reconcile show INTENT [--journal ADDRESS] [--store ADDRESS] [--json]
+    agents-reconcile show INTENT|EFFECT [--journal ADDRESS] [--store ADDRESS] [--json]
     agents-reconcile trail SESSION [--journal ADDRESS] [--limit N] [--json]
     agents-reconcile resolve INTENT --as committed|replay|retry|abandon --reason TEXT
                              [--actor NAME] [--journal ADDRESS] [--store ADDRESS] [--override]
                              [--output TEXT] [--json]
-    agents-reconcile check SESSION --store ADDRESS [--repair --reason TEXT] [--json]
+    agents-reconcile check SESSION --store ADDRESS [--journal ADDRESS] [--repair --reason TEXT]
+                           [--json]
     agents-reconcile decisions [--journal ADDRESS] [--session ID] [--limit N] [--json]
     agents-reconcile selftest [--store NAME] [--path PATH] [--no-foreign] [--workers N]
     agents-reconcile selftest --fleet [--workers N] [--sessions N] [--rounds N] [--lease S]
@@ -18,7 +19,11 @@ needs an operator, check a stored history for damage, migrate schemas, and run t
     agents-reconcile migrate [--check] [--journal ADDRESS ...] [--store ADDRESS ...]
 
 A journal address is any the library takes: a path, ``sqlite:///``, ``redis://``,
-``postgresql://`` (default: the library's default file in the working directory). Reading
+``postgresql://`` (default: the library's default file in the working directory). Where the
+deployment seals payloads, ``status``, ``show``, ``resolve`` and ``check`` take its payload keys
+from a file (``--payload-key-file PATH``) or a variable (``--payload-key-env NAME``, default
+``AGENTS_RECONCILE_PAYLOAD_KEY``), never from the command line; the signing keys come from
+``AGENTS_RECONCILE_SIGNING_KEY``. Reading
 never creates, migrates or writes a journal, and nothing printed holds an item's content:
 only ids, states, owners, counts, digests and reasons. Exit codes: 0 fine; 1 something needs
 an operator (or was refused, or a check failed); 2 the journal or store could not be used.
@@ -191,6 +196,25 @@ def _journal_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--json", action="store_true", help="one JSON document")
 
 
+def _key_options(command: argparse.ArgumentParser) -> None:
+    # Where the payload keys come from; never their value on the command line, which other
+    # users of the host and the shell's history would see.
+    keys = command.add_mutually_exclusive_group()
+    keys.add_argument(
+        "--payload-key-file",
+        metavar="PATH",
+        help="a file holding the deployment's payload keys (ReconcileConfig payload_key) as "
+        "base64, the sealing one first, one a line: sealed records open, what is written is "
+        "sealed",
+    )
+    keys.add_argument(
+        "--payload-key-env",
+        metavar="NAME",
+        help="the environment variable holding them, comma-separated (default: "
+        "AGENTS_RECONCILE_PAYLOAD_KEY, when set)",
+    )
+
+
 def _store_options(command: argparse.ArgumentParser, what: str) -> None:
     command.add_argument("--store", metavar="ADDRESS", help=what)
     command.add_argument(
@@ -216,9 +240,11 @@ def _parser() -> argparse.ArgumentParser:
     status = commands.add_parser(
         "status",
         aliases=["pending"],
-        help="pending intents by session, state, owner and age (exit 1: an operator is needed)",
+        help="pending intents and tool effects without a receipt, by session, owner and age "
+        "(exit 1: an operator is needed)",
     )
     _journal_options(status)
+    _key_options(status)
     status.add_argument("--session", metavar="ID", help="only this session")
     status.set_defaults(handler=_cmd_status)
 
@@ -227,6 +253,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     show.add_argument("intent", metavar="INTENT", help="the intent id")
     _journal_options(show)
+    _key_options(show)
     _store_options(show, "judge the intent against this store (read only)")
     show.add_argument(
         "--limit", type=_positive, default=20, metavar="N", help="at most N decisions"
@@ -265,6 +292,7 @@ def _parser() -> argparse.ArgumentParser:
         help="replay even where the rule does not see the history the write was meant for",
     )
     _journal_options(resolve)
+    _key_options(resolve)
     _store_options(resolve, "the intent's store: needed to replay, and to judge")
     resolve.set_defaults(handler=_cmd_resolve)
 
@@ -279,10 +307,14 @@ def _parser() -> argparse.ArgumentParser:
         "--store-namespace", metavar="NAME", help="the store's Redis key prefix or schema"
     )
     check.add_argument("--journal", metavar="ADDRESS", help="the journal a repair is recorded in")
+    check.add_argument(
+        "--namespace", metavar="NAME", help="the journal's Redis key prefix or PostgreSQL schema"
+    )
     check.add_argument("--repair", action="store_true", help="repair what the evidence proves")
     check.add_argument("--reason", help="why (kept in the trail; needed with --repair)")
     check.add_argument("--actor", metavar="NAME", help="who (default: user@host)")
     check.add_argument("--json", action="store_true", help="one JSON document")
+    _key_options(check)
     check.set_defaults(handler=_cmd_check)
 
     decisions = commands.add_parser(

@@ -126,3 +126,54 @@ async def test_an_edited_receipt_is_refused(place: Place, journal: Any) -> None:
     )
     with pytest.raises(RecordError):
         await place.journal().effect(effect.key)
+
+
+async def test_started_effects_are_those_without_a_receipt_in_every_session(journal: Any) -> None:
+    """The journal-wide listing of what may wait for an operator: started effects of every
+    session (or of one), in the order they were begun; a receipt takes an effect off it, a
+    restart keeps it there under its new owner."""
+    first, done, other = (
+        make_effect("c1"),
+        make_effect("c2"),
+        make_effect("c3", session_id="session-b"),
+    )
+    assert await journal.started_effects() == []
+    for effect in (first, done, other):
+        await journal.begin_effect(effect)
+    await journal.finish_effect(done.with_receipt(f"charged 5 ({SECRET})", at=2.0))
+    assert [e.key for e in await journal.started_effects()] == [first.key, other.key]
+    assert [e.key for e in await journal.started_effects("session-b")] == [other.key]
+    assert await journal.started_effects("session-c") == []
+    taken = Effect(**{**first.__dict__, "owner": "me/3/3", "attempts": 2})
+    assert await journal.restart_effect(taken, expect_owner=first.owner)
+    listed = await journal.started_effects("session-a")
+    assert [(e.key, e.owner, e.state) for e in listed] == [
+        (first.key, "me/3/3", EffectState.STARTED)
+    ]
+    await journal.finish_effect(taken.with_receipt("ok", at=3.0))
+    assert [e.key for e in await journal.started_effects()] == [other.key]
+
+
+async def test_a_damaged_started_effect_hides_no_other(place: Place, journal: Any) -> None:
+    """Read for an operator (``collecting_damage``), an edited started row is reported with
+    its key and session and the other started effects are still listed; read otherwise, it
+    raises."""
+    from agents_reconcile.journal._rows import collecting_damage
+
+    edited, kept = make_effect("c1"), make_effect("c2", session_id="session-b")
+    for effect in (edited, kept):
+        await journal.begin_effect(effect)
+    storage: Any = place.storage()
+    raw: bytes = await storage.effect_record("session-a", edited.key)
+    await storage.replace_effect_record(
+        "session-a", edited.key, raw.replace(b'"attempts":1', b'"attempts":7')
+    )
+    reader = place.journal()
+    with collecting_damage() as damaged:
+        listed = await reader.started_effects()
+    assert [e.key for e in listed] == [kept.key]
+    assert [(d.kind, d.ident, d.session_id) for d in damaged] == [
+        ("effect", edited.key, "session-a")
+    ]
+    with pytest.raises(RecordError):
+        await reader.started_effects()

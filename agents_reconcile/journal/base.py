@@ -265,6 +265,14 @@ class EffectJournal(Protocol):
         """Every effect of a session, oldest first."""
         ...
 
+    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
+        """The effects that are started and have no receipt, of one session (every session
+        when None), in the order they were begun: those that may wait for an operator once
+        their owner is gone. Reads only; the work grows with how many are started, not with
+        how many effects the journal keeps. Under ``collecting_damage`` a row that fails its
+        checks is reported there and left out, like ``pending``."""
+        ...
+
 
 def require_settling(decision: Decision, *, settling: bool) -> None:
     """``settle()`` takes only decisions that close an intent, ``note()`` only others."""

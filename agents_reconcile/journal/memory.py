@@ -269,6 +269,13 @@ class MemoryJournal(Unversioned):
     async def effects(self, session_id: str) -> list[Effect]:
         return [e for e in self._effects.values() if e.session_id == session_id]
 
+    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
+        return [
+            e
+            for e in self._effects.values()
+            if e.state is EffectState.STARTED and session_id in (None, e.session_id)
+        ]
+
     async def note_again(self, previous: Decision, again: Decision) -> bool:
         """Replace the newest decision about ``previous``'s intent with ``again``, only while
         it is still ``previous``; whether it was."""

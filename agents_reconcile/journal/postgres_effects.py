@@ -145,6 +145,19 @@ class PostgresEffects:
             lambda row: ("effect", row["key"], row["session_id"]),
         )
 
+    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
+        async def work(conn: Connection) -> list[Any]:
+            if session_id is None:
+                return await conn.fetch(self._sql.started_effects)
+            return await conn.fetch(self._sql.started_effects_of, session_id)
+
+        keyring = self.keyring
+        return each(
+            await self._run(work),
+            lambda row: _checked(row, keyring),
+            lambda row: ("effect", row["key"], row["session_id"]),
+        )
+
 
 def _require_state(effect: Effect, state: EffectState, method: str) -> None:
     if effect.state is not state:

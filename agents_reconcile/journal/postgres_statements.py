@@ -232,6 +232,10 @@ class JournalStatements:
             f"SELECT {effect_columns} FROM {s}.effects WHERE session_id = $1"
             " ORDER BY created_at, key"
         )
+        # The started effects (partial index effects_started), every session's or one's.
+        started = f"SELECT {effect_columns} FROM {s}.effects WHERE state = 'started'"
+        self.started_effects = f"{started} ORDER BY created_at, key"
+        self.started_effects_of = f"{started} AND session_id = $1 ORDER BY created_at, key"
         # Records the key unless it is known, and answers with the row held either way. A row
         # that another transaction committed after this statement's snapshot stops the INSERT
         # but is not seen by the SELECT: then no row comes back, and the caller reads it

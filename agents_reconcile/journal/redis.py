@@ -26,6 +26,7 @@ Keys, each under ``{prefix}:`` (``redis_layout.py`` builds their names)::
     decided           hash     intent id -> its decisions' numbers, oldest first
     decision          hash     decision number -> encoded decision
     effect_index      hash     effect key -> its session id
+    effect_started    zset     keys of effects started and without a receipt, by begin time
     {T}:open          zset     the session's unresolved intent ids, scored by created_at
     {T}:record        hash     intent id -> encoded intent
     {T}:backend       hash     intent id -> backend identity
@@ -54,12 +55,13 @@ evicted key loses intents or decisions.
 
 Redis Cluster is not supported. Each writing script also touches global keys (``schema``
 always; ``index`` and ``settled`` for record, open_intent, transition, discard and settle;
-the decision log for settle and note; ``effect_index`` for the effect scripts), and ``get``,
-``transition``, ``discard`` and ``settle`` find an intent's session through ``index``,
-``pending(None)`` lists every session through it, ``is_settled`` reads ``settled``,
-``decisions`` reads the log and ``effect`` finds an effect's session through
-``effect_index``: those keys hash to other slots than the sessions'. Use one Redis server
-(with replicas and failover if needed) per journal.
+the decision log for settle and note; ``effect_index`` and ``effect_started`` for the effect
+scripts), and ``get``, ``transition``, ``discard`` and ``settle`` find an intent's session
+through ``index``, ``pending(None)`` lists every session through it, ``is_settled`` reads
+``settled``, ``decisions`` reads the log, ``effect`` finds an effect's session through
+``effect_index`` and ``started_effects`` lists ``effect_started``: those keys hash to other
+slots than the sessions'. Use one Redis server (with replicas and failover if needed) per
+journal.
 """
 
 from __future__ import annotations

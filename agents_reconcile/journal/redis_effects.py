@@ -7,8 +7,9 @@ script does and compares state and owner on the server before it writes. An effe
 live in its session's hash-tag slot (``redis_layout.EFFECT_KEYS``): its state, owner, update
 time and encoded ``Effect`` in hashes by effect key, and the session's effect keys in a list,
 oldest first. One global hash, ``effect_index``, names each key's session, since ``effect()``
-is given the key alone. Effects are never removed (``drop`` aside), so a key stays in the
-session it was begun in.
+is given the key alone; one global sorted set, ``effect_started``, holds the keys that have no
+receipt yet (scored by when they were begun), so ``started_effects`` reads those alone.
+Effects are never removed (``drop`` aside), so a key stays in the session it was begun in.
 
 Kept apart from ``RedisJournal`` for length; it speaks through the journal's own script
 runner, command sender, key layout and keyring.
@@ -24,7 +25,7 @@ from ..errors import IntentConflict
 from ..sealing import Keyring
 from . import redis_replies as replies
 from ._rows import each
-from .redis_layout import JournalKeys
+from .redis_layout import EFFECT_INDEX, EFFECT_STARTED, JournalKeys
 
 __all__ = ["EFFECT_SCRIPTS", "RedisEffects"]
 
@@ -139,6 +140,40 @@ class RedisEffects:
         keyring = self.keyring
         return each(
             replies.effect_rows(reply, "effects"),
+            lambda row: replies.effect(session_id, row, keyring),
+            lambda row: ("effect", row[0], session_id),
+        )
+
+    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
+        # The started keys, oldest first, from their own sorted set; then each one's session
+        # from the index, and the rows from each session's slot, still started when read.
+        names = self._layout.names
+        reply = await self._command("started_effects", "ZRANGE", names[EFFECT_STARTED], 0, -1)
+        started = [replies.text(key, "an effect key") for key in replies.as_list(reply, "ZRANGE")]
+        if not started:
+            return []
+        reply = await self._command("started_effects", "HMGET", names[EFFECT_INDEX], *started)
+        by_session: dict[str, list[str]] = {}
+        for key, holder in zip(started, replies.as_list(reply, "HMGET"), strict=True):
+            if holder is not None:
+                by_session.setdefault(replies.text(holder, "an effect's session"), []).append(key)
+        rank = {key: at for at, key in enumerate(started)}
+        found: list[Effect] = []
+        for session, keys in by_session.items():
+            if session_id is None or session == session_id:
+                found.extend(await self._started_in(session, keys))
+        found.sort(key=lambda effect: rank.get(effect.key, len(rank)))
+        return found
+
+    async def _started_in(self, session_id: str, keys: list[str]) -> list[Effect]:
+        """The effects of ``keys`` that are ``session_id``'s and still started."""
+        args: list[str | bytes] = [session_id, "some", *keys]
+        reply = await self._script(
+            "effect_rows", self._layout.effects(session_id), args, read_only=True
+        )
+        keyring = self.keyring
+        return each(
+            replies.effect_rows(reply, "started_effects"),
             lambda row: replies.effect(session_id, row, keyring),
             lambda row: ("effect", row[0], session_id),
         )

@@ -6,7 +6,8 @@ which share one hash tag: the first 32 hex digits of the blake3 digest of the se
 a session's keys stay together whatever characters its id holds.
 
 Effects (layout 2) keep to the same rule: their scripts take the global keys, then the effect
-index, then the effect keys of the effect's session, under that session's hash tag.
+index and the started effects, then the effect keys of the effect's session, under that
+session's hash tag.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from ..errors import ConfigurationError
 __all__ = [
     "EFFECT_INDEX",
     "EFFECT_KEYS",
+    "EFFECT_STARTED",
     "GLOBAL_KEYS",
     "SESSION_KEYS",
     "IntentHomes",
@@ -41,6 +43,9 @@ SESSION_KEYS: Final = (
 )
 EFFECT_INDEX: Final = "effect_index"
 """A hash: effect key -> the session it belongs to (``effect(key)`` has only the key)."""
+EFFECT_STARTED: Final = "effect_started"
+"""A sorted set: the keys of the effects started and without a receipt, scored by when they
+were begun (``started_effects`` lists them without reading every effect kept)."""
 EFFECT_KEYS: Final = (
     "effect_order",
     "effect_record",
@@ -79,14 +84,18 @@ class JournalKeys:
         self.prefix = prefix
         self.names = {name: f"{prefix}:{name}" for name in GLOBAL_KEYS}
         self.globals = [self.names[name].encode("utf-8") for name in GLOBAL_KEYS]
-        self.names[EFFECT_INDEX] = f"{prefix}:{EFFECT_INDEX}"
-        self._effect_globals = [*self.globals, self.names[EFFECT_INDEX].encode("utf-8")]
+        for name in (EFFECT_INDEX, EFFECT_STARTED):
+            self.names[name] = f"{prefix}:{name}"
+        self._effect_globals = [
+            *self.globals,
+            *(self.names[name].encode("utf-8") for name in (EFFECT_INDEX, EFFECT_STARTED)),
+        ]
         self._sessions: dict[str, list[bytes]] = {}
         self._effects: dict[str, list[bytes]] = {}
         self._pattern = re.compile(
             re.escape(prefix.encode())
             + rb":(?:(?:"
-            + "|".join((*GLOBAL_KEYS, EFFECT_INDEX)).encode()
+            + "|".join((*GLOBAL_KEYS, EFFECT_INDEX, EFFECT_STARTED)).encode()
             + rb")|\{[0-9a-f]{32}\}:(?:"
             + "|".join((*SESSION_KEYS, *EFFECT_KEYS)).encode()
             + rb"))",
@@ -97,8 +106,9 @@ class JournalKeys:
         return self._tagged(self._sessions, session_id, SESSION_KEYS)
 
     def effects(self, session_id: str) -> list[bytes]:
-        """The keys every effect script takes: the global keys, the effect index, then the
-        session's effect keys in ``EFFECT_KEYS`` order (``effect_keys`` in ``prelude.lua``)."""
+        """The keys every effect script takes: the global keys, the effect index, the started
+        effects, then the session's effect keys in ``EFFECT_KEYS`` order (``effect_keys`` in
+        ``prelude.lua``)."""
         return self._effect_globals + self._tagged(self._effects, session_id, EFFECT_KEYS)
 
     def _tagged(

@@ -440,6 +440,15 @@ class SQLiteJournal:
         rows = await self._run(lambda conn: conn.execute(sql, (session_id,)).fetchall())
         return [self._effect(row) for row in rows]
 
+    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
+        # The partial index effects_started holds the started rows alone.
+        sql = "SELECT key, session_id, state, owner, record FROM effects WHERE state = 'started'"
+        args: tuple[str, ...] = ()
+        if session_id is not None:
+            sql, args = f"{sql} AND session_id = ?", (session_id,)
+        rows = await self._run(lambda conn: conn.execute(f"{sql} ORDER BY rowid", args).fetchall())
+        return each(rows, self._effect, lambda row: ("effect", row[0], row[1]))
+
     def _effect(self, row: _EffectRow) -> Effect:
         key, session_id, state, owner, record = row
         return checked_effect(key, session_id, state, owner, bytes(record), self.keyring)

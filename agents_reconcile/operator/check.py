@@ -21,27 +21,37 @@ import asyncio
 import dataclasses
 import inspect
 import time
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 from ..backends.redaction import redacted
+from ..backends.registry import backend_for
 from ..config import ReconcileConfig
 from ..crashpoints import CrashPoint, reached
-from ..errors import ConfigurationError, JournalError, ReconcileError
+from ..errors import (
+    ConfigurationError,
+    JournalError,
+    PayloadKeyUnknown,
+    ReconcileError,
+    RecordError,
+)
 from ..fingerprint import journal_batch
 from ..inflight import despite_cancellation
 from ..journal import IntentJournal, IntentState
 from ..journal._rows import collecting_damage
+from ..journal.base import EffectJournal
 from ..journal_client import SESSION_WIDE
 from ..ownership import current_owner
 from ..records import Action, Decision, Outcome, PendingWrite, Reason
+from ..sealing import Keyring, PayloadKey
 from ..session import ReconcilingSession
 from ..stores._common import new_write_id
 from .damage import Damage, RepairPlan, find_damage, plan_repair
 from .journals import opened_journal
 from .stores import close_store, open_by_address, read_history
 
-__all__ = ["CheckReport", "RepairRefused", "check_session", "repair_session"]
+__all__ = ["CheckReport", "RepairRefused", "check_session", "repair_session", "sealed_elsewhere"]
 
 
 class RepairRefused(ReconcileError):
@@ -122,13 +132,18 @@ async def check_session(
     actor: str | None = None,
     reason: str | None = None,
     namespace: str | None = None,
+    payload_keys: Sequence[PayloadKey] = (),
+    journal_namespace: str | None = None,
 ) -> CheckReport:
     """Check the session ``session_id`` at the address ``store`` (``namespace``: a server
-    store's key prefix or schema). Without ``repair`` nothing is written anywhere; the journal,
-    when given, is read for the session's pending intents. With ``repair`` the repaired history
-    is written (``repair_session``) under an intent in ``journal``, which must be named and be
-    the journal the application uses: a repair recorded anywhere else would not be found by
-    the application if it were interrupted."""
+    store's key prefix or schema; ``journal_namespace``: the journal's). Without ``repair``
+    nothing is written anywhere; the journal, when given, is read for the session's pending
+    intents. With ``repair`` the repaired history is written (``repair_session``) under an
+    intent in ``journal``, which must be named and be the journal the application uses: a
+    repair recorded anywhere else would not be found by the application if it were
+    interrupted. ``payload_keys``: the deployment's, where it seals
+    payloads (``ReconcileConfig(payload_key=...)``): the repair's intent is sealed with them,
+    and without them a journal that shows sealed records is not repaired."""
     layout, items, unreadable = await read_history(store, session_id, namespace)
     shown = redacted(store)
     if repair:
@@ -142,16 +157,24 @@ async def check_session(
                 f"{unreadable} rows of session {session_id!r} do not decode: rewriting the "
                 "history would lose them; nothing was written"
             )
+        ledger = await _ledger(journal, journal_namespace, session_id, payload_keys)
         session = open_by_address(store, session_id, layout, namespace)
         try:
             return await repair_session(
-                session, journal=journal, actor=actor, reason=reason, store=shown, layout=layout
+                session,
+                journal=ledger,
+                actor=actor,
+                reason=reason,
+                store=shown,
+                layout=layout,
+                payload_keys=payload_keys,
             )
         finally:
             await close_store(session)
     pending: tuple[str, ...] = ()
     if journal is not None:
-        opened = await opened_journal(journal)
+        keys = Keyring(payload_keys)
+        opened = await opened_journal(journal, namespace=journal_namespace, keyring=keys)
         try:
             pending = await _pending(opened, session_id)
         finally:
@@ -160,23 +183,58 @@ async def check_session(
     return CheckReport(shown, layout, session_id, damage, plan_repair(damage), unreadable, pending)
 
 
+async def _ledger(
+    journal: str, namespace: str | None, session_id: str, payload_keys: Sequence[PayloadKey]
+) -> IntentJournal | str:
+    """The journal a repair is recorded in (its address, or opened in ``namespace``), once a
+    reading of it with ``payload_keys`` alone (a journal object of its own, holding no other
+    wrapper's keys) shows no record sealed under a key not given."""
+    try:
+        reading = await opened_journal(journal, namespace=namespace, keyring=Keyring(payload_keys))
+    except JournalError:
+        reading = None  # none there yet (the repair creates it), or refused again below
+    if reading is not None:
+        try:
+            sealed = await sealed_elsewhere(reading, session_id)
+        finally:
+            await reading.close()
+        if sealed is not None:
+            raise RepairRefused(_SEALED.format(sealed=sealed))
+    if namespace is None:
+        return journal
+    return backend_for(journal, what="journal").open_journal(journal, namespace=namespace)
+
+
+_SEALED: Final = (
+    "the journal holds records sealed with a payload key not given here ({sealed}); give the "
+    "deployment's payload key (--payload-key-file PATH or --payload-key-env NAME; in code, "
+    "payload_keys=...), so the repaired history is sealed too; nothing was written"
+)
+
+
 async def repair_session(
     session: Any,
     *,
-    journal: str | None = None,
+    journal: IntentJournal | str | None = None,
     actor: str | None = None,
     reason: str | None = None,
     store: str | None = None,
     layout: str = "session",
+    payload_keys: Sequence[PayloadKey] = (),
 ) -> CheckReport:
     """Check an open SDK session and write its repaired history under a write-ahead intent in
-    ``journal``; record the repair (``actor``, ``reason``) in the decision trail.
+    ``journal``; record the repair (``actor``, ``reason``) in the decision trail. The intent
+    holds the history sealed with ``payload_keys`` (the first), where the deployment seals
+    payloads, as the deployment's own intents are.
 
     Refused (``RepairRefused``, nothing written) while an intent of the session is pending in
-    the journal, or when the session is written during the check. If the rewrite itself fails,
+    the journal, when the session is written during the check, or when the journal holds a
+    record sealed under a key not given (``sealed_elsewhere``): the repaired history would be
+    written readable into a journal the deployment keeps sealed. If the rewrite itself fails,
     the store's own exception is raised with a note naming the intent, which stays pending: the
     session's next reconciliation finishes it (or denies it, if the old history is still there)."""
-    wrapper = ReconcilingSession(session, config=ReconcileConfig(journal=journal))
+    config = ReconcileConfig(journal=journal, payload_key=list(payload_keys) or None)
+    wrapper = ReconcilingSession(session, config=config)
     if not wrapper.enabled:
         raise ConfigurationError("reconciliation is switched off: a repair cannot be made safe")
     if getattr(getattr(session, "session_settings", None), "limit", None) is not None:
@@ -186,6 +244,9 @@ async def repair_session(
         waiting = await _pending(ledger, sid)
         if waiting:
             raise RepairRefused(f"session {sid!r} has pending intents ({', '.join(waiting)})")
+        sealed = await sealed_elsewhere(ledger, sid)
+        if sealed is not None:
+            raise RepairRefused(_SEALED.format(sealed=sealed))
         counted = await ledger.write_count(sid, wrapper.backend_identity)
         ignore_ids = bool(getattr(session, "_ignore_ids_for_matching", False))
         items = list(await session.get_items())
@@ -309,6 +370,26 @@ def _decision(
     reason = Reason.HISTORY_REPAIRED
     action = Action.REPAIRED if outcome is Outcome.COMMITTED else Action.LEFT_PENDING
     return wrapper._client.decision(None, outcome, reason, action, evidence, intent_id=SESSION_WIDE)
+
+
+async def sealed_elsewhere(journal: IntentJournal, session_id: str) -> str | None:
+    """Which sealed record the journal shows that its keys cannot open (None when it shows
+    none): a pending intent of any session, or an effect receipt of ``session_id``. A journal
+    keeps no record of a settled intent, so one whose every intent settled and that holds no
+    sealed receipt shows nothing; a damaged record shows nothing either (it is reported by
+    the reads that list it)."""
+    reads: list[Callable[[], Awaitable[object]]] = [lambda: journal.pending(None)]
+    if isinstance(journal, EffectJournal):
+        effects = journal
+        reads.append(lambda: effects.effects(session_id))
+    for read in reads:
+        try:
+            await read()
+        except PayloadKeyUnknown as unknown:
+            return f"key {unknown.key_id}"
+        except RecordError:
+            continue
+    return None
 
 
 async def _pending(journal: IntentJournal, session_id: str) -> tuple[str, ...]:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -16,20 +17,21 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from ..config import ReconcileConfig
+from ..effects.records import Effect, EffectState
 from ..errors import ResolutionRefused
 from ..journal import IntentJournal
 from ..journal._rows import collecting_damage
 from ..journal_client import JournalClient
 from ..records import BackendIdentity, evidence_text
 from ..resolution import Resolver
-from ..sealing import Keyring
-from ..signing import signer_for
 from . import views
+from .hints import journal_options, operator_hints
 from .journals import opened_journal
+from .keys import keyring, payload_keys
 from .stores import close_store, store_for
+from .waiting import effect_status
 
 if TYPE_CHECKING:
-    from ..effects.records import Effect
     from ..journal import JournalEntry
 
 __all__ = ["EXIT_ATTENTION", "check", "decisions", "resolve", "show", "status", "trail"]
@@ -40,18 +42,10 @@ EFFECTS_BACKEND: Final = BackendIdentity("agents_reconcile.effects", "")
 EXIT_ATTENTION: Final = 1
 
 
-def _keyring() -> Keyring:
-    # Signed journal rows are checked when this process has the deployment's signing key.
-    keyring = Keyring()
-    signer = signer_for(())
-    if signer is not None:
-        keyring.add_signer(signer)
-    return keyring
-
-
 async def _journal(args: argparse.Namespace, *, writing: bool = False) -> IntentJournal:
+    # Signed rows are checked, and sealed ones opened, with the deployment's keys when given.
     return await opened_journal(
-        args.journal, namespace=args.namespace, writing=writing, keyring=_keyring()
+        args.journal, namespace=args.namespace, writing=writing, keyring=keyring(args)
     )
 
 
@@ -69,14 +63,14 @@ def status(args: argparse.Namespace) -> int:
     if args.json:
         _json(found)
     else:
-        _print_status(found)
+        _print_status(found, args)
     return EXIT_ATTENTION if found["needs_operator"] else EXIT_OK
 
 
-def _print_status(found: dict[str, Any]) -> None:
+def _print_status(found: dict[str, Any], args: argparse.Namespace) -> None:
     where = f" for session {found['session']!r}" if found["session"] else ""
-    if not found["pending"] and not found["damaged"]:
-        print(f"No pending intents{where}.")
+    if not found["pending"] and not found["damaged"] and not found["effects"]:
+        print(f"No pending intents or unfinished tool effects{where}.")
         return
     if found["pending"]:
         rows = [("SESSION", "INTENT", "STATE", "OWNER", "AGE", "ITEMS", "LAST DECISION", "")]
@@ -95,24 +89,45 @@ def _print_status(found: dict[str, Any]) -> None:
                 )
             )
         _table(rows)
+    if found["effects"]:
+        if found["pending"]:
+            print()
+        _print_effects(found["effects"])
     for damaged in found["damaged"]:
         print(
             f"DAMAGED {damaged['kind']} {damaged['id']} (session {damaged['session_id']!r}): "
             f"{damaged['problem']}"
         )
-    waiting = sum(1 for i in found["pending"] if i["needs_operator"]) + len(found["damaged"])
-    if waiting:
-        print(
-            f"\n{waiting} need an operator: `agents-reconcile show INTENT` for the evidence, "
-            "then `agents-reconcile resolve INTENT --as committed|replay|abandon --reason ...`."
+    for line in operator_hints(found, args):
+        print(line)
+
+
+def _print_effects(effects: list[dict[str, Any]]) -> None:
+    """Tool effects started with no receipt: a table, each marked when it waits for a person."""
+    rows = [("SESSION", "EFFECT", "TOOL", "OWNER", "AGE", "ATTEMPTS", "LAST DECISION", "")]
+    for effect in effects:
+        last = effect["last_decision"]
+        rows.append(
+            (
+                effect["session_id"],
+                effect["effect"],
+                effect["tool"],
+                "runs again" if effect["runs_again"] else _owner(effect),
+                _age(effect["age_seconds"]),
+                str(effect["attempts"]),
+                "-" if last is None else f"{last['action']}: {last['reason']}",
+                "NEEDS OPERATOR" if effect["needs_operator"] else "",
+            )
         )
+    _table(rows)
 
 
 def trail(args: argparse.Namespace) -> int:
     async def read() -> dict[str, Any]:
         journal = await _journal(args)
         try:
-            return await views.trail(journal, args.session, limit=args.limit)
+            lease = ReconcileConfig().lease_seconds
+            return await views.trail(journal, args.session, limit=args.limit, lease_seconds=lease)
         finally:
             await journal.close()
 
@@ -129,6 +144,13 @@ def trail(args: argparse.Namespace) -> int:
             f"{_repeated(decision)}"
         )
         print(f"    evidence: {evidence_text(decision['evidence'])}")
+    for effect in found["effects"]:
+        waits = "waits for an operator" if effect["needs_operator"] else "not finished yet"
+        show = shlex.join(["agents-reconcile", "show", effect["effect"], *journal_options(args)])
+        print(
+            f"effect {effect['effect']} ({effect['tool']}, call {effect['call_id']}) has no "
+            f"receipt: {waits}; for the evidence: {show}"
+        )
     for damaged in found["damaged"]:
         print(f"DAMAGED decision under {damaged['id']}: {damaged['problem']}")
     return EXIT_ATTENTION if found["damaged"] else EXIT_OK
@@ -203,6 +225,12 @@ async def _show(args: argparse.Namespace) -> dict[str, Any]:
         effect = await _effect(journal, args.intent)
         if effect is not None:
             shown = effect_view(effect)
+            if effect.state is EffectState.STARTED:
+                # Whether it waits for a person, judged as status judges it.
+                lease = ReconcileConfig().lease_seconds
+                judged = effect_status(effect, None, time.time(), lease)
+                for name in ("owner_live", "runs_again", "needs_operator"):
+                    shown[name] = judged[name]
             with collecting_damage():
                 found = await journal.decisions(intent_id=effect.key, limit=args.limit)
             shown["decisions"] = [views.decision_view(d) for d in found]
@@ -349,7 +377,9 @@ async def _resolve_effect(args: argparse.Namespace, journal: Any, effect: Effect
     from ..effects.resolution import resolve_effect
 
     outcome = "retry" if args.resolution == "replay" else args.resolution
-    client = JournalClient(effect.session_id, EFFECTS_BACKEND, ReconcileConfig(journal=journal))
+    config = ReconcileConfig(journal=journal)
+    # A receipt written here is sealed and signed with the deployment's keys, when given.
+    client = JournalClient(effect.session_id, EFFECTS_BACKEND, config, keyring=keyring(args))
     return await resolve_effect(
         client,
         journal,
@@ -478,6 +508,8 @@ def check(args: argparse.Namespace) -> int:
                 actor=args.actor,
                 reason=args.reason,
                 namespace=args.store_namespace,
+                payload_keys=payload_keys(args),
+                journal_namespace=args.namespace,
             )
         )
     except RepairRefused as refused:

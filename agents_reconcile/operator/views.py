@@ -1,7 +1,8 @@
 """What an operator sees, as plain mappings (the CLI prints them as tables or as JSON): the
-pending intents and whether each needs a person, one intent with its evidence, and a session's
-decision trail. Payload-free: ids, states, owners, counts, digests and reasons, never an item.
-Rows that fail their checks are listed as damaged, next to the others, never instead of them.
+pending intents and the tool effects without a receipt, and whether each needs a person, one
+intent with its evidence, and a session's decision trail. Payload-free: ids, states, owners,
+counts, digests and reasons, never an item. Rows that fail their checks are listed as damaged,
+next to the others, never instead of them.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from ..journal._rows import collecting_damage
 from ..journal.base import ACTIVE_STATES, JournalEntry
 from ..policy import Resolution, Step, resolution_step
 from ..records import Action, Decision, Outcome
+from .waiting import started_effects
 
 if TYPE_CHECKING:
     from ..classify import Verdict
@@ -27,8 +29,10 @@ _WAITING: Final = (Action.DENIED, Action.LEFT_PENDING)
 async def status(
     journal: IntentJournal, *, session_id: str | None, lease_seconds: float
 ) -> dict[str, Any]:
-    """Pending intents (every session, or one), each with its newest decision, and whether
-    anything needs an operator: a denied or left-pending intent, or a damaged row."""
+    """Pending intents (every session, or one), each with its newest decision; the tool
+    effects started without a receipt (``waiting.started_effects``); and whether anything
+    needs an operator: a denied or left-pending intent, an effect whose owner is gone, or a
+    damaged row."""
     now = time.time()
     with collecting_damage() as damaged:
         entries = await journal.pending(session_id)
@@ -36,11 +40,16 @@ async def status(
         for entry in entries:
             newest = await journal.decisions(intent_id=entry.intent.intent_id, limit=1)
             intents.append(intent_view(entry, newest[0] if newest else None, now, lease_seconds))
+        effects = await started_effects(
+            journal, session_id=session_id, now=now, lease_seconds=lease_seconds
+        )
+    waiting = [*intents, *effects]
     return {
         "session": session_id,
         "pending": intents,
+        "effects": effects,
         "damaged": [damaged_view(record) for record in damaged],
-        "needs_operator": bool(damaged) or any(i["needs_operator"] for i in intents),
+        "needs_operator": bool(damaged) or any(found["needs_operator"] for found in waiting),
     }
 
 
@@ -95,13 +104,20 @@ def decision_view(decision: Decision) -> dict[str, Any]:
     }
 
 
-async def trail(journal: IntentJournal, session_id: str, *, limit: int) -> dict[str, Any]:
-    """A session's decisions, oldest first (a timeline), with any damaged ones named."""
+async def trail(
+    journal: IntentJournal, session_id: str, *, limit: int, lease_seconds: float
+) -> dict[str, Any]:
+    """A session's decisions, oldest first (a timeline), with any damaged ones named, and the
+    session's tool effects that still have no receipt (``waiting.started_effects``)."""
     with collecting_damage() as damaged:
         decisions = await journal.decisions(session_id=session_id, limit=limit)
+        effects = await started_effects(
+            journal, session_id=session_id, now=time.time(), lease_seconds=lease_seconds
+        )
     return {
         "session": session_id,
         "decisions": [decision_view(d) for d in reversed(decisions)],
+        "effects": effects,
         "damaged": [damaged_view(record) for record in damaged],
     }
 

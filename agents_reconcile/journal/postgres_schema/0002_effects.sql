@@ -22,3 +22,7 @@ CREATE TABLE effects (
 
 -- A session's effects, oldest first.
 CREATE INDEX effects_by_session ON effects (session_id, created_at, key);
+
+-- The started effects (no receipt yet), oldest first: the few an operator may be needed for,
+-- listed journal-wide without reading every effect ever kept.
+CREATE INDEX effects_started ON effects (created_at, key) WHERE state = 'started';

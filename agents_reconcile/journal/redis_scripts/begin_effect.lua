@@ -22,4 +22,7 @@ redis.call('HSET', e.state, key, ARGV[4])
 redis.call('HSET', e.owner, key, ARGV[5])
 redis.call('HSET', e.updated, key, ARGV[6])
 redis.call('HSET', e.record, key, ARGV[7])
+if ARGV[4] == 'started' then
+  redis.call('ZADD', e.started, ARGV[6], key)
+end
 return {'recorded', effect_row(e, key)}

@@ -30,4 +30,5 @@ end
 redis.call('HSET', e.state, key, 'done')
 redis.call('HSET', e.updated, key, ARGV[5])
 redis.call('HSET', e.record, key, ARGV[6])
+redis.call('ZREM', e.started, key)
 return {'done'}

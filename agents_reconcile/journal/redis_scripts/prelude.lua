@@ -209,16 +209,18 @@ local function try_open()
 end
 
 -- Effect scripts (layout 2) take the global keys at KEYS[1..7], the effect index at KEYS[8]
--- (effect key -> its session), then the effect keys of one session, under its hash tag, at
--- KEYS[9..13], in the order of EFFECT_KEYS in redis_layout.py.
+-- (effect key -> its session), the started effects at KEYS[9] (a sorted set of the keys
+-- without a receipt, scored by when they were begun), then the effect keys of one session,
+-- under its hash tag, at KEYS[10..14], in the order of EFFECT_KEYS in redis_layout.py.
 local function effect_keys()
   return {
     index = KEYS[8],
-    order = KEYS[9],
-    record = KEYS[10],
-    state = KEYS[11],
-    owner = KEYS[12],
-    updated = KEYS[13],
+    started = KEYS[9],
+    order = KEYS[10],
+    record = KEYS[11],
+    state = KEYS[12],
+    owner = KEYS[13],
+    updated = KEYS[14],
   }
 end
 

@@ -15,3 +15,6 @@ CREATE TABLE IF NOT EXISTS effects (
 
 -- A session's effects in the order they were begun (rowids only grow: effects are not deleted).
 CREATE INDEX IF NOT EXISTS effects_by_session ON effects (session_id);
+
+-- The started effects (no receipt yet), the few an operator may be needed for, journal-wide.
+CREATE INDEX IF NOT EXISTS effects_started ON effects (session_id) WHERE state = 'started';

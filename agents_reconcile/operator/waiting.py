@@ -1,0 +1,71 @@
+"""Tool effects that may wait for an operator: started, with no receipt, their owner gone.
+
+Such an effect is refused (``effect_unknown``) the next time its call comes, unless the tool
+has a ``check`` or is idempotent; only an operator who looked at the external system can say
+what happened (``agents-reconcile resolve KEY --as committed|retry|abandon``). Liveness is
+judged as effect tools judge it (``effects.resolution.held``). Payload-free: keys, tools,
+owners, ages and decisions, never an output."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from ..effects.holds import NEVER_STARTED_OWNER
+from ..effects.resolution import RETRY_OWNER, held
+from ..journal.base import EffectJournal
+from ..records import Reason
+
+_RUN_AGAIN: Final = (RETRY_OWNER, NEVER_STARTED_OWNER)
+"""The owners of a started effect whose next call runs its body again, so that nobody needs to
+look at it: left for a retry by an operator, or marked never started by its tool."""
+
+if TYPE_CHECKING:
+    from ..effects.records import Effect
+    from ..journal import IntentJournal
+    from ..records import Decision
+
+__all__ = ["effect_status", "started_effects"]
+
+
+async def started_effects(
+    journal: IntentJournal, *, session_id: str | None, now: float, lease_seconds: float
+) -> list[dict[str, Any]]:
+    """The journal's started effects (every session, or one), oldest first, each with its
+    newest decision and whether it waits for an operator; none for a journal that keeps no
+    effects. Run it under ``collecting_damage`` to have damaged rows reported, not raised."""
+    from .views import decision_view
+
+    if not isinstance(journal, EffectJournal):
+        return []
+    found = []
+    for effect in await journal.started_effects(session_id):
+        newest = await journal.decisions(intent_id=effect.key, limit=1)
+        view = effect_status(effect, newest[0] if newest else None, now, lease_seconds)
+        view["last_decision"] = decision_view(newest[0]) if newest else None
+        found.append(view)
+    return found
+
+
+def effect_status(
+    effect: Effect, newest: Decision | None, now: float, lease_seconds: float
+) -> dict[str, Any]:
+    """Where a started effect stands for an operator: whether its owner may still be running
+    its body (``owner_live``), whether its next call runs the body again (``runs_again``: an
+    operator asked for a retry, or the body never started), and so whether it waits for an
+    operator."""
+    live = held(effect, lease_seconds)
+    again = effect.owner in _RUN_AGAIN
+    return {
+        "effect": effect.key,
+        "session_id": effect.session_id,
+        "tool": effect.tool,
+        "call_id": effect.call_id,
+        "state": effect.state.value,
+        "owner": effect.owner,
+        "owner_live": live,
+        "runs_again": again,
+        "attempts": effect.attempts,
+        "age_seconds": round(now - effect.started_at, 3),
+        "refused": newest is not None and newest.reason is Reason.EFFECT_UNKNOWN,
+        "needs_operator": not live and not again,
+    }
