@@ -261,7 +261,9 @@ class ReconcileMachine(RuleBasedStateMachine):
         journal = SQLiteJournal(self.journal_path)
         self.app = (store, journal)
         self.faulty = FaultInjectingSession(store)
-        config = ReconcileConfig(journal=journal, in_flight_wait=0.5, verify_tail=self.verify_tail)
+        # A cancelled caller's write is waited out for in_flight_wait before its intent is
+        # marked cancelled: kept short, the hung appends below wait for it.
+        config = ReconcileConfig(journal=journal, in_flight_wait=0.1, verify_tail=self.verify_tail)
         self.session = ReconcilingSession(self.faulty, config=config)
 
     def close_app(self) -> None:
@@ -444,7 +446,16 @@ class ReconcileMachine(RuleBasedStateMachine):
                 "the hang was not the new batch's append"
             )
             assert entries[0].state is IntentState.IN_FLIGHT
-        await asyncio.wait_for(task, timeout=HANG_TIMEOUT)
+        try:
+            await asyncio.wait_for(task, timeout=HANG_TIMEOUT)
+        finally:
+            # The hung write outlives its caller, its intent held, until in_flight_wait ran out.
+            deadline = time.monotonic() + 5
+            while time.monotonic() < deadline and any(  # noqa: ASYNC110 - the journal is polled
+                e.state is IntentState.IN_FLIGHT
+                for e in await self.observer_journal.pending(SESSION_ID)
+            ):
+                await asyncio.sleep(0.01)
 
     # -- start -----------------------------------------------------------------------------
 
