@@ -11,10 +11,10 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from ..journal._rows import collecting_damage
-from ..journal.base import ACTIVE_STATES, JournalEntry
+from ..journal.base import ACTIVE_STATES, EffectJournal, JournalEntry
 from ..policy import Resolution, Step, resolution_step
 from ..records import Action, Decision, Outcome
-from .waiting import started_effects
+from .waiting import effect_status
 
 if TYPE_CHECKING:
     from ..classify import Verdict
@@ -30,7 +30,7 @@ async def status(
     journal: IntentJournal, *, session_id: str | None, lease_seconds: float
 ) -> dict[str, Any]:
     """Pending intents (every session, or one), each with its newest decision; the tool
-    effects started without a receipt (``waiting.started_effects``); and whether anything
+    effects started without a receipt (``started_effects``); and whether anything
     needs an operator: a denied or left-pending intent, an effect whose owner is gone, or a
     damaged row."""
     now = time.time()
@@ -108,7 +108,7 @@ async def trail(
     journal: IntentJournal, session_id: str, *, limit: int, lease_seconds: float
 ) -> dict[str, Any]:
     """A session's decisions, oldest first (a timeline), with any damaged ones named, and the
-    session's tool effects that still have no receipt (``waiting.started_effects``)."""
+    session's tool effects that still have no receipt (``started_effects``)."""
     with collecting_damage() as damaged:
         decisions = await journal.decisions(session_id=session_id, limit=limit)
         effects = await started_effects(
@@ -151,3 +151,21 @@ def outlook(verdict: Verdict | None, items: int) -> dict[str, str]:
             )
             said[resolution.value] = f"append the {items} missing item(s) once, {where}"
     return said
+
+
+async def started_effects(
+    journal: IntentJournal, *, session_id: str | None, now: float, lease_seconds: float
+) -> list[dict[str, Any]]:
+    """The journal's started effects (every session, or one), oldest first, each with its
+    newest decision and whether it waits for an operator (``waiting.effect_status``); none for
+    a journal that keeps no effects. Run it under ``collecting_damage`` to have damaged rows
+    reported, not raised."""
+    if not isinstance(journal, EffectJournal):
+        return []
+    found = []
+    for effect in await journal.started_effects(session_id):
+        newest = await journal.decisions(intent_id=effect.key, limit=1)
+        view = effect_status(effect, newest[0] if newest else None, now, lease_seconds)
+        view["last_decision"] = decision_view(newest[0]) if newest else None
+        found.append(view)
+    return found

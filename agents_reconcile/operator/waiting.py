@@ -12,7 +12,6 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..effects.holds import NEVER_STARTED_OWNER
 from ..effects.resolution import RETRY_OWNER, held
-from ..journal.base import EffectJournal
 from ..records import Reason
 
 _RUN_AGAIN: Final = (RETRY_OWNER, NEVER_STARTED_OWNER)
@@ -21,29 +20,9 @@ look at it: left for a retry by an operator, or marked never started by its tool
 
 if TYPE_CHECKING:
     from ..effects.records import Effect
-    from ..journal import IntentJournal
     from ..records import Decision
 
-__all__ = ["effect_status", "started_effects"]
-
-
-async def started_effects(
-    journal: IntentJournal, *, session_id: str | None, now: float, lease_seconds: float
-) -> list[dict[str, Any]]:
-    """The journal's started effects (every session, or one), oldest first, each with its
-    newest decision and whether it waits for an operator; none for a journal that keeps no
-    effects. Run it under ``collecting_damage`` to have damaged rows reported, not raised."""
-    from .views import decision_view
-
-    if not isinstance(journal, EffectJournal):
-        return []
-    found = []
-    for effect in await journal.started_effects(session_id):
-        newest = await journal.decisions(intent_id=effect.key, limit=1)
-        view = effect_status(effect, newest[0] if newest else None, now, lease_seconds)
-        view["last_decision"] = decision_view(newest[0]) if newest else None
-        found.append(view)
-    return found
+__all__ = ["effect_status"]
 
 
 def effect_status(
