@@ -9,6 +9,7 @@ that need it are handed it, so a test can give them one of its own.
 from __future__ import annotations
 
 import asyncio
+import inspect
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -77,6 +78,16 @@ async def outliving_cancellation(
     never started is cleared, a claim nobody will use is released, a write that landed is
     acknowledged). Kept referenced in ``in_flight`` until done. ``bound``: how long it may run
     on after the cancellation before it is cancelled too (None: as long as it takes)."""
+    caller = asyncio.current_task()
+    if caller is not None and caller.cancelling():
+        # Cancelled before the call started (the point that cancelled it came first): start
+        # nothing, so that nothing lands, and let the cancellation through.
+        try:
+            await asyncio.sleep(0)
+        except asyncio.CancelledError:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()
+            raise
     call = asyncio.ensure_future(awaitable)
     try:
         return await asyncio.shield(call)

@@ -174,7 +174,7 @@ class Writer:
                         **folding,
                     ),
                     self._in_flight,
-                    partial(self._opening_outlived, intent, clearing),
+                    partial(self._opening_outlived, intent, clearing, context),
                 )
             except asyncio.CancelledError:
                 outlived = True  # the opening ends in the background (_opening_outlived)
@@ -207,21 +207,28 @@ class Writer:
         return opened
 
     async def _opening_outlived(
-        self, intent: PendingWrite, clearing: str | None, opening: asyncio.Future[Opened]
+        self,
+        intent: PendingWrite,
+        clearing: str | None,
+        context: Context,
+        opening: asyncio.Future[Opened],
     ) -> None:
         """The opening of ``intent`` ended after its caller was cancelled: the append never
         started, so an intent it recorded is cleared (nothing was written), never left in
-        flight under this live process to be replayed by its next use or to hold others."""
+        flight under this live process to be replayed by its next use or to hold others. The
+        run's state learns the two writes the journal counted for it meanwhile."""
         client = self._client
         answered = not opening.cancelled() and opening.exception() is None
         self._clearing.folded(clearing, answered=answered)
         try:
-            if answered and opening.result().recorded:
+            if answered and (opened := opening.result()).recorded:
                 try:
                     await client.call(client.journal.discard, intent.intent_id, owner=client.owner)
                 except JournalError:
                     # Cleared before this wrapper's next operation (``retry_discards``).
                     self._held.undiscarded.add(intent.intent_id)
+                else:
+                    self.seen_own_write(context, opened)
         finally:
             self._in_flight.busy.discard(intent.intent_id)
 
