@@ -14,7 +14,13 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-__all__ = ["PROCESS_IN_FLIGHT", "InFlight", "despite_cancellation", "outliving_cancellation"]
+__all__ = [
+    "PROCESS_IN_FLIGHT",
+    "InFlight",
+    "despite_cancellation",
+    "not_if_cancelled",
+    "outliving_cancellation",
+]
 
 _T = TypeVar("_T")
 
@@ -78,16 +84,7 @@ async def outliving_cancellation(
     never started is cleared, a claim nobody will use is released, a write that landed is
     acknowledged). Kept referenced in ``in_flight`` until done. ``bound``: how long it may run
     on after the cancellation before it is cancelled too (None: as long as it takes)."""
-    caller = asyncio.current_task()
-    if caller is not None and caller.cancelling():
-        # Cancelled before the call started (the point that cancelled it came first): start
-        # nothing, so that nothing lands, and let the cancellation through.
-        try:
-            await asyncio.sleep(0)
-        except asyncio.CancelledError:
-            if inspect.iscoroutine(awaitable):
-                awaitable.close()
-            raise
+    await not_if_cancelled(awaitable)
     call = asyncio.ensure_future(awaitable)
     try:
         return await asyncio.shield(call)
@@ -102,3 +99,17 @@ async def outliving_cancellation(
 
         in_flight.keep(asyncio.ensure_future(finish()))
         raise
+
+
+async def not_if_cancelled(awaitable: Awaitable[Any]) -> None:
+    """Raise the caller's cancellation if one is already on its way, before ``awaitable`` (not
+    started yet) is handed to a task of its own that would outlive it: a call that never
+    started lands nothing that would need putting right."""
+    caller = asyncio.current_task()
+    if caller is not None and caller.cancelling():
+        try:
+            await asyncio.sleep(0)  # delivers a cancellation still pending; else returns
+        except asyncio.CancelledError:
+            if inspect.iscoroutine(awaitable):
+                awaitable.close()
+            raise

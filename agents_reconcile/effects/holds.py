@@ -22,6 +22,8 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from ..inflight import not_if_cancelled
+
 if TYPE_CHECKING:
     from ..journal.base import EffectJournal
     from .records import Effect
@@ -117,6 +119,7 @@ async def step(
     """``write`` (a journal call). If the caller is cancelled meanwhile, the write may land
     anyway: it is waited out in the background (at most ``bound`` seconds), then ``then`` is
     given its result, with ``key`` held till both end; the cancellation goes on at once."""
+    await not_if_cancelled(write)
     task = asyncio.ensure_future(write)
     try:
         return await asyncio.shield(task)
