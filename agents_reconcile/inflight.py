@@ -101,15 +101,15 @@ async def outliving_cancellation(
         raise
 
 
-async def not_if_cancelled(awaitable: Awaitable[Any]) -> None:
+async def not_if_cancelled(awaitable: Awaitable[Any] | None = None) -> None:
     """Raise the caller's cancellation if one is already on its way, before ``awaitable`` (not
-    started yet) is handed to a task of its own that would outlive it: a call that never
-    started lands nothing that would need putting right."""
+    started yet, closed then) or anything else is handed to a task or a thread of its own
+    that would outlive it: what never started lands nothing that would need putting right."""
     caller = asyncio.current_task()
     if caller is not None and caller.cancelling():
         try:
             await asyncio.sleep(0)  # delivers a cancellation still pending; else returns
         except asyncio.CancelledError:
-            if inspect.iscoroutine(awaitable):
+            if awaitable is not None and inspect.iscoroutine(awaitable):
                 awaitable.close()
             raise

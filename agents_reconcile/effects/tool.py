@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, overload
 from ..crashpoints import CrashPoint, reached
 from ..errors import ReconcileError
 from ..fingerprint import item_digest
+from ..inflight import not_if_cancelled
 from ..ownership import current_owner
 from . import holds
 from .options import checked_check, checked_flag, checked_function_tool_options, checked_tool
@@ -485,6 +486,7 @@ def _recording(body: Callable[..., Any]) -> Callable[..., Any]:
     @functools.wraps(body)
     async def recording(*args: Any, **kwargs: Any) -> Any:
         call = _CALL.get()
+        await not_if_cancelled()  # a body whose caller is gone already never starts
         if call is not None:
             call._started = True
         if inspect.iscoroutinefunction(body):
