@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable, Iterator
 from typing import Any, Final
 
 from .config import ReconcileConfig
-from .inflight import PROCESS_IN_FLIGHT, InFlight, outliving_cancellation
+from .inflight import PROCESS_IN_FLIGHT, InFlight, outliving_cancellation, starts_eagerly
 from .journal.base import ACTIVE_STATES, IntentState, JournalEntry
 from .journal_client import JournalClient
 from .lease import Renewal
@@ -63,6 +63,7 @@ async def take(
         ),
         in_flight,
         give_back,
+        eager=starts_eagerly(client.journal),
     )
     try:
         now = await client.call(client.journal.get, intent_id)

@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import asyncio
 import inspect
-from collections.abc import Awaitable, Callable
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 __all__ = [
     "PROCESS_IN_FLIGHT",
@@ -20,6 +21,7 @@ __all__ = [
     "despite_cancellation",
     "not_if_cancelled",
     "outliving_cancellation",
+    "starts_eagerly",
 ]
 
 _T = TypeVar("_T")
@@ -76,6 +78,7 @@ async def outliving_cancellation(
     afterwards: Callable[[asyncio.Future[_T]], Awaitable[None]],
     *,
     bound: float | None = None,
+    eager: bool = False,
 ) -> _T:
     """Await ``awaitable`` (a journal call or a store write that may land after its caller
     gave up); if the caller is cancelled meanwhile, it gets its cancellation at once, while
@@ -83,9 +86,22 @@ async def outliving_cancellation(
     what a caller that is gone can no longer act on (an intent recorded for an append that
     never started is cleared, a claim nobody will use is released, a write that landed is
     acknowledged). Kept referenced in ``in_flight`` until done. ``bound``: how long it may run
-    on after the cancellation before it is cancelled too (None: as long as it takes)."""
+    on after the cancellation before it is cancelled too (None: as long as it takes).
+
+    ``eager``: the call (a coroutine that captures nothing of the task running it: no
+    timeouts, no task-local state) is started in the caller's task and handed to a task of
+    its own only if it suspends, so a call that answers at once (an SQLite journal on the
+    event loop) costs no task and no turn of the loop."""
     await not_if_cancelled(awaitable)
-    call = asyncio.ensure_future(awaitable)
+    if eager and inspect.iscoroutine(awaitable):
+        try:
+            pending = awaitable.send(None)
+        except StopIteration as done:
+            answer: _T = done.value
+            return answer
+        call: asyncio.Future[_T] = asyncio.ensure_future(_resumed(awaitable, pending))
+    else:
+        call = asyncio.ensure_future(awaitable)
     try:
         return await asyncio.shield(call)
     except asyncio.CancelledError:
@@ -113,3 +129,31 @@ async def not_if_cancelled(awaitable: Awaitable[Any] | None = None) -> None:
             if awaitable is not None and inspect.iscoroutine(awaitable):
                 awaitable.close()
             raise
+
+
+@types.coroutine
+def _resumed(coroutine: Coroutine[Any, Any, _T], pending: Any) -> Generator[Any, Any, _T]:
+    """The rest of ``coroutine``, which suspended on ``pending`` (what it awaits) when it was
+    started outside a task: driven by the task that runs this as if it had run it from the
+    start (what ``yield from`` does, from a coroutine already under way)."""
+    while True:
+        try:
+            sent = yield pending
+        except GeneratorExit:
+            coroutine.close()
+            raise
+        except BaseException as thrown:  # a cancellation, or what the awaited future raised
+            try:
+                pending = coroutine.throw(thrown)
+            except StopIteration as done:
+                return cast(_T, done.value)
+            continue
+        try:
+            pending = coroutine.send(sent)
+        except StopIteration as done:
+            return cast(_T, done.value)
+
+
+def starts_eagerly(journal: object) -> bool:
+    """Whether ``journal``'s calls may be started in the caller's task (``eager``)."""
+    return bool(getattr(journal, "starts_eagerly", False))

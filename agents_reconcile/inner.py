@@ -19,6 +19,7 @@ __all__ = [
     "HISTORY_METHODS",
     "InnerSession",
     "accepts",
+    "finishes_own_writes",
     "reconciling_allowed",
     "takes_wrapper",
     "without_reconciling",
@@ -66,6 +67,16 @@ def takes_wrapper(session: Any) -> bool:
     return all(accepts(method, "wrapper") for method in methods)
 
 
+def finishes_own_writes(session: Any) -> bool:
+    """Whether ``session``'s ``add_items`` waits its own write out despite a cancellation of
+    its caller, as the SDK's sessions do through the SDK's ``_await_mutation`` (recognised in
+    the method's code; a session that overrides the method, or an SDK that renames the
+    helper, is not recognised, and is then waited out by the writer instead)."""
+    method = getattr(type(session), "add_items", None)
+    code = getattr(method, "__code__", None)
+    return code is not None and "_await_mutation" in code.co_names
+
+
 class InnerSession:
     """The wrapped session, called the way it expects."""
 
@@ -74,6 +85,9 @@ class InnerSession:
         self.own_writes = 0
         """Appends made through this wrapper so far: a read one of them overtook is not kept."""
         self._takes_limit = accepts(session.get_items, "limit")
+        self.finishes_own_writes = finishes_own_writes(session)
+        """Whether the session's own ``add_items`` waits its write out when its caller is
+        cancelled (then its outcome is settled by the time the cancellation arrives here)."""
         self.takes_wrapper = takes_wrapper(session)
         """Whether the SDK would hand this session the run's context: only when all four
         history methods accept ``wrapper`` (one that takes it on some is a legacy session)."""

@@ -6,18 +6,16 @@ store's record of writes.
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from functools import partial
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .crashpoints import CrashPoint, reached
 from .errors import LeaseLost, RevisionConflict
 from .fused import FusedAppend, fused_append
 from .held import KnownHead
-from .inflight import despite_cancellation, outliving_cancellation
+from .inflight import despite_cancellation
 from .journal import IntentState, Opened
 from .judges import judge_revision
 from .ownership import current_owner
@@ -219,27 +217,14 @@ class RevisionWriter(Writer):
         clearing = self._clearing.take()
         progress.started = True
         try:
-            answer = await outliving_cancellation(
-                fused(
-                    intent, items, owner=self._client.owner, clearing=clearing, accounted=accounted
-                ),
-                self._in_flight,
-                partial(self._fused_outlived, intent, items, context, clearing),
+            answer = await fused(
+                intent, items, owner=self._client.owner, clearing=clearing, accounted=accounted
             )
-        except asyncio.CancelledError as exc:
-            # The script may still run: it is waited out with the intent held here, then
-            # acknowledged or left failed (``_fused_outlived``).
-            self._tail.forget()
-            if context is not None:
-                self._carried.put(context, intent)
-            exc.add_note(
-                f"agents-reconcile: this append was cancelled while its write was under way; "
-                f"intent {intent.intent_id} stays held by this process until the write ends"
-            )
-            raise
         except BaseException as exc:
-            # Unknown: both or neither happened. The intent is recorded failed (moved to
-            # failed when the script recorded it) and judged by the record of writes.
+            # Unknown: both or neither happened (a script whose caller was cancelled may still
+            # run). The intent is recorded failed (moved to failed when the script recorded
+            # it) and judged by the record of writes, which a late script cannot fool: its
+            # append and any replay of it are compare-and-swaps on one head, under one id.
             self._clearing.folded(clearing, answered=False)
             busy.discard(intent.intent_id)
             await self.failed(intent, items, context, exc, recorded=None)
@@ -277,32 +262,6 @@ class RevisionWriter(Writer):
         self._clearing.acknowledged(intent.intent_id)
         self.seen_own_write(context, opened)
         return int(revision)
-
-    async def _fused_outlived(
-        self,
-        intent: PendingWrite,
-        items: list[Any],
-        context: Context,
-        clearing: str | None,
-        call: asyncio.Future[Any],
-    ) -> None:
-        """The fused script of a cancelled append ended: acknowledged when it recorded and
-        appended, nothing to do when the store or the journal refused it (nothing was
-        recorded), else left failed for the next reconciliation."""
-        try:
-            answered = not call.cancelled() and call.exception() is None
-            self._clearing.folded(clearing, answered=answered)
-            if answered:
-                answer = call.result()
-                if answer.refused is None and answer.opened.recorded:
-                    self._clearing.acknowledged(intent.intent_id)
-                return
-            failure = call.exception() if not call.cancelled() else None
-            await self.failed(
-                intent, items, context, failure or asyncio.CancelledError(), recorded=None
-            )
-        finally:
-            self._in_flight.busy.discard(intent.intent_id)
 
     async def remove(
         self, context: Context, run: Callable[[], Awaitable[_T]], *, wrote: Callable[[_T], bool]

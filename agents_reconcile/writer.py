@@ -26,7 +26,7 @@ from .crashpoints import CrashPoint, reached
 from .errors import FingerprintError, JournalError, RevisionConflict
 from .fingerprint import digest_items
 from .held import HeldIntents
-from .inflight import InFlight, despite_cancellation, outliving_cancellation
+from .inflight import InFlight, despite_cancellation, outliving_cancellation, starts_eagerly
 from .inner import InnerSession
 from .journal import IntentState, Opened
 from .journal_client import SESSION_WIDE, JournalClient
@@ -175,6 +175,7 @@ class Writer:
                     ),
                     self._in_flight,
                     partial(self._opening_outlived, intent, clearing, context),
+                    eager=starts_eagerly(client.journal),
                 )
             except asyncio.CancelledError:
                 outlived = True  # the opening ends in the background (_opening_outlived)
@@ -274,23 +275,27 @@ class Writer:
         try:
             reached(CrashPoint.AFTER_INTENT_RECORDED)
             with self._leased(intent, opened):
-                writing = self._inner.append(items, wrapper) if appending is None else appending()
-                try:
+                if appending is not None:
+                    # A compare-and-swap: a late one cannot land on top of its replay.
+                    result = await appending()
+                elif self._inner.finishes_own_writes:
+                    await self._inner.append(items, wrapper)
+                else:
                     # A cancelled caller is not a cancelled write: a store's write may still
-                    # land after it (a network driver, a store that shields its own commit).
-                    # It is waited out (for in_flight_wait, as long as others wait for a live
-                    # owner) while its intent stays held by this process,
-                    # and settled by how it ended (``_write_outlived``), never taken for
-                    # missing and replayed meanwhile.
-                    result = await outliving_cancellation(
-                        writing,
-                        self._in_flight,
-                        partial(self._write_outlived, intent, items, context, recorded),
-                        bound=self._config.in_flight_wait,
-                    )
-                except asyncio.CancelledError:
-                    outlived = True
-                    raise
+                    # land after it (a network driver). It is waited out (for in_flight_wait,
+                    # as long as others wait for a live owner) while its intent stays held by
+                    # this process, then settled by how it ended (``_write_outlived``), never
+                    # taken for missing and replayed meanwhile.
+                    try:
+                        await outliving_cancellation(
+                            self._inner.append(items, wrapper),
+                            self._in_flight,
+                            partial(self._write_outlived, intent, items, context, recorded),
+                            bound=self._config.in_flight_wait,
+                        )
+                    except asyncio.CancelledError:
+                        outlived = True
+                        raise
         except RevisionConflict:
             # Proven not written: the caller takes the intent back and decides.
             raise
@@ -338,8 +343,6 @@ class Writer:
                 return
             exc = writing.exception() if not writing.cancelled() else None
             failure = exc if exc is not None else asyncio.CancelledError()
-            if isinstance(failure, RevisionConflict):
-                failure = asyncio.CancelledError()  # judged by the record of writes
             await self.failed(intent, items, context, failure, recorded=recorded)
         finally:
             self._in_flight.busy.discard(intent.intent_id)

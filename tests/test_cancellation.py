@@ -180,3 +180,83 @@ async def test_a_write_that_lands_after_the_cancellation_is_stored_once(
     if wrapped:
         assert stored == ["user:pay 5", "user:again", "assistant:ok"]
         assert await session.pending() == []
+
+
+class Probe:
+    """A call that records how far it got."""
+
+    def __init__(self) -> None:
+        self.started = False
+        self.finished = False
+
+    async def at_once(self) -> str:
+        self.started = self.finished = True
+        return "answer"
+
+    async def slowly(self, fail: bool = False) -> str:
+        self.started = True
+        await asyncio.sleep(0.05)
+        self.finished = True
+        if fail:
+            raise ValueError("the call failed after it suspended")
+        return "answer"
+
+
+@pytest.mark.parametrize("eager", [False, True], ids=["task", "eager"])
+async def test_a_call_outliving_its_caller_answers_as_if_awaited(eager: bool) -> None:
+    """Started eagerly or in a task of its own, a call answers what it returns and raises what
+    it raises, whether it answers at once or after suspending."""
+    from agents_reconcile.inflight import InFlight, outliving_cancellation
+
+    async def nothing(_: Any) -> None:
+        raise AssertionError("nobody was cancelled")
+
+    probe = Probe()
+    assert (
+        await outliving_cancellation(probe.at_once(), InFlight(), nothing, eager=eager) == "answer"
+    )
+    assert (
+        await outliving_cancellation(probe.slowly(), InFlight(), nothing, eager=eager) == "answer"
+    )
+    with pytest.raises(ValueError, match="after it suspended"):
+        await outliving_cancellation(probe.slowly(fail=True), InFlight(), nothing, eager=eager)
+
+
+@pytest.mark.parametrize("eager", [False, True], ids=["task", "eager"])
+async def test_a_call_outlives_its_cancelled_caller_and_is_put_right_after(eager: bool) -> None:
+    """The caller is cancelled while the call is suspended: it gets its cancellation at once;
+    the call runs to its end, and what comes after it is given the call's outcome."""
+    from agents_reconcile.inflight import InFlight, outliving_cancellation
+
+    probe = Probe()
+    after: list[str] = []
+
+    async def afterwards(call: asyncio.Future[str]) -> None:
+        after.append(call.result())
+
+    in_flight = InFlight()
+    caller = asyncio.ensure_future(
+        outliving_cancellation(probe.slowly(), in_flight, afterwards, eager=eager)
+    )
+    await asyncio.sleep(0.01)
+    await cancelled(caller)
+    assert probe.started and not probe.finished
+    await asyncio.gather(*in_flight.background)
+    assert probe.finished and after == ["answer"]
+
+
+async def test_a_call_whose_caller_is_already_cancelled_never_starts() -> None:
+    """A cancellation already on its way when the call would start: nothing starts, so
+    nothing lands that would need putting right."""
+    from agents_reconcile.inflight import InFlight, outliving_cancellation
+
+    probe = Probe()
+    in_flight = InFlight()
+
+    async def caller() -> None:
+        asyncio.current_task().cancel()  # type: ignore[union-attr]
+        await outliving_cancellation(probe.slowly(), in_flight, Probe().slowly)  # type: ignore[arg-type]
+
+    with pytest.raises(asyncio.CancelledError):
+        await caller()
+    assert not probe.started and not in_flight.background

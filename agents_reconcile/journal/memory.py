@@ -27,6 +27,10 @@ class MemoryJournal(Unversioned):
 
     folds_clearing = True
     """``open_intent(clearing=...)`` clears in the opening's own commit."""
+    starts_eagerly = True
+    """Its calls run on the event loop and capture nothing of the task that runs them:
+    started in the caller's task, one that answers at once needs no task of its own
+    (``inflight.outliving_cancellation``)."""
 
     @classmethod
     def from_address(cls, address: str, *, namespace: str | None = None) -> MemoryJournal:

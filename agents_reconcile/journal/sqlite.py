@@ -61,6 +61,11 @@ class SQLiteJournal:
 
     folds_clearing = True
     """``open_intent(clearing=...)`` clears in the opening's own commit."""
+    starts_eagerly = True
+    """Its calls run on the event loop (in a thread only while another process holds the
+    file's lock) and capture nothing of the task that runs them: started in the caller's
+    task, one that answers at once needs no task of its own
+    (``inflight.outliving_cancellation``)."""
 
     def __init__(
         self,
