@@ -14,6 +14,7 @@ needs an operator, check a stored history for damage, migrate schemas, and run t
                            [--json]
     agents-reconcile decisions [--journal ADDRESS] [--session ID] [--limit N] [--json]
     agents-reconcile selftest [--store NAME] [--path PATH] [--no-foreign] [--workers N]
+                             [--only kill|cancel]
     agents-reconcile selftest --fleet [--workers N] [--sessions N] [--rounds N] [--lease S]
                              [--journal NAME] [--store NAME] [--own-servers] [--seed N]
     agents-reconcile migrate [--check] [--journal ADDRESS ...] [--store ADDRESS ...]
@@ -110,6 +111,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
         keep=None if args.keep is None else Path(args.keep),
         redis_url=args.redis_url,
         postgres_url=args.postgres_url,
+        only=args.only,
     )
 
 
@@ -343,7 +345,8 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="PATH",
-        help=f"only this recovery path (repeatable): {_RECOVERY_PATHS}",
+        help=f"only this recovery path (repeatable): {_RECOVERY_PATHS} (the cancellation "
+        "matrix: a fresh run's cells for run and streamed, a resumed checkpoint's for resume_*)",
     )
     selftest.add_argument(
         "--no-foreign",
@@ -357,6 +360,12 @@ def _parser() -> argparse.ArgumentParser:
         help="scenarios run at once (default 2); with --fleet, worker processes (default 8)",
     )
     selftest.add_argument("--keep", metavar="DIR", help="keep every scenario's files under DIR")
+    selftest.add_argument(
+        "--only",
+        choices=("kill", "cancel"),
+        help="run only the SIGKILL crash-point matrix, or only the cancellation matrix "
+        "(default: both; the cancellation matrix also runs the store sqlite_late)",
+    )
     selftest.add_argument(
         "--redis-url", metavar="URL", help="also run the revisioned Redis store on this server"
     )

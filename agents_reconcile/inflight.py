@@ -85,14 +85,23 @@ async def outliving_cancellation(
     the call runs on to its end in the background and ``afterwards(call)`` then puts right
     what a caller that is gone can no longer act on (an intent recorded for an append that
     never started is cleared, a claim nobody will use is released, a write that landed is
-    acknowledged). Kept referenced in ``in_flight`` until done. ``bound``: how long it may run
+    acknowledged); a call the cancellation reached before it started is never started, and
+    ``afterwards`` gets it cancelled. Whenever the caller gets a cancellation, ``afterwards``
+    runs. Kept referenced in ``in_flight`` until done. ``bound``: how long it may run
     on after the cancellation before it is cancelled too (None: as long as it takes).
 
     ``eager``: the call (a coroutine that captures nothing of the task running it: no
     timeouts, no task-local state) is started in the caller's task and handed to a task of
     its own only if it suspends, so a call that answers at once (an SQLite journal on the
     event loop) costs no task and no turn of the loop."""
-    await not_if_cancelled(awaitable)
+    try:
+        await not_if_cancelled(awaitable)
+    except asyncio.CancelledError:
+        # Never started: ``afterwards`` still hears of it (a call cancelled before it ran).
+        never: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
+        never.cancel()
+        in_flight.keep(asyncio.ensure_future(afterwards(never)))
+        raise
     if eager and inspect.iscoroutine(awaitable):
         try:
             pending = awaitable.send(None)

@@ -247,16 +247,27 @@ async def test_a_call_outlives_its_cancelled_caller_and_is_put_right_after(eager
 
 async def test_a_call_whose_caller_is_already_cancelled_never_starts() -> None:
     """A cancellation already on its way when the call would start: nothing starts, so
-    nothing lands that would need putting right."""
+    nothing lands that would need putting right, and what comes after hears of it."""
     from agents_reconcile.inflight import InFlight, outliving_cancellation
 
     probe = Probe()
     in_flight = InFlight()
+    heard: list[bool] = []
+
+    async def afterwards(call: asyncio.Future[str]) -> None:
+        heard.append(call.cancelled())
 
     async def caller() -> None:
-        asyncio.current_task().cancel()  # type: ignore[union-attr]
-        await outliving_cancellation(probe.slowly(), in_flight, Probe().slowly)  # type: ignore[arg-type]
+        current = asyncio.current_task()
+        assert current is not None
+        current.cancel()
+        await outliving_cancellation(probe.slowly(), in_flight, afterwards)
 
+    await cancelled_by_itself(asyncio.ensure_future(caller()))
+    await asyncio.gather(*in_flight.background)
+    assert not probe.started and heard == [True]
+
+
+async def cancelled_by_itself(task: asyncio.Future[Any]) -> None:
     with pytest.raises(asyncio.CancelledError):
-        await caller()
-    assert not probe.started and not in_flight.background
+        await task

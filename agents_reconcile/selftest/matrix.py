@@ -63,6 +63,7 @@ __all__ = [
     "Verdict",
     "boundaries",
     "cells",
+    "effect_promises",
     "judge",
     "run_cell",
     "run_cells",
@@ -401,51 +402,62 @@ def _judge_effects(
 ) -> str:
     """Count the effects run twice and note every other broken effect promise; return what
     the recovery did about an effect the crash left behind, for the cell's outcome."""
+    verdict.effects_run_twice, problems, note = effect_promises(recovery, stored, directory)
+    verdict.problems.extend(problems)
+    return note
+
+
+def effect_promises(
+    recovery: dict[str, Any], stored: list[str], directory: Path
+) -> tuple[int, list[str], str]:
+    """The effects run twice, every other broken effect promise, and what the recovery did
+    about an effect the crash left behind, from ``recovery`` (its ``outcome``, ``reason``,
+    ``effects_before`` and ``effects``), the history ``stored`` and the logs in ``directory``
+    (the recovering requests' records are those of ``Phase.RECOVER``)."""
+    problems: list[str] = []
     requests = list(_records(directory / PROCESSOR_LOG))
     charges = [request for request in requests if request["charged"]]
     per_key = Counter(charge["key"] for charge in charges)
     keys_per_call: dict[str, set[str]] = defaultdict(set)
     for charge in charges:
         keys_per_call[charge["call_id"]].add(charge["key"])
-    verdict.effects_run_twice = (
+    twice = (
         sum(count - 1 for count in per_key.values())  # the processor charged a key twice
         + sum(len(keys) - 1 for keys in keys_per_call.values())  # one call, two keys
         + sum(not request["charged"] for request in requests)  # a body run on a known charge
     )
     bodies = list(_records(directory / TOOLS_LOG))
     if len(bodies) != len(requests):
-        verdict.problems.append(
-            f"{len(bodies)} runs of the tool's body, {len(requests)} charge requests"
-        )
+        problems.append(f"{len(bodies)} runs of the tool's body, {len(requests)} charge requests")
     amounts = {charge["key"]: charge["amount"] for charge in charges}
     effects = {effect["key"]: effect for effect in recovery["effects"]}
     for key in sorted(amounts.keys() - effects.keys()):
-        verdict.problems.append(f"charged under key {key[:12]} with no intent in the journal")
+        problems.append(f"charged under key {key[:12]} with no intent in the journal")
     receipts = set()
     for key, effect in effects.items():
         if effect["state"] != "done":
             continue
         receipts.add(effect["call_id"])
         if key not in amounts:
-            verdict.problems.append(f"a receipt for {effect['call_id']} with no charge")
+            problems.append(f"a receipt for {effect['call_id']} with no charge")
         elif effect["output"] != charged(amounts[key]):
-            verdict.problems.append(
+            problems.append(
                 f"the receipt for {effect['call_id']} ({effect['output']!r}) is not the "
                 f"processor's charge ({charged(amounts[key])!r})"
             )
     for name in stored:
         if name.startswith("output:") and name.removeprefix("output:") not in receipts:
-            verdict.problems.append(f"{name} is stored with no receipt for it")
+            problems.append(f"{name} is stored with no receipt for it")
     # An effect the crash left without a receipt, called again: settled or refused.
     refused = recovery["outcome"] == "denied" and recovery["reason"] == "effect_unknown"
     for effect in _unknown_effects(recovery, directory):
         now = effects.get(effect["key"], effect)
         if not refused and not (now["state"] == "done" and per_key[effect["key"]] == 1):
-            verdict.problems.append(
+            problems.append(
                 f"the effect of {effect['call_id']} was of unknown outcome, and the recovery "
                 "went on without settling or refusing it"
             )
-    return _effect_note(recovery, directory)
+    return twice, problems, _effect_note(recovery, directory)
 
 
 def _unknown_effects(recovery: dict[str, Any], directory: Path) -> list[dict[str, Any]]:

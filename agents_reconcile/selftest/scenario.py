@@ -24,7 +24,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import os
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Final
@@ -35,6 +35,7 @@ from agents import (
     FunctionTool,
     RunConfig,
     Runner,
+    RunResultStreaming,
     RunState,
     TResponseInputItem,
     set_tracing_disabled,
@@ -63,14 +64,21 @@ __all__ = [
     "PROCESSOR_LOG",
     "SESSION_ID",
     "TOOLS_LOG",
+    "AckLoggingSession",
+    "Evidence",
     "Job",
     "Phase",
+    "Processor",
     "RecoveryPath",
+    "calls_logged",
     "charged",
     "item_name",
     "main_async",
     "read_log",
+    "respond",
+    "run_agent",
     "run_job",
+    "scenario_agent",
 ]
 
 SESSION_ID: Final = "customer-7"
@@ -185,7 +193,7 @@ def read_log(log: Path) -> Iterator[dict[str, Any]]:
             yield orjson.loads(line)
 
 
-class _Evidence:
+class Evidence:
     """Append-only logs in the cell directory; each line reaches the OS before going on."""
 
     def __init__(self, directory: Path, phase: Phase) -> None:
@@ -207,10 +215,10 @@ class _Evidence:
         os.replace(temporary, target)
 
 
-class _AckLoggingSession(ReconcilingSession):
+class AckLoggingSession(ReconcilingSession):
     """Logs each batch once the session has acknowledged it to the SDK."""
 
-    evidence: _Evidence
+    evidence: Evidence
 
     async def add_items(
         self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None
@@ -219,7 +227,7 @@ class _AckLoggingSession(ReconcilingSession):
         self.evidence.log("acks.log", {"items": [item_name(item) for item in items]})
 
 
-def _respond(call: ModelCall) -> Any:
+def respond(call: ModelCall) -> Any:
     # A model that reads the conversation: charge for the newest "buy N" once, then confirm.
     received = call.input
     names = [f"user:{received}"] if isinstance(received, str) else list(map(item_name, received))
@@ -232,12 +240,12 @@ def _respond(call: ModelCall) -> Any:
     return [function_call("charge_card", {"amount": int(number)}, call_id=f"charge-{number}")]
 
 
-class _Processor:
+class Processor:
     """The card processor, an append-only log in the cell's directory. Like a real processor
     it dedupes on the idempotency key: a request under a key it holds a charge for charges
     nothing and answers with that charge. Every request is logged, with whether it charged."""
 
-    def __init__(self, evidence: _Evidence) -> None:
+    def __init__(self, evidence: Evidence) -> None:
         self.evidence = evidence
 
     def held(self, key: str) -> int | None:
@@ -260,7 +268,7 @@ class _Processor:
         return NOT_FOUND if held is None else charged(held)
 
 
-def _calls_logged(tool: FunctionTool, evidence: _Evidence) -> FunctionTool:
+def calls_logged(tool: FunctionTool, evidence: Evidence) -> FunctionTool:
     """``tool``, logging each call the runner makes (answered by the body or by the journal)."""
     invoke = tool.on_invoke_tool
 
@@ -271,8 +279,8 @@ def _calls_logged(tool: FunctionTool, evidence: _Evidence) -> FunctionTool:
     return replace(tool, on_invoke_tool=logged)
 
 
-def _agent(evidence: _Evidence, *, approval: bool) -> tuple[Agent[Any], ScriptedModel]:
-    processor = _Processor(evidence)
+def scenario_agent(evidence: Evidence, *, approval: bool) -> tuple[Agent[Any], ScriptedModel]:
+    processor = Processor(evidence)
 
     @effect_tool(needs_approval=approval, check=processor.check)
     async def charge_card(amount: int) -> str:
@@ -282,14 +290,22 @@ def _agent(evidence: _Evidence, *, approval: bool) -> tuple[Agent[Any], Scripted
         evidence.log(TOOLS_LOG, run)
         return processor.charge(effect.key, effect.call_id, amount)
 
-    model = ScriptedModel([ModelStep.respond(_respond) for _ in range(MAX_MODEL_CALLS)])
-    tool = _calls_logged(charge_card, evidence)
+    model = ScriptedModel([ModelStep.respond(respond) for _ in range(MAX_MODEL_CALLS)])
+    tool = calls_logged(charge_card, evidence)
     return Agent(name="shop", model=model, tools=[tool]), model
 
 
-async def _run(
-    agent: Agent[Any], start: Any, session: Session, config: RunConfig, *, streamed: bool
+async def run_agent(
+    agent: Agent[Any],
+    start: Any,
+    session: Session,
+    config: RunConfig | None,
+    *,
+    streamed: bool,
+    started: Callable[[RunResultStreaming], None] | None = None,
 ) -> Any:
+    """Run ``agent`` from ``start`` (an input, or a RunState) on ``session``, as the scenario
+    does; ``started`` is handed a streamed run's result before its events are consumed."""
     # A mapping context carries the session's marks; a RunState brings its own (passing
     # ``context=`` with a state would replace it).
     context: dict[str, Any] | None = None if isinstance(start, RunState) else {}
@@ -301,6 +317,8 @@ async def _run(
     result = Runner.run_streamed(
         agent, start, session=session, run_config=config, context=context, hooks=hooks
     )
+    if started is not None:
+        started(result)
     async for _ in result.stream_events():
         pass
     return result
@@ -312,12 +330,12 @@ class _Conversation:
     def __init__(self, job: Job, inner: Any) -> None:
         self.job = job
         self.directory = Path(job.directory)
-        self.evidence = _Evidence(self.directory, job.phase)
+        self.evidence = Evidence(self.directory, job.phase)
         self.faulty = FaultInjectingSession(inner) if job.phase is not Phase.RECOVER else None
         config = ReconcileConfig(journal=self.directory / "journal.db")
-        self.session = _AckLoggingSession(self.faulty or inner, config=config)
+        self.session = AckLoggingSession(self.faulty or inner, config=config)
         self.session.evidence = self.evidence
-        self.agent, self.model = _agent(self.evidence, approval=job.path.resumes)
+        self.agent, self.model = scenario_agent(self.evidence, approval=job.path.resumes)
 
     def arm(self) -> None:
         """Arm the crash point (or plan the fault) for the ``at``-th append from now."""
@@ -334,7 +352,9 @@ class _Conversation:
         config = self.session.run_config()
         if not self.job.path.resumes:
             self.arm()
-            await _run(self.agent, "buy 1", self.session, config, streamed=self.job.path.streamed)
+            await run_agent(
+                self.agent, "buy 1", self.session, config, streamed=self.job.path.streamed
+            )
             return
         result = await Runner.run(
             self.agent, "buy 1", session=self.session, run_config=config, context={}
@@ -345,18 +365,18 @@ class _Conversation:
         stored = [item_name(item) for item in await self.session.inner.get_items()]
         self.evidence.save("checkpoint.json", {"state": state.to_string(), "history": stored})
         self.arm()
-        await _run(self.agent, state, self.session, config, streamed=self.job.path.streamed)
+        await run_agent(self.agent, state, self.session, config, streamed=self.job.path.streamed)
 
     async def go_on(self) -> None:
         """What the cell's path does after a crash."""
         config = self.session.run_config()
         path = self.job.path
         if not path.resumes:
-            await _run(self.agent, "buy 2", self.session, config, streamed=path.streamed)
+            await run_agent(self.agent, "buy 2", self.session, config, streamed=path.streamed)
             return
         saved = orjson.loads((self.directory / "checkpoint.json").read_bytes())
         state = await RunState.from_string(self.agent, saved["state"])
-        await _run(self.agent, state, self.session, config, streamed=path.streamed)
+        await run_agent(self.agent, state, self.session, config, streamed=path.streamed)
 
 
 async def _crash(job: Job, inner: Any) -> None:
@@ -437,7 +457,7 @@ async def main_async(job: Job) -> None:
             await _probe(job, inner)
         else:
             result = await _recover(job, inner)
-            _Evidence(Path(job.directory), job.phase).save("recovery.json", result)
+            Evidence(Path(job.directory), job.phase).save("recovery.json", result)
     finally:
         # A probe only names the appends: its data on a server is of no further use.
         await close_store(inner, drop=job.phase is Phase.PROBE)

@@ -1,0 +1,180 @@
+"""The cancellation matrix: a real agent run's request is cancelled (its task cancelled, a
+timeout around it, a failing TaskGroup sibling, its streamed result cancelled at once or after
+the turn) at the write path's, the reconciliation's and the effect tool's crash points, on
+SQLite, on a store whose write lands after the cancellation, and on the server stores where
+their servers are; the user then continues. Every count must be 0: nothing stored twice or
+lost, no effect run twice, no denial with nothing in doubt, nothing worse than the bare twin,
+nothing left held by this live process for nobody.
+
+This is what ``agents-reconcile selftest`` prints after the SIGKILL matrix. The judge's two
+columns of its own are also checked on synthetic evidence, so that they cannot always be 0.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import orjson
+import pytest
+
+from agents_reconcile.crashpoints import CrashPoint
+from agents_reconcile.ownership import current_owner
+from agents_reconcile.selftest.cancel_judge import CancelVerdict, IntentRow, Side, Step, judge
+from agents_reconcile.selftest.cancel_modes import Mode
+from agents_reconcile.selftest.cancellation import LATE_STORE, Cell, cells, run_cell, run_cells
+from agents_reconcile.selftest.scenario import PROCESSOR_LOG, TOOLS_LOG
+from agents_reconcile.selftest.stores import POSTGRES_ENV, REDIS_ENV, store_named
+
+from ..servers import POSTGRES_ENV as POSTGRES_ENV_TEST
+from ..servers import REDIS_ENV as REDIS_ENV_TEST
+
+pytestmark = pytest.mark.faults
+
+SUBSET = {
+    CrashPoint.AFTER_INTENT_RECORDED,
+    CrashPoint.INSIDE_APPEND_BEFORE_COMMIT,
+    CrashPoint.AFTER_COMMIT_BEFORE_ACK,
+    CrashPoint.BEFORE_REPLAY,
+    CrashPoint.BEFORE_SETTLE,
+    CrashPoint.BEFORE_EFFECT,
+    CrashPoint.BEFORE_RECEIPT,
+}
+"""A few points of each part: the write path, the gate's reconciliation, the effect tool."""
+
+
+def _servers() -> list[str]:
+    for test_env, selftest_env in ((REDIS_ENV_TEST, REDIS_ENV), (POSTGRES_ENV_TEST, POSTGRES_ENV)):
+        if os.environ.get(test_env):
+            os.environ.setdefault(selftest_env, os.environ[test_env])
+    names = ("revisioned_redis", "revisioned_postgres")
+    return [name for name in names if store_named(name).available()]
+
+
+def _counts(verdict: CancelVerdict) -> str:
+    return (
+        f"{verdict.cell.store} {verdict.cell.mode.value} {verdict.cell.row}: {verdict.outcome} "
+        f"dup={verdict.duplicates} lost={verdict.losses} unpaired={verdict.unpaired} "
+        f"continued={verdict.continued_on_ambiguity} denied={verdict.false_denials} "
+        f"twice={verdict.effects_run_twice} worse={verdict.worse_than_bare} "
+        f"left={verdict.left_for_nobody} {verdict.problems}"
+    )
+
+
+def test_every_cancellation_keeps_every_promise(tmp_path: Path) -> None:
+    # Every mode at every chosen row on SQLite; the late-landing store and the server stores
+    # take the modes in turn (each meets every mode).
+    chosen = cells(["sqlite"], points=SUBSET, crossed=["sqlite"])
+    chosen += cells([LATE_STORE, *_servers()], points=SUBSET)
+    assert {cell.mode for cell in chosen if cell.store == LATE_STORE} == set(Mode)
+    verdicts = run_cells(chosen, workdir=tmp_path)
+    assert len(verdicts) == len(chosen)
+    assert not [_counts(v) for v in verdicts if v.not_reached], "a cancellation never fired"
+    broken = [_counts(v) for v in verdicts if not v.holds]
+    assert not broken, "\n".join(broken)
+    # The bare twins are a measure, not a formality: they do store items twice.
+    assert sum(v.bare_duplicates for v in verdicts) > 0
+
+
+@pytest.mark.xfail(
+    strict=False,  # it depends on timing: how far the opening got when the cancel came
+    reason="known defect: after a cancellation at the tool output's opening, resuming the "
+    "checkpoint saved before (whose history is unchanged) is denied stale_state (the journal "
+    "counted writes the store never got), and the charged call never gets its output",
+)
+def test_a_cancelled_opening_does_not_make_the_checkpoint_stale(tmp_path: Path) -> None:
+    cell = Cell(
+        "sqlite", Mode.TASK_CANCEL, True, CrashPoint.BEFORE_INTENT_RECORDED, "tool_output", 1
+    )
+    verdict = run_cell(cell, tmp_path)
+    assert verdict.holds, _counts(verdict)
+
+
+# -- the judge's own columns, on synthetic evidence --------------------------------------------
+
+
+def _side(directory: Path, stored: list[str], charges: int) -> Side:
+    directory.mkdir()
+    records = [
+        {"phase": "crash", "key": f"k{n}", "call_id": f"charge-{n}", "amount": 1, "charged": True}
+        for n in range(charges)
+    ]
+    (directory / PROCESSOR_LOG).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    (directory / TOOLS_LOG).write_bytes(b"".join(orjson.dumps(r) + b"\n" for r in records))
+    (directory / "acks.log").write_bytes(
+        orjson.dumps({"phase": "crash", "items": sorted(set(stored))}) + b"\n"
+    )
+    side = Side(directory, cancelled="cancelled", fired=True, stored=stored)
+    side.effects = [  # each charge with its intent and its receipt
+        {"key": r["key"], "call_id": r["call_id"], "state": "done", "output": "charged 1"}
+        | {"attempts": 1, "owner": "nobody"}
+        for r in records
+    ]
+    side.steps = [Step("fresh", "completed", stored[:1], stored)]
+    side.me = str(current_owner())
+    return side
+
+
+def _cell() -> Cell:
+    return Cell("sqlite", Mode.TASK_CANCEL, False, CrashPoint.AFTER_INTENT_RECORDED, "input", 1)
+
+
+def test_worse_than_bare_counts_what_the_bare_twin_did_not_do(tmp_path: Path) -> None:
+    history = ["user:buy 1", "assistant:done 1"]
+    bare = _side(tmp_path / "bare", history, charges=1)
+    same = CancelVerdict(_cell())
+    judge(same, _side(tmp_path / "same", history, charges=1), bare)
+    assert (same.worse_than_bare, same.left_for_nobody) == (0, 0)
+    assert same.holds
+    twice = CancelVerdict(_cell())
+    judge(twice, _side(tmp_path / "twice", ["user:buy 1", *history], charges=2), bare)
+    assert twice.duplicates == 1
+    assert twice.worse_than_bare == 2  # the input stored twice, and one charge more
+    assert not twice.holds
+    # The bare twin stored it twice too: a duplicate still, but not worse than bare.
+    doubled = _side(tmp_path / "doubled", ["user:buy 1", *history], charges=2)
+    level = CancelVerdict(_cell())
+    judge(level, _side(tmp_path / "level", ["user:buy 1", *history], charges=2), doubled)
+    assert (level.duplicates, level.worse_than_bare) == (1, 0)
+    # Acknowledged, then missing where the bare twin kept it.
+    lost = _side(tmp_path / "lost", history, charges=1)
+    lost.stored = history[:1]
+    lost.steps = [Step("fresh", "completed", history[:1], history[:1])]
+    dropped = CancelVerdict(_cell())
+    judge(dropped, lost, bare)
+    assert dropped.losses == 1 and dropped.worse_than_bare == 1
+
+
+def test_left_for_nobody_counts_what_this_live_process_holds_in_name_only(tmp_path: Path) -> None:
+    me = str(current_owner())
+    side = _side(tmp_path / "left", ["user:buy 1", "assistant:done 1"], charges=0)
+    effect = {"key": "k", "call_id": "charge-1", "state": "started", "attempts": 1}
+    side.intents = [
+        IntentRow("i-held", "in_flight", me),
+        IntentRow("i-orphan", "reconciling", me),
+        IntentRow("i-failed", "failed", me),  # waiting for the next reconciliation: fine
+        IntentRow("i-other", "in_flight", "elsewhere/1/2"),  # another process's business
+    ]
+    side.effects = [{**effect, "owner": me, "output": None}]
+    side.busy = frozenset({"i-held"})
+    verdict = CancelVerdict(_cell())
+    judge(verdict, side, None)
+    assert verdict.left_for_nobody == 2, verdict.problems
+    assert not verdict.holds
+    # Held by a task of this process, or with its receipt: nobody's business but its holder's.
+    side.busy = frozenset({"i-held", "i-orphan"})
+    side.running = frozenset({"k"})
+    verdict = CancelVerdict(_cell())
+    judge(verdict, side, None)
+    assert verdict.left_for_nobody == 0, verdict.problems
+    # Named held, and yet no task runs on the loop: nobody holds them.
+    side.tasks = 0
+    verdict = CancelVerdict(_cell())
+    judge(verdict, side, None)
+    assert verdict.left_for_nobody == 3, verdict.problems
+    side.tasks = 1
+    side.running = frozenset()
+    side.effects = [{**effect, "owner": me, "state": "done", "output": "charged 1"}]
+    verdict = CancelVerdict(_cell())
+    judge(verdict, side, None)
+    assert verdict.left_for_nobody == 0, verdict.problems
