@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Final
 
 from .cancel_judge import CancelVerdict
 from .cancel_modes import Mode
 from .cancellation import POINTS
-from .report import _table
+from .report import markdown_table, per_store, per_store_table
 
 __all__ = ["CancelTotals", "broken_lines", "cancel_outcome_table", "cancel_totals_table"]
 
@@ -71,24 +71,11 @@ class CancelTotals:
 
 def totals(verdicts: Sequence[CancelVerdict]) -> dict[str, CancelTotals]:
     """Totals per store, and over all of them under ``"all"``."""
-    result: dict[str, CancelTotals] = defaultdict(CancelTotals)
-    for verdict in verdicts:
-        result[verdict.cell.store].add(verdict)
-        result["all"].add(verdict)
-    return dict(result)
+    return per_store(verdicts, CancelTotals)
 
 
 def cancel_totals_table(verdicts: Sequence[CancelVerdict]) -> str:
-    by_store = totals(verdicts)
-    names = [field.name for field in fields(CancelTotals)]
-    rows = [
-        [store, *(str(getattr(counted, name)) for name in names)]
-        for store, counted in by_store.items()
-        if store != "all"
-    ]
-    if "all" in by_store:
-        rows.append(["**all**", *(str(getattr(by_store["all"], name)) for name in names)])
-    return _table(["store", *(_HEADINGS[name] for name in names)], rows)
+    return per_store_table(totals(verdicts), _HEADINGS)
 
 
 def _describe(group: Sequence[CancelVerdict]) -> str:
@@ -121,7 +108,7 @@ def cancel_outcome_table(verdicts: Sequence[CancelVerdict]) -> str:
         boundary = next(iter(by_mode.values()))[0].cell.boundary
         label = f"{'resume' if resumes else 'fresh'}: {POINTS[point].value} @ {boundary}"
         rows.append([label, *(_describe(by_mode[m]) if m in by_mode else "-" for m in modes)])
-    return _table(["cancelled at", *(mode.value for mode in modes)], rows)
+    return markdown_table(["cancelled at", *(mode.value for mode in modes)], rows)
 
 
 def broken_lines(verdicts: Sequence[CancelVerdict], *, limit: int = 20) -> list[str]:

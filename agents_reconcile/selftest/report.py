@@ -3,15 +3,23 @@
 from __future__ import annotations
 
 from collections import Counter, defaultdict
-from collections.abc import Sequence
-from dataclasses import dataclass, fields
-from typing import Final
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol, TypeVar
 
 from ..crashpoints import CrashPoint
 from .matrix import Verdict
 from .scenario import RecoveryPath
 
-__all__ = ["Totals", "outcome_table", "totals", "totals_table"]
+__all__ = [
+    "Totals",
+    "markdown_table",
+    "outcome_table",
+    "per_store",
+    "per_store_table",
+    "totals",
+    "totals_table",
+]
 
 _POINT_ORDER: Final = {point: index for index, point in enumerate(CrashPoint)}
 _BOUNDARY_ORDER: Final = {
@@ -71,16 +79,29 @@ _HEADINGS: Final = {
 }
 
 
-def totals(verdicts: Sequence[Verdict]) -> dict[str, Totals]:
-    """Totals per store, and over all of them under ``"all"``."""
-    result: dict[str, Totals] = defaultdict(Totals)
+class _Adds(Protocol):
+    def add(self, verdict: Any) -> None: ...
+
+
+_T = TypeVar("_T", bound=_Adds)
+
+
+def per_store(verdicts: Iterable[Any], make: Callable[[], _T]) -> dict[str, _T]:
+    """Totals (``make()``, each verdict added) per store, and over all of them under
+    ``"all"``."""
+    result: dict[str, _T] = defaultdict(make)
     for verdict in verdicts:
         result[verdict.cell.store].add(verdict)
         result["all"].add(verdict)
     return dict(result)
 
 
-def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
+def totals(verdicts: Sequence[Verdict]) -> dict[str, Totals]:
+    """Totals per store, and over all of them under ``"all"``."""
+    return per_store(verdicts, Totals)
+
+
+def markdown_table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
 
     def line(cells: Sequence[str]) -> str:
@@ -90,9 +111,9 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
     return "\n".join([line(header), rule, *map(line, rows)])
 
 
-def totals_table(verdicts: Sequence[Verdict]) -> str:
-    by_store = totals(verdicts)
-    names = [field.name for field in fields(Totals)]
+def per_store_table(by_store: Mapping[str, Any], headings: Mapping[str, str]) -> str:
+    """A row per store (``all`` last, in bold), a column per heading (a field of the totals)."""
+    names = list(headings)
     rows = [
         [store, *(str(getattr(counted, name)) for name in names)]
         for store, counted in by_store.items()
@@ -100,7 +121,11 @@ def totals_table(verdicts: Sequence[Verdict]) -> str:
     ]
     if "all" in by_store:
         rows.append(["**all**", *(str(getattr(by_store["all"], name)) for name in names)])
-    return _table(["store", *(_HEADINGS[name] for name in names)], rows)
+    return markdown_table(["store", *headings.values()], rows)
+
+
+def totals_table(verdicts: Sequence[Verdict]) -> str:
+    return per_store_table(totals(verdicts), _HEADINGS)
 
 
 def _describe(group: Sequence[Verdict]) -> str:
@@ -144,4 +169,4 @@ def outcome_table(verdicts: Sequence[Verdict], *, foreign: bool) -> str:
                 *(_describe(by_path[path]) if path in by_path else "-" for path in paths),
             ]
         )
-    return _table(["crash point @ append", *(path.value for path in paths)], rows)
+    return markdown_table(["crash point @ append", *(path.value for path in paths)], rows)
