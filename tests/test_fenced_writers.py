@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from agents import Runner, SQLiteSession
+from agents import Agent, Runner, SQLiteSession
+from agents.testing import ScriptedModel, assistant_message
 
 from agents_reconcile import ContinuationDenied, ReconcileConfig, ReconcilingSession, journal_client
 from agents_reconcile.errors import LeaseLost, ResolutionRefused
@@ -77,22 +78,52 @@ def test_an_owner_carries_its_own_lease_through_the_journal() -> None:
     assert stamped.lease_or(30.0) == 120.0 and current_owner().lease_or(30.0) == 30.0
 
 
-async def test_an_operator_judges_a_worker_by_its_own_lease(place: Place, tmp_path: Path) -> None:
+class SlowAppend(SQLiteSession):
+    """The SDK's session, whose appends take a while (a slow disk, a busy server)."""
+
+    entered = threading.Event()
+
+    async def add_items(self, items: list[Any]) -> None:
+        self.entered.set()
+        await asyncio.sleep(0.6)
+        await super().add_items(items)
+
+
+async def test_an_operator_judges_a_worker_by_its_own_lease(
+    place: Place, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A deployment with a long lease; its worker on another host is a while into a slow
     append, past the lease in the operator's own configuration (the command line has no
     deployment config) but within its own. The operator must not take that worker for gone:
     a replay now would be stored twice when the worker's write lands."""
-    store = SQLiteSession("s1", tmp_path / "chat.db")
-    await store.add_items([{"role": "user", "content": "hello"}])
+    path = tmp_path / "chat.db"
+    journal = place.journal()
+    worker = Elsewhere(monkeypatch)
+    SlowAppend.entered.clear()
+    model = ScriptedModel([[assistant_message("paid")]])
+
+    async def run_slowly() -> None:
+        session = ReconcilingSession(
+            SlowAppend("s1", path),
+            config=ReconcileConfig(journal=journal, lease_seconds=30.0),
+            in_flight=InFlight(),
+        )
+        agent = Agent(name="assistant", model=model)
+        await Runner.run(agent, "pay 5", session=session, run_config=session.run_config())
+
+    worker.start(run_slowly)
+    assert await asyncio.to_thread(SlowAppend.entered.wait, 10)
+    store = SlowAppend("s1", path)  # the same kind of store, which the operator only reads
     config = ReconcileConfig(journal=place.journal(), lease_seconds=0.05)
     operator = ReconcilingSession(store, config=config)
-    await foreign_in_flight(operator, store, ELSEWHERE.leased(30.0))
     await asyncio.sleep(0.3)
+    [entry] = await operator.journal.pending("s1")
+    assert entry.owner == ELSEWHERE and entry.owner.lease == 30.0
     with pytest.raises(ResolutionRefused, match="live owner"):
-        await operator.resolve("foreign-1", "replay", reason="looks gone", actor="ops")
-    assert [item["content"] for item in await store.get_items()] == ["hello"]
-    entry = await operator.journal.get("foreign-1")
-    assert entry is not None and entry.state is IntentState.IN_FLIGHT and entry.owner == ELSEWHERE
+        await operator.resolve(entry.intent.intent_id, "replay", reason="looks gone", actor="ops")
+    assert await worker.join() is None
+    contents = [item["content"] for item in await store.get_items()]
+    assert contents[0] == "pay 5" and contents.count("pay 5") == 1
 
 
 async def test_an_unfenced_store_is_not_resolved_while_its_owner_may_still_write(
@@ -183,12 +214,15 @@ async def test_closing_a_frozen_workers_write_fences_the_store(
     FrozenAppend.entered.clear()
     FrozenAppend.release.clear()
 
+    model = ScriptedModel([[assistant_message("paid")]])
+
     async def append() -> None:
         store = FrozenAppend("s1", path)
         store.freeze = True
         config = ReconcileConfig(journal=journal, lease_seconds=0.3, on_extended="append")
         session = ReconcilingSession(store, config=config, in_flight=InFlight())
-        await session.add_items([PAY])
+        agent = Agent(name="assistant", model=model)
+        await Runner.run(agent, "pay 5", session=session, run_config=session.run_config())
 
     worker.start(append)
     assert await asyncio.to_thread(FrozenAppend.entered.wait, 10)
@@ -203,6 +237,7 @@ async def test_closing_a_frozen_workers_write_fences_the_store(
     assert await operator_store.find_write(void_write_id(entry.intent.intent_id)) is not None
     FrozenAppend.release.set()
     assert isinstance(await worker.join(), LeaseLost)
+    assert model.calls == (), "the run did not go on from the write the operator closed"
     assert [item["content"] for item in await operator_store.get_items()] == ["hello"]
     assert await operator.pending() == []
     # The session goes on after the fence.
