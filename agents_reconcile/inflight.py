@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import sys
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator
 from dataclasses import dataclass, field
@@ -18,6 +19,7 @@ from typing import Any, TypeVar, cast
 __all__ = [
     "PROCESS_IN_FLIGHT",
     "InFlight",
+    "caller_cancelled",
     "despite_cancellation",
     "not_if_cancelled",
     "outliving_cancellation",
@@ -94,6 +96,7 @@ async def outliving_cancellation(
     timeouts, no task-local state) is started in the caller's task and handed to a task of
     its own only if it suspends, so a call that answers at once (an SQLite journal on the
     event loop) costs no task and no turn of the loop."""
+    handling = sys.exc_info()[1]
     try:
         await not_if_cancelled(awaitable)
     except asyncio.CancelledError:
@@ -114,15 +117,30 @@ async def outliving_cancellation(
     try:
         return await asyncio.shield(call)
     except asyncio.CancelledError:
+        if caller_cancelled():
 
-        async def finish() -> None:
-            await asyncio.wait({call}, timeout=bound)
-            if not call.done():
-                call.cancel()
-                await asyncio.wait({call})
-            await afterwards(call)
+            async def finish() -> None:
+                await asyncio.wait({call}, timeout=bound)
+                if not call.done():
+                    call.cancel()
+                    await asyncio.wait({call})
+                await afterwards(call)
 
-        in_flight.keep(asyncio.ensure_future(finish()))
+            in_flight.keep(asyncio.ensure_future(finish()))
+            raise
+        if not call.done():
+            raise  # not the caller's, not the call's: pass it on
+    except BaseException:
+        if not call.done():
+            raise  # raised in the caller (an interrupt), not by the call
+    # The call failed (a cancellation of its own included: a store that raised it): its own
+    # exception, raised as if it had been awaited here, chained to what the caller was
+    # handling (the call ran in a task of its own, which handled nothing).
+    try:
+        return call.result()
+    except BaseException as failure:
+        if failure.__context__ is None and handling is not None and handling is not failure:
+            failure.__context__ = handling
         raise
 
 
@@ -166,3 +184,10 @@ def _resumed(coroutine: Coroutine[Any, Any, _T], pending: Any) -> Generator[Any,
 def starts_eagerly(journal: object) -> bool:
     """Whether ``journal``'s calls may be started in the caller's task (``eager``)."""
     return bool(getattr(journal, "starts_eagerly", False))
+
+
+def caller_cancelled() -> bool:
+    """Whether the running task is being cancelled (not merely meeting a ``CancelledError``
+    that something it awaited raised of its own)."""
+    task = asyncio.current_task()
+    return task is not None and task.cancelling() > 0

@@ -73,8 +73,8 @@ def finishes_own_writes(session: Any) -> bool:
     the method's code; a session that overrides the method, or an SDK that renames the
     helper, is not recognised, and is then waited out by the writer instead)."""
     method = getattr(type(session), "add_items", None)
-    code = getattr(method, "__code__", None)
-    return code is not None and "_await_mutation" in code.co_names
+    names = getattr(getattr(method, "__code__", None), "co_names", ())
+    return isinstance(names, tuple) and "_await_mutation" in names
 
 
 class InnerSession:
