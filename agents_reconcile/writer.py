@@ -26,7 +26,13 @@ from .crashpoints import CrashPoint, reached
 from .errors import FingerprintError, JournalError, RevisionConflict
 from .fingerprint import digest_items
 from .held import HeldIntents
-from .inflight import InFlight, despite_cancellation, outliving_cancellation, starts_eagerly
+from .inflight import (
+    InFlight,
+    caller_cancelled,
+    despite_cancellation,
+    outliving_cancellation,
+    starts_eagerly,
+)
 from .inner import InnerSession
 from .journal import IntentState, Opened
 from .journal_client import SESSION_WIDE, JournalClient
@@ -178,7 +184,11 @@ class Writer:
                     eager=starts_eagerly(client.journal),
                 )
             except asyncio.CancelledError:
-                outlived = True  # the opening ends in the background (_opening_outlived)
+                # The opening ends in the background (_opening_outlived), unless the journal
+                # call itself raised it.
+                outlived = caller_cancelled()
+                if not outlived:
+                    self._clearing.folded(clearing, answered=False)
                 raise
             except BaseException:
                 self._clearing.folded(clearing, answered=False)
@@ -294,7 +304,7 @@ class Writer:
                             bound=self._config.in_flight_wait,
                         )
                     except asyncio.CancelledError:
-                        outlived = True
+                        outlived = caller_cancelled()  # else the store's own, as a failure
                         raise
         except RevisionConflict:
             # Proven not written: the caller takes the intent back and decides.
