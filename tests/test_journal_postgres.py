@@ -1004,3 +1004,27 @@ async def test_a_lost_reply_to_finish_effect_is_answered_by_the_retry(
 
     assert await journal.finish_effect(done) == done
     assert await journal.effect(effect.key) == done
+
+
+async def test_two_clearings_of_one_intent_at_once_count_one_write(
+    journals: Factory, schema: str, admin: Any
+) -> None:
+    """The background clearing of an acknowledged intent and a reader's clearing of the same
+    intent, both started while the session's count row is locked (so that both statements see
+    the intent): it goes once and the count moves once. A second count made a run that had
+    seen every write of the session look stale (``stale_state``)."""
+    journal = journals()
+    me = current_owner()
+    intent = make_intent("twice")
+    assert (await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=me)).recorded
+    before = await journal.write_count(intent.session_id, intent.backend)
+    async with admin.transaction():
+        await admin.execute(f'SELECT writes FROM "{schema}".session_writes FOR UPDATE')
+        both = asyncio.gather(
+            journal.discard(intent.intent_id, owner=me),
+            journal.discard(intent.intent_id, owner=me),
+        )
+        await asyncio.sleep(0.3)  # both statements started, their snapshots taken, waiting
+    await asyncio.wait_for(both, 10)
+    assert await journal.get(intent.intent_id) is None
+    assert await journal.write_count(intent.session_id, intent.backend) == before + 1

@@ -155,17 +155,22 @@ class JournalStatements:
 
         # The session's count moves with the delete, its row locked first (the order every
         # path takes): a tail read while the write was in flight is out of date once it lands.
+        # It is counted only when this statement deleted the intent: two clearings of one
+        # intent at once (the background one and a reader's) both see it in their snapshots,
+        # and the one that waited for the lock finds it gone and counts nothing.
         def forget(only: str) -> str:
             return (
                 f"WITH target AS (SELECT session_id, backend FROM {s}.intents"
                 f" WHERE intent_id = $1{only}),"
-                f" counted AS (UPDATE {s}.session_writes AS w SET writes = w.writes + 1"
-                " FROM target AS t WHERE w.session_id = t.session_id AND w.backend = t.backend"
-                " RETURNING w.writes),"
+                f" locked AS (SELECT w.writes FROM {s}.session_writes AS w, target AS t"
+                " WHERE w.session_id = t.session_id AND w.backend = t.backend FOR UPDATE OF w),"
                 # The conditions again: checked on the newest version of the row once its
                 # lock is granted (a claim committed after this statement's snapshot).
                 f" gone AS (DELETE FROM {s}.intents WHERE intent_id = $1{only}"
-                " AND EXISTS (SELECT 1 FROM counted) RETURNING intent_id)"
+                " AND EXISTS (SELECT 1 FROM locked) RETURNING session_id, backend),"
+                f" counted AS (UPDATE {s}.session_writes AS w SET writes = w.writes + 1"
+                " FROM gone AS g WHERE w.session_id = g.session_id AND w.backend = g.backend"
+                " RETURNING w.writes)"
                 " SELECT count(*) FROM gone"
             )
 
