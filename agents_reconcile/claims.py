@@ -122,10 +122,6 @@ class Claims:
         revisioned store appends by compare-and-swap on the head the write expected."""
         return intent.expected_revision is not None and self._store is not None
 
-    def holds_here(self, intent_id: str) -> bool:
-        """Whether a task of this process is appending or settling ``intent_id`` now."""
-        return self._in_flight.holds(intent_id)
-
     async def claim(
         self,
         entry: JournalEntry,

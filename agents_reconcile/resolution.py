@@ -216,18 +216,9 @@ class Resolver:
         refuse that owner's late write, until the lease is long past (``RESOLVE_AFTER_LEASES``
         of the owner's own lease): the owner may only be frozen. On a revisioned store the
         resolution fences the store instead (see ``_fence``)."""
-        me = current_owner()
         lease = entry.owner.lease_or(self.client.config.lease_seconds)
         held_for = entry.held_for(time.time())
-        way = takeover(
-            entry.owner,
-            active=entry.state in ACTIVE_STATES,
-            in_flight_here=self.settler is not None
-            and self.settler.claims.holds_here(entry.intent.intent_id),
-            age_seconds=held_for,
-            lease_seconds=lease,
-            me=me,
-        )
+        way = self._takeover(entry, held_for)
         intent_id = entry.intent.intent_id
         evidence: dict[str, object] = {
             "state": entry.state.value,
@@ -243,11 +234,7 @@ class Resolver:
                 intent_id=intent_id,
                 evidence=evidence,
             )
-        if (
-            way is Takeover.EXPIRED
-            and not self._fences(entry.intent)
-            and held_for < lease * RESOLVE_AFTER_LEASES
-        ):
+        if way is Takeover.EXPIRED and held_for < lease * RESOLVE_AFTER_LEASES:
             wait = lease * RESOLVE_AFTER_LEASES - held_for
             raise ResolutionRefused(
                 f"intent {intent_id} is {entry.state.value} under {entry.owner}, whose lease "
@@ -259,9 +246,19 @@ class Resolver:
                 evidence=evidence,
             )
 
-    def _fences(self, intent: PendingWrite) -> bool:
-        """Whether this resolution can make the store refuse the owner's late write."""
-        return self.settler is not None and self.settler.claims.fences(intent)
+    def _takeover(self, entry: JournalEntry, held_for: float) -> Takeover:
+        """Whether the intent may be taken now, as a settling worker judges it (an expired
+        lease is free where the store fences it); without a store, nothing is fenced."""
+        if self.settler is not None:
+            return self.settler.claims.takeover(entry)
+        return takeover(
+            entry.owner,
+            active=entry.state in ACTIVE_STATES,
+            in_flight_here=False,
+            age_seconds=held_for,
+            lease_seconds=self.client.config.lease_seconds,
+            me=current_owner(),
+        )
 
     async def _claim(self, entry: JournalEntry) -> JournalEntry:
         """Take the intent, as a settling worker would (a compare-and-set on what was read)."""

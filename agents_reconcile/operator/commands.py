@@ -29,7 +29,7 @@ from .hints import journal_options, operator_hints
 from .journals import opened_journal
 from .keys import keyring, payload_keys
 from .stores import close_store, store_for
-from .waiting import effect_status
+from .waiting import effect_status, effect_view
 
 if TYPE_CHECKING:
     from ..journal import JournalEntry
@@ -390,23 +390,6 @@ async def _resolve_effect(args: argparse.Namespace, journal: Any, effect: Effect
         output=args.output,
         lease_seconds=ReconcileConfig().lease_seconds,
     )
-
-
-def effect_view(effect: Effect) -> dict[str, Any]:
-    """A tool effect, payload-free (its output by digest only)."""
-    return {
-        "effect": effect.key,
-        "session_id": effect.session_id,
-        "tool": effect.tool,
-        "call_id": effect.call_id,
-        "state": effect.state.value,
-        "owner": effect.owner,
-        "attempts": effect.attempts,
-        "started_at": effect.started_at,
-        "finished_at": effect.finished_at,
-        "arguments_digest": effect.arguments_digest,
-        "output_digest": effect.output_digest,
-    }
 
 
 async def _entry(journal: IntentJournal, intent_id: str) -> JournalEntry:

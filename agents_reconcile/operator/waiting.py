@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from ..effects.records import Effect
     from ..records import Decision
 
-__all__ = ["effect_status"]
+__all__ = ["effect_status", "effect_view"]
 
 
 def effect_status(
@@ -35,16 +35,27 @@ def effect_status(
     live = held(effect, lease_seconds)
     again = effect.owner in _RUN_AGAIN
     return {
+        **effect_view(effect),
+        "owner_live": live,
+        "runs_again": again,
+        "age_seconds": round(now - effect.started_at, 3),
+        "refused": newest is not None and newest.reason is Reason.EFFECT_UNKNOWN,
+        "needs_operator": not live and not again,
+    }
+
+
+def effect_view(effect: Effect) -> dict[str, Any]:
+    """A tool effect, payload-free (its output by digest only)."""
+    return {
         "effect": effect.key,
         "session_id": effect.session_id,
         "tool": effect.tool,
         "call_id": effect.call_id,
         "state": effect.state.value,
         "owner": effect.owner,
-        "owner_live": live,
-        "runs_again": again,
         "attempts": effect.attempts,
-        "age_seconds": round(now - effect.started_at, 3),
-        "refused": newest is not None and newest.reason is Reason.EFFECT_UNKNOWN,
-        "needs_operator": not live and not again,
+        "started_at": effect.started_at,
+        "finished_at": effect.finished_at,
+        "arguments_digest": effect.arguments_digest,
+        "output_digest": effect.output_digest,
     }

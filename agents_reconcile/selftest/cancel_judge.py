@@ -24,17 +24,30 @@ from __future__ import annotations
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Final
 
 from ..ownership import Owner
 from .matrix import effect_promises
 from .scenario import PROCESSOR_LOG, read_log
 
-__all__ = ["CancelVerdict", "IntentRow", "Side", "Step", "judge", "left_for_nobody"]
+__all__ = ["PROMISES", "CancelVerdict", "IntentRow", "Side", "Step", "judge", "left_for_nobody"]
 
 _ACTIVE = ("in_flight", "reconciling")
 _ENDED = ("completed", "interrupted")
 """How a continuation's request may end (the resume path's next input asks for approval)."""
+
+
+PROMISES: Final = (
+    "duplicates",
+    "losses",
+    "unpaired",
+    "continued_on_ambiguity",
+    "false_denials",
+    "effects_run_twice",
+    "worse_than_bare",
+    "left_for_nobody",
+)
+"""The counts of a verdict that are broken promises (each must be 0)."""
 
 
 @dataclass(frozen=True)
@@ -138,17 +151,7 @@ class CancelVerdict:
 
     @property
     def holds(self) -> bool:
-        return not (
-            self.problems
-            or self.duplicates
-            or self.losses
-            or self.unpaired
-            or self.continued_on_ambiguity
-            or self.false_denials
-            or self.effects_run_twice
-            or self.worse_than_bare
-            or self.left_for_nobody
-        )
+        return not self.problems and not any(getattr(self, name) for name in PROMISES)
 
 
 def _mine(owner: str, me: str) -> bool:
@@ -157,7 +160,7 @@ def _mine(owner: str, me: str) -> bool:
         theirs, ours = Owner.parse(owner), Owner.parse(me)
     except (TypeError, ValueError):
         return False  # ENDED_OWNER, NEVER_STARTED_OWNER: nobody
-    return (theirs.host, theirs.pid, theirs.started) == (ours.host, ours.pid, ours.started)
+    return theirs == ours  # an owner's lease is not part of who it is
 
 
 def left_for_nobody(side: Side) -> list[str]:

@@ -7,23 +7,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
-from .cancel_judge import CancelVerdict
+from .cancel_judge import PROMISES, CancelVerdict
 from .cancel_modes import Mode
 from .cancellation import POINTS
 from .report import markdown_table, per_store, per_store_table
 
 __all__ = ["CancelTotals", "broken_lines", "cancel_outcome_table", "cancel_totals_table"]
 
-_COUNTED: Final = (
-    "duplicates",
-    "losses",
-    "unpaired",
-    "continued_on_ambiguity",
-    "false_denials",
-    "effects_run_twice",
-    "worse_than_bare",
-    "left_for_nobody",
-)
 _HEADINGS: Final = {
     "scenarios": "scenarios",
     "not_reached": "not reached",
@@ -64,7 +54,7 @@ class CancelTotals:
         self.not_reached += verdict.not_reached
         self.bare_duplicates += verdict.bare_duplicates
         self.bare_extra_charges += verdict.bare_extra_charges
-        for name in _COUNTED:
+        for name in PROMISES:
             setattr(self, name, getattr(self, name) + getattr(verdict, name))
         self.broken += not verdict.holds
 
