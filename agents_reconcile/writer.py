@@ -292,16 +292,17 @@ class Writer:
                     await self._inner.append(items, wrapper)
                 else:
                     # A cancelled caller is not a cancelled write: a store's write may still
-                    # land after it (a network driver). It is waited out (for in_flight_wait,
-                    # as long as others wait for a live owner) while its intent stays held by
-                    # this process, then settled by how it ended (``_write_outlived``), never
-                    # taken for missing and replayed meanwhile.
+                    # land after it (a network driver). It is waited out (for half of
+                    # in_flight_wait, so that another run of the session, which waits that long
+                    # for a live owner, sees it end) while its intent stays held by this
+                    # process, then settled by how it ended (``_write_outlived``), never taken
+                    # for missing and replayed meanwhile.
                     try:
                         await outliving_cancellation(
                             self._inner.append(items, wrapper),
                             self._in_flight,
                             partial(self._write_outlived, intent, items, context, recorded),
-                            bound=self._config.in_flight_wait,
+                            bound=self._config.in_flight_wait / 2,
                         )
                     except asyncio.CancelledError:
                         outlived = caller_cancelled()  # else the store's own, as a failure
@@ -317,8 +318,9 @@ class Writer:
                 exc.add_note(
                     f"agents-reconcile: this append was cancelled while its write was under "
                     f"way; intent {intent.intent_id} for session {self._client.session_id!r} "
-                    "stays held by this process until the write ends (at most in_flight_wait), "
-                    "then it is cleared if the write landed, or left pending to be reconciled"
+                    "stays held by this process until the write ends (at most half of "
+                    "in_flight_wait), then it is cleared if the write landed, or left pending "
+                    "to be reconciled"
                 )
             else:
                 await self.failed(intent, items, context, exc, recorded=recorded)
