@@ -40,7 +40,7 @@ import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Final, NoReturn
 
 __all__ = ["main"]
 
@@ -58,8 +58,11 @@ _RECOVERY_PATHS: Final = "run, streamed, resume_run, resume_streamed"
 
 
 def _cmd_demo(args: argparse.Namespace) -> int:
-    from .demo import run_demo
+    from .demo import check_settings, run_demo
 
+    # A setting the scenes would refuse (AGENTS_RECONCILE=maybe) is refused before any
+    # directory is made, the temporary one included.
+    check_settings(None if args.dir is None else Path(args.dir))
     if args.dir is None:
         directory = Path(tempfile.mkdtemp(prefix="agents-reconcile-demo-"))
         print(f"Demo files go to a new temporary directory: {directory}")
@@ -162,7 +165,8 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     from .migrate import Target, run
 
     targets = [Target("journal", address, args.namespace) for address in args.journal]
-    targets += [Target("store", address, args.namespace) for address in args.store]
+    store_namespace = args.store_namespace or args.namespace
+    targets += [Target("store", address, store_namespace) for address in args.store]
     if not targets:
         print(f"{PROG} migrate: name at least one --journal or --store", file=sys.stderr)
         return EXIT_TROUBLE
@@ -185,17 +189,30 @@ def _positive(text: str) -> int:
     return value
 
 
-def _journal_options(command: argparse.ArgumentParser) -> None:
+def _journal_options(
+    command: argparse.ArgumentParser,
+    *,
+    repeatable: bool = False,
+    json: bool = True,
+    default: str = "agents-reconcile.db here",
+) -> None:
+    """The options that address a journal, the same on every command that reads or writes
+    one: ``--journal`` and ``--namespace`` (and ``--json``)."""
+    where = "the journal: a path, sqlite:///..., redis://..., postgresql://..."
     command.add_argument(
         "--journal",
         metavar="ADDRESS",
-        help="the journal: a path, sqlite:///..., redis://..., postgresql://... "
-        "(default: agents-reconcile.db here)",
+        action="append" if repeatable else "store",
+        default=[] if repeatable else None,
+        help=f"{where} (repeatable)" if repeatable else f"{where} (default: {default})",
     )
     command.add_argument(
-        "--namespace", metavar="NAME", help="the journal's Redis key prefix or PostgreSQL schema"
+        "--namespace",
+        metavar="NAME",
+        help="the journal's Redis key prefix or PostgreSQL schema, when not the default",
     )
-    command.add_argument("--json", action="store_true", help="one JSON document")
+    if json:
+        command.add_argument("--json", action="store_true", help="one JSON document")
 
 
 def _key_options(command: argparse.ArgumentParser) -> None:
@@ -217,15 +234,15 @@ def _key_options(command: argparse.ArgumentParser) -> None:
     )
 
 
-def _store_options(command: argparse.ArgumentParser, what: str) -> None:
-    command.add_argument("--store", metavar="ADDRESS", help=what)
+def _store_options(command: argparse.ArgumentParser, what: str, *, required: bool = False) -> None:
+    command.add_argument("--store", metavar="ADDRESS", required=required, help=what)
     command.add_argument(
         "--store-namespace", metavar="NAME", help="the store's Redis key prefix or schema"
     )
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog=PROG,
         description="Reconcile uncertain OpenAI Agents SDK session writes: the demo, what an "
         "operator needs (status, show, trail, resolve, check), schemas and the self-test.",
@@ -304,18 +321,11 @@ def _parser() -> argparse.ArgumentParser:
         "without calls); --repair fixes what the evidence proves",
     )
     check.add_argument("session", metavar="SESSION", help="the session id")
-    check.add_argument("--store", required=True, metavar="ADDRESS", help="the session's store")
-    check.add_argument(
-        "--store-namespace", metavar="NAME", help="the store's Redis key prefix or schema"
-    )
-    check.add_argument("--journal", metavar="ADDRESS", help="the journal a repair is recorded in")
-    check.add_argument(
-        "--namespace", metavar="NAME", help="the journal's Redis key prefix or PostgreSQL schema"
-    )
+    _store_options(check, "the session's store", required=True)
+    _journal_options(check, default="none is read; a repair is recorded in it")
     check.add_argument("--repair", action="store_true", help="repair what the evidence proves")
     check.add_argument("--reason", help="why (kept in the trail; needed with --repair)")
     check.add_argument("--actor", metavar="NAME", help="who (default: user@host)")
-    check.add_argument("--json", action="store_true", help="one JSON document")
     _key_options(check)
     check.set_defaults(handler=_cmd_check)
 
@@ -419,13 +429,7 @@ def _parser() -> argparse.ArgumentParser:
         "migrate",
         help="create or upgrade journal and revisioned-store schemas (--check: verify only)",
     )
-    migrate.add_argument(
-        "--journal",
-        action="append",
-        default=[],
-        metavar="ADDRESS",
-        help="a journal: SQLite path, sqlite:///..., redis://..., postgresql://... (repeatable)",
-    )
+    _journal_options(migrate, repeatable=True, json=False)
     migrate.add_argument(
         "--store",
         action="append",
@@ -434,9 +438,9 @@ def _parser() -> argparse.ArgumentParser:
         help="a revisioned store: the same forms (repeatable)",
     )
     migrate.add_argument(
-        "--namespace",
+        "--store-namespace",
         metavar="NAME",
-        help="Redis key prefix or PostgreSQL schema, when not the default",
+        help="the stores' Redis key prefix or schema (default: --namespace)",
     )
     migrate.add_argument(
         "--check",
@@ -459,14 +463,35 @@ def _cmd_check(args: argparse.Namespace) -> int:
     return commands.check(args)
 
 
+class _UsageError(Exception):
+    """A command line argparse refused: said by ``main``, as text or as JSON."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self, message)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the command line; return the exit code (0 fine, 1 an operator is needed, a
-    resolution was refused or a check failed, 2 trouble)."""
+    resolution was refused or a check failed, 2 trouble). Under ``--json`` an error is one
+    JSON object on standard output too: ``{"error": ..., "kind": ..., "exit": N}``."""
+    argv = sys.argv[1:] if argv is None else argv
     parser = _parser()
     try:
         args = parser.parse_args(argv)
+    except _UsageError as usage:
+        if "--json" in argv:
+            return _json_error(str(usage), "usage", EXIT_TROUBLE)
+        usage.parser.print_usage(sys.stderr)
+        print(f"{usage.parser.prog}: error: {usage}", file=sys.stderr)
+        return EXIT_TROUBLE
     except SystemExit as exit_request:
-        # --help, --version and usage errors: report their code instead of leaving the caller.
+        # --help and --version: report their code instead of leaving the caller.
         code = exit_request.code
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_TROUBLE)
     from sqlite3 import Error as SQLiteError
@@ -477,10 +502,21 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return handler(args)
     except (ReconcileError, OSError, SQLiteError) as exc:
+        if getattr(args, "json", False):
+            return _json_error(_one_line(exc), type(exc).__name__, EXIT_TROUBLE)
         print(f"{PROG}: {_one_line(exc)}", file=sys.stderr)
         return EXIT_TROUBLE
     except KeyboardInterrupt:
         return 130
+
+
+def _json_error(message: str, kind: str, code: int) -> int:
+    import orjson
+
+    document = {"error": message, "kind": kind, "exit": code}
+    sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+    print(f"{PROG}: {message}", file=sys.stderr)
+    return code
 
 
 def _one_line(exc: BaseException) -> str:

@@ -6,11 +6,11 @@ import math
 import os
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, fields
-from pathlib import Path
 from typing import Any, Final, Literal, get_args
 
-from .backends.redaction import redacted
-from .backends.registry import backend_for
+from .backends.addresses import printable, sqlite_file
+from .backends.redaction import Redacted
+from .backends.registry import parse_address
 from .errors import ConfigurationError, RecordMalformed
 from .journal import IntentJournal
 from .records import BackendIdentity
@@ -140,7 +140,7 @@ class ReconcileConfig:
         # A journal URL may hold a password: shown as every address is, without it.
         shown = {f.name: getattr(self, f.name) for f in fields(self)}
         if isinstance(self.journal, str):
-            shown["journal"] = redacted(self.journal)
+            shown["journal"] = printable(self.journal)
         return f"ReconcileConfig({', '.join(f'{k}={v!r}' for k, v in shown.items())})"
 
     @property
@@ -208,17 +208,29 @@ def _attempts(name: str, value: object) -> None:
 
 
 def _journal(name: str, value: object) -> None:
-    if value is None or isinstance(value, IntentJournal | Path | os.PathLike):
+    if value is None or isinstance(value, IntentJournal):
+        return
+    if isinstance(value, os.PathLike):
+        path = os.fspath(value)
+        if isinstance(path, str):
+            _address(name, path, path, check=sqlite_file)
         return
     if not isinstance(value, str):
         # Bytes may hold a URL with its password: only their type is named.
         shown = type(value).__name__ if isinstance(value, bytes | bytearray) else _shown(value)
         raise ConfigurationError(f"{name} must be an IntentJournal, a path or a URL, not {shown}")
+    # Every part of the address is read as its backend's driver will read it, now: a scheme
+    # no backend serves, a database that is no number, an sqlite URL whose path is in the
+    # host part, ... are refused here, not at the first append (nor silently misread).
+    _address(name, value, printable(value), check=lambda text: parse_address(text, what=name))
+
+
+def _address(name: str, value: str, shown: str, *, check: Callable[[str], object]) -> None:
     try:
-        # A scheme no registered backend serves is refused now, not at the first append.
-        backend_for(value, what="journal")
+        check(value)
     except ConfigurationError as exc:
-        raise ConfigurationError(f"{name} {redacted(value)!r}: {exc}") from None
+        problem = Redacted.of(value).scrub(str(exc))
+        raise ConfigurationError(f"{name} {shown!r}: {problem}") from None
 
 
 def _identity(name: str, value: object) -> None:

@@ -28,12 +28,14 @@ from agents import Agent, FunctionTool, Runner, SQLiteSession, function_tool, se
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from .config import ENV_FLAG, ReconcileConfig, env_disabled
+from .default_runner import env_install
 from .errors import ContinuationDenied
 from .records import Action, Decision, Outcome, Reason
 from .session import ReconcilingSession
+from .signing import signer_for
 from .testing import BackendFailure, Fault, FaultInjectingSession
 
-__all__ = ["JOURNAL_FILE", "SESSION_FILE", "run_demo"]
+__all__ = ["JOURNAL_FILE", "SESSION_FILE", "check_settings", "run_demo"]
 
 SESSION_FILE: Final = "chat.db"
 JOURNAL_FILE: Final = "agents-reconcile.db"
@@ -104,8 +106,22 @@ _SCENES: Final = (
 )
 
 
+def check_settings(directory: Path | None) -> None:
+    """Refuse, before anything is created, what the scenes would refuse once under way: the
+    on/off variables and the signing keys of the environment, and the configuration the
+    scenes build (with its journal in ``directory``, when it is known already)."""
+    disabled = env_disabled()
+    env_install()
+    if not disabled:
+        signer_for(())
+    journal = None if directory is None else directory.expanduser() / JOURNAL_FILE
+    ReconcileConfig(journal=journal)
+
+
 async def run_demo(directory: Path, out: TextIO) -> int:
-    """Run the three scenes with files in ``directory``; return 0 when every check holds."""
+    """Run the three scenes with files in ``directory``; return 0 when every check holds.
+    The settings are checked (``check_settings``) before the directory is created."""
+    check_settings(directory)
     directory = _prepare(directory)
     set_tracing_disabled(True)
     run_token = uuid.uuid4().hex[:6]

@@ -263,5 +263,7 @@ def _describe(decision: Decision) -> str:
     return (
         f"agents-reconcile denied continuation of session {decision.session_id!r}: "
         f"intent {decision.intent_id} is {decision.outcome.value} ({decision.reason.value}). "
-        f"{decision.reason.explanation} Evidence: {decision.evidence_text()}"
+        f"{decision.reason.explanation} Evidence: {decision.evidence_text()}. For its "
+        f"evidence and the ways to resolve it: agents-reconcile show {decision.intent_id} "
+        "(with the application's --journal and --namespace)"
     )

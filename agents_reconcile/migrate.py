@@ -12,8 +12,9 @@ what is missing or newer. Addresses are shown without credentials.
 
 from __future__ import annotations
 
+import sqlite3
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Final, Protocol
 
 from .backends.redaction import redacted
 from .backends.registry import backend_for
@@ -21,6 +22,10 @@ from .backends.schema import Versioned
 from .errors import ConfigurationError
 
 __all__ = ["Target", "open_target", "safe_address"]
+
+_JOURNAL_TABLES: Final = frozenset(
+    {"intents", "decisions", "session_writes", "effects", "set_aside", "journal_schema"}
+)
 
 
 class Migratable(Versioned, Protocol):
@@ -70,6 +75,7 @@ async def run(targets: list[Target], *, check: bool) -> list[tuple[Target, bool,
                 problem = await handle.check()
                 results.append((target, problem is None, problem or "current"))
             else:
+                _refuse_other_tables(target)
                 steps = await handle.migrate()
                 results.append(
                     (target, True, "applied: " + ", ".join(steps) if steps else "already current")
@@ -77,3 +83,37 @@ async def run(targets: list[Target], *, check: bool) -> list[tuple[Target, bool,
         finally:
             await handle.close()
     return results
+
+
+def _refuse_other_tables(target: Target) -> None:
+    """A journal is never migrated into a file that holds something else (the chat store, a
+    revisioned store): its tables would be added to that database. Refused, naming them."""
+    from .journal import journal_path
+
+    path = journal_path(target.address) if target.kind == "journal" else None
+    if path is None or not path.is_file():
+        return
+    # Immutable: only the table names are read, and nothing is left beside the file.
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+    try:
+        rows = conn.execute(
+            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite^_%'"
+            " ESCAPE '^'"
+        ).fetchall()
+    except sqlite3.DatabaseError:
+        return  # not a database: the migration says so itself
+    finally:
+        conn.close()
+    tables = {str(name) for (name,) in rows}
+    others = sorted(tables - _JOURNAL_TABLES)
+    if others and "intents" not in tables:
+        what = (
+            "a session store"
+            if {"agent_sessions", "agent_messages"} & tables
+            else "something other than a journal"
+        )
+        raise ConfigurationError(
+            f"{path} holds the tables {', '.join(others)}: it looks like {what}; a journal "
+            "migrated there would add its tables to that database. Give the journal a file "
+            "of its own"
+        )

@@ -104,6 +104,29 @@ class Trail:
                 extra={_EXTRA: {"step": "decision", **data}},
             )
 
+    def append_failed(
+        self, session_id: str, intent_id: str, state: str, error: BaseException, note: str
+    ) -> None:
+        """An append that raised, its outcome unknown: a WARNING record at that moment, with
+        the intent id, so that what a logger prints by default says the write is pending and
+        will be settled (the raised exception keeps the store's own type and text, and says
+        the same only in its notes). The error's type only: its text may quote an item."""
+        if LOGGER.isEnabledFor(logging.WARNING):
+            data = {
+                "step": "append_failed",
+                "session_id": session_id,
+                "intent_id": intent_id,
+                "state": state,
+                "error": type(error).__name__,
+            }
+            LOGGER.warning(
+                "session %s: append failed (%s); %s",
+                session_id,
+                type(error).__name__,
+                note.removeprefix("agents-reconcile: "),
+                extra={_EXTRA: data},
+            )
+
     def flush(self) -> None:
         """Inside a trace, show what happened before it (oldest first)."""
         if not self._deferred or not _tracing():

@@ -23,6 +23,7 @@ from .journal.base import ACTIVE_STATES, JournalEntry
 from .ownership import Takeover, current_owner, takeover
 from .policy import Resolution, Step, resolution_step
 from .records import Action, Decision, Outcome, Reason
+from .setting_aside import damage_of, set_aside
 
 if TYPE_CHECKING:
     from .classify import Verdict
@@ -108,6 +109,9 @@ class Resolver:
     async def _resolve(
         self, intent_id: str, resolution: Resolution, note: str, actor: str, override: bool
     ) -> Decision:
+        problem = await damage_of(self.client.journal, intent_id)
+        if problem is not None:
+            return await self._set_aside(intent_id, resolution, problem, note, actor)
         entry = await self._entry(intent_id)
         self._refuse_if_held(entry)
         if self.settler is None and resolution is Resolution.REPLAY:
@@ -180,6 +184,33 @@ class Resolver:
             )
             await self.settler.after_settlement(intent, None, decision.action, vouched=vouched)
         client.trail.decided(decision)
+        return decision
+
+    async def _set_aside(
+        self, intent_id: str, resolution: Resolution, problem: str, note: str, actor: str
+    ) -> Decision:
+        """A damaged intent: nothing can be judged or replayed from it, so only ``abandon``
+        clears it, by setting it aside with its bytes kept (``setting_aside``)."""
+        if resolution is not Resolution.ABANDON:
+            raise ResolutionRefused(
+                f"intent {intent_id}'s record is damaged ({problem}): nothing can be judged or "
+                f"replayed from it, so it cannot be resolved as {resolution.value}. Resolve it "
+                "as abandon: it is set aside, its bytes kept for the evidence, and the session "
+                "runs again",
+                intent_id=intent_id,
+            )
+        decision = await set_aside(
+            self.client,
+            intent_id,
+            reason=note,
+            actor=actor,
+            wait_leases=RESOLVE_AFTER_LEASES,
+            session_id=self.client.session_id,
+        )
+        if decision is None:  # repaired meanwhile: resolved as any other
+            return await self._resolve(intent_id, resolution, note, actor, False)
+        if self.settler is not None:
+            self.settler.after_set_aside(intent_id)
         return decision
 
     async def _entry(self, intent_id: str) -> JournalEntry:

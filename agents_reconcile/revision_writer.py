@@ -161,6 +161,7 @@ class RevisionWriter(Writer):
                 )
             )
             exc.add_note(note)
+            client.trail.append_failed(client.session_id, intent.intent_id, "failed", exc, note)
             raise
         if opened is not None:
             try:

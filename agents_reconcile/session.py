@@ -27,6 +27,7 @@ from .inflight import PROCESS_IN_FLIGHT, InFlight
 from .inner import HISTORY_METHODS, InnerSession, reconciling_allowed
 from .journal import IntentJournal
 from .journal_client import SESSION_WIDE, JournalClient
+from .journal_place import refuse_journal_in_store
 from .locking import SessionLock
 from .policy import Resolution
 from .records import BackendIdentity, Decision, Outcome, PendingWrite, Reason
@@ -73,6 +74,10 @@ class ReconcilingSession:
         self.session_id: str = inner.session_id
         self.config = require_config(config)
         self._active = self.config.active
+        if self._active:
+            # The journal in the chat store's own file would add its tables to the
+            # application's chat database: refused, before anything is opened.
+            refuse_journal_in_store(self.config.journal, inner)
         identity = self.config.backend_identity
         if isinstance(identity, str):
             identity = BackendIdentity.parse(identity)

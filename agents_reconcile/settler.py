@@ -413,6 +413,13 @@ class Settler:
             task.exception()  # retrieved: the outcome is settled by the next reconciliation
         in_flight.keep(asyncio.ensure_future(self.claims.release(intent, fence)))
 
+    def after_set_aside(self, intent_id: str) -> None:
+        """Forget a damaged intent an operator set aside: nothing of it vouches for the
+        history, so nothing this session remembers of the tail does either."""
+        self._held.settled(intent_id)
+        self._tail.forget()
+        self._head.settled_at = None
+
     async def after_settlement(
         self,
         intent: PendingWrite,

@@ -396,6 +396,9 @@ class Writer:
             self.remember_failure(intent, state, context, recorded=recorded)
         )
         exc.add_note(note)
+        self._client.trail.append_failed(
+            self._client.session_id, intent.intent_id, state.value, exc, note
+        )
 
     async def remember_failure(
         self, intent: PendingWrite, state: IntentState, context: Context, *, recorded: bool | None

@@ -9,6 +9,7 @@ import math
 import os
 import subprocess
 import sys
+import tempfile
 from dataclasses import fields
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ import pytest
 from agents.memory import SQLiteSession
 
 import agents_reconcile
+from agents_reconcile.cli import main as cli_main
 from agents_reconcile.config import (
     _CHECKS,
     ENV_FLAG,
@@ -30,7 +32,7 @@ from agents_reconcile.errors import ConfigurationError
 from agents_reconcile.journal import MemoryJournal
 from agents_reconcile.records import BackendIdentity
 from agents_reconcile.session import ReconcilingSession
-from agents_reconcile.signing import SigningKey
+from agents_reconcile.signing import SIGNING_KEY_ENV, SigningKey
 
 KEY = bytes(range(32))
 FIELD_NAMES = [f.name for f in fields(ReconcileConfig)]
@@ -85,6 +87,12 @@ REFUSED = [
     ("on_unchanged", True),
     ("on_extended", "merge"),
     ("journal", 42),
+    ("journal", ""),
+    ("journal", "   "),
+    ("journal", "redis://127.0.0.1:6390/abc"),
+    ("journal", "sqlite://relative.db"),
+    ("journal", "sqlite:///"),
+    ("journal", "postgresql://127.0.0.1:5440"),
 ]
 
 
@@ -187,6 +195,10 @@ ACCEPTED = [
     ("journal", "journal.db"),
     ("journal", "sqlite:///journal.db"),
     ("journal", Path("journal.db")),
+    ("journal", "sqlite:////tmp/journal.db"),
+    ("journal", "redis://127.0.0.1:6390/0"),
+    ("journal", "redis://:pw@127.0.0.1:6390/2"),
+    ("journal", "postgresql://agent@127.0.0.1:5440/agents?options=-c%20search_path%3Dx"),
 ]
 
 
@@ -356,6 +368,44 @@ def test_a_bad_install_switch_is_refused(monkeypatch: pytest.MonkeyPatch, tmp_pa
     with pytest.raises(ConfigurationError, match=ENV_INSTALL):
         ReconcilingSession(inner, config=ReconcileConfig(journal=tmp_path / "j.db"))
     assert agents_reconcile.installed() is was_installed
+
+
+# -- the demo checks its settings before it creates anything ---------------------------------
+
+
+@pytest.mark.parametrize(
+    ("variable", "value"),
+    [
+        (ENV_FLAG, "maybe"),
+        (ENV_INSTALL, "please"),
+        (SIGNING_KEY_ENV, "not a key"),
+    ],
+)
+def test_a_bad_setting_stops_the_demo_before_it_creates_its_directory(
+    monkeypatch: pytest.MonkeyPatch,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    variable: str,
+    value: str,
+) -> None:
+    """``AGENTS_RECONCILE=maybe agents-reconcile demo --dir X`` exits 2, naming the variable,
+    and X is not there afterwards."""
+    monkeypatch.setenv(variable, value)
+    directory = tmp_path / "demo"
+    assert cli_main(["demo", "--dir", str(directory)]) == 2
+    assert variable in capsys.readouterr().err
+    assert not directory.exists()
+
+
+def test_a_bad_setting_stops_the_demo_before_it_makes_a_temporary_directory(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setenv(ENV_FLAG, "maybe")
+    assert cli_main(["demo"]) == 2
+    assert list(scratch.iterdir()) == []
 
 
 # -- the package: quiet without logging set up, quick to import --------------------------------

@@ -48,8 +48,15 @@ from agents_reconcile.journal.postgres import (  # noqa: E402 (after the driver 
 pytestmark = pytest.mark.postgres
 
 Factory = Callable[..., PostgresJournal]
-JOURNAL_TABLES = {"decisions", "effects", "intents", "schema_version", "session_writes"}
-CURRENT = [(1, "0001_initial"), (2, "0002_effects")]
+JOURNAL_TABLES = {
+    "decisions",
+    "effects",
+    "intents",
+    "schema_version",
+    "session_writes",
+    "set_aside",
+}
+CURRENT = [(1, "0001_initial"), (2, "0002_effects"), (3, "0003_set_aside")]
 """The steps a journal of this release has applied."""
 
 
@@ -522,7 +529,7 @@ async def test_first_use_migrates_and_check_creates_nothing(
     assert await journal.pending(None) == []
 
     assert await versions(admin, schema) == CURRENT
-    assert SCHEMA_VERSION == len(MIGRATIONS) == 2
+    assert SCHEMA_VERSION == len(MIGRATIONS) == 3
     tables = await admin.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
     assert {row["tablename"] for row in tables} == JOURNAL_TABLES
     assert await journal.check() is None
@@ -568,7 +575,7 @@ async def test_migrate_false_refuses_a_missing_or_old_schema(
         await journal.pending(None)
     assert await versions(admin, schema) == []
 
-    assert await journal.migrate() == ["journal schema 1", "journal schema 2"]
+    assert await journal.migrate() == ["journal schema 1", "journal schema 2", "journal schema 3"]
     await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
     assert ids(await journal.pending(None)) == ["i-1"]
 
@@ -588,7 +595,8 @@ async def test_workers_starting_together_migrate_once(
     """Journals migrating one schema at the same moment apply each step once: one returns it,
     the others nothing; on another schema, journals whose first operations race all work."""
     results = await asyncio.gather(*(journals().migrate() for _ in range(4)))
-    assert sorted(results) == [[], [], [], ["journal schema 1", "journal schema 2"]]
+    every = ["journal schema 1", "journal schema 2", "journal schema 3"]
+    assert sorted(results) == [[], [], [], every]
     assert await versions(admin, schema) == CURRENT
 
     other = f"{schema}_b"
@@ -655,7 +663,7 @@ async def test_a_version_1_journal_needs_migrating_and_migrate_upgrades_it(
     assert await versions(admin, schema) == [(1, "0001_initial")]
     assert "effects" not in await tables_of(admin, schema)
 
-    assert await journal.migrate() == ["journal schema 2"]
+    assert await journal.migrate() == ["journal schema 2", "journal schema 3"]
     assert await versions(admin, schema) == CURRENT
     assert await tables_of(admin, schema) == JOURNAL_TABLES
     assert await journal.check() is None

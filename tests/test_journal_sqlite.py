@@ -660,7 +660,8 @@ async def test_a_version_1_journal_is_upgraded_on_use_and_keeps_its_intents(
     await journal.close()
     conn = sqlite3.connect(path, isolation_level=None)
     conn.execute("DROP TABLE effects")
-    conn.execute("DELETE FROM journal_schema WHERE version = 2")
+    conn.execute("DROP TABLE set_aside")
+    conn.execute("DELETE FROM journal_schema WHERE version >= 2")
     conn.close()
     reader = SQLiteJournal(path, read_only=True)
     try:
@@ -672,7 +673,7 @@ async def test_a_version_1_journal_is_upgraded_on_use_and_keeps_its_intents(
     upgraded = SQLiteJournal(path)
     try:
         assert [e.intent.intent_id for e in await upgraded.pending("session-a")] == ["i-1"]
-        assert await upgraded.schema_version() == SCHEMA_VERSION == 2
+        assert await upgraded.schema_version() == SCHEMA_VERSION == 3
         assert await upgraded.effects("session-a") == []
     finally:
         await upgraded.close()

@@ -21,6 +21,7 @@ from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ..errors import ConfigurationError
 from .connections import Opener
+from .registry import check_address
 from .schema import MIGRATE_HINT, Schema
 
 __all__ = [
@@ -83,11 +84,14 @@ def check_schema_name(schema: object) -> str:
 
 
 def check_scheme(url: str, what: str) -> None:
+    """``url`` as a PostgreSQL ``what`` (journal, store) address: its scheme, then every part
+    as asyncpg reads it (``addresses``); a ``ConfigurationError`` naming the wrong part."""
     scheme = url.split("://", 1)[0].lower() if "://" in url else ""
     if scheme not in SCHEMES:
         raise ConfigurationError(
             f"a PostgreSQL {what} URL starts with postgresql://, not {scheme or '(none)'}://"
         )
+    check_address(url, what=what)
 
 
 def location(url: str) -> str:

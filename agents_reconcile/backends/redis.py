@@ -15,6 +15,7 @@ from typing import Any, Final
 from ..errors import ConfigurationError
 from .connections import Connections, Opener
 from .lua import LuaScript, Send
+from .registry import check_address
 from .schema import Schema
 
 try:
@@ -40,7 +41,9 @@ _UNLINK_BATCH: Final = 500
 
 
 def shared_client(kind: str, url: str, options: dict[str, Any]) -> Connections[Redis]:
-    """A share of the client every ``kind`` object on ``url`` with ``options`` uses."""
+    """A share of the client every ``kind`` object on ``url`` with ``options`` uses; a URL
+    the driver would misread (``redis://host/abc`` is database 0 to it) is refused first."""
+    check_address(url, what=kind.removeprefix("redis-"))
 
     async def open_client() -> Redis:
         return Redis.from_url(url, **options)

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any, Final
 from urllib.parse import urlsplit
 
 from ..errors import ConfigurationError
+from . import addresses
+from .redaction import Redacted
 
 if TYPE_CHECKING:
     from ..journal.base import IntentJournal
@@ -69,7 +71,9 @@ class Backend:
         return _load(self.store, f"the {self.name} backend has no revisioned store")
 
     def open_journal(self, address: str, *, namespace: str | None = None) -> IntentJournal:
-        """Its journal at ``address`` (nothing is connected yet)."""
+        """Its journal at ``address`` (nothing is connected yet); an address it cannot mean
+        is refused first."""
+        check_address(address, what="journal")
         journal: IntentJournal = self.journal_class().from_address(address, namespace=namespace)
         return journal
 
@@ -81,7 +85,9 @@ class Backend:
         namespace: str | None = None,
         migrate: bool = True,
     ) -> Any:
-        """Its revisioned store for ``session_id`` at ``address`` (nothing connected yet)."""
+        """Its revisioned store for ``session_id`` at ``address`` (nothing connected yet);
+        an address it cannot mean is refused first."""
+        check_address(address, what="store")
         return self.store_class().from_address(
             session_id, address, namespace=namespace, migrate=migrate
         )
@@ -128,7 +134,12 @@ _BY_SCHEME: Final = {scheme: backend for backend in BACKENDS for scheme in backe
 
 def scheme_of(address: str) -> str:
     """The scheme an address names (``sqlite`` for a plain path)."""
-    return urlsplit(address).scheme.lower() if "://" in address else "sqlite"
+    if "://" not in address:
+        return "sqlite"
+    try:
+        return urlsplit(address).scheme.lower()
+    except ValueError:  # a bracket left open in the host: the scheme is still what it says
+        return address.split("://", 1)[0].lower()
 
 
 def backend_for(address: str, *, what: str = "backend") -> Backend:
@@ -137,7 +148,10 @@ def backend_for(address: str, *, what: str = "backend") -> Backend:
     found = _BY_SCHEME.get(scheme)
     if found is None:
         # The address itself may hold credentials: name only its scheme.
-        raise ConfigurationError(f"unknown {what} URL scheme {scheme!r}")
+        known = ", ".join(f"{name}://" for name in _BY_SCHEME)
+        raise ConfigurationError(
+            f"unknown {what} URL scheme {scheme!r}: use a file path or one of {known}"
+        )
     return found
 
 
@@ -155,3 +169,35 @@ def _load(target: str | None, missing: str) -> type[Any]:
     module, _, name = target.partition(":")
     found: type[Any] = getattr(importlib.import_module(module), name)
     return found
+
+
+# -- addresses ---------------------------------------------------------------------------------
+
+addresses.KNOWN_SCHEMES.update(scheme for backend in BACKENDS for scheme in backend.schemes)
+
+
+def parse_address(address: str, *, what: str = "journal") -> Backend:
+    """The backend serving ``address``, once every part of the address is checked; otherwise a
+    ``ConfigurationError`` saying which part is wrong, without the address itself (the caller
+    names it, as ``printable`` shows it). ``what`` (``journal``, ``store``) words the error."""
+    if not isinstance(address, str):
+        raise ConfigurationError(f"a {what} address is a string, not {type(address).__name__}")
+    if not address.strip():
+        state = "empty" if not address else "blank"
+        raise ConfigurationError(
+            f"the address is {state}: give a file path, {addresses.SQLITE_FORMS}, or a server URL"
+        )
+    backend = backend_for(address, what=what)
+    addresses.CHECKS.get(backend.name, addresses.anything)(address)
+    return backend
+
+
+def check_address(address: str, *, what: str = "journal") -> Backend:
+    """``parse_address``, with a refusal that names the address (without its password)."""
+    try:
+        return parse_address(address, what=what)
+    except ConfigurationError as exc:
+        problem = Redacted.of(address).scrub(str(exc))
+        raise ConfigurationError(
+            f"{what} address {addresses.printable(address)!r}: {problem}"
+        ) from None

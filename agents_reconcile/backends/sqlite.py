@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from ..errors import ConfigurationError
+from .addresses import sqlite_file
 from .schema import Schema, SchemaState
 
 __all__ = ["Busy", "SQLiteLink", "SQLiteSchema", "enable_wal", "is_busy", "path_of"]
@@ -30,13 +31,12 @@ _T = TypeVar("_T")
 
 def path_of(address: str) -> Path:
     """The file an SQLite address names: a plain path, ``sqlite:///relative.db`` or
-    ``sqlite:////absolute.db``."""
-    if "://" not in address:
-        return Path(address)
-    path = address.split("://", 1)[1]
-    if not path.startswith("/") or path == "/":
-        raise ConfigurationError("an sqlite URL needs a path: sqlite:///relative.db")
-    return Path(path[1:])
+    ``sqlite:////absolute.db`` (``addresses.sqlite_file``); an address that names no file,
+    or not as written, is refused naming it."""
+    try:
+        return sqlite_file(address)
+    except ConfigurationError as exc:
+        raise ConfigurationError(f"SQLite address {address!r}: {exc}") from None
 
 
 class Busy(Exception):

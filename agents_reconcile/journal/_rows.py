@@ -45,6 +45,9 @@ class DamagedRecord:
     ident: str
     session_id: str | None
     problem: str
+    error: str = "RecordTampered"
+    """The class of the error that refused it: ``PayloadKeyUnknown`` (sound, sealed under a
+    key not given) and ``UnsupportedRecordVersion`` (a newer release's) are not damage."""
 
 
 _DAMAGED: Final[ContextVar[list[DamagedRecord] | None]] = ContextVar(
@@ -83,7 +86,13 @@ def each(
         except (RecordError, JournalCorrupt) as exc:
             kind, ident, session = named(row)
             collected.append(
-                DamagedRecord(kind, str(ident), None if session is None else str(session), str(exc))
+                DamagedRecord(
+                    kind,
+                    str(ident),
+                    None if session is None else str(session),
+                    str(exc),
+                    type(exc).__name__,
+                )
             )
     return made
 

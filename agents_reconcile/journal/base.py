@@ -11,9 +11,11 @@ from ..records import BackendIdentity, Decision, PendingWrite
 
 if TYPE_CHECKING:
     from ..effects.records import Effect
+    from .aside import RawIntent, SetAside
 
 __all__ = [
     "ACTIVE_STATES",
+    "AsideJournal",
     "EffectJournal",
     "IntentJournal",
     "IntentState",
@@ -271,6 +273,29 @@ class EffectJournal(Protocol):
         their owner is gone. Reads only; the work grows with how many are started, not with
         how many effects the journal keeps. Under ``collecting_damage`` a row that fails its
         checks is reported there and left out, like ``pending``."""
+        ...
+
+
+@runtime_checkable
+class AsideJournal(Protocol):
+    """A journal that can set a damaged intent aside (``journal.aside``): every journal of this
+    package is one. The row's bytes are kept as they were; only its description is read back."""
+
+    async def raw_intent(self, intent_id: str) -> RawIntent | None:
+        """The unresolved intent's row as stored, unchecked (None when unknown or settled)."""
+        ...
+
+    async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
+        """In one atomic step, only while the intent's row still holds exactly ``raw``'s
+        record, state and owner: remove the row, keep its bytes with ``aside``, store
+        ``decision`` (which settles the intent) and count a write of the row's session.
+        False, and nothing changed, when the row is gone or changed."""
+        ...
+
+    async def set_aside_entries(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[SetAside]:
+        """Set-aside entries, newest first (descriptions only, never the bytes)."""
         ...
 
 

@@ -11,6 +11,7 @@ from ..errors import IntentConflict, LeaseLost
 from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
 from ..sealing import Keyring
+from .aside import RawIntent, SetAside
 from .base import IntentState, JournalEntry, Opened, require_limit
 
 __all__ = ["InvariantViolation", "MemoryJournal"]
@@ -48,6 +49,7 @@ class MemoryJournal(Unversioned):
         # The session's count before each intent open_intent recorded: a retried opening
         # answers with it. Intents stored by record() have none, and read as 0 like elsewhere.
         self._opened_at: dict[str, int] = {}
+        self._aside: list[tuple[SetAside, bytes]] = []
         self.closed = False
 
     def _open_entry(self, intent_id: str, operation: str) -> JournalEntry:
@@ -302,6 +304,45 @@ class MemoryJournal(Unversioned):
             for d in reversed(self._decisions)
             if (session_id is None or d.session_id == session_id)
             and (intent_id is None or d.intent_id == intent_id)
+        ]
+        return chosen[:limit]
+
+    async def raw_intent(self, intent_id: str) -> RawIntent | None:
+        # Records are objects here and never damaged: the row as a stored journal would hold it.
+        entry = self._entries.get(intent_id)
+        if entry is None:
+            return None
+        intent = entry.intent
+        return RawIntent(
+            intent_id,
+            intent.session_id,
+            str(intent.backend),
+            entry.state.value,
+            str(entry.owner),
+            entry.updated_at,
+            intent.encode(),
+        )
+
+    async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
+        if await self.raw_intent(raw.intent_id) != raw:
+            return False
+        del self._entries[raw.intent_id]
+        self._opened_at.pop(raw.intent_id, None)
+        self._settled.add(raw.intent_id)
+        await self.count_write(decision.session_id, decision.backend)
+        self._decisions.append(decision)
+        self._aside.append((aside, raw.record))
+        return True
+
+    async def set_aside_entries(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[SetAside]:
+        require_limit(limit)
+        chosen = [
+            aside
+            for aside, _ in reversed(self._aside)
+            if (session_id is None or aside.session_id == session_id)
+            and (intent_id is None or aside.intent_id == intent_id)
         ]
         return chosen[:limit]
 

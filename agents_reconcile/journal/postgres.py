@@ -106,14 +106,15 @@ from ..records import BackendIdentity, Decision, PendingWrite
 from ..sealing import Keyring
 from ._rows import checked_decision, checked_entry, decoded, each
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
+from .postgres_aside import PostgresAside
 from .postgres_effects import PostgresEffects
-from .postgres_statements import JournalStatements
+from .postgres_statements import JournalStatements, decision_args
 
 __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "PostgresJournal"]
 
 SCHEMA: Final = Schema(
     "journal",
-    ("0001_initial", "0002_effects"),
+    ("0001_initial", "0002_effects", "0003_set_aside"),
     JournalCorrupt,
     package="agents_reconcile.journal",
     folder="postgres_schema",
@@ -125,13 +126,28 @@ SCHEMA_VERSION: Final = SCHEMA.version
 DEFAULT_SCHEMA: Final = "agents_reconcile"
 
 _T = TypeVar("_T")
-_TABLES: Final = ("decisions", "effects", "intents", "session_writes")
+# What a schema holds: one row per table (the schema alone, a NULL name, when it is empty); no
+# row when there is no such schema.
+_SCHEMA_TABLES: Final = (
+    "SELECT c.relname::text FROM pg_catalog.pg_namespace n LEFT JOIN pg_catalog.pg_class c"
+    " ON c.relnamespace = n.oid AND c.relkind IN ('r', 'p') WHERE n.nspname = $1"
+    " ORDER BY 1"
+)
+_JOURNAL_SCHEMAS: Final = (
+    "SELECT n.nspname::text FROM pg_catalog.pg_namespace n WHERE"
+    " EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid"
+    " AND c.relname = $1 AND c.relkind IN ('r', 'p'))"
+    " AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid"
+    " AND c.relname = $2 AND c.relkind IN ('r', 'p'))"
+    " ORDER BY 1 LIMIT $3"
+)
+_TABLES: Final = ("decisions", "effects", "intents", "session_writes", "set_aside")
 # open_intent's statements start each row with added, settled, writes and the seven columns
 # of the intent holding the id; an unresolved intent of the session follows.
 _HEAD_COLUMNS: Final = 10
 
 
-class PostgresJournal(PostgresEffects):
+class PostgresJournal(PostgresEffects, PostgresAside):
     """``IntentJournal`` (and ``EffectJournal``, from ``PostgresEffects``) in a PostgreSQL
     schema shared by any number of processes and hosts.
 
@@ -299,6 +315,30 @@ class PostgresJournal(PostgresEffects):
         what is missing or newer. Runs no DDL and writes nothing (a read-only transaction)."""
         problem, _ = await self._run(self._schema.inspect, prepare=False)
         return problem
+
+    async def schema_tables(self) -> list[str] | None:
+        """The tables the journal's schema holds, sorted (None when there is no such schema),
+        for an operator told there is no journal. Only reads."""
+
+        async def work(conn: Connection) -> list[str] | None:
+            async with conn.transaction(readonly=True):
+                rows = await conn.fetch(_SCHEMA_TABLES, self.schema)
+            return None if not rows else [row[0] for row in rows if row[0] is not None]
+
+        return await self._run(work, prepare=False)
+
+    async def journal_schemas(self, *, most: int = 20) -> list[str]:
+        """The schemas of this database holding a journal (its intents table and its version
+        table), sorted, up to ``most``. Only reads."""
+
+        async def work(conn: Connection) -> list[str]:
+            async with conn.transaction(readonly=True):
+                rows = await conn.fetch(
+                    _JOURNAL_SCHEMAS, "intents", self._schema.version_table, most
+                )
+            return [str(row[0]) for row in rows]
+
+        return await self._run(work, prepare=False)
 
     async def schema_version(self) -> int | None:
         """The version recorded in the schema (None when it holds none); writes nothing."""
@@ -498,7 +538,7 @@ class PostgresJournal(PostgresEffects):
         require_settling(decision, settling=True)
         intent_id = decision.intent_id
         key = (decision.session_id, str(decision.backend))
-        args = (*_decision_args(decision), None if owner is None else str(owner), fence)
+        args = (*decision_args(decision), None if owner is None else str(owner), fence)
         unique_violation = self._driver.UniqueViolationError
 
         async def work(conn: Connection) -> None:
@@ -532,7 +572,7 @@ class PostgresJournal(PostgresEffects):
         require_settling(decision, settling=False)
 
         async def work(conn: Connection) -> None:
-            await conn.execute(self._sql.note, *_decision_args(decision))
+            await conn.execute(self._sql.note, *decision_args(decision))
 
         await self._run(work)
 
@@ -574,19 +614,6 @@ def _intent_args(intent: PendingWrite, state: IntentState, owner: Owner) -> tupl
         intent.created_at,
         time.time(),
         intent.encode(),
-    )
-
-
-def _decision_args(decision: Decision) -> tuple[object, ...]:
-    return (
-        decision.intent_id,
-        decision.session_id,
-        str(decision.backend),
-        decision.outcome.value,
-        decision.reason.value,
-        decision.action.value,
-        decision.decided_at,
-        decision.encode(),
     )
 
 

@@ -7,13 +7,30 @@ is parsed and planned once per connection.
 
 from __future__ import annotations
 
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-__all__ = ["SETTLING", "JournalStatements"]
+if TYPE_CHECKING:
+    from ..records import Decision
+
+__all__ = ["SETTLING", "JournalStatements", "decision_args"]
 
 SETTLING: Final = "('settled', 'replayed', 'dropped')"
 _NOW: Final = "extract(epoch FROM clock_timestamp())::float8"
 """The journal's clock: the server's time, in seconds."""
+
+
+def decision_args(decision: Decision) -> tuple[object, ...]:
+    """A decision's columns, in the order ``note`` and ``settle`` take them."""
+    return (
+        decision.intent_id,
+        decision.session_id,
+        str(decision.backend),
+        decision.outcome.value,
+        decision.reason.value,
+        decision.action.value,
+        decision.decided_at,
+        decision.encode(),
+    )
 
 
 class JournalStatements:
@@ -185,6 +202,28 @@ class JournalStatements:
         # backend ($2..$5): the clearing of an acknowledged intent before the next opening.
         self.clear = forget(" AND session_id = $2 AND backend = $3 AND state = $4 AND owner = $5")
         self.get = f"{self.select_intents} WHERE intent_id = $1"
+        # Damaged intents set aside: the row unchecked, then removed only while it still
+        # holds the very bytes, state and owner read (the operator's compare-and-set).
+        self.raw_intent = (
+            f"SELECT {intent_columns}, {_NOW} - updated_at AS age FROM {s}.intents"
+            " WHERE intent_id = $1"
+        )
+        self.remove_raw = (
+            f"DELETE FROM {s}.intents WHERE intent_id = $1 AND record = $2 AND state = $3"
+            " AND owner = $4 RETURNING intent_id"
+        )
+        self.keep_aside = (
+            f"INSERT INTO {s}.set_aside (intent_id, session_id, set_aside_at, meta, record)"
+            " VALUES ($1, $2, $3, $4, $5)"
+        )
+        self.aside_entries = {
+            (by_session, by_intent): f"SELECT meta FROM {s}.set_aside WHERE true"
+            + (" AND session_id = $1" if by_session else "")
+            + (f" AND intent_id = ${1 + by_session}" if by_intent else "")
+            + f" ORDER BY seq DESC LIMIT ${1 + by_session + by_intent}"
+            for by_session in (False, True)
+            for by_intent in (False, True)
+        }
         self.is_settled = (
             f"SELECT 1 FROM {s}.decisions WHERE intent_id = $1 AND action IN {SETTLING} LIMIT 1"
         )

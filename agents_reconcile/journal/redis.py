@@ -93,6 +93,7 @@ from ..sealing import Keyring
 from . import redis_replies as replies
 from ._rows import each
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
+from .redis_aside import ASIDE_SCRIPTS, RedisAside
 from .redis_effects import EFFECT_SCRIPTS, RedisEffects
 from .redis_homes import RedisIntentHomes, Retry
 from .redis_layout import IntentHomes, JournalKeys
@@ -125,15 +126,18 @@ _SCRIPTS: Final = {
         "settle",
         "transition",
         *EFFECT_SCRIPTS,
+        *ASIDE_SCRIPTS,
     )
 }
+_SCAN_STEP: Final = 1000
+"""Keys a ``SCAN`` looks at per call while an operator's diagnosis looks for journals."""
 _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
     "socket_connect_timeout": 5.0,
     "socket_timeout": 10.0,
 }
 
 
-class RedisJournal(RedisIntentHomes, RedisSchemaSteps, RedisEffects):
+class RedisJournal(RedisIntentHomes, RedisSchemaSteps, RedisEffects, RedisAside):
     """``IntentJournal`` and ``EffectJournal`` on a Redis server, shared by every worker that
     uses the same server and ``prefix``.
 
@@ -199,6 +203,50 @@ class RedisJournal(RedisIntentHomes, RedisSchemaSteps, RedisEffects):
 
     def __repr__(self) -> str:
         return f"RedisJournal({self._address.shown!r}, prefix={self.prefix!r})"
+
+    # -- what the server holds, for an operator told there is no journal (only reads) -------
+
+    async def keys_held(self, *, most: int = 3, budget: int = 10_000) -> list[str]:
+        """Up to ``most`` names of keys under this journal's prefix, found by ``SCAN`` over at
+        most ``budget`` keys of the server (none: the prefix holds nothing, as far as seen)."""
+        from ..backends.redis import glob_escape
+
+        found, _ = await self._scan(f"{glob_escape(self.prefix)}:*", most, budget)
+        return [key.decode("utf-8", "backslashreplace") for key in found]
+
+    async def journal_prefixes(
+        self, *, most: int = 20, budget: int = 10_000
+    ) -> tuple[list[str], bool]:
+        """The prefixes under which this server holds a journal (a ``PREFIX:schema`` key
+        holding a version), found by ``SCAN`` over at most ``budget`` keys, up to ``most`` of
+        them, sorted; and whether the scan saw every key of the server."""
+        suffix = self._layout.names["schema"][len(self.prefix) :].encode()  # b":schema"
+        keys, complete = await self._scan(f"*{suffix.decode()}", most, budget)
+        found: list[str] = []
+        with self._translated("journal_prefixes"):
+            send = await self._send()
+            for key in sorted(keys):
+                raw = await send("GET", key)
+                if isinstance(raw, bytes) and raw.strip().isdigit():
+                    found.append(key[: -len(suffix)].decode("utf-8", "backslashreplace"))
+        return found, complete
+
+    async def _scan(self, pattern: str, most: int, budget: int) -> tuple[list[bytes], bool]:
+        """Keys matching ``pattern``, up to ``most``, over at most ``budget`` keys scanned; and
+        whether the scan went through every key."""
+        found: list[bytes] = []
+        with self._translated("scan"):
+            send = await self._send()
+            cursor = 0
+            for _ in range(max(1, budget // _SCAN_STEP)):
+                reply, keys = await send("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_STEP)
+                found.extend(key for key in keys if key not in found)
+                cursor = int(reply)
+                if cursor == 0:
+                    return found[:most], len(found) <= most
+                if len(found) >= most:
+                    break
+        return found[:most], False
 
     # -- commands, scripts and errors -----------------------------------------------------
 

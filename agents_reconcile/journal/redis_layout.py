@@ -20,6 +20,7 @@ from blake3 import blake3
 from ..errors import ConfigurationError
 
 __all__ = [
+    "ASIDE_KEYS",
     "EFFECT_INDEX",
     "EFFECT_KEYS",
     "EFFECT_STARTED",
@@ -55,6 +56,10 @@ EFFECT_KEYS: Final = (
 )
 """A session's effect keys: the list of its effect keys, oldest first, then hashes from an
 effect key to its encoded ``Effect``, its state, its owner and when it last changed."""
+ASIDE_KEYS: Final = ("aside", "aside_record", "aside_order")
+"""Damaged intents set aside (``redis_aside``): a hash from a position to a description, one
+from the same position to the bytes, and the list of intent ids in the order they were set
+aside (the position is the index in it, from 1). Global keys, passed after a session's."""
 # ``write_seq`` came after layout 1 without changing its number, because it only adds to it:
 # an intent an older release opened lacks the field and reads as 0 (as one stored by record()
 # does), and a field an older release leaves behind when it removes an intent is cleared when
@@ -84,7 +89,7 @@ class JournalKeys:
         self.prefix = prefix
         self.names = {name: f"{prefix}:{name}" for name in GLOBAL_KEYS}
         self.globals = [self.names[name].encode("utf-8") for name in GLOBAL_KEYS]
-        for name in (EFFECT_INDEX, EFFECT_STARTED):
+        for name in (EFFECT_INDEX, EFFECT_STARTED, *ASIDE_KEYS):
             self.names[name] = f"{prefix}:{name}"
         self._effect_globals = [
             *self.globals,
@@ -95,7 +100,7 @@ class JournalKeys:
         self._pattern = re.compile(
             re.escape(prefix.encode())
             + rb":(?:(?:"
-            + "|".join((*GLOBAL_KEYS, EFFECT_INDEX, EFFECT_STARTED)).encode()
+            + "|".join((*GLOBAL_KEYS, EFFECT_INDEX, EFFECT_STARTED, *ASIDE_KEYS)).encode()
             + rb")|\{[0-9a-f]{32}\}:(?:"
             + "|".join((*SESSION_KEYS, *EFFECT_KEYS)).encode()
             + rb"))",

@@ -16,8 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, TypeVar
 
-from ..backends.schema import Schema
-from ..backends.sqlite import SQLiteLink, SQLiteSchema, enable_wal, path_of
+from ..backends.sqlite import SQLiteLink, enable_wal, path_of
 from ..effects.records import Effect, EffectState
 from ..errors import (
     IntentConflict,
@@ -29,20 +28,20 @@ from ..ownership import Owner
 from ..records import BackendIdentity, Decision, PendingWrite
 from ..sealing import Keyring
 from ._rows import checked_decision, checked_effect, checked_entry, each
+from .aside import RawIntent, SetAside
 from .base import IntentState, JournalEntry, Opened, require_limit, require_settling
-
-__all__ = ["SCHEMA_VERSION", "SQLiteJournal"]
-
-SCHEMA: Final = Schema(
-    "journal",
-    ("0001_initial", "0002_effects"),
-    JournalCorrupt,
-    package="agents_reconcile.journal",
-    folder="sqlite_schema",
+from .sqlite_files import (
+    _VERSIONS,
+    SCHEMA,
+    SCHEMA_VERSION,
+    _access_problem,
+    _inspect,
+    _reader,
+    _translate,
 )
-"""The journal's schema steps, oldest first: files ``sqlite_schema/<step>.sql``."""
-SCHEMA_VERSION: Final = SCHEMA.version
-_VERSIONS: Final = SQLiteSchema(SCHEMA, "journal_schema")
+
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "SQLiteJournal"]
+
 _T = TypeVar("_T")
 _SETTLING_ACTIONS: Final = ("settled", "replayed", "dropped")
 _EFFECT_ROW: Final = "SELECT key, session_id, state, owner, record FROM effects WHERE key = ?"
@@ -105,21 +104,23 @@ class SQLiteJournal:
     # -- connection ---------------------------------------------------------------------
 
     def _open(self) -> sqlite3.Connection:
-        if self.read_only and not self.path.is_file():
-            raise JournalUnavailable(f"no journal file at {self.path}")
-        # mode=ro: inspecting a journal must never create or migrate it, even when the path
-        # is mistyped or a live process is using it.
-        target = f"{self.path.as_uri()}?mode=ro" if self.read_only else str(self.path)
-        try:
-            conn = sqlite3.connect(
-                target,
-                uri=self.read_only,
-                timeout=0,
-                isolation_level=None,
-                check_same_thread=False,
-            )
-        except sqlite3.Error as exc:
-            raise _translate(exc, self.path) from exc
+        if self.read_only:
+            try:
+                there = self.path.is_file()
+            except OSError:
+                there = True  # a directory this user may not search: _reader says so
+            if not there:
+                raise JournalUnavailable(f"no journal file at {self.path}")
+            # Inspecting a journal never creates, migrates or writes it, even when the path
+            # is mistyped or a live process is using it, and leaves no file beside it.
+            conn = _reader(self.path)
+        else:
+            try:
+                conn = sqlite3.connect(
+                    str(self.path), timeout=0, isolation_level=None, check_same_thread=False
+                )
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
         try:
             # The timeout first: switching to WAL takes the file's lock, which another process
             # opening the journal at the same moment may hold.
@@ -162,15 +163,15 @@ class SQLiteJournal:
             raise _translate(exc, self.path) from exc
 
     async def check(self) -> str | None:
-        """None when the file holds this release's schema; else what is missing or newer.
-        Creates and writes nothing."""
-        if not self.path.is_file():
-            return f"{self.path}: no journal file (migrate creates it)"
+        """None when the file holds this release's schema; else what is missing or newer,
+        what stops this user reading it, or what the file holds instead of a journal.
+        Creates and writes nothing, and leaves no file beside the journal (``_reader``)."""
         try:
-            found = await self.schema_version()
-        except (JournalCorrupt, sqlite3.Error) as exc:
-            return str(exc)
-        return SCHEMA.problem(str(self.path), found)
+            if not self.path.is_file():
+                return f"{self.path}: no journal file (migrate creates it)"
+        except OSError as exc:  # a directory on the way this user may not search
+            return _access_problem(self.path, writing=False) or f"{self.path}: {exc}"
+        return await asyncio.to_thread(_inspect, self.path)
 
     def _sync(self, operation: Callable[[sqlite3.Connection], _T], *, patient: bool = False) -> _T:
         return self._link.sync(operation, patient=patient)
@@ -470,6 +471,53 @@ class SQLiteJournal:
         rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
         return each(rows, lambda row: _decision(*row), lambda row: ("decision", row[0], row[1]))
 
+    # -- damaged intents set aside ---------------------------------------------------------
+
+    async def raw_intent(self, intent_id: str) -> RawIntent | None:
+        sql = (
+            "SELECT intent_id, session_id, backend, state, owner, updated_at, record"
+            " FROM intents WHERE intent_id = ?"
+        )
+        row = await self._run(lambda conn: conn.execute(sql, (intent_id,)).fetchone())
+        return None if row is None else RawIntent.of_row(row)
+
+    async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
+        require_settling(decision, settling=True)
+
+        def write(conn: sqlite3.Connection) -> bool:
+            conn.execute("BEGIN IMMEDIATE")
+            gone = conn.execute(
+                "DELETE FROM intents WHERE intent_id = ? AND record = ? AND state = ?"
+                " AND owner = ?",
+                (raw.intent_id, raw.record, raw.state, raw.owner),
+            ).rowcount
+            if gone != 1:
+                conn.execute("ROLLBACK")
+                return False
+            _count_write(conn, (raw.session_id, raw.backend))
+            _insert_decision(conn, decision)
+            conn.execute(
+                "INSERT INTO set_aside (intent_id, session_id, set_aside_at, meta, record)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (raw.intent_id, raw.session_id, aside.set_aside_at, aside.encode(), raw.record),
+            )
+            conn.execute("COMMIT")
+            return True
+
+        return await self._run(write)
+
+    async def set_aside_entries(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[SetAside]:
+        require_limit(limit)
+        args: list[object] = []
+        sql = "SELECT meta FROM set_aside WHERE 1 = 1"
+        sql += _matching(args, session_id=session_id, intent_id=intent_id)
+        sql += " ORDER BY seq DESC LIMIT ?"
+        args.append(limit)
+        rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
+        return [SetAside.decode(row[0]) for row in rows]
+
     async def close(self) -> None:
         """Close the connection. The journal is shared per file within a process, so a later
         operation (by this or another session) opens a new one instead of failing."""
@@ -672,14 +720,3 @@ def _insert_decision(conn: sqlite3.Connection, decision: Decision) -> None:
             decision.encode(),
         ),
     )
-
-
-def _translate(exc: sqlite3.Error, path: Path) -> Exception:
-    text = str(exc).lower()
-    if "no such table" in text or "no such column" in text:
-        return JournalCorrupt(f"{path} is not an agents-reconcile journal ({exc})")
-    if isinstance(exc, sqlite3.DatabaseError) and (
-        "not a database" in text or "malformed" in text or "corrupt" in text
-    ):
-        return JournalCorrupt(f"journal {path} is damaged or is not a journal: {exc}")
-    return JournalUnavailable(f"journal {path} cannot be used: {exc}")

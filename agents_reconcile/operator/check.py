@@ -84,6 +84,9 @@ class CheckReport:
     def to_json(self) -> dict[str, Any]:
         body = {name: getattr(self, name) for name in ("store", "layout", "session_id")}
         return body | {
+            # Positions in this document count from 0, as the trail's evidence does; the
+            # lines printed for people count from 1.
+            "positions_count_from": 0,
             "damage": self.damage.to_json(),
             "plan": self.plan.to_json(),
             "unreadable_rows": self.unreadable,
@@ -93,9 +96,13 @@ class CheckReport:
         }
 
     def lines(self) -> list[str]:
-        """The report for people, one finding a line: ids, positions and digests only."""
+        """The report for people, one finding a line: ids, positions (the first item is 1) and
+        digests only."""
         damage, plan = self.damage, self.plan
-        lines = [f"session {self.session_id!r} ({self.layout}, {self.store}): {damage.count} items"]
+        lines = [
+            f"session {self.session_id!r} ({self.layout}, {self.store}): {damage.count} items "
+            "(positions count from 1)"
+        ]
         if self.unreadable:
             lines.append(f"{self.unreadable} stored rows do not decode (the SDK skips them)")
         if self.pending:
@@ -103,10 +110,10 @@ class CheckReport:
         for finding in damage.findings:
             call = f" call_id={finding.call_id}" if finding.call_id else ""
             shown = ", ".join(
-                f"{p}:{d[:12]}" for p, d in zip(finding.positions, finding.digests, strict=True)
+                f"{p + 1}:{d[:12]}" for p, d in zip(finding.positions, finding.digests, strict=True)
             )
             lines.append(f"  {finding.kind.value} [{shown}] {finding.item_type or 'run'}{call}")
-        removed = ", ".join(str(removal.position) for removal in plan.removals)
+        removed = ", ".join(str(removal.position + 1) for removal in plan.removals)
         if not damage.findings:
             lines.append("no damage found")
         elif self.repaired:
@@ -115,7 +122,7 @@ class CheckReport:
         elif removed:
             lines.append(f"a repair would remove positions {removed}")
         for left in plan.left:
-            where = ", ".join(map(str, left.finding.positions))
+            where = ", ".join(str(p + 1) for p in left.finding.positions)
             lines.append(f"left for a person: {left.finding.kind.value} [{where}]: {left.why}")
         return lines
 
@@ -139,11 +146,12 @@ async def check_session(
     store's key prefix or schema; ``journal_namespace``: the journal's). Without ``repair``
     nothing is written anywhere; the journal, when given, is read for the session's pending
     intents. With ``repair`` the repaired history is written (``repair_session``) under an
-    intent in ``journal``, which must be named and be the journal the application uses: a
-    repair recorded anywhere else would not be found by the application if it were
-    interrupted. ``payload_keys``: the deployment's, where it seals
-    payloads (``ReconcileConfig(payload_key=...)``): the repair's intent is sealed with them,
-    and without them a journal that shows sealed records is not repaired."""
+    intent in ``journal``, which must be named, be there already (a repair creates no journal)
+    and be the journal the application uses: a repair recorded anywhere else would not be
+    found by the application if it were interrupted. ``payload_keys``: the deployment's,
+    where it seals payloads (``ReconcileConfig(payload_key=...)``): the repair's intent is
+    sealed with them, and without them a journal that shows sealed records is not
+    repaired."""
     layout, items, unreadable = await read_history(store, session_id, namespace)
     shown = redacted(store)
     if repair:
@@ -188,18 +196,20 @@ async def _ledger(
 ) -> IntentJournal | str:
     """The journal a repair is recorded in (its address, or opened in ``namespace``), once a
     reading of it with ``payload_keys`` alone (a journal object of its own, holding no other
-    wrapper's keys) shows no record sealed under a key not given."""
+    wrapper's keys) shows no record sealed under a key not given.
+
+    The journal must be there already, at this release's schema (``JournalError`` otherwise,
+    saying what is there instead): a repair never creates one. The application's journal
+    exists once it has run (or been migrated), so a journal missing here is a mistyped
+    address, a forgotten ``--namespace`` or a misspelled schema, and creating it would record
+    the repair where the application never looks."""
+    reading = await opened_journal(journal, namespace=namespace, keyring=Keyring(payload_keys))
     try:
-        reading = await opened_journal(journal, namespace=namespace, keyring=Keyring(payload_keys))
-    except JournalError:
-        reading = None  # none there yet (the repair creates it), or refused again below
-    if reading is not None:
-        try:
-            sealed = await sealed_elsewhere(reading, session_id)
-        finally:
-            await reading.close()
-        if sealed is not None:
-            raise RepairRefused(_SEALED.format(sealed=sealed))
+        sealed = await sealed_elsewhere(reading, session_id)
+    finally:
+        await reading.close()
+    if sealed is not None:
+        raise RepairRefused(_SEALED.format(sealed=sealed))
     if namespace is None:
         return journal
     return backend_for(journal, what="journal").open_journal(journal, namespace=namespace)

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import shlex
 import sys
 import time
 from collections.abc import Sequence
@@ -18,17 +17,34 @@ import orjson
 
 from ..config import ReconcileConfig
 from ..effects.records import Effect, EffectState
-from ..errors import ResolutionRefused
+from ..errors import (
+    JournalCorrupt,
+    PayloadKeyUnknown,
+    RecordError,
+    ResolutionRefused,
+    UnsupportedRecordVersion,
+)
 from ..journal import IntentJournal
 from ..journal._rows import collecting_damage
+from ..journal.base import AsideJournal
 from ..journal_client import JournalClient
 from ..records import BackendIdentity, evidence_text
 from ..resolution import Resolver
+from ..setting_aside import damage_of, row_backend
 from . import views
-from .hints import journal_options, operator_hints
+from .hints import (
+    EFFECT_CHOICES,
+    REASON,
+    as_offered,
+    operator_hints,
+    resolve_hints,
+    show_hint,
+)
+from .ids import full_id
+from .items import item_shapes, sealed_outline
 from .journals import opened_journal
 from .keys import keyring, payload_keys
-from .stores import close_store, store_for
+from .stores import close_store, recorded_store, store_for
 from .waiting import effect_status, effect_view
 
 if TYPE_CHECKING:
@@ -40,6 +56,11 @@ EXIT_OK: Final = 0
 EFFECTS_BACKEND: Final = BackendIdentity("agents_reconcile.effects", "")
 """The backend named by decisions about tool effects resolved from the command line."""
 EXIT_ATTENTION: Final = 1
+_UNREAD: Final = {
+    "PayloadKeyUnknown": "SEALED (give the payload keys: --payload-key-file)",
+    "UnsupportedRecordVersion": "NEWER (written by a newer release)",
+}
+"""Rows that cannot be read here but are not damaged, as status labels them."""
 
 
 async def _journal(args: argparse.Namespace, *, writing: bool = False) -> IntentJournal:
@@ -94,8 +115,9 @@ def _print_status(found: dict[str, Any], args: argparse.Namespace) -> None:
             print()
         _print_effects(found["effects"])
     for damaged in found["damaged"]:
+        label = _UNREAD.get(damaged["error"], "DAMAGED")
         print(
-            f"DAMAGED {damaged['kind']} {damaged['id']} (session {damaged['session_id']!r}): "
+            f"{label} {damaged['kind']} {damaged['id']} (session {damaged['session_id']!r}): "
             f"{damaged['problem']}"
         )
     for line in operator_hints(found, args):
@@ -146,11 +168,12 @@ def trail(args: argparse.Namespace) -> int:
         print(f"    evidence: {evidence_text(decision['evidence'])}")
     for effect in found["effects"]:
         waits = "waits for an operator" if effect["needs_operator"] else "not finished yet"
-        show = shlex.join(["agents-reconcile", "show", effect["effect"], *journal_options(args)])
         print(
             f"effect {effect['effect']} ({effect['tool']}, call {effect['call_id']}) has no "
-            f"receipt: {waits}; for the evidence: {show}"
+            f"receipt: {waits}; for the evidence: {show_hint(effect['effect'], args)}"
         )
+    for aside in found["set_aside"]:
+        print(_aside_line(aside))
     for damaged in found["damaged"]:
         print(f"DAMAGED decision under {damaged['id']}: {damaged['problem']}")
     return EXIT_ATTENTION if found["damaged"] else EXIT_OK
@@ -162,7 +185,7 @@ def show(args: argparse.Namespace) -> int:
     except ResolutionRefused as refused:
         # Unknown, settled, or a store that is not the intent's: said, not a traceback.
         if args.json:
-            _json({"refused": str(refused), "intent_id": refused.intent_id})
+            _json({**_refusal(refused), "intent_id": refused.intent_id})
         else:
             print(f"{refused}", file=sys.stderr)
         return EXIT_ATTENTION
@@ -222,67 +245,184 @@ def decisions(args: argparse.Namespace) -> int:
 async def _show(args: argparse.Namespace) -> dict[str, Any]:
     journal = await _journal(args)
     try:
-        effect = await _effect(journal, args.intent)
+        ident = await full_id(journal, args.intent)
+        effect = await _effect(journal, ident)
         if effect is not None:
-            shown = effect_view(effect)
-            if effect.state is EffectState.STARTED:
-                # Whether it waits for a person, judged as status judges it.
-                lease = ReconcileConfig().lease_seconds
-                judged = effect_status(effect, None, time.time(), lease)
-                for name in ("owner_live", "runs_again", "needs_operator"):
-                    shown[name] = judged[name]
-            with collecting_damage():
-                found = await journal.decisions(intent_id=effect.key, limit=args.limit)
-            shown["decisions"] = [views.decision_view(d) for d in found]
-            return shown
-        entry = await _entry(journal, args.intent)
-        intent = entry.intent
-        with collecting_damage():
-            decisions = await journal.decisions(intent_id=intent.intent_id, limit=args.limit)
-        now = time.time()
+            return await _show_effect(journal, effect, args)
+        try:
+            entry = await journal.get(ident)
+        except PayloadKeyUnknown as exc:
+            return await _show_row(journal, ident, args, sealed=str(exc))
+        except UnsupportedRecordVersion:
+            raise
+        except (RecordError, JournalCorrupt) as exc:
+            return await _show_row(journal, ident, args, damaged=str(exc))
+        if entry is None:
+            aside = await _set_aside_entry(journal, ident)
+            if aside is not None:
+                with collecting_damage():
+                    found = await journal.decisions(intent_id=ident, limit=args.limit)
+                return {
+                    "intent_id": ident,
+                    "set_aside": aside.view(),
+                    "decisions": [views.decision_view(d) for d in found],
+                }
+            entry = await _entry(journal, ident)
+        return await _show_intent(journal, entry, args)
+    finally:
+        await journal.close()
+
+
+async def _show_effect(
+    journal: IntentJournal, effect: Effect, args: argparse.Namespace
+) -> dict[str, Any]:
+    shown: dict[str, Any] = effect_view(effect)
+    if effect.state is EffectState.STARTED:
+        # Whether it waits for a person, judged as status judges it.
         lease = ReconcileConfig().lease_seconds
-        shown = views.intent_view(entry, decisions[0] if decisions else None, now, lease)
-        shown["expected"] = {
-            "batch_digests": list(intent.batch_digests),
-            "before_digests": list(intent.before_digests),
-            "before_is_whole": intent.before_is_whole,
-            "persisted_count": intent.persisted_count,
-            "expected_revision": intent.expected_revision,
-            "scheme": intent.scheme,
-            "sealed_under": intent.sealed_under,
-        }
-        resolver, store = _resolver(entry, args, journal)
+        judged = effect_status(effect, None, time.time(), lease)
+        for name in ("owner_live", "runs_again", "needs_operator"):
+            shown[name] = judged[name]
+        shown["next"] = (
+            resolve_hints(effect.key, args, EFFECT_CHOICES) if judged["needs_operator"] else []
+        )
+    with collecting_damage():
+        found = await journal.decisions(intent_id=effect.key, limit=args.limit)
+    shown["decisions"] = [views.decision_view(d) for d in found]
+    return shown
+
+
+async def _show_intent(
+    journal: IntentJournal, entry: JournalEntry, args: argparse.Namespace
+) -> dict[str, Any]:
+    intent = entry.intent
+    with collecting_damage():
+        decisions = await journal.decisions(intent_id=intent.intent_id, limit=args.limit)
+    now = time.time()
+    lease = ReconcileConfig().lease_seconds
+    shown = views.intent_view(entry, decisions[0] if decisions else None, now, lease)
+    shown["expected"] = {
+        "batch_digests": list(intent.batch_digests),
+        "before_digests": list(intent.before_digests),
+        "before_is_whole": intent.before_is_whole,
+        "persisted_count": intent.persisted_count,
+        "expected_revision": intent.expected_revision,
+        "scheme": intent.scheme,
+        "sealed_under": intent.sealed_under,
+    }
+    shown["batch"] = item_shapes(intent)
+    store, store_namespace, given = _store_address(entry, args)
+    shown["store"] = None if store is None else {"address": store, "from": given}
+    verdict = None
+    if store is not None:
+        resolver, opened = _resolver(entry, store, store_namespace, journal)
         try:
             verdict = await resolver.preview(intent.intent_id)
         finally:
-            await close_store(store)
-        shown["store_now"] = (
-            None
-            if verdict is None
-            else {
-                "outcome": verdict.outcome.value,
-                "reason": verdict.reason.value,
-                "explanation": verdict.reason.explanation,
-                "evidence": dict(verdict.evidence),
-            }
-        )
-        shown["decisions"] = [views.decision_view(d) for d in decisions]
-        shown["resolutions"] = views.outlook(verdict, len(intent.batch_digests))
+            await close_store(opened)
+    shown["store_now"] = (
+        None
+        if verdict is None
+        else {
+            "outcome": verdict.outcome.value,
+            "reason": verdict.reason.value,
+            "explanation": verdict.reason.explanation,
+            "evidence": dict(verdict.evidence),
+        }
+    )
+    shown["decisions"] = [views.decision_view(d) for d in decisions]
+    shown["resolutions"] = views.outlook(verdict, len(intent.batch_digests))
+    shown["next"] = resolve_hints(
+        intent.intent_id,
+        args,
+        as_offered(shown["resolutions"]),
+        store=store,
+        store_namespace=store_namespace,
+    )
+    return shown
+
+
+async def _show_row(
+    journal: IntentJournal,
+    ident: str,
+    args: argparse.Namespace,
+    *,
+    damaged: str | None = None,
+    sealed: str | None = None,
+) -> dict[str, Any]:
+    """An intent whose record cannot be read here: damaged (only ``abandon``, which sets it
+    aside), or sealed under a key not given (what the seal leaves readable)."""
+    raw = await journal.raw_intent(ident) if isinstance(journal, AsideJournal) else None
+    if raw is None:
+        raise ResolutionRefused(f"intent {ident}: {damaged or sealed}", intent_id=ident)
+    with collecting_damage():
+        decisions = await journal.decisions(intent_id=ident, limit=args.limit)
+    from ..journal.aside import raw_digest
+
+    shown: dict[str, Any] = {
+        "intent_id": ident,
+        "session_id": raw.session_id,
+        "backend": raw.backend,
+        "state": raw.state,
+        "owner": raw.owner,
+        "updated_seconds_ago": round(raw.held_for(time.time()), 3),
+        "record": {"size": len(raw.record), "digest": raw_digest(raw.record)},
+        "decisions": [views.decision_view(d) for d in decisions],
+    }
+    if sealed is not None:
+        shown["sealed"] = {"problem": sealed, **(sealed_outline(raw.record) or {})}
+        shown["next"] = []
         return shown
-    finally:
-        await journal.close()
+    shown["damaged"] = damaged
+    shown["resolutions"] = {
+        "abandon": "set the record aside (its bytes kept in the journal, listed by show and "
+        "trail) and let the session run again",
+        "committed": "refused: nothing can be judged from a damaged record",
+        "replay": "refused: nothing can be replayed from a damaged record",
+    }
+    shown["next"] = resolve_hints(ident, args, {"abandon": []})
+    return shown
+
+
+async def _set_aside_entry(journal: IntentJournal, ident: str) -> Any:
+    if not isinstance(journal, AsideJournal):
+        return None
+    found = await journal.set_aside_entries(intent_id=ident, limit=1)
+    return found[0] if found else None
+
+
+def _store_address(
+    entry: JournalEntry, args: argparse.Namespace
+) -> tuple[str | None, str | None, str]:
+    """The store to judge the intent against: ``--store`` when given, else the one its record
+    names (where it can name one)."""
+    if args.store is not None:
+        return args.store, args.store_namespace, "--store"
+    backend = entry.intent.backend
+    found = recorded_store(backend.kind, backend.namespace)
+    if found is None:
+        return None, None, "none"
+    return found[0], found[1], "the intent's record"
 
 
 def _print_show(found: dict[str, Any]) -> None:
     if "effect" in found:
         for key, value in found.items():
-            if key != "decisions":
+            if key not in ("decisions", "next"):
                 print(f"{key:<17} {value}")
         for decision in found["decisions"]:
             print(
                 f"decision          {_when(decision['decided_at'])}  {decision['reason']} -> "
                 f"{decision['action']}{_repeated(decision)}"
             )
+        _print_next(found.get("next", []))
+        return
+    if "set_aside" in found:
+        print(_aside_line(found["set_aside"]))
+        _print_decisions(found["decisions"])
+        return
+    if "record" in found:
+        _print_row(found)
         return
     print(f"intent   {found['intent_id']}")
     print(f"session  {found['session_id']}   backend {found['backend']}")
@@ -297,24 +437,81 @@ def _print_show(found: dict[str, Any]) -> None:
     for key in ("persisted_count", "expected_revision", "sealed_under"):
         if expected[key] is not None:
             print(f"    {key}: {expected[key]}")
+    print("\nthe batch (no content: kinds, tools, call ids, sizes):")
+    for item in found["batch"]:
+        print("    " + _item_line(item))
     print("\nthe store now:")
     now = found["store_now"]
     if now is None:
         print("    not read (give --store ADDRESS to judge the intent against it)")
     else:
+        print(f"    read from {found['store']['address']} (named by {found['store']['from']})")
         print(f"    {now['outcome']} ({now['reason']}): {now['explanation']}")
         print(f"    evidence: {evidence_text(now['evidence'])}")
+    _print_decisions(found["decisions"])
+    print("\nwhat each resolution would do:")
+    for name, said in found["resolutions"].items():
+        print(f"    --as {name:<9} {said}")
+    _print_next(found["next"])
+
+
+def _print_row(found: dict[str, Any]) -> None:
+    record = found["record"]
+    print(f"intent   {found['intent_id']}")
+    print(f"session  {found['session_id']}   backend {found['backend']}   (as its row says)")
+    print(f"state    {found['state']}, owner {found['owner']}")
+    print(f"record   {record['size']} bytes, {record['digest']}")
+    if "sealed" in found:
+        sealed = found["sealed"]
+        print(f"\nsealed: {sealed['problem']}")
+        if sealed.get("items") is not None:
+            print(
+                f"    {sealed['items']} item(s), sealed under {sealed.get('sealed_under')}: "
+                f"{evidence_text({'batch': sealed['batch_digests']})} (unverified)"
+            )
+        print("    give the deployment's payload keys (--payload-key-file PATH) to see more")
+    else:
+        print(f"\nDAMAGED: {found['damaged']}")
+    _print_decisions(found["decisions"])
+    if "resolutions" in found:
+        print("\nwhat each resolution would do:")
+        for name, said in found["resolutions"].items():
+            print(f"    --as {name:<9} {said}")
+    _print_next(found["next"])
+
+
+def _print_decisions(decisions: list[dict[str, Any]]) -> None:
     print("\ndecisions (newest first):")
-    for decision in found["decisions"] or []:
+    for decision in decisions:
         print(
             f"    {_when(decision['decided_at'])}  {decision['outcome']} ({decision['reason']}) "
             f"-> {decision['action']}{_repeated(decision)}"
         )
-    if not found["decisions"]:
+    if not decisions:
         print("    none yet")
-    print("\nwhat each resolution would do:")
-    for name, said in found["resolutions"].items():
-        print(f"    --as {name:<9} {said}")
+
+
+def _print_next(lines: list[str]) -> None:
+    if not lines:
+        return
+    print(f"\nto resolve it (replace {REASON!r} with what you checked):")
+    for line in lines:
+        print(f"    {line}")
+
+
+def _item_line(item: dict[str, Any]) -> str:
+    named = "  ".join(
+        f"{key}={item[key]}" for key in ("type", "role", "name", "call_id", "status") if key in item
+    )
+    return f"{item['position']}. {named}  {item['size']} B  {item['digest'][:12]}"
+
+
+def _aside_line(aside: dict[str, Any]) -> str:
+    return (
+        f"SET ASIDE intent {aside['intent_id']} (session {aside['session_id']!r}) on "
+        f"{_when(aside['set_aside_at'])} by {aside['actor']} ({aside['reason']}): its record "
+        f"kept, {aside['size']} bytes, {aside['digest']}; refused because: {aside['problem']}"
+    )
 
 
 def resolve(args: argparse.Namespace) -> int:
@@ -324,7 +521,7 @@ def resolve(args: argparse.Namespace) -> int:
         if args.json:
             _json(
                 {
-                    "refused": str(refused),
+                    **_refusal(refused),
                     "intent_id": refused.intent_id,
                     "evidence": refused.evidence,
                 }
@@ -345,11 +542,22 @@ def resolve(args: argparse.Namespace) -> int:
 async def _resolve(args: argparse.Namespace) -> Any:
     journal = await _journal(args, writing=True)
     try:
-        effect = await _effect(journal, args.intent)
+        ident = await full_id(journal, args.intent)
+        effect = await _effect(journal, ident)
         if effect is not None:
             return await _resolve_effect(args, journal, effect)
-        entry = await _entry(journal, args.intent)
-        resolver, store = _resolver(entry, args, journal)
+        if await damage_of(journal, ident) is not None and isinstance(journal, AsideJournal):
+            raw = await journal.raw_intent(ident)
+            if raw is not None:
+                # Only abandon clears it (set aside, its bytes kept); the resolver says so.
+                client = JournalClient(
+                    raw.session_id, row_backend(raw), ReconcileConfig(journal=journal)
+                )
+                return await Resolver(client).resolve(
+                    ident, args.resolution, reason=args.reason, actor=args.actor
+                )
+        entry = await _entry(journal, ident)
+        resolver, store = _resolver(entry, args.store, args.store_namespace, journal)
         try:
             return await resolver.resolve(
                 entry.intent.intent_id,
@@ -406,20 +614,18 @@ async def _entry(journal: IntentJournal, intent_id: str) -> JournalEntry:
 
 
 def _resolver(
-    entry: JournalEntry, args: argparse.Namespace, journal: IntentJournal
+    entry: JournalEntry, address: str | None, namespace: str | None, journal: IntentJournal
 ) -> tuple[Resolver, Any]:
     """What resolves the intent: a wrapper over its own store (``--store``), which judges it
     and can replay it, or, without a store, the journal alone (nothing judged, nothing
     replayed). Returns the store too, to be closed."""
     intent = entry.intent
     config = ReconcileConfig(journal=journal)
-    if args.store is None:
+    if address is None:
         return Resolver(JournalClient(intent.session_id, intent.backend, config)), None
     from ..session import ReconcilingSession
 
-    store = store_for(
-        intent.backend.kind, args.store, intent.session_id, namespace=args.store_namespace
-    )
+    store = store_for(intent.backend.kind, address, intent.session_id, namespace=namespace)
     # The wrapper derives the store's own identity: a store other than the intent's is
     # refused by the resolver, never judged as if it were the intent's.
     return ReconcilingSession(store, config=config).resolver, store
@@ -434,6 +640,13 @@ def _repeated(decision: dict[str, Any]) -> str:
 def _owner(intent: dict[str, Any]) -> str:
     host_and_pid = intent["owner"].rsplit("/", 1)[0]
     return f"{host_and_pid} ({'live' if intent['owner_live'] else 'gone'})"
+
+
+def _refusal(refused: Exception) -> dict[str, Any]:
+    """A refusal under ``--json``: the error's fields every command's errors have, and
+    ``refused`` (its text) as before."""
+    text = str(refused)
+    return {"error": text, "kind": type(refused).__name__, "exit": EXIT_ATTENTION, "refused": text}
 
 
 def _json(document: Any) -> None:
@@ -497,7 +710,7 @@ def check(args: argparse.Namespace) -> int:
         )
     except RepairRefused as refused:
         if args.json:
-            _json({"refused": str(refused)})
+            _json(_refusal(refused))
         else:
             print(f"refused: {refused}", file=sys.stderr)
         return EXIT_ATTENTION

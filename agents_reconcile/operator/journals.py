@@ -4,6 +4,7 @@ looking into a journal never creates, migrates or writes it."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from ..backends.redaction import redacted
@@ -11,6 +12,7 @@ from ..backends.registry import backend_for
 from ..errors import ConfigurationError, JournalError
 from ..journal import DEFAULT_JOURNAL_PATH, SQLiteJournal, journal_path
 from ..journal_client import lend_keys
+from .diagnosis import explained, missing_file
 
 if TYPE_CHECKING:
     from ..journal import IntentJournal
@@ -28,13 +30,16 @@ async def opened_journal(
 ) -> IntentJournal:
     """The journal at ``address`` (the library's default file when None), whose schema is
     this release's. Read-only unless ``writing``; a journal that is not there, or holds
-    another schema, is a ``JournalError`` saying so, and nothing is created."""
+    another schema, is a ``JournalError`` saying so and what is there instead
+    (``diagnosis``), and nothing is created. Read-only, an SQLite journal leaves no file
+    beside it (``journal.sqlite._reader``)."""
     address = address or DEFAULT_JOURNAL_PATH
     path = journal_path(address)
     journal: IntentJournal
     if path is not None:
-        if not path.exists():
-            raise JournalError(f"no journal file at {path}")
+        path = path.expanduser().resolve()
+        if _missing(path):
+            raise JournalError(f"{redacted(address)}: {await missing_file(path)}")
         journal = SQLiteJournal(path, read_only=not writing)
     else:
         backend = backend_for(address, what="journal")
@@ -49,6 +54,18 @@ async def opened_journal(
         await journal.close()
         raise
     if problem is not None:
-        await journal.close()
+        try:
+            problem = await explained(journal, problem)
+        finally:
+            await journal.close()
         raise JournalError(f"{redacted(address)}: {problem}")
     return journal
+
+
+def _missing(path: Path) -> bool:
+    """Whether no journal file can be at ``path``: nothing there, or a directory. A path this
+    user may not look at is not missing: the journal's check says what stops the look."""
+    try:
+        return not path.exists() or path.is_dir()
+    except OSError:
+        return False

@@ -22,7 +22,7 @@ from ..backends.sqlite import path_of
 from ..errors import ConfigurationError
 from ..stores._common import decode_item
 
-__all__ = ["close_store", "open_by_address", "read_history", "store_for"]
+__all__ = ["close_store", "open_by_address", "read_history", "recorded_store", "store_for"]
 
 SDK_SQLITE: Final = "sdk_sqlite"
 REVISIONED_SQLITE: Final = "revisioned_sqlite"
@@ -66,6 +66,32 @@ def store_for(kind: str, address: str, session_id: str, *, namespace: str | None
         f"a store of kind {kind} cannot be opened from an address here; resolve its intents "
         "from code (ReconcilingSession.resolve) with the session the application builds"
     )
+
+
+_FILE_KINDS: Final = (
+    "agents.memory.sqlite_session.SQLiteSession",
+    "agents.extensions.memory.async_sqlite_session.AsyncSQLiteSession",
+    "agents.extensions.memory.advanced_sqlite_session.AdvancedSQLiteSession",
+    "agents_reconcile.stores.sqlite.RevisionedSQLiteSession",
+)
+
+
+def recorded_store(kind: str, namespace: str) -> tuple[str, str | None] | None:
+    """The store address (and key prefix or schema) an intent's backend identity names, where
+    it can hold one: an SQLite file that is there, or a revisioned Redis or PostgreSQL store
+    (its address without credentials). None where it cannot (a store in memory, a store
+    recorded without its address); then the operator gives ``--store``."""
+    first = namespace.split(";", 1)[0]
+    if kind in _FILE_KINDS or kind.endswith(".SQLiteSession"):
+        path = Path(first)
+        return (str(path), None) if path.is_absolute() and path.is_file() else None
+    if kind == "agents_reconcile.stores.redis.RevisionedRedisSession":
+        where, _, prefix = namespace.partition(" prefix=")
+        return (where, prefix or None) if scheme_of(where) in ("redis", "rediss") else None
+    if kind == "agents_reconcile.stores.postgres.RevisionedPostgresSession":
+        _, _, schema = namespace.partition(";schema=")
+        return (first, schema or None) if scheme_of(first).startswith("postgres") else None
+    return None
 
 
 def _existing(address: str) -> str:

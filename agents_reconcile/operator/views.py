@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from ..journal._rows import collecting_damage
-from ..journal.base import ACTIVE_STATES, EffectJournal, JournalEntry
+from ..journal.base import ACTIVE_STATES, AsideJournal, EffectJournal, JournalEntry
 from ..policy import Resolution, Step, resolution_step
 from ..records import Action, Decision, Outcome
 from .waiting import effect_status
@@ -85,6 +85,7 @@ def damaged_view(record: DamagedRecord) -> dict[str, Any]:
         "id": record.ident,
         "session_id": record.session_id,
         "problem": record.problem,
+        "error": record.error,
         "needs_operator": True,
     }
 
@@ -107,17 +108,24 @@ def decision_view(decision: Decision) -> dict[str, Any]:
 async def trail(
     journal: IntentJournal, session_id: str, *, limit: int, lease_seconds: float
 ) -> dict[str, Any]:
-    """A session's decisions, oldest first (a timeline), with any damaged ones named, and the
-    session's tool effects that still have no receipt (``started_effects``)."""
+    """A session's decisions, oldest first (a timeline), with any damaged ones named, the
+    session's tool effects that still have no receipt (``started_effects``), and the damaged
+    intents set aside (``journal.aside``), described without their bytes."""
     with collecting_damage() as damaged:
         decisions = await journal.decisions(session_id=session_id, limit=limit)
         effects = await started_effects(
             journal, session_id=session_id, now=time.time(), lease_seconds=lease_seconds
         )
+    aside = (
+        await journal.set_aside_entries(session_id=session_id, limit=limit)
+        if isinstance(journal, AsideJournal)
+        else []
+    )
     return {
         "session": session_id,
         "decisions": [decision_view(d) for d in reversed(decisions)],
         "effects": effects,
+        "set_aside": [entry.view() for entry in reversed(aside)],
         "damaged": [damaged_view(record) for record in damaged],
     }
 

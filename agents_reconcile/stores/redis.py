@@ -41,6 +41,7 @@ from ..backends.redis import (
     shared_client,
     unlink_matching,
 )
+from ..backends.registry import check_address
 from ..backends.schema import Schema
 from ..errors import ConfigurationError, RevisionConflict, SchemaMismatch
 from ..revision import WriteRecord
@@ -113,6 +114,7 @@ class RevisionedRedisSession:
     ) -> RevisionedRedisSession:
         """A session on the server at ``url`` (``redis://``, ``rediss://`` or ``unix://``);
         ``client_options`` go to ``redis.asyncio.Redis.from_url``."""
+        check_address(url, what="store")
         try:
             parsed = dict(parse_url(url))
         except ValueError as exc:

@@ -1,0 +1,321 @@
+"""Journal and store addresses, read as their drivers will read them, and checked whole when
+they are given: a part that the driver would misread, ignore, or refuse only at the first
+connection is refused here, in a ``ConfigurationError`` naming that part (never a password).
+
+- a plain path or an ``sqlite:`` URL: ``sqlite:///relative.db`` (relative to the working
+  directory) or ``sqlite:////absolute/path.db``; the path is what follows ``sqlite://``, so
+  ``sqlite://relative.db`` (a path in the host part) and ``sqlite:///`` (no path) are refused;
+- ``redis://``, ``rediss://``, ``unix://``: as redis-py's ``from_url`` reads them (the
+  database is the path, or ``?db=``; ``unix://`` takes the socket's path), with the database a
+  number from 0 and the port one from 1 to 65535;
+- ``postgresql://``, ``postgres://``: as asyncpg reads a libpq-style URL (a host list, ports,
+  and parameters in the query), with a database name, in the path or as ``?dbname=``;
+- ``memory://NAME``: a journal or store in this process.
+
+Pure: which backend serves a scheme is the registry's word (``registry.check_address`` reads
+an address with the check its backend names here, in ``CHECKS``).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Final
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
+
+from ..errors import ConfigurationError
+from .redaction import Redacted
+
+__all__ = ["CHECKS", "KNOWN_SCHEMES", "SQLITE_FORMS", "anything", "printable", "sqlite_file"]
+
+SQLITE_FORMS: Final = (
+    "sqlite:///relative.db (relative to the working directory) or sqlite:////absolute/path.db"
+)
+_PORTS: Final = "a number from 1 to 65535"
+_DATABASES: Final = "a database number (0, 1, 2, ...)"
+_IPV6: Final = re.compile(r"\[([^\]]+)\](?::(.*))?")
+KNOWN_SCHEMES: Final[set[str]] = set()
+"""Every scheme a backend serves, filled in by ``registry`` as it registers them (so that
+``redis:localhost`` is refused as a URL missing its ``//``, not taken for a file name)."""
+
+
+def printable(address: str) -> str:
+    """``address`` as a message may show it: as written when it holds no secret (``redacted``
+    would rebuild it, and an ``sqlite:///`` URL rebuilt loses its ``//``), else redacted."""
+    found = Redacted.of(address)
+    if found.secrets or found.shown.startswith("<unparsable"):
+        return found.shown
+    return address
+
+
+# -- SQLite ------------------------------------------------------------------------------------
+
+
+def sqlite_file(address: str) -> Path:
+    """The file an SQLite address names: a plain path as it is; for an ``sqlite:`` URL, what
+    follows ``sqlite://`` with its leading ``/`` taken off (``sqlite:///relative.db``,
+    ``sqlite:////absolute/path.db``). Nothing is resolved against the working directory."""
+    if "://" not in address:
+        _plain_path(address)
+        return _file(Path(address), address)
+    scheme, rest = address.split("://", 1)
+    if scheme.lower() != "sqlite":
+        raise ConfigurationError(f"a {scheme}:// URL is no SQLite address")
+    if "?" in rest or "#" in rest:
+        raise ConfigurationError(
+            "an sqlite URL takes no query ('?') or fragment ('#'): they would become part of "
+            "the file's name; give the path alone, or as a plain path"
+        )
+    if rest in ("", "/"):
+        raise ConfigurationError(f"the URL names no file: write {SQLITE_FORMS}")
+    if not rest.startswith("/"):
+        raise ConfigurationError(
+            f"the path {rest!r} is in the URL's host part, which sqlite URLs leave empty: "
+            f"write sqlite:///{rest} for a file relative to the working directory, or "
+            "sqlite:////absolute/path.db"
+        )
+    return _file(Path(rest[1:]), rest[1:])
+
+
+def _plain_path(path: str) -> None:
+    if path == ":memory:":
+        raise ConfigurationError(
+            "':memory:' would be a file of that name in the working directory, not a "
+            "database in memory: use memory://NAME (or a MemoryJournal) for one in this process"
+        )
+    head, colon, _ = path.partition(":")
+    if colon and head.lower() in KNOWN_SCHEMES:
+        raise ConfigurationError(
+            f"it would be read as a file path, not as a {head.lower()} URL: write "
+            f"{head.lower()}://... (a URL's scheme is followed by '//')"
+        )
+
+
+def _file(path: Path, text: str) -> Path:
+    if "\0" in text:
+        raise ConfigurationError("the path holds a NUL character")
+    try:
+        directory = path.expanduser().is_dir()
+    except OSError:
+        directory = False  # a directory this user cannot search: said when it is opened
+    if text.endswith(("/", os.sep)) or directory:
+        raise ConfigurationError(f"the path {text!r} names a directory, not a database file")
+    return path
+
+
+# -- Redis -------------------------------------------------------------------------------------
+
+
+def _redis(address: str) -> None:
+    """As redis-py's ``parse_url`` reads the address (its ``asyncio`` one, which the journal
+    and the store use), and then refuses what it would accept yet misread or fail on later."""
+    parts = _split(address)
+    scheme = parts.scheme.lower()
+    host_part = parts.netloc.rpartition("@")[2]
+    query = parse_qs(parts.query)
+    db_query = query.get("db", [None])[0]
+    if db_query is not None:
+        _database(unquote(db_query), "db= in the query", "?db=N")
+    if scheme == "unix":
+        if parts.path in ("", "/"):
+            where = f"the socket path {host_part!r} is in the host part: " if host_part else ""
+            raise ConfigurationError(
+                f"{where}a unix:// URL needs the socket's absolute path: write "
+                "unix:///path/to/redis.sock (with ?db=N for a database other than 0)"
+            )
+    else:
+        _port(_host_and_port(host_part)[1])
+        path = unquote(parts.path)
+        in_path = path[1:] if path.startswith("/") else path
+        if in_path:
+            _database(in_path, "the URL's path", f"{scheme}://HOST:PORT/N")
+            if db_query is not None and int(in_path) != int(unquote(db_query)):
+                raise ConfigurationError(
+                    f"the database is given twice, as the path ({in_path}) and as "
+                    f"db={unquote(db_query)} in the query (which the driver uses): keep one"
+                )
+    _redis_settings(scheme, query)
+
+
+def _database(text: str, where: str, form: str) -> None:
+    if not (text.isascii() and text.isdigit()):
+        raise ConfigurationError(
+            f"the database {text!r} ({where}) is not {_DATABASES}: write {form}, or leave it "
+            "out for database 0"
+        )
+
+
+def _redis_settings(scheme: str, query: dict[str, list[str]]) -> None:
+    """The query's settings, as the installed driver takes them (nothing to check against
+    without it: the journal then cannot be opened at all, and says so)."""
+    try:
+        from redis.asyncio import connection as driver
+    except ImportError:
+        return
+    parsers: Any = getattr(driver, "URL_QUERY_ARGUMENT_PARSERS", {})
+    for name, values in query.items():
+        parser = parsers.get(name)
+        if parser is None or not values:
+            continue
+        try:
+            parser(unquote(values[0]))
+        except (TypeError, ValueError):
+            raise ConfigurationError(
+                f"the query parameter {name!r} has a value the Redis driver cannot read"
+            ) from None
+    kind = {"unix": "UnixDomainSocketConnection", "rediss": "SSLConnection"}.get(
+        scheme, "Connection"
+    )
+    taken = _keywords(getattr(driver, kind, None))
+    if taken is None:
+        return
+    taken |= {"max_connections"}  # the pool's own
+    for name in query:
+        if name not in taken:
+            raise ConfigurationError(
+                f"the query parameter {name!r} is no setting of a {scheme}:// connection: the "
+                "driver would refuse it at the first connection"
+            )
+
+
+def _keywords(cls: object) -> set[str] | None:
+    """The keyword arguments ``cls()`` takes, or None when it takes any (or cannot tell)."""
+    if not isinstance(cls, type):
+        return None
+    names: set[str] = set()
+    passed_on = False
+    try:
+        for klass in cls.__mro__:
+            init = vars(klass).get("__init__")
+            if init is None or klass is object:
+                continue
+            passed_on = False
+            for parameter in inspect.signature(init).parameters.values():
+                if parameter.kind is inspect.Parameter.VAR_KEYWORD:
+                    passed_on = True  # to the next class's, which says what it takes
+                elif parameter.kind in (
+                    inspect.Parameter.KEYWORD_ONLY,
+                    inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                ):
+                    names.add(parameter.name)
+            if not passed_on:
+                break
+    except (TypeError, ValueError):
+        return None
+    if passed_on:
+        return None  # the last of them takes anything
+    names.discard("self")
+    return names
+
+
+# -- PostgreSQL ----------------------------------------------------------------------------
+
+
+def _postgres(address: str) -> None:
+    """As asyncpg reads a connection URL: the user information ends at the first ``@``, then a
+    comma-separated list of ``host[:port]`` (``[v6]:port``, or a socket directory), the
+    database in the path, and the query read strictly."""
+    parts = _split(address)
+    if parts.netloc.count("@") > 1:
+        raise ConfigurationError(
+            "there is more than one '@' before the host: write an '@' of the user name or "
+            "password as %40"
+        )
+    try:
+        query = parse_qs(parts.query, strict_parsing=True) if parts.query else {}
+    except ValueError:
+        raise ConfigurationError(
+            "the query holds a field that is not NAME=VALUE (or an empty one, as from '&&')"
+        ) from None
+    last = {key: values[-1] for key, values in query.items()}
+    # A bad port is refused even where the host list's own ports make the driver ignore it.
+    ports = [_port(text) for text in last["port"].split(",")] if "port" in last else []
+    hosts = parts.netloc.rpartition("@")[2]
+    if hosts:
+        _host_list(hosts, unquoted=True)
+    else:
+        if "host" in last:
+            found = _host_list(last["host"], unquoted=False)
+            if len(ports) > 1 and len(ports) != found:
+                raise ConfigurationError(
+                    f"the query gives {len(ports)} ports for {found} hosts: give one port, or "
+                    "one per host"
+                )
+    database = unquote(parts.path[1:] if parts.path.startswith("/") else parts.path)
+    if not database and not (last.get("dbname") or last.get("database") or "service" in last):
+        raise ConfigurationError(
+            "the URL names no database: write postgresql://USER@HOST:PORT/DATABASE "
+            "(or add ?dbname=DATABASE)"
+        )
+
+
+def _host_list(hosts: str, *, unquoted: bool) -> int:
+    specs = hosts.split(",")
+    for spec in specs:
+        if not spec:
+            raise ConfigurationError(f"the host list {hosts!r} has an empty entry")
+        if spec.startswith("/"):
+            continue  # a Unix socket directory
+        if spec.startswith("["):
+            matched = _IPV6.fullmatch(spec)
+            if matched is None:
+                raise ConfigurationError(
+                    f"the host {spec!r} is not an IPv6 address in brackets, with an optional "
+                    ":PORT after them"
+                )
+            port = matched.group(2)
+        else:
+            port = spec.partition(":")[2] if ":" in spec else None
+        if port is not None:
+            _port(unquote(port) if unquoted else port)
+    return len(specs)
+
+
+# -- shared --------------------------------------------------------------------------------
+
+
+def _split(address: str) -> SplitResult:
+    try:
+        return urlsplit(address)
+    except ValueError as exc:
+        raise ConfigurationError(
+            f"the host part cannot be read ({exc}): an IPv6 address is written in brackets, "
+            "as [::1]:PORT"
+        ) from None
+
+
+def _host_and_port(host_part: str) -> tuple[str, str | None]:
+    """``host[:port]`` or ``[v6][:port]`` as urllib splits it; None when no port is given
+    (an empty one, as in ``host:``, is no port to urllib either)."""
+    if host_part.startswith("["):
+        matched = _IPV6.fullmatch(host_part)
+        if matched is None:
+            raise ConfigurationError(
+                f"the host {host_part!r} is not an IPv6 address in brackets, with an optional "
+                ":PORT after them"
+            )
+        return matched.group(1), matched.group(2) or None
+    host, colon, port = host_part.rpartition(":") if ":" in host_part else (host_part, "", "")
+    return host, port if colon and port else None
+
+
+def _port(text: str | None) -> int:
+    if text is None:
+        return 0
+    if not (text.isascii() and text.isdigit()) or not 1 <= int(text) <= 65535:
+        raise ConfigurationError(f"the port {text!r} is not {_PORTS}")
+    return int(text)
+
+
+def anything(address: str) -> None:
+    """Any name will do (``memory://NAME``)."""
+
+
+CHECKS: Final[dict[str, Callable[[str], object]]] = {
+    "sqlite": sqlite_file,
+    "redis": _redis,
+    "postgres": _postgres,
+}

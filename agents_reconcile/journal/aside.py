@@ -1,0 +1,122 @@
+"""Damaged intents set aside: an unresolved intent's row whose record fails its checks (edited,
+truncated, signed by nobody this deployment trusts) blocks its session, because nothing can be
+judged from it. An operator clears it by setting it aside: in one step the row leaves the
+intents, its bytes are kept as they were beside a description of them (``SetAside``), and a
+decision records who did it and why. The session then runs again, judged only by what the
+journal still vouches for.
+
+Nothing here reads the record's content: a description holds what the row's own columns say
+(unverified), the digest and size of the bytes, and why they were refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import orjson
+from blake3 import blake3
+
+from ..errors import JournalCorrupt
+
+__all__ = ["RawIntent", "SetAside", "raw_digest"]
+
+
+def _seconds(value: object) -> float | None:
+    if value is None or value == "" or value == b"":
+        return None
+    try:
+        return float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return None
+
+
+def raw_digest(record: bytes) -> str:
+    """The digest of stored bytes, as a set-aside entry names them."""
+    return "blake3:" + blake3(record).hexdigest()
+
+
+@dataclass(frozen=True, slots=True)
+class RawIntent:
+    """An unresolved intent's row as stored, unchecked: its columns and its record's bytes.
+    ``age``: seconds since ``updated_at`` by the journal's clock, where it says."""
+
+    intent_id: str
+    session_id: str
+    backend: str
+    state: str
+    owner: str
+    updated_at: float
+    record: bytes
+    age: float | None = None
+
+    @classmethod
+    def of_row(cls, row: Sequence[object], age: object = None) -> RawIntent:
+        """From a row's intent id, session, backend, state, owner, update time and record, as a
+        driver returns them; a time that cannot be read counts as the oldest there is."""
+        record = row[6]
+        intent_id, session_id, backend, state, owner = (str(value) for value in row[:5])
+        return cls(
+            intent_id,
+            session_id,
+            backend,
+            state,
+            owner,
+            updated_at=_seconds(row[5]) or 0.0,
+            record=bytes(record) if isinstance(record, (bytes, bytearray, memoryview)) else b"",
+            age=_seconds(age),
+        )
+
+    def held_for(self, now: float) -> float:
+        return self.age if self.age is not None else now - self.updated_at
+
+
+@dataclass(frozen=True, slots=True)
+class SetAside:
+    """What an operator set aside: the row's columns as they were (unverified), the digest
+    and size of its record's bytes, why they were refused, and who set them aside, when and
+    why. The bytes themselves are kept beside it in the journal, never shown."""
+
+    intent_id: str
+    session_id: str
+    backend: str
+    state: str
+    owner: str
+    digest: str
+    size: int
+    problem: str
+    actor: str
+    reason: str
+    set_aside_at: float
+
+    @classmethod
+    def of(cls, raw: RawIntent, *, problem: str, actor: str, reason: str, at: float) -> SetAside:
+        return cls(
+            intent_id=raw.intent_id,
+            session_id=raw.session_id,
+            backend=raw.backend,
+            state=raw.state,
+            owner=raw.owner,
+            digest=raw_digest(raw.record),
+            size=len(raw.record),
+            problem=problem,
+            actor=actor,
+            reason=reason,
+            set_aside_at=at,
+        )
+
+    def encode(self) -> bytes:
+        return orjson.dumps(asdict(self))
+
+    @classmethod
+    def decode(cls, data: object) -> SetAside:
+        try:
+            found: Any = orjson.loads(data if isinstance(data, (bytes, str)) else b"")
+            return cls(**{name: found[name] for name in cls.__dataclass_fields__})
+        except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
+            raise JournalCorrupt(f"a set-aside entry cannot be read ({exc})") from exc
+
+    def view(self) -> dict[str, Any]:
+        """As commands print it: every field (none holds content)."""
+        return asdict(self)

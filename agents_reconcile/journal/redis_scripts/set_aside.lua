@@ -1,0 +1,30 @@
+-- set_aside(): move a damaged intent aside, only while its row still holds the very record,
+-- state and owner the operator read: remove the intent, settle it with the decision (counting
+-- a write of its session under the row's backend), and keep its bytes beside their
+-- description. KEYS[8..16] belong to the session holding the intent; KEYS[17] maps a number
+-- to a description, KEYS[18] the same number to the bytes, KEYS[19] lists the intent ids in
+-- the order they were set aside (the number is the position).
+-- ARGV: version, intent id, session id, record, state, owner, backend, decision record,
+-- description.
+-- Replies {'done'} or {'changed'} (the row is gone, moved or no longer the one read).
+local refusal = schema_refusal(ARGV[1])
+if refusal then
+  return refusal
+end
+local id = ARGV[2]
+if redis.call('HGET', GLOBAL.index, id) ~= ARGV[3] then
+  return {'changed'}
+end
+local s = session_keys(8)
+if field(s.record, id) ~= ARGV[4] or field(s.state, id) ~= ARGV[5]
+    or field(s.owner, id) ~= ARGV[6] or field(s.backend, id) ~= ARGV[7] then
+  return {'changed'}
+end
+remove_intent(s, id)
+redis.call('SADD', GLOBAL.settled, id)
+redis.call('HINCRBY', s.writes, ARGV[7], 1)
+store_decision(s, id, ARGV[8])
+local number = redis.call('RPUSH', KEYS[19], id)
+redis.call('HSET', KEYS[17], number, ARGV[9])
+redis.call('HSET', KEYS[18], number, ARGV[4])
+return {'done'}
