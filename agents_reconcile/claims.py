@@ -172,6 +172,10 @@ class Claims:
             }
         await self._client.deny(entry.intent, Outcome.AMBIGUOUS, reason, evidence)
 
+    def in_flight_here(self, intent_id: str) -> bool:
+        """Whether a task of this process still writes or settles ``intent_id``."""
+        return self._in_flight.holds(intent_id)
+
     @contextlib.contextmanager
     def holding(self, intent_id: str) -> Iterator[None]:
         """Mark ``intent_id`` as held by a task of this process while the block runs, so no

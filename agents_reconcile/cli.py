@@ -485,7 +485,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = parser.parse_args(argv)
     except _UsageError as usage:
-        if "--json" in argv:
+        if any(word.startswith("--js") for word in argv):
             return _json_error(str(usage), "usage", EXIT_TROUBLE)
         usage.parser.print_usage(sys.stderr)
         print(f"{usage.parser.prog}: error: {usage}", file=sys.stderr)
@@ -501,13 +501,18 @@ def main(argv: list[str] | None = None) -> int:
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)
-    except (ReconcileError, OSError, SQLiteError) as exc:
-        if getattr(args, "json", False):
-            return _json_error(_one_line(exc), type(exc).__name__, EXIT_TROUBLE)
-        print(f"{PROG}: {_one_line(exc)}", file=sys.stderr)
-        return EXIT_TROUBLE
     except KeyboardInterrupt:
         return 130
+    except Exception as exc:
+        # Every failure is trouble (exit 2), never "an operator is needed" (1): a driver's
+        # error, a missing extra, a value no check foresaw. Ours are one line; others say
+        # their type too.
+        known = isinstance(exc, (ReconcileError, OSError, SQLiteError))
+        said = _one_line(exc) if known else f"{type(exc).__name__}: {_one_line(exc)}"
+        if getattr(args, "json", False):
+            return _json_error(said, type(exc).__name__, EXIT_TROUBLE)
+        print(f"{PROG}: {said}", file=sys.stderr)
+        return EXIT_TROUBLE
 
 
 def _json_error(message: str, kind: str, code: int) -> int:

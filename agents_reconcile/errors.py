@@ -106,7 +106,12 @@ class RecordTampered(RecordError):
 
 class RecordUnsigned(RecordError):
     """The record carries no signature this deployment can verify (none, or one under a key
-    it does not hold), and this deployment signs: it came from outside, and is not trusted."""
+    it does not hold: ``key_id`` names that key, empty when there is no signature), and this
+    deployment signs: it came from outside, and is not trusted."""
+
+    def __init__(self, message: str, *, key_id: str = "") -> None:
+        super().__init__(message)
+        self.key_id = key_id
 
 
 class SignatureInvalid(RecordTampered):

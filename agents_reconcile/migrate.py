@@ -19,7 +19,7 @@ from typing import Final, Protocol
 from .backends.redaction import redacted
 from .backends.registry import backend_for
 from .backends.schema import Versioned
-from .errors import ConfigurationError
+from .errors import ConfigurationError, JournalError
 
 __all__ = ["Target", "open_target", "safe_address"]
 
@@ -93,19 +93,25 @@ def _refuse_other_tables(target: Target) -> None:
     path = journal_path(target.address) if target.kind == "journal" else None
     if path is None or not path.is_file():
         return
-    # Immutable: only the table names are read, and nothing is left beside the file.
-    conn = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+    from .journal.sqlite_files import _reader
+
     try:
-        rows = conn.execute(
-            "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite^_%'"
-            " ESCAPE '^'"
-        ).fetchall()
-    except sqlite3.DatabaseError:
-        return  # not a database: the migration says so itself
-    finally:
-        conn.close()
+        # As a read-only command reads a journal: WAL included, nothing left beside it.
+        conn = _reader(path)
+        try:
+            rows = conn.execute(
+                "SELECT name FROM sqlite_master WHERE type = 'table'"
+                " AND name NOT LIKE 'sqlite^_%' ESCAPE '^'"
+            ).fetchall()
+        finally:
+            conn.close()
+    except (sqlite3.Error, JournalError) as exc:
+        raise ConfigurationError(
+            f"{path} cannot be read to check what it holds ({exc}); nothing was migrated"
+        ) from exc
     tables = {str(name) for (name,) in rows}
-    others = sorted(tables - _JOURNAL_TABLES)
+    # A revisioned store may share its file with the journal, by design (``journal_place``).
+    others = sorted(t for t in tables - _JOURNAL_TABLES if not t.startswith("revisioned_"))
     if others and "intents" not in tables:
         what = (
             "a session store"

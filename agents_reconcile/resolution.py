@@ -111,7 +111,7 @@ class Resolver:
     ) -> Decision:
         problem = await damage_of(self.client.journal, intent_id)
         if problem is not None:
-            return await self._set_aside(intent_id, resolution, problem, note, actor)
+            return await self._set_aside(intent_id, resolution, problem, note, actor, override)
         entry = await self._entry(intent_id)
         self._refuse_if_held(entry)
         if self.settler is None and resolution is Resolution.REPLAY:
@@ -187,7 +187,13 @@ class Resolver:
         return decision
 
     async def _set_aside(
-        self, intent_id: str, resolution: Resolution, problem: str, note: str, actor: str
+        self,
+        intent_id: str,
+        resolution: Resolution,
+        problem: str,
+        note: str,
+        actor: str,
+        override: bool,
     ) -> Decision:
         """A damaged intent: nothing can be judged or replayed from it, so only ``abandon``
         clears it, by setting it aside with its bytes kept (``setting_aside``)."""
@@ -206,9 +212,12 @@ class Resolver:
             actor=actor,
             wait_leases=RESOLVE_AFTER_LEASES,
             session_id=self.client.session_id,
+            backend=self.client.backend,
+            in_flight_here=self.settler is not None
+            and self.settler.claims.in_flight_here(intent_id),
         )
         if decision is None:  # repaired meanwhile: resolved as any other
-            return await self._resolve(intent_id, resolution, note, actor, False)
+            return await self._resolve(intent_id, resolution, note, actor, override)
         if self.settler is not None:
             self.settler.after_set_aside(intent_id)
         return decision

@@ -31,6 +31,7 @@ from .errors import (
     PayloadKeyUnknown,
     RecordError,
     RecordMalformed,
+    RecordUnsigned,
     ResolutionRefused,
     UnsupportedRecordVersion,
 )
@@ -64,6 +65,16 @@ async def damage_of(journal: Any, intent_id: str) -> str | None:
         raise ResolutionRefused(
             f"{exc}: use the release that wrote it; it is not damaged", intent_id=intent_id
         ) from exc
+    except RecordUnsigned as exc:
+        if exc.key_id:
+            # Signed, under a key this command was not given: perhaps sound. Never dropped
+            # for a key the operator lacks.
+            raise ResolutionRefused(
+                f"{exc}: give the deployment's signing keys (AGENTS_RECONCILE_SIGNING_KEY) to "
+                "check it; it is not known to be damaged",
+                intent_id=intent_id,
+            ) from exc
+        return str(exc)
     except (RecordError, JournalCorrupt) as exc:
         return str(exc)
     return None
@@ -77,10 +88,13 @@ async def set_aside(
     actor: str,
     wait_leases: int,
     session_id: str | None = None,
+    backend: BackendIdentity | None = None,
+    in_flight_here: bool = False,
 ) -> Decision | None:
     """Set the damaged intent ``intent_id`` aside, with ``actor`` and ``reason`` in the trail,
     and return the decision; None when its record is sound (resolve it as any other). With
-    ``session_id``, only an intent whose row names that session; ``wait_leases``: how many of
+    ``session_id`` (and ``backend``), only an intent whose row names that session (and
+    backend); ``in_flight_here``: this process still writes it; ``wait_leases``: how many of
     an expired owner's leases must pass first (``resolution.RESOLVE_AFTER_LEASES``). Raises
     ``ResolutionRefused`` (nothing written) when it cannot be done now."""
     journal = client.journal
@@ -96,9 +110,17 @@ async def set_aside(
     raw = await journal.raw_intent(intent_id)
     if raw is None:
         raise ResolutionRefused(f"intent {intent_id} is gone meanwhile", intent_id=intent_id)
-    if session_id is not None and raw.session_id != session_id:
+    if (session_id is not None and raw.session_id != session_id) or (
+        backend is not None and raw.backend != str(backend)
+    ):
         raise ResolutionRefused(
-            f"intent {intent_id}'s row names session {raw.session_id!r}, not {session_id!r}",
+            f"intent {intent_id}'s row names session {raw.session_id!r} on {raw.backend}, not "
+            f"session {session_id!r} on {backend}",
+            intent_id=intent_id,
+        )
+    if in_flight_here:
+        raise ResolutionRefused(
+            f"intent {intent_id} is being written by this process; wait for it to finish",
             intent_id=intent_id,
         )
     _refuse_if_held(raw, client.config.lease_seconds, wait_leases)
@@ -160,11 +182,12 @@ def _refuse_if_held(raw: RawIntent, lease_seconds: float, leases: int) -> None:
         )
     if way is Takeover.EXPIRED and held_for < lease * leases:
         wait = lease * leases - held_for
+        unread = "" if raw.age_known else " (its update time cannot be read: as if just renewed)"
         raise ResolutionRefused(
             f"intent {raw.intent_id} is {raw.state!r} under {raw.owner!r}, whose lease "
-            f"({lease:g} s) ran out: that worker may only be frozen and still write. Stop it "
-            f"(or make sure its host is gone), then set the intent aside again in {wait:.3g} s "
-            f"({leases} leases after its last renewal)",
+            f"({lease:g} s) ran out{unread}: that worker may only be frozen and still write. "
+            f"Stop it (or make sure its host is gone), then set the intent aside again in "
+            f"{wait:.3g} s ({leases} leases after its last renewal)",
             intent_id=raw.intent_id,
         )
 

@@ -105,7 +105,8 @@ class Signer:
         if key is None:
             raise RecordUnsigned(
                 f"{what} is signed under key {signature['kid']!r}, which this deployment does "
-                "not hold (an old key dropped from signing_key, or another deployment's)"
+                "not hold (an old key dropped from signing_key, or another deployment's)",
+                key_id=signature["kid"],
             )
         if not hmac.compare_digest(key.mac(domain, data), signature["mac"]):
             raise SignatureInvalid(

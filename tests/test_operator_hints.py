@@ -49,7 +49,7 @@ def test_every_hint_status_and_show_print_runs_as_printed(
     code, out = cli(capsys, "status", *case.args())
     assert code == 1, out
     [show] = printed(out, "show")
-    assert show.endswith(shlex.join([intent_id, *case.args()]))
+    assert show.endswith(shlex.join([*case.args(), "--", intent_id]))
     code, shown = as_printed(capsys, show)
     assert code == 0, shown
     assert "unchanged (batch_absent)" in shown and "named by the intent's record" in shown
@@ -250,3 +250,29 @@ def test_a_repair_into_the_applications_namespace_is_found_by_its_next_run(
         return [summarize(item) for item in await session.get_items()]
 
     assert asyncio.run(next_run_of_alice()) == [f"user:hi {SECRET}", "user:again", "assistant:ok"]
+
+
+def test_a_resolution_takes_only_a_whole_id(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
+    """A resolution writes, so it never completes a prefix: the operator may have looked at
+    another intent than the one a prefix now names."""
+    intent_id = denied(case, Fault.CONCURRENT_WRITER)
+    argv = ["--as", "abandon", "--reason", "r", *case.args()]
+    code, out = cli(capsys, "resolve", intent_id[:12], *argv)
+    assert code == 1 and "not a whole id" in out and intent_id in out, out
+    assert cli(capsys, "resolve", intent_id, *argv)[0] == 0
+
+
+def test_an_unforeseen_failure_is_trouble_and_json_under_json(
+    case: Case, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from agents_reconcile.cli import main
+    from agents_reconcile.operator import commands
+
+    def broken(args: object) -> int:
+        raise ValueError("a driver said no")
+
+    monkeypatch.setattr(commands, "status", broken)
+    assert main(["status", *case.args(), "--json"]) == 2
+    found = orjson.loads(capsys.readouterr().out)
+    assert (found["kind"], found["exit"]) == ("ValueError", 2)
+    assert "a driver said no" in found["error"]

@@ -164,3 +164,76 @@ def test_a_damaged_entry_under_a_live_owner_is_not_set_aside(
         )
 
     assert asyncio.run(still()) == edited
+
+
+def test_a_record_signed_under_a_key_not_given_is_not_set_aside(
+    case: Case, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A sound record signed under the deployment's key looks unsigned to a command given
+    another key (a rotation, another deployment's variable): never damage to drop."""
+    import base64
+
+    signing = base64.b64encode(b"the-deployments-signing-key-material!").decode()
+    monkeypatch.setenv("AGENTS_RECONCILE_SIGNING_KEY", signing)
+
+    async def go() -> str:
+        faulty = FaultInjectingSession(SQLiteSession("user-42", case.store))
+        session = ReconcilingSession(faulty, config=case.config(signing_key=signing))
+        faulty.plan(Fault.REJECT, at=2)
+        with pytest.raises(BackendFailure):
+            await run(case.agent(first_run_steps()), f"hi {SECRET}", session, streamed=False)
+        [pending] = await session.pending()
+        return pending.intent_id
+
+    intent_id = asyncio.run(go())
+    other = base64.b64encode(b"another-deployments-signing-key-here!!").decode()
+    monkeypatch.setenv("AGENTS_RECONCILE_SIGNING_KEY", other)
+    code, out = cli(capsys, "resolve", intent_id, *case.args(), "--as", "abandon", "--reason", "r")
+    assert code == 1 and "not known to be damaged" in out, out
+
+    async def still_pending() -> int:
+        journal = case.backend.open_journal(case.journal, namespace=case.space)
+        try:
+            return len(await journal.pending("user-42"))
+        finally:
+            await journal.close()
+
+    assert asyncio.run(still_pending()) == 1
+
+
+def test_a_row_renewed_after_it_was_read_is_not_set_aside(case: Case) -> None:
+    """The move compares what was read, the update time included: an owner that renewed its
+    lease since keeps its row."""
+    intent_id = failed_write(case)
+    damage(case, intent_id)
+
+    async def go() -> None:
+        journal = case.backend.open_journal(case.journal, namespace=case.space)
+        try:
+            raw = await journal.raw_intent(intent_id)
+            assert raw is not None
+            await asyncio.sleep(0.01)
+            owner = Owner.parse(raw.owner)
+            assert await journal.transition(intent_id, state=IntentState(raw.state), owner=owner), (
+                "a renewal: the same state and owner, a new time"
+            )
+            from agents_reconcile.journal.aside import SetAside
+            from agents_reconcile.records import Action, Decision, Outcome, Reason
+            from agents_reconcile.setting_aside import row_backend
+
+            aside = SetAside.of(raw, problem="p", actor="a", reason="r", at=0.0)
+            decision = Decision(
+                intent_id,
+                raw.session_id,
+                row_backend(raw),
+                Outcome.AMBIGUOUS,
+                Reason.OPERATOR_RESOLVED,
+                Action.DROPPED,
+                0.0,
+            )
+            assert not await journal.set_aside(raw, aside, decision)
+            assert await journal.raw_intent(intent_id) is not None
+        finally:
+            await journal.close()
+
+    asyncio.run(go())

@@ -11,6 +11,8 @@ Nothing here reads the record's content: a description holds what the row's own 
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
@@ -24,12 +26,14 @@ __all__ = ["RawIntent", "SetAside", "raw_digest"]
 
 
 def _seconds(value: object) -> float | None:
+    """A finite number of seconds, or None (missing, unreadable, NaN or infinite)."""
     if value is None or value == "" or value == b"":
         return None
     try:
-        return float(value)  # type: ignore[arg-type]
+        seconds = float(value)  # type: ignore[arg-type]
     except (TypeError, ValueError):
         return None
+    return seconds if math.isfinite(seconds) else None
 
 
 def raw_digest(record: bytes) -> str:
@@ -39,37 +43,52 @@ def raw_digest(record: bytes) -> str:
 
 @dataclass(frozen=True, slots=True)
 class RawIntent:
-    """An unresolved intent's row as stored, unchecked: its columns and its record's bytes.
-    ``age``: seconds since ``updated_at`` by the journal's clock, where it says."""
+    """An unresolved intent's row as stored, unchecked: its columns, its record's bytes, and
+    ``stored``: the record, state, owner and update time exactly as the driver returned them,
+    which ``set_aside`` compares before it moves the row (a renewal since the read, or any
+    other change, leaves it where it is). ``age``: seconds since the row last changed, by the
+    journal's clock where it tells one; a time that cannot be read counts as just renewed
+    (``age_known`` False), so an unreadable row never looks long abandoned."""
 
     intent_id: str
     session_id: str
     backend: str
     state: str
     owner: str
-    updated_at: float
     record: bytes
-    age: float | None = None
+    age: float
+    age_known: bool
+    stored: tuple[object, ...]
 
     @classmethod
     def of_row(cls, row: Sequence[object], age: object = None) -> RawIntent:
         """From a row's intent id, session, backend, state, owner, update time and record, as a
-        driver returns them; a time that cannot be read counts as the oldest there is."""
+        driver returns them (``age``: the journal's own, where it gives one)."""
         record = row[6]
         intent_id, session_id, backend, state, owner = (str(value) for value in row[:5])
+        seconds = _seconds(age)
+        if seconds is None:
+            updated = _seconds(row[5])
+            seconds = None if updated is None else time.time() - updated
+        if isinstance(record, (bytes, bytearray, memoryview)):
+            data = bytes(record)
+        else:
+            data = str(record).encode("utf-8", "surrogatepass")
         return cls(
             intent_id,
             session_id,
             backend,
             state,
             owner,
-            updated_at=_seconds(row[5]) or 0.0,
-            record=bytes(record) if isinstance(record, (bytes, bytearray, memoryview)) else b"",
-            age=_seconds(age),
+            record=data,
+            age=seconds if seconds is not None else 0.0,
+            age_known=seconds is not None,
+            stored=(record, row[3], row[4], row[5]),
         )
 
     def held_for(self, now: float) -> float:
-        return self.age if self.age is not None else now - self.updated_at
+        """Seconds since the row last changed, as of its reading."""
+        return self.age
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,9 +132,15 @@ class SetAside:
     def decode(cls, data: object) -> SetAside:
         try:
             found: Any = orjson.loads(data if isinstance(data, (bytes, str)) else b"")
-            return cls(**{name: found[name] for name in cls.__dataclass_fields__})
+            fields = {name: found[name] for name in cls.__dataclass_fields__}
         except (orjson.JSONDecodeError, KeyError, TypeError) as exc:
             raise JournalCorrupt(f"a set-aside entry cannot be read ({exc})") from exc
+        numbers = ("size", "set_aside_at")
+        for name, value in fields.items():
+            wanted = (int, float) if name in numbers else str
+            if not isinstance(value, wanted) or isinstance(value, bool):
+                raise JournalCorrupt(f"a set-aside entry holds a {name} of the wrong type")
+        return cls(**fields)
 
     def view(self) -> dict[str, Any]:
         """As commands print it: every field (none holds content)."""

@@ -313,18 +313,12 @@ class MemoryJournal(Unversioned):
         if entry is None:
             return None
         intent = entry.intent
-        return RawIntent(
-            intent_id,
-            intent.session_id,
-            str(intent.backend),
-            entry.state.value,
-            str(entry.owner),
-            entry.updated_at,
-            intent.encode(),
-        )
+        row = (intent_id, intent.session_id, str(intent.backend), entry.state.value)
+        return RawIntent.of_row((*row, str(entry.owner), entry.updated_at, intent.encode()))
 
     async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
-        if await self.raw_intent(raw.intent_id) != raw:
+        now = await self.raw_intent(raw.intent_id)
+        if now is None or now.stored != raw.stored:
             return False
         del self._entries[raw.intent_id]
         self._opened_at.pop(raw.intent_id, None)

@@ -47,9 +47,7 @@ class PostgresAside:
         async def work(conn: Connection) -> bool:
             async with conn.transaction():
                 await conn.fetchval(sql.lock_session, raw.session_id, raw.backend)
-                gone = await conn.fetchval(
-                    sql.remove_raw, raw.intent_id, raw.record, raw.state, raw.owner
-                )
+                gone = await conn.fetchval(sql.remove_raw, raw.intent_id, *raw.stored)
                 if gone is None:
                     return False
                 await conn.fetchval(sql.count_write, raw.session_id, raw.backend)

@@ -210,7 +210,7 @@ class JournalStatements:
         )
         self.remove_raw = (
             f"DELETE FROM {s}.intents WHERE intent_id = $1 AND record = $2 AND state = $3"
-            " AND owner = $4 RETURNING intent_id"
+            " AND owner = $4 AND updated_at IS NOT DISTINCT FROM $5 RETURNING intent_id"
         )
         self.keep_aside = (
             f"INSERT INTO {s}.set_aside (intent_id, session_id, set_aside_at, meta, record)"

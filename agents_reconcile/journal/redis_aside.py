@@ -85,6 +85,7 @@ class RedisAside:
             raw.backend,
             decision.encode(),
             aside.encode(),
+            str(raw.stored[3]),
         ]
         word, _ = replies.status(await self._script("set_aside", keys, args), "set_aside")
         if word not in ("done", "changed"):

@@ -486,10 +486,11 @@ class SQLiteJournal:
 
         def write(conn: sqlite3.Connection) -> bool:
             conn.execute("BEGIN IMMEDIATE")
+            # The values as read, compared as stored (IS: a column of another type matches too).
             gone = conn.execute(
-                "DELETE FROM intents WHERE intent_id = ? AND record = ? AND state = ?"
-                " AND owner = ?",
-                (raw.intent_id, raw.record, raw.state, raw.owner),
+                "DELETE FROM intents WHERE intent_id = ? AND record IS ? AND state IS ?"
+                " AND owner IS ? AND updated_at IS ?",
+                (raw.intent_id, *raw.stored),
             ).rowcount
             if gone != 1:
                 conn.execute("ROLLBACK")
@@ -499,7 +500,7 @@ class SQLiteJournal:
             conn.execute(
                 "INSERT INTO set_aside (intent_id, session_id, set_aside_at, meta, record)"
                 " VALUES (?, ?, ?, ?, ?)",
-                (raw.intent_id, raw.session_id, aside.set_aside_at, aside.encode(), raw.record),
+                (raw.intent_id, raw.session_id, aside.set_aside_at, aside.encode(), raw.stored[0]),
             )
             conn.execute("COMMIT")
             return True

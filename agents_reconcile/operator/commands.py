@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
+from ..backends.redaction import redacted
 from ..config import ReconcileConfig
 from ..effects.records import Effect, EffectState
 from ..errors import (
@@ -312,14 +313,24 @@ async def _show_intent(
     }
     shown["batch"] = item_shapes(intent)
     store, store_namespace, given = _store_address(entry, args)
-    shown["store"] = None if store is None else {"address": store, "from": given}
+    shown["store"] = None if store is None else {"address": redacted(store), "from": given}
     verdict = None
     if store is not None:
-        resolver, opened = _resolver(entry, store, store_namespace, journal)
         try:
-            verdict = await resolver.preview(intent.intent_id)
-        finally:
-            await close_store(opened)
+            resolver, opened = _resolver(entry, store, store_namespace, journal)
+            try:
+                verdict = await resolver.preview(intent.intent_id)
+            finally:
+                await close_store(opened)
+        except ResolutionRefused:
+            raise
+        except Exception as exc:
+            if given == "--store":
+                raise
+            # The store the record names could not be read here (a password, a server
+            # gone): said, and the rest is shown.
+            shown["store"]["not_read"] = _one_line(exc)
+            store = store_namespace = None
     shown["store_now"] = (
         None
         if verdict is None
@@ -443,7 +454,9 @@ def _print_show(found: dict[str, Any]) -> None:
     print("\nthe store now:")
     now = found["store_now"]
     if now is None:
-        print("    not read (give --store ADDRESS to judge the intent against it)")
+        where = found["store"]
+        why = f" ({where['address']}: {where['not_read']})" if where and "not_read" in where else ""
+        print(f"    not read{why}; give --store ADDRESS to judge the intent against it")
     else:
         print(f"    read from {found['store']['address']} (named by {found['store']['from']})")
         print(f"    {now['outcome']} ({now['reason']}): {now['explanation']}")
@@ -543,6 +556,14 @@ async def _resolve(args: argparse.Namespace) -> Any:
     journal = await _journal(args, writing=True)
     try:
         ident = await full_id(journal, args.intent)
+        if ident != args.intent.strip():
+            # A resolution writes: it is never made on an id completed from a prefix, which
+            # could name another intent than the one the operator looked at.
+            raise ResolutionRefused(
+                f"{args.intent!r} is not a whole id; it begins {ident}: give the whole id "
+                "(show prints it)",
+                intent_id=args.intent,
+            )
         effect = await _effect(journal, ident)
         if effect is not None:
             return await _resolve_effect(args, journal, effect)
@@ -640,6 +661,10 @@ def _repeated(decision: dict[str, Any]) -> str:
 def _owner(intent: dict[str, Any]) -> str:
     host_and_pid = intent["owner"].rsplit("/", 1)[0]
     return f"{host_and_pid} ({'live' if intent['owner_live'] else 'gone'})"
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
 def _refusal(refused: Exception) -> dict[str, Any]:

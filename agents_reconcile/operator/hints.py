@@ -1,8 +1,9 @@
 """What a command tells an operator to run next, as complete command lines that run as printed
-from the same directory: the id, the journal options this command was given (an address
-without its password), the store where one is needed, and a reason to replace with what was
-checked. ``status`` points at ``show`` for each intent or effect that waits for a person;
-``show`` prints one ``resolve`` line per resolution it would take."""
+from the same directory: the journal options this command was given, the store where one is
+needed, a reason to replace with what was checked, and the id last (after ``--``). An address
+is printed without its password (where it has one, put it back before running the line).
+``status`` points at ``show`` for each intent or effect that waits for a person; ``show``
+prints one ``resolve`` line per resolution it would take."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from ..backends.redaction import redacted
+from .items import printable
 
 __all__ = [
     "REASON",
@@ -55,7 +57,8 @@ def _options(args: argparse.Namespace, names: Iterable[tuple[str, str]]) -> list
 
 
 def show_hint(ident: str, args: argparse.Namespace) -> str:
-    return shlex.join([PROG, "show", ident, *journal_options(args)])
+    # The id last, after ``--``: an id read from a damaged row may begin with a dash.
+    return shlex.join([PROG, "show", *journal_options(args), "--", printable(ident)])
 
 
 def resolve_hints(

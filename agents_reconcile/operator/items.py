@@ -15,7 +15,7 @@ import orjson
 
 from ..records import PendingWrite
 
-__all__ = ["item_shapes", "sealed_outline"]
+__all__ = ["item_shapes", "printable", "sealed_outline"]
 
 # Fields that name an item without holding its content: never text, arguments or output.
 _NAMING: Final = ("type", "role", "name", "call_id", "status")
@@ -37,8 +37,11 @@ def _shape(position: int, item: Any, digest: str) -> dict[str, Any]:
     if isinstance(item, Mapping):
         for name in _NAMING:
             value = item.get(name)
+            # ``name`` is a tool's only on a call; on a message it may be a person's.
+            if name == "name" and not str(item.get("type", "")).endswith("_call"):
+                continue
             if isinstance(value, str) and value:
-                shape[name] = value[:_SHORT]
+                shape[name] = printable(value[:_SHORT])
         if "type" not in shape and "role" in shape:
             shape["type"] = "message"
     else:
@@ -46,6 +49,12 @@ def _shape(position: int, item: Any, digest: str) -> dict[str, Any]:
     shape["size"] = _size(item)
     shape["digest"] = digest
     return shape
+
+
+def printable(text: str) -> str:
+    """``text`` with control characters escaped: nothing read from a journal drives the
+    terminal it is printed on."""
+    return text if text.isprintable() else text.encode("unicode_escape").decode("ascii")
 
 
 def _size(item: Any) -> int:

@@ -68,6 +68,7 @@ def store_for(kind: str, address: str, session_id: str, *, namespace: str | None
     )
 
 
+_DEFAULT_TABLES: Final = ("sessions_table=agent_sessions;messages_table=agent_messages", "")
 _FILE_KINDS: Final = (
     "agents.memory.sqlite_session.SQLiteSession",
     "agents.extensions.memory.async_sqlite_session.AsyncSQLiteSession",
@@ -81,10 +82,13 @@ def recorded_store(kind: str, namespace: str) -> tuple[str, str | None] | None:
     it can hold one: an SQLite file that is there, or a revisioned Redis or PostgreSQL store
     (its address without credentials). None where it cannot (a store in memory, a store
     recorded without its address); then the operator gives ``--store``."""
-    first = namespace.split(";", 1)[0]
-    if kind in _FILE_KINDS or kind.endswith(".SQLiteSession"):
+    first, _, rest = namespace.partition(";")
+    if kind in _FILE_KINDS:
+        # Only the SDK's own tables: a session opened on other names would create them.
         path = Path(first)
-        return (str(path), None) if path.is_absolute() and path.is_file() else None
+        if rest not in _DEFAULT_TABLES or not path.is_absolute() or not _holds_history(path):
+            return None
+        return str(path), None
     if kind == "agents_reconcile.stores.redis.RevisionedRedisSession":
         where, _, prefix = namespace.partition(" prefix=")
         return (where, prefix or None) if scheme_of(where) in ("redis", "rediss") else None
@@ -92,6 +96,25 @@ def recorded_store(kind: str, namespace: str) -> tuple[str, str | None] | None:
         _, _, schema = namespace.partition(";schema=")
         return (first, schema or None) if scheme_of(first).startswith("postgres") else None
     return None
+
+
+def _holds_history(path: Path) -> bool:
+    """Whether ``path`` is a file holding the SDK's session tables (or a revisioned store's),
+    read without a lock or a file beside it: a session opened on a file without them would
+    create them."""
+    try:
+        if not path.is_file():
+            return False
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+    except (OSError, sqlite3.Error):
+        return False
+    try:
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+    return {"agent_sessions", "agent_messages"} <= names or "revisioned_items" in names
 
 
 def _existing(address: str) -> str:

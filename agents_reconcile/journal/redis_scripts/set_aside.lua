@@ -5,7 +5,7 @@
 -- to a description, KEYS[18] the same number to the bytes, KEYS[19] lists the intent ids in
 -- the order they were set aside (the number is the position).
 -- ARGV: version, intent id, session id, record, state, owner, backend, decision record,
--- description.
+-- description, update time (as read: a renewal since the read leaves the row where it is).
 -- Replies {'done'} or {'changed'} (the row is gone, moved or no longer the one read).
 local refusal = schema_refusal(ARGV[1])
 if refusal then
@@ -17,7 +17,8 @@ if redis.call('HGET', GLOBAL.index, id) ~= ARGV[3] then
 end
 local s = session_keys(8)
 if field(s.record, id) ~= ARGV[4] or field(s.state, id) ~= ARGV[5]
-    or field(s.owner, id) ~= ARGV[6] or field(s.backend, id) ~= ARGV[7] then
+    or field(s.owner, id) ~= ARGV[6] or field(s.backend, id) ~= ARGV[7]
+    or field(s.updated, id) ~= ARGV[10] then
   return {'changed'}
 end
 remove_intent(s, id)
