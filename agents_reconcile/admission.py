@@ -10,13 +10,11 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from .config import ReconcileConfig
 from .fingerprint import digest_items
-from .journal_client import SESSION_WIDE, JournalClient
+from .journal_client import SESSION_WIDE
 from .records import Outcome, Reason
-from .runstate import CarriedState
 from .settler import Settler
-from .tail import TailMemory
+from .state import SessionState
 
 if TYPE_CHECKING:
     from agents.memory.session_settings import SessionSettings
@@ -102,14 +100,10 @@ class Gatekeeper:
 
     def __init__(
         self,
+        state: SessionState,
+        settler: Settler,
         *,
         enabled: bool,
-        config: ReconcileConfig,
-        client: JournalClient,
-        settler: Settler,
-        carried: CarriedState,
-        tail: TailMemory,
-        ignore_ids: bool,
         session_settings: Callable[[], SessionSettings | None],
         read_history: Callable[[Any], Awaitable[list[Any]]],
     ) -> None:
@@ -118,12 +112,12 @@ class Gatekeeper:
         self._session_settings = session_settings
         self._read_history = read_history
         self._enabled = enabled
-        self._config = config
-        self._client = client
+        self._config = state.config
+        self._client = state.client
         self._settler = settler
-        self._carried = carried
-        self._tail = tail
-        self._ignore_ids = ignore_ids
+        self._carried = state.carried
+        self._tail = state.tail
+        self._ignore_ids = state.ignore_ids
 
     @property
     def enabled(self) -> bool:
@@ -149,8 +143,6 @@ class Gatekeeper:
         await self._settler.settle_pending(context)
         # What was settled while the SDK prepared the run (before its trace opened).
         self._client.trail.flush()
-        if self._config.durability != "write_ahead":
-            return
         accounted = await self._carried.accounted(context)
         if accounted is None:
             return

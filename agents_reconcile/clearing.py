@@ -34,10 +34,10 @@ from typing import Any, Final
 
 from .crashpoints import CrashPoint, reached
 from .errors import JournalError, LeaseLost
-from .held import HeldIntents
 from .inflight import InFlight
 from .journal.base import IntentState, JournalEntry
 from .journal_client import JournalClient
+from .state import HeldIntents
 
 __all__ = ["GUARD_SECONDS", "Clearing", "clear_acknowledged", "folds_clearing", "retry_discards"]
 

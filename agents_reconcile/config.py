@@ -23,7 +23,6 @@ ENV_FLAG: Final = "AGENTS_RECONCILE"
 _ON: Final = ("1", "true", "on", "yes")
 _OFF: Final = ("0", "false", "off", "no")
 
-Durability = Literal["write_ahead", "on_failure"]
 OnUnchanged = Literal["replay", "fail"]
 OnExtended = Literal["fail", "append"]
 
@@ -76,8 +75,6 @@ class ReconcileConfig:
       ``AGENTS_RECONCILE=0`` forces it off.
     - ``journal``: an ``IntentJournal``, an SQLite path, or a URL; default
       ``agents-reconcile.db`` in the working directory.
-    - ``durability``: ``"write_ahead"`` records each intent before the append starts (it
-      survives SIGKILL); ``"on_failure"`` records it only when the append raises or is cancelled.
     - ``on_unchanged``: ``"replay"`` appends a missing batch once; ``"fail"`` denies with
       ``operator_required`` and leaves the intent pending.
     - ``backend_identity``: overrides the identity derived from the inner session.
@@ -85,10 +82,9 @@ class ReconcileConfig:
       history still ends with it, as the same write (the usual retry after a lost
       acknowledgement). Off, such a batch is appended again.
     - ``verify_tail``: re-read the ``len(batch) + 1`` newest items from the store before every
-      append. By default a write-ahead wrapper remembers them, and trusts that memory only while
-      the journal's count of the session's writes is unchanged; set this when something writes
-      to the session without going through a write-ahead ``ReconcilingSession`` on the same
-      journal (``on_failure`` wrappers always re-read).
+      append. By default a wrapper remembers them, and trusts that memory only while the
+      journal's count of the session's writes is unchanged; set this when something writes to
+      the session without going through a ``ReconcilingSession`` on the same journal.
     - ``lease_seconds``: how long an in-flight intent of a worker on another host is
       presumed live; ``in_flight_wait``: how long to wait for a live owner before denying.
     - ``journal_retries``: attempts when the journal cannot be read, before reporting it.
@@ -111,7 +107,6 @@ class ReconcileConfig:
 
     enabled: bool = True
     journal: IntentJournal | str | os.PathLike[str] | None = None
-    durability: Durability = "write_ahead"
     on_unchanged: OnUnchanged = "replay"
     backend_identity: BackendIdentity | str | None = None
     merge_retried_input: bool = True
@@ -262,7 +257,6 @@ def _keys(name: str, value: object, parse: Callable[[Any], tuple[Any, ...]]) -> 
 _CHECKS: Final[dict[str, Callable[[str, object], None]]] = {
     "enabled": _flag,
     "journal": _journal,
-    "durability": _choice(get_args(Durability)),
     "on_unchanged": _choice(get_args(OnUnchanged)),
     "backend_identity": _identity,
     "merge_retried_input": _flag,

@@ -20,6 +20,7 @@
     │   ├── JournalUnavailable         unreachable, locked or read-only: retry later
     │   ├── JournalCorrupt             the journal's storage is damaged: call an operator
     │   └── IntentConflict             one intent id, two different contents
+    │       └── LeaseLost              a claim was lost: another worker holds the intent now
     └── ContinuationDenied             the run may not go on (also the SDK's ``UserError``)
         ├── BindingMismatch            the intent belongs to another backend, scheme or version
         └── EffectUnknown              an effect started and left no receipt: not run again

@@ -1,28 +1,25 @@
 """Canonical bytes and digests of session items, and the exact journal copy of a batch.
 
-A digest is blake3 over the item's canonical bytes: orjson with sorted keys, after the SDK's
-own normalisation of an input item (pydantic items dumped with ``exclude_unset``, the
-SDK's session-only metadata keys removed, and ``id`` removed for sessions that declare
-``_ignore_ids_for_matching``). The scheme's name is stored in every record, so a record
-made under another scheme is never compared against digests made under this one.
+A digest is blake3 over the item's canonical bytes, after the SDK's own normalisation of an
+input item (pydantic items dumped with ``exclude_unset``, the SDK's session-only metadata keys
+removed, and ``id`` removed for sessions that declare ``_ignore_ids_for_matching``). The
+scheme's name (``blake3-orjson-sorted/2``) is stored in every record, so a record made under
+another scheme is never compared against digests made under this one: it is refused.
 
-Scheme ``blake3-orjson-sorted/2`` differs from ``/1`` only for items holding NaN or an
-infinity: orjson writes those as ``null``, so under ``/1`` they digest like ``null``. Under
-``/2`` such an item's bytes are its ``/1`` bytes, then 0xff (a byte UTF-8 JSON never holds,
-so the two parts cannot be confused), then the JSON list ``[[path, kind], ...]`` of its
-non-finite floats in the order of the canonical bytes, ``kind`` being ``"nan"``, ``"inf"``
-or ``"-inf"``.
+An item's canonical bytes are orjson's, with sorted keys. orjson writes NaN and the
+infinities as ``null``: an item holding one has those bytes, then 0xff (a byte UTF-8 JSON
+never holds, so the two parts cannot be confused), then the JSON list ``[[path, kind], ...]``
+of its non-finite floats in the order of the canonical bytes, ``kind`` being ``"nan"``,
+``"inf"`` or ``"-inf"``.
 
 orjson cannot write a str holding a lone surrogate (``"\\ud800"``, as ``surrogateescape``
-decoding gives), as a value or as a dict key: ``/1`` refuses such an item. Under ``/2`` its
-bytes are 0xfe (another byte UTF-8 JSON never holds, and not the trailer's 0xff) followed by
-the stdlib's JSON text of the item: ``json.dumps`` with sorted keys, compact separators,
-``ensure_ascii`` (so each surrogate is written as its ``\\uXXXX`` escape) and ``allow_nan``
-(so NaN and the infinities are the tokens ``NaN``, ``Infinity`` and ``-Infinity``, and such
-an item needs no trailer). Only JSON's own types (and the subclasses orjson writes as their
-base type) are written that way; an item holding anything else as well is refused.
-
-Every other item has the same bytes and digest under both schemes.
+decoding gives), as a value or as a dict key. Such an item's bytes are 0xfe (another byte
+UTF-8 JSON never holds, and not the trailer's 0xff) followed by the stdlib's JSON text of the
+item: ``json.dumps`` with sorted keys, compact separators, ``ensure_ascii`` (so each surrogate
+is written as its ``\\uXXXX`` escape) and ``allow_nan`` (so NaN and the infinities are the
+tokens ``NaN``, ``Infinity`` and ``-Infinity``, and such an item needs no trailer). Only JSON's
+own types (and the subclasses orjson writes as their base type) are written that way; an item
+holding anything else as well is refused.
 """
 
 from __future__ import annotations
@@ -41,8 +38,6 @@ from .errors import FingerprintError, UnsupportedRecordVersion
 
 __all__ = [
     "FINGERPRINT_SCHEME",
-    "READABLE_SCHEMES",
-    "SCHEME_V1",
     "NonFinite",
     "canonical_bytes",
     "canonical_item",
@@ -54,11 +49,8 @@ __all__ = [
 ]
 
 FINGERPRINT_SCHEME: Final = "blake3-orjson-sorted/2"
-"""Name and version of the digest scheme new records use; part of every record's binding."""
-SCHEME_V1: Final = "blake3-orjson-sorted/1"
-"""The previous release's scheme: NaN and the infinities digest like ``null``."""
-READABLE_SCHEMES: Final = (FINGERPRINT_SCHEME, SCHEME_V1)
-"""Schemes whose records this release decodes and whose digests it can compute."""
+"""Name and version of the digest scheme, the only one this release reads and computes;
+part of every record's binding."""
 
 Path: TypeAlias = tuple[str | int, ...]
 NonFinite: TypeAlias = tuple[Path, str]
@@ -115,15 +107,16 @@ def canonical_bytes(
 ) -> bytes:
     """Serialise one item canonically under ``scheme``, or raise ``FingerprintError`` naming
     its position."""
-    return _canonical(item, ignore_ids, index, _marks_nonfinite(scheme))
+    _require(scheme)
+    return _canonical(item, ignore_ids, index)
 
 
 def item_digest(
     item: Any, *, ignore_ids: bool = False, index: int = 0, scheme: str = FINGERPRINT_SCHEME
 ) -> str:
     """Digest of one item under ``scheme`` (hex, 64 characters)."""
-    marks = _marks_nonfinite(scheme)
-    return blake3(_canonical(item, ignore_ids, index, marks)).digest().hex()
+    _require(scheme)
+    return blake3(_canonical(item, ignore_ids, index)).digest().hex()
 
 
 def digest_items(
@@ -133,9 +126,9 @@ def digest_items(
 
     For items read back from a store: they are digested as they are, without asking whether
     they are exact JSON (``journal_batch`` asks that of items about to be written)."""
-    marks = _marks_nonfinite(scheme)
+    _require(scheme)
     return tuple(
-        blake3(_canonical(item, ignore_ids, index, marks)).digest().hex()
+        blake3(_canonical(item, ignore_ids, index)).digest().hex()
         for index, item in enumerate(items)
     )
 
@@ -227,18 +220,15 @@ def nonfinite_floats(value: Any, encoded: bytes, *, parts: int = 1) -> tuple[Non
 # -- internals -----------------------------------------------------------------------------
 
 
-def _marks_nonfinite(scheme: str) -> bool:
-    if scheme == FINGERPRINT_SCHEME:
-        return True
-    if scheme == SCHEME_V1:
-        return False
-    raise UnsupportedRecordVersion(
-        f"fingerprint scheme {scheme!r} is unknown to this release, which computes "
-        f"{' and '.join(map(repr, READABLE_SCHEMES))}"
-    )
+def _require(scheme: str) -> None:
+    if scheme != FINGERPRINT_SCHEME:
+        raise UnsupportedRecordVersion(
+            f"fingerprint scheme {scheme!r} is unknown to this release, which computes "
+            f"{FINGERPRINT_SCHEME!r}"
+        )
 
 
-def _canonical(item: Any, ignore_ids: bool, index: int, marks: bool) -> bytes:
+def _canonical(item: Any, ignore_ids: bool, index: int) -> bytes:
     try:
         canon = canonical_item(item, ignore_ids=ignore_ids)
     except (TypeError, ValueError) as exc:
@@ -248,12 +238,12 @@ def _canonical(item: Any, ignore_ids: bool, index: int, marks: bool) -> bytes:
     except (TypeError, ValueError) as exc:
         # Only here, after orjson has refused, is an item looked at for lone surrogates:
         # the common item pays nothing for them.
-        escaped = _escaped(canon) if marks else None
+        escaped = _escaped(canon)
         if escaped is None:
             raise _not_canonical(item, index, exc) from exc
         return escaped
     # nonfinite_floats' test, inline: the common item is spared a call.
-    if marks and (len(data) > _SEARCH_BYTES or b"null" in data):
+    if len(data) > _SEARCH_BYTES or b"null" in data:
         found = _walk_nonfinite(canon)
         if found:
             return data + _trailer(found)
@@ -268,8 +258,8 @@ def _not_canonical(item: Any, index: int, exc: Exception) -> FingerprintError:
 
 
 def _escaped(value: Any) -> bytes | None:
-    """The /2 bytes of a value orjson refused because it holds a lone surrogate; None if it
-    refused it for anything else."""
+    """The canonical bytes of a value orjson refused because it holds a lone surrogate; None
+    if it refused it for anything else."""
     try:
         lone = _walk(value, [], [], strict=True, split_pairs=True)
     except _Inexact:

@@ -11,6 +11,7 @@ import copy
 import enum
 import json
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
@@ -25,13 +26,7 @@ from .errors import (
     RecordTampered,
     UnsupportedRecordVersion,
 )
-from .fingerprint import (
-    FINGERPRINT_SCHEME,
-    READABLE_SCHEMES,
-    digest_items,
-    exact_json,
-    nonfinite_floats,
-)
+from .fingerprint import FINGERPRINT_SCHEME, digest_items, exact_json, nonfinite_floats
 
 if TYPE_CHECKING:
     from .sealing import Keyring, PayloadKey
@@ -46,12 +41,9 @@ __all__ = [
     "PendingWrite",
     "Reason",
     "evidence_text",
+    "new_write_id",
 ]
 
-# Fingerprint scheme /2 added the optional ``nonfinite`` and ``json_text`` fields without a
-# new format version: the previous release refuses a /2 record through its scheme check (it
-# compares only /1) before it would read the batch, so it never replays the nulls standing in
-# for NaN, nor the texts standing in for items with lone surrogates.
 RECORD_VERSION: Final = 1
 """Format version of encoded records; a record with a higher version is refused."""
 
@@ -59,6 +51,12 @@ _SIGNED_RECORD: Final = "pending write record"
 """The domain of a record's MAC (``signing``): a signature of another kind never verifies."""
 
 _NONFINITE_VALUES: Final[dict[str, float]] = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def new_write_id() -> str:
+    """A fresh random id for an intent (and a revisioned store's write): 128 bits as 32 hex
+    digits, the form of ``uuid4().hex`` at a quarter of its cost."""
+    return os.urandom(16).hex()
 
 
 class Outcome(enum.Enum):
@@ -288,8 +286,8 @@ class PendingWrite:
         }
         if self.expected_revision is not None:
             body["expected_revision"] = self.expected_revision
-        # Present only when needed, so a record without NaN or infinities keeps the layout
-        # (and the digest) it had before the field existed.
+        # Present only when needed: a record without NaN, infinities or lone surrogates
+        # holds neither field.
         if nonfinite:
             body["nonfinite"] = nonfinite
         if texts:
@@ -370,18 +368,15 @@ class PendingWrite:
         if isinstance(body_sealed, Mapping) and key is not None:
             # Encoded again, the record is the very bytes it was read from.
             object.__setattr__(record, "_seal_cache", dict(body_sealed))
-        if record.scheme not in READABLE_SCHEMES:
+        if record.scheme != FINGERPRINT_SCHEME:
             raise UnsupportedRecordVersion(
                 f"intent {record.intent_id} uses fingerprint scheme {record.scheme!r}; "
-                f"this release reads only {' and '.join(map(repr, READABLE_SCHEMES))}"
+                f"this release reads only {FINGERPRINT_SCHEME!r}"
             )
-        # Each record is checked under its own scheme: a /1 record of the previous release
-        # verifies as it was written.
         try:
-            digests = digest_items(record.batch, ignore_ids=record.ignore_ids, scheme=record.scheme)
+            digests = digest_items(record.batch, ignore_ids=record.ignore_ids)
         except FingerprintError as exc:
-            # No record is written with a batch its scheme cannot digest (a /1 record never
-            # holds a lone surrogate): this one was edited.
+            # No record is written with a batch its scheme cannot digest: this one was edited.
             raise RecordTampered(
                 f"intent {record.intent_id}: the batch cannot be digested under its scheme "
                 f"{record.scheme!r}: {exc}"

@@ -28,9 +28,9 @@ from .setting_aside import damage_of, set_aside
 if TYPE_CHECKING:
     from .classify import Verdict
     from .journal_client import JournalClient
-    from .locking import SessionLock
     from .records import PendingWrite
     from .settler import Settler
+    from .state import SessionLock
 
 __all__ = ["Resolver", "default_actor"]
 

@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from .crashpoints import CrashPoint, reached
 from .errors import LeaseLost, RevisionConflict
 from .fused import FusedAppend, fused_append
-from .held import KnownHead
 from .inflight import despite_cancellation
 from .journal import IntentState, Opened
 from .judges import judge_revision
@@ -22,11 +21,13 @@ from .ownership import current_owner
 from .policy import Step, refused_append_step
 from .records import Outcome, PendingWrite
 from .revision import RevisionedStore
-from .tail import TailView
+from .state import SessionState, TailView
 from .writer import Context, Progress, Writer
 
 if TYPE_CHECKING:
     from agents.run_context import RunContextWrapper
+
+    from .settler import Settler
 
 __all__ = ["RevisionWriter"]
 
@@ -40,10 +41,11 @@ _T = TypeVar("_T")
 class RevisionWriter(Writer):
     """Appends to a revisioned store by compare-and-swap."""
 
-    def __init__(self, *, store: RevisionedStore, head: KnownHead, **parts: Any) -> None:
-        super().__init__(**parts)
-        self.store = store
-        self.known = head
+    def __init__(self, state: SessionState, settler: Settler) -> None:
+        super().__init__(state, settler)
+        assert state.store is not None  # a revisioned store's writer
+        self.store: RevisionedStore = state.store
+        self.known = state.head
         # Whether this store and the journal can append in one script (decided on first use).
         self._fusion: FusedAppend | object | None = _UNKNOWN
 
@@ -59,10 +61,8 @@ class RevisionWriter(Writer):
         store, known = self.store, self.known
         client = self._client
         async with self._lock.held():
-            if not self.write_ahead:
-                await self._settler.settle_pending(context, wrapper, locked=True)
-            accounted = await self._carried.accounted(context) if self.write_ahead else None
-            fused = await self._fused() if self.write_ahead else None
+            accounted = await self._carried.accounted(context)
+            fused = await self._fused()
             first = True
             while True:
                 if not first:
@@ -100,12 +100,11 @@ class RevisionWriter(Writer):
                             continue
                         known.head = new_head
                         return
-                    if self.write_ahead:
-                        opened = await self.open_intent(
-                            intent, context, wrapper, accounted=accounted, expect_count=None
-                        )
-                        if opened is None:
-                            continue
+                    opened = await self.open_intent(
+                        intent, context, wrapper, accounted=accounted, expect_count=None
+                    )
+                    if opened is None:
+                        continue
                     progress.started = True
                     new_head = await self.write(
                         intent,

@@ -21,14 +21,12 @@ from .capabilities import FORWARDED, Guard, forwarded
 from .config import ReconcileConfig, require_config
 from .errors import ConfigurationError, ContinuationDenied, FingerprintError, UnsupportedSession
 from .fingerprint import digest_items, journal_batch
-from .held import HeldIntents, KnownHead
 from .identity import derive_identity, session_layers
 from .inflight import PROCESS_IN_FLIGHT, InFlight
 from .inner import HISTORY_METHODS, InnerSession, reconciling_allowed
 from .journal import IntentJournal
 from .journal_client import SESSION_WIDE, JournalClient
 from .journal_place import refuse_journal_in_store
-from .locking import SessionLock
 from .policy import Resolution
 from .records import BackendIdentity, Decision, Outcome, PendingWrite, Reason
 from .resolution import Resolver
@@ -37,7 +35,7 @@ from .revision_writer import RevisionWriter
 from .sealing import keyring_for
 from .settler import Settler
 from .signing import signer_for
-from .tail import KEPT_DIGESTS, TailMemory
+from .state import KEPT_DIGESTS, SessionLock, SessionState
 from .writer import FingerprintWriter, Progress, Writer
 
 if TYPE_CHECKING:
@@ -104,57 +102,37 @@ class ReconcilingSession:
             keyring.add_signer(signer)
         self._client = JournalClient(self.session_id, self.backend_identity, self.config, keyring)
         self._carried = runstate.CarriedState(self._client, signer)
-        self._tail = TailMemory()
-        held = HeldIntents()
-        self._held = held
         lock = SessionLock(
             (self.session_id, str(self.backend_identity)),
             wait=self.config.in_flight_wait,
             on_timeout=self._busy,
         )
-        in_flight = in_flight if in_flight is not None else PROCESS_IN_FLIGHT
+        # One state object for what this wrapper holds, shared by its writer, settler and gate.
         # A revisioned store is judged by its record of writes, not by fingerprints.
         store = inner if is_revisioned(inner) else None
-        known = KnownHead()
-        self._settler = Settler(
+        state = SessionState(
             client=self._client,
             config=self.config,
             inner=self._calls,
             store=store,
-            held=held,
-            tail=self._tail,
-            head=known,
-            lock=lock,
-            in_flight=in_flight,
             carried=self._carried,
-        )
-        parts: dict[str, Any] = dict(
-            client=self._client,
-            config=self.config,
-            inner=self._calls,
-            held=held,
-            tail=self._tail,
             lock=lock,
-            in_flight=in_flight,
-            carried=self._carried,
-            settler=self._settler,
+            in_flight=in_flight if in_flight is not None else PROCESS_IN_FLIGHT,
             ignore_ids=self._ignore_ids,
         )
+        self._state = state
+        self._tail, self._held, self._lock = state.tail, state.held, lock
+        self._settler = Settler(state)
         self._writer: Writer = (
-            FingerprintWriter(**parts)
+            FingerprintWriter(state, self._settler)
             if store is None
-            else RevisionWriter(store=store, head=known, **parts)
+            else RevisionWriter(state, self._settler)
         )
-        self._lock = lock
         self._resolver = Resolver(self._client, self._settler, lock=lock)
         self._admission = Gatekeeper(
+            state,
+            self._settler,
             enabled=self._active,
-            config=self.config,
-            client=self._client,
-            settler=self._settler,
-            carried=self._carried,
-            tail=self._tail,
-            ignore_ids=self._ignore_ids,
             session_settings=lambda: self.session_settings,
             read_history=lambda wrapper: self._calls.read(None, wrapper),
         )
@@ -256,7 +234,7 @@ class ReconcilingSession:
     def _marks_reads(self, limit: int | None) -> bool:
         """Whether a read with this limit is a fresh run's read of the history (all of it, or
         the session's own limit); the SDK reads a resumed run's tail with other limits."""
-        if not self._active or self.config.durability != "write_ahead":
+        if not self._active:
             return False
         return self._reads_whole(limit)
 

@@ -15,28 +15,22 @@ from collections.abc import MutableMapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
-from . import runstate
-from .claims import AlreadySettled, Claims
+from .claims import AlreadySettled, Claims, Renewal
 from .classify import Verdict
 from .clearing import clear_acknowledged, retry_discards
-from .config import ReconcileConfig
 from .crashpoints import CrashPoint, reached
 from .effects.evidence import vouched_by_receipts
 from .errors import IntentConflict, LeaseLost, RevisionConflict
-from .held import HeldIntents, KnownHead
-from .inflight import InFlight, despite_cancellation
-from .inner import InnerSession, without_reconciling
+from .inflight import despite_cancellation
+from .inner import without_reconciling
 from .journal.base import IntentState, JournalEntry
-from .journal_client import JournalClient
 from .judges import judge_revision, judge_tail
-from .lease import Renewal
-from .locking import SessionLock
 from .observability import judged
 from .ownership import current_owner
 from .policy import Step, settlement_step
 from .records import Action, Decision, Outcome, PendingWrite, Reason
-from .revision import RevisionedStore, extended_write_id, void_write_id
-from .tail import TailMemory
+from .revision import extended_write_id, void_write_id
+from .state import SessionState
 
 if TYPE_CHECKING:
     from agents.run_context import RunContextWrapper
@@ -56,30 +50,17 @@ _ACTIONS: Final = {Step.SETTLE: Action.SETTLED, Step.REPLAY: Action.REPLAYED}
 class Settler:
     """Settles one session's pending intents (from its journal, this wrapper, and the run)."""
 
-    def __init__(
-        self,
-        *,
-        client: JournalClient,
-        config: ReconcileConfig,
-        inner: InnerSession,
-        store: RevisionedStore | None,
-        held: HeldIntents,
-        tail: TailMemory,
-        head: KnownHead,
-        lock: SessionLock,
-        in_flight: InFlight,
-        carried: runstate.CarriedState,
-    ) -> None:
-        self._client = client
-        self._config = config
-        self._inner = inner
-        self._store = store
-        self._held = held
-        self._tail = tail
-        self._head = head
-        self._lock = lock
-        self._in_flight = in_flight
-        self._carried = carried
+    def __init__(self, state: SessionState) -> None:
+        self._client = client = state.client
+        self._config = config = state.config
+        self._inner = state.inner
+        self._store = store = state.store
+        self._held = state.held
+        self._tail = state.tail
+        self._head = state.head
+        self._lock = state.lock
+        self._in_flight = in_flight = state.in_flight
+        self._carried = state.carried
         self.claims = Claims(client=client, config=config, store=store, in_flight=in_flight)
         """Taking this session's intents, the leases on them, giving them back."""
 

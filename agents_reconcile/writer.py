@@ -21,26 +21,20 @@ from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from . import runstate
 from .clearing import Clearing, folds_clearing
-from .config import ReconcileConfig
 from .crashpoints import CrashPoint, reached
 from .errors import FingerprintError, JournalError, RevisionConflict
 from .fingerprint import digest_items
-from .held import HeldIntents
 from .inflight import (
-    InFlight,
     caller_cancelled,
     despite_cancellation,
     outliving_cancellation,
     starts_eagerly,
 )
-from .inner import InnerSession
 from .journal import IntentState, Opened
-from .journal_client import SESSION_WIDE, JournalClient
-from .locking import SessionLock
-from .records import Outcome, PendingWrite, Reason
+from .journal_client import SESSION_WIDE
+from .records import Outcome, PendingWrite, Reason, new_write_id
 from .settler import Settler
-from .stores._common import new_write_id
-from .tail import TailMemory, TailView
+from .state import SessionState, TailView
 
 if TYPE_CHECKING:
     from agents.run_context import RunContextWrapper
@@ -76,35 +70,22 @@ class Progress:
 class Writer:
     """What every writer does around its own way of appending."""
 
-    def __init__(
-        self,
-        *,
-        client: JournalClient,
-        config: ReconcileConfig,
-        inner: InnerSession,
-        held: HeldIntents,
-        tail: TailMemory,
-        lock: SessionLock,
-        in_flight: InFlight,
-        carried: runstate.CarriedState,
-        settler: Settler,
-        ignore_ids: bool,
-    ) -> None:
-        self._client = client
-        self._config = config
-        self._inner = inner
-        self._held = held
-        self._tail = tail
-        self._lock = lock
-        self._in_flight = in_flight
-        self._carried = carried
+    def __init__(self, state: SessionState, settler: Settler) -> None:
+        self._state = state
+        self._client = client = state.client
+        self._config = config = state.config
+        self._inner = state.inner
+        self._held = held = state.held
+        self._tail = state.tail
+        self._lock = state.lock
+        self._in_flight = in_flight = state.in_flight
+        self._carried = state.carried
         self._settler = settler
-        self._ignore_ids = ignore_ids
+        self._ignore_ids = state.ignore_ids
         self._clearing = Clearing(client, held, in_flight)
-        self.write_ahead = config.durability == "write_ahead"
-        # A write-ahead wrapper may build intents on its memory of the tail, which the journal
-        # vouches for; others (and verify_tail) read the tail before every append.
-        self.trusts_memory = self.write_ahead and not config.verify_tail
+        # Intents may be built on the memory of the tail, which the journal vouches for (its
+        # count); verify_tail reads the tail before every append instead.
+        self.trusts_memory = not config.verify_tail
 
     async def append(
         self,
@@ -122,7 +103,7 @@ class Writer:
 
     async def settle_first(self, context: Context, wrapper: Any) -> None:
         """Settle what this wrapper or the run still holds (the lock is held)."""
-        if self.write_ahead and self.has_local_work(context):
+        if self.has_local_work(context):
             await self._settler.settle_pending(context, wrapper, locked=True)
 
     def new_intent(
@@ -482,15 +463,13 @@ class FingerprintWriter(Writer):
         wrapper: RunContextWrapper[Any] | None,
         progress: Progress,
     ) -> None:
-        # Under write_ahead the journal checks for pending intents in the same transaction
-        # that records the new one, so settling first would only repeat that query.
+        # The journal checks for pending intents in the same transaction that records the new
+        # one, so nothing is settled first unless this wrapper or the run holds some.
         async with self._lock.held():
-            if not self.write_ahead:
-                await self._settler.settle_pending(context, wrapper, locked=True)
             opened: Opened | None = None
             # What this run has seen of the session (a RunState carries it): checked against
             # the journal's count once the intent is open, so a stale state never writes.
-            accounted = await self._carried.accounted(context) if self.write_ahead else None
+            accounted = await self._carried.accounted(context)
             while True:
                 await self.settle_first(context, wrapper)
                 view = await self.tail_view(len(items) + 1, wrapper)
@@ -502,7 +481,7 @@ class FingerprintWriter(Writer):
                         self._client.session_id,
                     )
                     self._tail.drop_settled()
-                    if context is not None and self.write_ahead:
+                    if context is not None:
                         # The store ends exactly as this run's own write left it: in step again.
                         self._carried.mark(context, await self._client.count())
                     return
@@ -511,8 +490,6 @@ class FingerprintWriter(Writer):
                 # In flight from the moment it can be seen in the journal: another wrapper in
                 # this process must never take it for a failed write.
                 self._in_flight.busy.add(intent.intent_id)
-                if not self.write_ahead:
-                    break
                 opened = await self.open_intent(
                     intent,
                     context,

@@ -19,13 +19,14 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from agents import SQLiteSession
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
 
-# The p50 ratio to the bare session that ``durability="write_ahead"`` aims to stay within.
+# The p50 ratio to the bare session that the wrapper (it records each intent before its
+# append: write-ahead) aims to stay within.
 WRITE_AHEAD_P50_AIM = 1.25
 
 ITEM_BYTES = 300
@@ -33,8 +34,6 @@ FILLER = (
     "The order shipped from the Rotterdam warehouse on Tuesday and is expected to arrive "
     "within three to five business days; tracking updates appear once the carrier scans it. "
 )
-
-Durability = Literal["write_ahead", "on_failure"]
 
 
 # -- items -----------------------------------------------------------------------------------
@@ -196,16 +195,13 @@ def print_machine(
 def wrapped_session(
     workdir: Path,
     name: str,
-    durability: Durability,
     inner: Any | None = None,
     payload_key: bytes | None = None,
 ) -> ReconcilingSession:
     """``ReconcilingSession`` around ``inner`` (default: a file ``SQLiteSession``), with its own
     journal file in ``workdir`` (batches sealed when ``payload_key`` is given)."""
     inner = inner if inner is not None else SQLiteSession(name, workdir / f"{name}.sessions.db")
-    config = ReconcileConfig(
-        journal=workdir / f"{name}.journal.db", durability=durability, payload_key=payload_key
-    )
+    config = ReconcileConfig(journal=workdir / f"{name}.journal.db", payload_key=payload_key)
     session = ReconcilingSession(inner, config=config)
     if not session.enabled:
         sys.exit("AGENTS_RECONCILE switches reconciliation off; unset it to benchmark the wrapper")

@@ -4,8 +4,8 @@ Prints, in one run:
 
 (a) p50/p95 latency of a 3-item ``add_items`` (a user message, a function_call and a
     function_call_output of about 300 bytes each) on a bare file ``SQLiteSession`` and on
-    ``ReconcilingSession`` around an identical one, under ``durability="write_ahead"`` and
-    ``"on_failure"``. The variants run interleaved, one append each per round, so that drift
+    ``ReconcilingSession`` around an identical one (write-ahead, as every wrapper is), plain and
+    sealed. The variants run interleaved, one append each per round, so that drift
     (page cache, CPU frequency, background load) hits them all alike.
 (b) the per-item fingerprint (``item_digest``) next to the SDK's own pending-write
     fingerprint (sha256 over ``fingerprint_input_item``) for items of ~100 B, 1 KiB, 10 KiB.
@@ -96,11 +96,10 @@ async def bench_append(workdir: Path, settings: Settings) -> dict[str, float]:
         AppendVariant(
             "bare SQLiteSession", SQLiteSession("bare", workdir / "bare.sessions.db"), []
         ),
-        AppendVariant("write_ahead", wrapped_session(workdir, "write_ahead", "write_ahead"), []),
-        AppendVariant("on_failure", wrapped_session(workdir, "on_failure", "on_failure"), []),
+        AppendVariant("write_ahead", wrapped_session(workdir, "write_ahead"), []),
         AppendVariant(
             "write_ahead, sealed",
-            wrapped_session(workdir, "sealed", "write_ahead", payload_key=os.urandom(32)),
+            wrapped_session(workdir, "sealed", payload_key=os.urandom(32)),
             [],
         ),
     ]
@@ -257,7 +256,7 @@ async def bench_reconcile(workdir: Path, settings: Settings) -> dict[str, list[f
         await build_history(store, size)
         build_seconds = time.perf_counter() - build_started
         faulty = FaultInjectingSession(store)
-        session = wrapped_session(workdir, name, "write_ahead", inner=faulty)
+        session = wrapped_session(workdir, name, inner=faulty)
         histories.append(History(size, store, faulty, session, build_seconds, size))
 
     samples: dict[tuple[int, str], list[int]] = {
@@ -321,8 +320,7 @@ async def run(settings: Settings, mode: str) -> None:
         write_ahead = ratios["write_ahead"]
         print(
             f"  {verdict(write_ahead <= SQLITE_FILE_P50_AIM)}: write_ahead p50 is "
-            f"{write_ahead:.3f}x bare (aim: within {SQLITE_FILE_P50_AIM}x); "
-            f"on_failure p50 is {ratios['on_failure']:.3f}x; sealed write_ahead "
+            f"{write_ahead:.3f}x bare (aim: within {SQLITE_FILE_P50_AIM}x); sealed write_ahead "
             f"{ratios['write_ahead, sealed']:.3f}x"
         )
         ours_1kib, sdk_1kib = fingerprints[1024]

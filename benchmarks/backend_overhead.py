@@ -2,7 +2,7 @@
 
 Prints p50/p95 latency of a 3-item ``add_items`` (a user message, a function_call and a
 function_call_output of about 300 bytes each) on each backend the test suite wraps, bare and
-wrapped under ``durability="write_ahead"`` and ``"on_failure"``, with the ratios to bare:
+and wrapped (write-ahead, as every wrapper is), with the ratios to bare:
 
 - ``agents.SQLiteSession`` on a file,
 - ``agents.extensions.memory.AsyncSQLiteSession``,
@@ -38,7 +38,6 @@ from typing import Any
 from _common import (
     WRITE_AHEAD_P50_AIM,
     AppendVariant,
-    Durability,
     latency_cells,
     package_version,
     print_machine,
@@ -54,7 +53,8 @@ from agents_reconcile import ReconcileConfig, ReconcilingSession
 
 ENCRYPTION_KEY = "agents-reconcile-benchmark-key-0123456789abcdef"
 ENCRYPTION_TTL = 10 * 365 * 24 * 3600  # seconds: nothing may expire during the run
-DURABILITIES: tuple[Durability, ...] = ("write_ahead", "on_failure")
+DURABILITIES: tuple[str, ...] = ("write_ahead",)
+"""The wrapped variants (one: every wrapper records its intent before the append)."""
 
 
 @dataclass(frozen=True)
@@ -142,7 +142,7 @@ class Measured:
 
 
 async def open_variants(workdir: Path, measured: list[Measured]) -> None:
-    """Open bare, write_ahead and on_failure for every backend (appending to ``measured`` as
+    """Open bare and wrapped for every backend (appending to ``measured`` as
     they open, so that the caller can close what did open if one fails)."""
     for backend in BACKENDS:
         name = f"{backend.name}-bare"
@@ -152,7 +152,7 @@ async def open_variants(workdir: Path, measured: list[Measured]) -> None:
             name = f"{backend.name}-{durability}"
             inner = await backend.opener(name, workdir / f"{name}.sessions.db")
             try:
-                session = wrapped_session(workdir, name, durability, inner=inner)
+                session = wrapped_session(workdir, name, inner=inner)
             except BaseException:
                 await close_store(inner)
                 raise
@@ -223,7 +223,7 @@ async def bench(workdir: Path, settings: Settings) -> dict[tuple[str, str], floa
     settings_text = ", ".join(
         f"{field.name}={getattr(defaults, field.name)!r}"
         for field in dataclasses.fields(defaults)
-        if field.name not in ("enabled", "journal", "durability", "backend_identity")
+        if field.name not in ("enabled", "journal", "backend_identity")
     )
     note = (
         "note: every backend commits to a file on the same disk, so the bare times and the "

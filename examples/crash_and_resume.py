@@ -14,8 +14,8 @@ turn (the call and its output) stalls:
 When both appends are in flight the worker prints a marker line per conversation, and the
 parent kills it with SIGKILL: no exception handler, no ``finally``, no chance to record
 anything. The parent then opens the same SQLite session file and journal, as a restarted
-worker would, and carries each conversation on. Write-ahead durability (the default) stored
-each intent in the journal before its append started, so it survived the kill; its owner is
+worker would, and carries each conversation on. The wrapper stored each intent in the
+journal before its append started (write-ahead), so it survived the kill; its owner is
 gone, so the intent is settled: ``landed`` is COMMITTED (never replayed), ``lost`` is
 UNCHANGED (replayed once). Either way the card was charged once and the history holds the
 tool call once.

@@ -25,8 +25,6 @@ from openai.types.responses import ResponseOutputMessage, ResponseOutputText
 from agents_reconcile.errors import FingerprintError, ReconcileError, UnsupportedRecordVersion
 from agents_reconcile.fingerprint import (
     FINGERPRINT_SCHEME,
-    READABLE_SCHEMES,
-    SCHEME_V1,
     canonical_bytes,
     canonical_item,
     digest_items,
@@ -291,8 +289,9 @@ NAN = float("nan")
 INF = float("inf")
 
 
-def v1_digest(item, *, ignore_ids: bool = False) -> str:
-    """The previous release's digest, written out: blake3 over the sorted-key orjson bytes."""
+def plain_digest(item, *, ignore_ids: bool = False) -> str:
+    """The digest written out for an item without non-finite floats or lone surrogates:
+    blake3 over its sorted-key orjson bytes."""
     canonical = canonical_item(item, ignore_ids=ignore_ids)
     return blake3(orjson.dumps(canonical, option=orjson.OPT_SORT_KEYS)).hexdigest()
 
@@ -312,11 +311,9 @@ def at(position: str, value):
 POSITIONS = ["top-level key", "nested key", "list slot", "whole item"]
 
 
-def test_the_current_scheme_is_v2_and_v1_stays_readable():
-    """New digests use /2, and both /2 and /1 are schemes this release reads."""
+def test_the_scheme_is_v2():
+    """Digests are made under /2, the one scheme this release reads."""
     assert FINGERPRINT_SCHEME == "blake3-orjson-sorted/2"
-    assert SCHEME_V1 == "blake3-orjson-sorted/1"
-    assert READABLE_SCHEMES == (FINGERPRINT_SCHEME, SCHEME_V1)
 
 
 @pytest.mark.parametrize("position", POSITIONS)
@@ -325,13 +322,6 @@ def test_nan_inf_minus_inf_and_null_digest_apart(position):
     digests = {item_digest(at(position, value)) for value in (NAN, INF, -INF, None)}
     assert len(digests) == 4
     assert len({digest_items([at(position, v)])[0] for v in (NAN, INF, -INF, None)}) == 4
-
-
-@pytest.mark.parametrize("position", POSITIONS)
-def test_v1_still_digests_nonfinite_floats_like_null(position):
-    """Under /1 (kept computable for old records) NaN, inf, -inf and null share one digest."""
-    digests = {item_digest(at(position, v), scheme=SCHEME_V1) for v in (NAN, INF, -INF, None)}
-    assert digests == {v1_digest(at(position, None))}
 
 
 def test_which_place_holds_the_nonfinite_float_counts():
@@ -349,14 +339,15 @@ def test_nonfinite_digest_ignores_key_order():
     assert canonical_bytes(one) == canonical_bytes(two)
 
 
-def test_nonfinite_bytes_are_the_v1_bytes_then_0xff_and_where():
-    """/2 bytes of an item with NaN are its /1 bytes, 0xff, and a JSON list of places."""
+def test_nonfinite_bytes_are_the_orjson_bytes_then_0xff_and_where():
+    """The bytes of an item with NaN are orjson's (null in its places), 0xff, and a JSON list
+    of places."""
     item = {"b": [1, INF], "a": {"s": NAN}, "c": -INF}
-    v1 = canonical_bytes(item, scheme=SCHEME_V1)
-    v2 = canonical_bytes(item)
-    assert v1 == b'{"a":{"s":null},"b":[1,null],"c":null}'
-    assert v2.startswith(v1 + b"\xff")
-    assert orjson.loads(v2[len(v1) + 1 :]) == [
+    plain = orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
+    data = canonical_bytes(item)
+    assert plain == b'{"a":{"s":null},"b":[1,null],"c":null}'
+    assert data.startswith(plain + b"\xff")
+    assert orjson.loads(data[len(plain) + 1 :]) == [
         [["a", "s"], "nan"],
         [["b", 1], "inf"],
         [["c"], "-inf"],
@@ -378,27 +369,31 @@ WITHOUT_NONFINITE = [
 
 
 @pytest.mark.parametrize("item", WITHOUT_NONFINITE)
-def test_items_without_nonfinite_floats_keep_their_v1_bytes_and_digest(item):
-    """Without NaN or infinities an item has identical bytes and digests under /1 and /2."""
-    assert canonical_bytes(item) == canonical_bytes(item, scheme=SCHEME_V1)
-    assert item_digest(item) == item_digest(item, scheme=SCHEME_V1) == v1_digest(item)
-    assert digest_items([item]) == digest_items([item], scheme=SCHEME_V1)
+def test_items_without_nonfinite_floats_have_their_orjson_bytes(item):
+    """Without NaN or infinities an item's bytes are its sorted-key orjson bytes, and its
+    digest blake3 over them."""
+    assert canonical_bytes(item) == orjson.dumps(item, option=orjson.OPT_SORT_KEYS)
+    assert item_digest(item) == plain_digest(item)
+    assert digest_items([item]) == (plain_digest(item),)
 
 
-def test_sdk_items_keep_their_v1_digest():
-    """The SDK's own items (pydantic and normalised) digest under /2 as under /1."""
+def test_sdk_items_digest_as_their_sorted_orjson_bytes():
+    """The SDK's own items (pydantic and normalised) digest as blake3 over their canonical
+    form's sorted-key orjson bytes."""
     items = [
         assistant_message("hi", item_id="msg_1"),
         ensure_input_item_format(function_call("f", "{}", call_id="c", item_id="fc")),
         {"type": "function_call_output", "call_id": "c", "output": "ok"},
     ]
-    assert digest_items(items) == tuple(v1_digest(item) for item in items)
+    assert digest_items(items) == tuple(plain_digest(item) for item in items)
     assert digest_items(items, ignore_ids=True) == tuple(
-        v1_digest(item, ignore_ids=True) for item in items
+        plain_digest(item, ignore_ids=True) for item in items
     )
 
 
-@pytest.mark.parametrize("scheme", ["blake3-orjson-sorted/3", "sha256-json/1", ""])
+@pytest.mark.parametrize(
+    "scheme", ["blake3-orjson-sorted/1", "blake3-orjson-sorted/3", "sha256-json/1", ""]
+)
 def test_an_unknown_scheme_is_refused_by_name(scheme):
     """Asking for a scheme this release cannot compute raises UnsupportedRecordVersion naming it."""
     for compute in (
@@ -414,7 +409,7 @@ def test_large_items_find_their_nonfinite_floats_too():
     """An item larger than the byte-search threshold still has its NaN told from null."""
     big = {"content": "x" * 4000, "meta": {"score": NAN}}
     assert item_digest(big) != item_digest({**big, "meta": {"score": None}})
-    assert item_digest({"content": "x" * 4000}) == v1_digest({"content": "x" * 4000})
+    assert item_digest({"content": "x" * 4000}) == plain_digest({"content": "x" * 4000})
 
 
 # -- journal_batch --------------------------------------------------------------------------
@@ -622,12 +617,12 @@ def has_nonfinite(value) -> bool:
 
 @given(json_values)
 def test_journal_batch_and_digest_items_agree_on_any_json_value(value):
-    """For any JSON value, journal_batch digests like digest_items, and /2 equals /1 exactly
-    when the value holds no non-finite float."""
+    """For any JSON value, journal_batch digests like digest_items, and the digest is blake3
+    over the sorted-key orjson bytes exactly when the value holds no non-finite float."""
     batch, digests = journal_batch([value])
     assert batch[0] is value
     assert digests == digest_items([value])
-    same = digests[0] == item_digest(value, scheme=SCHEME_V1)
+    same = digests[0] == plain_digest(value)
     assert same is not has_nonfinite(value)
 
 
@@ -692,7 +687,7 @@ def test_nan_inside_a_surrogate_item_is_told_from_null(position):
 
 def test_surrogate_bytes_are_0xfe_and_the_stdlib_text():
     """/2 bytes of an item with a lone surrogate are 0xfe, then the stdlib's sorted, compact,
-    ASCII JSON text (NaN as its token, no trailer); /1 still refuses the item."""
+    ASCII JSON text (NaN as its token, no trailer)."""
     item = {"z": [1.5, NAN, None], "a": {"\ud800": LONE}, "m": (True, -INF)}
     data = canonical_bytes(item)
     assert data == escaped_bytes(item)
@@ -701,9 +696,6 @@ def test_surrogate_bytes_are_0xfe_and_the_stdlib_text():
         b'"m":[true,-Infinity],"z":[1.5,NaN,null]}'
     )
     assert b"\xff" not in data
-    with pytest.raises(FingerprintError) as refused:
-        canonical_bytes(item, scheme=SCHEME_V1)
-    assert "surrogates not allowed" in str(refused.value)
 
 
 def test_a_split_surrogate_pair_digests_apart_from_its_character():

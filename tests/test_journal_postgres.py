@@ -28,7 +28,6 @@ from agents_reconcile.errors import (
 from agents_reconcile.faultproxy import FaultProxy
 from agents_reconcile.journal import IntentJournal, IntentState, Opened, open_journal
 from agents_reconcile.journal._rows import collecting_damage
-from agents_reconcile.journal.base import EffectJournal
 from agents_reconcile.ownership import current_owner
 from agents_reconcile.sealing import PayloadKey
 
@@ -40,7 +39,6 @@ asyncpg = pytest.importorskip("asyncpg")
 
 from agents_reconcile.journal.postgres import (  # noqa: E402 (after the driver check)
     MIGRATIONS,
-    SCHEMA,
     SCHEMA_VERSION,
     PostgresJournal,
 )
@@ -56,7 +54,7 @@ JOURNAL_TABLES = {
     "session_writes",
     "set_aside",
 }
-CURRENT = [(1, "0001_initial"), (2, "0002_effects"), (3, "0003_set_aside")]
+CURRENT = [(1, "0001_initial")]
 """The steps a journal of this release has applied."""
 
 
@@ -529,7 +527,7 @@ async def test_first_use_migrates_and_check_creates_nothing(
     assert await journal.pending(None) == []
 
     assert await versions(admin, schema) == CURRENT
-    assert SCHEMA_VERSION == len(MIGRATIONS) == 3
+    assert SCHEMA_VERSION == len(MIGRATIONS) == 1
     tables = await admin.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
     assert {row["tablename"] for row in tables} == JOURNAL_TABLES
     assert await journal.check() is None
@@ -538,7 +536,7 @@ async def test_first_use_migrates_and_check_creates_nothing(
     assert await versions(admin, schema) == CURRENT
 
 
-async def test_check_on_an_old_schema_writes_nothing(
+async def test_check_on_a_schema_with_no_step_applied_writes_nothing(
     journals: Factory, admin: Any, schema: str
 ) -> None:
     """check() on a schema whose version table is empty says what is missing and leaves the
@@ -554,7 +552,7 @@ async def test_check_on_an_old_schema_writes_nothing(
     assert await versions(admin, schema) == []
 
 
-async def test_migrate_false_refuses_a_missing_or_old_schema(
+async def test_migrate_false_refuses_a_schema_missing_or_with_no_step(
     journals: Factory, admin: Any, schema: str
 ) -> None:
     """With migrate=False, operations on a missing schema, then on one with no step applied,
@@ -575,7 +573,7 @@ async def test_migrate_false_refuses_a_missing_or_old_schema(
         await journal.pending(None)
     assert await versions(admin, schema) == []
 
-    assert await journal.migrate() == ["journal schema 1", "journal schema 2", "journal schema 3"]
+    assert await journal.migrate() == ["journal schema 1"]
     await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
     assert ids(await journal.pending(None)) == ["i-1"]
 
@@ -595,7 +593,7 @@ async def test_workers_starting_together_migrate_once(
     """Journals migrating one schema at the same moment apply each step once: one returns it,
     the others nothing; on another schema, journals whose first operations race all work."""
     results = await asyncio.gather(*(journals().migrate() for _ in range(4)))
-    every = ["journal schema 1", "journal schema 2", "journal schema 3"]
+    every = ["journal schema 1"]
     assert sorted(results) == [[], [], [], every]
     assert await versions(admin, schema) == CURRENT
 
@@ -621,74 +619,6 @@ async def test_drop_removes_the_schema(journals: Factory, admin: Any, schema: st
 def taken_by(effect: Effect, owner: str) -> Effect:
     """``effect`` started again under ``owner``, one attempt more."""
     return dataclasses.replace(effect, owner=owner, attempts=effect.attempts + 1)
-
-
-async def version_1(admin: Any, schema: str) -> None:
-    """Make ``schema`` a journal at schema version 1 (as a release without effects left it),
-    the way the migration runner applies a step, holding one unresolved intent."""
-    async with admin.transaction():
-        await admin.execute(f'CREATE SCHEMA "{schema}"')
-        await admin.execute(
-            f'CREATE TABLE "{schema}".schema_version (version integer PRIMARY KEY,'
-            " name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT now())"
-        )
-        await admin.execute(f'SET LOCAL search_path TO "{schema}"')
-        await admin.execute(SCHEMA.sql("0001_initial"))
-        await admin.execute("INSERT INTO schema_version (version, name) VALUES (1, '0001_initial')")
-        await admin.execute(INSERT_INTENT.format(schema), *intent_row(make_intent("i-1")))
-
-
-async def tables_of(admin: Any, schema: str) -> set[str]:
-    rows = await admin.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
-    return {row["tablename"] for row in rows}
-
-
-async def test_a_version_1_journal_needs_migrating_and_migrate_upgrades_it(
-    journals: Factory, admin: Any, schema: str
-) -> None:
-    """With migrate=False, a journal at version 1 is reported older (missing the effects
-    step), its operations raise JournalCorrupt saying to migrate, and nothing is created;
-    migrate() applies the effects step alone, and the intents already there stay."""
-    await version_1(admin, schema)
-    journal = journals(migrate=False)
-    assert isinstance(journal, EffectJournal)
-    problem = await journal.check()
-    assert problem is not None and "older" in problem and "0002_effects" in problem
-    assert "agents-reconcile migrate" in problem
-    assert await journal.schema_version() == 1
-    with pytest.raises(JournalCorrupt, match="agents-reconcile migrate"):
-        await journal.begin_effect(make_effect())
-    with pytest.raises(JournalCorrupt, match="agents-reconcile migrate"):
-        await journal.pending(None)
-    assert await versions(admin, schema) == [(1, "0001_initial")]
-    assert "effects" not in await tables_of(admin, schema)
-
-    assert await journal.migrate() == ["journal schema 2", "journal schema 3"]
-    assert await versions(admin, schema) == CURRENT
-    assert await tables_of(admin, schema) == JOURNAL_TABLES
-    assert await journal.check() is None
-    assert ids(await journal.pending("session-a")) == ["i-1"]
-    effect = make_effect()
-    assert await journal.begin_effect(effect) == (effect, True)
-    assert await journal.migrate() == []
-
-
-async def test_a_version_1_journal_is_upgraded_on_first_use(
-    journals: Factory, admin: Any, schema: str
-) -> None:
-    """Workers whose first operations on a version-1 journal race (effects, intents) apply
-    the effects step once between them and all work; one of them records the effect."""
-    await version_1(admin, schema)
-    workers = [journals() for _ in range(4)]
-    effect = make_effect()
-    answers = await asyncio.gather(
-        *(w.begin_effect(taken_by(effect, f"worker/{n}/1")) for n, w in enumerate(workers[:3])),
-        workers[3].pending("session-a"),
-    )
-    assert sum(recorded for _, recorded in answers[:3]) == 1
-    assert ids(answers[3]) == ["i-1"]
-    assert await versions(admin, schema) == CURRENT
-    assert await workers[3].check() is None
 
 
 async def test_an_effect_is_stored_as_encoded(journals: Factory, admin: Any, schema: str) -> None:

@@ -1,5 +1,5 @@
 """Behaviour specific to the Redis journal: records filed under other keys, several workers at
-once, the version every writing script checks and its upgrade in place, effects under their
+once, the version every writing script checks, effects under their
 session's hash tag, scripts, round trips and key ownership. What every journal does (edited
 records, racing openings, the schema, closing, a second event loop, addresses without
 passwords) is in the conformance suite, ``test_journal.py``; what every journal does with
@@ -216,8 +216,8 @@ async def test_same_id_in_another_session_conflicts(worker: Any) -> None:
 async def test_the_count_an_intent_was_opened_at_goes_with_it(
     worker: Any, raw: aioredis.Redis, prefix: str
 ) -> None:
-    """The count stored per opened intent is removed with the intent; an intent without one
-    (opened by an older release) answers a retried opening with 0."""
+    """The count stored per opened intent is removed with the intent; an intent stored by
+    record() has none, and answers a retried opening with 0."""
     journal = worker()
     owner = current_owner()
     key = session_key(prefix, "session-a", "write_seq")
@@ -227,17 +227,9 @@ async def test_the_count_an_intent_was_opened_at_goes_with_it(
     await journal.discard("i-1")
     assert await raw.exists(key) == 0
 
-    intent = make_intent("i-2", text="older")
-    await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner)
-    await raw.hdel(key, "i-2")
-    again = await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner)
-    assert again == Opened(recorded=True, write_count=0)
-    assert await journal.write_count("session-a", BACKEND) == 4
-    await journal.transition("i-2", state=IntentState.RECONCILING, owner=owner)
-    await journal.settle(make_decision(intent), owner=owner)
-    await raw.hset(key, "i-3", "7")  # left behind by an older release's removal
-    await journal.record(make_intent("i-3"), state=IntentState.IN_FLIGHT, owner=owner)
-    again = await journal.open_intent(make_intent("i-3"), state=IntentState.IN_FLIGHT, owner=owner)
+    await journal.record(make_intent("i-2"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert not await raw.hexists(key, "i-2")
+    again = await journal.open_intent(make_intent("i-2"), state=IntentState.IN_FLIGHT, owner=owner)
     assert again == Opened(recorded=True, write_count=0)
 
 
@@ -282,60 +274,11 @@ async def test_the_effect_scripts_refuse_a_newer_schema(
     assert [e.key for e in await running.effects("session-a")] == [effect.key]
 
 
-async def test_migrate_raises_a_version_1_journal_to_this_release(
-    worker: Any, raw: aioredis.Redis, prefix: str
-) -> None:
-    """A journal an earlier release laid out (version 1) is reported older by check(), and
-    migrate() applies only the missing step, keeps its intents and leaves it current."""
-    assert SCHEMA.steps[1:] == ("0002_effects",)
-    earlier = worker()
-    await earlier.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
-    await raw.set(f"{prefix}:schema", 1)
-
-    journal = worker()
-    problem = await journal.check()
-    assert problem is not None and "older" in problem and "0002_effects" in problem
-    assert await journal.schema_version() == 1
-    assert await journal.migrate() == ["journal schema 2"]
-    assert await journal.schema_version() == SCHEMA_VERSION == 2
-    assert await journal.check() is None
-    assert await journal.migrate() == []
-    assert [e.intent.intent_id for e in await journal.pending("session-a")] == ["i-1"]
-    await journal.begin_effect(make_effect())
-
-
-@pytest.mark.parametrize("first", ["record", "open_intent", "begin_effect", "pending", "effect"])
-async def test_first_use_raises_a_version_1_journal(
-    worker: Any, raw: aioredis.Redis, prefix: str, first: str
-) -> None:
-    """A journal object's first operation on a version-1 journal, a read or a write, upgrades
-    it as a first use stores the version of an empty one, and then succeeds."""
-    await raw.set(f"{prefix}:schema", 1)
-    journal = worker()
-    owner = current_owner()
-    effect = make_effect()
-    if first == "record":
-        await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=owner)
-    elif first == "open_intent":
-        opened = await journal.open_intent(
-            make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner
-        )
-        assert opened == Opened(recorded=True, write_count=0)
-    elif first == "begin_effect":
-        assert await journal.begin_effect(effect) == (effect, True)
-    elif first == "pending":
-        assert await journal.pending("session-a") == []
-    else:
-        assert await journal.effect(effect.key) is None
-    assert await raw.get(f"{prefix}:schema") == str(SCHEMA_VERSION).encode()
-    assert await journal.check() is None
-
-
 async def test_a_newer_or_unreadable_version_is_left_alone_by_migrate(
     worker: Any, raw: aioredis.Redis, prefix: str
 ) -> None:
-    """migrate() raises an older version only: a newer one, or a value that is no version,
-    raises JournalCorrupt and stays as it was."""
+    """migrate() stores a version only where there is none: a newer one, or a value that is
+    no version, raises JournalCorrupt and stays as it was."""
     journal = worker()
     for stored in (str(SCHEMA_VERSION + 1), "0", "two"):
         await raw.set(f"{prefix}:schema", stored)

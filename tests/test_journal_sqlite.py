@@ -646,34 +646,3 @@ def test_processes_creating_one_file_at_once_all_open_it(tmp_path: Path) -> None
         assert process.returncode == 0, err.decode()
     with sqlite3.connect(tmp_path / "store.db") as conn:
         assert conn.execute("SELECT count(*) FROM revisioned_items").fetchone()[0] == 4
-
-
-async def test_a_version_1_journal_is_upgraded_on_use_and_keeps_its_intents(
-    tmp_path: Path,
-) -> None:
-    """A journal file of the previous release (schema 1: no effects table) is upgraded when it
-    is opened for use, and its pending intents are as they were. Opened read-only (the CLI),
-    it is never changed: ``check()`` says it needs migrating."""
-    path = tmp_path / "journal.db"
-    journal = SQLiteJournal(path)
-    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
-    await journal.close()
-    conn = sqlite3.connect(path, isolation_level=None)
-    conn.execute("DROP TABLE effects")
-    conn.execute("DROP TABLE set_aside")
-    conn.execute("DELETE FROM journal_schema WHERE version >= 2")
-    conn.close()
-    reader = SQLiteJournal(path, read_only=True)
-    try:
-        problem = await reader.check()
-        assert problem is not None and "migrate" in problem
-    finally:
-        await reader.close()
-    assert query(path, "SELECT max(version) FROM journal_schema") == [(1,)]
-    upgraded = SQLiteJournal(path)
-    try:
-        assert [e.intent.intent_id for e in await upgraded.pending("session-a")] == ["i-1"]
-        assert await upgraded.schema_version() == SCHEMA_VERSION == 3
-        assert await upgraded.effects("session-a") == []
-    finally:
-        await upgraded.close()

@@ -12,10 +12,10 @@ import pytest
 from agents import SQLiteSession
 
 from agents_reconcile import ContinuationDenied, ReconcileConfig, ReconcilingSession
+from agents_reconcile.claims import Renewal
 from agents_reconcile.errors import LeaseLost, ResolutionRefused
 from agents_reconcile.journal import IntentJournal, IntentState
 from agents_reconcile.journal.memory import MemoryJournal
-from agents_reconcile.lease import Renewal
 from agents_reconcile.ownership import Owner, Takeover, current_owner, takeover
 from agents_reconcile.records import Action, Reason
 from agents_reconcile.resolution import RESOLVE_AFTER_LEASES

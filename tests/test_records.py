@@ -25,9 +25,7 @@ from agents_reconcile.errors import (
 )
 from agents_reconcile.fingerprint import (
     FINGERPRINT_SCHEME,
-    SCHEME_V1,
     digest_items,
-    item_digest,
     journal_batch,
 )
 from agents_reconcile.records import (
@@ -314,7 +312,9 @@ def test_pending_write_built_with_a_future_version_is_unsupported():
         PendingWrite.decode(record.encode())
 
 
-@pytest.mark.parametrize("scheme", ["blake3-orjson-sorted/3", "sha256-json/1", ""])
+@pytest.mark.parametrize(
+    "scheme", ["blake3-orjson-sorted/1", "blake3-orjson-sorted/3", "sha256-json/1", ""]
+)
 def test_other_fingerprint_scheme_is_unsupported(scheme):
     """A correctly sealed record made under another fingerprint scheme is never compared."""
     mapping = make_pending().to_mapping()
@@ -714,8 +714,9 @@ def test_a_journal_batch_reads_back_equal_from_its_record(value):
         assert nan_equal(decoded.batch[0], value)
 
 
-def test_a_record_without_nonfinite_floats_keeps_the_previous_layout():
-    """Without NaN or infinities the bytes are the old layout, field for field."""
+def test_a_record_without_nonfinite_floats_holds_only_its_fields():
+    """Without NaN, infinities or lone surrogates the record holds neither ``nonfinite`` nor
+    ``json_text``: its bytes are these fields, field for field."""
     record = make_pending(expected_revision=4)
     mapping = record.to_mapping()
     assert "nonfinite" not in mapping and "json_text" not in mapping
@@ -807,59 +808,6 @@ def test_malformed_nonfinite_field_is_malformed(value):
     mapping = copy.deepcopy(nonfinite_pending().to_mapping())
     mapping["nonfinite"] = value
     with pytest.raises(RecordMalformed):
-        PendingWrite.decode(redigest(mapping))
-
-
-def previous_release_record(batch) -> dict:
-    """A sealed /1 record as the previous release wrote it: its digests are blake3 over the
-    sorted-key orjson bytes, and a NaN in its batch was already stored as null."""
-    digests = [
-        blake3(orjson.dumps(item, option=orjson.OPT_SORT_KEYS)).hexdigest() for item in batch
-    ]
-    return redigest(
-        {
-            "v": 1,
-            "type": "pending_write",
-            "intent_id": "old-intent",
-            "session_id": "user-42",
-            "backend": str(BACKEND),
-            "scheme": "blake3-orjson-sorted/1",
-            "batch": batch,
-            "batch_digests": digests,
-            "before_digests": [item_digest({"role": "user", "content": "hi"}, scheme=SCHEME_V1)],
-            "before_is_whole": True,
-            "persisted_count": 1,
-            "ignore_ids": False,
-            "created_at": 1_700_000_000.5,
-        }
-    )
-
-
-def test_a_previous_release_v1_record_decodes_and_verifies():
-    """A /1 record of the previous release decodes, verifies under /1, and keeps its scheme."""
-    batch = [{"role": "user", "content": "hi"}, {"type": "function_call_output", "score": None}]
-    mapping = previous_release_record(batch)
-    for data in (mapping, orjson.dumps(mapping)):
-        decoded = PendingWrite.decode(data)
-        assert decoded.scheme == SCHEME_V1
-        assert list(decoded.batch) == batch
-        assert decoded.batch_digests == tuple(mapping["batch_digests"])
-        assert decoded.encode() == orjson.dumps(mapping)
-
-
-def test_an_edited_v1_record_is_still_tampered():
-    """A /1 record whose batch no longer matches its /1 digests is refused."""
-    mapping = previous_release_record([{"role": "user", "content": "hi"}])
-    mapping["batch"][0]["content"] = "bye"
-    with pytest.raises(RecordTampered):
-        PendingWrite.decode(redigest(mapping))
-
-
-def test_a_v2_record_relabelled_v1_does_not_verify_a_nan():
-    """A /2 record with NaN relabelled /1 and resealed fails: its digests are not /1's."""
-    mapping = nonfinite_pending().to_mapping()
-    mapping["scheme"] = SCHEME_V1
-    with pytest.raises(RecordTampered):
         PendingWrite.decode(redigest(mapping))
 
 
@@ -1025,16 +973,6 @@ def test_encoding_a_surrogate_record_leaves_the_callers_items_alone():
 
 # st.text() and a plain st.characters() leave surrogates out: they are asked for by name, and
 # only low ones, since a high one before a low one is a pair no JSON text keeps apart.
-def test_a_surrogate_record_relabelled_v1_is_tampered():
-    """A /2 record with lone surrogates relabelled /1 and resealed is refused as tampered
-    (/1 cannot digest them), whether it came as a mapping or as the stdlib's JSON of one."""
-    mapping = surrogate_pending().to_mapping()
-    mapping["scheme"] = SCHEME_V1
-    for data in (redigest(mapping), json.loads(json.dumps(redigest(mapping)))):
-        with pytest.raises(RecordTampered, match="scheme"):
-            PendingWrite.decode(data)
-
-
 surrogate_text = st.lists(
     st.one_of(
         # No high surrogates: one followed by a low one is a pair, which is refused.

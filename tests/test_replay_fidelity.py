@@ -20,12 +20,7 @@ from agents_reconcile import (
     Outcome,
     ReconcileConfig,
     ReconcilingSession,
-    SQLiteJournal,
 )
-from agents_reconcile.fingerprint import SCHEME_V1, digest_items
-from agents_reconcile.journal import IntentState
-from agents_reconcile.ownership import current_owner
-from agents_reconcile.records import PendingWrite
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
 NON_FINITE = [float("nan"), float("inf"), float("-inf")]
@@ -158,32 +153,3 @@ async def test_another_wrapper_replays_the_journals_copy(tmp_path: Path) -> None
     [decision] = await other.reconcile()
     assert decision.outcome is Outcome.UNCHANGED
     assert inner.items[-1]["score"] == float("inf")
-
-
-async def test_an_intent_recorded_under_the_previous_scheme_is_judged_by_it(
-    tmp_path: Path,
-) -> None:
-    """A pending intent written by the previous release (fingerprint scheme /1) is still
-    decoded and judged with its own scheme."""
-    store = SQLiteSession("s", tmp_path / "chat.db")
-    before = [{"role": "user", "content": "earlier"}]
-    batch = ({"role": "assistant", "content": "answer"},)
-    await store.add_items(before + list(batch))  # the write landed
-    session = ReconcilingSession(store, config=ReconcileConfig(journal=tmp_path / "j.db"))
-    intent = PendingWrite(
-        intent_id=uuid.uuid4().hex,
-        session_id="s",
-        backend=session.backend_identity,
-        batch=batch,
-        batch_digests=digest_items(batch, scheme=SCHEME_V1),
-        before_digests=digest_items(before, scheme=SCHEME_V1),
-        before_is_whole=True,
-        created_at=1.0,
-        persisted_count=1,
-        scheme=SCHEME_V1,
-    )
-    journal = SQLiteJournal(tmp_path / "j.db")
-    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
-    [decision] = await session.reconcile()
-    assert decision.outcome is Outcome.COMMITTED
-    assert len(await store.get_items()) == 2

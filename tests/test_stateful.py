@@ -84,9 +84,9 @@ from agents_reconcile import (
     ReconcileConfig,
     ReconcilingSession,
     SQLiteJournal,
-    item_digest,
 )
-from agents_reconcile.tail import KEPT_DIGESTS
+from agents_reconcile.fingerprint import item_digest
+from agents_reconcile.state import KEPT_DIGESTS
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
 Item = dict[str, str]

@@ -26,7 +26,7 @@ from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
 from agents_reconcile import Action, Outcome, Reason, ReconcileConfig, ReconcilingSession
-from agents_reconcile.errors import ConfigurationError, RevisionConflict, SchemaMismatch
+from agents_reconcile.errors import ConfigurationError, RevisionConflict
 from agents_reconcile.identity import derive_identity
 from agents_reconcile.stores.redis import RevisionedRedisSession
 from agents_reconcile.testing import (
@@ -494,14 +494,3 @@ async def test_every_session_id_keeps_its_keys_on_one_slot(
     assert tag
     assert not set(keys) & {key.decode() for key in await neighbour.prepared()}
     assert [entry["content"] for entry in await store.get_items()] == ["one"]
-
-
-async def test_keys_of_the_earlier_layout_are_refused_not_left_behind(
-    url: str, prefix: str, admin: Redis, opened: list[Any]
-) -> None:
-    # The earlier layout: the id itself between braces, which its own "}" cuts short.
-    await admin.rpush(prefix + ":{" + "}odd}" + "}:items", '{"role": "user", "content": "old"}')
-    store = RevisionedRedisSession.from_url("}odd}", url, prefix=prefix)
-    opened.append(store)
-    with pytest.raises(SchemaMismatch, match="RENAME"):
-        await store.get_items()

@@ -3,7 +3,7 @@ append may trust out; no journal, no store."""
 
 from __future__ import annotations
 
-from agents_reconcile.tail import KEPT_DIGESTS, TailMemory, TailView
+from agents_reconcile.state import KEPT_DIGESTS, TailMemory, TailView
 
 
 def digests(*names: str) -> tuple[str, ...]:

@@ -9,17 +9,18 @@ so an application that keeps its sessions there has it installed already.
 
 Layout. A journal lives in a schema of its own (``agents_reconcile`` unless told otherwise):
 ``intents`` holds the unresolved intents, ``decisions`` every decision, ``session_writes``
-the write count of each session and backend, ``effects`` tools' external effects (schema
-version 2; ``postgres_effects.py``), and ``schema_version`` the migration steps applied.
+the write count of each session and backend, ``effects`` tools' external effects
+(``postgres_effects.py``), ``set_aside`` damaged intents set aside (``postgres_aside.py``),
+and ``schema_version`` the migration steps applied.
 Records are stored exactly as the SQLite journal stores them: the bytes of
 ``PendingWrite.encode()``, ``Decision.encode()`` and ``Effect.encode()``, digest included,
 decoded (and so checked) on every read.
 
 Migrations. ``MIGRATIONS`` names SQL files shipped in ``postgres_schema/``; version N is the
-first N of them. On first use the journal applies what is missing (a version-1 journal gets
-its ``effects`` table), as every PostgreSQL backend does (``backends.postgres``). With
-``migrate=False`` it only checks, and refuses a missing or older schema; a schema newer than
-this release is always refused, before any DDL touches it.
+first N of them. On first use the journal applies what is missing (a new journal gets its
+tables), as every PostgreSQL backend does (``backends.postgres``). With ``migrate=False`` it
+only checks, and refuses a missing or older schema; a schema newer than this release is
+always refused, before any DDL touches it.
 
 Round trips. A write-ahead session calls ``open_intent`` and then ``discard`` around every
 append, so those two set the journal's cost. Each is one statement outside any explicit
@@ -114,7 +115,7 @@ __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "Postgres
 
 SCHEMA: Final = Schema(
     "journal",
-    ("0001_initial", "0002_effects", "0003_set_aside"),
+    ("0001_initial",),
     JournalCorrupt,
     package="agents_reconcile.journal",
     folder="postgres_schema",

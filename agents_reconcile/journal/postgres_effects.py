@@ -1,5 +1,5 @@
-"""The PostgreSQL journal's effects: ``EffectJournal`` over the ``effects`` table (schema
-step ``0002_effects``), mixed into ``PostgresJournal``.
+"""The PostgreSQL journal's effects: ``EffectJournal`` over the ``effects`` table, mixed into
+``PostgresJournal``.
 
 An effect is a row of its own, keyed by the effect key, outside the intents' session locks
 and write counts: an effect is not a session write. Each operation is one autocommit

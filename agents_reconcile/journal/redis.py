@@ -18,7 +18,7 @@ holding the intent and the call is made again there.
 
 Keys, each under ``{prefix}:`` (``redis_layout.py`` builds their names)::
 
-    schema            string   layout version (2); refused when newer than this release's
+    schema            string   layout version (1); refused when not this release's
     index             hash     unresolved intent id -> its session id
     settled           set      ids of settled intents
     seq               string   counter numbering decisions
@@ -44,10 +44,9 @@ Keys, each under ``{prefix}:`` (``redis_layout.py`` builds their names)::
 
 ``T`` is the session's hash tag; the id itself is kept in ``index``.
 
-Layout versions: 1 holds the intents and decisions, 2 adds the effect keys. A step leaves
-only its number: ``migrate`` (and the first use of a journal object, whether a read or a
-write that found the version older) raises an older version in place, since nothing stored
-is rewritten. Workers of an older release then refuse the journal as newer.
+The layout version is only a number: ``migrate`` (and the first use of a journal object, a
+read or a write) stores it in an empty journal, and a journal holding any other version is
+refused.
 
 The journal is as durable as the server keeps its data: run it with ``appendonly yes``
 (``appendfsync always`` to survive power loss) and ``maxmemory-policy noeviction``, since an
@@ -271,21 +270,13 @@ class RedisJournal(RedisIntentHomes, RedisSchemaSteps, RedisEffects, RedisAside)
         self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
     ) -> object:
         """Run a script as one command. A writing script checks the schema version itself
-        (and stores it in an empty journal), so only reads check it first, once. A writing
-        script refused because the journal is older is run again once it is migrated (the
-        refusal came before any write)."""
+        (and stores it in an empty journal), so only reads check it first, once."""
         script = _SCRIPTS[name]
         with self._translated(name):
             send = await self._send()
             if read_only and not self._schema_checked:
                 await self._migrate(send)
-            try:
-                reply: object = await script.run(send, keys, args)
-            except redis_errors.ResponseError as exc:
-                if read_only or not self._older(replies.refused_version(exc)):
-                    raise
-                await self._migrate(send)
-                reply = await script.run(send, keys, args)
+            reply: object = await script.run(send, keys, args)
         if not read_only:
             self._schema_checked = True
         return reply

@@ -5,7 +5,7 @@ Every key sits under ``{prefix}:``. The journal's own keys come first in every s
 which share one hash tag: the first 32 hex digits of the blake3 digest of the session id, so
 a session's keys stay together whatever characters its id holds.
 
-Effects (layout 2) keep to the same rule: their scripts take the global keys, then the effect
+Effects keep to the same rule: their scripts take the global keys, then the effect
 index and the started effects, then the effect keys of the effect's session, under that
 session's hash tag.
 """
@@ -60,12 +60,6 @@ ASIDE_KEYS: Final = ("aside", "aside_record", "aside_order")
 """Damaged intents set aside (``redis_aside``): a hash from a position to a description, one
 from the same position to the bytes, and the list of intent ids in the order they were set
 aside (the position is the index in it, from 1). Global keys, passed after a session's."""
-# ``write_seq`` came after layout 1 without changing its number, because it only adds to it:
-# an intent an older release opened lacks the field and reads as 0 (as one stored by record()
-# does), and a field an older release leaves behind when it removes an intent is cleared when
-# that id is next recorded. Raising the version would make running older workers refuse the
-# journal and newer ones refuse it until migrated: a stopped fleet, for a key that older data
-# can do without.
 _SESSIONS_KEPT: Final = 1024
 _HOMES_KEPT: Final = 4096
 _WRITES: Final = SESSION_KEYS.index("writes")

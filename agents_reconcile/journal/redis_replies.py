@@ -58,17 +58,6 @@ class Moved:
     holder: str | None
 
 
-def refused_version(exc: redis_errors.RedisError) -> bytes | None:
-    """The stored version a writing script refused to write under (its ``schema_refusal``),
-    or None when ``exc`` is another error."""
-    if not isinstance(exc, redis_errors.ResponseError):
-        return None
-    text = str(exc)
-    if SCHEMA_REFUSAL not in text:
-        return None
-    return text.split(SCHEMA_REFUSAL, 1)[1].strip().encode()
-
-
 def translate(
     exc: redis_errors.RedisError | OSError,
     operation: str,
@@ -269,7 +258,7 @@ def opened(
             raise other_content(intent.intent_id)
         if held.state is state and held.owner == owner:
             # Opened already by this same call, whose reply was lost: answer as it was.
-            # An intent opened by an older release, or by record(), has no count: 0.
+            # An intent stored by record() has no count: 0.
             seq = blob(parts[2], "an intent's write count")
             return Opened(recorded=True, write_count=count(seq, "open_intent") if seq else 0), True
         return Opened(recorded=False, write_count=writes, blocking=[held]), True

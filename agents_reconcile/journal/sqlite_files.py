@@ -17,12 +17,13 @@ __all__ = ["SCHEMA", "SCHEMA_VERSION"]
 
 SCHEMA: Final = Schema(
     "journal",
-    ("0001_initial", "0002_effects", "0003_set_aside"),
+    ("0001_initial",),
     JournalCorrupt,
     package="agents_reconcile.journal",
     folder="sqlite_schema",
 )
-"""The journal's schema steps, oldest first: files ``sqlite_schema/<step>.sql``."""
+"""The journal's schema steps, oldest first: files ``sqlite_schema/<step>.sql``; the
+position is the version."""
 SCHEMA_VERSION: Final = SCHEMA.version
 _VERSIONS: Final = SQLiteSchema(SCHEMA, "journal_schema")
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import json
-import os
 from typing import Any, Final
 
 import orjson
 
 from ..errors import FingerprintError
 from ..fingerprint import canonical_item, exact_json
+from ..records import new_write_id
 
 __all__ = ["ANONYMOUS", "decode_item", "encode_item", "new_write_id", "valid_limit"]
 
@@ -50,12 +50,6 @@ def decode_item(raw: bytes | str) -> Any:
         # orjson reads no NaN or Infinity token and no escaped lone surrogate: only an item
         # that holds one comes here.
         return json.loads(raw)
-
-
-def new_write_id() -> str:
-    """A fresh random id: 128 bits as 32 hex digits, the form of ``uuid4().hex`` at a
-    quarter of its cost."""
-    return os.urandom(16).hex()
 
 
 def valid_limit(limit: int | None) -> int | None:

@@ -65,20 +65,17 @@ DEFAULT_PREFIX: Final = "agents-reconcile-store"
 _WRITE_SCRIPT: Final = LuaScript("agents_reconcile.stores", "redis_scripts", "write")
 
 
-_KEY_NAMES: Final = ("items", "head", "writes", "ids")
-
-
-def session_base(prefix: str, session_id: str) -> tuple[str, str | None]:
-    """The prefix of a session's keys, and where an earlier release kept them if elsewhere.
+def session_base(prefix: str, session_id: str) -> str:
+    """The prefix of a session's keys.
 
     The hash tag (between braces) keeps a session's keys on one cluster slot. It is the
     session id itself when that is a non-empty text without ``}``; otherwise (an id a ``}``
     would cut short, or empty) a digest of the id, in keys shaped ``<prefix>:#{<digest>}``,
     which no id of the first kind can produce."""
     if session_id and "}" not in session_id:
-        return f"{prefix}:{{{session_id}}}", None
+        return f"{prefix}:{{{session_id}}}"
     tag = blake3(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
-    return f"{prefix}:#{{{tag}}}", f"{prefix}:{{{session_id}}}"
+    return f"{prefix}:#{{{tag}}}"
 
 
 class RevisionedRedisSession:
@@ -155,8 +152,7 @@ class RevisionedRedisSession:
         self.session_id = session_id
         self.session_settings = None
         self.prefix = prefix
-        base, self._legacy_base = session_base(prefix, session_id)
-        self._base = base
+        base = session_base(prefix, session_id)
         self._items_key = f"{base}:items"
         self._head_key = f"{base}:head"
         self._writes_key = f"{base}:writes"
@@ -181,27 +177,8 @@ class RevisionedRedisSession:
         client = await self._connections.get()
         if not self._schema_checked:
             await self._version.ensure(client.execute_command, create=self._migrate_on_open)
-            if self._legacy_base is not None:
-                await self._refuse_legacy_keys(client)
             self._schema_checked = True
         return client
-
-    async def _refuse_legacy_keys(self, client: Redis) -> None:
-        """An earlier release kept a session whose id holds ``}`` under the id itself as hash
-        tag: its keys there are never silently left behind."""
-        assert self._legacy_base is not None
-        legacy = [f"{self._legacy_base}:{name}" for name in _KEY_NAMES]
-        found = int(await client.exists(*legacy))
-        if found:
-            moves = "; ".join(
-                f"RENAME {old} {self._base}:{name}"
-                for old, name in zip(legacy, _KEY_NAMES, strict=True)
-            )
-            raise SchemaMismatch(
-                f"session {self.session_id!r} has keys of an earlier layout ({self._legacy_base}"
-                f":*), whose hash tag did not keep them on one cluster slot; move them before "
-                f"using it (on a single server: {moves})"
-            )
 
     async def close(self) -> None:
         """Release the client this object holds (a later call opens it again). A client

@@ -108,9 +108,6 @@ local function store_intent(s, seq)
   redis.call('HSET', s.updated, id, now())
   if seq then
     redis.call('HSET', s.write_seq, id, seq)
-  else
-    -- An older release removes intents without this field: never read one it left behind.
-    redis.call('HDEL', s.write_seq, id)
   end
   redis.call('HSET', GLOBAL.index, id, ARGV[3])
   redis.call('HINCRBY', s.writes, backend, 1)
@@ -208,7 +205,7 @@ local function try_open()
   return s, writes, nil
 end
 
--- Effect scripts (layout 2) take the global keys at KEYS[1..7], the effect index at KEYS[8]
+-- Effect scripts take the global keys at KEYS[1..7], the effect index at KEYS[8]
 -- (effect key -> its session), the started effects at KEYS[9] (a sorted set of the keys
 -- without a receipt, scored by when they were begun), then the effect keys of one session,
 -- under its hash tag, at KEYS[10..14], in the order of EFFECT_KEYS in redis_layout.py.

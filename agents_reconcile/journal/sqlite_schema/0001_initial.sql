@@ -1,4 +1,4 @@
--- agents-reconcile SQLite journal, schema version 1: the initial tables, indexes and trigger.
+-- agents-reconcile SQLite journal, schema version 1: its tables, indexes and trigger.
 --
 -- The migration runner executes these statements inside its write transaction and records
 -- the version in journal_schema itself.
@@ -47,3 +47,38 @@ BEGIN
     VALUES (NEW.session_id, NEW.backend, 1)
     ON CONFLICT (session_id, backend) DO UPDATE SET writes = writes + 1;
 END;
+
+-- Tools' external effects: one row per effect key, its intent (state started) before the tool
+-- body runs, its receipt (state done, the output inside the record) after. Few rows per
+-- session; read by key, and by session in the order they were begun.
+CREATE TABLE IF NOT EXISTS effects (
+    key TEXT PRIMARY KEY,
+    session_id TEXT NOT NULL,
+    state TEXT NOT NULL,
+    owner TEXT NOT NULL,
+    started_at REAL NOT NULL,
+    updated_at REAL NOT NULL,
+    record BLOB NOT NULL
+);
+
+-- A session's effects in the order they were begun (rowids only grow: effects are not deleted).
+CREATE INDEX IF NOT EXISTS effects_by_session ON effects (session_id);
+
+-- The started effects (no receipt yet), the few an operator may be needed for, journal-wide.
+CREATE INDEX IF NOT EXISTS effects_started ON effects (session_id) WHERE state = 'started';
+
+-- Damaged intents set aside: an intent whose record fails its checks is moved here by an
+-- operator, its bytes kept as they were (``record``) beside a description of them (``meta``:
+-- the row's columns, the digest and size of the bytes, why they were refused, who set them
+-- aside and why). Rare rows, read by session and by intent.
+CREATE TABLE IF NOT EXISTS set_aside (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    intent_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    set_aside_at REAL NOT NULL,
+    meta BLOB NOT NULL,
+    record BLOB NOT NULL
+);
+
+CREATE INDEX IF NOT EXISTS set_aside_by_session ON set_aside (session_id, seq);
+CREATE INDEX IF NOT EXISTS set_aside_by_intent ON set_aside (intent_id);

@@ -1,0 +1,581 @@
+"""The ``IntentJournal`` contracts: what the wrapper, its writers and its settlers rely on.
+
+Each check asks the subject's ``journal`` hook for a new, empty journal (once), and its
+``another`` hook, where given, for other objects on the same data (workers); ``newer_schema``
+stamps a newer schema version on a journal's storage and opens another journal on it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any, Final
+
+from ..errors import IntentConflict, LeaseLost
+from ..journal.base import IntentJournal, IntentState, JournalEntry, Opened
+from ..journal.memory import InvariantViolation
+from ..records import Action, Decision
+from ._core import Subject, contract, fail, refused, require
+from .records import (
+    BACKEND,
+    ME,
+    OTHER_BACKEND,
+    OTHER_KIND,
+    STRANGER,
+    make_decision,
+    make_intent,
+)
+
+__all__ = ["FAILED", "IN_FLIGHT", "JOURNAL_METHODS", "RECONCILING", "ids", "journal_of", "worker"]
+
+JOURNAL_METHODS: Final = (
+    "record",
+    "open_intent",
+    "write_count",
+    "count_write",
+    "transition",
+    "discard",
+    "pending",
+    "get",
+    "is_settled",
+    "settle",
+    "note",
+    "decisions",
+    "close",
+    "schema_version",
+    "check",
+    "migrate",
+)
+
+FAILED: Final = IntentState.FAILED
+IN_FLIGHT: Final = IntentState.IN_FLIGHT
+RECONCILING: Final = IntentState.RECONCILING
+
+# Refusing to settle a settled intent again, or a decision of the wrong kind: this package's
+# in-memory test double raises ``InvariantViolation`` there (a louder refusal, for tests).
+_SETTLED_AGAIN: Final = (IntentConflict, InvariantViolation)
+_WRONG_KIND: Final = (ValueError, InvariantViolation)
+
+
+def ids(entries: Sequence[JournalEntry]) -> list[str]:
+    """Intent ids of journal entries, in order."""
+    return [entry.intent.intent_id for entry in entries]
+
+
+async def journal_of(subject: Subject) -> Any:
+    """The subject's new, empty journal."""
+    return await subject.make("journal")
+
+
+async def worker(subject: Subject, journal: Any) -> Any:
+    """Another journal object on ``journal``'s data, or ``journal`` itself when the subject
+    offers none."""
+    if not subject.offers("another"):
+        return journal
+    return await subject.make("another", journal)
+
+
+async def _count(journal: Any, session_id: str = "session-a", backend: Any = BACKEND) -> int:
+    found: int = await journal.write_count(session_id, backend)
+    return found
+
+
+async def _entry(journal: Any, intent_id: str) -> JournalEntry:
+    entry: JournalEntry | None = await journal.get(intent_id)
+    if entry is None:
+        fail(f"get({intent_id!r}) found nothing where an unresolved intent should be")
+    return entry
+
+
+@contract("journal")
+async def implements_the_intent_journal_protocol(subject: Subject) -> None:
+    """The journal is an ``IntentJournal`` (the runtime-checkable protocol): every method the
+    wrapper calls is there."""
+    journal = await journal_of(subject)
+    missing = [name for name in JOURNAL_METHODS if not callable(getattr(journal, name, None))]
+    require(not missing, f"it lacks {', '.join(missing)}")
+    require(isinstance(journal, IntentJournal), "isinstance(journal, IntentJournal) is False")
+
+
+@contract("journal")
+async def a_recorded_intent_reads_back_as_written(subject: Subject) -> None:
+    """An intent recorded comes back from ``pending()`` and ``get()`` with its content, state
+    and owner, unsettled; an id never recorded has no entry, is not settled and has no
+    decisions."""
+    journal = await journal_of(subject)
+    require(await journal.get("never") is None, "get() of an unknown id found an entry")
+    require(not await journal.is_settled("never"), "is_settled() of an unknown id is True")
+    require(await journal.pending("session-a") == [], "pending() of an empty journal lists some")
+    require(await journal.decisions(intent_id="never") == [], "an unknown id has decisions stored")
+    intent = make_intent("i-1")
+    await journal.record(intent, state=FAILED, owner=ME)
+    entries = await journal.pending("session-a")
+    require(ids(entries) == ["i-1"], f"pending() lists {ids(entries)}, not ['i-1']")
+    for how, entry in (("pending()", entries[0]), ("get()", await _entry(journal, "i-1"))):
+        require(entry.intent == intent, f"{how} gives the intent back with other content")
+        require(
+            (entry.state, entry.owner) == (FAILED, ME),
+            f"{how} gives state {entry.state} and owner {entry.owner}, not those recorded",
+        )
+    require(not await journal.is_settled("i-1"), "a recorded intent reads as settled")
+
+
+@contract("journal")
+async def record_is_idempotent_and_refuses_other_content(subject: Subject) -> None:
+    """``record()`` of an id already recorded with the same content changes nothing (not even
+    its state or owner), with other content raises ``IntentConflict`` and keeps the original,
+    and of a settled id raises ``IntentConflict``."""
+    journal = await journal_of(subject)
+    intent = make_intent("i-1")
+    await journal.record(intent, state=IN_FLIGHT, owner=ME)
+    before = await _entry(journal, "i-1")
+    count = await _count(journal)
+    await journal.record(make_intent("i-1"), state=FAILED, owner=STRANGER)
+    after = await _entry(journal, "i-1")
+    require(
+        (after.state, after.owner) == (IN_FLIGHT, ME),
+        f"record() again moved the intent to {after.state} under {after.owner}",
+    )
+    require(ids(await journal.pending("session-a")) == ["i-1"], "record() again added an intent")
+    require(await _count(journal) == count, "record() again counted another write")
+    changes: list[tuple[str, dict[str, Any]]] = [
+        ("batch", {"text": "different"}),
+        ("creation time", {"created_at": 1_700_000_001.0}),
+        ("session", {"session_id": "session-b"}),
+        ("backend", {"backend": OTHER_BACKEND}),
+    ]
+    for what, changed in changes:
+        caught = await refused(
+            IntentConflict,
+            journal.record(make_intent("i-1", **changed), state=FAILED, owner=ME),
+            f"record() of i-1 with another {what}",
+        )
+        require(
+            getattr(caught, "intent_id", None) == "i-1",
+            f"the IntentConflict names intent {getattr(caught, 'intent_id', None)!r}",
+        )
+        require(
+            (await _entry(journal, "i-1")) == before, f"record() with another {what} changed it"
+        )
+    await journal.settle(make_decision(intent))
+    await refused(
+        IntentConflict,
+        journal.record(intent, state=IN_FLIGHT, owner=ME),
+        "record() of a settled id",
+    )
+    require(await journal.get("i-1") is None, "record() of a settled id revived it")
+
+
+@contract("journal")
+async def open_intent_is_idempotent_and_refuses_other_content(subject: Subject) -> None:
+    """``open_intent()`` retried with the same intent, state and owner (its reply lost)
+    answers ``recorded`` with the count the first call saw and counts once; with other content
+    it raises ``IntentConflict`` and changes nothing; under another owner it is blocked by the
+    intent; of a settled id it raises ``IntentConflict``."""
+    journal = await journal_of(subject)
+    intent = make_intent("i-1")
+    await journal.count_write("session-a", BACKEND)
+    first = await journal.open_intent(intent, state=IN_FLIGHT, owner=ME, expect_write_count=1)
+    require(first == Opened(recorded=True, write_count=1), f"the first opening answered {first}")
+    await journal.count_write("session-a", BACKEND)
+    again = await journal.open_intent(intent, state=IN_FLIGHT, owner=ME, expect_write_count=1)
+    require(
+        again == Opened(recorded=True, write_count=1),
+        f"the retried opening answered {again}, not what the first did ({first})",
+    )
+    require(ids(await journal.pending("session-a")) == ["i-1"], "the retry added an intent")
+    require(await _count(journal) == 3, f"the retry was counted (count {await _count(journal)})")
+    for what, changed in (
+        ("batch", {"text": "different"}),
+        ("session", {"session_id": "session-b"}),
+        ("backend", {"backend": OTHER_BACKEND}),
+    ):
+        await refused(
+            IntentConflict,
+            journal.open_intent(make_intent("i-1", **changed), state=IN_FLIGHT, owner=ME),
+            f"open_intent() of i-1 with another {what}",
+        )
+        entry = await _entry(journal, "i-1")
+        require(entry.intent == intent, f"open_intent() with another {what} changed the intent")
+    counts = [
+        await _count(journal),
+        await _count(journal, "session-b"),
+        await _count(journal, "session-a", OTHER_BACKEND),
+    ]
+    require(counts == [3, 0, 0], f"refused openings moved counts: {counts}, not [3, 0, 0]")
+    stranger = await journal.open_intent(intent, state=IN_FLIGHT, owner=STRANGER)
+    require(
+        not stranger.recorded and ids(stranger.blocking) == ["i-1"],
+        f"the same intent opened under another owner answered {stranger}, not blocked by it",
+    )
+    require(await journal.transition("i-1", state=RECONCILING, owner=ME), "a claim failed")
+    await journal.settle(make_decision(intent), owner=ME)
+    await refused(
+        IntentConflict,
+        journal.open_intent(intent, state=IN_FLIGHT, owner=ME),
+        "open_intent() of a settled id",
+    )
+    require(await journal.pending("session-a") == [], "open_intent() revived a settled id")
+
+
+@contract("journal")
+async def open_intent_allows_one_unresolved_intent_per_session_and_backend(
+    subject: Subject,
+) -> None:
+    """``open_intent()`` records an intent only while its session and backend have no other
+    unresolved intent (in any state): otherwise it records and counts nothing, whatever count
+    it expects, and reports those intents as blocking with the session's count."""
+    journal = await journal_of(subject)
+    first = await journal.open_intent(make_intent("i-1"), state=IN_FLIGHT, owner=ME)
+    require(first == Opened(recorded=True, write_count=0), f"the first opening answered {first}")
+    second = make_intent("i-2", created_at=1_700_000_001.0, text="more")
+    for expected in (None, 0, 1):
+        opened = await journal.open_intent(
+            second, state=IN_FLIGHT, owner=ME, expect_write_count=expected
+        )
+        require(
+            not opened.recorded and ids(opened.blocking) == ["i-1"] and opened.write_count == 1,
+            f"a second opening of session-a (expecting count {expected}) answered {opened}, "
+            "not blocked by i-1 at count 1",
+        )
+    require(await journal.get("i-2") is None, "a blocked opening recorded its intent")
+    require(await _count(journal) == 1, "a blocked opening was counted")
+    await journal.record(make_intent("f-1", session_id="session-f"), state=FAILED, owner=STRANGER)
+    blocked = await journal.open_intent(
+        make_intent("f-2", session_id="session-f", text="more"), state=IN_FLIGHT, owner=ME
+    )
+    require(
+        not blocked.recorded and ids(blocked.blocking) == ["f-1"],
+        f"an opening next to a failed intent answered {blocked}, not blocked by it",
+    )
+    for what, intent in (
+        ("another session", make_intent("i-3", session_id="session-b")),
+        ("another instance of the backend", make_intent("i-4", backend=OTHER_BACKEND)),
+        ("another kind of backend", make_intent("i-5", backend=OTHER_KIND)),
+    ):
+        opened = await journal.open_intent(intent, state=IN_FLIGHT, owner=ME)
+        require(
+            opened == Opened(recorded=True, write_count=0),
+            f"an opening on {what} answered {opened}: only its own session and backend count",
+        )
+    await journal.discard("i-1")
+    opened = await journal.open_intent(second, state=IN_FLIGHT, owner=ME)
+    require(
+        opened == Opened(recorded=True, write_count=2),
+        f"an opening after the first was acknowledged answered {opened}",
+    )
+    require(ids(await journal.pending("session-a", BACKEND)) == ["i-2"], "pending() is not ['i-2']")
+
+
+@contract("journal")
+async def an_opening_expecting_another_count_writes_nothing(subject: Subject) -> None:
+    """``open_intent(expect_write_count=N)`` when the session's count is not N records
+    nothing, counts nothing and answers the count as it is; expecting the right count, it
+    records."""
+    journal = await journal_of(subject)
+    intent = make_intent("i-1")
+    for _ in range(2):
+        await journal.count_write("session-a", BACKEND)
+    for stale in (0, 1, 3):
+        opened = await journal.open_intent(
+            intent, state=IN_FLIGHT, owner=ME, expect_write_count=stale
+        )
+        require(
+            opened == Opened(recorded=False, write_count=2),
+            f"an opening expecting count {stale} at count 2 answered {opened}",
+        )
+    require(await journal.get("i-1") is None, "a refused opening recorded its intent")
+    require(await _count(journal) == 2, f"refused openings counted (count {await _count(journal)})")
+    opened = await journal.open_intent(intent, state=IN_FLIGHT, owner=ME, expect_write_count=2)
+    require(
+        opened == Opened(recorded=True, write_count=2),
+        f"the opening expecting the right count answered {opened}",
+    )
+    require(await _count(journal) == 3, "the opening was not counted")
+
+
+@contract("journal")
+async def writes_are_counted(subject: Subject) -> None:
+    """A session's write count moves by one for each intent recorded or opened, each
+    acknowledgement (``discard``), each settlement and each ``count_write`` (which returns the
+    new count), and not for notes, claims, or other sessions and backends."""
+    journal = await journal_of(subject)
+    require(await _count(journal) == 0, "a new journal counts writes already")
+    steps: list[tuple[str, int]] = []
+    await journal.open_intent(make_intent("i-1"), state=IN_FLIGHT, owner=ME)
+    steps.append(("open_intent", await _count(journal)))
+    await journal.discard("i-1")
+    steps.append(("discard", await _count(journal)))
+    intent = make_intent("i-2", text="two")
+    await journal.record(intent, state=FAILED, owner=ME)
+    steps.append(("record", await _count(journal)))
+    await journal.transition("i-2", state=RECONCILING, owner=ME)
+    steps.append(("a claim", await _count(journal)))
+    await journal.settle(make_decision(intent), owner=ME)
+    steps.append(("settle", await _count(journal)))
+    denied = make_intent("i-3", text="three")
+    await journal.record(denied, state=FAILED, owner=ME)
+    await journal.note(make_decision(denied, action=Action.DENIED))
+    steps.append(("record and note", await _count(journal)))
+    returned = await journal.count_write("session-a", BACKEND)
+    steps.append(("count_write", await _count(journal)))
+    wanted = [1, 2, 3, 3, 4, 5, 6]
+    found = [count for _, count in steps]
+    if found != wanted:
+        wrong = next(i for i, (a, b) in enumerate(zip(found, wanted, strict=True)) if a != b)
+        fail(
+            f"after {steps[wrong][0]} the count is {found[wrong]}, not {wanted[wrong]} "
+            f"(counts after each step: {found}, wanted {wanted})"
+        )
+    require(returned == 6, f"count_write() returned {returned}, not the new count 6")
+    others = [await _count(journal, "session-b"), await _count(journal, "session-a", OTHER_BACKEND)]
+    require(others == [0, 0], f"other sessions or backends were counted: {others}")
+
+
+@contract("journal")
+async def transition_is_a_compare_and_set(subject: Subject) -> None:
+    """``transition()`` sets state and owner, answering True, only when every expectation given
+    (``expect_state``, ``expect_owner``, ``expect_fence``, ``expect_updated_at``) matches the
+    intent as it is, else answers False and changes nothing; ``updated_at`` moves forward."""
+    journal = await journal_of(subject)
+    await journal.open_intent(make_intent("i-1"), state=IN_FLIGHT, owner=ME)
+    entry = await _entry(journal, "i-1")
+    wrong: list[tuple[str, dict[str, Any]]] = [
+        ("expect_state", {"expect_state": FAILED}),
+        ("expect_owner", {"expect_owner": STRANGER}),
+        (
+            "expect_owner (the state matching)",
+            {"expect_state": IN_FLIGHT, "expect_owner": STRANGER},
+        ),
+        ("expect_fence", {"expect_fence": entry.fence + 1}),
+        ("expect_updated_at", {"expect_updated_at": entry.updated_at - 1.0}),
+    ]
+    for what, expectations in wrong:
+        changed = await journal.transition("i-1", state=RECONCILING, owner=STRANGER, **expectations)
+        require(changed is False, f"a transition with a wrong {what} answered {changed!r}")
+        now = await _entry(journal, "i-1")
+        require(now == entry, f"a transition with a wrong {what} changed the intent: {now}")
+    claimed = await journal.transition(
+        "i-1",
+        state=RECONCILING,
+        owner=STRANGER,
+        expect_state=IN_FLIGHT,
+        expect_owner=ME,
+        expect_fence=entry.fence,
+        expect_updated_at=entry.updated_at,
+    )
+    require(claimed is True, f"a transition whose expectations all match answered {claimed!r}")
+    now = await _entry(journal, "i-1")
+    require(
+        (now.state, now.owner) == (RECONCILING, STRANGER),
+        f"after a transition the intent is {now.state} under {now.owner}",
+    )
+    require(now.updated_at >= entry.updated_at, "updated_at went back on a transition")
+    again = await journal.transition("i-1", state=RECONCILING, owner=ME, expect_state=IN_FLIGHT)
+    require(again is False, "a second claim expecting the state before the first succeeded")
+    await asyncio.sleep(0.02)
+    renewed = await journal.transition(
+        "i-1", state=RECONCILING, owner=STRANGER, expect_fence=now.fence
+    )
+    require(renewed is True, "a renewal by the holder under its token failed")
+    later = await _entry(journal, "i-1")
+    require(later.updated_at > now.updated_at, "a renewal did not move updated_at forward")
+    stale = await journal.transition(
+        "i-1", state=RECONCILING, owner=ME, expect_updated_at=now.updated_at
+    )
+    require(stale is False, "a claim expecting updated_at as it was before a renewal succeeded")
+
+
+@contract("journal")
+async def fencing_tokens_grow_only_on_claims(subject: Subject) -> None:
+    """An intent's fencing token is its session's write count when opened, takes a new value on
+    every claim (a move to reconciling without ``expect_fence``: above the last and at least the
+    session's count) and keeps it on a renewal under it and on any other transition."""
+    journal = await journal_of(subject)
+    for _ in range(3):
+        await journal.count_write("session-a", BACKEND)
+    opened = await journal.open_intent(make_intent("i-1"), state=IN_FLIGHT, owner=ME)
+    fence = (await _entry(journal, "i-1")).fence
+    require(
+        fence == opened.write_count == 3,
+        f"an intent opened at count 3 holds token {fence} (opened at {opened.write_count})",
+    )
+    await journal.transition("i-1", state=FAILED, owner=ME)
+    moved = (await _entry(journal, "i-1")).fence
+    require(moved == fence, f"a move to failed changed the token from {fence} to {moved}")
+    await journal.transition("i-1", state=RECONCILING, owner=STRANGER, expect_state=FAILED)
+    claimed = (await _entry(journal, "i-1")).fence
+    count = await _count(journal)
+    require(
+        claimed > fence and claimed >= count,
+        f"a claim took token {claimed} after {fence}, at write count {count}",
+    )
+    await journal.transition("i-1", state=RECONCILING, owner=STRANGER, expect_fence=claimed)
+    renewed = (await _entry(journal, "i-1")).fence
+    require(renewed == claimed, f"a renewal under token {claimed} changed it to {renewed}")
+    for _ in range(5):
+        await journal.count_write("session-a", BACKEND)
+    await journal.transition("i-1", state=RECONCILING, owner=ME, expect_owner=STRANGER)
+    taken = (await _entry(journal, "i-1")).fence
+    count = await _count(journal)
+    require(
+        taken > claimed and taken >= count,
+        f"a second claim took token {taken} after {claimed}, at write count {count}",
+    )
+
+
+@contract("journal")
+async def discard_with_an_owner_needs_its_hold(subject: Subject) -> None:
+    """``discard(owner=...)`` (with ``fence``) forgets the intent only while that owner holds
+    it in flight (under that token); otherwise it raises ``LeaseLost`` and changes nothing."""
+    journal = await journal_of(subject)
+    await journal.open_intent(make_intent("i-1"), state=IN_FLIGHT, owner=ME)
+    entry = await _entry(journal, "i-1")
+    for what, owner, fence in (
+        ("another owner", STRANGER, None),
+        ("a stale token", ME, entry.fence + 1),
+    ):
+        await refused(
+            LeaseLost, journal.discard("i-1", owner=owner, fence=fence), f"discard() by {what}"
+        )
+        require(await _entry(journal, "i-1") == entry, f"discard() by {what} changed the intent")
+        require(await _count(journal) == 1, f"discard() by {what} was counted")
+    claimed = make_intent("c-1", session_id="session-c")
+    await journal.open_intent(claimed, state=IN_FLIGHT, owner=ME)
+    await journal.transition("c-1", state=RECONCILING, owner=ME)
+    await refused(
+        LeaseLost, journal.discard("c-1", owner=ME), "discard() of an intent no longer in flight"
+    )
+    require(await journal.get("c-1") is not None, "discard() of a claimed intent forgot it")
+    await journal.discard("i-1", owner=ME, fence=entry.fence)
+    require(await journal.get("i-1") is None, "discard() by its holder left the intent")
+    require(await _count(journal) == 2, "discard() by its holder was not counted")
+
+
+@contract("journal")
+async def settle_with_an_owner_needs_its_claim(subject: Subject) -> None:
+    """``settle(owner=...)`` (with ``fence``) settles only while that owner holds the intent's
+    claim (reconciling, under that token); otherwise it raises ``LeaseLost`` and changes
+    nothing."""
+    journal = await journal_of(subject)
+    intent = make_intent("i-1")
+    decision = make_decision(intent)
+    await journal.record(intent, state=FAILED, owner=ME)
+
+    async def unchanged(what: str, before: JournalEntry) -> None:
+        require(not await journal.is_settled("i-1"), f"settle() by {what} settled it")
+        require(await _entry(journal, "i-1") == before, f"settle() by {what} changed the intent")
+        require(await journal.decisions(intent_id="i-1") == [], f"settle() by {what} stored")
+        require(await _count(journal) == 1, f"settle() by {what} was counted")
+
+    before = await _entry(journal, "i-1")
+    await refused(
+        LeaseLost, journal.settle(decision, owner=ME), "settle() of an intent nobody claimed"
+    )
+    await unchanged("an owner without a claim", before)
+    await journal.transition("i-1", state=RECONCILING, owner=STRANGER, expect_state=FAILED)
+    held = await _entry(journal, "i-1")
+    for what, owner, fence in (
+        ("another owner", ME, None),
+        ("a stale token", STRANGER, held.fence + 1),
+    ):
+        await refused(
+            LeaseLost, journal.settle(decision, owner=owner, fence=fence), f"settle() by {what}"
+        )
+        await unchanged(what, held)
+    await journal.settle(decision, owner=STRANGER, fence=held.fence)
+    require(await journal.is_settled("i-1"), "settle() by the claim's holder did not settle it")
+
+
+@contract("journal")
+async def settle_closes_the_intent_and_keeps_the_decision(subject: Subject) -> None:
+    """``settle()`` removes the intent from ``pending()`` and ``get()``, marks its id settled
+    and stores the decision, for every settling action, leaving other intents alone."""
+    journal = await journal_of(subject)
+    kept = make_intent("k-1", text="kept")
+    await journal.record(kept, state=FAILED, owner=ME)
+    for action in (Action.SETTLED, Action.REPLAYED, Action.DROPPED):
+        intent = make_intent(f"i-{action.value}", created_at=1_700_000_005.0)
+        await journal.record(intent, state=RECONCILING, owner=ME)
+        decision = make_decision(intent, action=action)
+        await journal.settle(decision)
+        name = intent.intent_id
+        require(await journal.is_settled(name), f"a {action.value} decision left it unsettled")
+        require(await journal.get(name) is None, f"a {action.value} decision left its entry")
+        stored = await journal.decisions(intent_id=name)
+        require(stored == [decision], f"a {action.value} decision was stored as {stored}")
+    require(ids(await journal.pending("session-a")) == ["k-1"], "settling touched another intent")
+    require(not await journal.is_settled("k-1"), "settling settled another intent")
+
+
+@contract("journal")
+async def settle_is_idempotent_for_the_same_decision(subject: Subject) -> None:
+    """``settle()`` again with the very decision that settled the intent (its reply lost, or a
+    decoded copy) is a no-op, neither counted nor stored twice; another decision for a settled
+    intent raises ``IntentConflict`` and changes nothing."""
+    journal = await journal_of(subject)
+    intent = make_intent("i-1")
+    await journal.record(intent, state=RECONCILING, owner=ME)
+    decision = make_decision(intent)
+    await journal.settle(decision, owner=ME)
+    await journal.settle(decision, owner=ME)
+    await journal.settle(Decision.decode(decision.encode()))
+    stored = await journal.decisions(intent_id="i-1")
+    require(stored == [decision], f"settling again stored {len(stored)} decisions, not 1")
+    require(await _count(journal) == 2, f"settling again was counted ({await _count(journal)})")
+    other = make_decision(intent, action=Action.REPLAYED, decided_at=1_700_000_200.0)
+    await refused(_SETTLED_AGAIN, journal.settle(other, owner=ME), "settle() with another decision")
+    require(
+        await journal.decisions(intent_id="i-1") == [decision],
+        "settle() with another decision stored it",
+    )
+    require(await _count(journal) == 2, "settle() with another decision was counted")
+
+
+@contract("journal")
+async def note_keeps_the_intent_unresolved(subject: Subject) -> None:
+    """``note()`` stores a decision that leaves its intent unresolved (pending, unchanged,
+    unsettled, its session's count unmoved), and settling it later keeps both decisions."""
+    journal = await journal_of(subject)
+    intent = make_intent("i-1")
+    await journal.record(intent, state=FAILED, owner=ME)
+    before = await _entry(journal, "i-1")
+    for action, at in ((Action.DENIED, 1_700_000_100.0), (Action.LEFT_PENDING, 1_700_000_110.0)):
+        await journal.note(make_decision(intent, action=action, decided_at=at))
+    require(await _entry(journal, "i-1") == before, "note() changed the intent")
+    require(not await journal.is_settled("i-1"), "note() settled the intent")
+    require(ids(await journal.pending("session-a")) == ["i-1"], "note() took it off pending()")
+    require(await _count(journal) == 1, "note() was counted as a write")
+    replay = make_decision(intent, action=Action.REPLAYED, decided_at=1_700_000_120.0)
+    await journal.settle(replay)
+    actions = [found.action for found in await journal.decisions(intent_id="i-1")]
+    require(
+        actions == [Action.REPLAYED, Action.LEFT_PENDING, Action.DENIED],
+        f"after notes and a settlement the decisions are {[a.value for a in actions]}",
+    )
+
+
+@contract("journal")
+async def settle_and_note_take_only_their_kind_of_decision(subject: Subject) -> None:
+    """``settle()`` refuses a decision that leaves its intent unresolved and ``note()`` one
+    that settles it (``ValueError``), writing nothing."""
+    journal = await journal_of(subject)
+    intent = make_intent("i-1")
+    await journal.record(intent, state=FAILED, owner=ME)
+    before = await _entry(journal, "i-1")
+    for action in (Action.DENIED, Action.LEFT_PENDING):
+        await refused(
+            _WRONG_KIND,
+            journal.settle(make_decision(intent, action=action)),
+            f"settle() of a {action.value} decision",
+        )
+    for action in (Action.SETTLED, Action.REPLAYED, Action.DROPPED):
+        await refused(
+            _WRONG_KIND,
+            journal.note(make_decision(intent, action=action)),
+            f"note() of a {action.value} decision",
+        )
+    require(not await journal.is_settled("i-1"), "a refused decision settled the intent")
+    require(await _entry(journal, "i-1") == before, "a refused decision changed the intent")
+    require(await journal.decisions() == [], "a refused decision was stored")
+    require(await _count(journal) == 1, "a refused decision was counted")
