@@ -520,8 +520,8 @@ def test_exported_names_are_the_documented_ones() -> None:
 
 async def test_config_rejects_bad_values() -> None:
     """Misspelt options fail at construction with ConfigurationError."""
-    with pytest.raises(TypeError):
-        ReconcileConfig(durability="on_failure")  # type: ignore[call-arg]
+    with pytest.raises(ConfigurationError, match="was removed"):
+        ReconcileConfig(durability="on_failure")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError):
         ReconcileConfig(on_unchanged="maybe")  # type: ignore[arg-type]
     with pytest.raises(ConfigurationError):
