@@ -3,6 +3,7 @@ history in (``refuse_journal_in_store``, called when a wrapper is made)."""
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Iterator
 from pathlib import Path
@@ -37,7 +38,7 @@ def refuse_journal_in_store(
         if type(layer).__module__.startswith("agents_reconcile.stores."):
             continue
         for theirs in _store_files(layer):
-            if _same_file(mine, theirs):
+            if _same_file(str(mine), str(theirs), os.getcwd()):
                 kind = type(layer).__name__
                 raise ConfigurationError(
                     f"journal {str(mine)!r} is the file in which the {kind} keeps the "
@@ -78,8 +79,11 @@ def _store_files(store: object) -> Iterator[Path]:
         yield Path(database)
 
 
-def _same_file(one: Path, other: Path) -> bool:
-    first, second = one.expanduser().resolve(), other.expanduser().resolve()
+@functools.lru_cache(maxsize=256)
+def _same_file(one: str, other: str, cwd: str) -> bool:
+    """Whether two paths (relative to ``cwd``) name one file. Remembered per pair: a web app
+    builds a wrapper per request, and resolving both paths each time was a fifth of that."""
+    first, second = (Path(cwd, path).expanduser().resolve() for path in (one, other))
     if first == second:
         return True
     try:

@@ -120,7 +120,6 @@ class ReconcilingSession:
             in_flight=in_flight if in_flight is not None else PROCESS_IN_FLIGHT,
             ignore_ids=self._ignore_ids,
         )
-        self._state = state
         self._tail, self._held, self._lock = state.tail, state.held, lock
         self._settler = Settler(state)
         self._writer: Writer = (

@@ -71,7 +71,6 @@ class Writer:
     """What every writer does around its own way of appending."""
 
     def __init__(self, state: SessionState, settler: Settler) -> None:
-        self._state = state
         self._client = client = state.client
         self._config = config = state.config
         self._inner = state.inner

@@ -12,6 +12,7 @@ from typing import Any
 
 from agents_reconcile.conformance import Report, check_journal, check_session, check_store
 from agents_reconcile.conformance._core import Subject
+from agents_reconcile.conformance.journal import JOURNAL_METHODS
 from agents_reconcile.errors import JournalCorrupt, RevisionConflict, SchemaMismatch
 from agents_reconcile.journal import IntentState, MemoryJournal, Opened
 from agents_reconcile.journal.base import JournalEntry
@@ -434,24 +435,7 @@ class IntentsOnly:
     """An ``IntentJournal`` and nothing more (no effects, no setting aside): the in-memory
     journal's intent methods, delegated."""
 
-    METHODS = (
-        "record",
-        "open_intent",
-        "write_count",
-        "count_write",
-        "transition",
-        "discard",
-        "pending",
-        "get",
-        "is_settled",
-        "settle",
-        "note",
-        "decisions",
-        "close",
-        "schema_version",
-        "check",
-        "migrate",
-    )
+    METHODS = JOURNAL_METHODS
 
     def __init__(self) -> None:
         inner = MemoryJournal()

@@ -64,17 +64,20 @@ def make_decision(
     intent: PendingWrite,
     *,
     action: Action = Action.SETTLED,
+    outcome: Outcome | None = None,
+    reason: Reason | None = None,
     decided_at: float = 1_700_000_100.0,
 ) -> Decision:
     """A payload-free decision about ``intent``: one that settles it (``SETTLED``,
-    ``REPLAYED``, ``DROPPED``) or one that leaves it unresolved (``DENIED``, ``LEFT_PENDING``)."""
+    ``REPLAYED``, ``DROPPED``) or one that leaves it unresolved (``DENIED``, ``LEFT_PENDING``);
+    outcome and reason follow the action unless given."""
     settling = action in (Action.SETTLED, Action.REPLAYED, Action.DROPPED)
     return Decision(
         intent_id=intent.intent_id,
         session_id=intent.session_id,
         backend=intent.backend,
-        outcome=Outcome.COMMITTED if settling else Outcome.AMBIGUOUS,
-        reason=Reason.BATCH_PRESENT if settling else Reason.HISTORY_CHANGED,
+        outcome=outcome or (Outcome.COMMITTED if settling else Outcome.AMBIGUOUS),
+        reason=reason or (Reason.BATCH_PRESENT if settling else Reason.HISTORY_CHANGED),
         action=action,
         decided_at=decided_at,
         evidence={"batch_digests": list(intent.batch_digests), "observed_count": 2},
@@ -82,9 +85,13 @@ def make_decision(
 
 
 def make_effect(
-    call_id: str = "c1", *, session_id: str = "session-a", owner: str = "host/1/1"
+    call_id: str = "c1",
+    *,
+    session_id: str = "session-a",
+    owner: str = "host/1/1",
+    seal_key: Any = None,
 ) -> Effect:
-    """A started effect of one ``charge_card`` call."""
+    """A started effect of one ``charge_card`` call (its output sealed with ``seal_key``)."""
     arguments = '{"amount": 5}'
     return Effect(
         key=effect_key(session_id, call_id, "charge_card", arguments),
@@ -94,4 +101,5 @@ def make_effect(
         arguments_digest=arguments_digest(arguments),
         owner=owner,
         started_at=1_700_000_000.0,
+        seal_key=seal_key,
     )
