@@ -3,8 +3,9 @@
 Call ``install()`` once, then pass any OpenAI Agents SDK session wrapped in
 ``ReconcilingSession`` as ``session=`` to the runner.
 
-The names below are loaded on first use (PEP 562): importing the package alone, or one of its
-light modules (``config``, ``records``, ``journal``, ``errors``), does not load the SDK.
+The names below are loaded on first use (PEP 562): importing the package alone, or ``errors``,
+does not load the SDK, and a journal or store on Redis or PostgreSQL loads its driver only when
+named.
 """
 
 from __future__ import annotations
@@ -25,31 +26,41 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 # ``agents_reconcile.conformance``; every other module is the implementation.
 _HOMES: Final[dict[str, str]] = {
     # the session, its configuration, and the gate
-    "ReconcilingSession": ".session",
-    "ReconcileConfig": ".config",
-    "install": ".default_runner",
-    "installed": ".default_runner",
-    "uninstall": ".default_runner",
-    "UngatedRunWarning": ".default_runner",
-    "SigningKey": ".signing",
+    "ReconcilingSession": "._session.session",
+    "ReconcileConfig": "._session.config",
+    "install": "._session.default_runner",
+    "installed": "._session.default_runner",
+    "uninstall": "._session.default_runner",
+    "UngatedRunWarning": "._session.default_runner",
+    "SigningKey": "._core.signing",
+    "PayloadKey": "._core.sealing",
     # tools' external effects
-    "effect_tool": ".effects.tool",
-    "as_effect_tool": ".effects.tool",
-    "current_effect": ".effects.tool",
+    "effect_tool": "._effects.tool",
+    "as_effect_tool": "._effects.tool",
+    "current_effect": "._effects.tool",
+    "NOT_FOUND": "._effects.tool",
     # what was decided, and an operator's resolution of it
-    "Action": ".records",
-    "BackendIdentity": ".records",
-    "Decision": ".records",
-    "Outcome": ".records",
-    "PendingWrite": ".records",
-    "Reason": ".records",
-    "Resolution": ".policy",
-    # journals
-    "IntentJournal": ".journal",
-    "IntentState": ".journal",
-    "JournalEntry": ".journal",
-    "MemoryJournal": ".journal",
-    "SQLiteJournal": ".journal",
+    "Action": "._core.records",
+    "BackendIdentity": "._core.records",
+    "Decision": "._core.records",
+    "Outcome": "._core.records",
+    "PendingWrite": "._core.records",
+    "Reason": "._core.records",
+    "Resolution": "._core.policy",
+    # journals (the Redis and PostgreSQL ones load their drivers, from the extras, on first use)
+    "IntentJournal": "._backends.journal",
+    "Capabilities": "._backends.journal",
+    "IntentState": "._backends.journal",
+    "JournalEntry": "._backends.journal",
+    "MemoryJournal": "._backends.memory.journal",
+    "SQLiteJournal": "._backends.sqlite.journal",
+    "RedisJournal": "._backends.redis.journal",
+    "PostgresJournal": "._backends.postgres.journal",
+    # revisioned stores: SDK sessions whose every write is judged exactly
+    "RevisionedSQLiteSession": "._backends.sqlite.store",
+    "RevisionedRedisSession": "._backends.redis.store",
+    "RevisionedPostgresSession": "._backends.postgres.store",
+    "MemoryRevisionedSession": "._backends.memory.store",
     # the error tree, whole
     "ReconcileError": ".errors",
     "ConfigurationError": ".errors",
@@ -79,130 +90,59 @@ __all__ = sorted(_HOMES)
 
 if TYPE_CHECKING:
     # For type checkers only (``as`` marks each a re-export); the table above is the list.
-    from .config import ReconcileConfig as ReconcileConfig
-    from .default_runner import (
-        UngatedRunWarning as UngatedRunWarning,
-    )
-    from .default_runner import (
-        install as install,
-    )
-    from .default_runner import (
-        installed as installed,
-    )
-    from .default_runner import (
-        uninstall as uninstall,
-    )
-    from .effects.tool import (
-        as_effect_tool as as_effect_tool,
-    )
-    from .effects.tool import (
-        current_effect as current_effect,
-    )
-    from .effects.tool import (
-        effect_tool as effect_tool,
-    )
-    from .errors import (
-        BindingMismatch as BindingMismatch,
-    )
-    from .errors import (
-        ConfigurationError as ConfigurationError,
-    )
-    from .errors import (
-        ContinuationDenied as ContinuationDenied,
-    )
-    from .errors import (
-        EffectUnknown as EffectUnknown,
-    )
-    from .errors import (
-        FingerprintError as FingerprintError,
-    )
-    from .errors import (
-        IntentConflict as IntentConflict,
-    )
-    from .errors import (
-        JournalCorrupt as JournalCorrupt,
-    )
-    from .errors import (
-        JournalError as JournalError,
-    )
-    from .errors import (
-        JournalUnavailable as JournalUnavailable,
-    )
-    from .errors import (
-        LeaseLost as LeaseLost,
-    )
-    from .errors import (
-        PayloadKeyUnknown as PayloadKeyUnknown,
-    )
-    from .errors import (
-        ReconcileError as ReconcileError,
-    )
-    from .errors import (
-        RecordError as RecordError,
-    )
-    from .errors import (
-        RecordMalformed as RecordMalformed,
-    )
-    from .errors import (
-        RecordTampered as RecordTampered,
-    )
-    from .errors import (
-        RecordUnsigned as RecordUnsigned,
-    )
-    from .errors import (
-        ResolutionRefused as ResolutionRefused,
-    )
-    from .errors import (
-        RevisionConflict as RevisionConflict,
-    )
-    from .errors import (
-        SchemaMismatch as SchemaMismatch,
-    )
-    from .errors import (
-        SignatureInvalid as SignatureInvalid,
-    )
-    from .errors import (
-        UnsupportedRecordVersion as UnsupportedRecordVersion,
-    )
-    from .errors import (
-        UnsupportedSession as UnsupportedSession,
-    )
-    from .journal import (
-        IntentJournal as IntentJournal,
-    )
-    from .journal import (
-        IntentState as IntentState,
-    )
-    from .journal import (
-        JournalEntry as JournalEntry,
-    )
-    from .journal import (
-        MemoryJournal as MemoryJournal,
-    )
-    from .journal import (
-        SQLiteJournal as SQLiteJournal,
-    )
-    from .policy import Resolution as Resolution
-    from .records import (
-        Action as Action,
-    )
-    from .records import (
-        BackendIdentity as BackendIdentity,
-    )
-    from .records import (
-        Decision as Decision,
-    )
-    from .records import (
-        Outcome as Outcome,
-    )
-    from .records import (
-        PendingWrite as PendingWrite,
-    )
-    from .records import (
-        Reason as Reason,
-    )
-    from .session import ReconcilingSession as ReconcilingSession
-    from .signing import SigningKey as SigningKey
+    from ._backends.journal import Capabilities as Capabilities
+    from ._backends.journal import IntentJournal as IntentJournal
+    from ._backends.journal import IntentState as IntentState
+    from ._backends.journal import JournalEntry as JournalEntry
+    from ._backends.memory.journal import MemoryJournal as MemoryJournal
+    from ._backends.memory.store import MemoryRevisionedSession as MemoryRevisionedSession
+    from ._backends.postgres.journal import PostgresJournal as PostgresJournal
+    from ._backends.postgres.store import RevisionedPostgresSession as RevisionedPostgresSession
+    from ._backends.redis.journal import RedisJournal as RedisJournal
+    from ._backends.redis.store import RevisionedRedisSession as RevisionedRedisSession
+    from ._backends.sqlite.journal import SQLiteJournal as SQLiteJournal
+    from ._backends.sqlite.store import RevisionedSQLiteSession as RevisionedSQLiteSession
+    from ._core.policy import Resolution as Resolution
+    from ._core.records import Action as Action
+    from ._core.records import BackendIdentity as BackendIdentity
+    from ._core.records import Decision as Decision
+    from ._core.records import Outcome as Outcome
+    from ._core.records import PendingWrite as PendingWrite
+    from ._core.records import Reason as Reason
+    from ._core.sealing import PayloadKey as PayloadKey
+    from ._core.signing import SigningKey as SigningKey
+    from ._effects.tool import NOT_FOUND as NOT_FOUND
+    from ._effects.tool import as_effect_tool as as_effect_tool
+    from ._effects.tool import current_effect as current_effect
+    from ._effects.tool import effect_tool as effect_tool
+    from ._session.config import ReconcileConfig as ReconcileConfig
+    from ._session.default_runner import UngatedRunWarning as UngatedRunWarning
+    from ._session.default_runner import install as install
+    from ._session.default_runner import installed as installed
+    from ._session.default_runner import uninstall as uninstall
+    from ._session.session import ReconcilingSession as ReconcilingSession
+    from .errors import BindingMismatch as BindingMismatch
+    from .errors import ConfigurationError as ConfigurationError
+    from .errors import ContinuationDenied as ContinuationDenied
+    from .errors import EffectUnknown as EffectUnknown
+    from .errors import FingerprintError as FingerprintError
+    from .errors import IntentConflict as IntentConflict
+    from .errors import JournalCorrupt as JournalCorrupt
+    from .errors import JournalError as JournalError
+    from .errors import JournalUnavailable as JournalUnavailable
+    from .errors import LeaseLost as LeaseLost
+    from .errors import PayloadKeyUnknown as PayloadKeyUnknown
+    from .errors import ReconcileError as ReconcileError
+    from .errors import RecordError as RecordError
+    from .errors import RecordMalformed as RecordMalformed
+    from .errors import RecordTampered as RecordTampered
+    from .errors import RecordUnsigned as RecordUnsigned
+    from .errors import ResolutionRefused as ResolutionRefused
+    from .errors import RevisionConflict as RevisionConflict
+    from .errors import SchemaMismatch as SchemaMismatch
+    from .errors import SignatureInvalid as SignatureInvalid
+    from .errors import UnsupportedRecordVersion as UnsupportedRecordVersion
+    from .errors import UnsupportedSession as UnsupportedSession
 
 
 def __getattr__(name: str) -> object:

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Final
 if TYPE_CHECKING:
     from agents.exceptions import UserError
 
-    from .records import Decision
+    from ._core.records import Decision
 
 __all__ = [
     "BindingMismatch",

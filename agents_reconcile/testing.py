@@ -2,7 +2,9 @@
 
 ``FaultInjectingSession`` wraps any session and makes chosen ``add_items`` calls fail the way
 real backends do: rejected before writing, written with the acknowledgement lost, hanging
-until cancelled, or preceded by another writer's append.
+until cancelled, or preceded by another writer's append. Crash points stop a process at a named
+place of the package's own paths (``arm_crash_point``: SIGKILL there unless told otherwise), to
+prove recovery from there; ``crash_point_reached`` marks one in code of your own.
 """
 
 from __future__ import annotations
@@ -13,15 +15,22 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from .crashpoints import CrashPoint, reached
-from .revision import WriteRecord, is_revisioned
+from ._core.crashpoints import CrashPoint, reached
+from ._core.crashpoints import arm as arm_crash_point
+from ._core.crashpoints import disarm as disarm_crash_point
+from ._core.crashpoints import reached as crash_point_reached
+from ._core.revision import WriteRecord, is_revisioned
 
 __all__ = [
     "BackendFailure",
+    "CrashPoint",
     "Fault",
     "FaultInjectingRevisionedSession",
     "FaultInjectingSession",
     "PlannedFault",
+    "arm_crash_point",
+    "crash_point_reached",
+    "disarm_crash_point",
 ]
 
 _T = TypeVar("_T")

@@ -53,7 +53,7 @@ from agents import SQLiteSession, set_tracing_disabled
 from agents.run_internal.items import fingerprint_input_item
 
 from agents_reconcile import Action, Outcome, ReconcilingSession
-from agents_reconcile.fingerprint import canonical_bytes, item_digest
+from agents_reconcile._core.fingerprint import canonical_bytes, item_digest
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
 # Aims this benchmark checks (printed as MET / MISSED; the exit status does not depend on them).

@@ -49,8 +49,8 @@ from agents_reconcile import (
     ReconcileConfig,
     ReconcilingSession,
 )
-from agents_reconcile.fingerprint import digest_items
-from agents_reconcile.journal import open_journal
+from agents_reconcile._backends.opening import open_journal
+from agents_reconcile._core.fingerprint import digest_items
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
 SEED = 20_251_130

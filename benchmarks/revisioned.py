@@ -45,7 +45,7 @@ from _common import (
 )
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
-from agents_reconcile.records import Outcome
+from agents_reconcile._core.records import Outcome
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
 SERVER_AIM = 0.5
@@ -84,7 +84,7 @@ def engines(workdir: Path) -> tuple[list[Engine], list[str]]:
         return SQLiteSession(sid, workdir / "sdk.db")
 
     async def sqlite_ours(sid: str) -> Any:
-        from agents_reconcile.stores import RevisionedSQLiteSession
+        from agents_reconcile._backends.sqlite.store import RevisionedSQLiteSession
 
         return RevisionedSQLiteSession(sid, workdir / "ours.db")
 
@@ -100,14 +100,14 @@ def engines(workdir: Path) -> tuple[list[Engine], list[str]]:
             return RedisSession.from_url(sid, url=redis_url, key_prefix=f"{namespace}:sdk")
 
         async def redis_ours(sid: str) -> Any:
-            from agents_reconcile.stores.redis import RevisionedRedisSession
+            from agents_reconcile._backends.redis.store import RevisionedRedisSession
 
             store = RevisionedRedisSession.from_url(sid, redis_url, prefix=f"{namespace}-ours")
             cleanup.append(store.drop)
             return store
 
         def redis_journal() -> Any:
-            from agents_reconcile.journal.redis import RedisJournal
+            from agents_reconcile._backends.redis.journal import RedisJournal
 
             journal = RedisJournal.from_url(redis_url, prefix=f"{namespace}-journal")
             cleanup.append(journal.drop)
@@ -147,7 +147,7 @@ def engines(workdir: Path) -> tuple[list[Engine], list[str]]:
             return session
 
         async def pg_ours(sid: str) -> Any:
-            from agents_reconcile.stores.postgres import RevisionedPostgresSession
+            from agents_reconcile._backends.postgres.store import RevisionedPostgresSession
 
             store = RevisionedPostgresSession.from_url(
                 sid, postgres_url, schema=f"{namespace}_ours"
@@ -156,7 +156,7 @@ def engines(workdir: Path) -> tuple[list[Engine], list[str]]:
             return store
 
         def pg_journal() -> Any:
-            from agents_reconcile.journal.postgres import PostgresJournal
+            from agents_reconcile._backends.postgres.journal import PostgresJournal
 
             journal = PostgresJournal.from_url(postgres_url, schema=f"{namespace}_journal")
             pg_cleanup.append(journal.drop)

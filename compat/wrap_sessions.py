@@ -49,7 +49,7 @@ from agents_reconcile import (
     SQLiteJournal,
     UnsupportedSession,
 )
-from agents_reconcile.default_runner import ReconcilingRunner, gated_config
+from agents_reconcile._session.default_runner import ReconcilingRunner, gated_config
 
 __all__ = [
     "PROPERTY",
@@ -185,7 +185,7 @@ def composed_config(wrapper: ReconcilingSession, given: Any) -> Any:
     """``given`` with the wrapper's gate composed in: ``wrapper.run_config(given)`` for a
     ``RunConfig``; no config, or a mapping, stays a mapping holding only its own keys plus the
     gate's (to the SDK a run given no model provider owns and closes the one it makes), as the
-    installed runner composes it (``agents_reconcile.default_runner.gated_config``)."""
+    installed runner composes it (``agents_reconcile._session.default_runner.gated_config``)."""
     return gated_config(wrapper, given)
 
 

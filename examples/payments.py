@@ -10,7 +10,7 @@ the checkpoint up, approves it and resumes: the tool charges the card at the pay
 processor (a local file here, which, like real processors, dedupes on an idempotency key), and
 the worker is killed with SIGKILL right after the charge, before anything recorded its output.
 
-The tool is an effect tool (``agents_reconcile.effects.effect_tool``): before its body ran,
+The tool is an effect tool (``agents_reconcile._effects.effect_tool``): before its body ran,
 the effect's intent was durable in the journal under a key derived from the session, the call,
 the tool and its arguments, and the body gave that key to the processor. The recovery resumes
 the same checkpoint: the same call, the same key, an intent without a receipt. The tool's
@@ -33,8 +33,9 @@ from typing import Any
 from agents import Agent, RunState, SQLiteSession, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from agents_reconcile import ReconcileConfig, ReconcilingSession, crashpoints
-from agents_reconcile.effects.tool import NOT_FOUND, current_effect, effect_tool
+from agents_reconcile import ReconcileConfig, ReconcilingSession
+from agents_reconcile._effects.tool import NOT_FOUND, current_effect, effect_tool
+from agents_reconcile.testing import CrashPoint, arm_crash_point, crash_point_reached
 
 SESSION_ID = "order-42"
 CHILD_TIMEOUT = 60.0
@@ -70,7 +71,7 @@ def agent(directory: Path, steps: list[Any]) -> Agent[Any]:
         """Charge the customer's card."""
         charged = processor.charge(current_effect().key, amount)
         # What a crash right after the charge looks like: the worker dies here.
-        crashpoints.reached(crashpoints.CrashPoint.BEFORE_RECEIPT)
+        crash_point_reached(CrashPoint.BEFORE_RECEIPT)
         return charged
 
     return Agent(name="cashier", model=ScriptedModel(steps), tools=[charge_card])
@@ -98,7 +99,7 @@ async def resume(directory: Path, steps: list[Any]) -> Any:
 def worker(directory: Path) -> None:
     """The child: resume the approved checkpoint and be killed after the charge."""
     set_tracing_disabled(True)
-    crashpoints.arm(crashpoints.CrashPoint.BEFORE_RECEIPT)
+    arm_crash_point(CrashPoint.BEFORE_RECEIPT)
     asyncio.run(resume(directory, [[assistant_message("Your card is charged.")]]))
     raise SystemExit("the worker was meant to be killed after the charge")
 

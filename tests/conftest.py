@@ -10,9 +10,9 @@ from typing import Any
 import pytest
 from agents import set_tracing_disabled
 
-from agents_reconcile.backends.registry import BACKENDS
+from agents_reconcile._backends.registry import BACKENDS
 
-from .backends import Place, registered
+from .support.backends import Place, registered
 
 set_tracing_disabled(True)
 

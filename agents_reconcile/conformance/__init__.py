@@ -21,15 +21,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ._core import (
-    KINDS,
-    Contract,
-    ContractSkipped,
-    ContractViolation,
-    Report,
-    Result,
-    contracts,
-)
+from ._core import KINDS, Contract, ContractSkipped, ContractViolation, Report, Result, contracts
 from .checks import check_journal, check_session, check_store
 
 if TYPE_CHECKING:

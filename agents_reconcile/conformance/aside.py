@@ -8,9 +8,9 @@ import asyncio
 import time
 from typing import Any
 
-from ..journal.aside import RawIntent, SetAside
-from ..journal.base import AsideJournal, IntentState
-from ..records import Action, BackendIdentity, Decision, Outcome, Reason
+from .._backends.aside import RawIntent, SetAside
+from .._backends.journal import IntentState, sets_aside
+from .._core.records import Action, BackendIdentity, Decision, Outcome, Reason
 from ._core import Subject, contract, fail, refused, require, skip
 from .journal import journal_of
 from .records import ME, make_intent
@@ -20,10 +20,10 @@ __all__: list[str] = []
 
 async def _aside_journal(subject: Subject) -> Any:
     journal = await journal_of(subject)
-    if not isinstance(journal, AsideJournal):
+    if not sets_aside(journal):
         skip(
-            "the journal is not an AsideJournal (raw_intent, set_aside, set_aside_entries): "
-            "a damaged intent cannot be set aside"
+            "the journal does not declare Capabilities(set_aside=True) (an AsideJournal: "
+            "raw_intent, set_aside, set_aside_entries): a damaged intent cannot be set aside"
         )
     return journal
 

@@ -9,9 +9,9 @@ import dataclasses
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from ..effects.records import Effect, EffectState
+from .._backends.journal import keeps_effects
+from .._effects.records import Effect, EffectState
 from ..errors import IntentConflict
-from ..journal.base import EffectJournal
 from ._core import Subject, contract, refused, require, skip
 from .journal import journal_of, worker
 from .records import make_effect
@@ -21,10 +21,11 @@ __all__: list[str] = []
 
 async def _effect_journal(subject: Subject) -> Any:
     journal = await journal_of(subject)
-    if not isinstance(journal, EffectJournal):
+    if not keeps_effects(journal):
         skip(
-            "the journal is not an EffectJournal (begin_effect, restart_effect, finish_effect, "
-            "effect, effects, started_effects): it cannot serve effect tools"
+            "the journal does not declare Capabilities(effects=True) (an EffectJournal: "
+            "begin_effect, restart_effect, finish_effect, effect, effects, started_effects): "
+            "it cannot serve effect tools"
         )
     return journal
 

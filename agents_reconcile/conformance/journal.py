@@ -11,20 +11,12 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Final
 
+from .._backends.journal import IntentJournal, IntentState, JournalEntry, Opened
+from .._backends.memory.journal import InvariantViolation
+from .._core.records import Action, Decision
 from ..errors import IntentConflict, LeaseLost
-from ..journal.base import IntentJournal, IntentState, JournalEntry, Opened
-from ..journal.memory import InvariantViolation
-from ..records import Action, Decision
 from ._core import Subject, contract, fail, refused, require
-from .records import (
-    BACKEND,
-    ME,
-    OTHER_BACKEND,
-    OTHER_KIND,
-    STRANGER,
-    make_decision,
-    make_intent,
-)
+from .records import BACKEND, ME, OTHER_BACKEND, OTHER_KIND, STRANGER, make_decision, make_intent
 
 __all__ = ["FAILED", "IN_FLIGHT", "JOURNAL_METHODS", "RECONCILING", "ids", "journal_of", "worker"]
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 import uuid
 from typing import Any, Final
 
-from ..fingerprint import digest_items
-from ..inner import HISTORY_METHODS, accepts
+from .._core.fingerprint import digest_items
+from .._session.inner import HISTORY_METHODS, accepts
 from ._core import Subject, contract, fail, require, skip
 
 __all__ = ["ROUND_TRIP_ITEMS", "item", "new_session_id", "session_of"]

@@ -13,9 +13,9 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from .._core.revision import RevisionedStore, WriteRecord
+from .._session.inner import HISTORY_METHODS
 from ..errors import RevisionConflict, SchemaMismatch
-from ..inner import HISTORY_METHODS
-from ..revision import RevisionedStore, WriteRecord
 from ._core import Subject, contract, fail, refused, require
 from .journal_reads import newer_schema_refused, schema_holds
 from .session import item, new_session_id

@@ -18,16 +18,16 @@ from pathlib import Path
 import orjson
 import pytest
 
-from agents_reconcile.crashpoints import CrashPoint
-from agents_reconcile.ownership import current_owner
-from agents_reconcile.selftest.cancel_judge import CancelVerdict, IntentRow, Side, Step, judge
-from agents_reconcile.selftest.cancel_modes import Mode
-from agents_reconcile.selftest.cancellation import LATE_STORE, Cell, cells, run_cell, run_cells
-from agents_reconcile.selftest.scenario import PROCESSOR_LOG, TOOLS_LOG
-from agents_reconcile.selftest.stores import POSTGRES_ENV, REDIS_ENV, store_named
+from agents_reconcile._core.crashpoints import CrashPoint
+from agents_reconcile._core.ownership import current_owner
+from agents_reconcile._selftest.cancel_judge import CancelVerdict, IntentRow, Side, Step, judge
+from agents_reconcile._selftest.cancel_modes import Mode
+from agents_reconcile._selftest.cancellation import LATE_STORE, Cell, cells, run_cell, run_cells
+from agents_reconcile._selftest.scenario import PROCESSOR_LOG, TOOLS_LOG
+from agents_reconcile._selftest.stores import POSTGRES_ENV, REDIS_ENV, store_named
 
-from ..servers import POSTGRES_ENV as POSTGRES_ENV_TEST
-from ..servers import REDIS_ENV as REDIS_ENV_TEST
+from ..support.servers import POSTGRES_ENV as POSTGRES_ENV_TEST
+from ..support.servers import REDIS_ENV as REDIS_ENV_TEST
 
 pytestmark = pytest.mark.faults
 

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from agents_reconcile.crashpoints import CrashPoint
-from agents_reconcile.selftest.matrix import (
+from agents_reconcile._core.crashpoints import CrashPoint
+from agents_reconcile._selftest.matrix import (
     APPEND_POINTS,
     EFFECT_POINTS,
     RECONCILE_FAULTS,
@@ -26,11 +26,11 @@ from agents_reconcile.selftest.matrix import (
     run_cells,
     stop_servers,
 )
-from agents_reconcile.selftest.scenario import RecoveryPath
-from agents_reconcile.selftest.stores import POSTGRES_ENV, REDIS_ENV, STORES, store_named
+from agents_reconcile._selftest.scenario import RecoveryPath
+from agents_reconcile._selftest.stores import POSTGRES_ENV, REDIS_ENV, STORES, store_named
 
-from ..servers import POSTGRES_ENV as POSTGRES_ENV_TEST
-from ..servers import REDIS_ENV as REDIS_ENV_TEST
+from ..support.servers import POSTGRES_ENV as POSTGRES_ENV_TEST
+from ..support.servers import REDIS_ENV as REDIS_ENV_TEST
 
 pytestmark = pytest.mark.faults
 
@@ -119,7 +119,7 @@ def expected(cell: Cell) -> str:
 @pytest.mark.parametrize(("store", "path"), GROUPS)
 def test_every_crash_point_recovers(store: str, path: RecoveryPath, tmp_path: Path) -> None:
     if not store_named(store).available():
-        pytest.skip(f"{store}: no driver, or no server (see tests/servers.py)")
+        pytest.skip(f"{store}: no driver, or no server (see tests/support/servers.py)")
     chosen = cells([store], [path], workdir=tmp_path)
     points = len(APPEND_POINTS) + len(RECONCILE_FAULTS)
     assert (points, len(EFFECT_POINTS)) == (10, 4)

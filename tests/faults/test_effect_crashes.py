@@ -15,9 +15,9 @@ from typing import Any
 import orjson
 import pytest
 
-from agents_reconcile.crashpoints import CrashPoint
-from agents_reconcile.selftest.matrix import Cell, Verdict, judge, run_cell, stop_servers
-from agents_reconcile.selftest.scenario import (
+from agents_reconcile._core.crashpoints import CrashPoint
+from agents_reconcile._selftest.matrix import Cell, Verdict, judge, run_cell, stop_servers
+from agents_reconcile._selftest.scenario import (
     CALLS_LOG,
     CHECKS_LOG,
     PROCESSOR_LOG,

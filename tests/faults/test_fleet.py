@@ -17,9 +17,9 @@ import os
 
 import pytest
 
-from agents_reconcile.selftest.fleet import FleetOptions, fleet_results
+from agents_reconcile._selftest.fleet import FleetOptions, fleet_results
 
-from ..servers import POSTGRES_ENV, REDIS_ENV
+from ..support.servers import POSTGRES_ENV, REDIS_ENV
 
 pytestmark = pytest.mark.faults
 

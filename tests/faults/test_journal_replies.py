@@ -14,10 +14,10 @@ from agents import Agent, Runner, SQLiteSession
 from agents.testing import ScriptedModel, assistant_message
 
 from agents_reconcile import MemoryJournal, ReconcileConfig, ReconcilingSession, SQLiteJournal
+from agents_reconcile._backends.faultproxy import FaultProxy
 from agents_reconcile.errors import JournalUnavailable
-from agents_reconcile.faultproxy import FaultProxy
 
-from ..servers import postgres_url, redis_url
+from ..support.servers import postgres_url, redis_url
 from .test_servers import via
 
 pytestmark = pytest.mark.faults
@@ -75,11 +75,11 @@ async def lossy_journal(request: pytest.FixtureRequest, tmp_path: Path) -> Async
     namespace = f"lr{uuid.uuid4().hex[:12]}"
     journal: Any
     if request.param == "redis":
-        from agents_reconcile.journal.redis import RedisJournal
+        from agents_reconcile._backends.redis.journal import RedisJournal
 
         journal = RedisJournal.from_url(via(url, proxy.port), prefix=namespace)
     else:
-        from agents_reconcile.journal.postgres import PostgresJournal
+        from agents_reconcile._backends.postgres.journal import PostgresJournal
 
         journal = PostgresJournal.from_url(via(url, proxy.port), schema=namespace)
 

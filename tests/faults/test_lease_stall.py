@@ -44,13 +44,13 @@ from typing import IO, Any
 
 import pytest
 
-from agents_reconcile.backends.registry import backend_named
-from agents_reconcile.ownership import process_state
-from agents_reconcile.selftest.stores import close_store
+from agents_reconcile._backends.registry import backend_named
+from agents_reconcile._core.ownership import process_state
+from agents_reconcile._selftest.stores import close_store
 
-from ..backends import namespace
-from ..servers import server_url
-from .stall_worker import BATCH, SEED, open_journal, open_store
+from ..support.backends import namespace
+from ..support.servers import server_url
+from ..support.stall_worker import BATCH, SEED, open_journal, open_store
 
 pytestmark = pytest.mark.faults
 
@@ -90,7 +90,7 @@ class Host:
             self.name,
             sys.executable,
             "-m",
-            "tests.faults.stall_worker",
+            "tests.support.stall_worker",
             spec,
         ]
         stderr = self.stderr_path.open("a")

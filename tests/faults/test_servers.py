@@ -20,9 +20,9 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from agents_reconcile import ContinuationDenied, Outcome, ReconcileConfig, ReconcilingSession
-from agents_reconcile.faultproxy import FaultProxy
+from agents_reconcile._backends.faultproxy import FaultProxy
 
-from ..servers import postgres_url, redis_url
+from ..support.servers import postgres_url, redis_url
 
 pytestmark = pytest.mark.faults
 
@@ -41,10 +41,10 @@ def via(url: str, port: int) -> str:
 
 def open_store(kind: str, url: str, namespace: str) -> Any:
     if kind == "redis":
-        from agents_reconcile.stores.redis import RevisionedRedisSession
+        from agents_reconcile._backends.redis.store import RevisionedRedisSession
 
         return RevisionedRedisSession.from_url("s", url, prefix=namespace)
-    from agents_reconcile.stores.postgres import RevisionedPostgresSession
+    from agents_reconcile._backends.postgres.store import RevisionedPostgresSession
 
     return RevisionedPostgresSession.from_url("s", url, schema=namespace, min_size=1, max_size=1)
 
@@ -157,7 +157,7 @@ async def test_redis_killed_between_the_write_and_its_reply(
     """The server runs the append script, logs it, and is killed before its reply leaves.
     Restarted, it still holds the write: the intent is committed, never replayed."""
     redis_url()  # only where the suites have Redis
-    from agents_reconcile.stores.redis import RevisionedRedisSession
+    from agents_reconcile._backends.redis.store import RevisionedRedisSession
 
     port = durable_redis["port"]
     proxy = await FaultProxy("127.0.0.1", port).start()
@@ -258,7 +258,7 @@ async def test_postgres_crashed_between_the_write_and_its_reply(
     leaves. Restarted, it still holds the write: the intent is committed, never replayed."""
     url = postgres_url()
     _postgres_control("status")
-    from agents_reconcile.stores.postgres import RevisionedPostgresSession
+    from agents_reconcile._backends.postgres.store import RevisionedPostgresSession
 
     target = urlsplit(url)
     proxy = await FaultProxy(target.hostname or "127.0.0.1", target.port or 0).start()

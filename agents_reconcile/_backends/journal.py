@@ -1,0 +1,357 @@
+"""The intent journal contract: where pending writes and decisions are kept."""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, Protocol, TypeGuard, runtime_checkable
+
+from .._core.ownership import Owner
+from .._core.records import BackendIdentity, Decision, PendingWrite
+
+if TYPE_CHECKING:
+    from .._effects.records import Effect
+    from .aside import RawIntent, SetAside
+
+__all__ = [
+    "ACTIVE_STATES",
+    "AsideJournal",
+    "Capabilities",
+    "EffectJournal",
+    "IntentJournal",
+    "IntentState",
+    "JournalEntry",
+    "Opened",
+    "capabilities_of",
+    "keeps_effects",
+    "require_limit",
+    "require_settling",
+    "sets_aside",
+]
+
+
+class IntentState(enum.Enum):
+    """Where an unresolved intent stands."""
+
+    IN_FLIGHT = "in_flight"
+    """The owner's append has started and not returned."""
+    FAILED = "failed"
+    """The append raised; the outcome is unknown."""
+    CANCELLED = "cancelled"
+    """The append was cancelled; the outcome is unknown."""
+    RECONCILING = "reconciling"
+    """An owner is classifying (and perhaps replaying) it now."""
+
+
+ACTIVE_STATES: Final = (IntentState.IN_FLIGHT, IntentState.RECONCILING)
+"""The states in which an intent is held by its owner (appending, or settling it)."""
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """An unresolved intent with its state, its owner, and when either last changed.
+
+    ``fence``: the intent's fencing token, a number only the journal hands out and that only
+    grows: taken when the intent is opened (the session's write count before it) and again
+    by every claim (``transition`` to reconciling: one more than the last, and never below
+    the session's write count then). A holder presents it with every write it makes under
+    its claim; a stale one is refused. ``age``: seconds since
+    ``updated_at`` by the journal's own clock, read in the same step (the server's time on
+    Redis and PostgreSQL, so that writers' clocks never shorten a lease); None when the
+    journal cannot say, and the reader's clock is used.
+    """
+
+    intent: PendingWrite
+    state: IntentState
+    owner: Owner
+    updated_at: float
+    fence: int = 0
+    age: float | None = field(default=None, compare=False)
+
+    def held_for(self, now: float) -> float:
+        """Seconds since the state or owner last changed (or the lease was renewed)."""
+        return self.age if self.age is not None else now - self.updated_at
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What ``open_intent`` did.
+
+    ``recorded``: the intent is in the journal (now, or already from an earlier attempt of the
+    same call whose reply was lost). ``write_count``: the session's write count just before this
+    intent was counted when recorded, else the count as found. ``blocking``: the unresolved
+    intents of the session and backend that kept it from being recorded (empty when it was,
+    and when it was refused because the count was not the one expected).
+    """
+
+    recorded: bool
+    write_count: int
+    blocking: list[JournalEntry] = field(default_factory=list)
+
+
+@runtime_checkable
+class IntentJournal(Protocol):
+    """Durable store of unresolved intents and of the decisions that settled them.
+
+    Implementations translate their driver's errors into ``JournalError`` subclasses and
+    raise ``RecordError`` subclasses for records they cannot trust. A journal whose storage
+    has no schema (one in memory) answers the schema methods as
+    ``backends.schema.Unversioned`` does.
+    """
+
+    async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
+        """Store a new intent. The same id with the same content is a no-op; other content
+        raises ``IntentConflict``; an id that was already settled raises it too."""
+        ...
+
+    async def open_intent(
+        self,
+        intent: PendingWrite,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_write_count: int | None = None,
+        clearing: str | None = None,
+    ) -> Opened:
+        """Record ``intent`` and count it as a write of its session, in one atomic step, only
+        if its session and backend have no other unresolved intent and, when ``expect_write_count``
+        is given, only if the session's write count is still that number. A refused opening
+        writes nothing and counts nothing, so callers that retry cannot push each other's
+        counts on forever.
+
+        Idempotent: when ``intent``'s id is already unresolved in this journal (a retried call
+        whose reply was lost), the same content, state and owner answer ``recorded`` with the
+        count stored when it was first opened; other content raises ``IntentConflict``, and
+        another state or owner is reported as blocking. A settled id raises ``IntentConflict``.
+
+        ``clearing``: the id of an earlier intent whose append was acknowledged, forgotten first
+        in the same atomic step, as ``discard`` does (counting a write of its session), so that
+        an append in the steady state is one journal commit. It is cleared only while it is
+        still in flight under ``owner`` in the same session and backend as ``intent`` (a
+        claimed or moved intent is left alone); an unknown id changes nothing. Whatever the
+        answer, the clearing has happened when the call returns.
+        """
+        ...
+
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
+        """How many writes of this session the journal has counted (intents recorded, their
+        acknowledgements (``discard``), settlements, and ``count_write`` calls): a tail read
+        when the count was N is current while it is N."""
+        ...
+
+    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
+        """Count a write that is not an intent (a pop, a clear); return the new count."""
+        ...
+
+    async def transition(
+        self,
+        intent_id: str,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_state: IntentState | None = None,
+        expect_owner: Owner | None = None,
+        expect_fence: int | None = None,
+        expect_updated_at: float | None = None,
+    ) -> bool:
+        """Set state and owner if the intent is unresolved and matches what is expected
+        (``expect_fence``: its fencing token; ``expect_updated_at``: its ``updated_at`` as read,
+        so that a claim made on an expired lease fails if its holder renewed it since);
+        return whether it changed (a compare-and-set).
+        ``updated_at`` becomes the journal's time: the same state and owner again renews a
+        holder's lease. A move to reconciling without ``expect_fence`` is a claim: the intent
+        takes a new fencing token in the same step (one more than its last, and at least the
+        session's write count), so every earlier holder's token is stale from then on; with
+        it, a holder renews its claim under the token it has. A claim counts no write: a
+        RunState's account of the session's writes does not move with who holds an intent."""
+        ...
+
+    async def discard(
+        self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
+        """Forget an intent whose append was acknowledged (no decision is recorded), counting a
+        write of its session in the same step: the write has landed, so a tail read while it
+        was in flight (when the count already said it was opened) is out of date. An unknown
+        id changes nothing. With ``owner`` (and ``fence``), only while that owner still holds
+        it in flight (under that token); otherwise ``LeaseLost`` and nothing changes."""
+        ...
+
+    async def pending(
+        self, session_id: str | None, backend: BackendIdentity | None = None
+    ) -> list[JournalEntry]:
+        """Unresolved intents of one session (every session when ``None``; one backend when
+        given), oldest first."""
+        ...
+
+    async def get(self, intent_id: str) -> JournalEntry | None:
+        """One unresolved intent, or None when unknown or settled."""
+        ...
+
+    async def is_settled(self, intent_id: str) -> bool:
+        """Whether a decision has settled this intent."""
+        ...
+
+    async def settle(
+        self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
+        """Close the decision's intent and store the decision, atomically, counting a write of
+        the session (a replay wrote; a batch found committed may have come from one). With
+        ``owner`` (and ``fence``), only while that owner still holds the intent's claim (state
+        reconciling, under that token): a lost claim raises ``LeaseLost``, an intent settled
+        already ``IntentConflict``. Idempotent: the very same decision again (a retried call
+        whose reply was lost) is a no-op."""
+        ...
+
+    async def note(self, decision: Decision) -> None:
+        """Store a decision that leaves its intent unresolved (a denial)."""
+        ...
+
+    async def decisions(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[Decision]:
+        """Stored decisions, newest first."""
+        ...
+
+    async def close(self) -> None:
+        """Release connections; a later operation may open them again."""
+        ...
+
+    async def schema_version(self) -> int | None:
+        """The schema version the journal's storage holds (None when it holds none yet);
+        writes nothing."""
+        ...
+
+    async def check(self) -> str | None:
+        """None when the storage holds this release's schema; else a sentence saying what is
+        missing or newer. Runs no DDL and writes nothing."""
+        ...
+
+    async def migrate(self) -> list[str]:
+        """Create or upgrade the schema; return the steps applied (none when current). A
+        newer schema is refused before anything touches it."""
+        ...
+
+
+@runtime_checkable
+class EffectJournal(IntentJournal, Protocol):
+    """A journal that also keeps tools' external effects (``agents_reconcile._effects``): an
+    effect's intent before its tool body runs, and its receipt after. Every journal of this
+    package is one; a custom journal without these methods cannot serve effect tools.
+
+    A row per effect key: the key, its session, its state (``started``, ``done``), its owner,
+    when it last changed, and the encoded ``Effect`` (its output sealed with the journal's
+    keyring where payloads are sealed; signed where the deployment signs, checked on reading).
+    """
+
+    async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
+        """Record ``effect`` (state started) unless its key is known; return the record the
+        journal holds for the key afterwards, and whether this call recorded it. Atomic: of
+        callers racing with one key, exactly one records."""
+        ...
+
+    async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
+        """Replace the started record of ``effect.key`` whose owner is ``expect_owner`` with
+        ``effect`` (a new owner, one more attempt), for another run of the body; False (and
+        nothing changed) when the key is unknown, done, or started under another owner."""
+        ...
+
+    async def finish_effect(self, effect: Effect) -> Effect:
+        """Store ``effect``'s receipt (state done) over the started record of its key, which
+        must be owned by ``effect.owner``; return the stored record. The very same receipt
+        again (a retried call whose reply was lost) is a no-op returning it; for a key that
+        is unknown, done with another output, or started under another owner, raise
+        ``IntentConflict``."""
+        ...
+
+    async def effect(self, key: str) -> Effect | None:
+        """The record of one effect key, or None."""
+        ...
+
+    async def effects(self, session_id: str) -> list[Effect]:
+        """Every effect of a session, oldest first."""
+        ...
+
+    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
+        """The effects that are started and have no receipt, of one session (every session
+        when None), in the order they were begun: those that may wait for an operator once
+        their owner is gone. Reads only; the work grows with how many are started, not with
+        how many effects the journal keeps. Under ``collecting_damage`` a row that fails its
+        checks is reported there and left out, like ``pending``."""
+        ...
+
+
+@runtime_checkable
+class AsideJournal(IntentJournal, Protocol):
+    """A journal that can set a damaged intent aside (``journal.aside``): every journal of this
+    package is one. The row's bytes are kept as they were; only its description is read back."""
+
+    async def raw_intent(self, intent_id: str) -> RawIntent | None:
+        """The unresolved intent's row as stored, unchecked (None when unknown or settled)."""
+        ...
+
+    async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
+        """In one atomic step, only while the intent's row still holds exactly ``raw``'s
+        record, state and owner: remove the row, keep its bytes with ``aside``, store
+        ``decision`` (which settles the intent) and count a write of the row's session.
+        False, and nothing changed, when the row is gone or changed."""
+        ...
+
+    async def set_aside_entries(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[SetAside]:
+        """Set-aside entries, newest first (descriptions only, never the bytes)."""
+        ...
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a journal offers beyond ``IntentJournal``, declared by the journal as its class
+    attribute ``capabilities`` (never guessed from the methods it happens to have). A journal
+    that declares nothing offers the protocol alone: effect tools, set-aside and counted
+    repeats are then refused or left out, with the reason, and appends take the general path.
+
+    - ``effects``: an ``EffectJournal``, keeping tools' effect intents and receipts.
+    - ``set_aside``: an ``AsideJournal``, moving a damaged intent aside with its bytes kept.
+    - ``counts_again``: ``note_again(previous, again)`` counts a repeated decision in place.
+    - ``folds_clearing``: ``open_intent(clearing=...)`` clears in the opening's own commit.
+    - ``starts_eagerly``: its calls capture nothing of the calling task, so one that answers
+      at once may be started in the caller's task (``inflight.outliving_cancellation``).
+    """
+
+    effects: bool = False
+    set_aside: bool = False
+    counts_again: bool = False
+    folds_clearing: bool = False
+    starts_eagerly: bool = False
+
+
+NOTHING_MORE: Final = Capabilities()
+"""What a journal that declares nothing offers: the ``IntentJournal`` protocol alone."""
+
+
+def capabilities_of(journal: object) -> Capabilities:
+    """What ``journal`` declares it offers (``NOTHING_MORE`` when it declares nothing)."""
+    declared = getattr(type(journal), "capabilities", None)
+    return declared if isinstance(declared, Capabilities) else NOTHING_MORE
+
+
+def keeps_effects(journal: object) -> TypeGuard[EffectJournal]:
+    """Whether ``journal`` declares ``effects`` (and so is an ``EffectJournal``)."""
+    return capabilities_of(journal).effects
+
+
+def sets_aside(journal: object) -> TypeGuard[AsideJournal]:
+    """Whether ``journal`` declares ``set_aside`` (and so is an ``AsideJournal``)."""
+    return capabilities_of(journal).set_aside
+
+
+def require_settling(decision: Decision, *, settling: bool) -> None:
+    """``settle()`` takes only decisions that close an intent, ``note()`` only others."""
+    if decision.settled != settling:
+        verb = "settle" if settling else "note"
+        raise ValueError(f"{verb}() cannot take a decision whose action is {decision.action.value}")
+
+
+def require_limit(limit: int) -> None:
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")

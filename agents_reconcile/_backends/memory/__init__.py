@@ -1,0 +1,2 @@
+"""In this process only: the journal (``journal``) and the revisioned store (``store``) that
+tests and the demo use."""

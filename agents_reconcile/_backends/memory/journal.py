@@ -1,0 +1,342 @@
+"""An in-memory journal for tests that fails loudly when an invariant is broken."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+from typing import ClassVar
+
+from ..._core.ownership import Owner
+from ..._core.records import BackendIdentity, Decision, PendingWrite
+from ..._core.sealing import Keyring
+from ..._effects.records import Effect, EffectState
+from ...errors import IntentConflict, LeaseLost
+from ..aside import RawIntent, SetAside
+from ..journal import Capabilities, IntentState, JournalEntry, Opened, require_limit
+from ..schema import Unversioned
+
+__all__ = ["InvariantViolation", "MemoryJournal"]
+
+
+class InvariantViolation(AssertionError):
+    """A caller broke a journal invariant (for example, touched a settled intent)."""
+
+
+class MemoryJournal(Unversioned):
+    """``IntentJournal`` in a dict. Settling, noting or moving a settled or unknown intent
+    raises ``InvariantViolation`` instead of being ignored; settling again with the very
+    decision that settled it is a retried call, and a no-op."""
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        effects=True, set_aside=True, counts_again=True, folds_clearing=True, starts_eagerly=True
+    )
+
+    @classmethod
+    def from_address(cls, address: str, *, namespace: str | None = None) -> MemoryJournal:
+        """A new, empty journal for ``memory:`` addresses (nothing outlives it)."""
+        return cls()
+
+    def __init__(self) -> None:
+        # Records are kept as objects here, never encoded: the keys are held for the contract.
+        self.keyring = Keyring()
+        self._entries: dict[str, JournalEntry] = {}
+        self._settled: set[str] = set()
+        self._decisions: list[Decision] = []
+        self._effects: dict[str, Effect] = {}
+        self._writes: dict[tuple[str, BackendIdentity], int] = {}
+        # The session's count before each intent open_intent recorded: a retried opening
+        # answers with it. Intents stored by record() have none, and read as 0 like elsewhere.
+        self._opened_at: dict[str, int] = {}
+        self._aside: list[tuple[SetAside, bytes]] = []
+        self.closed = False
+
+    def _open_entry(self, intent_id: str, operation: str) -> JournalEntry:
+        if intent_id in self._settled:
+            raise InvariantViolation(f"{operation} on settled intent {intent_id}")
+        entry = self._entries.get(intent_id)
+        if entry is None:
+            raise InvariantViolation(f"{operation} on unknown intent {intent_id}")
+        return entry
+
+    async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
+        if intent.intent_id in self._settled:
+            raise IntentConflict(
+                f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
+            )
+        existing = self._entries.get(intent.intent_id)
+        if existing is not None:
+            if not existing.intent.same_content(intent):
+                raise IntentConflict(
+                    f"intent {intent.intent_id} is recorded with other content",
+                    intent_id=intent.intent_id,
+                )
+            return
+        self._entries[intent.intent_id] = JournalEntry(intent, state, owner, time.time())
+        await self.count_write(intent.session_id, intent.backend)
+
+    async def open_intent(
+        self,
+        intent: PendingWrite,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_write_count: int | None = None,
+        clearing: str | None = None,
+    ) -> Opened:
+        cleared = self._entries.get(clearing) if clearing is not None else None
+        if (
+            cleared is not None
+            and cleared.state is IntentState.IN_FLIGHT
+            and cleared.owner == owner
+            and (cleared.intent.session_id, cleared.intent.backend)
+            == (intent.session_id, intent.backend)
+        ):
+            await self.discard(cleared.intent.intent_id)
+        writes = await self.write_count(intent.session_id, intent.backend)
+        held = self._entries.get(intent.intent_id)
+        if held is not None:
+            if not held.intent.same_content(intent):
+                raise IntentConflict(
+                    f"intent {intent.intent_id} is recorded with other content",
+                    intent_id=intent.intent_id,
+                )
+            if held.state is state and held.owner == owner:
+                return Opened(recorded=True, write_count=self._opened_at.get(intent.intent_id, 0))
+            return Opened(recorded=False, write_count=writes, blocking=[held])
+        found = await self.pending(intent.session_id, intent.backend)
+        if found:
+            return Opened(recorded=False, write_count=writes, blocking=found)
+        if intent.intent_id in self._settled:
+            raise IntentConflict(
+                f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
+            )
+        if expect_write_count is not None and writes != expect_write_count:
+            return Opened(recorded=False, write_count=writes)
+        await self.record(intent, state=state, owner=owner)
+        self._entries[intent.intent_id] = replace(self._entries[intent.intent_id], fence=writes)
+        self._opened_at[intent.intent_id] = writes
+        return Opened(recorded=True, write_count=writes)
+
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
+        return self._writes.get((session_id, backend), 0)
+
+    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
+        key = (session_id, backend)
+        self._writes[key] = self._writes.get(key, 0) + 1
+        return self._writes[key]
+
+    async def transition(
+        self,
+        intent_id: str,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_state: IntentState | None = None,
+        expect_owner: Owner | None = None,
+        expect_fence: int | None = None,
+        expect_updated_at: float | None = None,
+    ) -> bool:
+        entry = self._open_entry(intent_id, "transition")
+        if expect_updated_at is not None and entry.updated_at != expect_updated_at:
+            return False
+        if expect_state is not None and entry.state is not expect_state:
+            return False
+        if expect_owner is not None and entry.owner != expect_owner:
+            return False
+        if expect_fence is not None and entry.fence != expect_fence:
+            return False
+        fence = entry.fence
+        if state is IntentState.RECONCILING and expect_fence is None:
+            # A claim: a new token (see ``IntentJournal.transition``).
+            writes = await self.write_count(entry.intent.session_id, entry.intent.backend)
+            fence = max(entry.fence + 1, writes)
+        self._entries[intent_id] = JournalEntry(entry.intent, state, owner, time.time(), fence)
+        return True
+
+    async def discard(
+        self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
+        if owner is not None and intent_id not in self._settled:
+            held = self._entries.get(intent_id)
+            if held is None:
+                return
+            if (held.state, held.owner) != (IntentState.IN_FLIGHT, owner) or (
+                fence is not None and held.fence != fence
+            ):
+                raise LeaseLost(
+                    f"intent {intent_id} is no longer held in flight by {owner}",
+                    intent_id=intent_id,
+                )
+        entry = self._open_entry(intent_id, "discard")
+        del self._entries[intent_id]
+        self._opened_at.pop(intent_id, None)
+        await self.count_write(entry.intent.session_id, entry.intent.backend)
+
+    async def pending(
+        self, session_id: str | None, backend: BackendIdentity | None = None
+    ) -> list[JournalEntry]:
+        return sorted(
+            (
+                entry
+                for entry in self._entries.values()
+                if (session_id is None or entry.intent.session_id == session_id)
+                and (backend is None or entry.intent.backend == backend)
+            ),
+            key=lambda entry: entry.intent.created_at,
+        )
+
+    async def get(self, intent_id: str) -> JournalEntry | None:
+        return self._entries.get(intent_id)
+
+    async def is_settled(self, intent_id: str) -> bool:
+        return intent_id in self._settled
+
+    async def settle(
+        self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
+        if not decision.settled:
+            raise InvariantViolation(f"settle() with a {decision.action.value} decision")
+        if decision.intent_id in self._settled:
+            if self._settled_by(decision):
+                # The same call again, its first reply lost: already done.
+                return
+            raise InvariantViolation(f"intent {decision.intent_id} settled twice")
+        entry = self._entries.get(decision.intent_id)
+        claimed = entry is None or (
+            entry.state is IntentState.RECONCILING
+            and entry.owner == owner
+            and (fence is None or entry.fence == fence)
+        )
+        if owner is not None and not claimed:
+            raise LeaseLost(
+                f"intent {decision.intent_id} is not claimed by {owner}",
+                intent_id=decision.intent_id,
+            )
+        self._entries.pop(decision.intent_id, None)
+        self._opened_at.pop(decision.intent_id, None)
+        self._settled.add(decision.intent_id)
+        await self.count_write(decision.session_id, decision.backend)
+        self._decisions.append(decision)
+
+    def _settled_by(self, decision: Decision) -> bool:
+        """Whether ``decision`` itself, byte for byte, is what settled its intent."""
+        record = decision.encode()
+        return any(
+            stored.settled and stored.intent_id == decision.intent_id and stored.encode() == record
+            for stored in self._decisions
+        )
+
+    async def note(self, decision: Decision) -> None:
+        if decision.settled:
+            raise InvariantViolation("note() with a settling decision; use settle()")
+        if decision.intent_id in self._settled:
+            raise InvariantViolation(f"decision noted on settled intent {decision.intent_id}")
+        self._decisions.append(decision)
+
+    # -- EffectJournal -------------------------------------------------------------------
+
+    async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
+        stored = self._effects.get(effect.key)
+        if stored is not None:
+            return stored, False
+        self._effects[effect.key] = effect
+        return effect, True
+
+    async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
+        stored = self._effects.get(effect.key)
+        if stored is None or stored.state is not EffectState.STARTED:
+            return False
+        if stored.owner != expect_owner:
+            return False
+        self._effects[effect.key] = effect
+        return True
+
+    async def finish_effect(self, effect: Effect) -> Effect:
+        stored = self._effects.get(effect.key)
+        if stored is not None and stored.state is EffectState.STARTED:
+            if stored.owner == effect.owner:
+                self._effects[effect.key] = effect
+                return effect
+        elif stored is not None and (stored.owner, stored.output_digest) == (
+            effect.owner,
+            effect.output_digest,
+        ):
+            return stored
+        raise IntentConflict(
+            f"effect {effect.key}: no started effect of owner {effect.owner} to finish",
+            intent_id=effect.key,
+        )
+
+    async def effect(self, key: str) -> Effect | None:
+        return self._effects.get(key)
+
+    async def effects(self, session_id: str) -> list[Effect]:
+        return [e for e in self._effects.values() if e.session_id == session_id]
+
+    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
+        return [
+            e
+            for e in self._effects.values()
+            if e.state is EffectState.STARTED and session_id in (None, e.session_id)
+        ]
+
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        """Replace the newest decision about ``previous``'s intent with ``again``, only while
+        it is still ``previous``; whether it was."""
+        if again.settled:
+            raise InvariantViolation("note_again() with a settling decision")
+        for index in range(len(self._decisions) - 1, -1, -1):
+            if self._decisions[index].intent_id == previous.intent_id:
+                if self._decisions[index] != previous:
+                    return False
+                self._decisions[index] = again
+                return True
+        return False
+
+    async def decisions(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[Decision]:
+        require_limit(limit)
+        chosen = [
+            d
+            for d in reversed(self._decisions)
+            if (session_id is None or d.session_id == session_id)
+            and (intent_id is None or d.intent_id == intent_id)
+        ]
+        return chosen[:limit]
+
+    async def raw_intent(self, intent_id: str) -> RawIntent | None:
+        # Records are objects here and never damaged: the row as a stored journal would hold it.
+        entry = self._entries.get(intent_id)
+        if entry is None:
+            return None
+        intent = entry.intent
+        row = (intent_id, intent.session_id, str(intent.backend), entry.state.value)
+        return RawIntent.of_row((*row, str(entry.owner), entry.updated_at, intent.encode()))
+
+    async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
+        now = await self.raw_intent(raw.intent_id)
+        if now is None or now.stored != raw.stored:
+            return False
+        del self._entries[raw.intent_id]
+        self._opened_at.pop(raw.intent_id, None)
+        self._settled.add(raw.intent_id)
+        await self.count_write(decision.session_id, decision.backend)
+        self._decisions.append(decision)
+        self._aside.append((aside, raw.record))
+        return True
+
+    async def set_aside_entries(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[SetAside]:
+        require_limit(limit)
+        chosen = [
+            aside
+            for aside, _ in reversed(self._aside)
+            if (session_id is None or aside.session_id == session_id)
+            and (intent_id is None or aside.intent_id == intent_id)
+        ]
+        return chosen[:limit]
+
+    async def close(self) -> None:
+        self.closed = True

@@ -1,0 +1,739 @@
+"""The shared journal: one PostgreSQL schema that every worker of a fleet reads and writes.
+
+The driver is asyncpg. It speaks the server's protocol itself, on the event loop, with no
+thread pool in between; it exchanges values in PostgreSQL's binary format rather than as
+text; it prepares each statement once per connection and reuses it from a cache, which suits
+a journal that runs the same dozen statements all day; it is the fastest Python driver for
+PostgreSQL; and it is what the Agents SDK's own SQLAlchemy session runs on for PostgreSQL,
+so an application that keeps its sessions there has it installed already.
+
+Layout. A journal lives in a schema of its own (``agents_reconcile`` unless told otherwise):
+``intents`` holds the unresolved intents, ``decisions`` every decision, ``session_writes``
+the write count of each session and backend, ``effects`` tools' external effects
+(``postgres_effects.py``), ``set_aside`` damaged intents set aside (``postgres_aside.py``),
+and ``schema_version`` the migration steps applied.
+Records are stored exactly as the SQLite journal stores them: the bytes of
+``PendingWrite.encode()``, ``Decision.encode()`` and ``Effect.encode()``, digest included,
+decoded (and so checked) on every read.
+
+Migrations. ``MIGRATIONS`` names SQL files shipped in ``postgres_schema/``; version N is the
+first N of them. On first use the journal applies what is missing (a new journal gets its
+tables), as every PostgreSQL backend does (``backends.postgres``). With ``migrate=False`` it
+only checks, and refuses a missing or older schema; a schema newer than this release is
+always refused, before any DDL touches it.
+
+Round trips. A write-ahead session calls ``open_intent`` and then ``discard`` around every
+append, so those two set the journal's cost. Each is one statement outside any explicit
+transaction: one round trip, as asyncpg binds and executes a prepared statement in a single
+request. (The pool's release skips asyncpg's default reset query, another round trip per
+operation: the journal leaves no session state to reset.) ``record`` works the same way;
+``settle`` keeps a transaction, below. The statements are in ``postgres_statements.py``.
+
+Why not a unique index. "At most one unresolved intent per session and backend" is what
+``open_intent`` checks, not an invariant of the journal: ``record`` stores an intent
+whatever else is pending for its session (a copy found in a RunState, one this process kept
+in memory while the journal was failing), and the conformance suite records several for one
+session and backend. An index on ``intents (session_id, backend)`` would refuse
+states the contract allows. A plpgsql function (take the lock, then check in a fresh
+snapshot) would also give one round trip, but would move the journal's logic into the
+schema, behind a migration, for nothing the statement below cannot do.
+
+The fence. A READ COMMITTED statement reads from one snapshot, taken before any lock it then
+waits for, so it cannot check and insert by reading alone. The session's write count serves
+as a fence: every transaction that inserts an intent takes the lock on its session's
+``session_writes`` row before inserting and counts a write there in the same transaction
+(every path in this module does), and the count only grows. The fenced statement reads, in
+its snapshot, the count, the session's unresolved intents, whether the id was settled and
+whatever intent holds the id (with its state, owner and ``write_seq``). If nothing is in the
+way, and the count is the one expected when one is, it upserts the count to ``seen + 1``
+with ``ON CONFLICT DO UPDATE ... WHERE writes = seen``, which PostgreSQL evaluates on the
+newest version of the row once its lock is granted, and inserts the intent only from that
+upsert's ``RETURNING``. A count still at ``seen`` means no intent of the session was
+inserted or settled after the snapshot, and the lock, held until the statement commits, keeps
+it so; the intent is inserted exactly when the locked check would have inserted it. If the
+count moved, the statement changes nothing, and the operation runs the locked path: a
+transaction whose first statement locks the session's row (an upsert, so the row exists) and
+whose second, with a snapshot taken after the lock was granted, checks and writes. The same
+happens when another transaction takes the intent's id after the snapshot: the plain
+``INSERT`` fails the whole statement on the primary key, count included. When the snapshot
+shows the id held (by this very intent, opened by an attempt whose reply was lost, or by
+another), an intent in the way, the id settled, or a count other than the one expected, the
+statement writes nothing and its answer, read from one snapshot, describes a state the
+journal was in during the call, so it is returned as it is. A ``discard``, settlement or
+count after the snapshot only makes that state older, never inconsistent. The locked path
+checks the same things in the same order, with the count it read under the lock.
+
+Settlement. ``settle`` stays a transaction (BEGIN, the session's lock, one statement,
+COMMIT): it reads the intent's claim ``FOR UPDATE`` after taking the session's lock, the
+order every other path takes them in, so settlements racing each other or an opening queue
+rather than deadlock, and a unique index lets an intent be settled only once. An intent
+settled by a decision byte for byte the one given (a retry after a lost reply) is left as
+it is, and the call succeeds. It runs only while reconciling, off the append path.
+``count_write`` updates the session's row, so it is ordered with all of these.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, TypeVar
+from urllib.parse import parse_qs, urlsplit
+
+from ..._core.ownership import Owner
+from ..._core.records import BackendIdentity, Decision, PendingWrite
+from ..._core.sealing import Keyring
+from ...errors import (
+    ConfigurationError,
+    IntentConflict,
+    JournalCorrupt,
+    JournalError,
+    JournalUnavailable,
+    LeaseLost,
+)
+from ..connections import Connections
+from ..journal import (
+    Capabilities,
+    IntentState,
+    JournalEntry,
+    Opened,
+    require_limit,
+    require_settling,
+)
+from ..redaction import Redacted
+from ..rows import checked_decision, checked_entry, decoded, each
+from ..schema import Schema
+from .aside import PostgresAside
+from .backend import (
+    Connection,
+    PostgresSchema,
+    check_schema_name,
+    check_scheme,
+    keep_session_state,
+    load_driver,
+    pool_location,
+    pool_opener,
+    quote,
+)
+from .effects import PostgresEffects
+from .statements import JournalStatements, decision_args
+
+__all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "PostgresJournal"]
+
+SCHEMA: Final = Schema(
+    "journal",
+    ("0001_initial",),
+    JournalCorrupt,
+    package="agents_reconcile._backends.postgres",
+    folder="journal_schema",
+)
+MIGRATIONS: Final = SCHEMA.steps
+"""The schema's migration steps, oldest first: files ``postgres_schema/<name>.sql``."""
+SCHEMA_VERSION: Final = SCHEMA.version
+"""The schema version this release reads and writes."""
+DEFAULT_SCHEMA: Final = "agents_reconcile"
+
+_T = TypeVar("_T")
+# What a schema holds: one row per table (the schema alone, a NULL name, when it is empty); no
+# row when there is no such schema.
+_SCHEMA_TABLES: Final = (
+    "SELECT c.relname::text FROM pg_catalog.pg_namespace n LEFT JOIN pg_catalog.pg_class c"
+    " ON c.relnamespace = n.oid AND c.relkind IN ('r', 'p') WHERE n.nspname = $1"
+    " ORDER BY 1"
+)
+_JOURNAL_SCHEMAS: Final = (
+    "SELECT n.nspname::text FROM pg_catalog.pg_namespace n WHERE"
+    " EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid"
+    " AND c.relname = $1 AND c.relkind IN ('r', 'p'))"
+    " AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid"
+    " AND c.relname = $2 AND c.relkind IN ('r', 'p'))"
+    " ORDER BY 1 LIMIT $3"
+)
+_TABLES: Final = ("decisions", "effects", "intents", "session_writes", "set_aside")
+# open_intent's statements start each row with added, settled, writes and the seven columns
+# of the intent holding the id; an unresolved intent of the session follows.
+_HEAD_COLUMNS: Final = 10
+
+
+class PostgresJournal(PostgresEffects, PostgresAside):
+    """``IntentJournal`` (and ``EffectJournal``, from ``PostgresEffects``) in a PostgreSQL
+    schema shared by any number of processes and hosts.
+
+    Connections come from ``pool`` when given (the caller's: ``close()`` leaves it open), else
+    from a small asyncpg pool (one to four connections) shared by the journals of one URL and
+    settings in an event loop, opened on first use and closed when the last of them closes;
+    a later operation opens a new one. ``connect_timeout`` bounds connecting and waiting for a
+    free connection, ``command_timeout`` each statement (None for no limit): past either, the
+    operation raises ``JournalUnavailable``.
+    """
+
+    # It clears with a statement of its own before the opening.
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        effects=True, set_aside=True, counts_again=True, folds_clearing=False, starts_eagerly=False
+    )
+
+    def __init__(
+        self,
+        url: str | None = None,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        migrate: bool = True,
+        connect_timeout: float = 5.0,
+        command_timeout: float | None = 30.0,
+        pool: Any = None,
+    ) -> None:
+        if url is None and pool is None:
+            raise ConfigurationError("a PostgreSQL journal needs a URL or a pool")
+        self.keyring = Keyring()
+        """The keys that open sealed batches: those of every wrapper using this journal."""
+        if url is not None:
+            check_scheme(url, "journal")
+        check_schema_name(schema)
+        if connect_timeout <= 0:
+            raise ConfigurationError(f"connect_timeout must be positive, not {connect_timeout}")
+        if command_timeout is not None and command_timeout <= 0:
+            raise ConfigurationError(f"command_timeout must be positive, not {command_timeout}")
+        self._driver = load_driver("the PostgreSQL journal")
+        self._errors: tuple[type[BaseException], ...] = (
+            self._driver.PostgresError,
+            self._driver.InterfaceError,
+            self._driver.InternalClientError,
+            OSError,
+            TimeoutError,
+        )
+        self._address = Redacted.of(url) if url is not None else Redacted(pool_location(pool))
+        self.schema = schema
+        self.migrate_on_use = migrate
+        self._connect_timeout = connect_timeout
+        # Checked once per journal object, as a fresh worker would: a schema a newer release
+        # upgraded meanwhile is refused by every journal made after it.
+        self._verified: set[object] = set()
+        self._sql = JournalStatements(quote(schema))
+        self._schema = PostgresSchema(
+            SCHEMA,
+            schema,
+            version_table="schema_version",
+            tables=_TABLES,
+            location=self._address.shown,
+            acquire_timeout=connect_timeout,
+        )
+        if pool is not None:
+            self._connections: Connections[Any] = Connections(pool)
+            return
+        assert url is not None
+        no_name = "application_name" not in parse_qs(urlsplit(url).query)
+        options: dict[str, Any] = {
+            "min_size": 1,
+            "max_size": 4,
+            "timeout": connect_timeout,
+            "command_timeout": command_timeout,
+            "max_inactive_connection_lifetime": 60.0,
+            # The journal's statements are a fixed set: keep them prepared for as long as the
+            # connection lives, rather than re-preparing every five minutes.
+            "max_cached_statement_lifetime": 0,
+            "reset": keep_session_state,
+            "server_settings": {"application_name": "agents-reconcile"} if no_name else {},
+        }
+        key = ("postgres-journal", url, repr(sorted(options.items())))
+        self._connections = Connections(key=key, opener=pool_opener(self._driver, url, options))
+
+    @classmethod
+    def from_url(
+        cls,
+        url: str,
+        *,
+        schema: str = DEFAULT_SCHEMA,
+        migrate: bool = True,
+        connect_timeout: float = 5.0,
+        command_timeout: float | None = 30.0,
+    ) -> PostgresJournal:
+        """A journal on the database ``url`` names (``postgresql://user@host:port/db``, with
+        any parameters asyncpg accepts), in ``schema``."""
+        return cls(
+            url,
+            schema=schema,
+            migrate=migrate,
+            connect_timeout=connect_timeout,
+            command_timeout=command_timeout,
+        )
+
+    @classmethod
+    def from_address(cls, address: str, *, namespace: str | None = None) -> PostgresJournal:
+        """The journal the registry opens for ``address``; ``namespace`` is the schema."""
+        return cls.from_url(address, schema=namespace or DEFAULT_SCHEMA)
+
+    def __repr__(self) -> str:
+        return f"PostgresJournal({self._address.shown!r}, schema={self.schema!r})"
+
+    @property
+    def location(self) -> str:
+        """The database address without its password, fit for messages."""
+        return self._address.shown
+
+    # -- connections and errors --------------------------------------------------------
+
+    async def _run(
+        self, work: Callable[[Connection], Awaitable[_T]], *, prepare: bool = True
+    ) -> _T:
+        """Run ``work`` on a pooled connection (the schema checked or migrated first), with
+        the driver's errors translated."""
+        try:
+            pool = await self._connections.get()
+            if prepare:
+                await self._schema.ensure(pool, self._verified, migrate=self.migrate_on_use)
+            async with pool.acquire(timeout=self._connect_timeout) as conn:
+                return await work(conn)
+        except self._errors as exc:
+            raise self._translate(exc) from exc
+
+    async def _on_pool(self, work: Callable[[Any, set[Any]], Awaitable[_T]]) -> _T:
+        """Run ``work`` with the pool itself (and what it verified), errors translated."""
+        try:
+            return await work(await self._connections.get(), self._verified)
+        except self._errors as exc:
+            raise self._translate(exc) from exc
+
+    def _translate(self, exc: BaseException) -> JournalError:
+        detail = self._address.scrub(f"{type(exc).__name__}: {exc}")
+        state = getattr(exc, "sqlstate", None)
+        where = f"PostgreSQL journal {self._address} (schema {self.schema})"
+        if isinstance(state, str) and (
+            state[:2] in ("22", "23", "3F") or (state[:2] == "42" and state != "42501")
+        ):
+            # A value, a table or a column is not what this release wrote: not a journal, or
+            # one changed behind its back. Retrying will not help.
+            return JournalCorrupt(f"{where} does not hold what this release expects: {detail}")
+        return JournalUnavailable(f"{where} cannot be used: {detail}")
+
+    async def close(self) -> None:
+        """Give back the pool (the last journal using it closes it; one passed in stays
+        open); a later operation opens a new one."""
+        self._verified.clear()
+        await self._connections.release()
+
+    # -- schema ------------------------------------------------------------------------
+
+    async def migrate(self) -> list[str]:
+        """Apply the missing migration steps; return what was applied (empty when current).
+
+        Refuses (``JournalCorrupt``) a schema newer than this release, or one whose version
+        is current but whose tables are missing."""
+        return await self._on_pool(self._schema.migrate)
+
+    async def check(self) -> str | None:
+        """None when the schema is at this release's version; otherwise a sentence saying
+        what is missing or newer. Runs no DDL and writes nothing (a read-only transaction)."""
+        problem, _ = await self._run(self._schema.inspect, prepare=False)
+        return problem
+
+    async def schema_tables(self) -> list[str] | None:
+        """The tables the journal's schema holds, sorted (None when there is no such schema),
+        for an operator told there is no journal. Only reads."""
+
+        async def work(conn: Connection) -> list[str] | None:
+            async with conn.transaction(readonly=True):
+                rows = await conn.fetch(_SCHEMA_TABLES, self.schema)
+            return None if not rows else [row[0] for row in rows if row[0] is not None]
+
+        return await self._run(work, prepare=False)
+
+    async def journal_schemas(self, *, most: int = 20) -> list[str]:
+        """The schemas of this database holding a journal (its intents table and its version
+        table), sorted, up to ``most``. Only reads."""
+
+        async def work(conn: Connection) -> list[str]:
+            async with conn.transaction(readonly=True):
+                rows = await conn.fetch(
+                    _JOURNAL_SCHEMAS, "intents", self._schema.version_table, most
+                )
+            return [str(row[0]) for row in rows]
+
+        return await self._run(work, prepare=False)
+
+    async def schema_version(self) -> int | None:
+        """The version recorded in the schema (None when it holds none); writes nothing."""
+        return await self._run(self._schema.version, prepare=False)
+
+    async def drop(self) -> None:
+        """Drop this journal's schema and everything in it (for tests and operators)."""
+        await self._on_pool(self._schema.drop)
+
+    # -- IntentJournal -----------------------------------------------------------------
+
+    async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
+        row = _intent_args(intent, state, owner)
+        key = (intent.session_id, str(intent.backend))
+
+        async def work(conn: Connection) -> None:
+            found = await self._fenced(conn.fetchrow, self._sql.record, row)
+            if found is not None:
+                if found["added"]:
+                    return
+                if found["settled"]:
+                    raise _already_settled(intent.intent_id)
+                if found["prior"] is not None:
+                    _compare(intent, found["prior"], self.keyring)
+                    return
+            # The fence fell (the session changed since the snapshot) or the id was taken
+            # meanwhile: decide under the session's lock.
+            async with conn.transaction():
+                await conn.fetchval(self._sql.lock_session, *key)
+                found = await conn.fetchrow(self._sql.record_locked, *row)
+                if found["settled"]:
+                    raise _already_settled(intent.intent_id)
+                if found["added"]:
+                    return
+                prior = found["prior"]
+                if prior is None:
+                    # Recorded a moment ago under another session's lock: read it now.
+                    prior = await conn.fetchval(self._sql.intent_record, intent.intent_id)
+                _compare(intent, prior, self.keyring)
+
+        await self._run(work)
+
+    async def open_intent(
+        self,
+        intent: PendingWrite,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_write_count: int | None = None,
+        clearing: str | None = None,
+    ) -> Opened:
+        row = _intent_args(intent, state, owner)
+        key = (intent.session_id, str(intent.backend))
+        asked = _Asked(intent, state, owner, expect_write_count, self.keyring)
+
+        async def work(conn: Connection) -> Opened:
+            if clearing is not None:
+                # A statement of its own (this journal does not fold it into the opening's
+                # commit): the same as discard() first.
+                await conn.execute(
+                    self._sql.clear, clearing, *key, IntentState.IN_FLIGHT.value, str(owner)
+                )
+            rows = await self._fenced(conn.fetch, self._sql.open_intent, (*row, expect_write_count))
+            if rows:
+                # Everything below was read from one snapshot: a state the journal was in.
+                opened = asked.answer(rows[0], rows, _count(rows[0]["writes"]))
+                if opened is not None:
+                    return opened
+            # The fence fell or the id was taken meanwhile: decide under the session's lock.
+            async with conn.transaction():
+                # The session's lock, and its count as of now: nothing of this session can
+                # be opened, recorded, settled or counted until this transaction ends.
+                writes = _count(await conn.fetchval(self._sql.lock_session, *key))
+                rows = await conn.fetch(self._sql.open_locked, *row, writes, expect_write_count)
+                opened = asked.answer(rows[0], rows, writes)
+                if opened is not None:
+                    return opened
+                # Not inserted, and nothing in the snapshot said why: another transaction
+                # took the id after it (only another session's can, this one's lock held).
+                held = await conn.fetchrow(self._sql.held, intent.intent_id)
+                opened = None if held is None else asked.holding(held, writes)
+                if opened is None:
+                    raise _other_content(intent)
+                return opened
+
+        return await self._run(work)
+
+    async def _fenced(
+        self, run: Callable[..., Awaitable[_T]], sql: str, row: Sequence[object]
+    ) -> _T | None:
+        """Run a fenced statement (autocommit); None when it failed because another
+        transaction took the intent's id after its snapshot (it then changed nothing)."""
+        try:
+            return await run(sql, *row)
+        except self._driver.UniqueViolationError as exc:
+            if getattr(exc, "constraint_name", None) != "intents_pkey":
+                raise
+            return None
+
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
+        async def work(conn: Connection) -> int:
+            found = await conn.fetchval(self._sql.writes, session_id, str(backend))
+            return 0 if found is None else _count(found)
+
+        return await self._run(work)
+
+    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
+        async def work(conn: Connection) -> int:
+            return _count(await conn.fetchval(self._sql.count_write, session_id, str(backend)))
+
+        return await self._run(work)
+
+    async def transition(
+        self,
+        intent_id: str,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_state: IntentState | None = None,
+        expect_owner: Owner | None = None,
+        expect_fence: int | None = None,
+        expect_updated_at: float | None = None,
+    ) -> bool:
+        claim = state is IntentState.RECONCILING and expect_fence is None
+        sql = self._sql.transition(
+            expect_state is not None,
+            expect_owner is not None,
+            expect_fence is not None,
+            expect_updated_at is not None,
+            claim,
+        )
+        args: list[object] = [state.value, str(owner), intent_id]
+        if expect_state is not None:
+            args.append(expect_state.value)
+        if expect_owner is not None:
+            args.append(str(expect_owner))
+        if expect_fence is not None:
+            args.append(expect_fence)
+        if expect_updated_at is not None:
+            args.append(expect_updated_at)
+
+        async def work(conn: Connection) -> bool:
+            # One statement: the server re-checks the expectations on the newest version of
+            # the row, so two claims racing cannot both succeed.
+            return await conn.fetchval(sql, *args) is not None
+
+        return await self._run(work)
+
+    async def discard(
+        self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
+        async def work(conn: Connection) -> None:
+            if owner is None:
+                await conn.execute(self._sql.discard, intent_id)
+                return
+            gone = await conn.fetchval(self._sql.discard_held, intent_id, str(owner), fence)
+            if not gone and await conn.fetchval(self._sql.exists, intent_id) is not None:
+                raise LeaseLost(
+                    f"intent {intent_id} is no longer in flight under {owner}",
+                    intent_id=intent_id,
+                )
+
+        await self._run(work)
+
+    async def pending(
+        self, session_id: str | None, backend: BackendIdentity | None = None
+    ) -> list[JournalEntry]:
+        sql = self._sql.pending(session_id is not None, backend is not None)
+        args = [value for value in (session_id, backend) if value is not None]
+
+        async def work(conn: Connection) -> list[Any]:
+            return await conn.fetch(sql, *(str(value) for value in args))
+
+        keyring = self.keyring
+        return each(
+            await self._run(work),
+            lambda row: _entry(row, keyring),
+            lambda row: ("intent", row[0], row[1]),
+        )
+
+    async def get(self, intent_id: str) -> JournalEntry | None:
+        async def work(conn: Connection) -> Any:
+            return await conn.fetchrow(self._sql.get, intent_id)
+
+        row = await self._run(work)
+        return None if row is None else _entry(row, self.keyring)
+
+    async def is_settled(self, intent_id: str) -> bool:
+        async def work(conn: Connection) -> bool:
+            return await conn.fetchval(self._sql.is_settled, intent_id) is not None
+
+        return await self._run(work)
+
+    async def settle(
+        self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
+        require_settling(decision, settling=True)
+        intent_id = decision.intent_id
+        key = (decision.session_id, str(decision.backend))
+        args = (*decision_args(decision), None if owner is None else str(owner), fence)
+        unique_violation = self._driver.UniqueViolationError
+
+        async def work(conn: Connection) -> None:
+            try:
+                async with conn.transaction():
+                    await conn.fetchval(self._sql.lock_session, *key)
+                    found = await conn.fetchrow(self._sql.settle, *args)
+            except unique_violation as exc:
+                if getattr(exc, "constraint_name", None) != "decisions_settle_once":
+                    raise
+                # Settled by another transaction meanwhile: perhaps with this very decision.
+                again = await conn.fetchval(self._sql.settled_as, intent_id, decision.encode())
+                if again is not None:
+                    return
+                raise _already_settled(intent_id) from None
+            if found["settled"]:
+                if found["again"]:
+                    # The same call again, its first reply lost: already done.
+                    return
+                raise _already_settled(intent_id)
+            if not found["allowed"]:
+                raise LeaseLost(
+                    f"intent {intent_id} is not claimed by {owner}"
+                    + ("" if fence is None else f" with token {fence}"),
+                    intent_id=intent_id,
+                )
+
+        await self._run(work)
+
+    async def note(self, decision: Decision) -> None:
+        require_settling(decision, settling=False)
+
+        async def work(conn: Connection) -> None:
+            await conn.execute(self._sql.note, *decision_args(decision))
+
+        await self._run(work)
+
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        """Replace the newest decision about ``previous``'s intent with ``again`` (the same
+        decision, counted once more), only while it is still ``previous``; whether it was."""
+        require_settling(again, settling=False)
+        args = (previous.intent_id, previous.encode(), again.encode())
+
+        async def work(conn: Connection) -> bool:
+            return await conn.fetchval(self._sql.note_again, *args) is not None
+
+        return await self._run(work)
+
+    async def decisions(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[Decision]:
+        require_limit(limit)
+        sql = self._sql.decisions(session_id is not None, intent_id is not None)
+        args: list[object] = [value for value in (session_id, intent_id) if value is not None]
+        args.append(limit)
+
+        async def work(conn: Connection) -> list[Any]:
+            return await conn.fetch(sql, *args)
+
+        return each(await self._run(work), _decision, lambda row: ("decision", row[0], row[1]))
+
+
+# -- rows and answers ---------------------------------------------------------------------
+
+
+def _intent_args(intent: PendingWrite, state: IntentState, owner: Owner) -> tuple[object, ...]:
+    return (
+        intent.intent_id,
+        intent.session_id,
+        str(intent.backend),
+        state.value,
+        str(owner),
+        intent.created_at,
+        time.time(),
+        intent.encode(),
+    )
+
+
+def _already_settled(intent_id: str) -> IntentConflict:
+    return IntentConflict(f"intent {intent_id} was already settled", intent_id=intent_id)
+
+
+def _compare(intent: PendingWrite, prior: object, keyring: Keyring) -> None:
+    """The id is taken: a no-op when ``prior`` holds the same content, else a conflict."""
+    if prior is not None:
+        existing = decoded(intent.intent_id, lambda data: PendingWrite.decode(data, keyring), prior)
+        if existing.same_content(intent):
+            return
+    raise IntentConflict(
+        f"intent {intent.intent_id} is recorded with other content", intent_id=intent.intent_id
+    )
+
+
+def _count(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+        raise JournalCorrupt(f"a session's write count is {value!r}, not a count")
+    return value
+
+
+def _other_content(intent: PendingWrite) -> IntentConflict:
+    return IntentConflict(
+        f"intent {intent.intent_id} is recorded with other content", intent_id=intent.intent_id
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class _Asked:
+    """An ``open_intent`` call, to read its statements' answers against."""
+
+    intent: PendingWrite
+    state: IntentState
+    owner: Owner
+    expect_write_count: int | None
+    keyring: Keyring
+
+    def answer(self, head: Any, rows: Sequence[Any], writes: int) -> Opened | None:
+        """The answer ``head`` (a row's flags, count and the intent holding the id) and
+        ``rows`` (the session's unresolved intents, after the head's columns) give, in the
+        contract's order; None when they do not say why nothing was inserted (the fence
+        fell, or the id was taken after the snapshot)."""
+        if head["added"]:
+            return Opened(recorded=True, write_count=writes)
+        held = self.holding(head, writes)
+        if held is not None:
+            return held
+        blocking = [
+            _entry(tuple(found)[_HEAD_COLUMNS:], self.keyring)
+            for found in rows
+            if found["intent_id"] is not None
+        ]
+        if blocking:
+            return Opened(recorded=False, write_count=writes, blocking=blocking)
+        if head["settled"]:
+            raise _already_settled(self.intent.intent_id)
+        if self.expect_write_count is not None and writes != self.expect_write_count:
+            return Opened(recorded=False, write_count=writes)
+        return None
+
+    def holding(self, head: Any, writes: int) -> Opened | None:
+        """The answer when ``head`` shows an intent holding the id (None when none does):
+        other content conflicts; this call's own intent, as it left it, is recorded."""
+        intent = self.intent
+        if head["prior"] is None:
+            return None
+        held = _entry(
+            (
+                intent.intent_id,
+                head["prior_session"],
+                head["prior_backend"],
+                head["prior_state"],
+                head["prior_owner"],
+                head["prior_updated"],
+                head["prior"],
+            ),
+            self.keyring,
+        )
+        if not held.intent.same_content(intent):
+            raise _other_content(intent)
+        if held.state is self.state and held.owner == self.owner:
+            # Opened already by this same call, whose reply was lost: answer as it was.
+            return Opened(recorded=True, write_count=_count(head["prior_seq"]))
+        return Opened(recorded=False, write_count=writes, blocking=[held])
+
+
+def _entry(row: Sequence[Any], keyring: Keyring) -> JournalEntry:
+    """An intent's row: its seven columns, then its token and age where selected."""
+    intent_id, session_id, backend, state, owner, updated_at, record, *held = tuple(row)
+    fence, age = held if len(held) == 2 else (None, None)
+    texts = (intent_id, session_id, backend, state, owner)
+    if not all(isinstance(value, str) for value in texts) or not isinstance(updated_at, float):
+        raise JournalCorrupt(f"intent {intent_id!r}: the journal row has unexpected types")
+    return checked_entry(
+        intent_id,
+        session_id,
+        backend,
+        state,
+        owner,
+        updated_at,
+        record,
+        keyring,
+        fence=fence,
+        age=age,
+    )
+
+
+def _decision(row: Sequence[Any]) -> Decision:
+    intent_id, session_id, record = tuple(row)
+    return checked_decision(intent_id, session_id, record)

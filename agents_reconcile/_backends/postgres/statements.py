@@ -1,0 +1,380 @@
+"""The PostgreSQL journal's statements, built once per schema.
+
+Why each is shaped as it is (the fence, the locked paths, one round trip per opening) is told
+in ``postgres.py``; asyncpg caches prepared statements by their text, so each variant below
+is parsed and planned once per connection.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from ..._core.records import Decision
+
+__all__ = ["SETTLING", "JournalStatements", "decision_args"]
+
+SETTLING: Final = "('settled', 'replayed', 'dropped')"
+_NOW: Final = "extract(epoch FROM clock_timestamp())::float8"
+"""The journal's clock: the server's time, in seconds."""
+
+
+def decision_args(decision: Decision) -> tuple[object, ...]:
+    """A decision's columns, in the order ``note`` and ``settle`` take them."""
+    return (
+        decision.intent_id,
+        decision.session_id,
+        str(decision.backend),
+        decision.outcome.value,
+        decision.reason.value,
+        decision.action.value,
+        decision.decided_at,
+        decision.encode(),
+    )
+
+
+class JournalStatements:
+    """Every statement the journal runs, with its schema's quoted name in place."""
+
+    def __init__(self, schema: str) -> None:
+        s = self.schema = schema
+        intent_columns = "intent_id, session_id, backend, state, owner, updated_at, record"
+        # With the fencing token and the age by the server's clock (leases are judged on the
+        # journal's clock, never a writer's).
+        self.select_intents = (
+            f"SELECT {intent_columns}, write_seq, {_NOW} - updated_at AS age FROM {s}.intents"
+        )
+        # Takes the session's row lock (creating the row at zero) and returns its count: the
+        # upsert always locks the newest version of the row, whoever inserted it.
+        self.lock_session = (
+            f"INSERT INTO {s}.session_writes AS w (session_id, backend, writes)"
+            " VALUES ($1, $2, 0) ON CONFLICT (session_id, backend)"
+            " DO UPDATE SET writes = w.writes RETURNING w.writes"
+        )
+        self.writes = (
+            f"SELECT writes FROM {s}.session_writes WHERE session_id = $1 AND backend = $2"
+        )
+        self.count_write = (
+            f"INSERT INTO {s}.session_writes AS w (session_id, backend, writes)"
+            " VALUES ($1, $2, 1) ON CONFLICT (session_id, backend)"
+            " DO UPDATE SET writes = w.writes + 1 RETURNING w.writes"
+        )
+        settled_check = (
+            f"SELECT EXISTS (SELECT 1 FROM {s}.decisions"
+            f" WHERE intent_id = $1 AND action IN {SETTLING}) AS settled"
+        )
+
+        def insert_intent(write_seq: str) -> str:
+            return (
+                f"INSERT INTO {s}.intents (intent_id, session_id, backend, state, owner,"
+                " created_at, updated_at, record, write_seq)"
+                " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::float8,"
+                # The server's clock stamps it; the writer's time ($7) only if it had none.
+                f" coalesce({_NOW}, $7::float8), $8::bytea, {write_seq}"
+            )
+
+        count_added = (
+            f"UPDATE {s}.session_writes SET writes = writes + 1"
+            " WHERE session_id = $2 AND backend = $3 AND EXISTS (SELECT 1 FROM added)"
+        )
+        # The locked paths: run after lock_session, so the snapshot is fresh and the settled
+        # check and the prior copy are what the last holder of the lock left.
+        self.record_locked = (
+            f"WITH done AS ({settled_check}),"
+            f" prior AS (SELECT record FROM {s}.intents WHERE intent_id = $1),"
+            f" added AS ({insert_intent('0')}"
+            " WHERE NOT (SELECT settled FROM done) AND NOT EXISTS (SELECT 1 FROM prior)"
+            " ON CONFLICT (intent_id) DO NOTHING RETURNING intent_id),"
+            f" counted AS ({count_added})"
+            " SELECT (SELECT settled FROM done) AS settled,"
+            " EXISTS (SELECT 1 FROM added) AS added,"
+            " (SELECT record FROM prior) AS prior"
+        )
+        # What open_intent answers from, the same in both of its statements: flags, the count,
+        # the intent holding the id (NULL columns when none does), then the unresolved intents
+        # of the session and backend, one per row (oldest first; one row of NULLs when none).
+        prior_columns = (
+            "p.record AS prior, p.session_id AS prior_session, p.backend AS prior_backend,"
+            " p.state AS prior_state, p.owner AS prior_owner, p.updated_at AS prior_updated,"
+            " p.write_seq AS prior_seq"
+        )
+        blocking_columns = (
+            "b.intent_id, b.session_id, b.backend, b.state, b.owner, b.updated_at, b.record"
+        )
+        # Inserts only when the id is free, the session and backend have no unresolved intent,
+        # the id was never settled and the count ($9, read under the lock) is the one
+        # expected ($10, NULL for any).
+        self.open_locked = (
+            f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
+            " WHERE session_id = $2 AND backend = $3),"
+            f" done AS ({settled_check}),"
+            " prior AS (SELECT record, session_id, backend, state, owner, updated_at, write_seq"
+            f" FROM {s}.intents WHERE intent_id = $1),"
+            f" added AS ({insert_intent('$9::bigint')}"
+            " WHERE NOT EXISTS (SELECT 1 FROM blocking) AND NOT (SELECT settled FROM done)"
+            " AND NOT EXISTS (SELECT 1 FROM prior) AND coalesce($10::bigint, $9::bigint) = $9"
+            " ON CONFLICT (intent_id) DO NOTHING RETURNING intent_id),"
+            f" counted AS ({count_added})"
+            " SELECT f.*, " + blocking_columns + " FROM (SELECT EXISTS (SELECT 1 FROM added)"
+            " AS added, (SELECT settled FROM done) AS settled, $9::bigint AS writes,"
+            f" {prior_columns} FROM (SELECT 1) AS one LEFT JOIN prior AS p ON true) AS f"
+            " LEFT JOIN blocking AS b ON true ORDER BY b.created_at, b.intent_id"
+        )
+
+        # The fenced paths: one autocommit statement each (see the module docstring). `seen`
+        # is the statement's snapshot; `fence` counts the write only if the session's count
+        # is still the one `seen` read once the row lock is granted (ON CONFLICT DO UPDATE
+        # takes the lock first and evaluates its WHERE on the newest version of the row);
+        # the intent is inserted only from the fence's RETURNING, so after it. A plain
+        # INSERT: an id another transaction took meanwhile fails the whole statement.
+        def seen(blocked: str) -> str:
+            return (
+                "seen AS (SELECT coalesce((SELECT writes FROM"
+                f" {s}.session_writes WHERE session_id = $2 AND backend = $3), 0) AS writes,"
+                f" {blocked} AS blocked, ({settled_check}) AS settled, {prior_columns}"
+                f" FROM (SELECT 1) AS one LEFT JOIN {s}.intents AS p ON p.intent_id = $1)"
+            )
+
+        def fence(expected: str) -> str:
+            return (
+                f"fence AS (INSERT INTO {s}.session_writes AS w (session_id, backend, writes)"
+                " SELECT $2::text, $3::text, writes + 1 FROM seen"
+                f" WHERE NOT blocked AND NOT settled AND prior IS NULL{expected}"
+                " ON CONFLICT (session_id, backend) DO UPDATE SET writes = excluded.writes"
+                " WHERE w.writes = excluded.writes - 1 RETURNING w.writes)"
+            )
+
+        def fenced_insert(write_seq: str) -> str:
+            return f"added AS ({insert_intent(write_seq)} FROM fence RETURNING intent_id)"
+
+        self.record = (
+            f"WITH {seen('false')}, {fence('')}, {fenced_insert('0')}"
+            " SELECT EXISTS (SELECT 1 FROM added) AS added, settled, prior FROM seen"
+        )
+        # $9: the count expected, NULL for any; a snapshot count that is not it refuses.
+        self.open_intent = (
+            f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
+            " WHERE session_id = $2 AND backend = $3),"
+            f" {seen('EXISTS (SELECT 1 FROM blocking)')},"
+            f" {fence(' AND coalesce($9::bigint, writes) = writes')},"
+            f" {fenced_insert('writes - 1')}"
+            " SELECT EXISTS (SELECT 1 FROM added) AS added, v.settled, v.writes, v.prior,"
+            " v.prior_session, v.prior_backend, v.prior_state, v.prior_owner, v.prior_updated,"
+            f" v.prior_seq, {blocking_columns}"
+            " FROM seen AS v LEFT JOIN blocking AS b ON true ORDER BY b.created_at, b.intent_id"
+        )
+        self.held = (
+            "SELECT record AS prior, session_id AS prior_session, backend AS prior_backend,"
+            " state AS prior_state, owner AS prior_owner, updated_at AS prior_updated,"
+            f" write_seq AS prior_seq FROM {s}.intents WHERE intent_id = $1"
+        )
+        self.intent_record = f"SELECT record FROM {s}.intents WHERE intent_id = $1"
+
+        # The session's count moves with the delete, its row locked first (the order every
+        # path takes): a tail read while the write was in flight is out of date once it lands.
+        # It is counted only when this statement deleted the intent: two clearings of one
+        # intent at once (the background one and a reader's) both see it in their snapshots,
+        # and the one that waited for the lock finds it gone and counts nothing.
+        def forget(only: str) -> str:
+            return (
+                f"WITH target AS (SELECT session_id, backend FROM {s}.intents"
+                f" WHERE intent_id = $1{only}),"
+                f" locked AS (SELECT w.writes FROM {s}.session_writes AS w, target AS t"
+                " WHERE w.session_id = t.session_id AND w.backend = t.backend FOR UPDATE OF w),"
+                # The conditions again: checked on the newest version of the row once its
+                # lock is granted (a claim committed after this statement's snapshot).
+                f" gone AS (DELETE FROM {s}.intents WHERE intent_id = $1{only}"
+                " AND EXISTS (SELECT 1 FROM locked) RETURNING session_id, backend),"
+                f" counted AS (UPDATE {s}.session_writes AS w SET writes = w.writes + 1"
+                " FROM gone AS g WHERE w.session_id = g.session_id AND w.backend = g.backend"
+                " RETURNING w.writes)"
+                " SELECT count(*) FROM gone"
+            )
+
+        self.discard = forget("")
+        # discard by the holder ($2, with its token $3 when not NULL): only while it is
+        # still in flight under them.
+        self.discard_held = forget(
+            " AND state = 'in_flight' AND owner = $2 AND ($3::bigint IS NULL OR write_seq = $3)"
+        )
+        self.exists = f"SELECT 1 FROM {s}.intents WHERE intent_id = $1"
+        # discard, only while the intent is in flight under this owner in this session and
+        # backend ($2..$5): the clearing of an acknowledged intent before the next opening.
+        self.clear = forget(" AND session_id = $2 AND backend = $3 AND state = $4 AND owner = $5")
+        self.get = f"{self.select_intents} WHERE intent_id = $1"
+        # Damaged intents set aside: the row unchecked, then removed only while it still
+        # holds the very bytes, state and owner read (the operator's compare-and-set).
+        self.raw_intent = (
+            f"SELECT {intent_columns}, {_NOW} - updated_at AS age FROM {s}.intents"
+            " WHERE intent_id = $1"
+        )
+        self.remove_raw = (
+            f"DELETE FROM {s}.intents WHERE intent_id = $1 AND record = $2 AND state = $3"
+            " AND owner = $4 AND updated_at IS NOT DISTINCT FROM $5 RETURNING intent_id"
+        )
+        self.keep_aside = (
+            f"INSERT INTO {s}.set_aside (intent_id, session_id, set_aside_at, meta, record)"
+            " VALUES ($1, $2, $3, $4, $5)"
+        )
+        self.aside_entries = {
+            (by_session, by_intent): f"SELECT meta FROM {s}.set_aside WHERE true"
+            + (" AND session_id = $1" if by_session else "")
+            + (f" AND intent_id = ${1 + by_session}" if by_intent else "")
+            + f" ORDER BY seq DESC LIMIT ${1 + by_session + by_intent}"
+            for by_session in (False, True)
+            for by_intent in (False, True)
+        }
+        self.is_settled = (
+            f"SELECT 1 FROM {s}.decisions WHERE intent_id = $1 AND action IN {SETTLING} LIMIT 1"
+        )
+        decision_columns = (
+            "intent_id, session_id, backend, outcome, reason, action, decided_at, record"
+        )
+        self.note = (
+            f"INSERT INTO {s}.decisions ({decision_columns})"
+            " VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+        )
+        # A decision reached again: the newest about its intent, while still the one read,
+        # takes its new repeat count (returns a row only when replaced).
+        self.note_again = (
+            f"UPDATE {s}.decisions SET record = $3 WHERE record = $2 AND seq ="
+            f" (SELECT max(seq) FROM {s}.decisions WHERE intent_id = $1) RETURNING seq"
+        )
+        # Whether this very decision settled the intent (a settlement retried after its reply
+        # was lost): its stored bytes are the ones given.
+        self.settled_as = (
+            f"SELECT 1 FROM {s}.decisions"
+            f" WHERE intent_id = $1 AND action IN {SETTLING} AND record = $2 LIMIT 1"
+        )
+        # The claim is read with FOR UPDATE: a transition racing this settlement is either
+        # seen (the newest owner is compared) or waits and then finds the intent gone.
+        self.settle = (
+            f"WITH done AS ({settled_check}),"
+            f" again AS (SELECT EXISTS (SELECT 1 FROM {s}.decisions WHERE intent_id = $1"
+            f" AND action IN {SETTLING} AND record = $8::bytea) AS again),"
+            f" claim AS (SELECT state, owner, write_seq FROM {s}.intents WHERE intent_id = $1"
+            " FOR UPDATE),"
+            " verdict AS (SELECT NOT (SELECT settled FROM done) AND ($9::text IS NULL"
+            " OR NOT EXISTS (SELECT 1 FROM claim)"
+            " OR EXISTS (SELECT 1 FROM claim WHERE state = 'reconciling' AND owner = $9::text"
+            " AND ($10::bigint IS NULL OR write_seq = $10::bigint))) AS allowed),"
+            f" gone AS (DELETE FROM {s}.intents"
+            " WHERE intent_id = $1 AND (SELECT allowed FROM verdict)),"
+            f" counted AS (UPDATE {s}.session_writes SET writes = writes + 1"
+            " WHERE session_id = $2 AND backend = $3 AND (SELECT allowed FROM verdict)),"
+            f" stored AS (INSERT INTO {s}.decisions ({decision_columns})"
+            " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::float8,"
+            " $8::bytea WHERE (SELECT allowed FROM verdict))"
+            " SELECT (SELECT settled FROM done) AS settled,"
+            " (SELECT allowed FROM verdict) AS allowed, (SELECT again FROM again) AS again"
+        )
+
+        # Effects (``postgres_effects.py``): a table of their own, no session lock, no count.
+        effect_columns = "key, session_id, state, owner, record"
+        self.effect = f"SELECT {effect_columns} FROM {s}.effects WHERE key = $1"
+        self.effects = (
+            f"SELECT {effect_columns} FROM {s}.effects WHERE session_id = $1"
+            " ORDER BY created_at, key"
+        )
+        # The started effects (partial index effects_started), every session's or one's.
+        started = f"SELECT {effect_columns} FROM {s}.effects WHERE state = 'started'"
+        self.started_effects = f"{started} ORDER BY created_at, key"
+        self.started_effects_of = f"{started} AND session_id = $1 ORDER BY created_at, key"
+        # Records the key unless it is known, and answers with the row held either way. A row
+        # that another transaction committed after this statement's snapshot stops the INSERT
+        # but is not seen by the SELECT: then no row comes back, and the caller reads it
+        # afresh (self.effect, a new statement, a new snapshot).
+        self.begin_effect = (
+            f"WITH added AS (INSERT INTO {s}.effects (key, session_id, state, owner,"
+            " created_at, updated_at, record) VALUES ($1, $2, 'started', $3, $4, $4, $5)"
+            f" ON CONFLICT (key) DO NOTHING RETURNING {effect_columns})"
+            f" SELECT true AS added, {effect_columns} FROM added"
+            f" UNION ALL SELECT false AS added, {effect_columns} FROM {s}.effects"
+            " WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM added)"
+        )
+
+        # Compare-and-set on the started row of the key, its session and its owner ($1..$3):
+        # the server re-checks the WHERE on the newest version of the row, so of two racing
+        # updates at most one matches. Each returns a row only when it changed one.
+        def effect_update(assignments: str) -> str:
+            return (
+                f"UPDATE {s}.effects SET {assignments}"
+                " WHERE key = $1 AND session_id = $2 AND owner = $3 AND state = 'started'"
+                " RETURNING 1"
+            )
+
+        self.restart_effect = effect_update("owner = $4, updated_at = $5, record = $6")
+        self.finish_effect = effect_update("state = 'done', updated_at = $4, record = $5")
+
+        # The statements whose filters vary, built once: asyncpg caches prepared statements
+        # by their text, so each variant is parsed and planned once per connection.
+        flags = ((False, False), (False, True), (True, False), (True, True))
+        self._transition = {
+            (*key, fenced, stamped, claim): self._build_transition(*key, fenced, stamped, claim)
+            for key in flags
+            for fenced in (False, True)
+            for stamped in (False, True)
+            for claim in (False, True)
+        }
+        self._pending = {key: self._build_pending(*key) for key in flags}
+        self._decisions = {key: self._build_decisions(*key) for key in flags}
+
+    def transition(
+        self, by_state: bool, by_owner: bool, by_fence: bool, by_update: bool, claim: bool
+    ) -> str:
+        """The compare-and-set of state and owner ($1, $2) of intent $3, expecting its state,
+        owner, token and update time in that order from $4 on when asked; a ``claim`` also
+        takes a new token (see ``IntentJournal.transition``)."""
+        return self._transition[by_state, by_owner, by_fence, by_update, claim]
+
+    def pending(self, by_session: bool, by_backend: bool) -> str:
+        return self._pending[by_session, by_backend]
+
+    def decisions(self, by_session: bool, by_intent: bool) -> str:
+        return self._decisions[by_session, by_intent]
+
+    def _build_transition(
+        self, by_state: bool, by_owner: bool, by_fence: bool, by_update: bool, claim: bool
+    ) -> str:
+        s = self.schema
+        where = " WHERE intent_id = $3"
+        number = 4
+        columns = (
+            (by_state, "state", "::text"),
+            (by_owner, "owner", "::text"),
+            (by_fence, "write_seq", "::bigint"),
+            (by_update, "updated_at", "::float8"),
+        )
+        for wanted, column, cast in columns:
+            if wanted:
+                where += f" AND {column} = ${number}{cast}"
+                number += 1
+        update = f"UPDATE {s}.intents SET state = $1, owner = $2, updated_at = {_NOW}"
+        if claim:
+            update += (
+                ", write_seq = greatest(write_seq + 1, coalesce((SELECT w.writes FROM"
+                f" {s}.session_writes AS w WHERE w.session_id = intents.session_id"
+                " AND w.backend = intents.backend), 0))"
+            )
+        return f"{update}{where} RETURNING 1"
+
+    def _build_pending(self, by_session: bool, by_backend: bool) -> str:
+        conditions: list[str] = []
+        if by_session:
+            conditions.append(f"session_id = ${len(conditions) + 1}")
+        if by_backend:
+            conditions.append(f"backend = ${len(conditions) + 1}")
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        return f"{self.select_intents}{where} ORDER BY created_at, intent_id"
+
+    def _build_decisions(self, by_session: bool, by_intent: bool) -> str:
+        conditions: list[str] = []
+        if by_session:
+            conditions.append(f"session_id = ${len(conditions) + 1}")
+        if by_intent:
+            conditions.append(f"intent_id = ${len(conditions) + 1}")
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        return (
+            f"SELECT intent_id, session_id, record FROM {self.schema}.decisions{where}"
+            f" ORDER BY seq DESC LIMIT ${len(conditions) + 1}"
+        )

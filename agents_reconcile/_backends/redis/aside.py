@@ -1,0 +1,115 @@
+"""The Redis journal's damaged intents set aside (``journal.aside``): ``set_aside`` is one Lua
+script (``redis_scripts/set_aside.lua``) that removes the intent only while its row still
+holds the bytes, state and owner read, settles it and keeps the bytes. Three global keys hold
+what was set aside: a list of intent ids in order, and two hashes from a position in it to a
+description and to the bytes. Entries are rare, so listing reads them all.
+
+Kept apart from ``RedisJournal`` for length; it speaks through the journal's own script
+runner, command sender, key layout and intent routing.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from ..._core.records import Decision
+from ..aside import RawIntent, SetAside
+from ..journal import require_limit, require_settling
+from . import replies
+from .homes import Retry
+from .layout import ASIDE_KEYS, JournalKeys
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+__all__ = ["ASIDE_SCRIPTS", "RedisAside"]
+
+ASIDE_SCRIPTS: Final = ("set_aside",)
+"""The scripts this half runs (``redis_scripts/<name>.lua``), for the journal's runner."""
+
+
+class RedisAside:
+    """Setting damaged intents aside, for ``RedisJournal``, which provides what is declared
+    here."""
+
+    _layout: JournalKeys
+    _version_arg: bytes
+
+    if TYPE_CHECKING:
+
+        async def _script(
+            self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
+        ) -> object: ...
+
+        async def _command(self, operation: str, *args: str | bytes | int) -> object: ...
+
+        async def _on_intent(
+            self,
+            intent_id: str,
+            attempt: Callable[[str | None], Awaitable[object]],
+        ) -> object: ...
+
+    async def raw_intent(self, intent_id: str) -> RawIntent | None:
+        async def attempt(session_id: str | None) -> RawIntent | Retry | None:
+            if session_id is None:
+                return None
+            keys = self._layout.scripted(session_id)
+            args: list[str | bytes] = [session_id, "one", intent_id]
+            found = replies.rows(
+                await self._script("entries", keys, args, read_only=True), "raw_intent"
+            )
+            if not found:
+                return Retry.MOVED
+            found_id, backend, state, owner, updated, record, _, age = found[0]
+            return RawIntent.of_row(
+                (found_id, session_id, backend, state, owner, updated, record), age
+            )
+
+        found = await self._on_intent(intent_id, attempt)
+        assert found is None or isinstance(found, RawIntent)
+        return found
+
+    async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
+        require_settling(decision, settling=True)
+        keys = [
+            *self._layout.scripted(raw.session_id),
+            *(self._layout.names[name].encode() for name in ASIDE_KEYS),
+        ]
+        args: list[str | bytes] = [
+            self._version_arg,
+            raw.intent_id,
+            raw.session_id,
+            raw.record,
+            raw.state,
+            raw.owner,
+            raw.backend,
+            decision.encode(),
+            aside.encode(),
+            str(raw.stored[3]),
+        ]
+        word, _ = replies.status(await self._script("set_aside", keys, args), "set_aside")
+        if word not in ("done", "changed"):
+            raise replies.unexpected("set_aside", word)
+        return word == "done"
+
+    async def set_aside_entries(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[SetAside]:
+        require_limit(limit)
+        reply = await self._command("set_aside_entries", "HGETALL", self._layout.names["aside"])
+        if isinstance(reply, dict):
+            pairs = list(reply.items())
+        else:
+            flat = replies.as_list(reply, "set_aside_entries")
+            pairs = list(zip(flat[::2], flat[1::2], strict=False))
+        numbered = sorted(
+            ((int(replies.text(number, "a position")), meta) for number, meta in pairs),
+            reverse=True,
+        )
+        found = [SetAside.decode(meta) for _, meta in numbered]
+        return [
+            entry
+            for entry in found
+            if (session_id is None or entry.session_id == session_id)
+            and (intent_id is None or entry.intent_id == intent_id)
+        ][:limit]

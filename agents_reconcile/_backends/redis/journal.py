@@ -1,0 +1,579 @@
+"""The shared journal on Redis: one server that a fleet of workers records intents in.
+
+Every operation that reads and then writes is one Lua script run on the server (the
+``redis_scripts/*.lua`` files shipped with the package, run as ``backends.lua`` runs every
+script), so no other client's command runs between its check and its write:
+``open_intent``, ``record``, ``transition``, ``settle``, ``discard``, ``note``,
+``count_write`` and the effect scripts (``redis_effects.py``). Scripts receive every key they
+touch in ``KEYS``. Records are stored as ``PendingWrite.encode()``, ``Decision.encode()`` and
+``Effect.encode()`` produce them, digest included, and are checked again on every read.
+
+Round trips. A write-ahead session calls ``open_intent`` and then ``discard`` on every
+append, so each is one command: the writing scripts check (and on first use store) the
+schema version themselves, with no separate check first, and ``discard``, ``transition``
+and ``settle`` take the intent's session from where this object last saw the intent
+(``open_intent`` and ``record`` note it). When that hint is missing, one ``HGET`` on
+``index`` finds the session first; when it is stale, the script replies with the session
+holding the intent and the call is made again there.
+
+Keys, each under ``{prefix}:`` (``redis_layout.py`` builds their names)::
+
+    schema            string   layout version (1); refused when not this release's
+    index             hash     unresolved intent id -> its session id
+    settled           set      ids of settled intents
+    seq               string   counter numbering decisions
+    log               list     every decision's number, oldest first
+    decided           hash     intent id -> its decisions' numbers, oldest first
+    decision          hash     decision number -> encoded decision
+    effect_index      hash     effect key -> its session id
+    effect_started    zset     keys of effects started and without a receipt, by begin time
+    {T}:open          zset     the session's unresolved intent ids, scored by created_at
+    {T}:record        hash     intent id -> encoded intent
+    {T}:backend       hash     intent id -> backend identity
+    {T}:state         hash     intent id -> state
+    {T}:owner         hash     intent id -> owner
+    {T}:updated       hash     intent id -> when state or owner last changed
+    {T}:writes        hash     backend identity -> writes counted for the session
+    {T}:decisions     list     the session's decisions' numbers, oldest first
+    {T}:write_seq     hash     intent id -> the session's count before open_intent recorded it
+    {T}:effect_order  list     the session's effect keys, oldest first
+    {T}:effect_record hash     effect key -> encoded effect
+    {T}:effect_state  hash     effect key -> state (started, done)
+    {T}:effect_owner  hash     effect key -> owner
+    {T}:effect_updated hash    effect key -> when state, owner or record last changed
+
+``T`` is the session's hash tag; the id itself is kept in ``index``.
+
+The layout version is only a number: ``migrate`` (and the first use of a journal object, a
+read or a write) stores it in an empty journal, and a journal holding any other version is
+refused.
+
+The journal is as durable as the server keeps its data: run it with ``appendonly yes``
+(``appendfsync always`` to survive power loss) and ``maxmemory-policy noeviction``, since an
+evicted key loses intents or decisions.
+
+Redis Cluster is not supported. Each writing script also touches global keys (``schema``
+always; ``index`` and ``settled`` for record, open_intent, transition, discard and settle;
+the decision log for settle and note; ``effect_index`` and ``effect_started`` for the effect
+scripts), and ``get``, ``transition``, ``discard`` and ``settle`` find an intent's session
+through ``index``, ``pending(None)`` lists every session through it, ``is_settled`` reads
+``settled``, ``decisions`` reads the log, ``effect`` finds an effect's session through
+``effect_index`` and ``started_effects`` lists ``effect_started``: those keys hash to other
+slots than the sessions'. Use one Redis server (with replicas and failover if needed) per
+journal.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, ClassVar, Final
+
+from ..._core.ownership import Owner
+from ..._core.records import BackendIdentity, Decision, PendingWrite
+from ..._core.sealing import Keyring
+from ...errors import ConfigurationError, IntentConflict, LeaseLost
+from ..connections import Connections
+from ..journal import (
+    Capabilities,
+    IntentState,
+    JournalEntry,
+    Opened,
+    require_limit,
+    require_settling,
+)
+from ..lua import LuaScript, Send
+from ..redaction import Redacted
+from ..rows import each
+from . import replies
+from .aside import ASIDE_SCRIPTS, RedisAside
+from .backend import (
+    VersionKey,
+    client_location,
+    client_secrets,
+    server_of,
+    shared_client,
+    unlink_matching,
+)
+from .effects import EFFECT_SCRIPTS, RedisEffects
+from .homes import RedisIntentHomes, Retry
+from .layout import IntentHomes, JournalKeys
+from .schema import _VERSION, SCHEMA, SCHEMA_VERSION, RedisSchemaSteps
+
+try:
+    import redis.asyncio as aioredis
+    from redis import exceptions as redis_errors
+except ImportError as exc:  # pragma: no cover - depends on the installation
+    raise ConfigurationError(
+        "the Redis journal needs redis-py: pip install 'agents-reconcile[redis]'"
+    ) from exc
+
+__all__ = ["DEFAULT_PREFIX", "SCHEMA", "SCHEMA_VERSION", "RedisJournal"]
+
+DEFAULT_PREFIX: Final = "agents-reconcile-journal"
+
+_SCRIPTS: Final = {
+    name: LuaScript("agents_reconcile._backends.redis", "scripts", name, prelude=True)
+    for name in (
+        "count_write",
+        "decisions",
+        "discard",
+        "entries",
+        "note",
+        "note_again",
+        "open_intent",
+        "open_and_append",
+        "record",
+        "settle",
+        "transition",
+        *EFFECT_SCRIPTS,
+        *ASIDE_SCRIPTS,
+    )
+}
+_SCAN_STEP: Final = 1000
+"""Keys a ``SCAN`` looks at per call while an operator's diagnosis looks for journals."""
+_DEFAULT_OPTIONS: Final[dict[str, Any]] = {
+    "socket_connect_timeout": 5.0,
+    "socket_timeout": 10.0,
+}
+
+
+class RedisJournal(RedisIntentHomes, RedisSchemaSteps, RedisEffects, RedisAside):
+    """``IntentJournal`` and ``EffectJournal`` on a Redis server, shared by every worker that
+    uses the same server and ``prefix``.
+
+    The constructor takes a ``redis.asyncio.Redis`` the caller owns (it should not decode
+    responses; ``close()`` leaves it open); ``from_url`` builds journals that share one
+    client per URL, options and event loop. The schema version is written on first use
+    (``migrate`` does it explicitly; ``check`` only reads).
+    """
+
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        effects=True, set_aside=True, counts_again=True, folds_clearing=True, starts_eagerly=False
+    )
+    _version_arg = _VERSION
+    """The version every writing script is given (the effect half, ``RedisEffects``, too)."""
+
+    def __init__(
+        self,
+        client: aioredis.Redis | None,
+        *,
+        prefix: str = DEFAULT_PREFIX,
+        where: str | None = None,
+        connections: Connections[aioredis.Redis] | None = None,
+    ) -> None:
+        self._layout = JournalKeys(prefix)
+        self.prefix = prefix
+        self.keyring = Keyring()
+        """The keys that open sealed batches: those of every wrapper using this journal."""
+        if client is not None:
+            connections = Connections(client)
+            address = Redacted.of(where or client_location(client), client_secrets(client))
+        else:
+            address = Redacted.of(where or "redis")
+        if connections is None:
+            raise ConfigurationError("a Redis journal needs a client (or use from_url)")
+        self._connections = connections
+        self._address = address
+        self._where = f"Redis journal {address} (prefix {prefix!r})"
+        self._version = VersionKey(self._layout.names["schema"], SCHEMA, self._where)
+        self._schema_checked = False
+        self._homes = IntentHomes()
+
+    @classmethod
+    def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX, **options: Any) -> RedisJournal:
+        """A journal on the server at ``url`` (``redis://``, ``rediss://`` or ``unix://``).
+
+        ``options`` go to ``redis.asyncio.Redis.from_url`` (for example ``socket_timeout``);
+        connections are opened on first use. The URL's password never appears in messages.
+        """
+        address = Redacted.of(url)
+        settings = {**_DEFAULT_OPTIONS, **options, "decode_responses": False}
+        try:
+            aioredis.Redis.from_url(url, **settings)  # checks the URL and options now
+        except (ValueError, TypeError, redis_errors.RedisError) as exc:
+            detail = address.scrub(str(exc))
+            raise ConfigurationError(f"invalid Redis journal URL {address}: {detail}") from None
+
+        shared = shared_client("redis-journal", url, settings)
+        return cls(None, prefix=prefix, where=url, connections=shared)
+
+    @classmethod
+    def from_address(cls, address: str, *, namespace: str | None = None) -> RedisJournal:
+        """The journal the registry opens for ``address``; ``namespace`` is the prefix."""
+        return cls.from_url(address, prefix=namespace or DEFAULT_PREFIX)
+
+    def __repr__(self) -> str:
+        return f"RedisJournal({self._address.shown!r}, prefix={self.prefix!r})"
+
+    # -- what the server holds, for an operator told there is no journal (only reads) -------
+
+    async def keys_held(self, *, most: int = 3, budget: int = 10_000) -> list[str]:
+        """Up to ``most`` names of keys under this journal's prefix, found by ``SCAN`` over at
+        most ``budget`` keys of the server (none: the prefix holds nothing, as far as seen)."""
+        from .backend import glob_escape
+
+        found, _ = await self._scan(f"{glob_escape(self.prefix)}:*", most, budget)
+        return [key.decode("utf-8", "backslashreplace") for key in found]
+
+    async def journal_prefixes(
+        self, *, most: int = 20, budget: int = 10_000
+    ) -> tuple[list[str], bool]:
+        """The prefixes under which this server holds a journal (a ``PREFIX:schema`` key
+        holding a version), found by ``SCAN`` over at most ``budget`` keys, up to ``most`` of
+        them, sorted; and whether the scan saw every key of the server."""
+        suffix = self._layout.names["schema"][len(self.prefix) :].encode()  # b":schema"
+        keys, complete = await self._scan(f"*{suffix.decode()}", most, budget)
+        found: list[str] = []
+        with self._translated("journal_prefixes"):
+            send = await self._send()
+            for key in sorted(keys):
+                raw = await send("GET", key)
+                if isinstance(raw, bytes) and raw.strip().isdigit():
+                    found.append(key[: -len(suffix)].decode("utf-8", "backslashreplace"))
+        return found, complete
+
+    async def _scan(self, pattern: str, most: int, budget: int) -> tuple[list[bytes], bool]:
+        """Keys matching ``pattern``, up to ``most``, over at most ``budget`` keys scanned; and
+        whether the scan went through every key."""
+        found: list[bytes] = []
+        with self._translated("scan"):
+            send = await self._send()
+            cursor = 0
+            for _ in range(max(1, budget // _SCAN_STEP)):
+                reply, keys = await send("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_STEP)
+                found.extend(key for key in keys if key not in found)
+                cursor = int(reply)
+                if cursor == 0:
+                    return found[:most], len(found) <= most
+                if len(found) >= most:
+                    break
+        return found[:most], False
+
+    # -- commands, scripts and errors -----------------------------------------------------
+
+    @contextmanager
+    def _translated(self, operation: str) -> Iterator[None]:
+        try:
+            yield
+        except (redis_errors.RedisError, OSError) as exc:
+            raise self._translate(exc, operation) from exc
+
+    def _translate(self, exc: redis_errors.RedisError | OSError, operation: str) -> Exception:
+        return replies.translate(
+            exc, operation, where=self._where, address=self._address, refused=self._version.refused
+        )
+
+    async def _send(self) -> Send:
+        client = await self._connections.get()
+        send: Send = client.execute_command
+        return send
+
+    async def _script(
+        self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
+    ) -> object:
+        """Run a script as one command. A writing script checks the schema version itself
+        (and stores it in an empty journal), so only reads check it first, once."""
+        script = _SCRIPTS[name]
+        with self._translated(name):
+            send = await self._send()
+            if read_only and not self._schema_checked:
+                await self._migrate(send)
+            reply: object = await script.run(send, keys, args)
+        if not read_only:
+            self._schema_checked = True
+        return reply
+
+    async def _command(self, operation: str, *args: str | bytes | int) -> object:
+        with self._translated(operation):
+            send = await self._send()
+            if not self._schema_checked:
+                await self._migrate(send)
+            reply: object = await send(*args)
+        return reply
+
+    # -- IntentJournal ------------------------------------------------------------------
+
+    async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
+        args = _intent_args(intent, state, owner)
+        reply = await self._script("record", self._layout.scripted(intent.session_id), args)
+        word, parts = replies.status(reply, "record")
+        if word == "exists" and len(parts) == 2:
+            replies.compare(intent, parts[1], self.keyring)
+        elif word != "recorded" or len(parts) != 1:
+            replies.refuse(intent.intent_id, word, reply, "record")
+        self._homes.remember(intent.intent_id, intent.session_id)
+
+    async def open_intent(
+        self,
+        intent: PendingWrite,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_write_count: int | None = None,
+        clearing: str | None = None,
+    ) -> Opened:
+        args = _intent_args(intent, state, owner)
+        args.append("" if expect_write_count is None else str(expect_write_count))
+        args.append(clearing or "")
+        keys = self._layout.scripted(intent.session_id)
+        reply = await self._script("open_intent", keys, args)
+        opened, home = replies.opened(intent, state, owner, reply, self.keyring)
+        if home:
+            self._homes.remember(intent.intent_id, intent.session_id)
+        return opened
+
+    async def server(self) -> tuple[object, ...] | None:
+        """The server and database this journal lives on (``backends.redis.server_of``)."""
+        return server_of(await self._connections.get())
+
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
+        reply = await self._command(
+            "write_count", "HGET", self._layout.writes(session_id), str(backend)
+        )
+        return 0 if reply is None else replies.count(reply, "write_count")
+
+    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
+        keys = self._layout.scripted(session_id)
+        reply = await self._script("count_write", keys, [_VERSION, str(backend)])
+        return replies.count(reply, "count_write")
+
+    async def transition(
+        self,
+        intent_id: str,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_state: IntentState | None = None,
+        expect_owner: Owner | None = None,
+        expect_fence: int | None = None,
+        expect_updated_at: float | None = None,
+    ) -> bool:
+        async def attempt(session_id: str | None) -> bool | replies.Moved:
+            if session_id is None:
+                return False
+            args: list[str | bytes] = [
+                _VERSION,
+                intent_id,
+                session_id,
+                state.value,
+                str(owner),
+                repr(time.time()),
+                "0" if expect_state is None else "1",
+                "" if expect_state is None else expect_state.value,
+                "0" if expect_owner is None else "1",
+                "" if expect_owner is None else str(expect_owner),
+                "0" if expect_fence is None else "1",
+                "" if expect_fence is None else str(expect_fence),
+                "0" if expect_updated_at is None else "1",
+                "" if expect_updated_at is None else repr(float(expect_updated_at)),
+            ]
+            reply = await self._script("transition", self._layout.scripted(session_id), args)
+            if reply == 1 or reply == 0:
+                return reply == 1
+            return replies.moved(reply, "transition")
+
+        return await self._on_intent(intent_id, attempt)
+
+    async def discard(
+        self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
+        held = ["0", "", ""] if owner is None else ["1", str(owner), _token(fence)]
+
+        async def attempt(session_id: str | None) -> replies.Moved | None:
+            if session_id is None:
+                return None
+            keys = self._layout.scripted(session_id)
+            reply = await self._script("discard", keys, [_VERSION, intent_id, session_id, *held])
+            if reply != 1:
+                if replies.is_word(reply, "lost"):
+                    raise LeaseLost(
+                        f"intent {intent_id} is no longer in flight under {owner}",
+                        intent_id=intent_id,
+                    )
+                return replies.moved(reply, "discard")
+            self._homes.forget(intent_id)
+            return None
+
+        await self._on_intent(intent_id, attempt)
+
+    async def pending(
+        self, session_id: str | None, backend: BackendIdentity | None = None
+    ) -> list[JournalEntry]:
+        if session_id is not None:
+            return await self._session_entries(session_id, backend)
+        reply = await self._command("pending", "HVALS", self._layout.names["index"])
+        sessions = sorted(
+            {
+                replies.text(value, "an intent's session")
+                for value in replies.as_list(reply, "pending")
+            }
+        )
+        found: list[JournalEntry] = []
+        for session in sessions:
+            found.extend(await self._session_entries(session, backend))
+        # Each session's rows are oldest first already; a stable sort merges them.
+        found.sort(key=lambda entry: entry.intent.created_at)
+        return found
+
+    async def _session_entries(
+        self, session_id: str, backend: BackendIdentity | None
+    ) -> list[JournalEntry]:
+        args: list[str | bytes] = [
+            session_id,
+            "all",
+            "0" if backend is None else "1",
+            "" if backend is None else str(backend),
+        ]
+        keys = self._layout.scripted(session_id)
+        found = replies.rows(await self._script("entries", keys, args, read_only=True), "pending")
+        keyring = self.keyring
+        return each(
+            found,
+            lambda row: replies.entry(session_id, row, keyring),
+            lambda row: ("intent", row[0], session_id),
+        )
+
+    async def get(self, intent_id: str) -> JournalEntry | None:
+        async def attempt(session_id: str | None) -> JournalEntry | Retry | None:
+            if session_id is None:
+                return None
+            keys = self._layout.scripted(session_id)
+            args: list[str | bytes] = [session_id, "one", intent_id]
+            found = replies.rows(await self._script("entries", keys, args, read_only=True), "get")
+            if not found:
+                return Retry.MOVED
+            if len(found) != 1 or found[0][0] != intent_id:
+                raise replies.unexpected("get", found)
+            return replies.entry(session_id, found[0], self.keyring)
+
+        return await self._on_intent(intent_id, attempt)
+
+    async def is_settled(self, intent_id: str) -> bool:
+        reply = await self._command(
+            "is_settled", "SISMEMBER", self._layout.names["settled"], intent_id
+        )
+        if reply not in (0, 1):
+            raise replies.unexpected("is_settled", reply)
+        return reply == 1
+
+    async def settle(
+        self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
+        require_settling(decision, settling=True)
+        intent_id = decision.intent_id
+        record = decision.encode()
+        deciding = self._layout.session(decision.session_id)
+
+        async def attempt(session_id: str | None) -> replies.Moved | None:
+            args: list[str | bytes] = [
+                _VERSION,
+                intent_id,
+                "0" if session_id is None else "1",
+                "" if session_id is None else session_id,
+                "0" if owner is None else "1",
+                "" if owner is None else str(owner),
+                IntentState.RECONCILING.value,
+                str(decision.backend),
+                record,
+                _token(fence),
+            ]
+            holding = deciding if session_id is None else self._layout.session(session_id)
+            keys = self._layout.globals + holding + deciding
+            word, parts = replies.status(await self._script("settle", keys, args), "settle")
+            if word == "moved":
+                return replies.moved(parts, "settle")
+            if len(parts) != 1:
+                raise replies.unexpected("settle", parts)
+            if word == "done":
+                self._homes.forget(intent_id)
+                return None
+            if word == "settled":
+                raise IntentConflict(f"intent {intent_id} was already settled", intent_id=intent_id)
+            if word == "unclaimed":
+                raise LeaseLost(
+                    f"intent {intent_id} is not claimed by {owner}"
+                    + ("" if fence is None else f" with token {fence}"),
+                    intent_id=intent_id,
+                )
+            raise replies.unexpected("settle", parts)
+
+        await self._on_intent(intent_id, attempt)
+
+    async def note(self, decision: Decision) -> None:
+        require_settling(decision, settling=False)
+        keys = self._layout.scripted(decision.session_id)
+        args: list[str | bytes] = [_VERSION, decision.intent_id, decision.encode()]
+        replies.count(await self._script("note", keys, args), "note")
+
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        """Replace the newest decision about ``previous``'s intent with ``again`` (the same
+        decision, counted once more), only while it is still ``previous``; whether it was."""
+        require_settling(again, settling=False)
+        keys = self._layout.scripted(previous.session_id)
+        args: list[str | bytes] = [
+            _VERSION,
+            previous.intent_id,
+            previous.encode(),
+            again.encode(),
+        ]
+        return replies.count(await self._script("note_again", keys, args), "note_again") == 1
+
+    async def decisions(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[Decision]:
+        require_limit(limit)
+        by_session = session_id is not None and intent_id is None
+        keys = list(self._layout.globals)
+        if session_id is not None and intent_id is None:
+            keys += self._layout.session(session_id)
+        args: list[str | bytes] = [
+            "0" if intent_id is None else "1",
+            "" if intent_id is None else intent_id,
+            str(limit),
+            "1" if by_session else "0",
+        ]
+        reply = await self._script("decisions", keys, args, read_only=True)
+        return replies.decisions(reply, session_id=session_id, intent_id=intent_id, limit=limit)
+
+    async def close(self) -> None:
+        """Release the connections (a client passed in stays open); a later operation opens
+        them again."""
+        self._schema_checked = False
+        with self._translated("close"):
+            await self._connections.release()
+
+    # -- for tests and operators ----------------------------------------------------------
+
+    async def drop(self) -> int:
+        """Delete every key of this journal: its intents, decisions, counts and schema
+        version. For tests and operators; returns how many keys went.
+
+        Deletes only keys laid out as this journal's, so a journal whose prefix extends this
+        one's (``app`` and ``app:x``) keeps its keys."""
+        with self._translated("drop"):
+            client = await self._connections.get()
+            deleted = await unlink_matching(client, self.prefix, self._layout.owns)
+        self._schema_checked = False
+        self._homes.clear()
+        return deleted
+
+
+def _token(fence: int | None) -> str:
+    return "" if fence is None else str(fence)
+
+
+def _intent_args(intent: PendingWrite, state: IntentState, owner: Owner) -> list[str | bytes]:
+    """``record`` and ``open_intent``'s ARGV (``store_intent`` in ``prelude.lua``)."""
+    return [
+        _VERSION,
+        intent.intent_id,
+        intent.session_id,
+        str(intent.backend),
+        state.value,
+        str(owner),
+        repr(float(intent.created_at)),
+        repr(time.time()),
+        intent.encode(),
+    ]

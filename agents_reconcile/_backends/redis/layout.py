@@ -1,0 +1,159 @@
+"""Where the Redis journal keeps what: its key names, built once per prefix and session.
+
+Every key sits under ``{prefix}:``. The journal's own keys come first in every script's
+``KEYS`` (their order is ``GLOBAL.*`` in ``redis_scripts/prelude.lua``), then a session's,
+which share one hash tag: the first 32 hex digits of the blake3 digest of the session id, so
+a session's keys stay together whatever characters its id holds.
+
+Effects keep to the same rule: their scripts take the global keys, then the effect
+index and the started effects, then the effect keys of the effect's session, under that
+session's hash tag.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Final
+
+from blake3 import blake3
+
+from ...errors import ConfigurationError
+
+__all__ = [
+    "ASIDE_KEYS",
+    "EFFECT_INDEX",
+    "EFFECT_KEYS",
+    "EFFECT_STARTED",
+    "GLOBAL_KEYS",
+    "SESSION_KEYS",
+    "IntentHomes",
+    "JournalKeys",
+]
+
+GLOBAL_KEYS: Final = ("schema", "index", "settled", "seq", "log", "decided", "decision")
+SESSION_KEYS: Final = (
+    "open",
+    "record",
+    "backend",
+    "state",
+    "owner",
+    "updated",
+    "writes",
+    "decisions",
+    "write_seq",
+)
+EFFECT_INDEX: Final = "effect_index"
+"""A hash: effect key -> the session it belongs to (``effect(key)`` has only the key)."""
+EFFECT_STARTED: Final = "effect_started"
+"""A sorted set: the keys of the effects started and without a receipt, scored by when they
+were begun (``started_effects`` lists them without reading every effect kept)."""
+EFFECT_KEYS: Final = (
+    "effect_order",
+    "effect_record",
+    "effect_state",
+    "effect_owner",
+    "effect_updated",
+)
+"""A session's effect keys: the list of its effect keys, oldest first, then hashes from an
+effect key to its encoded ``Effect``, its state, its owner and when it last changed."""
+ASIDE_KEYS: Final = ("aside", "aside_record", "aside_order")
+"""Damaged intents set aside (``redis_aside``): a hash from a position to a description, one
+from the same position to the bytes, and the list of intent ids in the order they were set
+aside (the position is the index in it, from 1). Global keys, passed after a session's."""
+_SESSIONS_KEPT: Final = 1024
+_HOMES_KEPT: Final = 4096
+_WRITES: Final = SESSION_KEYS.index("writes")
+
+
+class JournalKeys:
+    """The key names of one journal (one ``prefix``), encoded once rather than per command."""
+
+    def __init__(self, prefix: str) -> None:
+        if not isinstance(prefix, str) or not prefix:
+            raise ConfigurationError("a Redis journal prefix must be a non-empty string")
+        if "{" in prefix or "}" in prefix:
+            # Braces would become the hash tag of every key, sessions' included.
+            raise ConfigurationError(f"a Redis journal prefix may not hold braces: {prefix!r}")
+        try:
+            prefix.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigurationError(
+                f"a Redis journal prefix must be encodable as UTF-8: {prefix!r}"
+            ) from None
+        self.prefix = prefix
+        self.names = {name: f"{prefix}:{name}" for name in GLOBAL_KEYS}
+        self.globals = [self.names[name].encode("utf-8") for name in GLOBAL_KEYS]
+        for name in (EFFECT_INDEX, EFFECT_STARTED, *ASIDE_KEYS):
+            self.names[name] = f"{prefix}:{name}"
+        self._effect_globals = [
+            *self.globals,
+            *(self.names[name].encode("utf-8") for name in (EFFECT_INDEX, EFFECT_STARTED)),
+        ]
+        self._sessions: dict[str, list[bytes]] = {}
+        self._effects: dict[str, list[bytes]] = {}
+        self._pattern = re.compile(
+            re.escape(prefix.encode())
+            + rb":(?:(?:"
+            + "|".join((*GLOBAL_KEYS, EFFECT_INDEX, EFFECT_STARTED, *ASIDE_KEYS)).encode()
+            + rb")|\{[0-9a-f]{32}\}:(?:"
+            + "|".join((*SESSION_KEYS, *EFFECT_KEYS)).encode()
+            + rb"))",
+        )
+
+    def session(self, session_id: str) -> list[bytes]:
+        """A session's keys, in ``SESSION_KEYS`` order."""
+        return self._tagged(self._sessions, session_id, SESSION_KEYS)
+
+    def effects(self, session_id: str) -> list[bytes]:
+        """The keys every effect script takes: the global keys, the effect index, the started
+        effects, then the session's effect keys in ``EFFECT_KEYS`` order (``effect_keys`` in
+        ``prelude.lua``)."""
+        return self._effect_globals + self._tagged(self._effects, session_id, EFFECT_KEYS)
+
+    def _tagged(
+        self, cache: dict[str, list[bytes]], session_id: str, names: tuple[str, ...]
+    ) -> list[bytes]:
+        keys = cache.get(session_id)
+        if keys is None:
+            tag = blake3(session_id.encode("utf-8", "surrogatepass")).hexdigest()[:32]
+            keys = [f"{self.prefix}:{{{tag}}}:{name}".encode() for name in names]
+            if len(cache) >= _SESSIONS_KEPT:
+                del cache[next(iter(cache))]
+            cache[session_id] = keys
+        return keys
+
+    def writes(self, session_id: str) -> bytes:
+        return self.session(session_id)[_WRITES]
+
+    def scripted(self, session_id: str) -> list[bytes]:
+        """The global keys, then the session's: the layout every script but settle takes."""
+        return self.globals + self.session(session_id)
+
+    def owns(self, key: bytes) -> bool:
+        """Whether ``key`` is laid out as one of this journal's (and not, say, a key of a
+        journal whose prefix extends this one's)."""
+        return self._pattern.fullmatch(key) is not None
+
+
+class IntentHomes:
+    """Where one journal object last saw each intent it recorded: a hint that spares a lookup
+    of the session holding an intent, always checked by the script that uses it."""
+
+    def __init__(self) -> None:
+        # Oldest first, so the oldest go first.
+        self._homes: dict[str, str] = {}
+
+    def get(self, intent_id: str) -> str | None:
+        return self._homes.get(intent_id)
+
+    def remember(self, intent_id: str, session_id: str) -> None:
+        homes = self._homes
+        if intent_id not in homes and len(homes) >= _HOMES_KEPT:
+            del homes[next(iter(homes))]
+        homes[intent_id] = session_id
+
+    def forget(self, intent_id: str) -> None:
+        self._homes.pop(intent_id, None)
+
+    def clear(self) -> None:
+        self._homes.clear()

@@ -1,0 +1,715 @@
+"""The embedded journal: one SQLite file, no setup.
+
+Each operation is one short transaction on a connection owned by this object. It runs on
+the calling thread while the database is free (a few tens of microseconds, cheaper than a
+thread hop) and moves to a worker thread with a longer busy timeout when another process
+holds the write lock, so a busy journal never stalls the event loop for long.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sqlite3
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import ClassVar, Final, TypeVar
+
+from ..._core.ownership import Owner
+from ..._core.records import BackendIdentity, Decision, PendingWrite
+from ..._core.sealing import Keyring
+from ..._effects.records import Effect, EffectState
+from ...errors import IntentConflict, JournalCorrupt, JournalUnavailable, LeaseLost
+from ..aside import RawIntent, SetAside
+from ..journal import (
+    Capabilities,
+    IntentState,
+    JournalEntry,
+    Opened,
+    require_limit,
+    require_settling,
+)
+from ..rows import checked_decision, checked_effect, checked_entry, each
+from .backend import SQLiteLink, enable_wal, path_of
+from .files import _VERSIONS, SCHEMA, SCHEMA_VERSION, _access_problem, _inspect, _reader, _translate
+
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "SQLiteJournal"]
+
+_T = TypeVar("_T")
+_SETTLING_ACTIONS: Final = ("settled", "replayed", "dropped")
+_EFFECT_ROW: Final = "SELECT key, session_id, state, owner, record FROM effects WHERE key = ?"
+_EffectRow = tuple[str, str, str, str, bytes]
+# One journal object per file within a process: every spelling of an address shares it.
+_SHARED: dict[Path, SQLiteJournal] = {}
+
+
+class SQLiteJournal:
+    """``IntentJournal`` in one SQLite file (created with its schema on first use).
+
+    ``synchronous="NORMAL"`` (the default) makes every commit survive the process being
+    killed; ``"FULL"`` also survives power loss, at an fsync per commit. ``read_only=True``
+    opens an existing journal for inspection: it never creates, migrates or writes the file.
+    """
+
+    # Its calls run on the event loop (in a thread only while another process holds the
+    # file's lock), so it starts eagerly; it clears in the opening's own commit.
+    capabilities: ClassVar[Capabilities] = Capabilities(
+        effects=True, set_aside=True, counts_again=True, folds_clearing=True, starts_eagerly=True
+    )
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float = 5.0,
+        synchronous: str = "NORMAL",
+        read_only: bool = False,
+    ) -> None:
+        self.path = Path(path).expanduser().resolve()
+        self.read_only = read_only
+        self.keyring = Keyring()
+        """The keys that open sealed batches: those of every wrapper using this journal."""
+        self._busy_timeout = busy_timeout
+        if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous must be NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self._synchronous = synchronous.upper()
+        self._link = SQLiteLink(
+            self._open,
+            busy_timeout=busy_timeout,
+            translate=lambda exc: _translate(exc, self.path),
+        )
+
+    @classmethod
+    def from_address(cls, address: str, *, namespace: str | None = None) -> SQLiteJournal:
+        """The journal of the file ``address`` names (a path or an ``sqlite:`` URL), shared
+        by every caller in this process; ``namespace`` is not used (the file is one)."""
+        key = path_of(address).expanduser().resolve()
+        journal = _SHARED.get(key)
+        if journal is None:
+            journal = _SHARED[key] = cls(key)
+        return journal
+
+    def __repr__(self) -> str:
+        return f"SQLiteJournal({str(self.path)!r})"
+
+    # -- connection ---------------------------------------------------------------------
+
+    def _open(self) -> sqlite3.Connection:
+        if self.read_only:
+            try:
+                there = self.path.is_file()
+            except OSError:
+                there = True  # a directory this user may not search: _reader says so
+            if not there:
+                raise JournalUnavailable(f"no journal file at {self.path}")
+            # Inspecting a journal never creates, migrates or writes it, even when the path
+            # is mistyped or a live process is using it, and leaves no file beside it.
+            conn = _reader(self.path)
+        else:
+            try:
+                conn = sqlite3.connect(
+                    str(self.path), timeout=0, isolation_level=None, check_same_thread=False
+                )
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+        try:
+            # The timeout first: switching to WAL takes the file's lock, which another process
+            # opening the journal at the same moment may hold.
+            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
+            if self.read_only:
+                self._check_read_only(conn)
+            else:
+                # WAL lets readers run beside the one writer; NORMAL commits reach the OS
+                # before returning, which is what surviving SIGKILL needs.
+                enable_wal(conn, self._busy_timeout)
+                conn.execute(f"PRAGMA synchronous={self._synchronous}")
+                # Pending batches hold conversation content: overwrite it when a row goes.
+                conn.execute("PRAGMA secure_delete=ON")
+                _VERSIONS.ensure(conn, str(self.path), migrate=True)
+                conn.execute("PRAGMA busy_timeout=0")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _check_read_only(self, conn: sqlite3.Connection) -> None:
+        """An inspected file must be a journal this release reads."""
+        found = _VERSIONS.version(conn, str(self.path))
+        if found is None:
+            raise JournalCorrupt(f"{self.path} is not an agents-reconcile journal")
+        if found > SCHEMA_VERSION:
+            SCHEMA.refuse(str(self.path), found)
+
+    async def schema_version(self) -> int | None:
+        """The schema version recorded in the file (None without one); writes nothing."""
+        return await asyncio.to_thread(_VERSIONS.read_file, self.path)
+
+    async def migrate(self) -> list[str]:
+        """Create or upgrade the schema; return the steps applied (none when current)."""
+        if self.read_only:
+            raise JournalUnavailable(f"journal {self.path} is open read-only")
+        try:
+            return await asyncio.to_thread(_VERSIONS.migrate_file, self.path, self._busy_timeout)
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+
+    async def check(self) -> str | None:
+        """None when the file holds this release's schema; else what is missing or newer,
+        what stops this user reading it, or what the file holds instead of a journal.
+        Creates and writes nothing, and leaves no file beside the journal (``_reader``)."""
+        try:
+            if not self.path.is_file():
+                return f"{self.path}: no journal file (migrate creates it)"
+        except OSError as exc:  # a directory on the way this user may not search
+            return _access_problem(self.path, writing=False) or f"{self.path}: {exc}"
+        return await asyncio.to_thread(_inspect, self.path)
+
+    def _sync(self, operation: Callable[[sqlite3.Connection], _T], *, patient: bool = False) -> _T:
+        return self._link.sync(operation, patient=patient)
+
+    async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
+        return await self._link.run(operation)
+
+    # -- IntentJournal ------------------------------------------------------------------
+
+    async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
+        blob = intent.encode()
+        row = _intent_row(intent, state, owner, blob)
+
+        def write(conn: sqlite3.Connection) -> None:
+            # IMMEDIATE: the settled check and the insert must see one state of the file.
+            conn.execute("BEGIN IMMEDIATE")
+            if _settled(conn, intent.intent_id):
+                raise IntentConflict(
+                    f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
+                )
+            _insert_or_compare(conn, intent, row, self.keyring)
+            conn.execute("COMMIT")
+
+        await self._run(write)
+
+    async def open_intent(
+        self,
+        intent: PendingWrite,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_write_count: int | None = None,
+        clearing: str | None = None,
+    ) -> Opened:
+        blob = intent.encode()
+        row = _intent_row(intent, state, owner, blob)
+        key = (intent.session_id, str(intent.backend))
+
+        def write(conn: sqlite3.Connection) -> Opened:
+            if clearing is not None:
+                # The acknowledged intent goes in the same transaction (one commit).
+                conn.execute("BEGIN IMMEDIATE")
+                gone = conn.execute(
+                    "DELETE FROM intents WHERE intent_id = ? AND session_id = ? AND backend = ?"
+                    " AND state = ? AND owner = ? RETURNING 1",
+                    (clearing, *key, IntentState.IN_FLIGHT.value, str(owner)),
+                ).fetchone()
+                if gone is not None:
+                    _count_write(conn, key)
+            # One statement, so one atomic step: no other intent of this session can appear
+            # between the check and the insert, and the insert returns the write count it saw.
+            try:
+                inserted = conn.execute(
+                    _OPEN_INTENT_SQL,
+                    (*key, *row, *key, intent.intent_id, *_SETTLING_ACTIONS, expect_write_count),
+                ).fetchall()
+            except sqlite3.IntegrityError:
+                inserted = []
+            if inserted:
+                if conn.in_transaction:
+                    conn.execute("COMMIT")
+                return Opened(recorded=True, write_count=int(inserted[0][0]))
+            # Refused, or the id is taken (perhaps by this very intent, opened by a call whose
+            # reply was lost): find out which under the write lock, and insert if, by now,
+            # nothing is in the way.
+            if not conn.in_transaction:
+                conn.execute("BEGIN IMMEDIATE")
+            opened = _open_locked(conn, intent, state, owner, expect_write_count, row, self.keyring)
+            conn.execute("COMMIT")
+            return opened
+
+        return await self._run(write)
+
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
+        return await self._run(lambda conn: _writes(conn, (session_id, str(backend))))
+
+    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
+        def write(conn: sqlite3.Connection) -> int:
+            return _count_write(conn, (session_id, str(backend)))
+
+        return await self._run(write)
+
+    async def transition(
+        self,
+        intent_id: str,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_state: IntentState | None = None,
+        expect_owner: Owner | None = None,
+        expect_fence: int | None = None,
+        expect_updated_at: float | None = None,
+    ) -> bool:
+        sql = "UPDATE intents SET state = ?, owner = ?, updated_at = ? WHERE intent_id = ?"
+        args: list[object] = [state.value, str(owner), time.time(), intent_id]
+        sql += _matching(
+            args,
+            state=None if expect_state is None else expect_state.value,
+            owner=None if expect_owner is None else str(expect_owner),
+            write_seq=expect_fence,
+            updated_at=expect_updated_at,
+        )
+        if state is IntentState.RECONCILING and expect_fence is None:
+            # A claim takes a new fencing token in the same statement.
+            sql = sql.replace(
+                " WHERE intent_id",
+                ", write_seq = max(write_seq + 1, coalesce((SELECT writes FROM session_writes AS w"
+                " WHERE w.session_id = intents.session_id AND w.backend = intents.backend), 0))"
+                " WHERE intent_id",
+                1,
+            )
+        return await self._run(lambda conn: conn.execute(sql, args).rowcount == 1)
+
+    async def discard(
+        self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
+        def write(conn: sqlite3.Connection) -> None:
+            # IMMEDIATE: the intent goes and its session's count moves in one step, so no
+            # reader sees the write landed with the count it had while it was in flight.
+            conn.execute("BEGIN IMMEDIATE")
+            if owner is not None:
+                _require_held(conn, intent_id, IntentState.IN_FLIGHT, owner, fence)
+            gone = conn.execute(
+                "DELETE FROM intents WHERE intent_id = ? RETURNING session_id, backend",
+                (intent_id,),
+            ).fetchone()
+            if gone is not None:
+                _count_write(conn, (gone[0], gone[1]))
+            conn.execute("COMMIT")
+
+        await self._run(write)
+
+    async def pending(
+        self, session_id: str | None, backend: BackendIdentity | None = None
+    ) -> list[JournalEntry]:
+        def read(conn: sqlite3.Connection) -> list[_Row]:
+            args: list[object] = []
+            sql = _SELECT_INTENTS + " WHERE 1 = 1"
+            sql += _matching(
+                args, session_id=session_id, backend=None if backend is None else str(backend)
+            )
+            rows: list[_Row] = conn.execute(sql + " ORDER BY created_at", args).fetchall()
+            return rows
+
+        keyring = self.keyring
+        return each(
+            await self._run(read),
+            lambda row: _entry(*row, keyring=keyring),
+            lambda row: ("intent", row[0], row[1]),
+        )
+
+    async def get(self, intent_id: str) -> JournalEntry | None:
+        row = await self._run(
+            lambda conn: conn.execute(
+                _SELECT_INTENTS + " WHERE intent_id = ?", (intent_id,)
+            ).fetchone()
+        )
+        return None if row is None else _entry(*row, keyring=self.keyring)
+
+    async def is_settled(self, intent_id: str) -> bool:
+        return await self._run(lambda conn: _settled(conn, intent_id))
+
+    async def settle(
+        self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
+        require_settling(decision, settling=True)
+        intent_id = decision.intent_id
+
+        def write(conn: sqlite3.Connection) -> None:
+            # IMMEDIATE: the claim check and the delete must see one state of the file.
+            conn.execute("BEGIN IMMEDIATE")
+            if _settled(conn, intent_id):
+                if _settled_by(conn, decision):
+                    # The same call again, its first reply lost: already done.
+                    return
+                raise IntentConflict(f"intent {intent_id} was already settled", intent_id=intent_id)
+            if owner is not None:
+                _require_held(conn, intent_id, IntentState.RECONCILING, owner, fence)
+            conn.execute("DELETE FROM intents WHERE intent_id = ?", (intent_id,))
+            # Counted whatever the action: a batch that landed through a replay whose reply was
+            # lost settles as committed, and other wrappers' memories must expire either way.
+            _count_write(conn, (decision.session_id, str(decision.backend)))
+            _insert_decision(conn, decision)
+            conn.execute("COMMIT")
+
+        await self._run(write)
+
+    async def note(self, decision: Decision) -> None:
+        require_settling(decision, settling=False)
+        await self._run(lambda conn: _insert_decision(conn, decision))
+
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        """Replace the newest decision about ``previous``'s intent with ``again`` (the same
+        decision, counted once more), only while it is still ``previous``; whether it was."""
+        require_settling(again, settling=False)
+        sql = (
+            "UPDATE decisions SET record = ? WHERE record = ? AND seq ="
+            " (SELECT max(seq) FROM decisions WHERE intent_id = ?)"
+        )
+        args = (again.encode(), previous.encode(), previous.intent_id)
+        return bool(await self._run(lambda conn: conn.execute(sql, args).rowcount == 1))
+
+    # -- EffectJournal -------------------------------------------------------------------
+
+    async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
+        row = (effect.key, effect.session_id, effect.state.value, effect.owner)
+        times = (effect.started_at, time.time())
+        record = effect.encode()
+
+        def begin(conn: sqlite3.Connection) -> tuple[_EffectRow, bool]:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                inserted = conn.execute(
+                    "INSERT INTO effects (key, session_id, state, owner, started_at,"
+                    " updated_at, record) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING",
+                    (*row, *times, record),
+                ).rowcount
+                [stored] = conn.execute(_EFFECT_ROW, row[:1]).fetchall()
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return stored, inserted == 1
+
+        stored, recorded = await self._run(begin)
+        return self._effect(stored), recorded
+
+    async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
+        sql = (
+            "UPDATE effects SET owner = ?, updated_at = ?, record = ?"
+            " WHERE key = ? AND state = 'started' AND owner = ?"
+        )
+        args = (effect.owner, time.time(), effect.encode(), effect.key, expect_owner)
+        return bool(await self._run(lambda conn: conn.execute(sql, args).rowcount == 1))
+
+    async def finish_effect(self, effect: Effect) -> Effect:
+        sql = (
+            "UPDATE effects SET state = 'done', updated_at = ?, record = ?"
+            " WHERE key = ? AND state = 'started' AND owner = ?"
+        )
+        args = (time.time(), effect.encode(), effect.key, effect.owner)
+
+        def finish(conn: sqlite3.Connection) -> tuple[bool, _EffectRow | None]:
+            updated = conn.execute(sql, args).rowcount == 1
+            return updated, conn.execute(_EFFECT_ROW, (effect.key,)).fetchone()
+
+        updated, stored = await self._run(finish)
+        if stored is not None:
+            held = self._effect(stored)
+            done = (held.state, held.owner, held.output_digest) == (
+                EffectState.DONE,
+                effect.owner,
+                effect.output_digest,
+            )
+            if updated or done:
+                return held
+        raise IntentConflict(
+            f"effect {effect.key}: no started effect of owner {effect.owner} to finish",
+            intent_id=effect.key,
+        )
+
+    async def effect(self, key: str) -> Effect | None:
+        rows = await self._run(lambda conn: conn.execute(_EFFECT_ROW, (key,)).fetchall())
+        return self._effect(rows[0]) if rows else None
+
+    async def effects(self, session_id: str) -> list[Effect]:
+        sql = (
+            "SELECT key, session_id, state, owner, record FROM effects WHERE session_id = ?"
+            " ORDER BY rowid"
+        )
+        rows = await self._run(lambda conn: conn.execute(sql, (session_id,)).fetchall())
+        return [self._effect(row) for row in rows]
+
+    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
+        # The partial index effects_started holds the started rows alone.
+        sql = "SELECT key, session_id, state, owner, record FROM effects WHERE state = 'started'"
+        args: tuple[str, ...] = ()
+        if session_id is not None:
+            sql, args = f"{sql} AND session_id = ?", (session_id,)
+        rows = await self._run(lambda conn: conn.execute(f"{sql} ORDER BY rowid", args).fetchall())
+        return each(rows, self._effect, lambda row: ("effect", row[0], row[1]))
+
+    def _effect(self, row: _EffectRow) -> Effect:
+        key, session_id, state, owner, record = row
+        return checked_effect(key, session_id, state, owner, bytes(record), self.keyring)
+
+    async def decisions(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[Decision]:
+        args: list[object] = []
+        sql = "SELECT intent_id, session_id, record FROM decisions WHERE 1 = 1"
+        sql += _matching(args, session_id=session_id, intent_id=intent_id)
+        require_limit(limit)
+        sql += " ORDER BY seq DESC LIMIT ?"
+        args.append(limit)
+        rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
+        return each(rows, lambda row: _decision(*row), lambda row: ("decision", row[0], row[1]))
+
+    # -- damaged intents set aside ---------------------------------------------------------
+
+    async def raw_intent(self, intent_id: str) -> RawIntent | None:
+        sql = (
+            "SELECT intent_id, session_id, backend, state, owner, updated_at, record"
+            " FROM intents WHERE intent_id = ?"
+        )
+        row = await self._run(lambda conn: conn.execute(sql, (intent_id,)).fetchone())
+        return None if row is None else RawIntent.of_row(row)
+
+    async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
+        require_settling(decision, settling=True)
+
+        def write(conn: sqlite3.Connection) -> bool:
+            conn.execute("BEGIN IMMEDIATE")
+            # The values as read, compared as stored (IS: a column of another type matches too).
+            gone = conn.execute(
+                "DELETE FROM intents WHERE intent_id = ? AND record IS ? AND state IS ?"
+                " AND owner IS ? AND updated_at IS ?",
+                (raw.intent_id, *raw.stored),
+            ).rowcount
+            if gone != 1:
+                conn.execute("ROLLBACK")
+                return False
+            _count_write(conn, (raw.session_id, raw.backend))
+            _insert_decision(conn, decision)
+            conn.execute(
+                "INSERT INTO set_aside (intent_id, session_id, set_aside_at, meta, record)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (raw.intent_id, raw.session_id, aside.set_aside_at, aside.encode(), raw.stored[0]),
+            )
+            conn.execute("COMMIT")
+            return True
+
+        return await self._run(write)
+
+    async def set_aside_entries(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[SetAside]:
+        require_limit(limit)
+        args: list[object] = []
+        sql = "SELECT meta FROM set_aside WHERE 1 = 1"
+        sql += _matching(args, session_id=session_id, intent_id=intent_id)
+        sql += " ORDER BY seq DESC LIMIT ?"
+        args.append(limit)
+        rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
+        return [SetAside.decode(row[0]) for row in rows]
+
+    async def close(self) -> None:
+        """Close the connection. The journal is shared per file within a process, so a later
+        operation (by this or another session) opens a new one instead of failing."""
+        self._link.close()
+
+
+def _matching(args: list[object], **columns: object) -> str:
+    """`` AND column = ?`` for each column given a value (None: any), its value added to
+    ``args``."""
+    wanted = {column: value for column, value in columns.items() if value is not None}
+    args.extend(wanted.values())
+    return "".join(f" AND {column} = ?" for column in wanted)
+
+
+def _writes(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
+    row = conn.execute(
+        "SELECT writes FROM session_writes WHERE session_id = ? AND backend = ?", key
+    ).fetchone()
+    return int(row[0]) if row else 0
+
+
+def _count_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
+    (writes,) = conn.execute(
+        "INSERT INTO session_writes (session_id, backend, writes) VALUES (?, ?, 1)"
+        " ON CONFLICT (session_id, backend) DO UPDATE SET writes = writes + 1 RETURNING writes",
+        key,
+    ).fetchone()
+    return int(writes)
+
+
+# Inserts only when the session and backend have no unresolved intent, the id was never
+# settled and, when a count is expected (the last parameter; NULL for none), the session's
+# count is still that one. Parameters: the session key, the row, the session key, the intent
+# id and the settling actions, the expected count.
+_OPEN_INTENT_SQL: Final = (
+    "WITH seen (writes) AS (SELECT coalesce((SELECT writes FROM session_writes"
+    " WHERE session_id = ? AND backend = ?), 0))"
+    " INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at,"
+    " updated_at, record, write_seq) SELECT ?, ?, ?, ?, ?, ?, ?, ?, writes FROM seen"
+    " WHERE NOT EXISTS (SELECT 1 FROM intents WHERE session_id = ? AND backend = ?)"
+    " AND NOT EXISTS (SELECT 1 FROM decisions WHERE intent_id = ? AND action IN (?, ?, ?))"
+    " AND coalesce(?, writes) = writes RETURNING write_seq"
+)
+_INSERT_INTENT_SQL: Final = (
+    "INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at, updated_at,"
+    " record, write_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+)
+_SELECT_INTENTS: Final = (
+    "SELECT intent_id, session_id, backend, state, owner, updated_at, record, write_seq"
+    " FROM intents"
+)
+_Row = tuple[str, str, str, str, str, float, bytes, int]
+
+
+def _require_held(
+    conn: sqlite3.Connection, intent_id: str, state: IntentState, owner: Owner, fence: int | None
+) -> None:
+    """Inside a write transaction: ``LeaseLost`` unless ``owner`` holds the intent in
+    ``state`` (under ``fence`` when given), or the intent is gone."""
+    row = conn.execute(
+        "SELECT state, owner, write_seq FROM intents WHERE intent_id = ?", (intent_id,)
+    ).fetchone()
+    if row is None:
+        return
+    if (row[0], row[1]) != (state.value, str(owner)) or (fence is not None and row[2] != fence):
+        raise LeaseLost(
+            f"intent {intent_id} is no longer {state.value} under {owner}"
+            + ("" if fence is None else f" with token {fence}"),
+            intent_id=intent_id,
+        )
+
+
+def _intent_row(
+    intent: PendingWrite, state: IntentState, owner: Owner, blob: bytes
+) -> tuple[object, ...]:
+    return (
+        intent.intent_id,
+        intent.session_id,
+        str(intent.backend),
+        state.value,
+        str(owner),
+        intent.created_at,
+        time.time(),
+        blob,
+    )
+
+
+def _insert_or_compare(
+    conn: sqlite3.Connection, intent: PendingWrite, row: tuple[object, ...], keyring: Keyring
+) -> None:
+    """Insert a new intent; the same id again is a no-op if the content is the same."""
+    try:
+        conn.execute(_INSERT_INTENT_SQL, (*row, 0))
+    except sqlite3.IntegrityError:
+        (existing,) = conn.execute(
+            "SELECT record FROM intents WHERE intent_id = ?", (intent.intent_id,)
+        ).fetchone()
+        if not PendingWrite.decode(existing, keyring).same_content(intent):
+            raise IntentConflict(
+                f"intent {intent.intent_id} is recorded with other content",
+                intent_id=intent.intent_id,
+            ) from None
+
+
+def _open_locked(
+    conn: sqlite3.Connection,
+    intent: PendingWrite,
+    state: IntentState,
+    owner: Owner,
+    expect_write_count: int | None,
+    row: tuple[object, ...],
+    keyring: Keyring,
+) -> Opened:
+    """``open_intent`` decided in full, inside a write transaction: every case the fast
+    path's single statement leaves to it."""
+    key = (intent.session_id, str(intent.backend))
+    writes = _writes(conn, key)
+    found = conn.execute(_SELECT_INTENTS + " WHERE intent_id = ?", (intent.intent_id,)).fetchone()
+    if found is not None:
+        held = _entry(*found, keyring=keyring)
+        if not held.intent.same_content(intent):
+            raise IntentConflict(
+                f"intent {intent.intent_id} is recorded with other content",
+                intent_id=intent.intent_id,
+            )
+        if held.state is state and held.owner == owner:
+            # Opened already by this same call, whose reply was lost: answer as it was.
+            return Opened(recorded=True, write_count=int(found[-1]))
+        return Opened(recorded=False, write_count=writes, blocking=[held])
+    rows: list[_Row] = conn.execute(
+        _SELECT_INTENTS + " WHERE session_id = ? AND backend = ? ORDER BY created_at", key
+    ).fetchall()
+    if rows:
+        return Opened(
+            recorded=False,
+            write_count=writes,
+            blocking=[_entry(*other, keyring=keyring) for other in rows],
+        )
+    if _settled(conn, intent.intent_id):
+        raise IntentConflict(
+            f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
+        )
+    if expect_write_count is not None and writes != expect_write_count:
+        return Opened(recorded=False, write_count=writes)
+    conn.execute(_INSERT_INTENT_SQL, (*row, writes))
+    return Opened(recorded=True, write_count=writes)
+
+
+def _entry(
+    intent_id: str,
+    session_id: str,
+    backend: str,
+    state: str,
+    owner: str,
+    updated_at: float,
+    record: bytes,
+    fence: int,
+    *,
+    keyring: Keyring,
+) -> JournalEntry:
+    return checked_entry(
+        intent_id, session_id, backend, state, owner, updated_at, record, keyring, fence=fence
+    )
+
+
+def _decision(intent_id: str, session_id: str, record: bytes) -> Decision:
+    return checked_decision(intent_id, session_id, record)
+
+
+def _settled(conn: sqlite3.Connection, intent_id: str) -> bool:
+    row = conn.execute(
+        "SELECT 1 FROM decisions WHERE intent_id = ? AND action IN (?, ?, ?) LIMIT 1",
+        (intent_id, *_SETTLING_ACTIONS),
+    ).fetchone()
+    return row is not None
+
+
+def _settled_by(conn: sqlite3.Connection, decision: Decision) -> bool:
+    """Whether ``decision`` itself, byte for byte, is what settled its intent."""
+    row = conn.execute(
+        "SELECT 1 FROM decisions WHERE intent_id = ? AND action IN (?, ?, ?) AND record = ?"
+        " LIMIT 1",
+        (decision.intent_id, *_SETTLING_ACTIONS, decision.encode()),
+    ).fetchone()
+    return row is not None
+
+
+def _insert_decision(conn: sqlite3.Connection, decision: Decision) -> None:
+    conn.execute(
+        "INSERT INTO decisions (intent_id, session_id, backend, outcome, reason, action,"
+        " decided_at, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            decision.intent_id,
+            decision.session_id,
+            str(decision.backend),
+            decision.outcome.value,
+            decision.reason.value,
+            decision.action.value,
+            decision.decided_at,
+            decision.encode(),
+        ),
+    )

@@ -1,0 +1,528 @@
+"""The ``agents-reconcile`` command: run the demo, look into any intent journal, resolve what
+needs an operator, check a stored history for damage, migrate schemas, and run the self-test.
+
+::
+
+    agents-reconcile demo [--dir DIR]
+    agents-reconcile status [--journal ADDRESS] [--session ID] [--json]
+    agents-reconcile show INTENT|EFFECT [--journal ADDRESS] [--store ADDRESS] [--json]
+    agents-reconcile trail SESSION [--journal ADDRESS] [--limit N] [--json]
+    agents-reconcile resolve INTENT --as committed|replay|retry|abandon --reason TEXT
+                             [--actor NAME] [--journal ADDRESS] [--store ADDRESS] [--override]
+                             [--output TEXT] [--json]
+    agents-reconcile check SESSION --store ADDRESS [--journal ADDRESS] [--repair --reason TEXT]
+                           [--json]
+    agents-reconcile decisions [--journal ADDRESS] [--session ID] [--limit N] [--json]
+    agents-reconcile selftest [--store NAME] [--path PATH] [--no-foreign] [--workers N]
+                             [--only kill|cancel]
+    agents-reconcile selftest --fleet [--workers N] [--sessions N] [--rounds N] [--lease S]
+                             [--journal NAME] [--store NAME] [--own-servers] [--seed N]
+    agents-reconcile migrate [--check] [--journal ADDRESS ...] [--store ADDRESS ...]
+
+A journal address is any the library takes: a path, ``sqlite:///``, ``redis://``,
+``postgresql://`` (default: the library's default file in the working directory). Where the
+deployment seals payloads, ``status``, ``show``, ``resolve`` and ``check`` take its payload keys
+from a file (``--payload-key-file PATH``) or a variable (``--payload-key-env NAME``, default
+``AGENTS_RECONCILE_PAYLOAD_KEY``), never from the command line; the signing keys come from
+``AGENTS_RECONCILE_SIGNING_KEY``. Reading
+never creates, migrates or writes a journal, and nothing printed holds an item's content:
+only ids, states, owners, counts, digests and reasons. Exit codes: 0 fine; 1 something needs
+an operator (or was refused, or a check failed); 2 the journal or store could not be used.
+
+Everything is imported when its command runs, so ``--help`` answers at once.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+from typing import Final, NoReturn
+
+__all__ = ["main"]
+
+PROG: Final = "agents-reconcile"
+EXIT_OK: Final = 0
+EXIT_TROUBLE: Final = 2
+_STORE_NAMES: Final = (
+    "sqlite, async_sqlite, advanced_sqlite, encrypted_sqlite, sqlalchemy_sqlite, "
+    "revisioned_<backend>"
+)
+_RECOVERY_PATHS: Final = "run, streamed, resume_run, resume_streamed"
+
+
+# -- commands ----------------------------------------------------------------------------------
+
+
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from ._demo import check_settings, run_demo
+
+    # A setting the scenes would refuse (AGENTS_RECONCILE=maybe) is refused before any
+    # directory is made, the temporary one included.
+    check_settings(None if args.dir is None else Path(args.dir))
+    if args.dir is None:
+        directory = Path(tempfile.mkdtemp(prefix="agents-reconcile-demo-"))
+        print(f"Demo files go to a new temporary directory: {directory}")
+    else:
+        directory = Path(args.dir)
+    return asyncio.run(run_demo(directory, sys.stdout))
+
+
+def _cmd_status(args: argparse.Namespace) -> int:
+    from ._operator import commands
+
+    return commands.status(args)
+
+
+def _cmd_show(args: argparse.Namespace) -> int:
+    from ._operator import commands
+
+    return commands.show(args)
+
+
+def _cmd_trail(args: argparse.Namespace) -> int:
+    from ._operator import commands
+
+    return commands.trail(args)
+
+
+def _cmd_resolve(args: argparse.Namespace) -> int:
+    from ._operator import commands
+
+    return commands.resolve(args)
+
+
+def _cmd_decisions(args: argparse.Namespace) -> int:
+    from ._operator import commands
+
+    return commands.decisions(args)
+
+
+def _cmd_selftest(args: argparse.Namespace) -> int:
+    if args.fleet:
+        return _fleet(args)
+    from ._selftest.command import run_selftest
+
+    return run_selftest(
+        stores=args.store,
+        paths=args.path,
+        foreign=not args.no_foreign,
+        workers=args.workers or 2,
+        keep=None if args.keep is None else Path(args.keep),
+        redis_url=args.redis_url,
+        postgres_url=args.postgres_url,
+        only=args.only,
+    )
+
+
+def _fleet(args: argparse.Namespace) -> int:
+    from ._selftest.fleet import JOURNALS, STORES, FleetOptions, run_fleet
+
+    for flag, given, known in (
+        ("--journal", args.journal, JOURNALS),
+        ("--store", args.store, STORES),
+    ):
+        unknown = [name for name in given if name not in known]
+        if unknown:
+            print(
+                f"{PROG} selftest --fleet: unknown {flag} {', '.join(unknown)}; "
+                f"known: {', '.join(known)}",
+                file=sys.stderr,
+            )
+            return EXIT_TROUBLE
+    options = FleetOptions(
+        workers=args.workers or 8,
+        sessions=args.sessions,
+        rounds=args.rounds,
+        settle_sessions=args.settle_sessions,
+        lease=args.lease,
+        pause=args.lease * 1.6,
+        journals=tuple(args.journal) or JOURNALS,
+        stores=tuple(args.store) or STORES,
+        redis_url=args.redis_url,
+        postgres_url=args.postgres_url,
+        own_servers=args.own_servers,
+        seed=args.seed,
+        keep=None if args.keep is None else Path(args.keep),
+    )
+    return run_fleet(options)
+
+
+def _lease(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 0.1 <= value <= 60:
+        raise argparse.ArgumentTypeError(f"must be between 0.1 and 60 seconds, not {value}")
+    return value
+
+
+def _cmd_migrate(args: argparse.Namespace) -> int:
+    from ._backends.migrate import Target, run
+
+    targets = [Target("journal", address, args.namespace) for address in args.journal]
+    store_namespace = args.store_namespace or args.namespace
+    targets += [Target("store", address, store_namespace) for address in args.store]
+    if not targets:
+        print(f"{PROG} migrate: name at least one --journal or --store", file=sys.stderr)
+        return EXIT_TROUBLE
+    results = asyncio.run(run(targets, check=args.check))
+    for target, current, what in results:
+        print(f"{'ok     ' if current else 'MIGRATE'} {target}: {what}")
+    return EXIT_OK if all(current for _, current, _ in results) else 1
+
+
+# -- entry point -------------------------------------------------------------------------------
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def _journal_options(
+    command: argparse.ArgumentParser,
+    *,
+    repeatable: bool = False,
+    json: bool = True,
+    default: str = "agents-reconcile.db here",
+) -> None:
+    """The options that address a journal, the same on every command that reads or writes
+    one: ``--journal`` and ``--namespace`` (and ``--json``)."""
+    where = "the journal: a path, sqlite:///..., redis://..., postgresql://..."
+    command.add_argument(
+        "--journal",
+        metavar="ADDRESS",
+        action="append" if repeatable else "store",
+        default=[] if repeatable else None,
+        help=f"{where} (repeatable)" if repeatable else f"{where} (default: {default})",
+    )
+    command.add_argument(
+        "--namespace",
+        metavar="NAME",
+        help="the journal's Redis key prefix or PostgreSQL schema, when not the default",
+    )
+    if json:
+        command.add_argument("--json", action="store_true", help="one JSON document")
+
+
+def _key_options(command: argparse.ArgumentParser) -> None:
+    # Where the payload keys come from; never their value on the command line, which other
+    # users of the host and the shell's history would see.
+    keys = command.add_mutually_exclusive_group()
+    keys.add_argument(
+        "--payload-key-file",
+        metavar="PATH",
+        help="a file holding the deployment's payload keys (ReconcileConfig payload_key) as "
+        "base64, the sealing one first, one a line: sealed records open, what is written is "
+        "sealed",
+    )
+    keys.add_argument(
+        "--payload-key-env",
+        metavar="NAME",
+        help="the environment variable holding them, comma-separated (default: "
+        "AGENTS_RECONCILE_PAYLOAD_KEY, when set)",
+    )
+
+
+def _store_options(command: argparse.ArgumentParser, what: str, *, required: bool = False) -> None:
+    command.add_argument("--store", metavar="ADDRESS", required=required, help=what)
+    command.add_argument(
+        "--store-namespace", metavar="NAME", help="the store's Redis key prefix or schema"
+    )
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = _Parser(
+        prog=PROG,
+        description="Reconcile uncertain OpenAI Agents SDK session writes: the demo, what an "
+        "operator needs (status, show, trail, resolve, check), schemas and the self-test.",
+    )
+    parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    demo = commands.add_parser("demo", help="run three offline scenes: replayed, committed, denied")
+    demo.add_argument(
+        "--dir", metavar="DIR", help="where to keep the demo's files (default: a new temp dir)"
+    )
+    demo.set_defaults(handler=_cmd_demo)
+
+    status = commands.add_parser(
+        "status",
+        aliases=["pending"],
+        help="pending intents and tool effects without a receipt, by session, owner and age "
+        "(exit 1: an operator is needed)",
+    )
+    _journal_options(status)
+    _key_options(status)
+    status.add_argument("--session", metavar="ID", help="only this session")
+    status.set_defaults(handler=_cmd_status)
+
+    show = commands.add_parser(
+        "show", help="one intent and its evidence: expected, stored now, decided, resolvable"
+    )
+    show.add_argument("intent", metavar="INTENT", help="the intent id")
+    _journal_options(show)
+    _key_options(show)
+    _store_options(show, "judge the intent against this store (read only)")
+    show.add_argument(
+        "--limit", type=_positive, default=20, metavar="N", help="at most N decisions"
+    )
+    show.set_defaults(handler=_cmd_show)
+
+    trail = commands.add_parser("trail", help="a session's decisions, oldest first")
+    trail.add_argument("session", metavar="SESSION", help="the session id")
+    _journal_options(trail)
+    trail.add_argument(
+        "--limit", type=_positive, default=100, metavar="N", help="the newest N (default 100)"
+    )
+    trail.set_defaults(handler=_cmd_trail)
+
+    resolve = commands.add_parser(
+        "resolve", help="resolve a pending intent as committed, replay or abandon, with a reason"
+    )
+    resolve.add_argument("intent", metavar="INTENT", help="the intent id")
+    resolve.add_argument(
+        "--as",
+        dest="resolution",
+        required=True,
+        choices=("committed", "replay", "retry", "abandon"),
+        help="committed: settle, never replay (an effect: its --output is the receipt); "
+        "replay: append the batch once (an effect: retry); retry: run an effect's body again; "
+        "abandon: drop the intent, write nothing",
+    )
+    resolve.add_argument(
+        "--output", metavar="TEXT", help="an effect resolved as committed: the output it gave"
+    )
+    resolve.add_argument("--reason", required=True, help="why (kept in the trail)")
+    resolve.add_argument("--actor", metavar="NAME", help="who (default: user@host)")
+    resolve.add_argument(
+        "--override",
+        action="store_true",
+        help="replay even where the rule does not see the history the write was meant for",
+    )
+    _journal_options(resolve)
+    _key_options(resolve)
+    _store_options(resolve, "the intent's store: needed to replay, and to judge")
+    resolve.set_defaults(handler=_cmd_resolve)
+
+    check = commands.add_parser(
+        "check",
+        help="report damage in a stored history (duplicates, calls without outputs, outputs "
+        "without calls); --repair fixes what the evidence proves",
+    )
+    check.add_argument("session", metavar="SESSION", help="the session id")
+    _store_options(check, "the session's store", required=True)
+    _journal_options(check, default="none is read; a repair is recorded in it")
+    check.add_argument("--repair", action="store_true", help="repair what the evidence proves")
+    check.add_argument("--reason", help="why (kept in the trail; needed with --repair)")
+    check.add_argument("--actor", metavar="NAME", help="who (default: user@host)")
+    _key_options(check)
+    check.set_defaults(handler=_cmd_check)
+
+    decisions = commands.add_parser(
+        "decisions", help="every session's decisions, newest first (payload-free)"
+    )
+    _journal_options(decisions)
+    decisions.add_argument("--session", metavar="ID", help="only this session")
+    decisions.add_argument(
+        "--limit", type=_positive, default=20, metavar="N", help="at most N (default 20)"
+    )
+    decisions.set_defaults(handler=_cmd_decisions)
+
+    selftest = commands.add_parser(
+        "selftest",
+        help="kill agent runs with SIGKILL at every crash point, recover, and check (offline)",
+    )
+    selftest.add_argument(
+        "--store",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help=f"only this store (repeatable): {_STORE_NAMES}",
+    )
+    selftest.add_argument(
+        "--path",
+        action="append",
+        default=[],
+        metavar="PATH",
+        help=f"only this recovery path (repeatable): {_RECOVERY_PATHS} (the cancellation "
+        "matrix: a fresh run's cells for run and streamed, a resumed checkpoint's for resume_*)",
+    )
+    selftest.add_argument(
+        "--no-foreign",
+        action="store_true",
+        help="skip the scenarios where another writer appends before the recovery",
+    )
+    selftest.add_argument(
+        "--workers",
+        type=_positive,
+        metavar="N",
+        help="scenarios run at once (default 2); with --fleet, worker processes (default 8)",
+    )
+    selftest.add_argument("--keep", metavar="DIR", help="keep every scenario's files under DIR")
+    selftest.add_argument(
+        "--only",
+        choices=("kill", "cancel"),
+        help="run only the SIGKILL crash-point matrix, or only the cancellation matrix "
+        "(default: both; the cancellation matrix also runs the store sqlite_late)",
+    )
+    selftest.add_argument(
+        "--redis-url", metavar="URL", help="also run the revisioned Redis store on this server"
+    )
+    selftest.add_argument(
+        "--postgres-url",
+        metavar="URL",
+        help="also run the revisioned PostgreSQL store on this server",
+    )
+    fleet = selftest.add_argument_group(
+        "fleet",
+        "--fleet: worker processes on simulated hosts append to shared sessions through one "
+        "journal while workers are killed, paused past their lease, their replies lost and "
+        "the servers restarted; a judge then counts duplicates, losses, double settlements, "
+        "stale writes and continuations on doubt (--store then names sqlite or "
+        "revisioned_<backend>)",
+    )
+    fleet.add_argument("--fleet", action="store_true", help="run the fleet self-test instead")
+    fleet.add_argument(
+        "--journal",
+        action="append",
+        default=[],
+        metavar="NAME",
+        help="only this journal (repeatable): sqlite, redis, postgres",
+    )
+    fleet.add_argument(
+        "--sessions", type=_positive, default=3, metavar="N", help="shared sessions (default 3)"
+    )
+    fleet.add_argument(
+        "--rounds", type=_positive, default=20, metavar="N", help="faults per cell (default 20)"
+    )
+    fleet.add_argument(
+        "--settle-sessions",
+        type=_positive,
+        default=240,
+        metavar="N",
+        help="sessions with a failed intent that the workers settle at once, per journal, "
+        "for the throughput figure (default 240)",
+    )
+    fleet.add_argument(
+        "--lease", type=_lease, default=1.0, metavar="SECONDS", help="lease (default 1.0)"
+    )
+    fleet.add_argument(
+        "--own-servers",
+        action="store_true",
+        help="start private Redis and PostgreSQL servers here and restart them as a fault",
+    )
+    fleet.add_argument("--seed", type=int, metavar="N", help="seed of the driver's choices")
+    selftest.set_defaults(handler=_cmd_selftest)
+
+    migrate = commands.add_parser(
+        "migrate",
+        help="create or upgrade journal and revisioned-store schemas (--check: verify only)",
+    )
+    _journal_options(migrate, repeatable=True, json=False)
+    migrate.add_argument(
+        "--store",
+        action="append",
+        default=[],
+        metavar="ADDRESS",
+        help="a revisioned store: the same forms (repeatable)",
+    )
+    migrate.add_argument(
+        "--store-namespace",
+        metavar="NAME",
+        help="the stores' Redis key prefix or schema (default: --namespace)",
+    )
+    migrate.add_argument(
+        "--check",
+        action="store_true",
+        help="run no DDL and write nothing; exit 1 when something needs migrating",
+    )
+    migrate.set_defaults(handler=_cmd_migrate)
+    return parser
+
+
+def _version() -> str:
+    from . import __version__
+
+    return __version__
+
+
+def _cmd_check(args: argparse.Namespace) -> int:
+    from ._operator import commands
+
+    return commands.check(args)
+
+
+class _UsageError(Exception):
+    """A command line argparse refused: said by ``main``, as text or as JSON."""
+
+    def __init__(self, parser: argparse.ArgumentParser, message: str) -> None:
+        super().__init__(message)
+        self.parser = parser
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> NoReturn:
+        raise _UsageError(self, message)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the command line; return the exit code (0 fine, 1 an operator is needed, a
+    resolution was refused or a check failed, 2 trouble). Under ``--json`` an error is one
+    JSON object on standard output too: ``{"error": ..., "kind": ..., "exit": N}``."""
+    argv = sys.argv[1:] if argv is None else argv
+    parser = _parser()
+    try:
+        args = parser.parse_args(argv)
+    except _UsageError as usage:
+        if any(word.startswith("--js") for word in argv):
+            return _json_error(str(usage), "usage", EXIT_TROUBLE)
+        usage.parser.print_usage(sys.stderr)
+        print(f"{usage.parser.prog}: error: {usage}", file=sys.stderr)
+        return EXIT_TROUBLE
+    except SystemExit as exit_request:
+        # --help and --version: report their code instead of leaving the caller.
+        code = exit_request.code
+        return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_TROUBLE)
+    from sqlite3 import Error as SQLiteError
+
+    from .errors import ReconcileError
+
+    handler: Callable[[argparse.Namespace], int] = args.handler
+    try:
+        return handler(args)
+    except KeyboardInterrupt:
+        return 130
+    except Exception as exc:
+        # Every failure is trouble (exit 2), never "an operator is needed" (1): a driver's
+        # error, a missing extra, a value no check foresaw. Ours are one line; others say
+        # their type too.
+        known = isinstance(exc, (ReconcileError, OSError, SQLiteError))
+        said = _one_line(exc) if known else f"{type(exc).__name__}: {_one_line(exc)}"
+        if getattr(args, "json", False):
+            return _json_error(said, type(exc).__name__, EXIT_TROUBLE)
+        print(f"{PROG}: {said}", file=sys.stderr)
+        return EXIT_TROUBLE
+
+
+def _json_error(message: str, kind: str, code: int) -> int:
+    import orjson
+
+    document = {"error": message, "kind": kind, "exit": code}
+    sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+    print(f"{PROG}: {message}", file=sys.stderr)
+    return code
+
+
+def _one_line(exc: BaseException) -> str:
+    return " ".join(str(exc).split()) or type(exc).__name__

@@ -1,0 +1,666 @@
+"""The records agents-reconcile keeps: pending writes, decisions, backend identities.
+
+Records are frozen dataclasses with a versioned encoding. Every encoded record carries a
+blake3 digest over its other fields, so a record that was edited, truncated or written by a
+newer release is refused with a typed error instead of being guessed at.
+"""
+
+from __future__ import annotations
+
+import copy
+import enum
+import json
+import math
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final
+
+import orjson
+from blake3 import blake3
+
+from ..errors import (
+    FingerprintError,
+    PayloadKeyUnknown,
+    RecordMalformed,
+    RecordTampered,
+    UnsupportedRecordVersion,
+)
+from .fingerprint import FINGERPRINT_SCHEME, digest_items, exact_json, nonfinite_floats
+
+if TYPE_CHECKING:
+    from .sealing import Keyring, PayloadKey
+    from .signing import SigningKey
+
+__all__ = [
+    "RECORD_VERSION",
+    "Action",
+    "BackendIdentity",
+    "Decision",
+    "Outcome",
+    "PendingWrite",
+    "Reason",
+    "evidence_text",
+    "new_write_id",
+]
+
+RECORD_VERSION: Final = 1
+"""Format version of encoded records; a record with a higher version is refused."""
+
+_SIGNED_RECORD: Final = "pending write record"
+"""The domain of a record's MAC (``signing``): a signature of another kind never verifies."""
+
+_NONFINITE_VALUES: Final[dict[str, float]] = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+
+
+def new_write_id() -> str:
+    """A fresh random id for an intent (and a revisioned store's write): 128 bits as 32 hex
+    digits, the form of ``uuid4().hex`` at a quarter of its cost."""
+    return os.urandom(16).hex()
+
+
+class Outcome(enum.Enum):
+    """What the authoritative history says about a pending write."""
+
+    COMMITTED = "committed"
+    """The batch is in the history: never replay it."""
+    UNCHANGED = "unchanged"
+    """The history is as it was before the write: the batch is missing and may be replayed."""
+    AMBIGUOUS = "ambiguous"
+    """Nobody can vouch for the history: stop, and show the evidence."""
+    EXTENDED = "extended"
+    """(Revisioned stores.) The batch is proven absent and other writers' batches present."""
+
+
+class Reason(enum.Enum):
+    """Why a decision came out as it did. ``explanation`` is a sentence for people."""
+
+    BATCH_PRESENT = "batch_present"
+    BATCH_ABSENT = "batch_absent"
+    INDISTINGUISHABLE = "indistinguishable"
+    HISTORY_CHANGED = "history_changed"
+    PARTIAL_COMMIT = "partial_commit"
+    OPERATOR_REQUIRED = "operator_required"
+    IN_FLIGHT_ELSEWHERE = "in_flight_elsewhere"
+    LEASE_EXPIRED = "lease_expired"
+    SESSION_BUSY = "session_busy"
+    BACKEND_MISMATCH = "backend_mismatch"
+    UNSUPPORTED_RECORD = "unsupported_record"
+    RECORD_UNTRUSTED = "record_untrusted"
+    COPIES_DISAGREE = "copies_disagree"
+    STALE_STATE = "stale_state"
+    WRITE_FOUND = "write_found"
+    WRITE_ABSENT = "write_absent"
+    EXTENDED_BY_OTHERS = "extended_by_others"
+    WRITE_RECORD_BROKEN = "write_record_broken"
+    STATE_UNSIGNED = "state_unsigned"
+    STATE_TOO_LARGE = "state_too_large"
+    OPERATOR_RESOLVED = "operator_resolved"
+    ABANDONED = "abandoned"
+    HISTORY_REPAIRED = "history_repaired"
+    EFFECT_UNKNOWN = "effect_unknown"
+    EFFECT_UNVOUCHED = "effect_unvouched"
+
+    @property
+    def explanation(self) -> str:
+        return _EXPLANATIONS[self]
+
+
+_EXPLANATIONS: Final[dict[Reason, str]] = {
+    Reason.BATCH_PRESENT: "The history ends with the batch on top of what preceded it: "
+    "the write landed and is never replayed.",
+    Reason.BATCH_ABSENT: "The history is exactly as it was before the write: the batch is missing.",
+    Reason.INDISTINGUISHABLE: "Repeated content makes the history look both written and "
+    "unwritten; neither replaying nor skipping can be vouched for.",
+    Reason.HISTORY_CHANGED: "The history no longer ends with what preceded the write, with or "
+    "without the batch: someone else changed it.",
+    Reason.PARTIAL_COMMIT: "Only the first items of the batch are in the history.",
+    Reason.OPERATOR_REQUIRED: "The batch is missing and on_unchanged='fail' leaves replaying "
+    "it to an operator.",
+    Reason.IN_FLIGHT_ELSEWHERE: "Another live worker owns this write and it is still in flight.",
+    Reason.LEASE_EXPIRED: "A worker on another host holds this write in flight and its lease "
+    "ran out, but the store cannot refuse that worker's late write (it has no compare-and-swap "
+    "to fence it with): taking over could store the batch twice. It waits for that worker to "
+    "finish, or for an operator who knows it is gone (agents-reconcile resolve).",
+    Reason.SESSION_BUSY: "Another task of this process kept the session busy past the wait "
+    "bound (in_flight_wait).",
+    Reason.BACKEND_MISMATCH: "The intent was recorded for another backend.",
+    Reason.UNSUPPORTED_RECORD: "The intent was recorded by another format version or "
+    "fingerprint scheme and is never compared.",
+    Reason.RECORD_UNTRUSTED: "The intent's record is damaged or was edited; its digest does "
+    "not match.",
+    Reason.COPIES_DISAGREE: "The journal and the RunState hold different contents for one intent.",
+    Reason.WRITE_FOUND: "The store's record of writes holds this write's id: it landed and is "
+    "never replayed.",
+    Reason.WRITE_ABSENT: "The store's head revision is the one the write expected and the write's "
+    "id is not recorded: it did not land.",
+    Reason.EXTENDED_BY_OTHERS: "The write did not land, and the head moved through writes other "
+    "writers recorded: the history was legitimately extended (policy on_extended decides).",
+    Reason.WRITE_RECORD_BROKEN: "The store's record of writes is inconsistent (revisions missing, "
+    "going back, or the write found out of place): nobody can vouch for the history.",
+    Reason.STATE_UNSIGNED: "What the run's state carries is unsigned, or its signature does not "
+    "verify under this deployment's signing key: whoever held the RunState may have edited it. "
+    "It is refused, and nothing of it is written to the journal.",
+    Reason.STATE_TOO_LARGE: "The run's state carries more intent copies than one state ever "
+    "holds: it is refused unread.",
+    Reason.OPERATOR_RESOLVED: "An operator resolved the intent (see the resolution, actor and "
+    "reason in the evidence, next to what the rule judged at that moment).",
+    Reason.ABANDONED: "An operator abandoned this write (see the resolution, actor and reason "
+    "in the evidence): a run that still carries it (a RunState from before the resolution, or "
+    "the SDK's own record of the pending write) would continue from a batch the history does "
+    "not hold. It is refused and the batch is never appended; start a new run on the session.",
+    Reason.HISTORY_REPAIRED: "An operator replaced the history with a repaired one, removing "
+    "only the damage the check proved (see the removed positions and digests in the "
+    "evidence), under a write-ahead intent of its own.",
+    Reason.EFFECT_UNKNOWN: "An effect tool's earlier call under the same idempotency key "
+    "started its effect and left no receipt: whether the effect happened is unknown, so the "
+    "body is not run again (give the tool a check, or resolve the effect).",
+    Reason.EFFECT_UNVOUCHED: "The batch holds an effect tool's output that the effect's "
+    "receipt does not vouch for (no receipt, or another output): accepting or replaying it "
+    "would continue from an effect nobody can vouch for.",
+    Reason.STALE_STATE: "The session was written after this run last saw it (a RunState "
+    "checkpoint older than the history, or another writer): continuing would write on a "
+    "history the run has not seen, repeating what is already there. Resume the newest "
+    "state, or start a new run on the session.",
+}
+
+
+class Action(enum.Enum):
+    """What the session did after deciding."""
+
+    SETTLED = "settled"
+    """Nothing to write: the intent is closed."""
+    REPLAYED = "replayed"
+    """The missing batch was appended once, then the intent was closed."""
+    DENIED = "denied"
+    """Continuation refused; the intent stays pending for an operator."""
+    LEFT_PENDING = "left_pending"
+    """Nothing written, nothing refused permanently: the intent stays pending."""
+    RESOLVED = "resolved"
+    """An operator resolved an effect whose outcome was unknown (the evidence says how)."""
+    REPAIRED = "repaired"
+    """An operator's repair of a damaged history was written (the session as a whole)."""
+    DROPPED = "dropped"
+    """The intent was closed and nothing written: a stale RunState copy of an already settled
+    intent was removed, or an operator abandoned the intent."""
+
+
+@dataclass(frozen=True, slots=True)
+class BackendIdentity:
+    """Which store an intent was written to: never credentials.
+
+    ``kind`` names the store's type (module and qualified name); ``namespace`` says which
+    instance (a resolved database file, a URL without credentials, table names).
+    """
+
+    kind: str
+    namespace: str = ""
+
+    def __str__(self) -> str:
+        return f"{self.kind}|{self.namespace}" if self.namespace else self.kind
+
+    @classmethod
+    def parse(cls, text: str) -> BackendIdentity:
+        """Inverse of ``str()``."""
+        kind, _, namespace = text.partition("|")
+        if not kind:
+            raise RecordMalformed(f"empty backend identity: {text!r}")
+        return cls(kind, namespace)
+
+
+@dataclass(frozen=True)
+class PendingWrite:
+    """A write to a session whose outcome is not known yet, with what it needs to be judged.
+
+    ``before_digests`` are the digests of the items that preceded the batch: the whole
+    history when ``before_is_whole`` (as much as a wrapper remembers), else the newest
+    ``len(batch) + 1``.
+
+    With ``seal_key`` the encoded forms (journals, the RunState copy) hold the batch sealed
+    (``sealing``): only ids, counts, times and digests stay readable. The digest is the same
+    either way: it is taken over the readable form, and it is what the seal is bound to.
+    """
+
+    intent_id: str
+    session_id: str
+    backend: BackendIdentity
+    batch: tuple[Any, ...]
+    batch_digests: tuple[str, ...]
+    before_digests: tuple[str, ...]
+    before_is_whole: bool
+    created_at: float
+    persisted_count: int | None = None
+    ignore_ids: bool = False
+    scheme: str = FINGERPRINT_SCHEME
+    version: int = RECORD_VERSION
+    expected_revision: int | None = None
+    """(Revisioned stores.) The head revision the write was made against; the intent id is
+    the write id stamped with the items. None for writes judged by fingerprints."""
+    seal_key: PayloadKey | None = field(default=None, compare=False, repr=False)
+    """The key the encoded forms seal the batch with (None: the batch is stored readable)."""
+    sign_key: SigningKey | None = field(default=None, compare=False, repr=False)
+    """The key the encoded forms are signed with (a ``mac`` over the digest; None: unsigned)."""
+
+    def to_mapping(self) -> dict[str, Any]:
+        """JSON-shaped form with its digest, as stored in journals and RunState contexts."""
+        data, batch, nonfinite, texts = self._batch_json()
+        # JSON has no NaN: such a batch goes as decoded from orjson's bytes (null in those
+        # places), and ``nonfinite`` says what stood there.
+        return self._body(orjson.loads(data) if nonfinite else batch, nonfinite, texts)
+
+    def encode(self) -> bytes:
+        """``to_mapping()`` as orjson bytes, the form journals store."""
+        data, _, nonfinite, texts = self._batch_json()
+        # The batch is serialised once: the bytes made to look for non-finite floats go into
+        # the record as they are.
+        return orjson.dumps(self._body(orjson.Fragment(data), nonfinite, texts))
+
+    def _batch_json(self) -> tuple[bytes, list[Any], list[list[Any]], list[int]]:
+        batch = list(self.batch)
+        texts: list[int] = []
+        try:
+            data = orjson.dumps(batch)
+        except TypeError:
+            # orjson cannot write a lone surrogate: an item holding one goes as its JSON
+            # text (the stdlib's, all ASCII), and ``json_text`` says which.
+            texts = _as_json_texts(batch)
+            data = orjson.dumps(batch)
+        found = nonfinite_floats(batch, data, parts=len(batch))
+        return data, batch, [[path[0], list(path[1:]), kind] for path, kind in found], texts
+
+    def _body(self, batch: Any, nonfinite: list[list[Any]], texts: list[int]) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "v": self.version,
+            "type": "pending_write",
+            "intent_id": self.intent_id,
+            "session_id": self.session_id,
+            "backend": str(self.backend),
+            "scheme": self.scheme,
+            "batch": batch,
+            "batch_digests": list(self.batch_digests),
+            "before_digests": list(self.before_digests),
+            "before_is_whole": self.before_is_whole,
+            "persisted_count": self.persisted_count,
+            "ignore_ids": self.ignore_ids,
+            "created_at": self.created_at,
+        }
+        if self.expected_revision is not None:
+            body["expected_revision"] = self.expected_revision
+        # Present only when needed: a record without NaN, infinities or lone surrogates
+        # holds neither field.
+        if nonfinite:
+            body["nonfinite"] = nonfinite
+        if texts:
+            body["json_text"] = texts
+        body["digest"] = _body_digest(body)
+        if self.seal_key is not None:
+            body = self._with_sealed_batch(body)
+        if self.sign_key is not None:
+            body["mac"] = self.sign_key.signature(_SIGNED_RECORD, body["digest"].encode())
+        return body
+
+    def _with_sealed_batch(self, body: dict[str, Any]) -> dict[str, Any]:
+        # Sealed once per record: every encoding of it (the journal's, the RunState's) is
+        # then the same bytes, and a record is sealed only when first encoded.
+        sealed = self.__dict__.get("_seal_cache")
+        if sealed is None:
+            assert self.seal_key is not None
+            hidden = {key: body[key] for key in _SEALED_FIELDS if key in body}
+            sealed = self.seal_key.seal(orjson.dumps(hidden), body["digest"].encode())
+            object.__setattr__(self, "_seal_cache", sealed)
+        readable = {key: value for key, value in body.items() if key not in _SEALED_FIELDS}
+        readable["sealed"] = sealed
+        readable["digest"] = readable.pop("digest")
+        return readable
+
+    @property
+    def sealed_under(self) -> str | None:
+        """The id of the key the encoded forms seal the batch with, or None."""
+        return self.seal_key.key_id if self.seal_key is not None else None
+
+    @classmethod
+    def decode(
+        cls, data: bytes | str | Mapping[str, Any], keyring: Keyring | None = None
+    ) -> PendingWrite:
+        """Rebuild a record, refusing damaged, edited or future-version input. A sealed
+        batch opens only with a key of ``keyring``."""
+        body = _checked_body(data, "pending_write")
+        signer = keyring.signer if keyring is not None else None
+        if signer is not None:
+            # Before the seal is opened or anything else is read: a journal row or a copy
+            # this deployment did not sign is not used at all.
+            signer.verify(
+                _SIGNED_RECORD,
+                str(body.get("digest")).encode("utf-8", "surrogatepass"),
+                body.get("mac"),
+                what=f"intent {str(body.get('intent_id'))[:64]!r}",
+            )
+        key: PayloadKey | None = None
+        body_sealed = body.get("sealed")
+        if body_sealed is not None:
+            body, key = _opened(body, keyring)
+        try:
+            batch = tuple(_list(body, "batch"))
+            # NaN first: its places are never inside a text, which stays a str until then.
+            if "nonfinite" in body:
+                batch = _restore_nonfinite(batch, body["nonfinite"])
+            if "json_text" in body:
+                batch = _restore_json_texts(batch, body["json_text"])
+            record = cls(
+                intent_id=_str(body, "intent_id"),
+                session_id=_str(body, "session_id"),
+                backend=BackendIdentity.parse(_str(body, "backend")),
+                batch=batch,
+                batch_digests=tuple(_list(body, "batch_digests")),
+                before_digests=tuple(_list(body, "before_digests")),
+                before_is_whole=_bool(body, "before_is_whole"),
+                created_at=float(body["created_at"]),
+                persisted_count=_optional_int(body, "persisted_count"),
+                ignore_ids=_bool(body, "ignore_ids"),
+                scheme=_str(body, "scheme"),
+                version=int(body["v"]),
+                expected_revision=_optional_int(body, "expected_revision"),
+                seal_key=key,
+                sign_key=signer.current if signer is not None else None,
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordMalformed(f"pending write record is missing or mistypes {exc}") from exc
+        if isinstance(body_sealed, Mapping) and key is not None:
+            # Encoded again, the record is the very bytes it was read from.
+            object.__setattr__(record, "_seal_cache", dict(body_sealed))
+        if record.scheme != FINGERPRINT_SCHEME:
+            raise UnsupportedRecordVersion(
+                f"intent {record.intent_id} uses fingerprint scheme {record.scheme!r}; "
+                f"this release reads only {FINGERPRINT_SCHEME!r}"
+            )
+        try:
+            digests = digest_items(record.batch, ignore_ids=record.ignore_ids)
+        except FingerprintError as exc:
+            # No record is written with a batch its scheme cannot digest: this one was edited.
+            raise RecordTampered(
+                f"intent {record.intent_id}: the batch cannot be digested under its scheme "
+                f"{record.scheme!r}: {exc}"
+            ) from exc
+        if digests != record.batch_digests:
+            raise RecordTampered(f"intent {record.intent_id}: the batch does not match its digests")
+        return record
+
+    def same_content(self, other: PendingWrite) -> bool:
+        """Whether two copies describe the same write (timestamps included)."""
+        return bool(self.to_mapping()["digest"] == other.to_mapping()["digest"])
+
+
+@dataclass(frozen=True)
+class Decision:
+    """What reconciliation concluded about one intent, and what it did. Payload-free."""
+
+    intent_id: str
+    session_id: str
+    backend: BackendIdentity
+    outcome: Outcome
+    reason: Reason
+    action: Action
+    decided_at: float
+    evidence: Mapping[str, Any] = field(default_factory=dict)
+    repeats: int = 1
+    """How often this decision was reached: a denial met again with nothing new is counted
+    here, in the stored decision, not stored again. Outside the record's digest."""
+    last_seen: float | None = None
+    """When it was last reached (None: only once, at ``decided_at``)."""
+
+    @property
+    def settled(self) -> bool:
+        """Whether this decision closed the intent."""
+        return self.action in (Action.SETTLED, Action.REPLAYED, Action.DROPPED)
+
+    def evidence_text(self) -> str:
+        """The evidence on one line, digests shortened for people."""
+        return evidence_text(self.evidence)
+
+    def to_mapping(self) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "v": RECORD_VERSION,
+            "type": "decision",
+            "intent_id": self.intent_id,
+            "session_id": self.session_id,
+            "backend": str(self.backend),
+            "outcome": self.outcome.value,
+            "reason": self.reason.value,
+            "action": self.action.value,
+            "decided_at": self.decided_at,
+            "evidence": dict(self.evidence),
+        }
+        body["digest"] = _body_digest(body)
+        if self.repeats > 1:
+            # Counted after the decision was stored, so outside what its digest covers.
+            body["repeats"] = self.repeats
+            body["last_seen"] = self.last_seen
+        return body
+
+    def encode(self) -> bytes:
+        return orjson.dumps(self.to_mapping())
+
+    @classmethod
+    def decode(cls, data: bytes | str | Mapping[str, Any]) -> Decision:
+        body = _checked_body(data, "decision")
+        try:
+            return cls(
+                intent_id=_str(body, "intent_id"),
+                session_id=_str(body, "session_id"),
+                backend=BackendIdentity.parse(_str(body, "backend")),
+                outcome=Outcome(body["outcome"]),
+                reason=Reason(body["reason"]),
+                action=Action(body["action"]),
+                decided_at=float(body["decided_at"]),
+                evidence=dict(body["evidence"]),
+                repeats=_repeats(body),
+                last_seen=None if body.get("last_seen") is None else float(body["last_seen"]),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise RecordMalformed(f"decision record is missing or mistypes {exc}") from exc
+
+
+def evidence_text(evidence: Mapping[str, Any]) -> str:
+    """Payload-free evidence on one line, digests shortened for people."""
+    parts = []
+    for key, value in evidence.items():
+        if isinstance(value, list | tuple):
+            shown = "[" + ", ".join(_short(v) for v in value) + "]"
+        else:
+            shown = _short(value)
+        parts.append(f"{key}={shown}")
+    return "; ".join(parts) or "none"
+
+
+def _repeats(body: Mapping[str, Any]) -> int:
+    count = body.get("repeats", 1)
+    if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+        raise ValueError(f"repeats {count!r}")
+    return count
+
+
+def _short(value: Any) -> str:
+    text = str(value)
+    return text[:12] if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
+
+
+_SEALED_FIELDS: Final = ("batch", "nonfinite", "json_text")
+"""What a sealed record holds only inside its seal: the items, and where they needed help."""
+
+
+def _opened(body: Mapping[str, Any], keyring: Keyring | None) -> tuple[dict[str, Any], PayloadKey]:
+    """A sealed pending write's body as if it had never been sealed, checked, and its key."""
+    what = f"intent {body.get('intent_id')!r}"
+    sealed = body["sealed"]
+    if any(name in body for name in _SEALED_FIELDS):
+        raise RecordMalformed(f"{what}: a sealed record also holds its batch readable")
+    digest = body.get("digest")
+    if not isinstance(digest, str):
+        raise RecordMalformed(f"{what}: the sealed record has no digest")
+    if keyring is None:
+        kid = sealed.get("kid") if isinstance(sealed, Mapping) else None
+        raise PayloadKeyUnknown(
+            f"{what}: the batch is sealed (key {kid}) and no key was given to open it",
+            key_id=str(kid),
+        )
+    plaintext, key = keyring.open(sealed, digest.encode(), what=what)
+    try:
+        hidden = orjson.loads(plaintext)
+    except orjson.JSONDecodeError as exc:
+        raise RecordTampered(f"{what}: the sealed payload is not JSON") from exc
+    if not isinstance(hidden, dict) or set(hidden) - set(_SEALED_FIELDS) or "batch" not in hidden:
+        raise RecordTampered(f"{what}: the sealed payload is not a batch")
+    plain = {name: value for name, value in body.items() if name != "sealed"}
+    plain.update(hidden)
+    if _body_digest(plain) != digest:
+        raise RecordTampered(f"{what}: content does not match its digest")
+    return plain, key
+
+
+# The digest itself, the batch (covered by batch_digests) and an effect's output (covered by
+# its output_digest), a signature over the digest, and a decision's repeat count (kept up to
+# date after the decision was stored).
+_UNDIGESTED: Final = frozenset({"digest", "batch", "mac", "repeats", "last_seen", "output"})
+
+
+def _body_digest(body: Mapping[str, Any]) -> str:
+    # The batch itself is covered through batch_digests, which decode() checks against it:
+    # digesting it again here would serialise every item twice more per record.
+    payload = {key: value for key, value in body.items() if key not in _UNDIGESTED}
+    return blake3(orjson.dumps(payload, option=orjson.OPT_SORT_KEYS)).hexdigest()
+
+
+def _checked_body(data: bytes | str | Mapping[str, Any], expected_type: str) -> Mapping[str, Any]:
+    if isinstance(data, Mapping):
+        body = data
+    else:
+        try:
+            body = orjson.loads(data)
+        except orjson.JSONDecodeError as exc:
+            raise RecordMalformed(f"{expected_type} record is not valid JSON: {exc}") from exc
+    if not isinstance(body, Mapping):
+        raise RecordMalformed(f"{expected_type} record is {type(body).__name__}, not an object")
+    version = body.get("v")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise RecordMalformed(f"{expected_type} record has no format version")
+    if version != RECORD_VERSION:
+        raise UnsupportedRecordVersion(
+            f"{expected_type} record has format version {version}; this release reads "
+            f"version {RECORD_VERSION} only"
+        )
+    if body.get("type") != expected_type:
+        raise RecordMalformed(f"expected a {expected_type} record, found {body.get('type')!r}")
+    # A sealed record's digest is the one it had readable: checked once it is opened.
+    opened_later = expected_type == "pending_write" and "sealed" in body
+    if not opened_later and body.get("digest") != _body_digest(body):
+        raise RecordTampered(
+            f"{expected_type} record {body.get('intent_id')!r}: content does not match its digest"
+        )
+    return body
+
+
+def _restore_nonfinite(batch: tuple[Any, ...], marks: Any) -> tuple[Any, ...]:
+    """The batch with each non-finite float ``marks`` names put back where it holds null."""
+    if not isinstance(marks, list) or not marks:
+        raise TypeError("'nonfinite'")
+    items = list(batch)
+    copied: set[int] = set()
+    for mark in marks:
+        if not (isinstance(mark, list) and len(mark) == 3):
+            raise TypeError("'nonfinite'")
+        index, path, kind = mark
+        if type(index) is not int or not 0 <= index < len(items):
+            raise ValueError(f"'nonfinite' names item {index!r} of a {len(items)}-item batch")
+        if not isinstance(path, list) or kind not in _NONFINITE_VALUES:
+            raise TypeError("'nonfinite'")
+        if index not in copied:
+            # A mapping given to decode() may be the caller's own: never write into it.
+            items[index] = copy.deepcopy(items[index])
+            copied.add(index)
+        if not path:
+            if items[index] is not None:
+                raise ValueError(f"'nonfinite' names item {index}, which is not null")
+            items[index] = _NONFINITE_VALUES[kind]
+            continue
+        container = items[index]
+        for step in path[:-1]:
+            container = _step(container, step, index)
+        last = path[-1]
+        if _step(container, last, index) is not None:
+            raise ValueError(f"'nonfinite' names a place in item {index} that is not null")
+        container[last] = _NONFINITE_VALUES[kind]
+    return tuple(items)
+
+
+def _as_json_texts(batch: list[Any]) -> list[int]:
+    """Replace, in place, each item orjson cannot write by its exact JSON text; their
+    positions. Anything else orjson refuses raises ``FingerprintError``."""
+    positions: list[int] = []
+    for position, element in enumerate(batch):
+        try:
+            orjson.dumps(element)
+        except TypeError:
+            text, _, escaped = exact_json(element, index=position)
+            if escaped:
+                batch[position] = text.decode("ascii")
+                positions.append(position)
+    return positions
+
+
+def _restore_json_texts(batch: tuple[Any, ...], positions: Any) -> tuple[Any, ...]:
+    """The batch with each item ``positions`` names decoded from the JSON text it holds."""
+    if not isinstance(positions, list) or not positions:
+        raise TypeError("'json_text'")
+    items = list(batch)
+    previous = -1
+    for position in positions:
+        # Increasing, so that no text is decoded twice (a text of a text would pass).
+        if type(position) is not int or not previous < position < len(items):
+            raise ValueError(
+                f"'json_text' names item {position!r} of a {len(items)}-item batch out of order"
+            )
+        text = items[position]
+        if not isinstance(text, str):
+            raise ValueError(f"'json_text' names item {position}, which is not a JSON text")
+        try:
+            items[position] = json.loads(text)
+        except RecursionError:
+            raise ValueError(f"'json_text' item {position} is nested too deep") from None
+        previous = position
+    return tuple(items)
+
+
+def _step(container: Any, step: Any, index: int) -> Any:
+    if isinstance(container, dict) and type(step) is str and step in container:
+        return container[step]
+    if isinstance(container, list) and type(step) is int and 0 <= step < len(container):
+        return container[step]
+    raise ValueError(f"'nonfinite' names a place item {index} does not have ({step!r})")
+
+
+def _str(body: Mapping[str, Any], key: str) -> str:
+    value = body[key]
+    if not isinstance(value, str):
+        raise TypeError(f"{key!r}")
+    return value
+
+
+def _bool(body: Mapping[str, Any], key: str) -> bool:
+    value = body[key]
+    if not isinstance(value, bool):
+        raise TypeError(f"{key!r}")
+    return value
+
+
+def _optional_int(body: Mapping[str, Any], key: str) -> int | None:
+    value = body.get(key)
+    if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+        raise TypeError(f"{key!r}")
+    return value
+
+
+def _list(body: Mapping[str, Any], key: str) -> Sequence[Any]:
+    value = body[key]
+    if not isinstance(value, list):
+        raise TypeError(f"{key!r}")
+    return value

@@ -1,0 +1,72 @@
+"""Opening a journal by address for an operator's command: any address the library takes (a
+path, ``sqlite:///``, ``redis://``, ``postgresql://``), checked before it is read, so that
+looking into a journal never creates, migrates or writes it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from .._backends.opening import DEFAULT_JOURNAL_PATH, journal_path
+from .._backends.redaction import redacted
+from .._backends.registry import backend_for
+from .._backends.sqlite.journal import SQLiteJournal
+from .._session.journal_client import lend_keys
+from ..errors import ConfigurationError, JournalError
+from .diagnosis import explained, missing_file
+
+if TYPE_CHECKING:
+    from .._backends.journal import IntentJournal
+    from .._core.sealing import Keyring
+
+__all__ = ["opened_journal"]
+
+
+async def opened_journal(
+    address: str | None,
+    *,
+    namespace: str | None = None,
+    writing: bool = False,
+    keyring: Keyring | None = None,
+) -> IntentJournal:
+    """The journal at ``address`` (the library's default file when None), whose schema is
+    this release's. Read-only unless ``writing``; a journal that is not there, or holds
+    another schema, is a ``JournalError`` saying so and what is there instead
+    (``diagnosis``), and nothing is created. Read-only, an SQLite journal leaves no file
+    beside it (``journal.sqlite._reader``)."""
+    address = address or DEFAULT_JOURNAL_PATH
+    path = journal_path(address)
+    journal: IntentJournal
+    if path is not None:
+        path = path.expanduser().resolve()
+        if _missing(path):
+            raise JournalError(f"{redacted(address)}: {await missing_file(path)}")
+        journal = SQLiteJournal(path, read_only=not writing)
+    else:
+        backend = backend_for(address, what="journal")
+        if backend.journal is None:
+            raise ConfigurationError(f"{redacted(address)} is not a journal address")
+        journal = backend.open_journal(address, namespace=namespace)
+    if keyring is not None:
+        lend_keys(journal, keyring)
+    try:
+        problem = await journal.check()
+    except BaseException:
+        await journal.close()
+        raise
+    if problem is not None:
+        try:
+            problem = await explained(journal, problem)
+        finally:
+            await journal.close()
+        raise JournalError(f"{redacted(address)}: {problem}")
+    return journal
+
+
+def _missing(path: Path) -> bool:
+    """Whether no journal file can be at ``path``: nothing there, or a directory. A path this
+    user may not look at is not missing: the journal's check says what stops the look."""
+    try:
+        return not path.exists() or path.is_dir()
+    except OSError:
+        return False

@@ -1,0 +1,221 @@
+"""Opening stores for an operator's commands. ``store_for``: the store an intent was written to,
+from the kind of store its record names and an address (the SDK's SQLite, Redis and SQLAlchemy
+sessions, and this package's revisioned stores). ``read_history`` and ``open_by_address``: a
+session's store from its address alone, for the damage check (a path or ``sqlite:///`` file is
+the SDK's ``SQLiteSession`` or a revisioned store, as its tables say; ``redis://`` and
+``postgresql://`` the revisioned stores; a SQLAlchemy URL naming its driver the SDK's
+``SQLAlchemySession``). Reading never writes. Stores that need more than an address (an
+encrypting wrapper's key, a custom session) are handled from code."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import json
+import sqlite3
+from pathlib import Path
+from typing import Any, Final
+
+from .._backends.redaction import redacted
+from .._backends.registry import BACKENDS, backend_for, scheme_of
+from .._backends.sqlite.backend import path_of
+from .._backends.store_items import decode_item
+from ..errors import ConfigurationError
+
+__all__ = ["close_store", "open_by_address", "read_history", "recorded_store", "store_for"]
+
+SDK_SQLITE: Final = "sdk_sqlite"
+REVISIONED_SQLITE: Final = "revisioned_sqlite"
+
+
+def store_for(kind: str, address: str, session_id: str, *, namespace: str | None = None) -> Any:
+    """The store of ``kind`` (a recorded backend kind: module and class) for ``session_id``
+    at ``address``; nothing is created there (tables, schemas) that is not there already."""
+    name = kind.rsplit(".", 1)[-1]
+    for backend in BACKENDS:
+        if backend.store is not None and backend.store.replace(":", ".") == kind:
+            if backend_for(address, what="store") is not backend:
+                raise ConfigurationError(
+                    f"the intent was written to a {backend.name} store; "
+                    f"{redacted(address)} is not one"
+                )
+            return backend.open_store(session_id, address, namespace=namespace, migrate=False)
+    if name == "SQLiteSession" and kind.startswith("agents."):
+        from agents import SQLiteSession
+
+        return SQLiteSession(session_id, _existing(address))
+    if name == "AsyncSQLiteSession":
+        from agents.extensions.memory import AsyncSQLiteSession
+
+        return AsyncSQLiteSession(session_id, _existing(address))
+    if name == "AdvancedSQLiteSession":
+        from agents.extensions.memory import AdvancedSQLiteSession
+
+        return AdvancedSQLiteSession(
+            session_id=session_id, db_path=_existing(address), create_tables=False
+        )
+    if name == "RedisSession" and kind.startswith("agents."):
+        from agents.extensions.memory import RedisSession
+
+        if namespace is not None:
+            return RedisSession.from_url(session_id, url=address, key_prefix=namespace)
+        return RedisSession.from_url(session_id, url=address)
+    if name == "SQLAlchemySession":
+        return open_by_address(address, session_id, "sqlalchemy", namespace)
+    raise ConfigurationError(
+        f"a store of kind {kind} cannot be opened from an address here; resolve its intents "
+        "from code (ReconcilingSession.resolve) with the session the application builds"
+    )
+
+
+_DEFAULT_TABLES: Final = ("sessions_table=agent_sessions;messages_table=agent_messages", "")
+_FILE_KINDS: Final = (
+    "agents.memory.sqlite_session.SQLiteSession",
+    "agents.extensions.memory.async_sqlite_session.AsyncSQLiteSession",
+    "agents.extensions.memory.advanced_sqlite_session.AdvancedSQLiteSession",
+    "agents_reconcile.RevisionedSQLiteSession",
+)
+
+
+def recorded_store(kind: str, namespace: str) -> tuple[str, str | None] | None:
+    """The store address (and key prefix or schema) an intent's backend identity names, where
+    it can hold one: an SQLite file that is there, or a revisioned Redis or PostgreSQL store
+    (its address without credentials). None where it cannot (a store in memory, a store
+    recorded without its address); then the operator gives ``--store``."""
+    first, _, rest = namespace.partition(";")
+    if kind in _FILE_KINDS:
+        # Only the SDK's own tables: a session opened on other names would create them.
+        path = Path(first)
+        if rest not in _DEFAULT_TABLES or not path.is_absolute() or not _holds_history(path):
+            return None
+        return str(path), None
+    if kind == "agents_reconcile.RevisionedRedisSession":
+        where, _, prefix = namespace.partition(" prefix=")
+        return (where, prefix or None) if scheme_of(where) in ("redis", "rediss") else None
+    if kind == "agents_reconcile.RevisionedPostgresSession":
+        _, _, schema = namespace.partition(";schema=")
+        return (first, schema or None) if scheme_of(first).startswith("postgres") else None
+    return None
+
+
+def _holds_history(path: Path) -> bool:
+    """Whether ``path`` is a file holding the SDK's session tables (or a revisioned store's),
+    read without a lock or a file beside it: a session opened on a file without them would
+    create them."""
+    try:
+        if not path.is_file():
+            return False
+        conn = sqlite3.connect(f"{path.resolve().as_uri()}?immutable=1", uri=True)
+    except (OSError, sqlite3.Error):
+        return False
+    try:
+        names = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+    except sqlite3.Error:
+        return False
+    finally:
+        conn.close()
+    return {"agent_sessions", "agent_messages"} <= names or "revisioned_items" in names
+
+
+def _existing(address: str) -> str:
+    path = path_of(address)
+    if not path.exists():
+        raise ConfigurationError(f"no database file at {path}")
+    return str(path)
+
+
+async def read_history(
+    store: str, session_id: str, namespace: str | None
+) -> tuple[str, list[Any], int]:
+    """The session's layout, its items, and how many of its rows do not decode (read-only)."""
+    if scheme_of(store) == "sqlite":
+        return await asyncio.to_thread(_read_sqlite, path_of(store), session_id)
+    layout = _layout(store)
+    session = open_by_address(store, session_id, layout, namespace)
+    try:
+        return layout, list(await session.get_items()), 0
+    finally:
+        await close_store(session)
+
+
+def _layout(store: str) -> str:
+    scheme = scheme_of(store)
+    if "+" in scheme:
+        return "sqlalchemy"
+    backend = backend_for(store, what="store")
+    if not backend.durable or backend.store is None:
+        raise ConfigurationError(f"{scheme}: no stored sessions to check at such an address")
+    return f"revisioned_{backend.name}" if backend.name != "sqlite" else REVISIONED_SQLITE
+
+
+def _read_sqlite(path: Path, session_id: str) -> tuple[str, list[Any], int]:
+    if not path.is_file():
+        raise ConfigurationError(f"no session store file at {path}")
+    conn = sqlite3.connect(f"{path.resolve().as_uri()}?mode=ro", uri=True)
+    try:
+        tables = {row[0] for row in conn.execute("SELECT name FROM sqlite_master")}
+        if "message_structure" in tables:
+            # AdvancedSQLiteSession: its history is a branch of these rows, not all of them.
+            raise ConfigurationError(f"{path} is an AdvancedSQLiteSession file, not checked here")
+        found: list[tuple[str, list[Any], int]] = []
+        if "revisioned_items" in tables:
+            rows = conn.execute(
+                "SELECT item FROM revisioned_items WHERE session_id = ? ORDER BY seq",
+                (session_id,),
+            ).fetchall()
+            found.append((REVISIONED_SQLITE, [decode_item(row[0]) for row in rows], 0))
+        if "agent_messages" in tables:
+            rows = conn.execute(
+                "SELECT message_data FROM agent_messages WHERE session_id = ? ORDER BY id",
+                (session_id,),
+            ).fetchall()
+            items: list[Any] = []
+            for (data,) in rows:
+                # As SQLiteSession.get_items reads them: a row that does not decode is skipped.
+                try:
+                    items.append(json.loads(data))
+                except (json.JSONDecodeError, TypeError):
+                    continue
+            found.append((SDK_SQLITE, items, len(rows) - len(items)))
+    finally:
+        conn.close()
+    if not found:
+        raise ConfigurationError(f"{path} holds no SDK or revisioned session tables")
+    holding = [entry for entry in found if entry[1] or entry[2]]
+    if len(holding) > 1:
+        raise ConfigurationError(f"{path} holds session {session_id!r} in two layouts")
+    return (holding or found)[0]
+
+
+def open_by_address(store: str, session_id: str, layout: str, namespace: str | None) -> Any:
+    """A session object on the store, for reading a server store or for writing the repair."""
+    if layout == SDK_SQLITE:
+        from agents import SQLiteSession
+
+        return SQLiteSession(session_id, path_of(store))
+    if layout == REVISIONED_SQLITE:
+        from .._backends.sqlite.store import RevisionedSQLiteSession
+
+        return RevisionedSQLiteSession(session_id, path_of(store), migrate=False)
+    if layout == "sqlalchemy":
+        from agents.extensions.memory import SQLAlchemySession
+        from sqlalchemy.engine import make_url
+
+        url = make_url(store)
+        # Connecting to a missing SQLite file would create it.
+        if url.get_backend_name() == "sqlite" and not Path(url.database or "").is_file():
+            raise ConfigurationError(f"no session store file at {url.database!r}")
+        return SQLAlchemySession.from_url(session_id, url=store)
+    backend = backend_for(store, what="store")
+    return backend.open_store(session_id, store, namespace=namespace, migrate=False)
+
+
+async def close_store(session: Any) -> None:
+    closer = getattr(session, "close", None)
+    if callable(closer):
+        result = closer()
+        if inspect.isawaitable(result):
+            await result
+    engine = getattr(type(session), "engine", None)
+    if isinstance(engine, property):
+        await session.engine.dispose()

@@ -1,0 +1,61 @@
+"""Tool effects that may wait for an operator: started, with no receipt, their owner gone.
+
+Such an effect is refused (``effect_unknown``) the next time its call comes, unless the tool
+has a ``check`` or is idempotent; only an operator who looked at the external system can say
+what happened (``agents-reconcile resolve KEY --as committed|retry|abandon``). Liveness is
+judged as effect tools judge it (``effects.resolution.held``). Payload-free: keys, tools,
+owners, ages and decisions, never an output."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Final
+
+from .._core.records import Reason
+from .._effects.holds import NEVER_STARTED_OWNER
+from .._effects.resolve_effect import RETRY_OWNER, held
+
+_RUN_AGAIN: Final = (RETRY_OWNER, NEVER_STARTED_OWNER)
+"""The owners of a started effect whose next call runs its body again, so that nobody needs to
+look at it: left for a retry by an operator, or marked never started by its tool."""
+
+if TYPE_CHECKING:
+    from .._core.records import Decision
+    from .._effects.records import Effect
+
+__all__ = ["effect_status", "effect_view"]
+
+
+def effect_status(
+    effect: Effect, newest: Decision | None, now: float, lease_seconds: float
+) -> dict[str, Any]:
+    """Where a started effect stands for an operator: whether its owner may still be running
+    its body (``owner_live``), whether its next call runs the body again (``runs_again``: an
+    operator asked for a retry, or the body never started), and so whether it waits for an
+    operator."""
+    live = held(effect, lease_seconds)
+    again = effect.owner in _RUN_AGAIN
+    return {
+        **effect_view(effect),
+        "owner_live": live,
+        "runs_again": again,
+        "age_seconds": round(now - effect.started_at, 3),
+        "refused": newest is not None and newest.reason is Reason.EFFECT_UNKNOWN,
+        "needs_operator": not live and not again,
+    }
+
+
+def effect_view(effect: Effect) -> dict[str, Any]:
+    """A tool effect, payload-free (its output by digest only)."""
+    return {
+        "effect": effect.key,
+        "session_id": effect.session_id,
+        "tool": effect.tool,
+        "call_id": effect.call_id,
+        "state": effect.state.value,
+        "owner": effect.owner,
+        "attempts": effect.attempts,
+        "started_at": effect.started_at,
+        "finished_at": effect.finished_at,
+        "arguments_digest": effect.arguments_digest,
+        "output_digest": effect.output_digest,
+    }

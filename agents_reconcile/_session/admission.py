@@ -1,0 +1,191 @@
+"""Admission: what the gate asks of a session before every model call (and tool call, with
+``hooks()``), and what it needs to keep a retried input from reaching the model twice.
+
+``Gatekeeper`` answers for one ``ReconcilingSession``; the gate (``gate.py``) depends only on
+the ``Admission`` protocol.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from .._core.fingerprint import digest_items
+from .._core.records import Outcome, Reason
+from .journal_client import SESSION_WIDE
+from .settler import Settler
+from .state import SessionState
+
+if TYPE_CHECKING:
+    from agents.memory.session_settings import SessionSettings
+
+__all__ = ["Admission", "Gatekeeper"]
+
+
+class Admission(Protocol):
+    """The session as the gate sees it."""
+
+    @property
+    def enabled(self) -> bool: ...
+
+    @property
+    def merges_retried_input(self) -> bool:
+        """Whether a retried input is kept from reaching the model (and the store) twice."""
+        ...
+
+    def history_limit(self, run_settings: SessionSettings | None) -> int | None:
+        """The history limit a run with ``run_settings`` reads the session through (the
+        session's own settings, overridden by the run's), as the SDK resolves it."""
+        ...
+
+    async def admit(self, context: MutableMapping[str, Any] | None) -> None:
+        """Settle what is pending, then refuse a run that may not go on (raises)."""
+        ...
+
+    async def admit_tool(self, context: MutableMapping[str, Any] | None, tool_context: Any) -> None:
+        """``admit``, then refuse an approved tool call whose output the history already
+        holds: the checkpoint resumed was used before (raises)."""
+        ...
+
+    def is_retried_input(self, history: Sequence[Any], new_input: Sequence[Any]) -> bool:
+        """Whether ``new_input`` is the batch just settled and the history still ends with it."""
+        ...
+
+
+# Items that carry a tool call's output, by ``type``.
+_OUTPUT_TYPES: Final = frozenset(
+    {
+        "function_call_output",
+        "custom_tool_call_output",
+        "computer_call_output",
+        "local_shell_call_output",
+        "shell_call_output",
+        "apply_patch_call_output",
+    }
+)
+
+
+def _field(item: Any, name: str) -> Any:
+    return item.get(name) if isinstance(item, Mapping) else getattr(item, name, None)
+
+
+def holds_output_of(history: Sequence[Any], call_id: str) -> bool:
+    """Whether ``history`` holds the output of tool call ``call_id``."""
+    return any(
+        _field(item, "type") in _OUTPUT_TYPES and _field(item, "call_id") == call_id
+        for item in history
+    )
+
+
+def _approved_call(tool_context: Any) -> str | None:
+    """The id of the tool call ``tool_context`` is about to run, when it runs by an approval
+    (a resumed state's approved call); else None."""
+    call_id = getattr(tool_context, "tool_call_id", None)
+    tool_name = getattr(tool_context, "tool_name", None)
+    is_approved = getattr(tool_context, "is_tool_approved", None)
+    if not (isinstance(call_id, str) and call_id and isinstance(tool_name, str)):
+        return None
+    if not callable(is_approved):
+        return None
+    try:
+        approved = is_approved(tool_name, call_id)
+    except Exception:
+        # The SDK could not tell: checked as approved, which costs a read and nothing else.
+        approved = True
+    return call_id if approved else None
+
+
+class Gatekeeper:
+    """``Admission`` for one session."""
+
+    def __init__(
+        self,
+        state: SessionState,
+        settler: Settler,
+        *,
+        enabled: bool,
+        session_settings: Callable[[], SessionSettings | None],
+        read_history: Callable[[Any], Awaitable[list[Any]]],
+    ) -> None:
+        self.session: Any = None
+        """The ``ReconcilingSession`` this gate is for (set by it)."""
+        self._session_settings = session_settings
+        self._read_history = read_history
+        self._enabled = enabled
+        self._config = state.config
+        self._client = state.client
+        self._settler = settler
+        self._carried = state.carried
+        self._tail = state.tail
+        self._ignore_ids = state.ignore_ids
+
+    @property
+    def enabled(self) -> bool:
+        return self._enabled
+
+    @property
+    def merges_retried_input(self) -> bool:
+        return self._config.merge_retried_input
+
+    def history_limit(self, run_settings: SessionSettings | None) -> int | None:
+        from agents.memory.session_settings import SessionSettings
+
+        settings = self._session_settings() or SessionSettings()
+        if run_settings is not None:
+            settings = settings.resolve(run_settings)
+        return settings.limit
+
+    async def admit(self, context: MutableMapping[str, Any] | None) -> None:
+        """Settle pending intents, then refuse a run whose state is older than the session (a
+        RunState checkpoint taken before later writes): it would act, and write, on a history
+        it has not seen. Runs before every model call, and before every tool call when
+        ``hooks()`` is used, so a stale checkpoint does not run a tool again."""
+        await self._settler.settle_pending(context)
+        # What was settled while the SDK prepared the run (before its trace opened).
+        self._client.trail.flush()
+        accounted = await self._carried.accounted(context)
+        if accounted is None:
+            return
+        counted = await self._client.count()
+        if counted > accounted:
+            await self._client.deny(
+                None,
+                Outcome.AMBIGUOUS,
+                Reason.STALE_STATE,
+                {"state_accounts_for": accounted, "journal_counted": counted},
+                intent_id=SESSION_WIDE,
+            )
+
+    async def admit_tool(self, context: MutableMapping[str, Any] | None, tool_context: Any) -> None:
+        """``admit``, then, for a call that runs by an approval, the evidence no client can
+        edit: a stored history that already holds this call's output means the checkpoint was
+        resumed before and the tool ran; running it again would repeat its effect. Refused
+        whatever the run's context says (its mark may have been removed or edited)."""
+        await self.admit(context)
+        if not self._enabled:
+            return
+        call_id = _approved_call(tool_context)
+        if call_id is None:
+            return
+        if holds_output_of(await self._read_history(tool_context), call_id):
+            await self._client.deny(
+                None,
+                Outcome.AMBIGUOUS,
+                Reason.STALE_STATE,
+                {"tool_call_id": call_id, "found": "the call's output is already stored"},
+                intent_id=SESSION_WIDE,
+            )
+
+    def is_retried_input(self, history: Sequence[Any], new_input: Sequence[Any]) -> bool:
+        settled = self._tail.settled
+        if settled is None or not self._config.merge_retried_input or not new_input:
+            return False
+        if len(new_input) != len(settled.batch) or len(history) < len(settled.batch):
+            return False
+        try:
+            if digest_items(new_input, ignore_ids=self._ignore_ids) != settled.batch:
+                return False
+            tail = history[-len(settled.batch) :]
+            return digest_items(tail, ignore_ids=self._ignore_ids) == settled.batch
+        except TypeError:
+            return False

@@ -1,0 +1,245 @@
+"""One session's way to its intent journal: calls retried briefly while the journal is
+unavailable, records it cannot trust turned into denials, and the denials themselves, recorded
+in the trail (best effort) and raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, Final, NoReturn, TypeVar
+
+import orjson
+
+from .._backends.journal import IntentJournal, IntentState, capabilities_of
+from .._backends.opening import journal_path, open_journal
+from .._backends.sqlite.journal import SQLiteJournal
+from .._core.observability import Trail
+from .._core.ownership import Owner, current_owner
+from .._core.records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
+from .._core.sealing import Keyring
+from ..errors import (
+    BindingMismatch,
+    ConfigurationError,
+    ContinuationDenied,
+    JournalError,
+    JournalUnavailable,
+    RecordError,
+    UnsupportedRecordVersion,
+)
+from .config import ReconcileConfig
+
+__all__ = ["SESSION_WIDE", "UNREADABLE", "JournalClient", "lend_keys", "same_substance"]
+
+logger = logging.getLogger("agents_reconcile")
+
+SESSION_WIDE: Final = "none"
+"""The intent id of a decision about the session as a whole (busy, stale), not one intent."""
+UNREADABLE: Final = "unknown"
+"""The intent id of a decision about a record that could not be read."""
+
+_T = TypeVar("_T")
+_FIRST_PAUSE: Final = 0.05
+
+
+class JournalClient:
+    """The journal as one session uses it: opened on first use, retried, and denying."""
+
+    def __init__(
+        self,
+        session_id: str,
+        backend: BackendIdentity,
+        config: ReconcileConfig,
+        keyring: Keyring | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.backend = backend
+        self.config = config
+        self.keyring = keyring if keyring is not None else Keyring()
+        """The keys this session seals (the first) and opens its records with."""
+        self._journal: IntentJournal | None = None
+        self._owner_of: Owner | None = None
+        self._owner: Owner | None = None
+        self.trail = Trail()
+        """This session's trail in the run's traces and in logging records."""
+
+    @property
+    def owner(self) -> Owner:
+        """This process as the owner of what this session holds, stamped with the session's
+        lease (``lease_seconds``), so whoever judges the holder uses its own lease."""
+        base = current_owner()  # re-derived after a fork
+        if self._owner_of is not base:
+            self._owner_of, self._owner = base, base.leased(self.config.lease_seconds)
+        assert self._owner is not None
+        return self._owner
+
+    @property
+    def journal(self) -> IntentJournal:
+        """The intent journal, opened on first use."""
+        if self._journal is None:
+            self._journal = self._with_keys(open_journal(self.config.journal))
+        return self._journal
+
+    def _with_keys(self, journal: IntentJournal) -> IntentJournal:
+        return lend_keys(journal, self.keyring)
+
+    def for_reading(self, *, active: bool) -> IntentJournal | None:
+        """The journal, without creating one when reconciliation is off (``active`` False):
+        an existing SQLite journal is opened read-only, a missing one is None."""
+        if active or self._journal is not None:
+            return self.journal
+        path = journal_path(self.config.journal)
+        if path is None:
+            return self.journal
+        return self._with_keys(SQLiteJournal(path, read_only=True)) if path.exists() else None
+
+    async def call(self, operation: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any) -> _T:
+        """Run a journal operation, retrying it while the journal is unavailable (with jitter,
+        so that a fleet does not retry in step); a record it cannot trust is a denial."""
+        attempts = self.config.journal_retries
+        for attempt in range(attempts):
+            try:
+                return await operation(*args, **kwargs)
+            except JournalUnavailable:
+                if attempt == attempts - 1:
+                    raise
+                await asyncio.sleep(_FIRST_PAUSE * 2**attempt * random.uniform(0.5, 1.0))
+            except RecordError as exc:
+                unsupported = isinstance(exc, UnsupportedRecordVersion)
+                await self.deny(
+                    None,
+                    Outcome.AMBIGUOUS,
+                    Reason.UNSUPPORTED_RECORD if unsupported else Reason.RECORD_UNTRUSTED,
+                    {"journal_error": str(exc)},
+                    intent_id=exc.intent_id or UNREADABLE,
+                    binding=unsupported,
+                    cause=exc,
+                )
+        raise AssertionError("unreachable")
+
+    def decision(
+        self,
+        intent: PendingWrite | None,
+        outcome: Outcome,
+        reason: Reason,
+        action: Action,
+        evidence: Mapping[str, Any],
+        *,
+        intent_id: str = UNREADABLE,
+    ) -> Decision:
+        """A decision of this session about ``intent`` (or ``intent_id`` when there is none)."""
+        return Decision(
+            intent_id=intent.intent_id if intent is not None else intent_id,
+            session_id=self.session_id,
+            backend=self.backend,
+            outcome=outcome,
+            reason=reason,
+            action=action,
+            decided_at=time.time(),
+            evidence=dict(evidence),
+        )
+
+    async def deny(
+        self,
+        intent: PendingWrite | None,
+        outcome: Outcome,
+        reason: Reason,
+        evidence: Mapping[str, Any],
+        action: Action = Action.DENIED,
+        *,
+        intent_id: str = UNREADABLE,
+        binding: bool = False,
+        cause: BaseException | None = None,
+    ) -> NoReturn:
+        """Record a denial in the trail (best effort) and raise it."""
+        decision = self.decision(intent, outcome, reason, action, evidence, intent_id=intent_id)
+        try:
+            await self.note_once(decision)
+        except (JournalError, RecordError):
+            logger.warning(
+                "could not record denial of intent %s", decision.intent_id, exc_info=True
+            )
+        self.trail.decided(decision)
+        raise (BindingMismatch if binding else ContinuationDenied)(decision) from cause
+
+    async def note_once(self, decision: Decision) -> None:
+        """Store a denial in the trail, unless the newest decision about its intent says the
+        very same thing (outcome, reason, action and evidence): a run retried against the same
+        unresolved intent adds nothing new, so the trail keeps the first denial, counted
+        (``Decision.repeats``, ``last_seen``) where the journal offers ``note_again``."""
+        journal = self.journal
+        newest = await journal.decisions(
+            session_id=decision.session_id, intent_id=decision.intent_id, limit=1
+        )
+        if newest and same_substance(newest[0], decision):
+            previous = newest[0]
+            if not capabilities_of(journal).counts_again:
+                return  # a journal that cannot count keeps the first alone
+            count_again = journal.note_again  # type: ignore[attr-defined]
+            again = dataclasses.replace(
+                previous, repeats=previous.repeats + 1, last_seen=decision.decided_at
+            )
+            if await count_again(previous, again):
+                return
+            # Another decision came in meanwhile: this one is news again.
+        await journal.note(decision)
+
+    async def release(self, intent_id: str, *, fence: int | None = None) -> None:
+        """Give up this process's claim on an intent (back to failed, for the next judge),
+        only while it still holds it (under ``fence`` when given); a journal that cannot be
+        reached leaves it to expire, with a warning."""
+        me = self.owner
+        try:
+            await self.journal.transition(
+                intent_id,
+                state=IntentState.FAILED,
+                owner=me,
+                expect_state=IntentState.RECONCILING,
+                expect_owner=me,
+                expect_fence=fence,
+            )
+        except JournalError:
+            logger.warning("could not release intent %s", intent_id, exc_info=True)
+
+    async def count(self) -> int:
+        """The journal's count of this session's writes."""
+        return await self.call(self.journal.write_count, self.session_id, self.backend)
+
+
+def same_substance(first: Decision, second: Decision) -> bool:
+    """Whether two decisions say the same thing about the same intent (times aside)."""
+    return (
+        first.intent_id == second.intent_id
+        and first.backend == second.backend
+        and first.outcome is second.outcome
+        and first.reason is second.reason
+        and first.action is second.action
+        and _plain(first.evidence) == _plain(second.evidence)
+    )
+
+
+def _plain(evidence: Mapping[str, Any]) -> Any:
+    # As stored: a tuple read back from the journal is a list.
+    return orjson.loads(orjson.dumps(dict(evidence), default=str))
+
+
+def lend_keys(journal: IntentJournal, keyring: Keyring) -> IntentJournal:
+    """``journal``, holding ``keyring``'s payload keys and signer too: a journal shared by
+    several wrappers opens what any of them sealed, and checks what they sign. A journal
+    without a keyring is refused when there are keys to lend."""
+    if keyring or keyring.signer is not None:
+        held = getattr(journal, "keyring", None)
+        if not isinstance(held, Keyring):
+            raise ConfigurationError(
+                f"{type(journal).__qualname__} has no keyring, so it cannot open sealed "
+                "or check signed records; this session seals its batches (payload_key or "
+                "an EncryptedSession) or signs its records (signing_key)"
+            )
+        held.add(keyring)
+        if keyring.signer is not None:
+            held.add_signer(keyring.signer)
+    return journal

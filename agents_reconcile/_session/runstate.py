@@ -1,0 +1,407 @@
+"""What a run carries: ``context["agents_reconcile"]`` in a mapping context.
+
+``RunState.to_string()`` carries a mapping context across processes, so what is written there
+survives with the state even when the journal is elsewhere: a copy of each failed intent, and
+the mark of how many of the session's counted writes the run has seen.
+
+The module functions read and write that copy and check it against the session resuming it;
+they do no I/O. ``CarriedState`` is one session's use of it with its journal: adopting copies
+the journal has never seen, and telling a stale state (one older than the session) by its mark.
+
+What comes back in a context went through whoever held the state, so it is input, not memory:
+
+- the backend is named by an opaque identity (a digest of its kind and namespace), never by
+  a file path or a host;
+- with a signing key (``signing``) every entry and every mark carries a MAC, and one that is
+  missing or does not verify is refused before it is used, and never journaled;
+- without one, a copy the journal has never seen is judged for this run alone: it is written
+  to the journal only to replay it (claimed and settled like any other), so an edited copy can
+  never leave a pending intent that blocks other runs;
+- a state carries at most ``MAX_CARRIED`` entries.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import MutableMapping
+from dataclasses import dataclass, field
+from typing import Any, Final, NoReturn
+
+import orjson
+from blake3 import blake3
+
+from .._backends.journal import IntentState
+from .._core.records import Action, BackendIdentity, Outcome, PendingWrite, Reason
+from .._core.sealing import Keyring
+from .._core.signing import Signer
+from ..errors import RecordError, UnsupportedRecordVersion
+from .journal_client import UNREADABLE, JournalClient
+
+__all__ = [
+    "CONTEXT_KEY",
+    "CONTEXT_VERSION",
+    "MAX_CARRIED",
+    "CarriedState",
+    "Refusal",
+    "carried_entries",
+    "check_carried",
+    "context_of",
+    "drop",
+    "has_pending",
+    "mark_seen",
+    "opaque_backend",
+    "put",
+    "seen",
+    "seen_key",
+]
+
+CONTEXT_KEY: Final = "agents_reconcile"
+"""Key of the intent copy in a mapping run context."""
+CONTEXT_VERSION: Final = 1
+MAX_CARRIED: Final = 64
+"""The most entries one state may carry; a state with more is refused unread."""
+_OPAQUE_KIND: Final = "opaque"
+_OPAQUE_CONTEXT: Final = "agents-reconcile 2026-12-01 backend identity in a run context"
+_SIGNED_INTENT: Final = "runstate intent"
+_SIGNED_MARK: Final = "runstate seen mark"
+
+
+@dataclass(frozen=True)
+class Refusal:
+    """Why a carried copy cannot be used: the session denies with this as a BindingMismatch."""
+
+    reason: Reason
+    evidence: dict[str, Any] = field(default_factory=dict)
+    intent: PendingWrite | None = None
+    intent_id: str | None = None
+    cause: BaseException | None = None
+
+
+def context_of(wrapper: Any) -> MutableMapping[str, Any] | None:
+    """The run's context when it is a mutable mapping (the only kind a copy can live in)."""
+    context = getattr(wrapper, "context", None)
+    return context if isinstance(context, MutableMapping) else None
+
+
+def opaque_backend(backend: BackendIdentity | str) -> BackendIdentity:
+    """How a run context names a backend: a digest of its kind and namespace (an identity
+    already opaque stays as it is)."""
+    text = str(backend)
+    if text.startswith(f"{_OPAQUE_KIND}|"):
+        return BackendIdentity.parse(text)
+    digest = blake3(text.encode("utf-8", "surrogatepass"), derive_key_context=_OPAQUE_CONTEXT)
+    return BackendIdentity(_OPAQUE_KIND, digest.hexdigest()[:32])
+
+
+def put(
+    context: MutableMapping[str, Any], intent: PendingWrite, signer: Signer | None = None
+) -> None:
+    """Add (or replace) the copy of ``intent``, naming its backend opaquely (and signed)."""
+    carried = context.setdefault(CONTEXT_KEY, {"version": CONTEXT_VERSION, "pending": []})
+    pending = carried.setdefault("pending", [])
+    pending[:] = [p for p in pending if p.get("intent_id") != intent.intent_id]
+    # A detached copy: the caller's context must not alias the intent's own batch.
+    entry = orjson.loads(
+        dataclasses.replace(intent, backend=opaque_backend(intent.backend)).encode()
+    )
+    if signer is not None:
+        entry["signature"] = signer.sign(_SIGNED_INTENT, str(entry["digest"]).encode())
+    pending.append(entry)
+
+
+def drop(context: MutableMapping[str, Any], intent_id: str, signer: Signer | None = None) -> None:
+    """Remove the copy of a settled intent (and the key, once nothing is left).
+
+    Its settlement counted one write of its session: the state's mark moves past it, so that
+    the writes the state accounts for (mark plus carried intents) stay the same."""
+    carried = context.get(CONTEXT_KEY)
+    if not isinstance(carried, MutableMapping):
+        return
+    pending = carried.get("pending", [])
+    kept = [
+        p
+        for p in pending
+        if not (isinstance(p, MutableMapping) and p.get("intent_id") == intent_id)
+    ]
+    marks = carried.get("seen")
+    if len(kept) < len(pending) and isinstance(marks, MutableMapping):
+        for entry in pending:
+            if isinstance(entry, MutableMapping) and entry.get("intent_id") == intent_id:
+                key = seen_key(str(entry.get("session_id")), str(entry.get("backend")))
+                if isinstance(marks.get(key), int):
+                    mark_seen(context, key, marks[key] + 1, signer)
+    carried["pending"] = kept
+    if not kept and not marks:
+        del context[CONTEXT_KEY]
+
+
+def has_pending(context: MutableMapping[str, Any] | None) -> bool:
+    """Whether the context carries any intent (of any session)."""
+    if context is None:
+        return False
+    carried = context.get(CONTEXT_KEY)
+    return not isinstance(carried, MutableMapping) or bool(carried.get("pending"))
+
+
+def seen_key(session_id: str, backend: BackendIdentity | str) -> str:
+    """The key of a session's mark: its id and its backend's opaque identity."""
+    return f"{session_id}@{opaque_backend(backend)}"
+
+
+def seen(
+    context: MutableMapping[str, Any] | None, key: str, signer: Signer | None = None
+) -> int | Refusal | None:
+    """How many writes of the session the journal had counted when this run last wrote it
+    (intents it still carries aside): None when the context holds no mark for it. With
+    ``signer``, a mark that is unsigned or does not verify is refused."""
+    if context is None or CONTEXT_KEY not in context:
+        return None
+    carried = context[CONTEXT_KEY]
+    if not isinstance(carried, MutableMapping) or carried.get("version") != CONTEXT_VERSION:
+        version = carried.get("version") if isinstance(carried, MutableMapping) else None
+        return Refusal(Reason.UNSUPPORTED_RECORD, {"context_version": str(version)})
+    marks = carried.get("seen")
+    if marks is None:
+        return None
+    mark = marks.get(key) if isinstance(marks, MutableMapping) else None
+    if mark is None and isinstance(marks, MutableMapping):
+        return None
+    if type(mark) is not int or mark < 0:
+        return Refusal(Reason.RECORD_UNTRUSTED, {"seen": type(mark).__name__})
+    if signer is not None:
+        signatures = carried.get("signatures")
+        signature = signatures.get(key) if isinstance(signatures, MutableMapping) else None
+        try:
+            signer.verify(_SIGNED_MARK, _mark_bytes(key, mark), signature, what="the seen mark")
+        except RecordError as exc:
+            return Refusal(Reason.STATE_UNSIGNED, {"error": str(exc)}, cause=exc)
+    return mark
+
+
+def _mark_bytes(key: str, writes: int) -> bytes:
+    return f"{key}\x00{writes}".encode("utf-8", "surrogatepass")
+
+
+def mark_seen(
+    context: MutableMapping[str, Any], key: str, writes: int, signer: Signer | None = None
+) -> None:
+    """Remember that the journal has counted ``writes`` writes of the session, all seen by
+    this run (``RunState.to_string()`` carries the mark with the state), signed with
+    ``signer``."""
+    carried = context.get(CONTEXT_KEY)
+    if not isinstance(carried, MutableMapping):
+        carried = context[CONTEXT_KEY] = {"version": CONTEXT_VERSION, "pending": []}
+    marks = carried.get("seen")
+    if not isinstance(marks, MutableMapping):
+        marks = carried["seen"] = {}
+    marks[key] = writes
+    signatures = carried.get("signatures")
+    if signer is not None:
+        if not isinstance(signatures, MutableMapping):
+            signatures = carried["signatures"] = {}
+        signatures[key] = signer.sign(_SIGNED_MARK, _mark_bytes(key, writes))
+    elif isinstance(signatures, MutableMapping):
+        signatures.pop(key, None)
+
+
+def carried_entries(context: MutableMapping[str, Any] | None) -> list[Any] | Refusal:
+    """The raw carried entries, or why the container itself cannot be read."""
+    if context is None or CONTEXT_KEY not in context:
+        return []
+    carried = context[CONTEXT_KEY]
+    if not isinstance(carried, MutableMapping) or carried.get("version") != CONTEXT_VERSION:
+        version = carried.get("version") if isinstance(carried, MutableMapping) else None
+        return Refusal(Reason.UNSUPPORTED_RECORD, {"context_version": str(version)})
+    entries = carried.get("pending", [])
+    if not isinstance(entries, list):
+        return Refusal(Reason.RECORD_UNTRUSTED, {"pending": type(entries).__name__})
+    if len(entries) > MAX_CARRIED:
+        return Refusal(Reason.STATE_TOO_LARGE, {"entries": len(entries), "limit": MAX_CARRIED})
+    return list(entries)
+
+
+def check_carried(
+    raw: Any,
+    *,
+    session_id: str,
+    backend: BackendIdentity,
+    keyring: Keyring | None = None,
+    signer: Signer | None = None,
+) -> PendingWrite | Refusal | None:
+    """Decode one carried entry and check it against this session and backend (and, with
+    ``signer``, its signature, before anything else is read of it).
+
+    ``None``: the entry is another session's (a context may be shared by several sessions,
+    as agents used as tools share their parent's), to be left for it."""
+    if not isinstance(raw, MutableMapping):
+        return Refusal(Reason.RECORD_UNTRUSTED, {"entry": type(raw).__name__})
+    intent_id = str(raw.get("intent_id"))
+    if raw.get("session_id") != session_id and isinstance(raw.get("session_id"), str):
+        # Another session's entry (perhaps sealed under its key): left for it, unread.
+        return None
+    body = {key: value for key, value in raw.items() if key != "signature"}
+    if signer is not None:
+        try:
+            signer.verify(
+                _SIGNED_INTENT,
+                str(raw.get("digest")).encode("utf-8", "surrogatepass"),
+                raw.get("signature"),
+                what=f"the carried copy of intent {intent_id[:64]!r}",
+            )
+        except RecordError as exc:
+            return Refusal(Reason.STATE_UNSIGNED, {"error": str(exc)}, None, intent_id, exc)
+    try:
+        intent = PendingWrite.decode(body, keyring)
+    except UnsupportedRecordVersion as exc:
+        return Refusal(Reason.UNSUPPORTED_RECORD, {"error": str(exc)}, None, intent_id, exc)
+    except RecordError as exc:
+        return Refusal(Reason.RECORD_UNTRUSTED, {"error": str(exc)}, None, intent_id, exc)
+    if intent.session_id != session_id:
+        return None
+    if intent.backend == opaque_backend(backend):
+        # The copy names the backend opaquely: the intent itself names it as the journal does.
+        return dataclasses.replace(intent, backend=backend)
+    if intent.backend != backend:
+        evidence = {"recorded": str(intent.backend), "current": str(opaque_backend(backend))}
+        return Refusal(Reason.BACKEND_MISMATCH, evidence, intent)
+    return intent
+
+
+class CarriedState:
+    """One session's use of what runs carry, with its journal (and its signer, if any)."""
+
+    def __init__(self, client: JournalClient, signer: Signer | None = None) -> None:
+        self._client = client
+        self.signer = signer
+        self.key = seen_key(client.session_id, client.backend)
+
+    def _check(self, raw: Any) -> PendingWrite | Refusal | None:
+        client = self._client
+        return check_carried(
+            raw,
+            session_id=client.session_id,
+            backend=client.backend,
+            keyring=client.keyring,
+            signer=self.signer,
+        )
+
+    def put(self, context: MutableMapping[str, Any], intent: PendingWrite) -> None:
+        """Carry a copy of ``intent`` (signed, with a signer)."""
+        put(context, intent, self.signer)
+
+    def drop(self, context: MutableMapping[str, Any], intent_id: str) -> None:
+        """Carry no more the copy of a settled intent."""
+        drop(context, intent_id, self.signer)
+
+    def mark(self, context: MutableMapping[str, Any] | None, count: int) -> None:
+        """The run has seen the session as the journal counted ``count`` writes of it."""
+        if context is not None:
+            mark_seen(context, self.key, count, self.signer)
+
+    def marked(self, context: MutableMapping[str, Any] | None) -> bool:
+        """Whether the run carries a mark for this session."""
+        return seen(context, self.key) is not None
+
+    async def accounted(self, context: MutableMapping[str, Any] | None) -> int | None:
+        """The session's write count this run can account for: what it last saw, plus one
+        settlement for each intent it still carries. None when the context has no mark.
+
+        A journal that counted fewer writes than that is another journal than the one the
+        state last wrote through (a RunState copy may be resumed anywhere): counts say
+        nothing then, and the carried intents alone are checked."""
+        mark = seen(context, self.key, self.signer)
+        if mark is None:
+            return None
+        if isinstance(mark, Refusal):
+            await self.refuse(mark)
+        carried = carried_entries(context)
+        if isinstance(carried, Refusal):
+            await self.refuse(carried)
+        mine = 0
+        for raw in carried:
+            checked = self._check(raw)
+            if isinstance(checked, Refusal) and checked.reason is Reason.STATE_UNSIGNED:
+                await self.refuse(checked)
+            mine += isinstance(checked, PendingWrite)
+        return mark + mine
+
+    async def adopt(self, context: MutableMapping[str, Any] | None) -> list[PendingWrite]:
+        """Check the intents a run carries against the journal. Return those the journal has
+        never seen and that no signature vouches for (no signer is configured): they are to
+        be judged for this run alone. A signed one is recorded in the journal. Copies of
+        other sessions' intents (a context shared by several sessions) are left as they
+        are, for their own session."""
+        entries = carried_entries(context)
+        if isinstance(entries, Refusal):
+            await self.refuse(entries)
+        client = self._client
+        journal = client.journal
+        # Every entry is checked (and, with a signer, verified) before any is acted on: a
+        # state holding one bad entry writes nothing.
+        intents: list[PendingWrite] = []
+        for raw in entries:
+            intent = self._check(raw)
+            if intent is None:
+                continue
+            if isinstance(intent, Refusal):
+                await self.refuse(intent)
+            intents.append(intent)
+        unverified: list[PendingWrite] = []
+        for intent in intents:
+            assert context is not None
+            if await client.call(journal.is_settled, intent.intent_id):
+                await self._refuse_if_abandoned(intent)
+                self.drop(context, intent.intent_id)
+                continue
+            entry = await client.call(journal.get, intent.intent_id)
+            if entry is None:
+                if self.signer is None:
+                    unverified.append(intent)
+                    continue
+                await client.call(
+                    journal.record, intent, state=IntentState.FAILED, owner=client.owner
+                )
+            elif not entry.intent.same_content(intent):
+                evidence = {
+                    "journal": entry.intent.to_mapping()["digest"],
+                    "run_state": intent.to_mapping()["digest"],
+                }
+                await self.refuse(Refusal(Reason.COPIES_DISAGREE, evidence, intent))
+        return unverified
+
+    async def _refuse_if_abandoned(self, intent: PendingWrite) -> None:
+        """A copy of an intent an operator abandoned is refused, never dropped as settled: the
+        run carrying it would go on from the batch the operator dropped (and the SDK's own
+        record of the pending write would append it again)."""
+        client = self._client
+        decisions = await client.call(
+            client.journal.decisions, intent_id=intent.intent_id, limit=20
+        )
+        for decision in decisions:
+            if decision.settled and (decision.reason, decision.action) == (
+                Reason.OPERATOR_RESOLVED,
+                Action.DROPPED,
+            ):
+                evidence = decision.evidence
+                await client.deny(
+                    intent,
+                    decision.outcome,
+                    Reason.ABANDONED,
+                    {
+                        "resolution": "abandon",
+                        "resolved_at": decision.decided_at,
+                        **{k: evidence[k] for k in ("actor", "operator_reason") if k in evidence},
+                    },
+                )
+
+    async def refuse(self, refusal: Refusal) -> NoReturn:
+        """Deny, as a binding mismatch, with what a refusal found."""
+        await self._client.deny(
+            refusal.intent,
+            Outcome.AMBIGUOUS,
+            refusal.reason,
+            refusal.evidence,
+            intent_id=refusal.intent_id or UNREADABLE,
+            binding=True,
+            cause=refusal.cause,
+        )

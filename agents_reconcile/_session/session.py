@@ -1,0 +1,456 @@
+"""``ReconcilingSession``: the SDK-facing surface. It orders calls; it decides nothing itself.
+
+One way through. An append: ``add_items`` -> the writer settles what is pending, opens the
+intent, runs the inner append, and clears the intent once acknowledged (``writer``,
+``revision_writer``). On the next use: pending intent -> claim -> judge -> policy -> settle,
+replay or refuse (``settler``, ``judges``, ``policy``). The gate (``gate``) asks the same before
+every model call, through ``admission``.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import MutableMapping
+from typing import TYPE_CHECKING, Any, Final
+
+from agents.memory import OpenAIConversationsSession
+
+from .._backends.journal import IntentJournal
+from .._core.fingerprint import digest_items, journal_batch
+from .._core.identity import derive_identity, session_layers
+from .._core.policy import Resolution
+from .._core.records import BackendIdentity, Decision, Outcome, PendingWrite, Reason
+from .._core.revision import is_revisioned
+from .._core.sealing import keyring_for
+from .._core.signing import signer_for
+from ..errors import ConfigurationError, ContinuationDenied, FingerprintError, UnsupportedSession
+from . import default_runner, runstate
+from .admission import Admission, Gatekeeper
+from .capabilities import FORWARDED, Guard, forwarded
+from .config import ReconcileConfig, require_config
+from .inflight import PROCESS_IN_FLIGHT, InFlight
+from .inner import HISTORY_METHODS, InnerSession, reconciling_allowed
+from .journal_client import SESSION_WIDE, JournalClient
+from .journal_place import refuse_journal_in_store
+from .resolver import Resolver
+from .revision_writer import RevisionWriter
+from .settler import Settler
+from .state import KEPT_DIGESTS, SessionLock, SessionState
+from .writer import FingerprintWriter, Progress, Writer
+
+if TYPE_CHECKING:
+    from agents import RunConfig, RunHooks
+    from agents.items import TResponseInputItem
+    from agents.memory.session_settings import SessionSettings
+    from agents.run_context import RunContextWrapper
+
+__all__ = ["CONTEXT_KEY", "ReconcilingSession"]
+
+CONTEXT_KEY: Final = runstate.CONTEXT_KEY
+
+
+class ReconcilingSession:
+    """Wraps any Agents SDK session so that no uncertain append is duplicated, lost, or
+    continued on a history nobody can vouch for.
+
+    Pass it as ``session=`` after ``agents_reconcile.install()`` (or with
+    ``run_config=session.run_config()`` and ``hooks=session.hooks()`` on each run): the gate
+    then checks pending intents before every model call, streamed or not, fresh or resumed.
+    """
+
+    __agents_reconcile_gated__ = True  # the installed runner gates the runs given this session
+
+    def __init__(
+        self,
+        inner: Any,
+        *,
+        config: ReconcileConfig | None = None,
+        in_flight: InFlight | None = None,
+    ) -> None:
+        _check_inner(inner)
+        self._inner = inner
+        self.session_id: str = inner.session_id
+        self.config = require_config(config)
+        self._active = self.config.active
+        if self._active:
+            # The journal in the chat store's own file would add its tables to the
+            # application's chat database: refused, before anything is opened.
+            refuse_journal_in_store(self.config.journal, inner)
+        identity = self.config.backend_identity
+        if isinstance(identity, str):
+            identity = BackendIdentity.parse(identity)
+        self.backend_identity: BackendIdentity = identity or derive_identity(inner)
+        self._ignore_ids = bool(getattr(inner, "_ignore_ids_for_matching", False))
+        # Whether the gate reached this session's runs some way (run_config(), hooks() or the
+        # installed runner); a run without it is warned about once.
+        self._gate_seen = False
+        # Read even when it would not be used, so a bad value is refused wherever it is set.
+        install_asked = default_runner.env_install()
+        if self._active and (self.config.install or install_asked):
+            default_runner.install()
+        # History limits through which a fresh run reads the history it builds on (those of
+        # RunConfigs passed to run_config(), besides the session's own). The SDK's other
+        # reads (a resumed run's checks) use other limits.
+        self._history_limits: set[int] = set()
+        self._calls = InnerSession(inner)
+        # Over an encrypting store (or with payload_key) every record's batch is sealed.
+        keyring = keyring_for(inner, self.config.payload_keys)
+        # With a signing key, records (in the journal and in what runs carry) are signed, and
+        # checked when they come back.
+        signer = signer_for(self.config.signing_keys) if self._active else None
+        if signer is not None:
+            keyring.add_signer(signer)
+        self._client = JournalClient(self.session_id, self.backend_identity, self.config, keyring)
+        self._carried = runstate.CarriedState(self._client, signer)
+        lock = SessionLock(
+            (self.session_id, str(self.backend_identity)),
+            wait=self.config.in_flight_wait,
+            on_timeout=self._busy,
+        )
+        # One state object for what this wrapper holds, shared by its writer, settler and gate.
+        # A revisioned store is judged by its record of writes, not by fingerprints.
+        store = inner if is_revisioned(inner) else None
+        state = SessionState(
+            client=self._client,
+            config=self.config,
+            inner=self._calls,
+            store=store,
+            carried=self._carried,
+            lock=lock,
+            in_flight=in_flight if in_flight is not None else PROCESS_IN_FLIGHT,
+            ignore_ids=self._ignore_ids,
+        )
+        self._tail, self._held, self._lock = state.tail, state.held, lock
+        self._settler = Settler(state)
+        self._writer: Writer = (
+            FingerprintWriter(state, self._settler)
+            if store is None
+            else RevisionWriter(state, self._settler)
+        )
+        self._resolver = Resolver(self._client, self._settler, lock=lock)
+        self._admission = Gatekeeper(
+            state,
+            self._settler,
+            enabled=self._active,
+            session_settings=lambda: self.session_settings,
+            read_history=lambda wrapper: self._calls.read(None, wrapper),
+        )
+        self._admission.session = self  # what effect tools find through the run's gate
+
+    def __repr__(self) -> str:
+        return f"ReconcilingSession({self._inner!r}, backend={self.backend_identity})"
+
+    # -- what the SDK sees ---------------------------------------------------------------
+
+    @property
+    def inner(self) -> Any:
+        """The wrapped session (writes made through it directly are not reconciled)."""
+        return self._inner
+
+    @property
+    def session_settings(self) -> SessionSettings | None:
+        return getattr(self._inner, "session_settings", None)
+
+    @session_settings.setter
+    def session_settings(self, value: SessionSettings | None) -> None:
+        self._inner.session_settings = value
+
+    @property
+    def enabled(self) -> bool:
+        """Whether this wrapper records and reconciles (config flag and environment)."""
+        return self._active
+
+    @property
+    def journal(self) -> IntentJournal:
+        """The intent journal, opened on first use."""
+        return self._client.journal
+
+    @property
+    def journal_client(self) -> JournalClient:
+        """This session's way to its journal: its keys, its trail, its denials."""
+        return self._client
+
+    @property
+    def resolver(self) -> Resolver:
+        """What ``resolve()`` uses; its ``preview()`` judges an intent without settling it."""
+        return self._resolver
+
+    @property
+    def admission(self) -> Admission:
+        """What the gate asks of this session before every model call."""
+        return self._admission
+
+    def __getattr__(self, name: str) -> Any:
+        # Only the SDK's capability hooks, and only those the inner session really has:
+        # the SDK decides what a session can do by looking for them.
+        if name in FORWARDED:
+            target = getattr(self.__dict__.get("_inner"), name, None)
+            if target is not None:
+                guard = Guard(
+                    enabled=self._active,
+                    settle=lambda: self._settler.settle_pending(None),
+                    forget_tail=self._tail.forget,
+                )
+                return forwarded(name, target, guard)
+        raise AttributeError(f"{type(self).__name__!s} object has no attribute {name!r}")
+
+    async def get_items(
+        self, limit: int | None = None, *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> list[TResponseInputItem]:
+        """The inner history, after settling pending intents (raises ``ContinuationDenied``)."""
+        if wrapper is not None and not self._gate_seen:
+            self._notice_ungated()
+        context = runstate.context_of(wrapper)
+        if self._active and reconciling_allowed():
+            await self._settler.settle_pending(context, wrapper)
+        own_writes = self._calls.own_writes
+        counted = await self._writer.counted() if self._active else None
+        # A run that reads the history as a fresh run does has seen every write so far.
+        marks = context is not None and self._marks_reads(limit)
+        if marks and counted is None and self._carried.marked(context):
+            counted = await self._client.count()
+        if self._active and self._reads_whole(limit):
+            await self._writer.refresh_head()
+        items = await self._calls.read(limit, wrapper)
+        if counted is not None and self._calls.own_writes == own_writes:
+            # Only a read that no write of ours overtook may refresh the remembered tail.
+            if self._writer.trusts_memory:
+                self._observe(items, limit, counted)
+            if marks:
+                self._carried.mark(context, counted)
+        return items
+
+    def _observe(self, items: list[Any], limit: int | None, counted: int) -> None:
+        try:
+            digests: tuple[str, ...] | None = digest_items(
+                items[-KEPT_DIGESTS:], ignore_ids=self._ignore_ids
+            )
+        except FingerprintError:
+            digests = None
+        complete = limit is None or limit <= 0 or len(items) < limit
+        self._tail.observe(digests, read=len(items), complete=complete, count=counted)
+
+    def _marks_reads(self, limit: int | None) -> bool:
+        """Whether a read with this limit is a fresh run's read of the history (all of it, or
+        the session's own limit); the SDK reads a resumed run's tail with other limits."""
+        if not self._active:
+            return False
+        return self._reads_whole(limit)
+
+    def _reads_whole(self, limit: int | None) -> bool:
+        """Whether a read with this limit is how a fresh run reads the history it builds on:
+        all of it, the session's own limit, or a limit of a RunConfig given to run_config()."""
+        if limit is None or limit in self._history_limits:
+            return True
+        settings = self.session_settings
+        return settings is not None and settings.limit == limit
+
+    async def add_items(
+        self, items: list[TResponseInputItem], *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> None:
+        """Append ``items`` under a recorded intent; a failure keeps the intent pending and
+        re-raises the backend's own exception with a note naming it."""
+        if not self._active:
+            await self._calls.append(items, wrapper)
+            return
+        if wrapper is not None and not self._gate_seen:
+            self._notice_ungated()
+        # What the journal will hold, refused now if it could not hold it exactly: a replay
+        # must write what the caller gave, or nothing.
+        batch, digests = journal_batch(items, ignore_ids=self._ignore_ids)
+        if not items:
+            await self._calls.append(items, wrapper)
+            return
+        progress = Progress(self.config.in_flight_wait)
+        try:
+            await self._writer.append(
+                items, batch, digests, runstate.context_of(wrapper), wrapper, progress
+            )
+        except BaseException as exc:
+            if not progress.started and not isinstance(exc, ContinuationDenied):
+                # Raised while settling an earlier write (its replay failed, say): this
+                # caller's own batch never started, so its outcome is not in doubt.
+                exc.add_note(
+                    f"agents-reconcile: this append did not start (nothing of its batch was "
+                    f"written to session {self.session_id!r}): settling an earlier write failed"
+                )
+            raise
+
+    async def pop_item(
+        self, *, wrapper: RunContextWrapper[Any] | None = None
+    ) -> TResponseInputItem | None:
+        """Remove the newest item, after settling pending intents."""
+        popped: TResponseInputItem | None
+        if not self._active:
+            popped = await self._calls.call("pop_item", wrapper)
+            return popped
+        context = runstate.context_of(wrapper)
+        async with self._lock.held():
+            await self._settler.settle_pending(context, wrapper, locked=True)
+            popped = await self._writer.remove(
+                context,
+                lambda: self._calls.call("pop_item", wrapper),
+                wrote=lambda item: item is not None,
+            )
+            return popped
+
+    async def clear_session(self, *, wrapper: RunContextWrapper[Any] | None = None) -> None:
+        """Clear the history, after settling pending intents."""
+        if not self._active:
+            await self._calls.call("clear_session", wrapper)
+            return
+        context = runstate.context_of(wrapper)
+        async with self._lock.held():
+            await self._settler.settle_pending(context, wrapper, locked=True)
+            await self._writer.remove(
+                context,
+                lambda: self._calls.call("clear_session", wrapper),
+                wrote=lambda _: True,
+            )
+
+    # -- public controls ------------------------------------------------------------------
+
+    async def pending(self) -> list[PendingWrite]:
+        """Unresolved intents the journal holds for this session and backend (no reconciling).
+        This wrapper's acknowledged appends are cleared first: they are not pending."""
+        journal = self._client.for_reading(active=self._active)
+        if journal is not None:
+            await self._writer.flush_clearing()
+        entries = (
+            [] if journal is None else await journal.pending(self.session_id, self.backend_identity)
+        )
+        found = [entry.intent for entry in entries]
+        known = {intent.intent_id for intent in found}
+        found.extend(i for i in self._held.unjournaled.values() if i.intent_id not in known)
+        return found
+
+    async def reconcile(self, context: Any = None) -> list[Decision]:
+        """Classify and settle pending intents now (what the gate does before a model call).
+
+        Pass the run's mapping ``context`` to include the intents a RunState carries.
+        Raises ``ContinuationDenied`` when one cannot be vouched for.
+        """
+        if not self._active:
+            return []
+        mapping = context if isinstance(context, MutableMapping) else None
+        return await self._settler.settle_pending(mapping)
+
+    async def resolve(
+        self,
+        intent_id: str,
+        outcome: Resolution | str,
+        *,
+        reason: str,
+        actor: str | None = None,
+        override: bool = False,
+    ) -> Decision:
+        """An operator's resolution of a pending intent, recorded in the trail with ``actor``
+        (default: this user and host) and ``reason``, and returned.
+
+        ``committed``: the batch is in the history; settle it, never replay it. ``replay``:
+        append the batch now, once; refused while the rule does not see the history the write
+        was meant for, unless ``override``. ``abandon``: drop the intent; the history stays as
+        it is. The intent is claimed as a settling worker claims it, so a resolution never
+        races another settlement. Raises ``ResolutionRefused`` (nothing written) otherwise.
+        """
+        return await self._resolver.resolve(
+            intent_id, outcome, reason=reason, actor=actor, override=override
+        )
+
+    async def resolve_effect(
+        self,
+        key: str,
+        outcome: str,
+        *,
+        reason: str,
+        actor: str | None = None,
+        output: Any = None,
+    ) -> Decision:
+        """An operator's resolution of a tool effect whose outcome is unknown (an intent
+        without a receipt): ``committed`` with ``output`` (the receipt; the body never runs),
+        ``retry`` (the next call runs the body again), or ``abandon``; recorded in the trail.
+        Raises ``ResolutionRefused`` (nothing written) otherwise."""
+        from .._effects.resolve_effect import resolve_effect
+        from .._effects.tool import effect_journal
+
+        return await resolve_effect(
+            self._client,
+            effect_journal(self),
+            key,
+            outcome,
+            reason=reason,
+            actor=actor,
+            output=output,
+            lease_seconds=self.config.lease_seconds,
+        )
+
+    async def decisions(self, limit: int = 100) -> list[Decision]:
+        """This session's recorded decisions, newest first."""
+        journal = self._client.for_reading(active=self._active)
+        if journal is None:
+            return []
+        return await journal.decisions(session_id=self.session_id, limit=limit)
+
+    def run_config(self, base: RunConfig | None = None) -> RunConfig:
+        """``base`` (or a new ``RunConfig``) with the gate installed before every model call."""
+        from .gate import install_gate
+
+        self._gate_seen = True
+        settings = base.session_settings if base is not None else None
+        if settings is not None and settings.limit is not None:
+            # A fresh run of this config reads the history through this limit.
+            self._history_limits.add(settings.limit)
+        return install_gate(self._admission, base)
+
+    def hooks(self, base: RunHooks[Any] | None = None) -> RunHooks[Any]:
+        """``RunHooks`` whose ``on_llm_start`` runs the gate, delegating everything to ``base``.
+
+        Hooks cannot shape the model's input: use ``run_config()`` as well to keep a retried
+        input from reaching the model twice.
+        """
+        from .gate import gate_hooks
+
+        self._gate_seen = True
+        return gate_hooks(self._admission, base)
+
+    def _notice_ungated(self) -> None:
+        """A run reached this session without the gate: say so once, naming the fix."""
+        if not self._active or default_runner.installed():
+            self._gate_seen = True
+            return
+        self._gate_seen = True
+        warnings.warn(
+            f"ReconcilingSession {self.session_id!r} is used by a run without its gate: pending "
+            "writes are still settled when the session is read or written, but nothing stops "
+            "a model call (or a resumed RunState's approved tool) on history nobody vouched "
+            "for. Call agents_reconcile.install() once at startup, or pass "
+            "run_config=session.run_config() and hooks=session.hooks() to every run.",
+            default_runner.UngatedRunWarning,
+            stacklevel=3,
+        )
+
+    async def _busy(self, waited: float) -> None:
+        await self._client.deny(
+            None,
+            Outcome.AMBIGUOUS,
+            Reason.SESSION_BUSY,
+            {"waited_seconds": waited},
+            intent_id=SESSION_WIDE,
+        )
+
+
+def _check_inner(inner: Any) -> None:
+    """Refuse what cannot be wrapped honestly, with why."""
+    if any(isinstance(layer, OpenAIConversationsSession) for layer in session_layers(inner)):
+        raise UnsupportedSession(
+            "OpenAIConversationsSession writes in chunks of 20 items and the SDK special-cases "
+            "it by type, so its appends cannot be reconciled honestly; use a local session"
+        )
+    if isinstance(inner, ReconcilingSession):
+        raise ConfigurationError("this session is already a ReconcilingSession")
+    missing = [name for name in HISTORY_METHODS if not callable(getattr(inner, name, None))]
+    if missing or not isinstance(getattr(inner, "session_id", None), str):
+        raise UnsupportedSession(
+            f"{type(inner).__name__} is not an Agents SDK Session "
+            f"(missing: {', '.join(missing) or 'session_id'})"
+        )

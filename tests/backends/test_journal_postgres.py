@@ -1,0 +1,965 @@
+"""Behaviour specific to the PostgreSQL journal: a silent server, moved rows, racing
+settlements, one round trip per open_intent and discard (and the fence that makes that safe),
+its schema's migrations, and connections killed by the server. What every journal does
+(edited records, racing openings, a newer schema, closing, a second event loop, addresses
+without passwords) is in the conformance suite, ``test_journal.py``."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+import pytest
+
+from agents_reconcile._backends.faultproxy import FaultProxy
+from agents_reconcile._backends.journal import IntentJournal, IntentState, Opened
+from agents_reconcile._backends.opening import open_journal
+from agents_reconcile._backends.rows import collecting_damage
+from agents_reconcile._core.ownership import current_owner
+from agents_reconcile._core.sealing import PayloadKey
+from agents_reconcile._effects.records import Effect, EffectState
+from agents_reconcile.errors import (
+    ConfigurationError,
+    IntentConflict,
+    JournalCorrupt,
+    JournalUnavailable,
+    RecordTampered,
+)
+
+from ..support.backends import closed_port
+from ..support.journal_support import BACKEND, make_decision, make_effect, make_intent, proxy_to
+from ..support.servers import Wire, postgres_url
+
+asyncpg = pytest.importorskip("asyncpg")
+
+from agents_reconcile._backends.postgres.journal import MIGRATIONS, SCHEMA_VERSION, PostgresJournal  # noqa: E402
+
+pytestmark = pytest.mark.postgres
+
+Factory = Callable[..., PostgresJournal]
+JOURNAL_TABLES = {
+    "decisions",
+    "effects",
+    "intents",
+    "schema_version",
+    "session_writes",
+    "set_aside",
+}
+CURRENT = [(1, "0001_initial")]
+"""The steps a journal of this release has applied."""
+
+
+def ids(entries: Sequence[Any]) -> list[str]:
+    """Intent ids of journal entries, in order."""
+    return [entry.intent.intent_id for entry in entries]
+
+
+@pytest.fixture
+def schema() -> str:
+    """A schema name no other test uses."""
+    return f"t_{uuid.uuid4().hex[:16]}"
+
+
+@pytest.fixture
+async def admin() -> AsyncIterator[Any]:
+    """A plain asyncpg connection to the test server, for looking behind the journal's back."""
+    conn = await asyncpg.connect(postgres_url())
+    try:
+        yield conn
+    finally:
+        await conn.close()
+
+
+@pytest.fixture
+async def journals(schema: str, admin: Any) -> AsyncIterator[Factory]:
+    """Makes journals (on the test schema unless told otherwise); closes them and drops their
+    schemas afterwards."""
+    made: list[PostgresJournal] = []
+    url = postgres_url()
+
+    def make(**options: Any) -> PostgresJournal:
+        options.setdefault("schema", schema)
+        journal = PostgresJournal.from_url(url, **options)
+        made.append(journal)
+        return journal
+
+    yield make
+    for journal in made:
+        await journal.close()
+    for name in {schema} | {journal.schema for journal in made}:
+        await admin.execute(f'DROP SCHEMA IF EXISTS "{name}" CASCADE')
+
+
+async def schema_exists(admin: Any, name: str) -> bool:
+    return bool(
+        await admin.fetchval("SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1)", name)
+    )
+
+
+async def versions(admin: Any, name: str) -> list[tuple[int, str]]:
+    rows = await admin.fetch(f'SELECT version, name FROM "{name}".schema_version ORDER BY version')
+    return [(row["version"], row["name"]) for row in rows]
+
+
+# -- reaching the server ----------------------------------------------------------------------
+
+
+async def test_silent_server_times_out_after_connect_timeout() -> None:
+    """A loopback listener that accepts and never answers makes the first operation raise
+    JournalUnavailable after about connect_timeout, not hang."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def accept(_reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    journal = PostgresJournal.from_url(
+        f"postgresql://agent@127.0.0.1:{port}/journal", schema="j", connect_timeout=0.3
+    )
+    try:
+        start = time.monotonic()
+        with pytest.raises(JournalUnavailable):
+            await journal.pending(None)
+        assert 0.2 <= time.monotonic() - start < 3.0
+    finally:
+        await journal.close()
+        for writer in held:
+            writer.close()
+        server.close()
+        await server.wait_closed()
+
+
+def test_configuration_is_checked_before_connecting(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Bad schema names and URLs raise ConfigurationError; without asyncpg the error says how
+    to install it."""
+    for bad in ("", "1abc", "has space", 'quo"te', "semi;colon", "pg_reserved", "x" * 64):
+        with pytest.raises(ConfigurationError):
+            PostgresJournal.from_url("postgresql://127.0.0.1/db", schema=bad)
+    with pytest.raises(ConfigurationError):
+        PostgresJournal.from_url("mysql://127.0.0.1/db")
+    monkeypatch.setitem(sys.modules, "asyncpg", None)
+    with pytest.raises(ConfigurationError, match=r"agents-reconcile\[postgres\]"):
+        PostgresJournal.from_url("postgresql://127.0.0.1/db")
+
+
+async def test_open_journal_dispatches_postgres_urls() -> None:
+    """postgresql:// and postgres:// URLs open a PostgresJournal (nothing is connected yet)."""
+    for scheme in ("postgresql", "postgres"):
+        journal = open_journal(f"{scheme}://agent:pw@127.0.0.1:{closed_port()}/journal")
+        assert isinstance(journal, PostgresJournal)
+        assert isinstance(journal, IntentJournal)
+        assert "pw" not in repr(journal)
+        await journal.close()
+
+
+async def test_connection_killed_mid_operation(journals: Factory, admin: Any, schema: str) -> None:
+    """An open_intent whose server process is terminated while it waits raises
+    JournalUnavailable, records nothing, and the journal works again afterwards."""
+    journal = journals()
+    assert await journal.count_write("session-a", BACKEND) == 1
+    intent = make_intent("i-1")
+    # A second connection watches: inside a transaction pg_stat_activity keeps showing what
+    # it showed first, so the lock holder cannot be the one looking.
+    watcher = await asyncpg.connect(postgres_url())
+    try:
+        async with admin.transaction():
+            # Hold the session's lock so the operation is certainly running on the server.
+            await admin.execute(
+                f'SELECT 1 FROM "{schema}".session_writes WHERE session_id = $1 FOR UPDATE',
+                "session-a",
+            )
+            task = asyncio.create_task(
+                journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=current_owner())
+            )
+            victim = None
+            for _ in range(500):
+                victim = await watcher.fetchval(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+                    " AND position($1 in query) > 0 AND pid <> $2",
+                    f'"{schema}"',
+                    admin.get_server_pid(),
+                )
+                if victim is not None or task.done():
+                    break
+                await asyncio.sleep(0.02)
+            assert victim is not None, "the operation never waited on the lock"
+            assert await watcher.fetchval("SELECT pg_terminate_backend($1)", victim)
+            with pytest.raises(JournalUnavailable):
+                await asyncio.wait_for(task, 10)
+    finally:
+        await watcher.close()
+
+    assert await journal.pending(None) == []
+    opened = await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=current_owner())
+    assert opened == Opened(recorded=True, write_count=1)
+    assert ids(await journal.pending("session-a")) == ["i-1"]
+
+
+async def test_idle_connections_killed_by_the_server_are_replaced(admin: Any, schema: str) -> None:
+    """After the server terminates every idle connection of the pool, the next operations
+    open new ones and succeed."""
+    name = f"ar-{schema}"
+    url = postgres_url()
+    url += f"{'&' if '?' in url else '?'}application_name={name}"
+    journal = PostgresJournal.from_url(url, schema=schema)
+    try:
+        await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+        pids = await admin.fetch(
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1",
+            name,
+        )
+        assert pids
+        for _ in range(250):
+            if not await admin.fetchval(
+                "SELECT count(*) FROM pg_stat_activity WHERE application_name = $1", name
+            ):
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.05)
+        for _ in range(3):
+            assert ids(await journal.pending("session-a")) == ["i-1"]
+    finally:
+        await journal.drop()
+        await journal.close()
+
+
+# -- records that cannot be trusted -----------------------------------------------------------
+
+
+async def test_rows_moved_or_reshaped_are_refused(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """A row moved to another session, a decision row whose record names another intent, and
+    an unreadable state are refused with typed errors."""
+    journal = journals()
+    intent, other = make_intent("i-1"), make_intent("i-2", text="other")
+    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    await journal.record(other, state=IntentState.FAILED, owner=current_owner())
+    await journal.settle(make_decision(other))
+
+    await admin.execute(f"""UPDATE "{schema}".intents SET session_id = 'someone-else'""")
+    with pytest.raises(RecordTampered):
+        await journal.pending(None)
+    await admin.execute(f"""UPDATE "{schema}".intents SET session_id = 'session-a'""")
+    await admin.execute(f"""UPDATE "{schema}".intents SET state = 'levitating'""")
+    with pytest.raises(JournalCorrupt):
+        await journal.get("i-1")
+
+    await admin.execute(f"""UPDATE "{schema}".decisions SET intent_id = 'i-1'""")
+    with pytest.raises(RecordTampered):
+        await journal.decisions()
+
+
+# -- workers racing ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("same", [False, True], ids=["different", "same"])
+async def test_racing_settlements_settle_once(journals: Factory, same: bool) -> None:
+    """Two journals settling one intent at once store one decision and count one write: with
+    different decisions the loser gets IntentConflict; with the very same decision (a retry
+    racing its first attempt) both succeed."""
+    first, second = journals(), journals()
+    owner = current_owner()
+    for round_ in range(15):
+        intent = make_intent(f"s{round_}", text=str(round_))
+        await first.record(intent, state=IntentState.RECONCILING, owner=owner)
+        decisions = [make_decision(intent, decided_at=100.0 + n * (not same)) for n in range(2)]
+        results = await asyncio.gather(
+            first.settle(decisions[0], owner=owner),
+            second.settle(decisions[1], owner=owner),
+            return_exceptions=True,
+        )
+        outcomes = sorted(type(r).__name__ for r in results)
+        stored = await second.decisions(intent_id=intent.intent_id)
+        if same:
+            assert outcomes == ["NoneType", "NoneType"]
+        else:
+            assert outcomes == ["IntentConflict", "NoneType"]
+        assert stored == [decisions[results.index(None)]]
+    assert await first.pending(None) == []
+    assert await first.write_count("session-a", BACKEND) == 30
+
+
+async def test_settle_after_the_claim_moved_is_refused(journals: Factory) -> None:
+    """A settlement fenced by an owner fails once another worker has claimed the intent."""
+    first, second = journals(), journals()
+    me = current_owner()
+    intent = make_intent("i-1")
+    await first.record(intent, state=IntentState.RECONCILING, owner=me)
+    thief = dataclasses.replace(me, pid=me.pid + 1)
+    assert await second.transition(
+        "i-1", state=IntentState.RECONCILING, owner=thief, expect_owner=me
+    )
+    with pytest.raises(IntentConflict):
+        await first.settle(make_decision(intent), owner=me)
+    assert ids(await first.pending(None)) == ["i-1"]
+
+
+# -- round trips and the fence ----------------------------------------------------------------
+
+
+@pytest.fixture
+def wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
+    """Every pool a journal opens during the test reports to this wire."""
+    counter = Wire()
+    create_pool = asyncpg.create_pool
+
+    def counted_pool(*args: Any, **options: Any) -> Any:
+        return create_pool(*args, init=counter.attach, **options)
+
+    monkeypatch.setattr(asyncpg, "create_pool", counted_pool)
+    return counter
+
+
+async def test_open_intent_and_discard_take_one_round_trip_each(
+    journals: Factory, wire: Wire
+) -> None:
+    """Uncontended, open_intent (recording, retried, blocked or refused for its count),
+    discard and record each send one request, one statement, and nothing when the connection
+    goes back to the pool."""
+    journal = journals()
+    owner = current_owner()
+    # Warm up: schema checked, every statement below prepared on the (one) connection.
+    for n in range(2):
+        warm = make_intent(f"warm-{n}", session_id="warm")
+        await journal.open_intent(warm, state=IntentState.IN_FLIGHT, owner=owner)
+        await journal.open_intent(
+            make_intent("x", session_id="warm"), state=IntentState.IN_FLIGHT, owner=owner
+        )
+        await journal.discard(warm.intent_id)
+        await journal.record(warm, state=IntentState.FAILED, owner=owner)
+        await journal.discard(warm.intent_id)
+    await wire.settled()
+
+    async def trips(operation: Any) -> tuple[int, int]:
+        wire.clear()
+        await operation
+        await wire.settled()
+        return wire.flushes, len(wire.statements)
+
+    first, second = make_intent("i-1"), make_intent("i-2", text="second")
+    opening = journal.open_intent(first, state=IntentState.IN_FLIGHT, owner=owner)
+    assert await trips(opening) == (1, 1)
+    retried = journal.open_intent(first, state=IntentState.IN_FLIGHT, owner=owner)
+    assert await trips(retried) == (1, 1)
+    blocked = journal.open_intent(second, state=IntentState.IN_FLIGHT, owner=owner)
+    assert await trips(blocked) == (1, 1)
+    assert await trips(journal.discard("i-1")) == (1, 1)
+    stale = journal.open_intent(
+        second, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=0
+    )
+    assert await trips(stale) == (1, 1)
+    assert await trips(journal.record(second, state=IntentState.FAILED, owner=owner)) == (1, 1)
+    assert await trips(journal.record(second, state=IntentState.FAILED, owner=owner)) == (1, 1)
+    assert ids(await journal.pending("session-a")) == ["i-2"]
+    assert await journal.write_count("session-a", BACKEND) == 3
+
+
+async def waiting_pid(watcher: Any, schema: str, task: asyncio.Task[Any]) -> int:
+    """The server process of the journal statement on ``schema`` that waits on a lock."""
+    for _ in range(500):
+        pid = await watcher.fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND position($1 in query) > 0 AND pid <> pg_backend_pid()",
+            f'"{schema}"',
+        )
+        if pid is not None:
+            return int(pid)
+        assert not task.done(), "the operation finished without waiting"
+        await asyncio.sleep(0.02)
+    raise AssertionError("the operation never waited on a lock")
+
+
+INSERT_INTENT = (
+    'INSERT INTO "{}".intents (intent_id, session_id, backend, state, owner, created_at,'
+    " updated_at, record) VALUES ($1, $2, $3, 'failed', $4, $5, $6, $7)"
+)
+
+
+def intent_row(intent: Any) -> tuple[object, ...]:
+    return (
+        intent.intent_id,
+        intent.session_id,
+        str(intent.backend),
+        str(current_owner()),
+        intent.created_at,
+        time.time(),
+        intent.encode(),
+    )
+
+
+@pytest.mark.parametrize(
+    ("inserted", "expected"),
+    [(True, None), (False, None), (False, 1)],
+    ids=["intent-and-count", "count-only", "count-only-expected"],
+)
+async def test_a_write_between_snapshot_and_lock_moves_the_fence(
+    journals: Factory, admin: Any, schema: str, inserted: bool, expected: int | None
+) -> None:
+    """An intent recorded (and counted) after open_intent's snapshot, while open_intent waits
+    for the session's row, blocks it: the fence saw the count move and the locked path found
+    the intent. A count alone moving leads it to record, with the newer count, unless it
+    expected the older count: then it writes nothing and returns the newer one."""
+    journal = journals()
+    assert await journal.count_write("session-a", BACKEND) == 1
+    theirs, mine = make_intent("theirs", created_at=1.0), make_intent("mine", text="mine")
+    watcher = await asyncpg.connect(postgres_url())
+    try:
+        async with admin.transaction():
+            # Hold the session's row, as a transaction recording an intent would.
+            await admin.execute(
+                f'SELECT 1 FROM "{schema}".session_writes WHERE session_id = $1 FOR UPDATE',
+                "session-a",
+            )
+            task = asyncio.create_task(
+                journal.open_intent(
+                    mine,
+                    state=IntentState.IN_FLIGHT,
+                    owner=current_owner(),
+                    expect_write_count=expected,
+                )
+            )
+            await waiting_pid(watcher, schema, task)
+            if inserted:
+                await admin.execute(INSERT_INTENT.format(schema), *intent_row(theirs))
+            await admin.execute(
+                f'UPDATE "{schema}".session_writes SET writes = writes + 1 WHERE session_id = $1',
+                "session-a",
+            )
+        opened = await asyncio.wait_for(task, 10)
+    finally:
+        await watcher.close()
+
+    if inserted:
+        assert ids(opened.blocking) == ["theirs"] and opened.write_count == 2
+        assert ids(await journal.pending("session-a")) == ["theirs"]
+        assert await journal.write_count("session-a", BACKEND) == 2
+    elif expected is not None:
+        assert opened == Opened(recorded=False, write_count=2)
+        assert await journal.pending("session-a") == []
+        assert await journal.write_count("session-a", BACKEND) == 2
+    else:
+        assert opened == Opened(recorded=True, write_count=2)
+        assert ids(await journal.pending("session-a")) == ["mine"]
+        assert await journal.write_count("session-a", BACKEND) == 3
+        seq = await admin.fetchval(f'SELECT write_seq FROM "{schema}".intents')
+        assert seq == 2
+
+
+@pytest.mark.parametrize("operation", ["open_intent", "record"])
+async def test_an_id_taken_after_the_snapshot_is_compared_under_the_lock(
+    journals: Factory, admin: Any, schema: str, operation: str
+) -> None:
+    """When another transaction takes the intent's id after the fenced statement's snapshot,
+    that statement fails on the key and changes nothing (its count is undone); the locked
+    path then compares: other content conflicts, the same content is a no-op."""
+    journal = journals()
+    await journal.migrate()
+    owner = current_owner()
+    run = getattr(journal, operation)
+    watcher = await asyncpg.connect(postgres_url())
+    try:
+        for name, held, expect_conflict in (
+            ("other", make_intent("other", session_id="session-b"), True),
+            ("same", make_intent("same"), False),
+        ):
+            async with admin.transaction():
+                await admin.execute(INSERT_INTENT.format(schema), *intent_row(held))
+                task = asyncio.create_task(
+                    run(make_intent(name), state=IntentState.IN_FLIGHT, owner=owner)
+                )
+                await waiting_pid(watcher, schema, task)
+            if expect_conflict:
+                with pytest.raises(IntentConflict):
+                    await asyncio.wait_for(task, 10)
+            else:
+                await asyncio.wait_for(task, 10)
+    finally:
+        await watcher.close()
+
+    # Nothing counted: neither call inserted an intent.
+    assert await journal.write_count("session-a", BACKEND) == 0
+    assert ids(await journal.pending("session-a")) == ["same"]
+    entry = await journal.get("same")
+    assert entry is not None and entry.state is IntentState.FAILED
+
+
+async def test_racing_records_of_one_intent_store_and_count_it_once(journals: Factory) -> None:
+    """Four journals recording one intent at once all succeed; it is stored and counted
+    once; while an intent of the session is open, records of others still go in."""
+    workers = [journals() for _ in range(4)]
+    await workers[0].migrate()
+    owner = current_owner()
+    for round_ in range(20):
+        intent = make_intent(f"r{round_}", created_at=1_000.0 + round_, text=str(round_))
+        await asyncio.gather(
+            *(w.record(intent, state=IntentState.FAILED, owner=owner) for w in workers)
+        )
+        assert await workers[1].write_count("session-a", BACKEND) == round_ + 1
+    pending = await workers[2].pending("session-a")
+    assert ids(pending) == [f"r{n}" for n in range(20)]
+
+
+# -- the versioned schema ---------------------------------------------------------------------
+
+
+async def test_first_use_migrates_and_check_creates_nothing(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """check() reports a missing schema and creates nothing; the first operation creates the
+    schema at SCHEMA_VERSION; then check() is satisfied and migrate() has nothing to do."""
+    journal = journals()
+    problem = await journal.check()
+    assert problem is not None
+    assert "does not exist" in problem and "agents-reconcile migrate" in problem
+    assert not await schema_exists(admin, schema)
+
+    assert await journal.pending(None) == []
+
+    assert await versions(admin, schema) == CURRENT
+    assert SCHEMA_VERSION == len(MIGRATIONS) == 1
+    tables = await admin.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
+    assert {row["tablename"] for row in tables} == JOURNAL_TABLES
+    assert await journal.check() is None
+    assert await journal.schema_version() == SCHEMA_VERSION
+    assert await journal.migrate() == []
+    assert await versions(admin, schema) == CURRENT
+
+
+async def test_check_on_a_schema_with_no_step_applied_writes_nothing(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """check() on a schema whose version table is empty says what is missing and leaves the
+    schema as it was."""
+    await admin.execute(
+        f'CREATE SCHEMA "{schema}"; CREATE TABLE "{schema}".schema_version'
+        " (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)"
+    )
+    problem = await journals(migrate=False).check()
+    assert problem is not None and "0001_initial" in problem and "older" in problem
+    tables = await admin.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
+    assert [row["tablename"] for row in tables] == ["schema_version"]
+    assert await versions(admin, schema) == []
+
+
+async def test_migrate_false_refuses_a_schema_missing_or_with_no_step(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """With migrate=False, operations on a missing schema, then on one with no step applied,
+    raise JournalCorrupt saying to run the migrate command, and create nothing; migrate()
+    then brings the schema up to date and the journal works."""
+    journal = journals(migrate=False)
+    with pytest.raises(JournalCorrupt, match="agents-reconcile migrate"):
+        await journal.pending(None)
+    with pytest.raises(JournalCorrupt, match="agents-reconcile migrate"):
+        await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    assert not await schema_exists(admin, schema)
+
+    await admin.execute(
+        f'CREATE SCHEMA "{schema}"; CREATE TABLE "{schema}".schema_version'
+        " (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL)"
+    )
+    with pytest.raises(JournalCorrupt, match="agents-reconcile migrate"):
+        await journal.pending(None)
+    assert await versions(admin, schema) == []
+
+    assert await journal.migrate() == ["journal schema 1"]
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    assert ids(await journal.pending(None)) == ["i-1"]
+
+
+async def test_migrated_schema_is_used_with_migrate_false(journals: Factory) -> None:
+    """A journal with migrate=False works on a schema another journal migrated."""
+    await journals().migrate()
+    reader = journals(migrate=False)
+    assert await reader.check() is None
+    await reader.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    assert ids(await reader.pending(None)) == ["i-1"]
+
+
+async def test_workers_starting_together_migrate_once(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """Journals migrating one schema at the same moment apply each step once: one returns it,
+    the others nothing; on another schema, journals whose first operations race all work."""
+    results = await asyncio.gather(*(journals().migrate() for _ in range(4)))
+    every = ["journal schema 1"]
+    assert sorted(results) == [[], [], [], every]
+    assert await versions(admin, schema) == CURRENT
+
+    other = f"{schema}_b"
+    racing = [journals(schema=other) for _ in range(4)]
+    await asyncio.gather(*(journal.pending(None) for journal in racing))
+    assert await versions(admin, other) == CURRENT
+
+
+async def test_drop_removes_the_schema(journals: Factory, admin: Any, schema: str) -> None:
+    """drop() removes the schema; the next operation creates it afresh and empty."""
+    journal = journals()
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    await journal.drop()
+    assert not await schema_exists(admin, schema)
+    assert await journal.pending(None) == []
+    assert await versions(admin, schema) == CURRENT
+
+
+# -- effects ----------------------------------------------------------------------------------
+
+
+def taken_by(effect: Effect, owner: str) -> Effect:
+    """``effect`` started again under ``owner``, one attempt more."""
+    return dataclasses.replace(effect, owner=owner, attempts=effect.attempts + 1)
+
+
+async def test_an_effect_is_stored_as_encoded(journals: Factory, admin: Any, schema: str) -> None:
+    """The row holds the key, session, state and owner of the record, which is the bytes of
+    Effect.encode(); finishing turns the row done in place."""
+    journal = journals()
+    effect = make_effect()
+    await journal.begin_effect(effect)
+    query = f'SELECT key, session_id, state, owner, record FROM "{schema}".effects'
+    row = await admin.fetchrow(query)
+    assert tuple(row) == (effect.key, "session-a", "started", effect.owner, effect.encode())
+    done = effect.with_receipt("charged 5", at=1_700_000_010.0)
+    assert await journal.finish_effect(done) == done
+    row = await admin.fetchrow(query)
+    assert tuple(row) == (effect.key, "session-a", "done", effect.owner, done.encode())
+
+
+async def test_racing_begins_agree_on_one_record(journals: Factory) -> None:
+    """Four workers beginning one key at once, twenty times: each time exactly one records,
+    and all of them answer with its record."""
+    workers = [journals() for _ in range(4)]
+    await workers[0].migrate()
+    for round_ in range(20):
+        effect = make_effect(f"c{round_}")
+        answers = await asyncio.gather(
+            *(w.begin_effect(taken_by(effect, f"worker/{n}/1")) for n, w in enumerate(workers))
+        )
+        assert sum(recorded for _, recorded in answers) == 1
+        winner = next(stored for stored, recorded in answers if recorded)
+        assert all(stored == winner for stored, _ in answers)
+    found = await workers[1].effects("session-a")
+    assert [e.call_id for e in found] == [f"c{n}" for n in range(20)]
+
+
+INSERT_EFFECT = (
+    'INSERT INTO "{}".effects (key, session_id, state, owner, created_at, updated_at, record)'
+    " VALUES ($1, $2, 'started', $3, $4, $4, $5)"
+)
+
+
+async def test_a_key_recorded_after_the_snapshot_is_read_afresh(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """A begin_effect that waits on a key another transaction is inserting, and finds it
+    committed, answers with that transaction's record (read in a new snapshot), not recorded."""
+    journal = journals()
+    await journal.migrate()
+    theirs, mine = make_effect(owner="theirs/1/1"), make_effect(owner="mine/2/2")
+    watcher = await asyncpg.connect(postgres_url())
+    try:
+        async with admin.transaction():
+            await admin.execute(
+                INSERT_EFFECT.format(schema),
+                theirs.key,
+                theirs.session_id,
+                theirs.owner,
+                time.time(),
+                theirs.encode(),
+            )
+            task = asyncio.create_task(journal.begin_effect(mine))
+            await waiting_pid(watcher, schema, task)
+        stored, recorded = await asyncio.wait_for(task, 10)
+    finally:
+        await watcher.close()
+    assert not recorded and stored == theirs and stored.owner == "theirs/1/1"
+
+
+@pytest.mark.parametrize("same", [False, True], ids=["different", "same"])
+async def test_racing_receipts_store_one(journals: Factory, same: bool) -> None:
+    """Two workers storing a receipt for one started effect at once: with different receipts
+    one wins and the other gets IntentConflict; with the very same receipt (a retry racing
+    its first attempt) both succeed. The record stored is the winner's."""
+    first, second = journals(), journals()
+    await first.migrate()
+    for round_ in range(15):
+        effect = make_effect(f"c{round_}")
+        await first.begin_effect(effect)
+        receipts = [effect.with_receipt(f"ok {n * (not same)}", at=10.0) for n in range(2)]
+        results = await asyncio.gather(
+            first.finish_effect(receipts[0]),
+            second.finish_effect(receipts[1]),
+            return_exceptions=True,
+        )
+        kinds = sorted(type(r).__name__ for r in results)
+        assert kinds == (["Effect", "Effect"] if same else ["Effect", "IntentConflict"])
+        winner = next(r for r in results if isinstance(r, Effect))
+        assert await second.effect(effect.key) == winner
+
+
+async def test_racing_restarts_take_the_effect_once(journals: Factory) -> None:
+    """Workers restarting one started effect from the same owner at once: exactly one takes
+    it, and its record is the one stored."""
+    workers = [journals() for _ in range(4)]
+    await workers[0].migrate()
+    for round_ in range(15):
+        effect = make_effect(f"c{round_}")
+        await workers[0].begin_effect(effect)
+        mine = [taken_by(effect, f"worker/{n}/1") for n in range(4)]
+        taken = await asyncio.gather(
+            *(
+                w.restart_effect(m, expect_owner=effect.owner)
+                for w, m in zip(workers, mine, strict=True)
+            )
+        )
+        assert sum(taken) == 1
+        assert await workers[1].effect(effect.key) == mine[taken.index(True)]
+
+
+async def test_a_sealed_receipt_again_is_a_no_op(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """A sealed output is sealed afresh each time it is encoded, so the same receipt again
+    comes with other bytes: it is still a no-op, the output stays sealed in the row, and
+    another output conflicts."""
+    key = PayloadKey(os.urandom(32))
+    journal = journals()
+    journal.keyring.add([key])
+    effect = make_effect(seal_key=key)
+    await journal.begin_effect(effect)
+    done = effect.with_receipt({"card": "4242 SECRET"}, at=10.0)
+    assert done.encode() != done.encode()
+    assert await journal.finish_effect(done) == done
+    assert await journal.finish_effect(done) == done
+    raw = await admin.fetchval(f'SELECT record FROM "{schema}".effects')
+    assert b"SECRET" not in raw
+    with pytest.raises(IntentConflict):
+        await journal.finish_effect(effect.with_receipt({"card": "other"}, at=10.0))
+    reader = journals()
+    reader.keyring.add([key])
+    stored = await reader.effect(effect.key)
+    assert stored == done and stored is not None and stored.state is EffectState.DONE
+
+
+async def test_misused_states_are_refused_before_any_write(journals: Factory) -> None:
+    """begin_effect and restart_effect take started effects, finish_effect a receipt."""
+    journal = journals()
+    effect = make_effect()
+    done = effect.with_receipt("ok", at=1.0)
+    with pytest.raises(ValueError, match="started"):
+        await journal.begin_effect(done)
+    with pytest.raises(ValueError, match="started"):
+        await journal.restart_effect(done, expect_owner=effect.owner)
+    with pytest.raises(ValueError, match="done"):
+        await journal.finish_effect(effect)
+    assert await journal.effect(effect.key) is None
+
+
+async def test_effect_rows_moved_or_reshaped_are_refused(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """An effect row moved to another session, or whose owner or state column no longer says
+    what its record does, is refused (RecordTampered); an inspection read reports it and
+    returns the others. A receipt for a key moved away is refused the same way, unstored."""
+    journal = journals()
+    effect, other = make_effect("c1"), make_effect("c2")
+    await journal.begin_effect(effect)
+    await journal.begin_effect(other)
+    table = f'"{schema}".effects'
+    await admin.execute(
+        f"UPDATE {table} SET session_id = 'someone-else' WHERE key = $1", effect.key
+    )
+    with pytest.raises(RecordTampered):
+        await journal.effects("someone-else")
+    with pytest.raises(RecordTampered):
+        await journal.effect(effect.key)
+    with pytest.raises(RecordTampered):
+        await journal.finish_effect(effect.with_receipt("ok", at=1.0))
+    for edit in ("session_id = 'session-a', owner = 'thief/9/9'", "owner = $2, state = 'done'"):
+        args = (effect.key, effect.owner) if "$2" in edit else (effect.key,)
+        await admin.execute(f"UPDATE {table} SET {edit} WHERE key = $1", *args)
+        with pytest.raises(RecordTampered):
+            await journal.effect(effect.key)
+        with collecting_damage() as damaged:
+            assert await journal.effects("session-a") == [other]
+        assert [(d.kind, d.ident) for d in damaged] == [("effect", effect.key)]
+
+
+async def test_effects_take_one_round_trip_each(journals: Factory, wire: Wire) -> None:
+    """Uncontended, begin_effect (recording or finding the key), restart_effect,
+    finish_effect and effect each send one request, one statement; the same receipt again
+    reads the row in a second one."""
+    journal = journals()
+    # Warm up: schema checked, every statement below prepared on the (one) connection.
+    for call_id in ("warm-1", "warm-2"):
+        warm = make_effect(call_id)
+        await journal.begin_effect(warm)
+        await journal.begin_effect(warm)
+        moved = taken_by(warm, "w/2/2")
+        await journal.restart_effect(moved, expect_owner=warm.owner)
+        await journal.finish_effect(moved.with_receipt("ok", at=1.0))
+        await journal.finish_effect(moved.with_receipt("ok", at=1.0))
+        await journal.effect(warm.key)
+    await wire.settled()
+
+    async def trips(operation: Any) -> tuple[int, int]:
+        wire.clear()
+        await operation
+        await wire.settled()
+        return wire.flushes, len(wire.statements)
+
+    effect = make_effect()
+    assert await trips(journal.begin_effect(effect)) == (1, 1)
+    assert await trips(journal.begin_effect(effect)) == (1, 1)
+    moved = taken_by(effect, "w/2/2")
+    assert await trips(journal.restart_effect(moved, expect_owner=effect.owner)) == (1, 1)
+    done = moved.with_receipt("ok", at=2.0)
+    assert await trips(journal.finish_effect(done)) == (1, 1)
+    assert await trips(journal.finish_effect(done)) == (2, 2)
+    assert await trips(journal.effect(effect.key)) == (1, 1)
+
+
+# -- replies lost on the way back ---------------------------------------------------------------
+
+
+@pytest.fixture
+async def proxied(
+    schema: str, admin: Any, monkeypatch: pytest.MonkeyPatch
+) -> AsyncIterator[tuple[PostgresJournal, FaultProxy, list[bytes]]]:
+    """A journal whose connections go through a proxy that can lose a reply, and a list: a
+    marker put there loses the reply to the next request that carries it."""
+    proxy, through = await proxy_to(postgres_url())
+    markers: list[bytes] = []
+    create_pool = asyncpg.create_pool
+
+    async def watch(conn: Any) -> None:
+        transport = conn._transport
+        send = transport.write
+
+        def write(data: Any) -> Any:
+            if markers and markers[0] in bytes(data):
+                markers.clear()
+                proxy.lose_next_reply()
+            return send(data)
+
+        transport.write = write
+
+    monkeypatch.setattr(
+        asyncpg, "create_pool", lambda *args, **options: create_pool(*args, init=watch, **options)
+    )
+    journal = PostgresJournal.from_url(through, schema=schema)
+    yield journal, proxy, markers
+    await journal.close()
+    await proxy.close()
+    await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+
+
+async def test_a_lost_reply_to_open_intent_is_answered_by_the_retry(
+    proxied: tuple[PostgresJournal, FaultProxy, list[bytes]], admin: Any, schema: str
+) -> None:
+    """open_intent whose reply is lost after its statement committed, made again on a new
+    connection, answers recorded with the count the first attempt saw; the intent is counted
+    once."""
+    journal, proxy, _ = proxied
+    owner = current_owner()
+    intent = make_intent("i-1")
+    # Warm-up: the schema is made and the statement prepared, so the request whose reply is
+    # lost is the statement itself.
+    await journal.open_intent(make_intent("warm"), state=IntentState.IN_FLIGHT, owner=owner)
+    await journal.discard("warm")
+
+    proxy.lose_next_reply()
+    with pytest.raises(JournalUnavailable):
+        await journal.open_intent(
+            intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=2
+        )
+    assert proxy.lost_replies == 1
+    stored = await admin.fetchval(f'SELECT write_seq FROM "{schema}".intents')
+    assert stored == 2
+
+    opened = await journal.open_intent(
+        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=2
+    )
+    assert opened == Opened(recorded=True, write_count=2)
+    assert ids(await journal.pending("session-a")) == ["i-1"]
+    assert await journal.write_count("session-a", BACKEND) == 3
+
+
+async def test_a_lost_reply_to_settle_is_answered_by_the_retry(
+    proxied: tuple[PostgresJournal, FaultProxy, list[bytes]], admin: Any, schema: str
+) -> None:
+    """settle whose reply to COMMIT is lost, made again on a new connection, succeeds without
+    storing or counting the decision twice."""
+    journal, proxy, markers = proxied
+    owner = current_owner()
+    intent = make_intent("i-1")
+    await journal.open_intent(intent, state=IntentState.RECONCILING, owner=owner)
+    decision = make_decision(intent)
+
+    markers.append(b"COMMIT")
+    with pytest.raises(JournalUnavailable):
+        await journal.settle(decision, owner=owner)
+    assert proxy.lost_replies == 1
+    assert await admin.fetchval(f'SELECT count(*) FROM "{schema}".decisions') == 1
+
+    await journal.settle(decision, owner=owner)
+    assert await journal.decisions(intent_id="i-1") == [decision]
+    assert await journal.write_count("session-a", BACKEND) == 2
+
+
+async def test_a_lost_reply_to_finish_effect_is_answered_by_the_retry(
+    proxied: tuple[PostgresJournal, FaultProxy, list[bytes]], admin: Any, schema: str
+) -> None:
+    """finish_effect whose reply is lost after its UPDATE committed, made again on a new
+    connection, returns the receipt stored by the first attempt."""
+    journal, proxy, _ = proxied
+    # Warm-up: the schema is made and the statement prepared, so the request whose reply is
+    # lost is the statement itself.
+    warm = make_effect("warm")
+    await journal.begin_effect(warm)
+    await journal.finish_effect(warm.with_receipt("ok", at=1.0))
+    effect = make_effect()
+    await journal.begin_effect(effect)
+    done = effect.with_receipt("charged 5", at=2.0)
+
+    proxy.lose_next_reply()
+    with pytest.raises(JournalUnavailable):
+        await journal.finish_effect(done)
+    assert proxy.lost_replies == 1
+    state = await admin.fetchval(f'SELECT state FROM "{schema}".effects WHERE key = $1', effect.key)
+    assert state == "done"
+
+    assert await journal.finish_effect(done) == done
+    assert await journal.effect(effect.key) == done
+
+
+async def test_two_clearings_of_one_intent_at_once_count_one_write(
+    journals: Factory, schema: str, admin: Any
+) -> None:
+    """The background clearing of an acknowledged intent and a reader's clearing of the same
+    intent, both started while the session's count row is locked (so that both statements see
+    the intent): it goes once and the count moves once. A second count made a run that had
+    seen every write of the session look stale (``stale_state``)."""
+    journal = journals()
+    me = current_owner()
+    intent = make_intent("twice")
+    assert (await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=me)).recorded
+    before = await journal.write_count(intent.session_id, intent.backend)
+    async with admin.transaction():
+        await admin.execute(f'SELECT writes FROM "{schema}".session_writes FOR UPDATE')
+        both = asyncio.gather(
+            journal.discard(intent.intent_id, owner=me),
+            journal.discard(intent.intent_id, owner=me),
+        )
+        await asyncio.sleep(0.3)  # both statements started, their snapshots taken, waiting
+    await asyncio.wait_for(both, 10)
+    assert await journal.get(intent.intent_id) is None
+    assert await journal.write_count(intent.session_id, intent.backend) == before + 1

@@ -1,0 +1,707 @@
+"""Behaviour specific to the Redis journal: records filed under other keys, several workers at
+once, the version every writing script checks, effects under their
+session's hash tag, scripts, round trips and key ownership. What every journal does (edited
+records, racing openings, the schema, closing, a second event loop, addresses without
+passwords) is in the conformance suite, ``test_journal.py``; what every journal does with
+effects is in ``test_effect_journal.py``."""
+
+from __future__ import annotations
+
+import os
+import uuid
+from collections.abc import AsyncIterator, Iterator
+from typing import Any, ClassVar
+
+import orjson
+import pytest
+import redis.asyncio as aioredis
+from blake3 import blake3
+
+from agents_reconcile._backends.faultproxy import FaultProxy
+from agents_reconcile._backends.journal import IntentState, Opened
+from agents_reconcile._backends.redis.journal import SCHEMA, SCHEMA_VERSION, RedisJournal
+from agents_reconcile._core.ownership import current_owner
+from agents_reconcile._core.records import Action
+from agents_reconcile._core.sealing import PayloadKey
+from agents_reconcile._effects.records import Effect, EffectState
+from agents_reconcile.errors import (
+    ConfigurationError,
+    IntentConflict,
+    JournalCorrupt,
+    JournalUnavailable,
+    RecordTampered,
+)
+
+from ..support.journal_support import (
+    BACKEND,
+    STRANGER,
+    make_decision,
+    make_effect,
+    make_intent,
+    proxy_to,
+)
+from ..support.servers import redis_url
+
+pytestmark = pytest.mark.redis
+
+
+def session_key(prefix: str, session_id: str, name: str) -> str:
+    """A session's key as the journal lays it out (hash tag = blake3 of the session id)."""
+    return f"{prefix}:{{{blake3(session_id.encode()).hexdigest()[:32]}}}:{name}"
+
+
+@pytest.fixture
+def url() -> str:
+    return redis_url()
+
+
+@pytest.fixture
+def prefix() -> str:
+    return f"test-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+async def raw(url: str) -> AsyncIterator[aioredis.Redis]:
+    """A plain client on the test server, for looking behind the journal's back."""
+    client = aioredis.Redis.from_url(url)
+    yield client
+    await client.aclose()
+
+
+@pytest.fixture
+async def journals(
+    url: str, prefix: str
+) -> AsyncIterator[list[tuple[RedisJournal, aioredis.Redis]]]:
+    """Journals on one prefix, each with its own client, like workers; all dropped, closed,
+    and their clients closed afterwards."""
+    made: list[tuple[RedisJournal, aioredis.Redis]] = []
+    yield made
+    if made:
+        await made[0][0].drop()
+    for journal, client in made:
+        await journal.close()
+        await client.aclose()
+
+
+@pytest.fixture
+def worker(
+    journals: list[tuple[RedisJournal, aioredis.Redis]], url: str, prefix: str
+) -> Iterator[Any]:
+    """Makes another journal object on the shared prefix, on a client (a connection pool) of
+    its own, as another worker would have."""
+
+    def make(*, prefix: str = prefix) -> RedisJournal:
+        client = aioredis.Redis.from_url(url)
+        journal = RedisJournal(client, prefix=prefix)
+        journals.append((journal, client))
+        return journal
+
+    yield make
+
+
+# -- addresses ------------------------------------------------------------------------------
+
+
+def test_bad_url_is_a_configuration_error_without_the_password() -> None:
+    """A URL the driver cannot parse raises ConfigurationError naming no password."""
+    with pytest.raises(ConfigurationError) as caught:
+        RedisJournal.from_url("redis://agent:hunter2-secret@127.0.0.1:6390/0?socket_timeout=x")
+    assert "hunter2-secret" not in str(caught.value)
+
+
+# -- records edited on the server ----------------------------------------------------------
+
+
+async def test_record_filed_under_another_intent_is_refused(
+    worker: Any, raw: aioredis.Redis
+) -> None:
+    """A valid record copied over another intent's (the digest matches, the id does not)
+    raises RecordTampered instead of passing as that intent."""
+    journal: RedisJournal = worker()
+    owner = current_owner()
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=owner)
+    await journal.record(make_intent("i-2", text="other"), state=IntentState.FAILED, owner=owner)
+    key = session_key(journal.prefix, "session-a", "record")
+    await raw.hset(key, "i-2", await raw.hget(key, "i-1"))
+    with pytest.raises(RecordTampered):
+        await journal.get("i-2")
+
+
+async def test_tampered_decision_is_refused(worker: Any, raw: aioredis.Redis) -> None:
+    """A stored decision edited with a plain client raises RecordTampered from decisions()."""
+    journal: RedisJournal = worker()
+    intent = make_intent("i-1")
+    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    await journal.settle(make_decision(intent))
+    key = f"{journal.prefix}:decision"
+    [number] = await raw.hkeys(key)
+    stored = orjson.loads(await raw.hget(key, number))
+    await raw.hset(key, number, orjson.dumps(dict(stored, action="denied")))
+    with pytest.raises(RecordTampered):
+        await journal.decisions(intent_id="i-1")
+
+
+async def test_foreign_data_at_a_journal_key_is_corrupt(worker: Any, raw: aioredis.Redis) -> None:
+    """A journal key holding the wrong kind of value raises JournalCorrupt, not the driver's
+    error."""
+    journal: RedisJournal = worker()
+    await journal.migrate()
+    await raw.set(f"{journal.prefix}:index", "not a hash")
+    with pytest.raises(JournalCorrupt):
+        await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    with pytest.raises(JournalCorrupt):
+        await journal.get("i-1")
+
+
+# -- several workers ---------------------------------------------------------------------------
+
+
+async def test_a_worker_that_lost_the_claim_cannot_settle(worker: Any) -> None:
+    """When another worker takes over a claim, the first worker's fenced settle raises
+    IntentConflict and the new holder's succeeds."""
+    first, second = worker(), worker()
+    me = current_owner()
+    intent = make_intent("i-1")
+    await first.record(intent, state=IntentState.FAILED, owner=STRANGER)
+    assert await first.transition(
+        "i-1", state=IntentState.RECONCILING, owner=me, expect_state=IntentState.FAILED
+    )
+    assert await second.transition(
+        "i-1", state=IntentState.RECONCILING, owner=STRANGER, expect_owner=me
+    )
+    with pytest.raises(IntentConflict):
+        await first.settle(make_decision(intent), owner=me)
+    await second.settle(make_decision(intent, action=Action.REPLAYED), owner=STRANGER)
+    assert await first.is_settled("i-1")
+    with pytest.raises(IntentConflict):
+        await first.record(intent, state=IntentState.FAILED, owner=me)
+
+
+async def test_pending_none_finds_other_workers_sessions(worker: Any) -> None:
+    """pending(None) on one worker lists the intents other workers recorded in other sessions,
+    oldest first, and forgets them once they are discarded or settled."""
+    first, second = worker(), worker()
+    owner = current_owner()
+    await second.record(
+        make_intent("b", session_id="s-2", created_at=2.0), state=IntentState.FAILED, owner=owner
+    )
+    await second.record(
+        make_intent("c", session_id="s-3", created_at=3.0), state=IntentState.FAILED, owner=owner
+    )
+    await first.record(
+        make_intent("a", session_id="s-1", created_at=1.0), state=IntentState.FAILED, owner=owner
+    )
+    assert [e.intent.intent_id for e in await first.pending(None)] == ["a", "b", "c"]
+    assert [e.intent.intent_id for e in await first.pending(None, BACKEND)] == ["a", "b", "c"]
+
+    await first.discard("b")
+    await first.settle(make_decision(make_intent("c", session_id="s-3", created_at=3.0)))
+    assert [e.intent.intent_id for e in await second.pending(None)] == ["a"]
+    assert await second.get("b") is None
+
+
+async def test_same_id_in_another_session_conflicts(worker: Any) -> None:
+    """An id held by one session cannot be recorded or opened by another worker for another
+    session."""
+    first, second = worker(), worker()
+    await first.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    elsewhere = make_intent("i-1", session_id="session-b")
+    with pytest.raises(IntentConflict):
+        await second.record(elsewhere, state=IntentState.FAILED, owner=current_owner())
+    with pytest.raises(IntentConflict):
+        await second.open_intent(elsewhere, state=IntentState.FAILED, owner=current_owner())
+    assert await second.pending("session-b") == []
+
+
+async def test_the_count_an_intent_was_opened_at_goes_with_it(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """The count stored per opened intent is removed with the intent; an intent stored by
+    record() has none, and answers a retried opening with 0."""
+    journal = worker()
+    owner = current_owner()
+    key = session_key(prefix, "session-a", "write_seq")
+    await journal.count_write("session-a", BACKEND)
+    await journal.open_intent(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert await raw.hget(key, "i-1") == b"1"
+    await journal.discard("i-1")
+    assert await raw.exists(key) == 0
+
+    await journal.record(make_intent("i-2"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert not await raw.hexists(key, "i-2")
+    again = await journal.open_intent(make_intent("i-2"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert again == Opened(recorded=True, write_count=0)
+
+
+# -- schema version --------------------------------------------------------------------------
+
+
+async def test_a_running_worker_refuses_to_write_once_the_schema_is_newer(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """Every writing script checks the version itself, so a worker that started before a newer
+    release upgraded the journal raises JournalCorrupt on its next write, and the version is
+    left as it is."""
+    running = worker()
+    await running.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    await raw.set(f"{prefix}:schema", SCHEMA_VERSION + 1)
+    with pytest.raises(JournalCorrupt, match="newer"):
+        await running.record(
+            make_intent("i-2", text="x"), state=IntentState.FAILED, owner=current_owner()
+        )
+    assert await raw.get(f"{prefix}:schema") == str(SCHEMA_VERSION + 1).encode()
+
+
+async def test_the_effect_scripts_refuse_a_newer_schema(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """The effect scripts check the version as every writing script does: on a newer one they
+    raise JournalCorrupt and change nothing."""
+    running = worker()
+    effect = make_effect()
+    await running.begin_effect(effect)
+    await raw.set(f"{prefix}:schema", SCHEMA_VERSION + 1)
+    mine = Effect(**{**effect.__dict__, "owner": "me/3/3", "attempts": 2})
+    with pytest.raises(JournalCorrupt, match="newer"):
+        await running.begin_effect(make_effect("c2"))
+    with pytest.raises(JournalCorrupt, match="newer"):
+        await running.restart_effect(mine, expect_owner=effect.owner)
+    with pytest.raises(JournalCorrupt, match="newer"):
+        await running.finish_effect(effect.with_receipt("ok", at=2.0))
+    assert await raw.get(f"{prefix}:schema") == str(SCHEMA_VERSION + 1).encode()
+    await raw.set(f"{prefix}:schema", SCHEMA_VERSION)
+    assert await running.effect(effect.key) == effect
+    assert [e.key for e in await running.effects("session-a")] == [effect.key]
+
+
+async def test_a_newer_or_unreadable_version_is_left_alone_by_migrate(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """migrate() stores a version only where there is none: a newer one, or a value that is
+    no version, raises JournalCorrupt and stays as it was."""
+    journal = worker()
+    for stored in (str(SCHEMA_VERSION + 1), "0", "two"):
+        await raw.set(f"{prefix}:schema", stored)
+        with pytest.raises(JournalCorrupt):
+            await journal.migrate()
+        with pytest.raises(JournalCorrupt):
+            await journal.begin_effect(make_effect())
+        assert await raw.get(f"{prefix}:schema") == stored.encode()
+    await raw.delete(f"{prefix}:schema")
+    assert await journal.migrate() == [SCHEMA.applied(n) for n in range(1, SCHEMA_VERSION + 1)]
+
+
+# -- effects ---------------------------------------------------------------------------------
+
+
+async def test_effects_live_under_their_session_hash_tag(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """An effect's keys carry its session's hash tag, whatever the session id holds; only the
+    effect index (key -> session) is global; drop() removes them all."""
+    journal = worker()
+    odd = "tenant:{42}/chat 7"
+    effect = make_effect(session_id=odd)
+    await journal.begin_effect(effect)
+    await journal.finish_effect(effect.with_receipt("ok", at=2.0))
+    tag = "{" + blake3(odd.encode()).hexdigest()[:32] + "}"
+    keys = {key.decode() async for key in raw.scan_iter(match=f"{prefix}:*")}
+    assert keys == {
+        f"{prefix}:schema",
+        f"{prefix}:effect_index",
+        *(
+            f"{prefix}:{tag}:{name}"
+            for name in ("effect_order", "effect_record", "effect_state", "effect_owner")
+        ),
+        f"{prefix}:{tag}:effect_updated",
+    }
+    assert await raw.hget(f"{prefix}:effect_index", effect.key) == odd.encode()
+    assert await raw.hget(f"{prefix}:{tag}:effect_state", effect.key) == b"done"
+    assert await raw.hget(f"{prefix}:{tag}:effect_owner", effect.key) == b"host/1/1"
+    assert await raw.lrange(f"{prefix}:{tag}:effect_order", 0, -1) == [effect.key.encode()]
+    assert [e.key for e in await journal.effects(odd)] == [effect.key]
+    assert await journal.drop() == len(keys)
+    assert [key async for key in raw.scan_iter(match=f"{prefix}:*")] == []
+    assert await journal.effect(effect.key) is None
+
+
+async def test_an_effect_row_that_disagrees_with_its_record_is_refused(
+    worker: Any, raw: aioredis.Redis
+) -> None:
+    """A state or owner edited beside an intact record, or a valid record copied over another
+    key's, raises RecordTampered instead of passing as that effect."""
+    journal: RedisJournal = worker()
+    first, second = make_effect("c1"), make_effect("c2")
+    await journal.begin_effect(first)
+    await journal.begin_effect(second)
+    state = session_key(journal.prefix, "session-a", "effect_state")
+    record = session_key(journal.prefix, "session-a", "effect_record")
+
+    await raw.hset(state, first.key, "done")
+    with pytest.raises(RecordTampered):
+        await journal.effect(first.key)
+    with pytest.raises(RecordTampered):
+        await journal.effects("session-a")
+    await raw.hset(state, first.key, "started")
+    assert await journal.effect(first.key) == first
+
+    await raw.hset(record, second.key, await raw.hget(record, first.key))
+    with pytest.raises(RecordTampered):
+        await journal.effect(second.key)
+
+
+async def test_a_receipt_sealed_anew_is_the_same_receipt(worker: Any, raw: aioredis.Redis) -> None:
+    """A sealed output is sealed with a new nonce on every encoding: the same receipt again is
+    still a no-op returning the stored one, another output still conflicts, and the output is
+    stored sealed."""
+    journal: RedisJournal = worker()
+    key = PayloadKey(os.urandom(32))
+    journal.keyring.add([key])
+    effect = Effect(**{**make_effect().__dict__, "seal_key": key})
+    await journal.begin_effect(effect)
+    done = effect.with_receipt("charged 5 (SECRET-sealed-output)", at=3.0)
+    assert await journal.finish_effect(done) == done
+    stored = await raw.hget(session_key(journal.prefix, "session-a", "effect_record"), done.key)
+    assert b"SECRET-sealed-output" not in stored
+    assert await journal.finish_effect(done) == done
+    assert await raw.hget(session_key(journal.prefix, "session-a", "effect_record"), done.key) == (
+        stored
+    )
+    with pytest.raises(IntentConflict):
+        await journal.finish_effect(effect.with_receipt("charged 6", at=3.0))
+    found = await journal.effect(done.key)
+    assert found == done and found.output == "charged 5 (SECRET-sealed-output)"
+
+
+async def test_a_key_begun_in_another_session_stays_there(worker: Any) -> None:
+    """An effect key is one session's: beginning it again under another session answers the
+    record that session holds, and a receipt naming the other session conflicts."""
+    journal = worker()
+    effect = make_effect()
+    await journal.begin_effect(effect)
+    elsewhere = Effect(**{**effect.__dict__, "session_id": "session-b", "owner": "x/2/2"})
+    assert await journal.begin_effect(elsewhere) == (effect, False)
+    assert await journal.effects("session-b") == []
+    with pytest.raises(IntentConflict):
+        await journal.finish_effect(elsewhere.with_receipt("ok", at=2.0))
+    assert not await journal.restart_effect(elsewhere, expect_owner=effect.owner)
+    assert await journal.effect(effect.key) == effect
+
+
+async def test_effects_leave_the_write_counts_alone(worker: Any) -> None:
+    """Beginning, restarting and finishing effects counts no write of the session."""
+    journal = worker()
+    effect = make_effect()
+    await journal.begin_effect(effect)
+    mine = Effect(**{**effect.__dict__, "owner": "me/3/3", "attempts": 2})
+    assert await journal.restart_effect(mine, expect_owner=effect.owner)
+    await journal.finish_effect(mine.with_receipt("ok", at=2.0))
+    assert await journal.write_count("session-a", BACKEND) == 0
+    assert await journal.pending(None) == []
+    with pytest.raises(ValueError):
+        await journal.finish_effect(mine)
+    with pytest.raises(ValueError):
+        await journal.restart_effect(mine.with_receipt("ok", at=2.0), expect_owner="me/3/3")
+    assert (await journal.effect(effect.key)).state is EffectState.DONE
+
+
+# -- keys, scripts and connections ---------------------------------------------------------
+
+
+async def test_drop_removes_only_its_own_keys(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """drop() deletes this journal's keys and leaves those of a journal whose prefix extends
+    this one's, of an unrelated prefix, and keys that are not laid out as a journal's."""
+    mine = worker()
+    nested = worker(prefix=f"{prefix}:x")
+    other = worker(prefix=f"{prefix}-other")
+    owner = current_owner()
+    for journal in (mine, nested, other):
+        intent = make_intent("i-1")
+        await journal.record(intent, state=IntentState.FAILED, owner=owner)
+        await journal.note(make_decision(intent, action=Action.DENIED))
+    await raw.set(f"{prefix}:not-a-journal-key", "kept")
+
+    assert await mine.drop() > 0
+    assert [key async for key in raw.scan_iter(match=f"{prefix}:*")] != []
+    left = {key.decode() async for key in raw.scan_iter(match=f"{prefix}*")}
+    assert all(
+        key.startswith((f"{prefix}:x:", f"{prefix}-other:")) or key == f"{prefix}:not-a-journal-key"
+        for key in left
+    )
+    assert await mine.pending(None) == []
+    assert [e.intent.intent_id for e in await nested.pending(None)] == ["i-1"]
+    assert [e.intent.intent_id for e in await other.pending(None)] == ["i-1"]
+    await nested.drop()
+    await other.drop()
+    await raw.delete(f"{prefix}:not-a-journal-key")
+
+
+async def test_a_session_keeps_its_keys_under_one_hash_tag(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """Every per-session key of a session, whatever its id holds, carries the same hash tag."""
+    journal = worker()
+    odd = "tenant:{42}/chat 7"
+    intent = make_intent("i-1", session_id=odd)
+    await journal.record(intent, state=IntentState.RECONCILING, owner=current_owner())
+    await journal.settle(make_decision(intent))
+    tag = "{" + blake3(odd.encode()).hexdigest()[:32] + "}"
+    keys = {key.decode() async for key in raw.scan_iter(match=f"{prefix}:{{*")}
+    assert keys and all(key.startswith(f"{prefix}:{tag}:") for key in keys)
+    assert await journal.decisions(session_id=odd) == [make_decision(intent)]
+
+
+async def test_flushed_script_cache_is_reloaded(worker: Any, raw: aioredis.Redis) -> None:
+    """After the server forgets its scripts, the next operation loads them again."""
+    journal = worker()
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    await raw.script_flush()
+    assert await journal.transition("i-1", state=IntentState.CANCELLED, owner=STRANGER)
+    entry = await journal.get("i-1")
+    assert entry is not None and entry.state is IntentState.CANCELLED
+
+
+# What a new connection may send before the first command.
+HANDSHAKE = ("CLIENT", "HELLO", "AUTH", "SELECT", "READONLY")
+
+
+class CountingConnection(aioredis.Connection):
+    """Notes the name of every command it packs (pipelines pack each command too)."""
+
+    sent: ClassVar[list[str]] = []
+
+    def pack_command(self, *args: Any) -> list[bytes]:
+        name = args[0]
+        self.sent.append(name.decode() if isinstance(name, bytes) else str(name))
+        return super().pack_command(*args)
+
+
+@pytest.fixture
+async def counted(url: str, prefix: str) -> AsyncIterator[tuple[RedisJournal, list[str]]]:
+    """A journal whose commands are counted, with the list they are noted in."""
+    sent: list[str] = []
+    connection = type("Counting", (CountingConnection,), {"sent": sent})
+    client = aioredis.Redis.from_url(url, connection_class=connection)
+    journal = RedisJournal(client, prefix=prefix)
+    yield journal, sent
+    await journal.drop()
+    await journal.close()
+
+
+async def test_open_intent_and_discard_are_one_command_each(
+    counted: tuple[RedisJournal, list[str]], raw: aioredis.Redis, prefix: str
+) -> None:
+    """The write-ahead path costs one round trip per call, a retried opening included: no
+    schema check, lookup or script load of its own once the scripts are on the server."""
+    journal, sent = counted
+    owner = current_owner()
+    # Warm-up on an empty prefix: connects, may load the scripts, and stores the schema.
+    await journal.open_intent(make_intent("i-0"), state=IntentState.IN_FLIGHT, owner=owner)
+    await journal.discard("i-0")
+    assert await raw.get(f"{prefix}:schema") == str(SCHEMA_VERSION).encode()
+    # A journal object's first call (here after close() reopens the connections) needs no
+    # separate schema check: the script checks it.
+    await journal.close()
+    sent.clear()
+    await journal.open_intent(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert [name for name in sent if name not in HANDSHAKE] == ["EVALSHA"]
+    await journal.discard("i-1")
+    for n in range(2, 5):
+        sent.clear()
+        opened = await journal.open_intent(
+            make_intent(f"i-{n}"), state=IntentState.IN_FLIGHT, owner=owner
+        )
+        assert opened == Opened(recorded=True, write_count=2 * n)
+        assert sent == ["EVALSHA"]
+        sent.clear()
+        retried = await journal.open_intent(
+            make_intent(f"i-{n}"), state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=n
+        )
+        assert retried == opened and sent == ["EVALSHA"]
+        sent.clear()
+        await journal.discard(f"i-{n}")
+        assert sent == ["EVALSHA"]
+        assert await journal.get(f"i-{n}") is None
+
+
+async def test_effects_cost_one_command_each(
+    counted: tuple[RedisJournal, list[str]],
+) -> None:
+    """Beginning and finishing an effect are one script each; reading one effect by its key
+    alone looks up its session first."""
+    journal, sent = counted
+    await journal.begin_effect(make_effect("warm"))
+    await journal.finish_effect(make_effect("warm").with_receipt("ok", at=1.0))
+    await journal.effects("session-a")
+    effect = make_effect()
+    sent.clear()
+    assert await journal.begin_effect(effect) == (effect, True)
+    assert sent == ["EVALSHA"]
+    sent.clear()
+    done = effect.with_receipt("ok", at=2.0)
+    assert await journal.finish_effect(done) == done
+    assert sent == ["EVALSHA"]
+    sent.clear()
+    assert await journal.effect(effect.key) == done
+    assert sent == ["HGET", "EVALSHA"]
+
+
+async def test_flushed_scripts_cost_one_more_command(
+    counted: tuple[RedisJournal, list[str]], raw: aioredis.Redis
+) -> None:
+    """A script the server lost is run from its source at once, not loaded and then run."""
+    journal, sent = counted
+    owner = current_owner()
+    await journal.open_intent(make_intent("i-0"), state=IntentState.IN_FLIGHT, owner=owner)
+    await journal.discard("i-0")
+    await raw.script_flush()
+    sent.clear()
+    opened = await journal.open_intent(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert opened.blocking == [] and sent == ["EVALSHA", "EVAL"]
+    sent.clear()
+    await journal.discard("i-1")
+    assert sent == ["EVALSHA", "EVAL"]
+    sent.clear()
+    await journal.open_intent(make_intent("i-2"), state=IntentState.IN_FLIGHT, owner=owner)
+    assert sent == ["EVALSHA"]
+    assert [entry.intent.intent_id for entry in await journal.pending("session-a")] == ["i-2"]
+
+
+async def test_a_stale_session_hint_is_corrected_by_the_script(
+    counted: tuple[RedisJournal, list[str]], url: str, prefix: str
+) -> None:
+    """When the intent moved to another session, the script names it: the call is made
+    again there, with no lookup in between."""
+    journal, sent = counted
+    other = RedisJournal.from_url(url, prefix=prefix)
+    try:
+        owner = current_owner()
+        # Warm-up: the scripts used below are on the server.
+        await journal.record(make_intent("i-0"), state=IntentState.FAILED, owner=owner)
+        await journal.transition("i-0", state=IntentState.CANCELLED, owner=owner)
+        await journal.discard("i-0")
+        await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=owner)
+        await other.discard("i-1")
+        await other.record(
+            make_intent("i-1", session_id="session-b"), state=IntentState.FAILED, owner=owner
+        )
+        sent.clear()
+        assert await journal.transition("i-1", state=IntentState.CANCELLED, owner=STRANGER)
+        assert sent == ["EVALSHA", "EVALSHA"]
+        entry = await other.get("i-1")
+        assert entry is not None and entry.state is IntentState.CANCELLED
+        assert entry.intent.session_id == "session-b"
+        await other.discard("i-1")
+        sent.clear()
+        await journal.discard("i-1")
+        assert sent == ["EVALSHA"]
+        await other.record(make_intent("i-2"), state=IntentState.FAILED, owner=owner)
+        sent.clear()
+        # No hint at all: one lookup, then the script.
+        await journal.discard("i-2")
+        assert sent == ["HGET", "EVALSHA"]
+        assert await other.get("i-2") is None
+    finally:
+        await other.close()
+
+
+# -- replies lost on the way back ----------------------------------------------------------
+
+
+@pytest.fixture
+async def proxied(url: str, prefix: str) -> AsyncIterator[tuple[RedisJournal, FaultProxy]]:
+    """A journal whose connections go through a proxy that can lose a reply."""
+    proxy, through = await proxy_to(url)
+    journal = RedisJournal.from_url(through, prefix=prefix)
+    yield journal, proxy
+    await journal.close()
+    await proxy.close()
+    # Directly: a loss the test armed and never used must not take the clean-up's reply.
+    direct = RedisJournal.from_url(url, prefix=prefix)
+    await direct.drop()
+    await direct.close()
+
+
+async def warm_up(journal: RedisJournal) -> None:
+    """Every script the tests below lose a reply of is on the server, so the reply lost is
+    the script's own, not a NOSCRIPT."""
+    owner = current_owner()
+    warm = make_intent("warm", session_id="warm")
+    await journal.open_intent(warm, state=IntentState.RECONCILING, owner=owner)
+    await journal.settle(make_decision(warm), owner=owner)
+
+
+async def test_a_lost_reply_to_open_intent_is_answered_by_the_retry(
+    proxied: tuple[RedisJournal, FaultProxy], raw: aioredis.Redis, prefix: str
+) -> None:
+    """open_intent whose reply is lost after the script ran, made again on a new connection,
+    answers recorded with the count the first attempt saw; the intent is counted once."""
+    journal, proxy = proxied
+    owner = current_owner()
+    await warm_up(journal)
+    await journal.count_write("session-a", BACKEND)
+    intent = make_intent("i-1")
+
+    proxy.lose_next_reply()
+    with pytest.raises(JournalUnavailable):
+        await journal.open_intent(
+            intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=1
+        )
+    assert proxy.lost_replies == 1
+    assert await raw.hget(f"{prefix}:index", "i-1") == b"session-a"
+
+    opened = await journal.open_intent(
+        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=1
+    )
+    assert opened == Opened(recorded=True, write_count=1)
+    assert [entry.intent for entry in await journal.pending("session-a")] == [intent]
+    assert await journal.write_count("session-a", BACKEND) == 2
+
+
+async def test_a_lost_reply_to_settle_is_answered_by_the_retry(
+    proxied: tuple[RedisJournal, FaultProxy], raw: aioredis.Redis, prefix: str
+) -> None:
+    """settle whose reply is lost after the script ran, made again on a new connection,
+    succeeds without storing or counting the decision twice."""
+    journal, proxy = proxied
+    owner = current_owner()
+    await warm_up(journal)
+    intent = make_intent("i-1")
+    await journal.open_intent(intent, state=IntentState.RECONCILING, owner=owner)
+    decision = make_decision(intent)
+
+    proxy.lose_next_reply()
+    with pytest.raises(JournalUnavailable):
+        await journal.settle(decision, owner=owner)
+    assert proxy.lost_replies == 1
+    assert await raw.sismember(f"{prefix}:settled", "i-1")
+
+    await journal.settle(decision, owner=owner)
+    assert await journal.decisions(intent_id="i-1") == [decision]
+    assert await journal.write_count("session-a", BACKEND) == 2
+
+
+async def test_a_lost_reply_to_finish_effect_is_answered_by_the_retry(
+    proxied: tuple[RedisJournal, FaultProxy], raw: aioredis.Redis, prefix: str
+) -> None:
+    """finish_effect whose reply is lost after the script ran, made again, finds its very
+    record stored and returns it."""
+    journal, proxy = proxied
+    warm = make_effect("warm", session_id="warm")
+    await journal.begin_effect(warm)
+    await journal.finish_effect(warm.with_receipt("ok", at=1.0))
+    effect = make_effect()
+    await journal.begin_effect(effect)
+    done = effect.with_receipt("charged 5", at=2.0)
+
+    proxy.lose_next_reply()
+    with pytest.raises(JournalUnavailable):
+        await journal.finish_effect(done)
+    assert proxy.lost_replies == 1
+    key = session_key(prefix, "session-a", "effect_state")
+    assert await raw.hget(key, effect.key) == b"done"
+
+    assert await journal.finish_effect(done) == done
+    assert await journal.effect(effect.key) == done

@@ -1,0 +1,141 @@
+"""The agents-reconcile command: the demo, and reading a journal without changing it."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from agents import SQLiteSession
+
+from agents_reconcile import ReconcileConfig, ReconcilingSession
+from agents_reconcile._cli import main
+from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
+
+from ..support.backends import closed_port
+
+
+def test_demo_runs_offline_and_passes_its_own_checks(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`agents-reconcile demo` shows a replay, a committed write and a denial, and exits 0."""
+    assert main(["demo", "--dir", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    assert "unchanged / batch_absent -> replayed" in out
+    assert "committed / batch_present -> settled" in out
+    assert "ambiguous / history_changed -> denied" in out
+    assert "3 of 3 scenes" in out
+
+
+async def failed_journal(tmp_path: Path) -> Path:
+    journal = tmp_path / "journal.db"
+    faulty = FaultInjectingSession(SQLiteSession("s1", tmp_path / "chat.db"))
+    session = ReconcilingSession(faulty, config=ReconcileConfig(journal=journal))
+    faulty.plan(Fault.REJECT)
+    with pytest.raises(BackendFailure):
+        await session.add_items([{"role": "user", "content": "card 4242 4242 4242 4242"}])
+    return journal
+
+
+def test_pending_lists_intents_without_their_contents(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pending` lists the unresolved intent (id, session, state) and never its payload."""
+    journal = asyncio.run(failed_journal(tmp_path))
+    assert main(["pending", "--journal", str(journal)]) == 0
+    out = capsys.readouterr().out
+    assert "s1" in out and "failed" in out
+    assert "4242 4242" not in out  # the card number (an id or pid may hold "4242")
+
+
+def test_decisions_show_the_trail(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """`decisions` shows what reconciliation decided, payload-free."""
+    journal = asyncio.run(failed_journal(tmp_path))
+
+    async def settle() -> None:
+        session = ReconcilingSession(
+            SQLiteSession("s1", tmp_path / "chat.db"), config=ReconcileConfig(journal=journal)
+        )
+        await session.reconcile()
+
+    asyncio.run(settle())
+    assert main(["decisions", "--journal", str(journal), "--session", "s1"]) == 0
+    out = capsys.readouterr().out
+    assert "replayed" in out and "unchanged" in out
+    assert "4242 4242" not in out  # the card number (an id or pid may hold "4242")
+
+
+def test_a_damaged_journal_is_one_line_and_exit_code_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A missing or damaged journal file gives one clear line on stderr and exit code 2."""
+    assert main(["pending", "--journal", str(tmp_path / "missing.db")]) == 2
+    (tmp_path / "junk.db").write_bytes(b"not a database" * 64)
+    assert main(["decisions", "--journal", str(tmp_path / "junk.db")]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all(line.startswith("agents-reconcile") for line in err)
+
+
+def test_module_entry_point_reports_its_version() -> None:
+    """`python -m agents_reconcile --version` prints the version."""
+    done = subprocess.run(
+        [sys.executable, "-m", "agents_reconcile", "--version"], capture_output=True, text=True
+    )
+    assert done.returncode == 0 and "agents-reconcile" in done.stdout
+
+
+def test_inspecting_never_creates_or_changes_a_journal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """`pending` on a mistyped path creates nothing; on a real journal it changes no byte."""
+    assert main(["pending", "--journal", str(tmp_path / "typo.db")]) == 2
+    assert not (tmp_path / "typo.db").exists()
+    journal = asyncio.run(failed_journal(tmp_path))
+    before = journal.read_bytes()
+    assert main(["pending", "--journal", str(journal)]) == 0
+    assert journal.read_bytes() == before
+
+
+def test_migrate_checks_then_creates_then_finds_current(tmp_path: Path) -> None:
+    """``migrate --check`` touches nothing and says what is missing (exit 1); ``migrate``
+    applies it; a second check is clean (exit 0)."""
+    journal, store = str(tmp_path / "journal.db"), str(tmp_path / "store.db")
+    args = ["migrate", "--journal", journal, "--store", store]
+    assert main([*args, "--check"]) == 1
+    assert not (tmp_path / "journal.db").exists()
+    assert main(args) == 0
+    assert main([*args, "--check"]) == 0
+
+
+def test_migrate_needs_a_target(capsys: pytest.CaptureFixture[str]) -> None:
+    """migrate with neither --journal nor --store is a usage error naming them."""
+    assert main(["migrate"]) == 2
+    assert "--journal" in capsys.readouterr().err
+
+
+def test_selftest_runs_a_slice_of_the_matrix_and_prints_its_tables(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """``agents-reconcile selftest`` kills real runs and prints the outcome and totals tables;
+    every promise holds (exit 0)."""
+    code = main(["selftest", "--store", "sqlite", "--path", "run", "--no-foreign"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    row = next(line for line in out.splitlines() if "after_commit_before_ack @ tool_turn" in line)
+    assert "committed" in row
+    assert "Every promise held." in out
+    assert "| **all**" in out
+
+
+def test_addresses_are_printed_without_their_password(capsys: pytest.CaptureFixture[str]) -> None:
+    """`pending` on a server's address and `migrate --check` on one nobody listens at fail on
+    one line each that names the server without the password."""
+    secret = "hunter2-not-shown"
+    assert main(["pending", "--journal", f"redis://agent:{secret}@127.0.0.1:6390/0"]) == 2
+    address = f"postgresql://agent:{secret}@127.0.0.1:{closed_port()}/db"
+    assert main(["migrate", "--check", "--journal", address]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 2 and all("127.0.0.1" in line for line in err)
+    assert all(secret not in line for line in err)

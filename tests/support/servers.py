@@ -1,0 +1,71 @@
+"""Real servers for the suites, found through environment variables.
+
+A registered backend that lives on a server finds it in ``AGENTS_RECONCILE_TEST_<NAME>_URL``
+(``Backend.environment("TEST")``). ``.ci/run`` (through ``scripts/services.sh``) starts Redis
+and PostgreSQL on loopback and exports ``AGENTS_RECONCILE_TEST_REDIS_URL`` and
+``AGENTS_RECONCILE_TEST_POSTGRES_URL``. Without them, tests that need a server are skipped,
+and the run's summary says which and why.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from typing import Any, Final
+
+import pytest
+
+from agents_reconcile._backends.registry import Backend, backend_named
+
+REDIS_ENV: Final = backend_named("redis").environment("TEST")
+POSTGRES_ENV: Final = backend_named("postgres").environment("TEST")
+_TITLES: Final = {"redis": "Redis", "postgres": "PostgreSQL"}
+
+
+def server_url(backend: Backend) -> str:
+    """The URL of ``backend``'s test server, or skip the test saying how to provide one."""
+    variable = backend.environment("TEST")
+    url = os.environ.get(variable)
+    if not url:
+        title = _TITLES.get(backend.name, backend.name)
+        pytest.skip(f"no {title} server: set {variable} (scripts/services.sh start does)")
+    return url
+
+
+def redis_url() -> str:
+    """The test Redis server's URL, or skip the test saying how to provide one."""
+    return server_url(backend_named("redis"))
+
+
+def postgres_url() -> str:
+    """The test PostgreSQL server's URL, or skip the test saying how to provide one."""
+    return server_url(backend_named("postgres"))
+
+
+class Wire:
+    """Counts what an asyncpg connection sends: statements (its query logger) and protocol
+    flushes (each one a request the client then waits on: a round trip)."""
+
+    def __init__(self) -> None:
+        self.statements: list[str] = []
+        self.flushes = 0
+
+    async def attach(self, conn: Any) -> None:
+        conn.add_query_logger(lambda record: self.statements.append(record.query))
+        transport = conn._transport
+        send = transport.write
+
+        def write(data: Any) -> Any:
+            self.flushes += 1
+            return send(data)
+
+        transport.write = write
+
+    async def settled(self) -> None:
+        # Query loggers are called soon after the statement, not during it.
+        for _ in range(3):
+            await asyncio.sleep(0)
+
+    def clear(self) -> None:
+        self.statements.clear()
+        self.flushes = 0
