@@ -3,8 +3,8 @@
 An application round-trips ``RunState.to_string()`` through clients (an approval screen, a
 mobile app), so the copy under ``context["agents_reconcile"]`` is input from whoever held the
 state. With a signing key (``ReconcileConfig(signing_key=...)`` or, when the configuration names
-none, ``AGENTS_RECONCILE_SIGNING_KEY``) every carried intent and every seen mark holds a keyed
-MAC (blake3's keyed mode) under that key, and a copy whose MAC is missing or wrong is refused
+none, ``AGENTS_RECONCILE_SIGNING_KEY``) every carried intent and every seen write count holds a
+keyed MAC (blake3's keyed mode) under that key, and a copy whose MAC is missing or wrong is refused
 before anything reads it further, let alone writes it to the journal.
 
 - The key is derived from the configured secret material (at least 32 bytes, raw or base64),

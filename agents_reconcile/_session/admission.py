@@ -143,16 +143,16 @@ class Gatekeeper:
         await self._settler.settle_pending(context)
         # What was settled while the SDK prepared the run (before its trace opened).
         self._client.trail.flush()
-        accounted = await self._carried.accounted(context)
-        if accounted is None:
+        seen_write_count = await self._carried.seen_write_count(context)
+        if seen_write_count is None:
             return
-        counted = await self._client.count()
-        if counted > accounted:
+        write_count = await self._client.write_count()
+        if write_count > seen_write_count:
             await self._client.deny(
                 None,
                 Outcome.AMBIGUOUS,
                 Reason.STALE_STATE,
-                {"state_accounts_for": accounted, "journal_counted": counted},
+                {"seen_write_count": seen_write_count, "journal_write_count": write_count},
                 intent_id=SESSION_WIDE,
             )
 

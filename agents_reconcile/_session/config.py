@@ -102,8 +102,8 @@ class ReconcileConfig:
       first seals and all open (rotation). Over the SDK's ``EncryptedSession`` a key derived
       from the session's own is used without it. Needs ``agents-reconcile[encrypt]``.
     - ``signing_key``: sign what a run carries in its context (the RunState copy of each failed
-      intent, the seen marks) with this key, and refuse a carried copy that is unsigned or does
-      not verify (a RunState edited by whoever held it). At least 32 bytes of secret material,
+      intent, the seen write counts) with this key, and refuse a carried copy that is unsigned or
+      does not verify (a RunState edited by whoever held it). At least 32 bytes of secret material,
       or base64 text, or a list of keys whose first signs and all verify (rotation). Without
       it, ``AGENTS_RECONCILE_SIGNING_KEY`` (base64 keys, comma-separated) is used when set.
     """

@@ -40,7 +40,7 @@ class FusedAppend:
         *,
         owner: Owner,
         clearing: str | None,
-        accounted: int | None,
+        seen_write_count: int | None,
     ) -> Any:
         """``journal.redis_fused.open_and_append``'s answer (a ``Fused``)."""
         keys = await self._store.prepared()
@@ -50,7 +50,7 @@ class FusedAppend:
             intent,
             owner=owner,
             clearing=clearing,
-            accounted=accounted,
+            seen_write_count=seen_write_count,
             store_keys=keys,
             writer=str(owner),
             rows=rows,

@@ -205,7 +205,7 @@ class JournalClient:
         except JournalError:
             logger.warning("could not release intent %s", intent_id, exc_info=True)
 
-    async def count(self) -> int:
+    async def write_count(self) -> int:
         """The journal's count of this session's writes."""
         return await self.call(self.journal.write_count, self.session_id, self.backend)
 

@@ -61,7 +61,7 @@ class RevisionWriter(Writer):
         store, known = self.store, self.known
         client = self._client
         async with self._lock.held():
-            accounted = await self._carried.accounted(context)
+            seen_write_count = await self._carried.seen_write_count(context)
             fused = await self._fused()
             first = True
             while True:
@@ -94,14 +94,18 @@ class RevisionWriter(Writer):
                 try:
                     if fused is not None:
                         new_head = await self._append_fused(
-                            fused, intent, items, context, wrapper, accounted, progress
+                            fused, intent, items, context, wrapper, seen_write_count, progress
                         )
                         if new_head is None:
                             continue
                         known.head = new_head
                         return
                     opened = await self.open_intent(
-                        intent, context, wrapper, accounted=accounted, expect_count=None
+                        intent,
+                        context,
+                        wrapper,
+                        seen_write_count=seen_write_count,
+                        expect_write_count=None,
                     )
                     if opened is None:
                         continue
@@ -207,7 +211,7 @@ class RevisionWriter(Writer):
         items: list[Any],
         context: Context,
         wrapper: RunContextWrapper[Any] | None,
-        accounted: int | None,
+        seen_write_count: int | None,
         progress: Progress,
     ) -> int | None:
         """Open ``intent`` and append its batch in one script (``fused``). The new head, or
@@ -218,7 +222,11 @@ class RevisionWriter(Writer):
         progress.started = True
         try:
             answer = await fused(
-                intent, items, owner=self._client.owner, clearing=clearing, accounted=accounted
+                intent,
+                items,
+                owner=self._client.owner,
+                clearing=clearing,
+                seen_write_count=seen_write_count,
             )
         except BaseException as exc:
             # Unknown: both or neither happened (a script whose caller was cancelled may still
@@ -233,9 +241,9 @@ class RevisionWriter(Writer):
         busy.discard(intent.intent_id)
         opened = answer.opened
         if answer.refused == "stale_state":
-            assert accounted is not None
+            assert seen_write_count is not None
             progress.started = False
-            await self._refuse_stale(intent, accounted, opened.write_count)
+            await self._refuse_stale(intent, seen_write_count, opened.write_count)
         if answer.refused is not None:
             progress.started = False
             actual = answer.head if answer.head is not None else -1

@@ -48,11 +48,11 @@ __all__ = [
     "context_of",
     "drop",
     "has_pending",
-    "mark_seen",
     "opaque_backend",
     "put",
-    "seen",
+    "record_seen",
     "seen_key",
+    "seen_write_count",
 ]
 
 CONTEXT_KEY: Final = "agents_reconcile"
@@ -63,7 +63,7 @@ MAX_CARRIED: Final = 64
 _OPAQUE_KIND: Final = "opaque"
 _OPAQUE_CONTEXT: Final = "agents-reconcile 2026-12-01 backend identity in a run context"
 _SIGNED_INTENT: Final = "runstate intent"
-_SIGNED_MARK: Final = "runstate seen mark"
+_SIGNED_MARK: Final = "runstate seen write count"
 
 
 @dataclass(frozen=True)
@@ -123,13 +123,13 @@ def drop(context: MutableMapping[str, Any], intent_id: str, signer: Signer | Non
         for p in pending
         if not (isinstance(p, MutableMapping) and p.get("intent_id") == intent_id)
     ]
-    marks = carried.get("seen")
+    marks = carried.get("seen_write_counts")
     if len(kept) < len(pending) and isinstance(marks, MutableMapping):
         for entry in pending:
             if isinstance(entry, MutableMapping) and entry.get("intent_id") == intent_id:
                 key = seen_key(str(entry.get("session_id")), str(entry.get("backend")))
                 if isinstance(marks.get(key), int):
-                    mark_seen(context, key, marks[key] + 1, signer)
+                    record_seen(context, key, marks[key] + 1, signer)
     carried["pending"] = kept
     if not kept and not marks:
         del context[CONTEXT_KEY]
@@ -148,7 +148,7 @@ def seen_key(session_id: str, backend: BackendIdentity | str) -> str:
     return f"{session_id}@{opaque_backend(backend)}"
 
 
-def seen(
+def seen_write_count(
     context: MutableMapping[str, Any] | None, key: str, signer: Signer | None = None
 ) -> int | Refusal | None:
     """How many writes of the session the journal had counted when this run last wrote it
@@ -160,19 +160,21 @@ def seen(
     if not isinstance(carried, MutableMapping) or carried.get("version") != CONTEXT_VERSION:
         version = carried.get("version") if isinstance(carried, MutableMapping) else None
         return Refusal(Reason.UNSUPPORTED_RECORD, {"context_version": str(version)})
-    marks = carried.get("seen")
+    marks = carried.get("seen_write_counts")
     if marks is None:
         return None
     mark = marks.get(key) if isinstance(marks, MutableMapping) else None
     if mark is None and isinstance(marks, MutableMapping):
         return None
     if type(mark) is not int or mark < 0:
-        return Refusal(Reason.RECORD_UNTRUSTED, {"seen": type(mark).__name__})
+        return Refusal(Reason.RECORD_UNTRUSTED, {"seen_write_counts": type(mark).__name__})
     if signer is not None:
         signatures = carried.get("signatures")
         signature = signatures.get(key) if isinstance(signatures, MutableMapping) else None
         try:
-            signer.verify(_SIGNED_MARK, _mark_bytes(key, mark), signature, what="the seen mark")
+            signer.verify(
+                _SIGNED_MARK, _mark_bytes(key, mark), signature, what="the seen write count"
+            )
         except RecordError as exc:
             return Refusal(Reason.STATE_UNSIGNED, {"error": str(exc)}, cause=exc)
     return mark
@@ -182,7 +184,7 @@ def _mark_bytes(key: str, writes: int) -> bytes:
     return f"{key}\x00{writes}".encode("utf-8", "surrogatepass")
 
 
-def mark_seen(
+def record_seen(
     context: MutableMapping[str, Any], key: str, writes: int, signer: Signer | None = None
 ) -> None:
     """Remember that the journal has counted ``writes`` writes of the session, all seen by
@@ -191,9 +193,9 @@ def mark_seen(
     carried = context.get(CONTEXT_KEY)
     if not isinstance(carried, MutableMapping):
         carried = context[CONTEXT_KEY] = {"version": CONTEXT_VERSION, "pending": []}
-    marks = carried.get("seen")
+    marks = carried.get("seen_write_counts")
     if not isinstance(marks, MutableMapping):
-        marks = carried["seen"] = {}
+        marks = carried["seen_write_counts"] = {}
     marks[key] = writes
     signatures = carried.get("signatures")
     if signer is not None:
@@ -293,23 +295,23 @@ class CarriedState:
         """Carry no more the copy of a settled intent."""
         drop(context, intent_id, self.signer)
 
-    def mark(self, context: MutableMapping[str, Any] | None, count: int) -> None:
+    def record_seen(self, context: MutableMapping[str, Any] | None, count: int) -> None:
         """The run has seen the session as the journal counted ``count`` writes of it."""
         if context is not None:
-            mark_seen(context, self.key, count, self.signer)
+            record_seen(context, self.key, count, self.signer)
 
-    def marked(self, context: MutableMapping[str, Any] | None) -> bool:
+    def has_seen(self, context: MutableMapping[str, Any] | None) -> bool:
         """Whether the run carries a mark for this session."""
-        return seen(context, self.key) is not None
+        return seen_write_count(context, self.key) is not None
 
-    async def accounted(self, context: MutableMapping[str, Any] | None) -> int | None:
+    async def seen_write_count(self, context: MutableMapping[str, Any] | None) -> int | None:
         """The session's write count this run can account for: what it last saw, plus one
         settlement for each intent it still carries. None when the context has no mark.
 
         A journal that counted fewer writes than that is another journal than the one the
         state last wrote through (a RunState copy may be resumed anywhere): counts say
         nothing then, and the carried intents alone are checked."""
-        mark = seen(context, self.key, self.signer)
+        mark = seen_write_count(context, self.key, self.signer)
         if mark is None:
             return None
         if isinstance(mark, Refusal):

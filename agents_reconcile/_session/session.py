@@ -204,23 +204,23 @@ class ReconcilingSession:
         if self._active and reconciling_allowed():
             await self._settler.settle_pending(context, wrapper)
         own_writes = self._calls.own_writes
-        counted = await self._writer.counted() if self._active else None
+        write_count = await self._writer.write_count() if self._active else None
         # A run that reads the history as a fresh run does has seen every write so far.
         marks = context is not None and self._marks_reads(limit)
-        if marks and counted is None and self._carried.marked(context):
-            counted = await self._client.count()
+        if marks and write_count is None and self._carried.has_seen(context):
+            write_count = await self._client.write_count()
         if self._active and self._reads_whole(limit):
             await self._writer.refresh_head()
         items = await self._calls.read(limit, wrapper)
-        if counted is not None and self._calls.own_writes == own_writes:
+        if write_count is not None and self._calls.own_writes == own_writes:
             # Only a read that no write of ours overtook may refresh the remembered tail.
             if self._writer.trusts_memory:
-                self._observe(items, limit, counted)
+                self._observe(items, limit, write_count)
             if marks:
-                self._carried.mark(context, counted)
+                self._carried.record_seen(context, write_count)
         return items
 
-    def _observe(self, items: list[Any], limit: int | None, counted: int) -> None:
+    def _observe(self, items: list[Any], limit: int | None, write_count: int) -> None:
         try:
             digests: tuple[str, ...] | None = digest_items(
                 items[-KEPT_DIGESTS:], ignore_ids=self._ignore_ids
@@ -228,7 +228,7 @@ class ReconcilingSession:
         except FingerprintError:
             digests = None
         complete = limit is None or limit <= 0 or len(items) < limit
-        self._tail.observe(digests, read=len(items), complete=complete, count=counted)
+        self._tail.observe(digests, read=len(items), complete=complete, write_count=write_count)
 
     def _marks_reads(self, limit: int | None) -> bool:
         """Whether a read with this limit is a fresh run's read of the history (all of it, or

@@ -84,12 +84,12 @@ KEPT_DIGESTS: Final = 32
 @dataclass(frozen=True)
 class TailView:
     """Digests of the newest items, oldest first; ``whole`` if they are the whole history;
-    ``count``, the journal's count of the session's writes when they were seen (None: a view
+    ``write_count``, the journal's count of the session's writes when they were seen (None: a view
     no count vouches for, which is used once and not remembered)."""
 
     digests: tuple[str, ...]
     whole: bool
-    count: int | None = None
+    write_count: int | None = None
 
 
 @dataclass(frozen=True)
@@ -126,20 +126,20 @@ class TailMemory:
         Right after a settlement the retried-batch check decides without the journal's
         verdict, so it must see the store itself."""
         view = self._view
-        if self._settled is not None or view is None or view.count is None:
+        if self._settled is not None or view is None or view.write_count is None:
             return None
         return view if view.whole or len(view.digests) >= wanted else None
 
     def remember(self, view: TailView) -> None:
         """Keep a view just read, if a write count vouches for it."""
-        if view.count is not None:
+        if view.write_count is not None:
             self._view = view
 
     def observe(
-        self, digests: Sequence[str] | None, *, read: int, complete: bool, count: int
+        self, digests: Sequence[str] | None, *, read: int, complete: bool, write_count: int
     ) -> None:
         """A read of ``read`` newest items (``digests`` of the last ``KEPT_DIGESTS`` of them;
-        None when they could not be digested) while the journal counted ``count`` writes;
+        None when they could not be digested) while the journal counted ``write_count`` writes;
         ``complete`` when the read returned all it could."""
         if digests is None:
             self._view = None
@@ -149,21 +149,21 @@ class TailMemory:
         if (
             not complete
             and known is not None
-            and known.count == count
+            and known.write_count == write_count
             and len(known.digests) > len(digests)
             and known.digests[len(known.digests) - len(digests) :] == digests
         ):
             # A short read that agrees with what is known says nothing new: keep the longer view.
             return
-        self._view = TailView(digests, complete and read <= KEPT_DIGESTS, count)
+        self._view = TailView(digests, complete and read <= KEPT_DIGESTS, write_count)
 
-    def extend(self, digests: Sequence[str], *, count: int) -> None:
-        """The store acknowledged an append of ``digests`` counted as write ``count``."""
+    def extend(self, digests: Sequence[str], *, write_count: int) -> None:
+        """The store acknowledged an append of ``digests`` counted as write ``write_count``."""
         if self._view is None:
             return
         merged = self._view.digests + tuple(digests)
         whole = self._view.whole and len(merged) <= KEPT_DIGESTS
-        self._view = TailView(merged[-KEPT_DIGESTS:], whole, count)
+        self._view = TailView(merged[-KEPT_DIGESTS:], whole, write_count)
 
     def forget_view(self) -> None:
         """The store may have changed: the remembered view is void."""

@@ -128,8 +128,8 @@ class Writer:
         context: Context,
         wrapper: RunContextWrapper[Any] | None,
         *,
-        accounted: int | None,
-        expect_count: int | None,
+        seen_write_count: int | None,
+        expect_write_count: int | None,
     ) -> Opened | None:
         """Record ``intent`` write-ahead. None: it was not recorded (another intent was pending
         and is settled now, or the session was written after the tail it was built on): build
@@ -151,7 +151,7 @@ class Writer:
                         intent,
                         state=IntentState.IN_FLIGHT,
                         owner=client.owner,
-                        expect_write_count=expect_count,
+                        expect_write_count=expect_write_count,
                         **folding,
                     ),
                     self._in_flight,
@@ -174,18 +174,18 @@ class Writer:
                 if opened.blocking:
                     await self._settler.settle_pending(context, wrapper, locked=True)
                     return None
-                if accounted is not None and opened.write_count > accounted:
+                if seen_write_count is not None and opened.write_count > seen_write_count:
                     # Counts only grow: however often it is built again, it stays stale.
-                    await self._refuse_stale(intent, accounted, opened.write_count)
+                    await self._refuse_stale(intent, seen_write_count, opened.write_count)
                 # Another writer wrote after the tail this intent was built on; nothing was
                 # recorded or counted, so retrying cannot hold anyone else back.
                 self._tail.forget()
                 return None
-            if accounted is not None and opened.write_count > accounted:
+            if seen_write_count is not None and opened.write_count > seen_write_count:
                 await client.call(client.journal.discard, intent.intent_id, owner=client.owner)
                 busy.discard(intent.intent_id)
-                await self._refuse_stale(intent, accounted, opened.write_count)
-            self._carried.mark(context, opened.write_count + 1)
+                await self._refuse_stale(intent, seen_write_count, opened.write_count)
+            self._carried.record_seen(context, opened.write_count + 1)
         except BaseException:
             if not outlived:
                 busy.discard(intent.intent_id)
@@ -218,12 +218,14 @@ class Writer:
         finally:
             self._in_flight.busy.discard(intent.intent_id)
 
-    async def _refuse_stale(self, intent: PendingWrite, accounted: int, counted: int) -> NoReturn:
+    async def _refuse_stale(
+        self, intent: PendingWrite, seen_write_count: int, write_count: int
+    ) -> NoReturn:
         await self._client.deny(
             intent,
             Outcome.AMBIGUOUS,
             Reason.STALE_STATE,
-            {"state_accounts_for": accounted, "journal_counted": counted},
+            {"seen_write_count": seen_write_count, "journal_write_count": write_count},
         )
 
     async def back_off(self, progress: Progress) -> None:
@@ -348,7 +350,7 @@ class Writer:
     def seen_own_write(self, context: Context, opened: Opened) -> None:
         """The run has seen its own write to its end: opened, then acknowledged (or proven
         landed), the two writes the journal counts for it."""
-        self._carried.mark(context, opened.write_count + 2)
+        self._carried.record_seen(context, opened.write_count + 2)
 
     async def failed(
         self,
@@ -421,16 +423,16 @@ class Writer:
         """Clear this wrapper's acknowledged intents now (see ``clearing``)."""
         await self._clearing.flush()
 
-    async def counted(self) -> int | None:
+    async def write_count(self) -> int | None:
         """The journal's count of the session's writes, when the tail memory is kept at all."""
-        return await self._client.count() if self.trusts_memory else None
+        return await self._client.write_count() if self.trusts_memory else None
 
     async def count_removal(self, context: Context) -> None:
         """A pop or a clear: count it, so that every wrapper's memory of the tail expires."""
         self._tail.forget()
         client = self._client
         count = await client.call(client.journal.count_write, client.session_id, client.backend)
-        self._carried.mark(context, count)
+        self._carried.record_seen(context, count)
 
     async def remove(
         self, context: Context, run: Callable[[], Awaitable[_T]], *, wrote: Callable[[_T], bool]
@@ -463,7 +465,7 @@ class FingerprintWriter(Writer):
             opened: Opened | None = None
             # What this run has seen of the session (a RunState carries it): checked against
             # the journal's count once the intent is open, so a stale state never writes.
-            accounted = await self._carried.accounted(context)
+            seen_write_count = await self._carried.seen_write_count(context)
             while True:
                 await self.settle_first(context, wrapper)
                 view = await self.tail_view(len(items) + 1, wrapper)
@@ -477,7 +479,7 @@ class FingerprintWriter(Writer):
                     self._tail.drop_settled()
                     if context is not None:
                         # The store ends exactly as this run's own write left it: in step again.
-                        self._carried.mark(context, await self._client.count())
+                        self._carried.record_seen(context, await self._client.write_count())
                     return
                 intent = self.new_intent(batch, digests, view)
                 reached(CrashPoint.BEFORE_INTENT_RECORDED)
@@ -488,8 +490,8 @@ class FingerprintWriter(Writer):
                     intent,
                     context,
                     wrapper,
-                    accounted=accounted,
-                    expect_count=view.count if self.trusts_memory else None,
+                    seen_write_count=seen_write_count,
+                    expect_write_count=view.write_count if self.trusts_memory else None,
                 )
                 if opened is not None:
                     break
@@ -499,7 +501,7 @@ class FingerprintWriter(Writer):
             await self.write(intent, items, wrapper, context, opened=opened)
             if opened is not None:
                 # Its opening and its acknowledgement are the two writes counted since.
-                self._tail.extend(intent.batch_digests, count=opened.write_count + 2)
+                self._tail.extend(intent.batch_digests, write_count=opened.write_count + 2)
 
     async def tail_view(self, needed: int, wrapper: Any) -> TailView:
         """Digests of at least ``needed`` newest items (more after a settlement, to recognise a
@@ -508,7 +510,7 @@ class FingerprintWriter(Writer):
         known = self._tail.trusted(wanted)
         if known is not None:
             return known
-        count = await self.counted()
+        count = await self.write_count()
         items = await self._inner.read(wanted, wrapper)
         try:
             digests = digest_items(items[-wanted:], ignore_ids=self._ignore_ids)
@@ -518,6 +520,6 @@ class FingerprintWriter(Writer):
                 f"fingerprinted: {exc}",
                 index=exc.index,
             ) from exc
-        view = TailView(digests, whole=len(items) < wanted, count=count)
+        view = TailView(digests, whole=len(items) < wanted, write_count=count)
         self._tail.remember(view)
         return view

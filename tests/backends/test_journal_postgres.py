@@ -430,7 +430,7 @@ async def test_a_write_between_snapshot_and_lock_moves_the_fence(
             if inserted:
                 await admin.execute(INSERT_INTENT.format(schema), *intent_row(theirs))
             await admin.execute(
-                f'UPDATE "{schema}".session_writes SET writes = writes + 1 WHERE session_id = $1',
+                f'UPDATE "{schema}".session_writes SET write_count = write_count + 1 WHERE session_id = $1',
                 "session-a",
             )
         opened = await asyncio.wait_for(task, 10)
@@ -449,7 +449,7 @@ async def test_a_write_between_snapshot_and_lock_moves_the_fence(
         assert opened == Opened(recorded=True, write_count=2)
         assert ids(await journal.pending("session-a")) == ["mine"]
         assert await journal.write_count("session-a", BACKEND) == 3
-        seq = await admin.fetchval(f'SELECT write_seq FROM "{schema}".intents')
+        seq = await admin.fetchval(f'SELECT fence FROM "{schema}".intents')
         assert seq == 2
 
 
@@ -882,7 +882,7 @@ async def test_a_lost_reply_to_open_intent_is_answered_by_the_retry(
             intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=2
         )
     assert proxy.lost_replies == 1
-    stored = await admin.fetchval(f'SELECT write_seq FROM "{schema}".intents')
+    stored = await admin.fetchval(f'SELECT fence FROM "{schema}".intents')
     assert stored == 2
 
     opened = await journal.open_intent(
@@ -954,7 +954,7 @@ async def test_two_clearings_of_one_intent_at_once_count_one_write(
     assert (await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=me)).recorded
     before = await journal.write_count(intent.session_id, intent.backend)
     async with admin.transaction():
-        await admin.execute(f'SELECT writes FROM "{schema}".session_writes FOR UPDATE')
+        await admin.execute(f'SELECT write_count FROM "{schema}".session_writes FOR UPDATE')
         both = asyncio.gather(
             journal.discard(intent.intent_id, owner=me),
             journal.discard(intent.intent_id, owner=me),

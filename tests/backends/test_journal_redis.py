@@ -220,7 +220,7 @@ async def test_the_count_an_intent_was_opened_at_goes_with_it(
     record() has none, and answers a retried opening with 0."""
     journal = worker()
     owner = current_owner()
-    key = session_key(prefix, "session-a", "write_seq")
+    key = session_key(prefix, "session-a", "fence")
     await journal.count_write("session-a", BACKEND)
     await journal.open_intent(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner)
     assert await raw.hget(key, "i-1") == b"1"

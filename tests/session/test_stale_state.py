@@ -126,11 +126,11 @@ async def test_the_newest_state_and_fresh_runs_with_a_reused_context_go_on(
         await world.close()
 
 
-async def test_a_tampered_mark_is_refused(tmp_path: Path) -> None:
+async def test_a_tampered_seen_write_count_is_refused(tmp_path: Path) -> None:
     world = World(BACKENDS[0], tmp_path)
     try:
         agent, state, _ = await interrupted_run(world)
-        marks = state._context.context[CONTEXT_KEY]["seen"]  # type: ignore[union-attr]
+        marks = state._context.context[CONTEXT_KEY]["seen_write_counts"]  # type: ignore[union-attr]
         for key in marks:
             marks[key] = "many"
         assert world.session is not None

@@ -205,7 +205,7 @@ async def test_the_context_names_no_file_or_host(tmp_path: Path) -> None:
         shown = json.dumps(context)
         assert CONTEXT_KEY in context and context[CONTEXT_KEY]["pending"]
         assert str(tmp_path) not in shown and "sessions.db" not in shown
-        assert all(key.startswith("user-42@opaque|") for key in context[CONTEXT_KEY]["seen"])
+        assert all(key.startswith("user-42@opaque|") for key in context[CONTEXT_KEY]["seen_write_counts"])
     finally:
         await world.close()
 
@@ -242,7 +242,7 @@ def edit_context(state: Any, how: str) -> None:
     if how == "removed":
         del context[CONTEXT_KEY]
     else:
-        marks = context[CONTEXT_KEY]["seen"]
+        marks = context[CONTEXT_KEY]["seen_write_counts"]
         for key in marks:
             marks[key] += 1000
 

@@ -43,7 +43,7 @@ class MemoryJournal(Unversioned):
         self._settled: set[str] = set()
         self._decisions: list[Decision] = []
         self._effects: dict[str, Effect] = {}
-        self._writes: dict[tuple[str, BackendIdentity], int] = {}
+        self._write_counts: dict[tuple[str, BackendIdentity], int] = {}
         # The session's count before each intent open_intent recorded: a retried opening
         # answers with it. Intents stored by record() have none, and read as 0 like elsewhere.
         self._opened_at: dict[str, int] = {}
@@ -92,7 +92,7 @@ class MemoryJournal(Unversioned):
             == (intent.session_id, intent.backend)
         ):
             await self.discard(cleared.intent.intent_id)
-        writes = await self.write_count(intent.session_id, intent.backend)
+        write_count = await self.write_count(intent.session_id, intent.backend)
         held = self._entries.get(intent.intent_id)
         if held is not None:
             if not held.intent.same_content(intent):
@@ -102,28 +102,29 @@ class MemoryJournal(Unversioned):
                 )
             if held.state is state and held.owner == owner:
                 return Opened(recorded=True, write_count=self._opened_at.get(intent.intent_id, 0))
-            return Opened(recorded=False, write_count=writes, blocking=[held])
+            return Opened(recorded=False, write_count=write_count, blocking=[held])
         found = await self.pending(intent.session_id, intent.backend)
         if found:
-            return Opened(recorded=False, write_count=writes, blocking=found)
+            return Opened(recorded=False, write_count=write_count, blocking=found)
         if intent.intent_id in self._settled:
             raise IntentConflict(
                 f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
             )
-        if expect_write_count is not None and writes != expect_write_count:
-            return Opened(recorded=False, write_count=writes)
+        if expect_write_count is not None and write_count != expect_write_count:
+            return Opened(recorded=False, write_count=write_count)
         await self.record(intent, state=state, owner=owner)
-        self._entries[intent.intent_id] = replace(self._entries[intent.intent_id], fence=writes)
-        self._opened_at[intent.intent_id] = writes
-        return Opened(recorded=True, write_count=writes)
+        opened = replace(self._entries[intent.intent_id], fence=write_count)
+        self._entries[intent.intent_id] = opened
+        self._opened_at[intent.intent_id] = write_count
+        return Opened(recorded=True, write_count=write_count)
 
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
-        return self._writes.get((session_id, backend), 0)
+        return self._write_counts.get((session_id, backend), 0)
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
         key = (session_id, backend)
-        self._writes[key] = self._writes.get(key, 0) + 1
-        return self._writes[key]
+        self._write_counts[key] = self._write_counts.get(key, 0) + 1
+        return self._write_counts[key]
 
     async def transition(
         self,
@@ -148,8 +149,8 @@ class MemoryJournal(Unversioned):
         fence = entry.fence
         if state is IntentState.RECONCILING and expect_fence is None:
             # A claim: a new token (see ``IntentJournal.transition``).
-            writes = await self.write_count(entry.intent.session_id, entry.intent.backend)
-            fence = max(entry.fence + 1, writes)
+            write_count = await self.write_count(entry.intent.session_id, entry.intent.backend)
+            fence = max(entry.fence + 1, write_count)
         self._entries[intent_id] = JournalEntry(entry.intent, state, owner, time.time(), fence)
         return True
 

@@ -44,9 +44,9 @@ as a fence: every transaction that inserts an intent takes the lock on its sessi
 ``session_writes`` row before inserting and counts a write there in the same transaction
 (every path in this module does), and the count only grows. The fenced statement reads, in
 its snapshot, the count, the session's unresolved intents, whether the id was settled and
-whatever intent holds the id (with its state, owner and ``write_seq``). If nothing is in the
+whatever intent holds the id (with its state, owner and ``fence``). If nothing is in the
 way, and the count is the one expected when one is, it upserts the count to ``seen + 1``
-with ``ON CONFLICT DO UPDATE ... WHERE writes = seen``, which PostgreSQL evaluates on the
+with ``ON CONFLICT DO UPDATE ... WHERE write_count = seen``, which PostgreSQL evaluates on the
 newest version of the row once its lock is granted, and inserts the intent only from that
 upsert's ``RETURNING``. A count still at ``seen`` means no intent of the session was
 inserted or settled after the snapshot, and the lock, held until the statement commits, keeps
@@ -150,7 +150,7 @@ _JOURNAL_SCHEMAS: Final = (
     " ORDER BY 1 LIMIT $3"
 )
 _TABLES: Final = ("decisions", "effects", "intents", "session_writes", "set_aside")
-# open_intent's statements start each row with added, settled, writes and the seven columns
+# open_intent's statements start each row with added, settled, write_count and the seven columns
 # of the intent holding the id; an unresolved intent of the session follows.
 _HEAD_COLUMNS: Final = 10
 
@@ -414,22 +414,24 @@ class PostgresJournal(PostgresEffects, PostgresAside):
             rows = await self._fenced(conn.fetch, self._sql.open_intent, (*row, expect_write_count))
             if rows:
                 # Everything below was read from one snapshot: a state the journal was in.
-                opened = asked.answer(rows[0], rows, _count(rows[0]["writes"]))
+                opened = asked.answer(rows[0], rows, _count(rows[0]["write_count"]))
                 if opened is not None:
                     return opened
             # The fence fell or the id was taken meanwhile: decide under the session's lock.
             async with conn.transaction():
                 # The session's lock, and its count as of now: nothing of this session can
                 # be opened, recorded, settled or counted until this transaction ends.
-                writes = _count(await conn.fetchval(self._sql.lock_session, *key))
-                rows = await conn.fetch(self._sql.open_locked, *row, writes, expect_write_count)
-                opened = asked.answer(rows[0], rows, writes)
+                write_count = _count(await conn.fetchval(self._sql.lock_session, *key))
+                rows = await conn.fetch(
+                    self._sql.open_locked, *row, write_count, expect_write_count
+                )
+                opened = asked.answer(rows[0], rows, write_count)
                 if opened is not None:
                     return opened
                 # Not inserted, and nothing in the snapshot said why: another transaction
                 # took the id after it (only another session's can, this one's lock held).
                 held = await conn.fetchrow(self._sql.held, intent.intent_id)
-                opened = None if held is None else asked.holding(held, writes)
+                opened = None if held is None else asked.holding(held, write_count)
                 if opened is None:
                     raise _other_content(intent)
                 return opened
@@ -450,7 +452,7 @@ class PostgresJournal(PostgresEffects, PostgresAside):
 
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
         async def work(conn: Connection) -> int:
-            found = await conn.fetchval(self._sql.writes, session_id, str(backend))
+            found = await conn.fetchval(self._sql.write_count, session_id, str(backend))
             return 0 if found is None else _count(found)
 
         return await self._run(work)
@@ -664,14 +666,14 @@ class _Asked:
     expect_write_count: int | None
     keyring: Keyring
 
-    def answer(self, head: Any, rows: Sequence[Any], writes: int) -> Opened | None:
+    def answer(self, head: Any, rows: Sequence[Any], write_count: int) -> Opened | None:
         """The answer ``head`` (a row's flags, count and the intent holding the id) and
         ``rows`` (the session's unresolved intents, after the head's columns) give, in the
         contract's order; None when they do not say why nothing was inserted (the fence
         fell, or the id was taken after the snapshot)."""
         if head["added"]:
-            return Opened(recorded=True, write_count=writes)
-        held = self.holding(head, writes)
+            return Opened(recorded=True, write_count=write_count)
+        held = self.holding(head, write_count)
         if held is not None:
             return held
         blocking = [
@@ -680,14 +682,14 @@ class _Asked:
             if found["intent_id"] is not None
         ]
         if blocking:
-            return Opened(recorded=False, write_count=writes, blocking=blocking)
+            return Opened(recorded=False, write_count=write_count, blocking=blocking)
         if head["settled"]:
             raise _already_settled(self.intent.intent_id)
-        if self.expect_write_count is not None and writes != self.expect_write_count:
-            return Opened(recorded=False, write_count=writes)
+        if self.expect_write_count is not None and write_count != self.expect_write_count:
+            return Opened(recorded=False, write_count=write_count)
         return None
 
-    def holding(self, head: Any, writes: int) -> Opened | None:
+    def holding(self, head: Any, write_count: int) -> Opened | None:
         """The answer when ``head`` shows an intent holding the id (None when none does):
         other content conflicts; this call's own intent, as it left it, is recorded."""
         intent = self.intent
@@ -710,7 +712,7 @@ class _Asked:
         if held.state is self.state and held.owner == self.owner:
             # Opened already by this same call, whose reply was lost: answer as it was.
             return Opened(recorded=True, write_count=_count(head["prior_seq"]))
-        return Opened(recorded=False, write_count=writes, blocking=[held])
+        return Opened(recorded=False, write_count=write_count, blocking=[held])
 
 
 def _entry(row: Sequence[Any], keyring: Keyring) -> JournalEntry:

@@ -42,39 +42,39 @@ class JournalStatements:
         # With the fencing token and the age by the server's clock (leases are judged on the
         # journal's clock, never a writer's).
         self.select_intents = (
-            f"SELECT {intent_columns}, write_seq, {_NOW} - updated_at AS age FROM {s}.intents"
+            f"SELECT {intent_columns}, fence, {_NOW} - updated_at AS age FROM {s}.intents"
         )
         # Takes the session's row lock (creating the row at zero) and returns its count: the
         # upsert always locks the newest version of the row, whoever inserted it.
         self.lock_session = (
-            f"INSERT INTO {s}.session_writes AS w (session_id, backend, writes)"
+            f"INSERT INTO {s}.session_writes AS w (session_id, backend, write_count)"
             " VALUES ($1, $2, 0) ON CONFLICT (session_id, backend)"
-            " DO UPDATE SET writes = w.writes RETURNING w.writes"
+            " DO UPDATE SET write_count = w.write_count RETURNING w.write_count"
         )
-        self.writes = (
-            f"SELECT writes FROM {s}.session_writes WHERE session_id = $1 AND backend = $2"
+        self.write_count = (
+            f"SELECT write_count FROM {s}.session_writes WHERE session_id = $1 AND backend = $2"
         )
         self.count_write = (
-            f"INSERT INTO {s}.session_writes AS w (session_id, backend, writes)"
+            f"INSERT INTO {s}.session_writes AS w (session_id, backend, write_count)"
             " VALUES ($1, $2, 1) ON CONFLICT (session_id, backend)"
-            " DO UPDATE SET writes = w.writes + 1 RETURNING w.writes"
+            " DO UPDATE SET write_count = w.write_count + 1 RETURNING w.write_count"
         )
         settled_check = (
             f"SELECT EXISTS (SELECT 1 FROM {s}.decisions"
             f" WHERE intent_id = $1 AND action IN {SETTLING}) AS settled"
         )
 
-        def insert_intent(write_seq: str) -> str:
+        def insert_intent(fence: str) -> str:
             return (
                 f"INSERT INTO {s}.intents (intent_id, session_id, backend, state, owner,"
-                " created_at, updated_at, record, write_seq)"
+                " created_at, updated_at, record, fence)"
                 " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::float8,"
                 # The server's clock stamps it; the writer's time ($7) only if it had none.
-                f" coalesce({_NOW}, $7::float8), $8::bytea, {write_seq}"
+                f" coalesce({_NOW}, $7::float8), $8::bytea, {fence}"
             )
 
         count_added = (
-            f"UPDATE {s}.session_writes SET writes = writes + 1"
+            f"UPDATE {s}.session_writes SET write_count = write_count + 1"
             " WHERE session_id = $2 AND backend = $3 AND EXISTS (SELECT 1 FROM added)"
         )
         # The locked paths: run after lock_session, so the snapshot is fresh and the settled
@@ -96,7 +96,7 @@ class JournalStatements:
         prior_columns = (
             "p.record AS prior, p.session_id AS prior_session, p.backend AS prior_backend,"
             " p.state AS prior_state, p.owner AS prior_owner, p.updated_at AS prior_updated,"
-            " p.write_seq AS prior_seq"
+            " p.fence AS prior_seq"
         )
         blocking_columns = (
             "b.intent_id, b.session_id, b.backend, b.state, b.owner, b.updated_at, b.record"
@@ -108,7 +108,7 @@ class JournalStatements:
             f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
             " WHERE session_id = $2 AND backend = $3),"
             f" done AS ({settled_check}),"
-            " prior AS (SELECT record, session_id, backend, state, owner, updated_at, write_seq"
+            " prior AS (SELECT record, session_id, backend, state, owner, updated_at, fence"
             f" FROM {s}.intents WHERE intent_id = $1),"
             f" added AS ({insert_intent('$9::bigint')}"
             " WHERE NOT EXISTS (SELECT 1 FROM blocking) AND NOT (SELECT settled FROM done)"
@@ -116,7 +116,7 @@ class JournalStatements:
             " ON CONFLICT (intent_id) DO NOTHING RETURNING intent_id),"
             f" counted AS ({count_added})"
             " SELECT f.*, " + blocking_columns + " FROM (SELECT EXISTS (SELECT 1 FROM added)"
-            " AS added, (SELECT settled FROM done) AS settled, $9::bigint AS writes,"
+            " AS added, (SELECT settled FROM done) AS settled, $9::bigint AS write_count,"
             f" {prior_columns} FROM (SELECT 1) AS one LEFT JOIN prior AS p ON true) AS f"
             " LEFT JOIN blocking AS b ON true ORDER BY b.created_at, b.intent_id"
         )
@@ -129,23 +129,24 @@ class JournalStatements:
         # INSERT: an id another transaction took meanwhile fails the whole statement.
         def seen(blocked: str) -> str:
             return (
-                "seen AS (SELECT coalesce((SELECT writes FROM"
-                f" {s}.session_writes WHERE session_id = $2 AND backend = $3), 0) AS writes,"
+                "seen AS (SELECT coalesce((SELECT write_count FROM"
+                f" {s}.session_writes WHERE session_id = $2 AND backend = $3), 0) AS write_count,"
                 f" {blocked} AS blocked, ({settled_check}) AS settled, {prior_columns}"
                 f" FROM (SELECT 1) AS one LEFT JOIN {s}.intents AS p ON p.intent_id = $1)"
             )
 
         def fence(expected: str) -> str:
             return (
-                f"fence AS (INSERT INTO {s}.session_writes AS w (session_id, backend, writes)"
-                " SELECT $2::text, $3::text, writes + 1 FROM seen"
+                f"fence AS (INSERT INTO {s}.session_writes AS w (session_id, backend, write_count)"
+                " SELECT $2::text, $3::text, write_count + 1 FROM seen"
                 f" WHERE NOT blocked AND NOT settled AND prior IS NULL{expected}"
-                " ON CONFLICT (session_id, backend) DO UPDATE SET writes = excluded.writes"
-                " WHERE w.writes = excluded.writes - 1 RETURNING w.writes)"
+                " ON CONFLICT (session_id, backend)"
+                " DO UPDATE SET write_count = excluded.write_count"
+                " WHERE w.write_count = excluded.write_count - 1 RETURNING w.write_count)"
             )
 
-        def fenced_insert(write_seq: str) -> str:
-            return f"added AS ({insert_intent(write_seq)} FROM fence RETURNING intent_id)"
+        def fenced_insert(fence: str) -> str:
+            return f"added AS ({insert_intent(fence)} FROM fence RETURNING intent_id)"
 
         self.record = (
             f"WITH {seen('false')}, {fence('')}, {fenced_insert('0')}"
@@ -156,9 +157,9 @@ class JournalStatements:
             f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
             " WHERE session_id = $2 AND backend = $3),"
             f" {seen('EXISTS (SELECT 1 FROM blocking)')},"
-            f" {fence(' AND coalesce($9::bigint, writes) = writes')},"
-            f" {fenced_insert('writes - 1')}"
-            " SELECT EXISTS (SELECT 1 FROM added) AS added, v.settled, v.writes, v.prior,"
+            f" {fence(' AND coalesce($9::bigint, write_count) = write_count')},"
+            f" {fenced_insert('write_count - 1')}"
+            " SELECT EXISTS (SELECT 1 FROM added) AS added, v.settled, v.write_count, v.prior,"
             " v.prior_session, v.prior_backend, v.prior_state, v.prior_owner, v.prior_updated,"
             f" v.prior_seq, {blocking_columns}"
             " FROM seen AS v LEFT JOIN blocking AS b ON true ORDER BY b.created_at, b.intent_id"
@@ -166,7 +167,7 @@ class JournalStatements:
         self.held = (
             "SELECT record AS prior, session_id AS prior_session, backend AS prior_backend,"
             " state AS prior_state, owner AS prior_owner, updated_at AS prior_updated,"
-            f" write_seq AS prior_seq FROM {s}.intents WHERE intent_id = $1"
+            f" fence AS prior_seq FROM {s}.intents WHERE intent_id = $1"
         )
         self.intent_record = f"SELECT record FROM {s}.intents WHERE intent_id = $1"
 
@@ -179,15 +180,15 @@ class JournalStatements:
             return (
                 f"WITH target AS (SELECT session_id, backend FROM {s}.intents"
                 f" WHERE intent_id = $1{only}),"
-                f" locked AS (SELECT w.writes FROM {s}.session_writes AS w, target AS t"
+                f" locked AS (SELECT w.write_count FROM {s}.session_writes AS w, target AS t"
                 " WHERE w.session_id = t.session_id AND w.backend = t.backend FOR UPDATE OF w),"
                 # The conditions again: checked on the newest version of the row once its
                 # lock is granted (a claim committed after this statement's snapshot).
                 f" gone AS (DELETE FROM {s}.intents WHERE intent_id = $1{only}"
                 " AND EXISTS (SELECT 1 FROM locked) RETURNING session_id, backend),"
-                f" counted AS (UPDATE {s}.session_writes AS w SET writes = w.writes + 1"
+                f" counted AS (UPDATE {s}.session_writes AS w SET write_count = w.write_count + 1"
                 " FROM gone AS g WHERE w.session_id = g.session_id AND w.backend = g.backend"
-                " RETURNING w.writes)"
+                " RETURNING w.write_count)"
                 " SELECT count(*) FROM gone"
             )
 
@@ -195,7 +196,7 @@ class JournalStatements:
         # discard by the holder ($2, with its token $3 when not NULL): only while it is
         # still in flight under them.
         self.discard_held = forget(
-            " AND state = 'in_flight' AND owner = $2 AND ($3::bigint IS NULL OR write_seq = $3)"
+            " AND state = 'in_flight' AND owner = $2 AND ($3::bigint IS NULL OR fence = $3)"
         )
         self.exists = f"SELECT 1 FROM {s}.intents WHERE intent_id = $1"
         # discard, only while the intent is in flight under this owner in this session and
@@ -252,15 +253,15 @@ class JournalStatements:
             f"WITH done AS ({settled_check}),"
             f" again AS (SELECT EXISTS (SELECT 1 FROM {s}.decisions WHERE intent_id = $1"
             f" AND action IN {SETTLING} AND record = $8::bytea) AS again),"
-            f" claim AS (SELECT state, owner, write_seq FROM {s}.intents WHERE intent_id = $1"
+            f" claim AS (SELECT state, owner, fence FROM {s}.intents WHERE intent_id = $1"
             " FOR UPDATE),"
             " verdict AS (SELECT NOT (SELECT settled FROM done) AND ($9::text IS NULL"
             " OR NOT EXISTS (SELECT 1 FROM claim)"
             " OR EXISTS (SELECT 1 FROM claim WHERE state = 'reconciling' AND owner = $9::text"
-            " AND ($10::bigint IS NULL OR write_seq = $10::bigint))) AS allowed),"
+            " AND ($10::bigint IS NULL OR fence = $10::bigint))) AS allowed),"
             f" gone AS (DELETE FROM {s}.intents"
             " WHERE intent_id = $1 AND (SELECT allowed FROM verdict)),"
-            f" counted AS (UPDATE {s}.session_writes SET writes = writes + 1"
+            f" counted AS (UPDATE {s}.session_writes SET write_count = write_count + 1"
             " WHERE session_id = $2 AND backend = $3 AND (SELECT allowed FROM verdict)),"
             f" stored AS (INSERT INTO {s}.decisions ({decision_columns})"
             " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::float8,"
@@ -342,7 +343,7 @@ class JournalStatements:
         columns = (
             (by_state, "state", "::text"),
             (by_owner, "owner", "::text"),
-            (by_fence, "write_seq", "::bigint"),
+            (by_fence, "fence", "::bigint"),
             (by_update, "updated_at", "::float8"),
         )
         for wanted, column, cast in columns:
@@ -352,7 +353,7 @@ class JournalStatements:
         update = f"UPDATE {s}.intents SET state = $1, owner = $2, updated_at = {_NOW}"
         if claim:
             update += (
-                ", write_seq = greatest(write_seq + 1, coalesce((SELECT w.writes FROM"
+                ", fence = greatest(fence + 1, coalesce((SELECT w.write_count FROM"
                 f" {s}.session_writes AS w WHERE w.session_id = intents.session_id"
                 " AND w.backend = intents.backend), 0))"
             )

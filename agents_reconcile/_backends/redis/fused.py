@@ -25,7 +25,7 @@ class Fused:
     """What ``open_and_append`` did. ``opened`` as ``open_intent`` answers; ``revision``: the
     store's new head when the intent was recorded and appended now; ``refused``: ``'head'``
     (the store is at ``head``), ``'known'`` (the write id is there) or ``'stale_state'`` (the
-    count is past ``accounted``), nothing recorded or appended."""
+    count is past ``seen_write_count``), nothing recorded or appended."""
 
     opened: Opened
     revision: int | None = None
@@ -39,29 +39,29 @@ async def open_and_append(
     *,
     owner: Owner,
     clearing: str | None,
-    accounted: int | None,
+    seen_write_count: int | None,
     store_keys: list[bytes],
     writer: str,
     rows: list[bytes],
 ) -> Fused:
     """``open_intent`` (in flight, under ``owner``) and the store's compare-and-swap append of
     ``rows`` at ``intent.expected_revision`` under the intent's id, as one script. Nothing is
-    recorded unless the append is made, and the reverse. ``accounted``: refuse (record
+    recorded unless the append is made, and the reverse. ``seen_write_count``: refuse (record
     nothing) when the session's count is past it, as a stale run's append is refused."""
     assert intent.expected_revision is not None
     args = _intent_args(intent, IntentState.IN_FLIGHT, owner)
     args += ["", clearing or "", str(intent.expected_revision), writer]
-    args += ["" if accounted is None else str(accounted), *rows]
+    args += ["" if seen_write_count is None else str(seen_write_count), *rows]
     keys = journal._layout.scripted(intent.session_id) + store_keys
     reply = await journal._script(_SCRIPT, keys, args)
     word, parts = replies.status(reply, _SCRIPT)
     if word in ("recorded", "head", "known", "stale_state") and len(parts) == 3:
-        writes = replies.count(parts[1], _SCRIPT)
+        write_count = replies.count(parts[1], _SCRIPT)
         third = replies.count(parts[2], _SCRIPT)
         if word == "recorded":
             journal._homes.remember(intent.intent_id, intent.session_id)
-            return Fused(Opened(recorded=True, write_count=writes), revision=third)
-        return Fused(Opened(recorded=False, write_count=writes), refused=word, head=third)
+            return Fused(Opened(recorded=True, write_count=write_count), revision=third)
+        return Fused(Opened(recorded=False, write_count=write_count), refused=word, head=third)
     opened, home = replies.opened(intent, IntentState.IN_FLIGHT, owner, reply, journal.keyring)
     if home:
         journal._homes.remember(intent.intent_id, intent.session_id)

@@ -33,9 +33,9 @@ Keys, each under ``{prefix}:`` (``redis_layout.py`` builds their names)::
     {T}:state         hash     intent id -> state
     {T}:owner         hash     intent id -> owner
     {T}:updated       hash     intent id -> when state or owner last changed
-    {T}:writes        hash     backend identity -> writes counted for the session
+    {T}:write_count   hash     backend identity -> the session's write count
     {T}:decisions     list     the session's decisions' numbers, oldest first
-    {T}:write_seq     hash     intent id -> the session's count before open_intent recorded it
+    {T}:fence     hash     intent id -> the session's count before open_intent recorded it
     {T}:effect_order  list     the session's effect keys, oldest first
     {T}:effect_record hash     effect key -> encoded effect
     {T}:effect_state  hash     effect key -> state (started, done)
@@ -330,7 +330,7 @@ class RedisJournal(RedisIntentHomes, RedisSchemaSteps, RedisEffects, RedisAside)
 
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
         reply = await self._command(
-            "write_count", "HGET", self._layout.writes(session_id), str(backend)
+            "write_count", "HGET", self._layout.write_count(session_id), str(backend)
         )
         return 0 if reply is None else replies.count(reply, "write_count")
 

@@ -38,9 +38,9 @@ SESSION_KEYS: Final = (
     "state",
     "owner",
     "updated",
-    "writes",
+    "write_count",
     "decisions",
-    "write_seq",
+    "fence",
 )
 EFFECT_INDEX: Final = "effect_index"
 """A hash: effect key -> the session it belongs to (``effect(key)`` has only the key)."""
@@ -62,7 +62,7 @@ from the same position to the bytes, and the list of intent ids in the order the
 aside (the position is the index in it, from 1). Global keys, passed after a session's."""
 _SESSIONS_KEPT: Final = 1024
 _HOMES_KEPT: Final = 4096
-_WRITES: Final = SESSION_KEYS.index("writes")
+_WRITE_COUNT: Final = SESSION_KEYS.index("write_count")
 
 
 class JournalKeys:
@@ -122,8 +122,8 @@ class JournalKeys:
             cache[session_id] = keys
         return keys
 
-    def writes(self, session_id: str) -> bytes:
-        return self.session(session_id)[_WRITES]
+    def write_count(self, session_id: str) -> bytes:
+        return self.session(session_id)[_WRITE_COUNT]
 
     def scripted(self, session_id: str) -> list[bytes]:
         """The global keys, then the session's: the layout every script but settle takes."""

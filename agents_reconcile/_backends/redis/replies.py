@@ -243,14 +243,14 @@ def opened(
         refuse(intent.intent_id, word, reply, "open_intent")
     if len(parts) < 2:
         raise unexpected("open_intent", reply)
-    writes = count(parts[1], "open_intent")
+    write_count = count(parts[1], "open_intent")
     if word == "recorded" and len(parts) == 2:
-        return Opened(recorded=True, write_count=writes), True
+        return Opened(recorded=True, write_count=write_count), True
     if word == "stale" and len(parts) == 2:
-        return Opened(recorded=False, write_count=writes), False
+        return Opened(recorded=False, write_count=write_count), False
     if word == "blocked" and len(parts) == 3:
         blocking = [entry(intent.session_id, row, keyring) for row in rows(parts[2], "open_intent")]
-        return Opened(recorded=False, write_count=writes, blocking=blocking), False
+        return Opened(recorded=False, write_count=write_count, blocking=blocking), False
     if word == "held" and len(parts) == 4:
         [row] = rows([parts[3]], "open_intent")
         held = entry(intent.session_id, row, keyring)
@@ -261,7 +261,7 @@ def opened(
             # An intent stored by record() has no count: 0.
             seq = blob(parts[2], "an intent's write count")
             return Opened(recorded=True, write_count=count(seq, "open_intent") if seq else 0), True
-        return Opened(recorded=False, write_count=writes, blocking=[held]), True
+        return Opened(recorded=False, write_count=write_count, blocking=[held]), True
     raise unexpected("open_intent", reply)
 
 

@@ -238,7 +238,7 @@ class SQLiteJournal:
         return await self._run(write)
 
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
-        return await self._run(lambda conn: _writes(conn, (session_id, str(backend))))
+        return await self._run(lambda conn: _write_count(conn, (session_id, str(backend))))
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
         def write(conn: sqlite3.Connection) -> int:
@@ -263,14 +263,14 @@ class SQLiteJournal:
             args,
             state=None if expect_state is None else expect_state.value,
             owner=None if expect_owner is None else str(expect_owner),
-            write_seq=expect_fence,
+            fence=expect_fence,
             updated_at=expect_updated_at,
         )
         if state is IntentState.RECONCILING and expect_fence is None:
             # A claim takes a new fencing token in the same statement.
             sql = sql.replace(
                 " WHERE intent_id",
-                ", write_seq = max(write_seq + 1, coalesce((SELECT writes FROM session_writes AS w"
+                ", fence = max(fence + 1, coalesce((SELECT write_count FROM session_writes AS w"
                 " WHERE w.session_id = intents.session_id AND w.backend = intents.backend), 0))"
                 " WHERE intent_id",
                 1,
@@ -525,20 +525,21 @@ def _matching(args: list[object], **columns: object) -> str:
     return "".join(f" AND {column} = ?" for column in wanted)
 
 
-def _writes(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
+def _write_count(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
     row = conn.execute(
-        "SELECT writes FROM session_writes WHERE session_id = ? AND backend = ?", key
+        "SELECT write_count FROM session_writes WHERE session_id = ? AND backend = ?", key
     ).fetchone()
     return int(row[0]) if row else 0
 
 
 def _count_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
-    (writes,) = conn.execute(
-        "INSERT INTO session_writes (session_id, backend, writes) VALUES (?, ?, 1)"
-        " ON CONFLICT (session_id, backend) DO UPDATE SET writes = writes + 1 RETURNING writes",
+    (write_count,) = conn.execute(
+        "INSERT INTO session_writes (session_id, backend, write_count) VALUES (?, ?, 1)"
+        " ON CONFLICT (session_id, backend) DO UPDATE SET write_count = write_count + 1"
+        " RETURNING write_count",
         key,
     ).fetchone()
-    return int(writes)
+    return int(write_count)
 
 
 # Inserts only when the session and backend have no unresolved intent, the id was never
@@ -546,21 +547,20 @@ def _count_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
 # count is still that one. Parameters: the session key, the row, the session key, the intent
 # id and the settling actions, the expected count.
 _OPEN_INTENT_SQL: Final = (
-    "WITH seen (writes) AS (SELECT coalesce((SELECT writes FROM session_writes"
+    "WITH seen (write_count) AS (SELECT coalesce((SELECT write_count FROM session_writes"
     " WHERE session_id = ? AND backend = ?), 0))"
     " INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at,"
-    " updated_at, record, write_seq) SELECT ?, ?, ?, ?, ?, ?, ?, ?, writes FROM seen"
+    " updated_at, record, fence) SELECT ?, ?, ?, ?, ?, ?, ?, ?, write_count FROM seen"
     " WHERE NOT EXISTS (SELECT 1 FROM intents WHERE session_id = ? AND backend = ?)"
     " AND NOT EXISTS (SELECT 1 FROM decisions WHERE intent_id = ? AND action IN (?, ?, ?))"
-    " AND coalesce(?, writes) = writes RETURNING write_seq"
+    " AND coalesce(?, write_count) = write_count RETURNING fence"
 )
 _INSERT_INTENT_SQL: Final = (
     "INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at, updated_at,"
-    " record, write_seq) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    " record, fence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
 _SELECT_INTENTS: Final = (
-    "SELECT intent_id, session_id, backend, state, owner, updated_at, record, write_seq"
-    " FROM intents"
+    "SELECT intent_id, session_id, backend, state, owner, updated_at, record, fence FROM intents"
 )
 _Row = tuple[str, str, str, str, str, float, bytes, int]
 
@@ -571,7 +571,7 @@ def _require_held(
     """Inside a write transaction: ``LeaseLost`` unless ``owner`` holds the intent in
     ``state`` (under ``fence`` when given), or the intent is gone."""
     row = conn.execute(
-        "SELECT state, owner, write_seq FROM intents WHERE intent_id = ?", (intent_id,)
+        "SELECT state, owner, fence FROM intents WHERE intent_id = ?", (intent_id,)
     ).fetchone()
     if row is None:
         return
@@ -627,7 +627,7 @@ def _open_locked(
     """``open_intent`` decided in full, inside a write transaction: every case the fast
     path's single statement leaves to it."""
     key = (intent.session_id, str(intent.backend))
-    writes = _writes(conn, key)
+    write_count = _write_count(conn, key)
     found = conn.execute(_SELECT_INTENTS + " WHERE intent_id = ?", (intent.intent_id,)).fetchone()
     if found is not None:
         held = _entry(*found, keyring=keyring)
@@ -639,24 +639,24 @@ def _open_locked(
         if held.state is state and held.owner == owner:
             # Opened already by this same call, whose reply was lost: answer as it was.
             return Opened(recorded=True, write_count=int(found[-1]))
-        return Opened(recorded=False, write_count=writes, blocking=[held])
+        return Opened(recorded=False, write_count=write_count, blocking=[held])
     rows: list[_Row] = conn.execute(
         _SELECT_INTENTS + " WHERE session_id = ? AND backend = ? ORDER BY created_at", key
     ).fetchall()
     if rows:
         return Opened(
             recorded=False,
-            write_count=writes,
+            write_count=write_count,
             blocking=[_entry(*other, keyring=keyring) for other in rows],
         )
     if _settled(conn, intent.intent_id):
         raise IntentConflict(
             f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
         )
-    if expect_write_count is not None and writes != expect_write_count:
-        return Opened(recorded=False, write_count=writes)
-    conn.execute(_INSERT_INTENT_SQL, (*row, writes))
-    return Opened(recorded=True, write_count=writes)
+    if expect_write_count is not None and write_count != expect_write_count:
+        return Opened(recorded=False, write_count=write_count)
+    conn.execute(_INSERT_INTENT_SQL, (*row, write_count))
+    return Opened(recorded=True, write_count=write_count)
 
 
 def _entry(

@@ -14,7 +14,7 @@ CREATE TABLE intents (
     created_at double precision NOT NULL,
     updated_at double precision NOT NULL,
     -- The session's write count when this intent was opened (0 when recorded otherwise).
-    write_seq  bigint NOT NULL DEFAULT 0,
+    fence      bigint NOT NULL DEFAULT 0,
     -- PendingWrite.encode(): the record with its own digest, kept byte for byte.
     record     bytea NOT NULL
 ) WITH (fillfactor = 70);
@@ -48,7 +48,7 @@ CREATE UNIQUE INDEX decisions_settle_once ON decisions (intent_id)
 CREATE TABLE session_writes (
     session_id text NOT NULL,
     backend    text NOT NULL,
-    writes     bigint NOT NULL CHECK (writes >= 0),
+    write_count bigint NOT NULL CHECK (write_count >= 0),
     PRIMARY KEY (session_id, backend)
 ) WITH (fillfactor = 70);
 

@@ -4,4 +4,4 @@ local refusal = schema_refusal(ARGV[1])
 if refusal then
   return refusal
 end
-return redis.call('HINCRBY', session_keys(8).writes, ARGV[2], 1)
+return redis.call('HINCRBY', session_keys(8).write_count, ARGV[2], 1)

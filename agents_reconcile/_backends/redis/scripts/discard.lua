@@ -15,12 +15,12 @@ if holder ~= ARGV[3] then
 end
 local s = session_keys(8)
 if ARGV[4] == '1' and (field(s.state, id) ~= 'in_flight' or field(s.owner, id) ~= ARGV[5]
-    or (ARGV[6] ~= '' and field(s.write_seq, id) ~= ARGV[6])) then
+    or (ARGV[6] ~= '' and field(s.fence, id) ~= ARGV[6])) then
   return {'lost'}
 end
 local backend = redis.call('HGET', s.backend, id)
 remove_intent(s, id)
 if backend then
-  redis.call('HINCRBY', s.writes, backend, 1)
+  redis.call('HINCRBY', s.write_count, backend, 1)
 end
 return 1

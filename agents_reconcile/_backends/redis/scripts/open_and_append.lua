@@ -10,17 +10,17 @@
 -- ARGV[15..] the items (JSON text)
 --
 -- The write id is the intent id (ARGV[2]). Replies: open_intent()'s when the intent is not to
--- be opened (nothing appended); {'stale_state', writes, 0} when the count is past ARGV[14];
--- {'head', writes, head} or {'known', writes, head} when the store refuses (in each, nothing
--- recorded, nothing appended; the clearing of ARGV[11] stands); {'recorded', writes, revision}
+-- be opened (nothing appended); {'stale_state', write_count, 0} when the count is past ARGV[14];
+-- {'head', write_count, head} or {'known', write_count, head} when the store refuses (in each,
+-- nothing recorded, nothing appended; the clearing of ARGV[11] stands); {'recorded', write_count, revision}
 -- when both were done.
-local s, writes, answer = try_open()
+local s, write_count, answer = try_open()
 if answer then
   return answer
 end
 
-if ARGV[14] ~= '' and tonumber(writes) > tonumber(ARGV[14]) then
-  return {'stale_state', writes, 0}
+if ARGV[14] ~= '' and tonumber(write_count) > tonumber(ARGV[14]) then
+  return {'stale_state', write_count, 0}
 end
 
 local items_key, head_key, writes_key, ids_key = KEYS[17], KEYS[18], KEYS[19], KEYS[20]
@@ -30,13 +30,13 @@ if head == nil then
   return redis.error_reply('ERR head of ' .. head_key .. ' is not a revision')
 end
 if head ~= tonumber(ARGV[12]) then
-  return {'head', writes, head}
+  return {'head', write_count, head}
 end
 if redis.call('HEXISTS', ids_key, id) == 1 then
-  return {'known', writes, head}
+  return {'known', write_count, head}
 end
 
-store_intent(s, writes)
+store_intent(s, write_count)
 local slice = 1000
 for first = 15, #ARGV, slice do
   redis.call('RPUSH', items_key, unpack(ARGV, first, math.min(first + slice - 1, #ARGV)))
@@ -55,4 +55,4 @@ local record = cjson.encode({
 redis.call('ZADD', writes_key, revision, record)
 redis.call('HSET', ids_key, id, record)
 redis.call('SET', head_key, revision)
-return {'recorded', writes, revision}
+return {'recorded', write_count, revision}

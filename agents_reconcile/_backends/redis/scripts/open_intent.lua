@@ -4,16 +4,16 @@
 -- empty, is an acknowledged intent cleared first (as discard() does, counting a write), only
 -- while it is in flight under this owner in this session and backend. Replies, with the
 -- session's count as found second (after the clearing):
---   {'recorded', writes}               recorded now (writes: the count before it)
---   {'held', writes, seq, row}         the id is already this session's unresolved intent;
+--   {'recorded', write_count}               recorded now (write_count: the count before it)
+--   {'held', write_count, seq, row}         the id is already this session's unresolved intent;
 --                                      seq is the count stored when it was opened ('' if
 --                                      none), row as entries.lua gives it
---   {'blocked', writes, rows}          other unresolved intents, oldest first
---   {'stale', writes}                  the count is not the one expected
+--   {'blocked', write_count, rows}          other unresolved intents, oldest first
+--   {'stale', write_count}                  the count is not the one expected
 --   {'settled'} or {'taken'}           as for record()
-local s, writes, answer = try_open()
+local s, write_count, answer = try_open()
 if answer then
   return answer
 end
-store_intent(s, writes)
-return {'recorded', writes}
+store_intent(s, write_count)
+return {'recorded', write_count}

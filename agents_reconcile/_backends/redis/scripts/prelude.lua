@@ -25,9 +25,9 @@ local function session_keys(first)
     state = KEYS[first + 3],
     owner = KEYS[first + 4],
     updated = KEYS[first + 5],
-    writes = KEYS[first + 6],
+    write_count = KEYS[first + 6],
     decisions = KEYS[first + 7],
-    write_seq = KEYS[first + 8],
+    fence = KEYS[first + 8],
   }
 end
 
@@ -79,7 +79,7 @@ local function intent_row(s, id)
     field(s.owner, id),
     updated,
     field(s.record, id),
-    field(s.write_seq, id),
+    field(s.fence, id),
     age,
   }
 end
@@ -91,7 +91,7 @@ local function remove_intent(s, id)
   redis.call('HDEL', s.state, id)
   redis.call('HDEL', s.owner, id)
   redis.call('HDEL', s.updated, id)
-  redis.call('HDEL', s.write_seq, id)
+  redis.call('HDEL', s.fence, id)
   redis.call('HDEL', GLOBAL.index, id)
 end
 
@@ -107,10 +107,10 @@ local function store_intent(s, seq)
   redis.call('HSET', s.owner, id, ARGV[6])
   redis.call('HSET', s.updated, id, now())
   if seq then
-    redis.call('HSET', s.write_seq, id, seq)
+    redis.call('HSET', s.fence, id, seq)
   end
   redis.call('HSET', GLOBAL.index, id, ARGV[3])
-  redis.call('HINCRBY', s.writes, backend, 1)
+  redis.call('HINCRBY', s.write_count, backend, 1)
 end
 
 -- Stores the intent of ARGV (as above) unless its id is settled or taken.
@@ -175,17 +175,17 @@ local function try_open()
     and redis.call('HGET', s.state, clearing) == 'in_flight'
     and redis.call('HGET', s.owner, clearing) == ARGV[6] then
     remove_intent(s, clearing)
-    redis.call('HINCRBY', s.writes, backend, 1)
+    redis.call('HINCRBY', s.write_count, backend, 1)
   end
-  local writes = redis.call('HGET', s.writes, backend) or '0'
+  local write_count = redis.call('HGET', s.write_count, backend) or '0'
   -- Before the scan, which would list the intent itself as blocking: a call retried after its
   -- reply was lost finds what its first attempt recorded.
   local holder = redis.call('HGET', GLOBAL.index, id)
   if holder then
     if holder ~= ARGV[3] then
-      return s, writes, {'taken'}
+      return s, write_count, {'taken'}
     end
-    return s, writes, {'held', writes, field(s.write_seq, id), intent_row(s, id)}
+    return s, write_count, {'held', write_count, field(s.fence, id), intent_row(s, id)}
   end
   local blocking = {}
   for _, other in ipairs(redis.call('ZRANGE', s.open, 0, -1)) do
@@ -194,15 +194,15 @@ local function try_open()
     end
   end
   if #blocking > 0 then
-    return s, writes, {'blocked', writes, blocking}
+    return s, write_count, {'blocked', write_count, blocking}
   end
   if redis.call('SISMEMBER', GLOBAL.settled, id) == 1 then
-    return s, writes, {'settled'}
+    return s, write_count, {'settled'}
   end
-  if ARGV[10] ~= '' and tonumber(ARGV[10]) ~= tonumber(writes) then
-    return s, writes, {'stale', writes}
+  if ARGV[10] ~= '' and tonumber(ARGV[10]) ~= tonumber(write_count) then
+    return s, write_count, {'stale', write_count}
   end
-  return s, writes, nil
+  return s, write_count, nil
 end
 
 -- Effect scripts take the global keys at KEYS[1..7], the effect index at KEYS[8]

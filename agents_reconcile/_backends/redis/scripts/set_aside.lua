@@ -23,7 +23,7 @@ if field(s.record, id) ~= ARGV[4] or field(s.state, id) ~= ARGV[5]
 end
 remove_intent(s, id)
 redis.call('SADD', GLOBAL.settled, id)
-redis.call('HINCRBY', s.writes, ARGV[7], 1)
+redis.call('HINCRBY', s.write_count, ARGV[7], 1)
 store_decision(s, id, ARGV[8])
 local number = redis.call('RPUSH', KEYS[19], id)
 redis.call('HSET', KEYS[17], number, ARGV[9])

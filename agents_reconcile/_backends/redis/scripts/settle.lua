@@ -30,13 +30,13 @@ end
 if holder then
   local s = session_keys(8)
   if ARGV[5] == '1' and (field(s.state, id) ~= ARGV[7] or field(s.owner, id) ~= ARGV[6]
-      or (ARGV[10] ~= '' and field(s.write_seq, id) ~= ARGV[10])) then
+      or (ARGV[10] ~= '' and field(s.fence, id) ~= ARGV[10])) then
     return {'unclaimed'}
   end
   remove_intent(s, id)
 end
 local d = session_keys(8 + SESSION_WIDTH)
 redis.call('SADD', GLOBAL.settled, id)
-redis.call('HINCRBY', d.writes, ARGV[8], 1)
+redis.call('HINCRBY', d.write_count, ARGV[8], 1)
 store_decision(d, id, ARGV[9])
 return {'done'}

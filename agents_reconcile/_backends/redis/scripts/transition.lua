@@ -23,7 +23,7 @@ end
 if ARGV[9] == '1' and field(s.owner, id) ~= ARGV[10] then
   return 0
 end
-if ARGV[11] == '1' and field(s.write_seq, id) ~= ARGV[12] then
+if ARGV[11] == '1' and field(s.fence, id) ~= ARGV[12] then
   return 0
 end
 if ARGV[13] == '1' and tonumber(field(s.updated, id)) ~= tonumber(ARGV[14]) then
@@ -31,9 +31,9 @@ if ARGV[13] == '1' and tonumber(field(s.updated, id)) ~= tonumber(ARGV[14]) then
 end
 if ARGV[4] == 'reconciling' and ARGV[11] ~= '1' then
   local backend = redis.call('HGET', s.backend, id)
-  local writes = tonumber(redis.call('HGET', s.writes, backend) or '0')
-  local token = math.max((tonumber(field(s.write_seq, id)) or 0) + 1, writes)
-  redis.call('HSET', s.write_seq, id, token)
+  local write_count = tonumber(redis.call('HGET', s.write_count, backend) or '0')
+  local token = math.max((tonumber(field(s.fence, id)) or 0) + 1, write_count)
+  redis.call('HSET', s.fence, id, token)
 end
 redis.call('HSET', s.state, id, ARGV[4])
 redis.call('HSET', s.owner, id, ARGV[5])

@@ -14,7 +14,7 @@ CREATE TABLE IF NOT EXISTS intents (
     created_at REAL NOT NULL,
     updated_at REAL NOT NULL,
     record BLOB NOT NULL,
-    write_seq INTEGER NOT NULL DEFAULT 0
+    fence INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
 
 CREATE TABLE IF NOT EXISTS decisions (
@@ -35,7 +35,7 @@ CREATE INDEX IF NOT EXISTS decisions_by_session ON decisions (session_id, seq);
 CREATE TABLE IF NOT EXISTS session_writes (
     session_id TEXT NOT NULL,
     backend TEXT NOT NULL,
-    writes INTEGER NOT NULL,
+    write_count INTEGER NOT NULL,
     PRIMARY KEY (session_id, backend)
 ) WITHOUT ROWID;
 
@@ -43,9 +43,9 @@ CREATE TABLE IF NOT EXISTS session_writes (
 -- trigger keeps opening an intent a single statement.
 CREATE TRIGGER IF NOT EXISTS intents_count_write AFTER INSERT ON intents
 BEGIN
-    INSERT INTO session_writes (session_id, backend, writes)
+    INSERT INTO session_writes (session_id, backend, write_count)
     VALUES (NEW.session_id, NEW.backend, 1)
-    ON CONFLICT (session_id, backend) DO UPDATE SET writes = writes + 1;
+    ON CONFLICT (session_id, backend) DO UPDATE SET write_count = write_count + 1;
 END;
 
 -- Tools' external effects: one row per effect key, its intent (state started) before the tool
