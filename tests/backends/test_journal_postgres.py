@@ -430,7 +430,8 @@ async def test_a_write_between_snapshot_and_lock_moves_the_fence(
             if inserted:
                 await admin.execute(INSERT_INTENT.format(schema), *intent_row(theirs))
             await admin.execute(
-                f'UPDATE "{schema}".session_writes SET write_count = write_count + 1 WHERE session_id = $1',
+                f'UPDATE "{schema}".session_writes SET write_count = write_count + 1'
+                " WHERE session_id = $1",
                 "session-a",
             )
         opened = await asyncio.wait_for(task, 10)

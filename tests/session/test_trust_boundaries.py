@@ -205,7 +205,8 @@ async def test_the_context_names_no_file_or_host(tmp_path: Path) -> None:
         shown = json.dumps(context)
         assert CONTEXT_KEY in context and context[CONTEXT_KEY]["pending"]
         assert str(tmp_path) not in shown and "sessions.db" not in shown
-        assert all(key.startswith("user-42@opaque|") for key in context[CONTEXT_KEY]["seen_write_counts"])
+        seen = context[CONTEXT_KEY]["seen_write_counts"]
+        assert all(key.startswith("user-42@opaque|") for key in seen)
     finally:
         await world.close()
 
