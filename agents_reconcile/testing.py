@@ -4,7 +4,8 @@
 real backends do: rejected before writing, written with the acknowledgement lost, hanging
 until cancelled, or preceded by another writer's append. Crash points stop a process at a named
 place of the package's own paths (``arm_crash_point``: SIGKILL there unless told otherwise), to
-prove recovery from there; ``crash_point_reached`` marks one in code of your own.
+prove recovery from there; ``crash_point_reached`` marks one in code of your own. ``FaultProxy``
+stands between a client and a real Redis or PostgreSQL server on loopback and loses a reply.
 """
 
 from __future__ import annotations
@@ -15,7 +16,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ._core.crashpoints import CrashPoint, reached
+from ._backends.faultproxy import FaultProxy
+from ._core import crashpoints
+from ._core.crashpoints import CrashPoint
 from ._core.crashpoints import arm as arm_crash_point
 from ._core.crashpoints import disarm as disarm_crash_point
 from ._core.crashpoints import reached as crash_point_reached
@@ -27,6 +30,7 @@ __all__ = [
     "Fault",
     "FaultInjectingRevisionedSession",
     "FaultInjectingSession",
+    "FaultProxy",
     "PlannedFault",
     "arm_crash_point",
     "crash_point_reached",
@@ -109,9 +113,11 @@ class FaultInjectingSession:
         self.add_calls += 1
         planned = next((p for n, p in self._planned if n == self.add_calls), None)
         if planned is None:
-            reached(CrashPoint.INSIDE_APPEND_BEFORE_COMMIT)
+            if crashpoints.ARMED:
+                crashpoints.reached(CrashPoint.INSIDE_APPEND_BEFORE_COMMIT)
             result = await write(items)
-            reached(CrashPoint.AFTER_COMMIT_BEFORE_ACK)
+            if crashpoints.ARMED:
+                crashpoints.reached(CrashPoint.AFTER_COMMIT_BEFORE_ACK)
             return result
         self._planned = [(n, p) for n, p in self._planned if p is not planned]
         self.faults_fired.append(planned.fault)

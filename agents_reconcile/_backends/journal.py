@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Protocol, TypeGuard, runtime_checkable
 
 from .._core.ownership import Owner
-from .._core.records import BackendIdentity, Decision, PendingWrite
+from .._core.records import BackendIdentity, Decision, Opened, PendingWrite
 
 if TYPE_CHECKING:
     from .._effects.records import Effect
@@ -71,22 +71,6 @@ class JournalEntry:
     def held_for(self, now: float) -> float:
         """Seconds since the state or owner last changed (or the lease was renewed)."""
         return self.age if self.age is not None else now - self.updated_at
-
-
-@dataclass(frozen=True, slots=True)
-class Opened:
-    """What ``open_intent`` did.
-
-    ``recorded``: the intent is in the journal (now, or already from an earlier attempt of the
-    same call whose reply was lost). ``write_count``: the session's write count just before this
-    intent was counted when recorded, else the count as found. ``blocking``: the unresolved
-    intents of the session and backend that kept it from being recorded (empty when it was,
-    and when it was refused because the count was not the one expected).
-    """
-
-    recorded: bool
-    write_count: int
-    blocking: list[JournalEntry] = field(default_factory=list)
 
 
 @runtime_checkable

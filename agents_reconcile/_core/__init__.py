@@ -3,7 +3,7 @@
 - ``records``, ``fingerprint``, ``sealing``, ``signing``: intents and decisions, the digests of
   history they carry, and how a record is sealed or signed.
 - ``classify`` and ``revision``: the two pure rules (fingerprints; a revisioned store's write
-  records), each with its verdict table in its docstring; ``judges`` reads what a rule needs.
+  records), each with its verdict table in its docstring.
 - ``policy``: what a verdict means under a configuration; ``ownership``: who may act on an intent.
 - ``identity``, ``observability``, ``crashpoints``: a store's identity, the decision trail in
   logs and traces, and the named places a test may stop the process.

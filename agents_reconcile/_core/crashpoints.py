@@ -1,7 +1,8 @@
 """Named crash points: places where a test can stop the process, to prove recovery from there.
 
-The session calls ``reached(point)`` at each point. Unarmed (the normal case) that is one
-global lookup and a comparison with ``None``. Armed, the N-th time the point is reached the
+The package's paths mark each point with ``if crashpoints.ARMED: crashpoints.reached(point)``:
+unarmed (the normal case) that is one attribute read and no call, so no crash point is on the
+path of an append. Armed, the N-th time the point is reached the
 process is killed with SIGKILL (or a given callable runs, for in-process tests).
 
 Points are armed only in code, with ``arm(CrashPoint.AFTER_INTENT_RECORDED)``: by tests, and by
@@ -17,7 +18,7 @@ import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
-__all__ = ["CrashPoint", "arm", "armed", "disarm", "reached"]
+__all__ = ["ARMED", "CrashPoint", "arm", "armed", "disarm", "reached"]
 
 
 class CrashPoint(enum.Enum):
@@ -67,6 +68,9 @@ def _kill(point: CrashPoint) -> None:
 
 _armed: _Trigger | None = None
 
+ARMED: bool = False
+"""Whether some point is armed: read before calling ``reached`` (never set it by hand)."""
+
 
 def reached(point: CrashPoint) -> None:
     """Mark that execution reached ``point``; stops the process there when armed for it."""
@@ -76,14 +80,13 @@ def reached(point: CrashPoint) -> None:
 
 
 def _fire(point: CrashPoint) -> None:
-    global _armed
     trigger = _armed
     if trigger is None or trigger.point is not point:
         return
     trigger.remaining -= 1
     if trigger.remaining > 0:
         return
-    _armed = None
+    _set(None)
     trigger.action(point)
 
 
@@ -91,16 +94,19 @@ def arm(
     point: CrashPoint, *, at: int = 1, action: Callable[[CrashPoint], None] | None = None
 ) -> None:
     """Stop at the ``at``-th time ``point`` is reached: SIGKILL unless ``action`` is given."""
-    global _armed
     if at < 1:
         raise ValueError(f"at must be at least 1, not {at}")
-    _armed = _Trigger(point, at, action or _kill)
+    _set(_Trigger(point, at, action or _kill))
 
 
 def disarm() -> None:
     """Remove any armed crash point."""
-    global _armed
-    _armed = None
+    _set(None)
+
+
+def _set(trigger: _Trigger | None) -> None:
+    global _armed, ARMED
+    _armed, ARMED = trigger, trigger is not None
 
 
 def armed() -> CrashPoint | None:

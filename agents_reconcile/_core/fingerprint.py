@@ -20,10 +20,15 @@ is written as its ``\\uXXXX`` escape) and ``allow_nan`` (so NaN and the infiniti
 tokens ``NaN``, ``Infinity`` and ``-Infinity``, and such an item needs no trailer). Only JSON's
 own types (and the subclasses orjson writes as their base type) are written that way; an item
 holding anything else as well is refused.
+
+A record keeps a batch as JSON too: NaN and the infinities as ``null`` with marks saying what
+stood there, and an item holding a lone surrogate as its JSON text (``as_json_texts``); the
+``restore_*`` functions put them back when the record is read.
 """
 
 from __future__ import annotations
 
+import copy
 import enum
 import json
 import math
@@ -39,6 +44,7 @@ from ..errors import FingerprintError, UnsupportedRecordVersion
 __all__ = [
     "FINGERPRINT_SCHEME",
     "NonFinite",
+    "as_json_texts",
     "canonical_bytes",
     "canonical_item",
     "digest_items",
@@ -46,6 +52,8 @@ __all__ = [
     "item_digest",
     "journal_batch",
     "nonfinite_floats",
+    "restore_json_texts",
+    "restore_nonfinite",
 ]
 
 FINGERPRINT_SCHEME: Final = "blake3-orjson-sorted/2"
@@ -75,6 +83,8 @@ _SEARCH_BYTES: Final = 512
 # orjson holds signed and unsigned 64-bit integers.
 _INT_MIN: Final = -(2**63)
 _INT_END: Final = 2**64
+_NONFINITE_VALUES: Final[dict[str, float]] = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
+"""The non-finite floats by the names a record's ``nonfinite`` marks give them."""
 
 
 def canonical_item(item: Any, *, ignore_ids: bool = False) -> Any:
@@ -217,7 +227,86 @@ def nonfinite_floats(value: Any, encoded: bytes, *, parts: int = 1) -> tuple[Non
     return _walk_nonfinite(value)
 
 
+def as_json_texts(batch: list[Any]) -> list[int]:
+    """Replace, in place, each item orjson cannot write by its exact JSON text; their
+    positions. Anything else orjson refuses raises ``FingerprintError``."""
+    positions: list[int] = []
+    for position, element in enumerate(batch):
+        try:
+            orjson.dumps(element)
+        except TypeError:
+            text, _, escaped = exact_json(element, index=position)
+            if escaped:
+                batch[position] = text.decode("ascii")
+                positions.append(position)
+    return positions
+
+
+def restore_nonfinite(batch: tuple[Any, ...], marks: Any) -> tuple[Any, ...]:
+    """The batch with each non-finite float ``marks`` names put back where it holds null."""
+    if not isinstance(marks, list) or not marks:
+        raise TypeError("'nonfinite'")
+    items = list(batch)
+    copied: set[int] = set()
+    for mark in marks:
+        if not (isinstance(mark, list) and len(mark) == 3):
+            raise TypeError("'nonfinite'")
+        index, path, kind = mark
+        if type(index) is not int or not 0 <= index < len(items):
+            raise ValueError(f"'nonfinite' names item {index!r} of a {len(items)}-item batch")
+        if not isinstance(path, list) or kind not in _NONFINITE_VALUES:
+            raise TypeError("'nonfinite'")
+        if index not in copied:
+            # A mapping given to decode() may be the caller's own: never write into it.
+            items[index] = copy.deepcopy(items[index])
+            copied.add(index)
+        if not path:
+            if items[index] is not None:
+                raise ValueError(f"'nonfinite' names item {index}, which is not null")
+            items[index] = _NONFINITE_VALUES[kind]
+            continue
+        container = items[index]
+        for step in path[:-1]:
+            container = _step(container, step, index)
+        last = path[-1]
+        if _step(container, last, index) is not None:
+            raise ValueError(f"'nonfinite' names a place in item {index} that is not null")
+        container[last] = _NONFINITE_VALUES[kind]
+    return tuple(items)
+
+
+def restore_json_texts(batch: tuple[Any, ...], positions: Any) -> tuple[Any, ...]:
+    """The batch with each item ``positions`` names decoded from the JSON text it holds."""
+    if not isinstance(positions, list) or not positions:
+        raise TypeError("'json_text'")
+    items = list(batch)
+    previous = -1
+    for position in positions:
+        # Increasing, so that no text is decoded twice (a text of a text would pass).
+        if type(position) is not int or not previous < position < len(items):
+            raise ValueError(
+                f"'json_text' names item {position!r} of a {len(items)}-item batch out of order"
+            )
+        text = items[position]
+        if not isinstance(text, str):
+            raise ValueError(f"'json_text' names item {position}, which is not a JSON text")
+        try:
+            items[position] = json.loads(text)
+        except RecursionError:
+            raise ValueError(f"'json_text' item {position} is nested too deep") from None
+        previous = position
+    return tuple(items)
+
+
 # -- internals -----------------------------------------------------------------------------
+
+
+def _step(container: Any, step: Any, index: int) -> Any:
+    if isinstance(container, dict) and type(step) is str and step in container:
+        return container[step]
+    if isinstance(container, list) and type(step) is int and 0 <= step < len(container):
+        return container[step]
+    raise ValueError(f"'nonfinite' names a place item {index} does not have ({step!r})")
 
 
 def _require(scheme: str) -> None:

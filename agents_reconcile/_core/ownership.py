@@ -11,6 +11,7 @@ the owner's late write may take the intent then.
 from __future__ import annotations
 
 import enum
+import getpass
 import os
 import socket
 import uuid
@@ -19,7 +20,15 @@ from dataclasses import dataclass, field, replace
 from functools import cache
 from typing import Final
 
-__all__ = ["Owner", "Takeover", "current_owner", "holds", "process_state", "takeover"]
+__all__ = [
+    "Owner",
+    "Takeover",
+    "current_owner",
+    "default_actor",
+    "holds",
+    "process_state",
+    "takeover",
+]
 
 _BOOT_ID_PATH: Final = "/proc/sys/kernel/random/boot_id"
 
@@ -196,3 +205,12 @@ def _current(pid: int) -> Owner:
 def current_owner() -> Owner:
     """This process (re-derived after a fork)."""
     return _current(os.getpid())
+
+
+def default_actor() -> str:
+    """Who resolves when nobody says: this user on this host."""
+    try:
+        user = getpass.getuser()
+    except (KeyError, OSError):  # no name for this uid (some containers)
+        user = str(current_owner().pid)
+    return f"{user}@{socket.gethostname()}"

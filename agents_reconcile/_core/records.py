@@ -7,10 +7,7 @@ newer release is refused with a typed error instead of being guessed at.
 
 from __future__ import annotations
 
-import copy
 import enum
-import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -26,9 +23,18 @@ from ..errors import (
     RecordTampered,
     UnsupportedRecordVersion,
 )
-from .fingerprint import FINGERPRINT_SCHEME, digest_items, exact_json, nonfinite_floats
+from .explanations import EXPLANATIONS, evidence_text
+from .fingerprint import (
+    FINGERPRINT_SCHEME,
+    as_json_texts,
+    digest_items,
+    nonfinite_floats,
+    restore_json_texts,
+    restore_nonfinite,
+)
 
 if TYPE_CHECKING:
+    from .._backends.journal import JournalEntry
     from .sealing import Keyring, PayloadKey
     from .signing import SigningKey
 
@@ -37,6 +43,7 @@ __all__ = [
     "Action",
     "BackendIdentity",
     "Decision",
+    "Opened",
     "Outcome",
     "PendingWrite",
     "Reason",
@@ -49,8 +56,6 @@ RECORD_VERSION: Final = 1
 
 _SIGNED_RECORD: Final = "pending write record"
 """The domain of a record's MAC (``signing``): a signature of another kind never verifies."""
-
-_NONFINITE_VALUES: Final[dict[str, float]] = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 
 
 def new_write_id() -> str:
@@ -73,7 +78,8 @@ class Outcome(enum.Enum):
 
 
 class Reason(enum.Enum):
-    """Why a decision came out as it did. ``explanation`` is a sentence for people."""
+    """Why a decision came out as it did. ``explanation`` is a sentence for people
+    (``explanations``)."""
 
     BATCH_PRESENT = "batch_present"
     BATCH_ABSENT = "batch_absent"
@@ -103,66 +109,7 @@ class Reason(enum.Enum):
 
     @property
     def explanation(self) -> str:
-        return _EXPLANATIONS[self]
-
-
-_EXPLANATIONS: Final[dict[Reason, str]] = {
-    Reason.BATCH_PRESENT: "The history ends with the batch on top of what preceded it: "
-    "the write landed and is never replayed.",
-    Reason.BATCH_ABSENT: "The history is exactly as it was before the write: the batch is missing.",
-    Reason.INDISTINGUISHABLE: "Repeated content makes the history look both written and "
-    "unwritten; neither replaying nor skipping can be vouched for.",
-    Reason.HISTORY_CHANGED: "The history no longer ends with what preceded the write, with or "
-    "without the batch: someone else changed it.",
-    Reason.PARTIAL_COMMIT: "Only the first items of the batch are in the history.",
-    Reason.OPERATOR_REQUIRED: "The batch is missing and on_unchanged='fail' leaves replaying "
-    "it to an operator.",
-    Reason.IN_FLIGHT_ELSEWHERE: "Another live worker owns this write and it is still in flight.",
-    Reason.LEASE_EXPIRED: "A worker on another host holds this write in flight and its lease "
-    "ran out, but the store cannot refuse that worker's late write (it has no compare-and-swap "
-    "to fence it with): taking over could store the batch twice. It waits for that worker to "
-    "finish, or for an operator who knows it is gone (agents-reconcile resolve).",
-    Reason.SESSION_BUSY: "Another task of this process kept the session busy past the wait "
-    "bound (in_flight_wait).",
-    Reason.BACKEND_MISMATCH: "The intent was recorded for another backend.",
-    Reason.UNSUPPORTED_RECORD: "The intent was recorded by another format version or "
-    "fingerprint scheme and is never compared.",
-    Reason.RECORD_UNTRUSTED: "The intent's record is damaged or was edited; its digest does "
-    "not match.",
-    Reason.COPIES_DISAGREE: "The journal and the RunState hold different contents for one intent.",
-    Reason.WRITE_FOUND: "The store's record of writes holds this write's id: it landed and is "
-    "never replayed.",
-    Reason.WRITE_ABSENT: "The store's head revision is the one the write expected and the write's "
-    "id is not recorded: it did not land.",
-    Reason.EXTENDED_BY_OTHERS: "The write did not land, and the head moved through writes other "
-    "writers recorded: the history was legitimately extended (policy on_extended decides).",
-    Reason.WRITE_RECORD_BROKEN: "The store's record of writes is inconsistent (revisions missing, "
-    "going back, or the write found out of place): nobody can vouch for the history.",
-    Reason.STATE_UNSIGNED: "What the run's state carries is unsigned, or its signature does not "
-    "verify under this deployment's signing key: whoever held the RunState may have edited it. "
-    "It is refused, and nothing of it is written to the journal.",
-    Reason.STATE_TOO_LARGE: "The run's state carries more intent copies than one state ever "
-    "holds: it is refused unread.",
-    Reason.OPERATOR_RESOLVED: "An operator resolved the intent (see the resolution, actor and "
-    "reason in the evidence, next to what the rule judged at that moment).",
-    Reason.ABANDONED: "An operator abandoned this write (see the resolution, actor and reason "
-    "in the evidence): a run that still carries it (a RunState from before the resolution, or "
-    "the SDK's own record of the pending write) would continue from a batch the history does "
-    "not hold. It is refused and the batch is never appended; start a new run on the session.",
-    Reason.HISTORY_REPAIRED: "An operator replaced the history with a repaired one, removing "
-    "only the damage the check proved (see the removed positions and digests in the "
-    "evidence), under a write-ahead intent of its own.",
-    Reason.EFFECT_UNKNOWN: "An effect tool's earlier call under the same idempotency key "
-    "started its effect and left no receipt: whether the effect happened is unknown, so the "
-    "body is not run again (give the tool a check, or resolve the effect).",
-    Reason.EFFECT_UNVOUCHED: "The batch holds an effect tool's output that the effect's "
-    "receipt does not vouch for (no receipt, or another output): accepting or replaying it "
-    "would continue from an effect nobody can vouch for.",
-    Reason.STALE_STATE: "The session was written after this run last saw it (a RunState "
-    "checkpoint older than the history, or another writer): continuing would write on a "
-    "history the run has not seen, repeating what is already there. Resume the newest "
-    "state, or start a new run on the session.",
-}
+        return EXPLANATIONS[self.value]
 
 
 class Action(enum.Enum):
@@ -263,7 +210,7 @@ class PendingWrite:
         except TypeError:
             # orjson cannot write a lone surrogate: an item holding one goes as its JSON
             # text (the stdlib's, all ASCII), and ``json_text`` says which.
-            texts = _as_json_texts(batch)
+            texts = as_json_texts(batch)
             data = orjson.dumps(batch)
         found = nonfinite_floats(batch, data, parts=len(batch))
         return data, batch, [[path[0], list(path[1:]), kind] for path, kind in found], texts
@@ -343,9 +290,9 @@ class PendingWrite:
             batch = tuple(_list(body, "batch"))
             # NaN first: its places are never inside a text, which stays a str until then.
             if "nonfinite" in body:
-                batch = _restore_nonfinite(batch, body["nonfinite"])
+                batch = restore_nonfinite(batch, body["nonfinite"])
             if "json_text" in body:
-                batch = _restore_json_texts(batch, body["json_text"])
+                batch = restore_json_texts(batch, body["json_text"])
             record = cls(
                 intent_id=_str(body, "intent_id"),
                 session_id=_str(body, "session_id"),
@@ -460,28 +407,11 @@ class Decision:
             raise RecordMalformed(f"decision record is missing or mistypes {exc}") from exc
 
 
-def evidence_text(evidence: Mapping[str, Any]) -> str:
-    """Payload-free evidence on one line, digests shortened for people."""
-    parts = []
-    for key, value in evidence.items():
-        if isinstance(value, list | tuple):
-            shown = "[" + ", ".join(_short(v) for v in value) + "]"
-        else:
-            shown = _short(value)
-        parts.append(f"{key}={shown}")
-    return "; ".join(parts) or "none"
-
-
 def _repeats(body: Mapping[str, Any]) -> int:
     count = body.get("repeats", 1)
     if not isinstance(count, int) or isinstance(count, bool) or count < 1:
         raise ValueError(f"repeats {count!r}")
     return count
-
-
-def _short(value: Any) -> str:
-    text = str(value)
-    return text[:12] if len(text) == 64 and all(c in "0123456789abcdef" for c in text) else text
 
 
 _SEALED_FIELDS: Final = ("batch", "nonfinite", "json_text")
@@ -559,85 +489,6 @@ def _checked_body(data: bytes | str | Mapping[str, Any], expected_type: str) -> 
     return body
 
 
-def _restore_nonfinite(batch: tuple[Any, ...], marks: Any) -> tuple[Any, ...]:
-    """The batch with each non-finite float ``marks`` names put back where it holds null."""
-    if not isinstance(marks, list) or not marks:
-        raise TypeError("'nonfinite'")
-    items = list(batch)
-    copied: set[int] = set()
-    for mark in marks:
-        if not (isinstance(mark, list) and len(mark) == 3):
-            raise TypeError("'nonfinite'")
-        index, path, kind = mark
-        if type(index) is not int or not 0 <= index < len(items):
-            raise ValueError(f"'nonfinite' names item {index!r} of a {len(items)}-item batch")
-        if not isinstance(path, list) or kind not in _NONFINITE_VALUES:
-            raise TypeError("'nonfinite'")
-        if index not in copied:
-            # A mapping given to decode() may be the caller's own: never write into it.
-            items[index] = copy.deepcopy(items[index])
-            copied.add(index)
-        if not path:
-            if items[index] is not None:
-                raise ValueError(f"'nonfinite' names item {index}, which is not null")
-            items[index] = _NONFINITE_VALUES[kind]
-            continue
-        container = items[index]
-        for step in path[:-1]:
-            container = _step(container, step, index)
-        last = path[-1]
-        if _step(container, last, index) is not None:
-            raise ValueError(f"'nonfinite' names a place in item {index} that is not null")
-        container[last] = _NONFINITE_VALUES[kind]
-    return tuple(items)
-
-
-def _as_json_texts(batch: list[Any]) -> list[int]:
-    """Replace, in place, each item orjson cannot write by its exact JSON text; their
-    positions. Anything else orjson refuses raises ``FingerprintError``."""
-    positions: list[int] = []
-    for position, element in enumerate(batch):
-        try:
-            orjson.dumps(element)
-        except TypeError:
-            text, _, escaped = exact_json(element, index=position)
-            if escaped:
-                batch[position] = text.decode("ascii")
-                positions.append(position)
-    return positions
-
-
-def _restore_json_texts(batch: tuple[Any, ...], positions: Any) -> tuple[Any, ...]:
-    """The batch with each item ``positions`` names decoded from the JSON text it holds."""
-    if not isinstance(positions, list) or not positions:
-        raise TypeError("'json_text'")
-    items = list(batch)
-    previous = -1
-    for position in positions:
-        # Increasing, so that no text is decoded twice (a text of a text would pass).
-        if type(position) is not int or not previous < position < len(items):
-            raise ValueError(
-                f"'json_text' names item {position!r} of a {len(items)}-item batch out of order"
-            )
-        text = items[position]
-        if not isinstance(text, str):
-            raise ValueError(f"'json_text' names item {position}, which is not a JSON text")
-        try:
-            items[position] = json.loads(text)
-        except RecursionError:
-            raise ValueError(f"'json_text' item {position} is nested too deep") from None
-        previous = position
-    return tuple(items)
-
-
-def _step(container: Any, step: Any, index: int) -> Any:
-    if isinstance(container, dict) and type(step) is str and step in container:
-        return container[step]
-    if isinstance(container, list) and type(step) is int and 0 <= step < len(container):
-        return container[step]
-    raise ValueError(f"'nonfinite' names a place item {index} does not have ({step!r})")
-
-
 def _str(body: Mapping[str, Any], key: str) -> str:
     value = body[key]
     if not isinstance(value, str):
@@ -664,3 +515,19 @@ def _list(body: Mapping[str, Any], key: str) -> Sequence[Any]:
     if not isinstance(value, list):
         raise TypeError(f"{key!r}")
     return value
+
+
+@dataclass(frozen=True, slots=True)
+class Opened:
+    """What a journal's ``open_intent`` did (``IntentJournal.open_intent``).
+
+    ``recorded``: the intent is in the journal (now, or already from an earlier attempt of the
+    same call whose reply was lost). ``write_count``: the session's write count just before this
+    intent was counted when recorded, else the count as found. ``blocking``: the unresolved
+    intents of the session and backend that kept it from being recorded (empty when it was,
+    and when it was refused because the count was not the one expected).
+    """
+
+    recorded: bool
+    write_count: int
+    blocking: list[JournalEntry] = field(default_factory=list)

@@ -12,9 +12,8 @@ import math
 import time
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
-from .._core.ownership import Owner, current_owner, holds
+from .._core.ownership import Owner, current_owner, default_actor, holds
 from .._core.records import Action, Decision, Outcome, Reason
-from .._session.resolver import default_actor
 from ..errors import ReconcileError, ResolutionRefused
 from .records import Effect, EffectState
 

@@ -38,7 +38,7 @@ from .._backends.journal import keeps_effects
 from .._core.crashpoints import CrashPoint, reached
 from .._core.fingerprint import item_digest
 from .._core.ownership import current_owner
-from .._session.inflight import not_if_cancelled
+from .._session.claims import not_if_cancelled
 from ..errors import ReconcileError
 from . import holds
 from .options import checked_check, checked_flag, checked_function_tool_options, checked_tool
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from agents import FunctionTool
     from agents.tool_context import ToolContext
 
-    from .._backends.journal import EffectJournal
+    from .._backends.journal import EffectJournal, IntentJournal
     from .._session.session import ReconcilingSession
 
 __all__ = [
@@ -203,7 +203,7 @@ async def _invoke(
             "effects need the session's journal (run_config=session.run_config(), or "
             "agents_reconcile.install())"
         )
-    journal = effect_journal(session)
+    journal = effect_journal(session.journal)
     keyring = session.journal_client.keyring
     effect = Effect(
         key=effect_key(session.session_id, ctx.tool_call_id, name, input_json),
@@ -465,10 +465,10 @@ def _session_of(ctx: Any) -> ReconcilingSession | None:
     return found
 
 
-def effect_journal(session: ReconcilingSession) -> EffectJournal:
+def effect_journal(journal: IntentJournal) -> EffectJournal:
+    """``journal``, refused unless it keeps effects."""
     from ..errors import ConfigurationError
 
-    journal = session.journal
     if not keeps_effects(journal):
         raise ConfigurationError(
             f"{type(journal).__qualname__} does not keep effects (EffectJournal): an effect "

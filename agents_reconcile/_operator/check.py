@@ -35,8 +35,8 @@ from .._core.fingerprint import journal_batch
 from .._core.ownership import current_owner
 from .._core.records import Action, Decision, Outcome, PendingWrite, Reason
 from .._core.sealing import Keyring, PayloadKey
+from .._session.claims import despite_cancellation
 from .._session.config import ReconcileConfig
-from .._session.inflight import despite_cancellation
 from .._session.journal_client import SESSION_WIDE
 from .._session.session import ReconcilingSession
 from ..errors import (

@@ -14,12 +14,15 @@ from .._backends.sqlite.journal import SQLiteJournal
 from .._session.journal_client import lend_keys
 from ..errors import ConfigurationError, JournalError
 from .diagnosis import explained, missing_file
+from .keys import keyring as deployment_keyring
 
 if TYPE_CHECKING:
+    import argparse
+
     from .._backends.journal import IntentJournal
     from .._core.sealing import Keyring
 
-__all__ = ["opened_journal"]
+__all__ = ["command_journal", "opened_journal"]
 
 
 async def opened_journal(
@@ -61,6 +64,15 @@ async def opened_journal(
             await journal.close()
         raise JournalError(f"{redacted(address)}: {problem}")
     return journal
+
+
+async def command_journal(args: argparse.Namespace, *, writing: bool = False) -> IntentJournal:
+    """The journal a command's options name (``--journal``, ``--namespace``), as
+    ``opened_journal`` opens it."""
+    # Signed rows are checked, and sealed ones opened, with the deployment's keys when given.
+    return await opened_journal(
+        args.journal, namespace=args.namespace, writing=writing, keyring=deployment_keyring(args)
+    )
 
 
 def _missing(path: Path) -> bool:

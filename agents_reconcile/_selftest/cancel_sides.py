@@ -26,8 +26,8 @@ from .._backends.journal import ACTIVE_STATES, EffectJournal, keeps_effects
 from .._core.crashpoints import CrashPoint, reached
 from .._core.ownership import current_owner
 from .._effects import holds
+from .._session.claims import PROCESS_IN_FLIGHT
 from .._session.config import ReconcileConfig
-from .._session.inflight import PROCESS_IN_FLIGHT
 from ..testing import Fault, FaultInjectingSession
 from .cancel_judge import IntentRow, Side, Step
 from .cancel_modes import LateLanding, Mode, Started, cancelled_request, describe

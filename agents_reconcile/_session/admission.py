@@ -7,7 +7,7 @@ the ``Admission`` protocol.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, MutableMapping, Sequence
+from collections.abc import Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._core.fingerprint import digest_items
@@ -17,6 +17,7 @@ from .settler import Settler
 from .state import SessionState
 
 if TYPE_CHECKING:
+    from agents import RunConfig, RunHooks
     from agents.memory.session_settings import SessionSettings
 
 __all__ = ["Admission", "Gatekeeper"]
@@ -98,26 +99,30 @@ def _approved_call(tool_context: Any) -> str | None:
 class Gatekeeper:
     """``Admission`` for one session."""
 
-    def __init__(
-        self,
-        state: SessionState,
-        settler: Settler,
-        *,
-        enabled: bool,
-        session_settings: Callable[[], SessionSettings | None],
-        read_history: Callable[[Any], Awaitable[list[Any]]],
-    ) -> None:
-        self.session: Any = None
-        """The ``ReconcilingSession`` this gate is for (set by it)."""
-        self._session_settings = session_settings
-        self._read_history = read_history
-        self._enabled = enabled
+    def __init__(self, state: SessionState, settler: Settler, session: Any) -> None:
+        self.session: Any = session
+        """The ``ReconcilingSession`` this gate is for (effect tools find it through the run's
+        gate)."""
+        self._enabled = state.config.active
+        self._calls = state.inner
         self._config = state.config
         self._client = state.client
         self._settler = settler
         self._carried = state.carried
         self._tail = state.tail
         self._ignore_ids = state.ignore_ids
+
+    def run_config(self, base: RunConfig | None) -> RunConfig:
+        """``base`` (or a new ``RunConfig``) with this gate before every model call."""
+        from .gate import install_gate
+
+        return install_gate(self, base)
+
+    def hooks(self, base: RunHooks[Any] | None) -> RunHooks[Any]:
+        """``RunHooks`` whose ``on_llm_start`` runs this gate, delegating to ``base``."""
+        from .gate import gate_hooks
+
+        return gate_hooks(self, base)
 
     @property
     def enabled(self) -> bool:
@@ -130,7 +135,7 @@ class Gatekeeper:
     def history_limit(self, run_settings: SessionSettings | None) -> int | None:
         from agents.memory.session_settings import SessionSettings
 
-        settings = self._session_settings() or SessionSettings()
+        settings = self.session.session_settings or SessionSettings()
         if run_settings is not None:
             settings = settings.resolve(run_settings)
         return settings.limit
@@ -167,7 +172,7 @@ class Gatekeeper:
         call_id = _approved_call(tool_context)
         if call_id is None:
             return
-        if holds_output_of(await self._read_history(tool_context), call_id):
+        if holds_output_of(await self._calls.read(None, tool_context), call_id):
             await self._client.deny(
                 None,
                 Outcome.AMBIGUOUS,

@@ -15,7 +15,7 @@ from typing import Any, Final, NoReturn, TypeVar
 
 import orjson
 
-from .._backends.journal import IntentJournal, IntentState, capabilities_of
+from .._backends.journal import Capabilities, IntentJournal, IntentState, capabilities_of
 from .._backends.opening import journal_path, open_journal
 from .._backends.sqlite.journal import SQLiteJournal
 from .._core.observability import Trail
@@ -62,6 +62,7 @@ class JournalClient:
         self.keyring = keyring if keyring is not None else Keyring()
         """The keys this session seals (the first) and opens its records with."""
         self._journal: IntentJournal | None = None
+        self._capabilities: Capabilities | None = None
         self._owner_of: Owner | None = None
         self._owner: Owner | None = None
         self.trail = Trail()
@@ -83,6 +84,13 @@ class JournalClient:
         if self._journal is None:
             self._journal = self._with_keys(open_journal(self.config.journal))
         return self._journal
+
+    @property
+    def capabilities(self) -> Capabilities:
+        """What the journal declares it offers beyond the protocol (read once, when needed)."""
+        if self._capabilities is None:
+            self._capabilities = capabilities_of(self.journal)
+        return self._capabilities
 
     def _with_keys(self, journal: IntentJournal) -> IntentJournal:
         return lend_keys(journal, self.keyring)
@@ -177,7 +185,7 @@ class JournalClient:
         )
         if newest and same_substance(newest[0], decision):
             previous = newest[0]
-            if not capabilities_of(journal).counts_again:
+            if not self.capabilities.counts_again:
                 return  # a journal that cannot count keeps the first alone
             count_again = journal.note_again  # type: ignore[attr-defined]
             again = dataclasses.replace(

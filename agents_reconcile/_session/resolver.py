@@ -10,19 +10,17 @@ nothing and releases the claim.
 
 from __future__ import annotations
 
-import getpass
 import logging
-import socket
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from .._backends.journal import ACTIVE_STATES, JournalEntry
-from .._core.ownership import Takeover, current_owner, takeover
+from .._core.ownership import Takeover, current_owner, default_actor, takeover
 from .._core.policy import Resolution, Step, resolution_step
 from .._core.records import Action, Decision, Outcome, Reason
 from ..errors import ContinuationDenied, ResolutionRefused, RevisionConflict
-from .inflight import despite_cancellation
+from .claims import despite_cancellation
 from .setting_aside import damage_of, set_aside
 
 if TYPE_CHECKING:
@@ -32,7 +30,7 @@ if TYPE_CHECKING:
     from .settler import Settler
     from .state import SessionLock
 
-__all__ = ["Resolver", "default_actor"]
+__all__ = ["Resolver"]
 
 logger = logging.getLogger("agents_reconcile")
 
@@ -48,15 +46,6 @@ _MAX_REASON: Final = 500
 RESOLVE_AFTER_LEASES: Final = 10
 """How many of its owner's leases an active intent must be past its last renewal before an
 operator may resolve it where the store cannot refuse the owner's late write."""
-
-
-def default_actor() -> str:
-    """Who resolves when nobody says: this user on this host."""
-    try:
-        user = getpass.getuser()
-    except (KeyError, OSError):  # no name for this uid (some containers)
-        user = str(current_owner().pid)
-    return f"{user}@{socket.gethostname()}"
 
 
 @dataclass(frozen=True)
@@ -99,6 +88,26 @@ class Resolver:
 
         async with self.lock.held(busy):
             return await self._resolve(intent_id, chosen, note, who, override)
+
+    async def resolve_effect(
+        self, key: str, outcome: str, *, reason: str, actor: str | None, output: Any
+    ) -> Decision:
+        """An operator's resolution of a tool effect whose outcome is unknown
+        (``ReconcilingSession.resolve_effect``)."""
+        from .._effects.resolve_effect import resolve_effect
+        from .._effects.tool import effect_journal
+
+        client = self.client
+        return await resolve_effect(
+            client,
+            effect_journal(client.journal),
+            key,
+            outcome,
+            reason=reason,
+            actor=actor,
+            output=output,
+            lease_seconds=client.config.lease_seconds,
+        )
 
     async def preview(self, intent_id: str) -> Verdict | None:
         """What the rule judges about a pending intent now, without claiming or settling it
@@ -156,7 +165,7 @@ class Resolver:
                 assert self.settler is not None  # only a judged intent is replayed
                 replaying = True
                 try:
-                    await self.settler.replay(intent, None, step, evidence)
+                    await self.settler.replays.replay(intent, None, step, evidence)
                 except RevisionConflict as moved:
                     raise ResolutionRefused(
                         f"the session's head moved while intent {intent_id} was replayed "
@@ -336,7 +345,7 @@ class Resolver:
         if self.settler is None or not self.settler.claims.fences(intent):
             return {}
         try:
-            head = await self.settler.void(intent)
+            head = await self.settler.replays.void(intent)
         except RevisionConflict as moved:
             raise ResolutionRefused(
                 f"the session's head moved while intent {intent.intent_id} was resolved (its "

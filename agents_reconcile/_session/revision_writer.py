@@ -12,15 +12,16 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._backends.journal import IntentState, Opened
-from .._core.crashpoints import CrashPoint, reached
-from .._core.judges import judge_revision
+from .._core import crashpoints
+from .._core.crashpoints import CrashPoint
 from .._core.ownership import current_owner
 from .._core.policy import Step, refused_append_step
 from .._core.records import Outcome, PendingWrite
 from .._core.revision import RevisionedStore
 from ..errors import LeaseLost, RevisionConflict
+from .claims import despite_cancellation
 from .fused import FusedAppend, fused_append
-from .inflight import despite_cancellation
+from .judges import judge_revision
 from .state import SessionState, TailView
 from .writer import Context, Progress, Writer
 
@@ -88,7 +89,8 @@ class RevisionWriter(Writer):
                     persisted_count=None,
                     expected_revision=known.head,
                 )
-                reached(CrashPoint.BEFORE_INTENT_RECORDED)
+                if crashpoints.ARMED:
+                    crashpoints.reached(CrashPoint.BEFORE_INTENT_RECORDED)
                 self._in_flight.busy.add(intent.intent_id)
                 opened: Opened | None = None
                 try:
@@ -159,7 +161,7 @@ class RevisionWriter(Writer):
         except BaseException as exc:
             known.head = None
             note = await despite_cancellation(
-                self.remember_failure(
+                self.failures.remember(
                     intent, IntentState.FAILED, context, recorded=opened is not None
                 )
             )
@@ -235,7 +237,7 @@ class RevisionWriter(Writer):
             # append and any replay of it are compare-and-swaps on one head, under one id.
             self._clearing.folded(clearing, answered=False)
             busy.discard(intent.intent_id)
-            await self.failed(intent, items, context, exc, recorded=None)
+            await self.failures.failed(intent, items, context, exc, recorded=None)
             raise
         self._clearing.folded(clearing, answered=True)
         busy.discard(intent.intent_id)
@@ -266,7 +268,8 @@ class RevisionWriter(Writer):
             if found is None:
                 return None
             revision = found.revision
-        reached(CrashPoint.BEFORE_INTENT_CLEARED)
+        if crashpoints.ARMED:
+            crashpoints.reached(CrashPoint.BEFORE_INTENT_CLEARED)
         self._clearing.acknowledged(intent.intent_id)
         self.seen_own_write(context, opened)
         return int(revision)

@@ -13,36 +13,24 @@ import warnings
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any, Final
 
-from agents.memory import OpenAIConversationsSession
-
-from .._backends.journal import IntentJournal
-from .._core.fingerprint import digest_items, journal_batch
-from .._core.identity import derive_identity, session_layers
-from .._core.policy import Resolution
-from .._core.records import BackendIdentity, Decision, Outcome, PendingWrite, Reason
-from .._core.revision import is_revisioned
-from .._core.sealing import keyring_for
-from .._core.signing import signer_for
-from ..errors import ConfigurationError, ContinuationDenied, FingerprintError, UnsupportedSession
+from .._core.records import BackendIdentity, Decision, PendingWrite
+from ..errors import ConfigurationError
 from . import default_runner, runstate
-from .admission import Admission, Gatekeeper
 from .capabilities import FORWARDED, Guard, forwarded
 from .config import ReconcileConfig, require_config
-from .inflight import PROCESS_IN_FLIGHT, InFlight
-from .inner import HISTORY_METHODS, InnerSession, reconciling_allowed
-from .journal_client import SESSION_WIDE, JournalClient
-from .journal_place import refuse_journal_in_store
-from .resolver import Resolver
-from .revision_writer import RevisionWriter
-from .settler import Settler
-from .state import KEPT_DIGESTS, SessionLock, SessionState
-from .writer import FingerprintWriter, Progress, Writer
+from .parts import make_parts
 
 if TYPE_CHECKING:
     from agents import RunConfig, RunHooks
     from agents.items import TResponseInputItem
     from agents.memory.session_settings import SessionSettings
     from agents.run_context import RunContextWrapper
+
+    from .._backends.journal import IntentJournal
+    from .._core.policy import Resolution
+    from .claims import InFlight
+    from .journal_client import JournalClient
+    from .resolver import Resolver
 
 __all__ = ["CONTEXT_KEY", "ReconcilingSession"]
 
@@ -67,75 +55,25 @@ class ReconcilingSession:
         config: ReconcileConfig | None = None,
         in_flight: InFlight | None = None,
     ) -> None:
-        _check_inner(inner)
+        if isinstance(inner, ReconcilingSession):
+            raise ConfigurationError("this session is already a ReconcilingSession")
+        self.config = require_config(config)
+        parts = make_parts(self, inner, self.config, in_flight)
         self._inner = inner
         self.session_id: str = inner.session_id
-        self.config = require_config(config)
+        self.backend_identity: BackendIdentity = parts.identity
         self._active = self.config.active
-        if self._active:
-            # The journal in the chat store's own file would add its tables to the
-            # application's chat database: refused, before anything is opened.
-            refuse_journal_in_store(self.config.journal, inner)
-        identity = self.config.backend_identity
-        if isinstance(identity, str):
-            identity = BackendIdentity.parse(identity)
-        self.backend_identity: BackendIdentity = identity or derive_identity(inner)
-        self._ignore_ids = bool(getattr(inner, "_ignore_ids_for_matching", False))
+        self._calls, self._client, self._carried = parts.calls, parts.client, parts.state.carried
+        self._tail, self._held, self._lock = parts.state.tail, parts.state.held, parts.state.lock
+        self._settler, self._writer = parts.settler, parts.writer
+        self._resolver, self._admission = parts.resolver, parts.admission
         # Whether the gate reached this session's runs some way (run_config(), hooks() or the
         # installed runner); a run without it is warned about once.
         self._gate_seen = False
-        # Read even when it would not be used, so a bad value is refused wherever it is set.
-        install_asked = default_runner.env_install()
-        if self._active and (self.config.install or install_asked):
-            default_runner.install()
         # History limits through which a fresh run reads the history it builds on (those of
         # RunConfigs passed to run_config(), besides the session's own). The SDK's other
         # reads (a resumed run's checks) use other limits.
         self._history_limits: set[int] = set()
-        self._calls = InnerSession(inner)
-        # Over an encrypting store (or with payload_key) every record's batch is sealed.
-        keyring = keyring_for(inner, self.config.payload_keys)
-        # With a signing key, records (in the journal and in what runs carry) are signed, and
-        # checked when they come back.
-        signer = signer_for(self.config.signing_keys) if self._active else None
-        if signer is not None:
-            keyring.add_signer(signer)
-        self._client = JournalClient(self.session_id, self.backend_identity, self.config, keyring)
-        self._carried = runstate.CarriedState(self._client, signer)
-        lock = SessionLock(
-            (self.session_id, str(self.backend_identity)),
-            wait=self.config.in_flight_wait,
-            on_timeout=self._busy,
-        )
-        # One state object for what this wrapper holds, shared by its writer, settler and gate.
-        # A revisioned store is judged by its record of writes, not by fingerprints.
-        store = inner if is_revisioned(inner) else None
-        state = SessionState(
-            client=self._client,
-            config=self.config,
-            inner=self._calls,
-            store=store,
-            carried=self._carried,
-            lock=lock,
-            in_flight=in_flight if in_flight is not None else PROCESS_IN_FLIGHT,
-            ignore_ids=self._ignore_ids,
-        )
-        self._tail, self._held, self._lock = state.tail, state.held, lock
-        self._settler = Settler(state)
-        self._writer: Writer = (
-            FingerprintWriter(state, self._settler)
-            if store is None
-            else RevisionWriter(state, self._settler)
-        )
-        self._resolver = Resolver(self._client, self._settler, lock=lock)
-        self._admission = Gatekeeper(
-            state,
-            self._settler,
-            enabled=self._active,
-            session_settings=lambda: self.session_settings,
-            read_history=lambda wrapper: self._calls.read(None, wrapper),
-        )
-        self._admission.session = self  # what effect tools find through the run's gate
 
     def __repr__(self) -> str:
         return f"ReconcilingSession({self._inner!r}, backend={self.backend_identity})"
@@ -175,11 +113,6 @@ class ReconcilingSession:
         """What ``resolve()`` uses; its ``preview()`` judges an intent without settling it."""
         return self._resolver
 
-    @property
-    def admission(self) -> Admission:
-        """What the gate asks of this session before every model call."""
-        return self._admission
-
     def __getattr__(self, name: str) -> Any:
         # Only the SDK's capability hooks, and only those the inner session really has:
         # the SDK decides what a session can do by looking for them.
@@ -201,8 +134,8 @@ class ReconcilingSession:
         if wrapper is not None and not self._gate_seen:
             self._notice_ungated()
         context = runstate.context_of(wrapper)
-        if self._active and reconciling_allowed():
-            await self._settler.settle_pending(context, wrapper)
+        if self._active:
+            await self._settler.settle_before_read(context, wrapper)
         own_writes = self._calls.own_writes
         write_count = await self._writer.write_count() if self._active else None
         # A run that reads the history as a fresh run does has seen every write so far.
@@ -215,20 +148,12 @@ class ReconcilingSession:
         if write_count is not None and self._calls.own_writes == own_writes:
             # Only a read that no write of ours overtook may refresh the remembered tail.
             if self._writer.trusts_memory:
-                self._observe(items, limit, write_count)
+                self._tail.observe_items(
+                    items, limit, write_count, ignore_ids=self._writer.ignore_ids
+                )
             if marks:
                 self._carried.record_seen(context, write_count)
         return items
-
-    def _observe(self, items: list[Any], limit: int | None, write_count: int) -> None:
-        try:
-            digests: tuple[str, ...] | None = digest_items(
-                items[-KEPT_DIGESTS:], ignore_ids=self._ignore_ids
-            )
-        except FingerprintError:
-            digests = None
-        complete = limit is None or limit <= 0 or len(items) < limit
-        self._tail.observe(digests, read=len(items), complete=complete, write_count=write_count)
 
     def _marks_reads(self, limit: int | None) -> bool:
         """Whether a read with this limit is a fresh run's read of the history (all of it, or
@@ -255,26 +180,7 @@ class ReconcilingSession:
             return
         if wrapper is not None and not self._gate_seen:
             self._notice_ungated()
-        # What the journal will hold, refused now if it could not hold it exactly: a replay
-        # must write what the caller gave, or nothing.
-        batch, digests = journal_batch(items, ignore_ids=self._ignore_ids)
-        if not items:
-            await self._calls.append(items, wrapper)
-            return
-        progress = Progress(self.config.in_flight_wait)
-        try:
-            await self._writer.append(
-                items, batch, digests, runstate.context_of(wrapper), wrapper, progress
-            )
-        except BaseException as exc:
-            if not progress.started and not isinstance(exc, ContinuationDenied):
-                # Raised while settling an earlier write (its replay failed, say): this
-                # caller's own batch never started, so its outcome is not in doubt.
-                exc.add_note(
-                    f"agents-reconcile: this append did not start (nothing of its batch was "
-                    f"written to session {self.session_id!r}): settling an earlier write failed"
-                )
-            raise
+        await self._writer.add(items, runstate.context_of(wrapper), wrapper)
 
     async def pop_item(
         self, *, wrapper: RunContextWrapper[Any] | None = None
@@ -370,18 +276,8 @@ class ReconcilingSession:
         without a receipt): ``committed`` with ``output`` (the receipt; the body never runs),
         ``retry`` (the next call runs the body again), or ``abandon``; recorded in the trail.
         Raises ``ResolutionRefused`` (nothing written) otherwise."""
-        from .._effects.resolve_effect import resolve_effect
-        from .._effects.tool import effect_journal
-
-        return await resolve_effect(
-            self._client,
-            effect_journal(self),
-            key,
-            outcome,
-            reason=reason,
-            actor=actor,
-            output=output,
-            lease_seconds=self.config.lease_seconds,
+        return await self._resolver.resolve_effect(
+            key, outcome, reason=reason, actor=actor, output=output
         )
 
     async def decisions(self, limit: int = 100) -> list[Decision]:
@@ -393,14 +289,12 @@ class ReconcilingSession:
 
     def run_config(self, base: RunConfig | None = None) -> RunConfig:
         """``base`` (or a new ``RunConfig``) with the gate installed before every model call."""
-        from .gate import install_gate
-
         self._gate_seen = True
         settings = base.session_settings if base is not None else None
         if settings is not None and settings.limit is not None:
             # A fresh run of this config reads the history through this limit.
             self._history_limits.add(settings.limit)
-        return install_gate(self._admission, base)
+        return self._admission.run_config(base)
 
     def hooks(self, base: RunHooks[Any] | None = None) -> RunHooks[Any]:
         """``RunHooks`` whose ``on_llm_start`` runs the gate, delegating everything to ``base``.
@@ -408,10 +302,8 @@ class ReconcilingSession:
         Hooks cannot shape the model's input: use ``run_config()`` as well to keep a retried
         input from reaching the model twice.
         """
-        from .gate import gate_hooks
-
         self._gate_seen = True
-        return gate_hooks(self._admission, base)
+        return self._admission.hooks(base)
 
     def _notice_ungated(self) -> None:
         """A run reached this session without the gate: say so once, naming the fix."""
@@ -427,30 +319,4 @@ class ReconcilingSession:
             "run_config=session.run_config() and hooks=session.hooks() to every run.",
             default_runner.UngatedRunWarning,
             stacklevel=3,
-        )
-
-    async def _busy(self, waited: float) -> None:
-        await self._client.deny(
-            None,
-            Outcome.AMBIGUOUS,
-            Reason.SESSION_BUSY,
-            {"waited_seconds": waited},
-            intent_id=SESSION_WIDE,
-        )
-
-
-def _check_inner(inner: Any) -> None:
-    """Refuse what cannot be wrapped honestly, with why."""
-    if any(isinstance(layer, OpenAIConversationsSession) for layer in session_layers(inner)):
-        raise UnsupportedSession(
-            "OpenAIConversationsSession writes in chunks of 20 items and the SDK special-cases "
-            "it by type, so its appends cannot be reconciled honestly; use a local session"
-        )
-    if isinstance(inner, ReconcilingSession):
-        raise ConfigurationError("this session is already a ReconcilingSession")
-    missing = [name for name in HISTORY_METHODS if not callable(getattr(inner, name, None))]
-    if missing or not isinstance(getattr(inner, "session_id", None), str):
-        raise UnsupportedSession(
-            f"{type(inner).__name__} is not an Agents SDK Session "
-            f"(missing: {', '.join(missing) or 'session_id'})"
         )

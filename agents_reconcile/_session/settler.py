@@ -16,21 +16,18 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, Final
 
 from .._backends.journal import IntentState, JournalEntry
+from .._core import crashpoints
 from .._core.classify import Verdict
-from .._core.crashpoints import CrashPoint, reached
-from .._core.judges import judge_revision, judge_tail
-from .._core.observability import judged
+from .._core.crashpoints import CrashPoint
 from .._core.ownership import current_owner
 from .._core.policy import Step, settlement_step
 from .._core.records import Action, Decision, Outcome, PendingWrite, Reason
 from .._core.revision import extended_write_id, void_write_id
-from .._effects.evidence import vouched_by_receipts
 from ..errors import IntentConflict, LeaseLost, RevisionConflict
-from .claims import AlreadySettled, Claims, Renewal
-from .clearing import clear_acknowledged, retry_discards
-from .inflight import despite_cancellation
-from .inner import without_reconciling
-from .state import SessionState
+from .claims import AlreadySettled, Claims, Renewal, despite_cancellation
+from .inner import reconciling_allowed, without_reconciling
+from .judges import judge
+from .state import SessionState, clear_acknowledged, retry_discards
 
 if TYPE_CHECKING:
     from agents.run_context import RunContextWrapper
@@ -61,8 +58,19 @@ class Settler:
         self._lock = state.lock
         self._in_flight = in_flight = state.in_flight
         self._carried = state.carried
+        self._state = state
         self.claims = Claims(client=client, config=config, store=store, in_flight=in_flight)
         """Taking this session's intents, the leases on them, giving them back."""
+        self.replays = Replays(state, self.claims)
+        """The settler's own writes to the store."""
+
+    async def settle_before_read(
+        self, context: MutableMapping[str, Any] | None, wrapper: RunContextWrapper[Any] | None
+    ) -> None:
+        """Before the session is read: settle pending intents, unless the read is one this
+        package makes itself while reconciling (``inner.reconciling_allowed``)."""
+        if reconciling_allowed():
+            await self.settle_pending(context, wrapper)
 
     async def settle_pending(
         self,
@@ -250,29 +258,8 @@ class Settler:
         return (await self.judge(intent, wrapper)).outcome is Outcome.COMMITTED
 
     async def judge(self, intent: PendingWrite, wrapper: Any) -> Verdict:
-        """What the store's history says about ``intent`` now (the rule, on a fresh read)."""
-        trail = self._client.trail
-        with trail.step(
-            "judge", session_id=intent.session_id, intent_id=intent.intent_id
-        ) as traced:
-            verdict = await vouched_by_receipts(
-                self._client, intent, await self._judge(intent, wrapper)
-            )
-            judged(traced, verdict)
-        return verdict
-
-    async def _judge(self, intent: PendingWrite, wrapper: Any) -> Verdict:
-        if intent.expected_revision is None:
-            return await judge_tail(self._inner, intent, wrapper)
-        if self._store is None:
-            await self._client.deny(
-                intent,
-                Outcome.AMBIGUOUS,
-                Reason.BACKEND_MISMATCH,
-                {"problem": "a revisioned intent, and the session is not revisioned"},
-                binding=True,
-            )
-        return await judge_revision(self._store, intent)
+        """What the store's history says about ``intent`` now (``judges.judge``)."""
+        return await judge(self._state, intent, wrapper)
 
     async def _decide(
         self,
@@ -287,13 +274,15 @@ class Settler:
         client, config = self._client, self._config
         for _ in range(_REPLAY_ATTEMPTS):
             verdict = await self.judge(intent, wrapper)
-            reached(CrashPoint.DURING_RECONCILE_READ)
+            if crashpoints.ARMED:
+                crashpoints.reached(CrashPoint.DURING_RECONCILE_READ)
             outcome, evidence = verdict.outcome, verdict.evidence
             step = settlement_step(
                 outcome, on_unchanged=config.on_unchanged, on_extended=config.on_extended
             )
             if step is Step.SETTLE:
-                reached(CrashPoint.BEFORE_SETTLE)
+                if crashpoints.ARMED:
+                    crashpoints.reached(CrashPoint.BEFORE_SETTLE)
             elif step is Step.LEAVE_FOR_OPERATOR:
                 await client.deny(
                     intent, outcome, Reason.OPERATOR_REQUIRED, evidence, Action.LEFT_PENDING
@@ -301,13 +290,15 @@ class Settler:
             elif step is Step.REFUSE:
                 await client.deny(intent, outcome, verdict.reason, evidence)
             else:
-                reached(CrashPoint.BEFORE_REPLAY)
+                if crashpoints.ARMED:
+                    crashpoints.reached(CrashPoint.BEFORE_REPLAY)
                 lease.check()
                 try:
-                    await self.replay(intent, wrapper, step, evidence, lease.fence)
+                    await self.replays.replay(intent, wrapper, step, evidence, lease.fence)
                 except RevisionConflict:
                     continue  # someone wrote meanwhile: judge again
-                reached(CrashPoint.AFTER_REPLAY)
+                if crashpoints.ARMED:
+                    crashpoints.reached(CrashPoint.AFTER_REPLAY)
             action = _ACTIONS.get(step, Action.REPLAYED)
             decision = client.decision(intent, outcome, verdict.reason, action, evidence)
             await client.call(
@@ -323,6 +314,54 @@ class Settler:
             {"expected_revision": intent.expected_revision, "problem": "head kept moving"},
             Action.LEFT_PENDING,
         )
+
+    def after_set_aside(self, intent_id: str) -> None:
+        """Forget a damaged intent an operator set aside: nothing of it vouches for the
+        history, so nothing this session remembers of the tail does either."""
+        self._held.settled(intent_id)
+        self._tail.forget()
+        self._head.settled_at = None
+
+    async def after_settlement(
+        self,
+        intent: PendingWrite,
+        context: MutableMapping[str, Any] | None,
+        action: Action,
+        *,
+        vouched: bool = True,
+    ) -> None:
+        """Forget a settled intent everywhere this session remembers it. ``vouched``: the
+        settlement found (or put) its batch in the history; one that did not (an operator
+        abandoned it, or called it committed against the rule) leaves nothing to skip a
+        later identical batch by."""
+        if context is not None:
+            self._carried.drop(context, intent.intent_id)
+        self._held.settled(intent.intent_id)
+        if not vouched:
+            self._tail.forget()
+            self._head.settled_at = None
+            return
+        # A settlement is a counted write; the next append re-reads the tail in any case.
+        self._tail.settle(intent.batch_digests, intent.before_digests)
+        if intent.expected_revision is not None and self._store is not None:
+            known = self._head
+            head = await self._store.head() if action is Action.SETTLED else known.head
+            known.settled_at = (intent.batch_digests, head) if head is not None else None
+
+
+class Replays:
+    """The settler's own writes to the store: a batch the history lacks appended once
+    (``replay``), and a revisioned store fenced against a write closed without being written
+    (``void``)."""
+
+    def __init__(self, state: SessionState, claims: Claims) -> None:
+        self._inner = state.inner
+        self._store = state.store
+        self._held = state.held
+        self._tail = state.tail
+        self._head = state.head
+        self._in_flight = state.in_flight
+        self._claims = claims
 
     async def replay(
         self,
@@ -392,37 +431,4 @@ class Settler:
         in_flight.busy.discard(intent.intent_id)
         if not task.cancelled():
             task.exception()  # retrieved: the outcome is settled by the next reconciliation
-        in_flight.keep(asyncio.ensure_future(self.claims.release(intent, fence)))
-
-    def after_set_aside(self, intent_id: str) -> None:
-        """Forget a damaged intent an operator set aside: nothing of it vouches for the
-        history, so nothing this session remembers of the tail does either."""
-        self._held.settled(intent_id)
-        self._tail.forget()
-        self._head.settled_at = None
-
-    async def after_settlement(
-        self,
-        intent: PendingWrite,
-        context: MutableMapping[str, Any] | None,
-        action: Action,
-        *,
-        vouched: bool = True,
-    ) -> None:
-        """Forget a settled intent everywhere this session remembers it. ``vouched``: the
-        settlement found (or put) its batch in the history; one that did not (an operator
-        abandoned it, or called it committed against the rule) leaves nothing to skip a
-        later identical batch by."""
-        if context is not None:
-            self._carried.drop(context, intent.intent_id)
-        self._held.settled(intent.intent_id)
-        if not vouched:
-            self._tail.forget()
-            self._head.settled_at = None
-            return
-        # A settlement is a counted write; the next append re-reads the tail in any case.
-        self._tail.settle(intent.batch_digests, intent.before_digests)
-        if intent.expected_revision is not None and self._store is not None:
-            known = self._head
-            head = await self._store.head() if action is Action.SETTLED else known.head
-            known.settled_at = (intent.batch_digests, head) if head is not None else None
+        in_flight.keep(asyncio.ensure_future(self._claims.release(intent, fence)))

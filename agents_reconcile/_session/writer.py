@@ -20,16 +20,16 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from .._backends.journal import IntentState, Opened
-from .._core.crashpoints import CrashPoint, reached
-from .._core.fingerprint import digest_items
+from .._core import crashpoints
+from .._core.crashpoints import CrashPoint
+from .._core.fingerprint import digest_items, journal_batch
 from .._core.records import Outcome, PendingWrite, Reason, new_write_id
-from ..errors import FingerprintError, JournalError, RevisionConflict
+from ..errors import ContinuationDenied, FingerprintError, JournalError, RevisionConflict
 from . import runstate
-from .clearing import Clearing, folds_clearing
-from .inflight import caller_cancelled, despite_cancellation, outliving_cancellation, starts_eagerly
+from .claims import caller_cancelled, despite_cancellation, outliving_cancellation
 from .journal_client import SESSION_WIDE
 from .settler import Settler
-from .state import SessionState, TailView
+from .state import Clearing, SessionState, TailView
 
 if TYPE_CHECKING:
     from agents.run_context import RunContextWrapper
@@ -75,11 +75,36 @@ class Writer:
         self._in_flight = in_flight = state.in_flight
         self._carried = state.carried
         self._settler = settler
-        self._ignore_ids = state.ignore_ids
+        self.ignore_ids = state.ignore_ids
         self._clearing = Clearing(client, held, in_flight)
+        self.failures = Failures(state)
+        """What a failed append leaves behind."""
         # Intents may be built on the memory of the tail, which the journal vouches for (its
         # count); verify_tail reads the tail before every append instead.
         self.trusts_memory = not config.verify_tail
+
+    async def add(self, items: list[Any], context: Context, wrapper: Any) -> None:
+        """``add_items``: append ``items`` under a recorded intent; a failure keeps the intent
+        pending and re-raises the backend's own exception with a note naming it."""
+        # What the journal will hold, refused now if it could not hold it exactly: a replay
+        # must write what the caller gave, or nothing.
+        batch, digests = journal_batch(items, ignore_ids=self.ignore_ids)
+        if not items:
+            await self._inner.append(items, wrapper)
+            return
+        progress = Progress(self._config.in_flight_wait)
+        try:
+            await self.append(items, batch, digests, context, wrapper, progress)
+        except BaseException as exc:
+            if not progress.started and not isinstance(exc, ContinuationDenied):
+                # Raised while settling an earlier write (its replay failed, say): this
+                # caller's own batch never started, so its outcome is not in doubt.
+                exc.add_note(
+                    "agents-reconcile: this append did not start (nothing of its batch was "
+                    f"written to session {self._client.session_id!r}): settling an earlier "
+                    "write failed"
+                )
+            raise
 
     async def append(
         self,
@@ -117,7 +142,7 @@ class Writer:
             before_is_whole=whole,
             created_at=time.time(),
             persisted_count=len(before) if whole else None,
-            ignore_ids=self._ignore_ids,
+            ignore_ids=self.ignore_ids,
             seal_key=self._client.keyring.current,
             sign_key=self._client.keyring.signer.current if self._client.keyring.signer else None,
         )
@@ -138,7 +163,7 @@ class Writer:
         busy = self._in_flight.busy
         # The previous append's acknowledged intent goes in the same commit, where the
         # journal can fold it (else it is being cleared in the background).
-        clearing = self._clearing.take() if folds_clearing(client.journal) else None
+        clearing = self._clearing.take() if client.capabilities.folds_clearing else None
         folding = {} if clearing is None else {"clearing": clearing}
         outlived = False
         try:
@@ -156,7 +181,7 @@ class Writer:
                     ),
                     self._in_flight,
                     partial(self._opening_outlived, intent, clearing, context),
-                    eager=starts_eagerly(client.journal),
+                    eager=client.capabilities.starts_eagerly,
                 )
             except asyncio.CancelledError:
                 # The opening ends in the background (_opening_outlived), unless the journal
@@ -260,7 +285,8 @@ class Writer:
         result: Any = None
         outlived = False
         try:
-            reached(CrashPoint.AFTER_INTENT_RECORDED)
+            if crashpoints.ARMED:
+                crashpoints.reached(CrashPoint.AFTER_INTENT_RECORDED)
             with self._leased(intent, opened):
                 if appending is not None:
                     # A compare-and-swap: a late one cannot land on top of its replay.
@@ -300,12 +326,13 @@ class Writer:
                     "to be reconciled"
                 )
             else:
-                await self.failed(intent, items, context, exc, recorded=recorded)
+                await self.failures.failed(intent, items, context, exc, recorded=recorded)
             raise
         finally:
             if not outlived:
                 self._in_flight.busy.discard(intent.intent_id)
-        reached(CrashPoint.BEFORE_INTENT_CLEARED)
+        if crashpoints.ARMED:
+            crashpoints.reached(CrashPoint.BEFORE_INTENT_CLEARED)
         if recorded:
             # Off the caller's path: folded into the next opening, or cleared in the
             # background at the loop's next turn (``clearing``).
@@ -332,7 +359,7 @@ class Writer:
                 return
             exc = writing.exception() if not writing.cancelled() else None
             failure = exc if exc is not None else asyncio.CancelledError()
-            await self.failed(intent, items, context, failure, recorded=recorded)
+            await self.failures.failed(intent, items, context, failure, recorded=recorded)
         finally:
             self._in_flight.busy.discard(intent.intent_id)
 
@@ -352,6 +379,44 @@ class Writer:
         landed), the two writes the journal counts for it."""
         self._carried.record_seen(context, opened.write_count + 2)
 
+    async def flush_clearing(self) -> None:
+        """Clear this wrapper's acknowledged intents now (see ``clearing``)."""
+        await self._clearing.flush()
+
+    async def write_count(self) -> int | None:
+        """The journal's count of the session's writes, when the tail memory is kept at all."""
+        return await self._client.write_count() if self.trusts_memory else None
+
+    async def count_removal(self, context: Context) -> None:
+        """A pop or a clear: count it, so that every wrapper's memory of the tail expires."""
+        self._tail.forget()
+        client = self._client
+        count = await client.call(client.journal.count_write, client.session_id, client.backend)
+        self._carried.record_seen(context, count)
+
+    async def remove(
+        self, context: Context, run: Callable[[], Awaitable[_T]], *, wrote: Callable[[_T], bool]
+    ) -> _T:
+        """A pop or a clear through this wrapper (``run``; ``wrote(result)``: whether it
+        removed anything), counted first (the lock is held)."""
+        await self.count_removal(context)
+        return await run()
+
+    async def refresh_head(self) -> None:
+        """A fresh run read the history (revisioned stores: the head to build on)."""
+
+
+class Failures:
+    """What an append whose outcome is unknown leaves behind: the caller's items kept here, the
+    intent failed (or cancelled) in the journal (held here too when the journal fails), copied
+    into the run's context, and a note on the exception saying where."""
+
+    def __init__(self, state: SessionState) -> None:
+        self._client = state.client
+        self._held = state.held
+        self._tail = state.tail
+        self._carried = state.carried
+
     async def failed(
         self,
         intent: PendingWrite,
@@ -369,15 +434,13 @@ class Writer:
         )
         self._tail.forget()
         self._held.keep_in_hand(intent, items)
-        note = await despite_cancellation(
-            self.remember_failure(intent, state, context, recorded=recorded)
-        )
+        note = await despite_cancellation(self.remember(intent, state, context, recorded=recorded))
         exc.add_note(note)
         self._client.trail.append_failed(
             self._client.session_id, intent.intent_id, state.value, exc, note
         )
 
-    async def remember_failure(
+    async def remember(
         self, intent: PendingWrite, state: IntentState, context: Context, *, recorded: bool | None
     ) -> str:
         if context is not None:
@@ -419,32 +482,6 @@ class Writer:
             f"{' and '.join(places)} and will be reconciled before the session is used again"
         )
 
-    async def flush_clearing(self) -> None:
-        """Clear this wrapper's acknowledged intents now (see ``clearing``)."""
-        await self._clearing.flush()
-
-    async def write_count(self) -> int | None:
-        """The journal's count of the session's writes, when the tail memory is kept at all."""
-        return await self._client.write_count() if self.trusts_memory else None
-
-    async def count_removal(self, context: Context) -> None:
-        """A pop or a clear: count it, so that every wrapper's memory of the tail expires."""
-        self._tail.forget()
-        client = self._client
-        count = await client.call(client.journal.count_write, client.session_id, client.backend)
-        self._carried.record_seen(context, count)
-
-    async def remove(
-        self, context: Context, run: Callable[[], Awaitable[_T]], *, wrote: Callable[[_T], bool]
-    ) -> _T:
-        """A pop or a clear through this wrapper (``run``; ``wrote(result)``: whether it
-        removed anything), counted first (the lock is held)."""
-        await self.count_removal(context)
-        return await run()
-
-    async def refresh_head(self) -> None:
-        """A fresh run read the history (revisioned stores: the head to build on)."""
-
 
 class FingerprintWriter(Writer):
     """Appends to a store judged by content: each intent records the digests of the items
@@ -482,7 +519,8 @@ class FingerprintWriter(Writer):
                         self._carried.record_seen(context, await self._client.write_count())
                     return
                 intent = self.new_intent(batch, digests, view)
-                reached(CrashPoint.BEFORE_INTENT_RECORDED)
+                if crashpoints.ARMED:
+                    crashpoints.reached(CrashPoint.BEFORE_INTENT_RECORDED)
                 # In flight from the moment it can be seen in the journal: another wrapper in
                 # this process must never take it for a failed write.
                 self._in_flight.busy.add(intent.intent_id)
@@ -513,7 +551,7 @@ class FingerprintWriter(Writer):
         count = await self.write_count()
         items = await self._inner.read(wanted, wrapper)
         try:
-            digests = digest_items(items[-wanted:], ignore_ids=self._ignore_ids)
+            digests = digest_items(items[-wanted:], ignore_ids=self.ignore_ids)
         except FingerprintError as exc:
             raise FingerprintError(
                 f"an item already stored in session {self._client.session_id!r} cannot be "

@@ -6,8 +6,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any
 
-# Imported for their contracts, which register themselves.
-from . import aside, effects, journal, journal_reads, session, store  # noqa: F401
+# Imported for their contracts, which register themselves: in this order, which is the order
+# ``contracts()`` lists each kind's in.
+from . import aside, effects, journal, journal_decisions, journal_reads, session, store  # noqa: F401
 from ._core import Report, Subject, contracts, run_all
 
 __all__ = [

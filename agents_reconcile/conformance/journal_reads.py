@@ -1,5 +1,6 @@
 """The ``IntentJournal`` contracts on reading (ordering, filters, ``limit``), on an opening's
-clearing, on races and lost replies, and on schemas. The first half is ``journal``."""
+clearing, on races and lost replies, and on schemas. The others are in ``journal`` and
+``journal_decisions``."""
 
 from __future__ import annotations
 

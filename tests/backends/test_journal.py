@@ -1,10 +1,12 @@
-"""Conformance suite for the ``IntentJournal`` contract, run against every implementation."""
+"""Conformance suite for the ``IntentJournal`` contract (intents, and the effects kept beside
+them), run against every implementation."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
 import gc
+import os
 import sys
 import time
 import warnings
@@ -17,10 +19,13 @@ import pytest
 
 from agents_reconcile._backends.journal import IntentJournal, IntentState, Opened
 from agents_reconcile._backends.memory.journal import InvariantViolation, MemoryJournal
+from agents_reconcile._backends.opening import open_journal
 from agents_reconcile._backends.schema import Unversioned
 from agents_reconcile._core.fingerprint import journal_batch
 from agents_reconcile._core.ownership import Owner, current_owner
 from agents_reconcile._core.records import Action, BackendIdentity, Decision, Outcome, Reason
+from agents_reconcile._core.sealing import PayloadKey
+from agents_reconcile._effects.records import Effect, EffectState
 from agents_reconcile.errors import (
     IntentConflict,
     JournalCorrupt,
@@ -32,7 +37,14 @@ from agents_reconcile.errors import (
 )
 
 from ..support.backends import Place, closed_port
-from ..support.journal_support import BACKEND, SETTLING, STRANGER, make_decision, make_intent
+from ..support.journal_support import (
+    BACKEND,
+    SETTLING,
+    STRANGER,
+    make_decision,
+    make_effect,
+    make_intent,
+)
 
 OTHER_DB = BackendIdentity("agents.memory.sqlite_session.SQLiteSession", "/srv/data/other.db")
 OTHER_KIND = BackendIdentity("tests.custom.ListSession", "/srv/data/chat.db")
@@ -43,6 +55,13 @@ NOT_SETTLING = (Action.DENIED, Action.LEFT_PENDING)
 def ids(entries: Sequence[Any]) -> list[str]:
     """Intent ids of journal entries, in order."""
     return [entry.intent.intent_id for entry in entries]
+
+
+def workers(place: Place, journal: IntentJournal, count: int) -> list[Any]:
+    """``journal`` and other journal objects on its data (where the backend's data outlives
+    an object; otherwise ``journal`` again), ``count`` in all."""
+    others = [place.journal() if place.backend.durable else journal for _ in range(count - 1)]
+    return [journal, *others]
 
 
 async def test_implements_protocol(journal: IntentJournal) -> None:
@@ -476,32 +495,56 @@ async def test_writes_count_settlements_and_other_writes(journal: IntentJournal)
     assert await journal.write_count("session-b", BACKEND) == 0
 
 
-async def test_settling_needs_the_claim_when_an_owner_is_given(journal: IntentJournal) -> None:
-    """settle(owner=...) refuses an intent that owner does not hold, and one settled before."""
+async def test_settling_needs_the_claim_when_an_owner_is_given(
+    place: Place, journal: IntentJournal
+) -> None:
+    """settle(owner=...) refuses an intent that owner does not hold: never claimed, or claimed
+    since by another worker (the intent stays pending); the new holder settles it, and the id
+    cannot be recorded again."""
+    _, other = workers(place, journal, 2)
     owner = current_owner()
     intent = make_intent("i-1")
     await journal.record(intent, state=IntentState.FAILED, owner=owner)
     with pytest.raises(IntentConflict):
         await journal.settle(make_decision(intent), owner=owner)
     assert await journal.transition(
-        "i-1", state=IntentState.RECONCILING, owner=STRANGER, expect_state=IntentState.FAILED
+        "i-1", state=IntentState.RECONCILING, owner=owner, expect_state=IntentState.FAILED
+    )
+    assert await other.transition(
+        "i-1", state=IntentState.RECONCILING, owner=STRANGER, expect_owner=owner
     )
     with pytest.raises(IntentConflict):
         await journal.settle(make_decision(intent), owner=owner)
-    await journal.settle(make_decision(intent), owner=STRANGER)
+    assert ids(await journal.pending(None)) == ["i-1"]
+    await other.settle(make_decision(intent, action=Action.REPLAYED), owner=STRANGER)
     assert await journal.is_settled("i-1")
+    with pytest.raises(IntentConflict):
+        await journal.record(intent, state=IntentState.FAILED, owner=owner)
 
 
-async def test_pending_without_a_session_lists_every_session(journal: IntentJournal) -> None:
-    """pending(None) lists the unresolved intents of all sessions, oldest first."""
+async def test_pending_without_a_session_lists_every_session(
+    place: Place, journal: IntentJournal
+) -> None:
+    """pending(None) on one worker lists the unresolved intents of all sessions, those other
+    workers recorded too, oldest first (with a backend, that backend's), and forgets them once
+    they are discarded or settled."""
+    _, other = workers(place, journal, 2)
     owner = current_owner()
-    await journal.record(
+    late = make_intent("c", session_id="s-3", created_at=3.0)
+    await other.record(
         make_intent("b", session_id="s-2", created_at=2.0), state=IntentState.FAILED, owner=owner
     )
+    await other.record(late, state=IntentState.FAILED, owner=owner)
     await journal.record(
         make_intent("a", session_id="s-1", created_at=1.0), state=IntentState.FAILED, owner=owner
     )
-    assert ids(await journal.pending(None)) == ["a", "b"]
+    assert ids(await journal.pending(None)) == ["a", "b", "c"]
+    assert ids(await journal.pending(None, BACKEND)) == ["a", "b", "c"]
+
+    await journal.discard("b")
+    await journal.settle(make_decision(late))
+    assert ids(await other.pending(None)) == ["a"]
+    assert await other.get("b") is None
 
 
 async def test_settle_and_note_take_only_their_kind_of_decision(journal: IntentJournal) -> None:
@@ -955,3 +998,193 @@ async def test_a_refused_opening_still_clears(journal: IntentJournal) -> None:
     )
     assert not refused.recorded and ids(refused.blocking) == ["x-1"]
     assert ids(await journal.pending("session-a")) == ["x-1"]
+
+
+# -- several workers on one journal's data -----------------------------------------------------
+
+
+async def test_an_id_one_session_holds_is_refused_to_another_worker_for_another_session(
+    place: Place, journal: IntentJournal
+) -> None:
+    """An id held by one session cannot be recorded or opened for another session by another
+    worker, and that session stays empty."""
+    _, other = workers(place, journal, 2)
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    elsewhere = make_intent("i-1", session_id="session-b")
+    with pytest.raises(IntentConflict):
+        await other.record(elsewhere, state=IntentState.FAILED, owner=current_owner())
+    with pytest.raises(IntentConflict):
+        await other.open_intent(elsewhere, state=IntentState.FAILED, owner=current_owner())
+    assert await other.pending("session-b") == []
+
+
+async def test_racing_records_of_one_intent_store_and_count_it_once(
+    place: Place, journal: IntentJournal
+) -> None:
+    """Four workers recording one intent at once all succeed; it is stored and counted once;
+    while an intent of the session is unresolved, records of others still go in."""
+    racing = workers(place, journal, 4)
+    await journal.migrate()
+    owner = current_owner()
+    for round_ in range(20):
+        intent = make_intent(f"r{round_}", created_at=1_000.0 + round_, text=str(round_))
+        await asyncio.gather(
+            *(each.record(intent, state=IntentState.FAILED, owner=owner) for each in racing)
+        )
+        assert await racing[1].write_count("session-a", BACKEND) == round_ + 1
+    assert ids(await racing[2].pending("session-a")) == [f"r{n}" for n in range(20)]
+
+
+@pytest.mark.parametrize("same", [False, True], ids=["different", "same"])
+async def test_racing_settlements_settle_once(
+    place: Place, journal: IntentJournal, same: bool
+) -> None:
+    """Two workers settling one intent at once store one decision and count one write: with
+    different decisions the loser's is refused; with the very same decision (a retry racing
+    its first attempt) both succeed."""
+    first, second = workers(place, journal, 2)
+    # The in-memory double treats settling twice as the caller's bug.
+    refusal = "InvariantViolation" if isinstance(journal, MemoryJournal) else "IntentConflict"
+    owner = current_owner()
+    for round_ in range(15):
+        intent = make_intent(f"s{round_}", text=str(round_))
+        await first.record(intent, state=IntentState.RECONCILING, owner=owner)
+        decisions = [make_decision(intent, decided_at=100.0 + n * (not same)) for n in range(2)]
+        results = await asyncio.gather(
+            first.settle(decisions[0], owner=owner),
+            second.settle(decisions[1], owner=owner),
+            return_exceptions=True,
+        )
+        outcomes = sorted(type(result).__name__ for result in results)
+        assert outcomes == (["NoneType", "NoneType"] if same else sorted([refusal, "NoneType"]))
+        stored = await second.decisions(intent_id=intent.intent_id)
+        assert stored == [decisions[results.index(None)]]
+    assert await first.pending(None) == []
+    assert await first.write_count("session-a", BACKEND) == 30
+
+
+async def test_a_record_filed_under_another_id_is_refused(place: Place, journal: Any) -> None:
+    """A valid record copied over another intent's or another effect's (its digest matches,
+    its id or key does not) is refused instead of passing as that intent or effect."""
+    storage = place.storage()
+    owner = current_owner()
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=owner)
+    await journal.record(make_intent("i-2", text="other"), state=IntentState.FAILED, owner=owner)
+    copied = await storage.intent_record("session-a", "i-1")
+    await storage.replace_intent_record("session-a", "i-2", copied)
+    with pytest.raises(RecordTampered):
+        await journal.get("i-2")
+
+    first, second = make_effect("c1"), make_effect("c2")
+    await journal.begin_effect(first)
+    await journal.begin_effect(second)
+    copied = await storage.effect_record("session-a", first.key)
+    await storage.replace_effect_record("session-a", second.key, copied)
+    with pytest.raises(RecordTampered):
+        await journal.effect(second.key)
+    assert await journal.effect(first.key) == first
+
+
+def test_open_journal_passes_a_journal_object_through(journal: IntentJournal) -> None:
+    """open_journal() of a journal object, whatever its backend, returns that very object."""
+    assert open_journal(journal) is journal
+
+
+# -- effects beside the intents ----------------------------------------------------------------
+
+
+def taken_by(effect: Effect, owner: str) -> Effect:
+    """``effect`` started again under ``owner``, one attempt more."""
+    return dataclasses.replace(effect, owner=owner, attempts=effect.attempts + 1)
+
+
+async def test_effects_count_no_write_of_their_session(journal: Any) -> None:
+    """Beginning, restarting and finishing effects count no write of the session and list no
+    intent."""
+    effect = make_effect()
+    await journal.begin_effect(effect)
+    mine = taken_by(effect, "me/3/3")
+    assert await journal.restart_effect(mine, expect_owner=effect.owner)
+    await journal.finish_effect(mine.with_receipt("ok", at=2.0))
+    assert await journal.write_count("session-a", BACKEND) == 0
+    assert await journal.pending(None) == []
+
+
+@pytest.mark.parametrize("same", [False, True], ids=["different", "same"])
+async def test_racing_receipts_store_one(place: Place, journal: Any, same: bool) -> None:
+    """Two workers storing a receipt for one started effect at once: with different receipts
+    one wins and the other gets IntentConflict; with the very same receipt (a retry racing
+    its first attempt) both succeed. The record stored is the winner's."""
+    first, second = workers(place, journal, 2)
+    await first.migrate()
+    for round_ in range(15):
+        effect = make_effect(f"c{round_}")
+        await first.begin_effect(effect)
+        receipts = [effect.with_receipt(f"ok {n * (not same)}", at=10.0) for n in range(2)]
+        results = await asyncio.gather(
+            first.finish_effect(receipts[0]),
+            second.finish_effect(receipts[1]),
+            return_exceptions=True,
+        )
+        kinds = sorted(type(result).__name__ for result in results)
+        assert kinds == (["Effect", "Effect"] if same else ["Effect", "IntentConflict"])
+        winner = next(result for result in results if isinstance(result, Effect))
+        assert await second.effect(effect.key) == winner
+
+
+async def test_racing_restarts_take_the_effect_once(place: Place, journal: Any) -> None:
+    """Workers restarting one started effect from the same owner at once: exactly one takes
+    it, and its record is the one stored."""
+    racing = workers(place, journal, 4)
+    await journal.migrate()
+    for round_ in range(15):
+        effect = make_effect(f"c{round_}")
+        await journal.begin_effect(effect)
+        mine = [taken_by(effect, f"worker/{n}/1") for n in range(4)]
+        taken = await asyncio.gather(
+            *(
+                each.restart_effect(record, expect_owner=effect.owner)
+                for each, record in zip(racing, mine, strict=True)
+            )
+        )
+        assert sum(taken) == 1
+        assert await racing[1].effect(effect.key) == mine[taken.index(True)]
+
+
+async def test_a_receipt_sealed_anew_is_the_same_receipt(place: Place, journal: Any) -> None:
+    """A sealed output is sealed with a new nonce on every encoding: the same receipt again is
+    still a no-op returning the stored one, another output conflicts, and a worker holding
+    the key reads the receipt back."""
+    key = PayloadKey(os.urandom(32))
+    journal.keyring.add([key])
+    effect = make_effect(seal_key=key)
+    await journal.begin_effect(effect)
+    done = effect.with_receipt("charged 5 (SECRET)", at=10.0)
+    assert done.encode() != done.encode()
+    assert await journal.finish_effect(done) == done
+    assert await journal.finish_effect(done) == done
+    with pytest.raises(IntentConflict):
+        await journal.finish_effect(effect.with_receipt("charged 6", at=10.0))
+    _, reader = workers(place, journal, 2)
+    reader.keyring.add([key])
+    stored = await reader.effect(effect.key)
+    assert stored == done and stored is not None and stored.state is EffectState.DONE
+    assert stored.output == "charged 5 (SECRET)"
+
+
+async def test_a_sealed_receipt_is_stored_sealed_and_left_by_its_retry(
+    place: Place, journal: Any
+) -> None:
+    """The stored record of a sealed receipt does not show its output, and the same receipt
+    again leaves the stored bytes as they are."""
+    storage = place.storage()
+    key = PayloadKey(os.urandom(32))
+    journal.keyring.add([key])
+    effect = make_effect(seal_key=key)
+    await journal.begin_effect(effect)
+    done = effect.with_receipt("charged 5 (SECRET-sealed-output)", at=3.0)
+    await journal.finish_effect(done)
+    stored = await storage.effect_record("session-a", effect.key)
+    assert b"SECRET-sealed-output" not in stored
+    assert await journal.finish_effect(done) == done
+    assert await storage.effect_record("session-a", effect.key) == stored

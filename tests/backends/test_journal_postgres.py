@@ -1,14 +1,15 @@
-"""Behaviour specific to the PostgreSQL journal: a silent server, moved rows, racing
-settlements, one round trip per open_intent and discard (and the fence that makes that safe),
-its schema's migrations, and connections killed by the server. What every journal does
-(edited records, racing openings, a newer schema, closing, a second event loop, addresses
-without passwords) is in the conformance suite, ``test_journal.py``."""
+"""Behaviour specific to the PostgreSQL journal: a silent server, moved rows, one round trip
+per open_intent and discard (and the fence that makes that safe), writes between a statement's
+snapshot and its lock, its schema's migrations, effect rows, connections killed by the server
+and replies lost after a commit. What every journal does (the contracts of
+``agents_reconcile.conformance``; edited records, several workers, racing openings, records,
+settlements, receipts and restarts, sealed receipts, a newer schema, closing, a second event
+loop, addresses without passwords) is in ``test_conformance.py`` and ``test_journal.py``."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
-import os
 import sys
 import time
 import uuid
@@ -17,13 +18,11 @@ from typing import Any
 
 import pytest
 
-from agents_reconcile._backends.faultproxy import FaultProxy
 from agents_reconcile._backends.journal import IntentJournal, IntentState, Opened
 from agents_reconcile._backends.opening import open_journal
 from agents_reconcile._backends.rows import collecting_damage
 from agents_reconcile._core.ownership import current_owner
-from agents_reconcile._core.sealing import PayloadKey
-from agents_reconcile._effects.records import Effect, EffectState
+from agents_reconcile._effects.records import Effect
 from agents_reconcile.errors import (
     ConfigurationError,
     IntentConflict,
@@ -31,6 +30,7 @@ from agents_reconcile.errors import (
     JournalUnavailable,
     RecordTampered,
 )
+from agents_reconcile.testing import FaultProxy
 
 from ..support.backends import closed_port
 from ..support.journal_support import BACKEND, make_decision, make_effect, make_intent, proxy_to
@@ -257,51 +257,6 @@ async def test_rows_moved_or_reshaped_are_refused(
         await journal.decisions()
 
 
-# -- workers racing ---------------------------------------------------------------------------
-
-
-@pytest.mark.parametrize("same", [False, True], ids=["different", "same"])
-async def test_racing_settlements_settle_once(journals: Factory, same: bool) -> None:
-    """Two journals settling one intent at once store one decision and count one write: with
-    different decisions the loser gets IntentConflict; with the very same decision (a retry
-    racing its first attempt) both succeed."""
-    first, second = journals(), journals()
-    owner = current_owner()
-    for round_ in range(15):
-        intent = make_intent(f"s{round_}", text=str(round_))
-        await first.record(intent, state=IntentState.RECONCILING, owner=owner)
-        decisions = [make_decision(intent, decided_at=100.0 + n * (not same)) for n in range(2)]
-        results = await asyncio.gather(
-            first.settle(decisions[0], owner=owner),
-            second.settle(decisions[1], owner=owner),
-            return_exceptions=True,
-        )
-        outcomes = sorted(type(r).__name__ for r in results)
-        stored = await second.decisions(intent_id=intent.intent_id)
-        if same:
-            assert outcomes == ["NoneType", "NoneType"]
-        else:
-            assert outcomes == ["IntentConflict", "NoneType"]
-        assert stored == [decisions[results.index(None)]]
-    assert await first.pending(None) == []
-    assert await first.write_count("session-a", BACKEND) == 30
-
-
-async def test_settle_after_the_claim_moved_is_refused(journals: Factory) -> None:
-    """A settlement fenced by an owner fails once another worker has claimed the intent."""
-    first, second = journals(), journals()
-    me = current_owner()
-    intent = make_intent("i-1")
-    await first.record(intent, state=IntentState.RECONCILING, owner=me)
-    thief = dataclasses.replace(me, pid=me.pid + 1)
-    assert await second.transition(
-        "i-1", state=IntentState.RECONCILING, owner=thief, expect_owner=me
-    )
-    with pytest.raises(IntentConflict):
-        await first.settle(make_decision(intent), owner=me)
-    assert ids(await first.pending(None)) == ["i-1"]
-
-
 # -- round trips and the fence ----------------------------------------------------------------
 
 
@@ -492,22 +447,6 @@ async def test_an_id_taken_after_the_snapshot_is_compared_under_the_lock(
     assert entry is not None and entry.state is IntentState.FAILED
 
 
-async def test_racing_records_of_one_intent_store_and_count_it_once(journals: Factory) -> None:
-    """Four journals recording one intent at once all succeed; it is stored and counted
-    once; while an intent of the session is open, records of others still go in."""
-    workers = [journals() for _ in range(4)]
-    await workers[0].migrate()
-    owner = current_owner()
-    for round_ in range(20):
-        intent = make_intent(f"r{round_}", created_at=1_000.0 + round_, text=str(round_))
-        await asyncio.gather(
-            *(w.record(intent, state=IntentState.FAILED, owner=owner) for w in workers)
-        )
-        assert await workers[1].write_count("session-a", BACKEND) == round_ + 1
-    pending = await workers[2].pending("session-a")
-    assert ids(pending) == [f"r{n}" for n in range(20)]
-
-
 # -- the versioned schema ---------------------------------------------------------------------
 
 
@@ -634,23 +573,6 @@ async def test_an_effect_is_stored_as_encoded(journals: Factory, admin: Any, sch
     assert tuple(row) == (effect.key, "session-a", "done", effect.owner, done.encode())
 
 
-async def test_racing_begins_agree_on_one_record(journals: Factory) -> None:
-    """Four workers beginning one key at once, twenty times: each time exactly one records,
-    and all of them answer with its record."""
-    workers = [journals() for _ in range(4)]
-    await workers[0].migrate()
-    for round_ in range(20):
-        effect = make_effect(f"c{round_}")
-        answers = await asyncio.gather(
-            *(w.begin_effect(taken_by(effect, f"worker/{n}/1")) for n, w in enumerate(workers))
-        )
-        assert sum(recorded for _, recorded in answers) == 1
-        winner = next(stored for stored, recorded in answers if recorded)
-        assert all(stored == winner for stored, _ in answers)
-    found = await workers[1].effects("session-a")
-    assert [e.call_id for e in found] == [f"c{n}" for n in range(20)]
-
-
 INSERT_EFFECT = (
     'INSERT INTO "{}".effects (key, session_id, state, owner, created_at, updated_at, record)'
     " VALUES ($1, $2, 'started', $3, $4, $4, $5)"
@@ -682,72 +604,6 @@ async def test_a_key_recorded_after_the_snapshot_is_read_afresh(
     finally:
         await watcher.close()
     assert not recorded and stored == theirs and stored.owner == "theirs/1/1"
-
-
-@pytest.mark.parametrize("same", [False, True], ids=["different", "same"])
-async def test_racing_receipts_store_one(journals: Factory, same: bool) -> None:
-    """Two workers storing a receipt for one started effect at once: with different receipts
-    one wins and the other gets IntentConflict; with the very same receipt (a retry racing
-    its first attempt) both succeed. The record stored is the winner's."""
-    first, second = journals(), journals()
-    await first.migrate()
-    for round_ in range(15):
-        effect = make_effect(f"c{round_}")
-        await first.begin_effect(effect)
-        receipts = [effect.with_receipt(f"ok {n * (not same)}", at=10.0) for n in range(2)]
-        results = await asyncio.gather(
-            first.finish_effect(receipts[0]),
-            second.finish_effect(receipts[1]),
-            return_exceptions=True,
-        )
-        kinds = sorted(type(r).__name__ for r in results)
-        assert kinds == (["Effect", "Effect"] if same else ["Effect", "IntentConflict"])
-        winner = next(r for r in results if isinstance(r, Effect))
-        assert await second.effect(effect.key) == winner
-
-
-async def test_racing_restarts_take_the_effect_once(journals: Factory) -> None:
-    """Workers restarting one started effect from the same owner at once: exactly one takes
-    it, and its record is the one stored."""
-    workers = [journals() for _ in range(4)]
-    await workers[0].migrate()
-    for round_ in range(15):
-        effect = make_effect(f"c{round_}")
-        await workers[0].begin_effect(effect)
-        mine = [taken_by(effect, f"worker/{n}/1") for n in range(4)]
-        taken = await asyncio.gather(
-            *(
-                w.restart_effect(m, expect_owner=effect.owner)
-                for w, m in zip(workers, mine, strict=True)
-            )
-        )
-        assert sum(taken) == 1
-        assert await workers[1].effect(effect.key) == mine[taken.index(True)]
-
-
-async def test_a_sealed_receipt_again_is_a_no_op(
-    journals: Factory, admin: Any, schema: str
-) -> None:
-    """A sealed output is sealed afresh each time it is encoded, so the same receipt again
-    comes with other bytes: it is still a no-op, the output stays sealed in the row, and
-    another output conflicts."""
-    key = PayloadKey(os.urandom(32))
-    journal = journals()
-    journal.keyring.add([key])
-    effect = make_effect(seal_key=key)
-    await journal.begin_effect(effect)
-    done = effect.with_receipt({"card": "4242 SECRET"}, at=10.0)
-    assert done.encode() != done.encode()
-    assert await journal.finish_effect(done) == done
-    assert await journal.finish_effect(done) == done
-    raw = await admin.fetchval(f'SELECT record FROM "{schema}".effects')
-    assert b"SECRET" not in raw
-    with pytest.raises(IntentConflict):
-        await journal.finish_effect(effect.with_receipt({"card": "other"}, at=10.0))
-    reader = journals()
-    reader.keyring.add([key])
-    stored = await reader.effect(effect.key)
-    assert stored == done and stored is not None and stored.state is EffectState.DONE
 
 
 async def test_misused_states_are_refused_before_any_write(journals: Factory) -> None:

@@ -1,6 +1,8 @@
 """Behaviour specific to the embedded SQLite journal: durability, WAL, damage, locks,
-addresses and fork safety. What every journal does (edited records, a newer schema, closing)
-is in the conformance suite, ``test_journal.py``."""
+addresses and fork safety. What every journal does (the contracts of
+``agents_reconcile.conformance``; edited records, a newer schema, closing and opening again,
+a journal object given to ``open_journal``) is in ``test_conformance.py`` and
+``test_journal.py``."""
 
 from __future__ import annotations
 
@@ -20,7 +22,6 @@ from typing import Any
 import pytest
 
 from agents_reconcile._backends.journal import IntentJournal, IntentState, Opened
-from agents_reconcile._backends.memory.journal import MemoryJournal
 from agents_reconcile._backends.opening import open_journal
 from agents_reconcile._backends.sqlite.journal import SCHEMA_VERSION, SQLiteJournal
 from agents_reconcile._core.ownership import current_owner
@@ -447,29 +448,6 @@ async def test_open_journal_shares_one_instance_per_file(
     for spelling in spellings:
         assert open_journal(spelling) is first, spelling
     assert sqlite_at("other.db", opened) is not first
-
-
-async def test_open_journal_still_works_after_close(opened: list[IntentJournal]) -> None:
-    """After the shared instance is closed, open_journal for that file still hands out a
-    journal that works and holds the file's data."""
-    first = sqlite_at("shared.db", opened)
-    await first.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
-    await first.close()
-
-    second = sqlite_at("shared.db", opened)
-    await second.record(make_intent("i-2", text="x"), state=IntentState.FAILED, owner=STRANGER)
-    assert ids_of(await second.pending("session-a")) == ["i-1", "i-2"]
-
-
-async def test_open_journal_passes_journal_instances_through(tmp_path: Path) -> None:
-    """An IntentJournal instance (in-memory or SQLite) is returned as it is."""
-    memory = MemoryJournal()
-    sqlite_journal = SQLiteJournal(tmp_path / "mine.db")
-    try:
-        assert open_journal(memory) is memory
-        assert open_journal(sqlite_journal) is sqlite_journal
-    finally:
-        await sqlite_journal.close()
 
 
 @pytest.mark.parametrize(

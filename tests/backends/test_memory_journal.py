@@ -2,68 +2,27 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 import pytest
 
 from agents_reconcile._backends.journal import IntentState
 from agents_reconcile._backends.memory.journal import InvariantViolation, MemoryJournal
-from agents_reconcile._core.fingerprint import digest_items
-from agents_reconcile._core.ownership import Owner, current_owner
-from agents_reconcile._core.records import (
-    Action,
-    BackendIdentity,
-    Decision,
-    Outcome,
-    PendingWrite,
-    Reason,
-)
+from agents_reconcile._core.ownership import current_owner
+from agents_reconcile._core.records import Action
+
+from ..support.journal_support import STRANGER, make_decision, make_intent
 
 pytestmark = pytest.mark.memory
 
-BACKEND = BackendIdentity("agents.memory.sqlite_session.SQLiteSession", "/srv/data/chat.db")
-STRANGER = Owner(host="elsewhere#0badc0de", pid=4242, started="987654")
-
-
-def make_intent(intent_id: str, *, text: str = "hello") -> PendingWrite:
-    """A well-formed pending write of one user item."""
-    batch: tuple[dict[str, Any], ...] = ({"role": "user", "content": text},)
-    return PendingWrite(
-        intent_id=intent_id,
-        session_id="session-a",
-        backend=BACKEND,
-        batch=batch,
-        batch_digests=digest_items(batch),
-        before_digests=(),
-        before_is_whole=True,
-        created_at=1_700_000_000.0,
-        persisted_count=0,
-    )
-
-
-def make_decision(intent_id: str, action: Action) -> Decision:
-    """A decision about ``intent_id`` with the given action."""
-    settling = action in (Action.SETTLED, Action.REPLAYED, Action.DROPPED)
-    return Decision(
-        intent_id=intent_id,
-        session_id="session-a",
-        backend=BACKEND,
-        outcome=Outcome.COMMITTED if settling else Outcome.AMBIGUOUS,
-        reason=Reason.BATCH_PRESENT if settling else Reason.HISTORY_CHANGED,
-        action=action,
-        decided_at=1_700_000_100.0,
-    )
+DONE, OPEN = make_intent("done"), make_intent("open", text="x")
 
 
 @pytest.fixture
 async def settled_journal() -> MemoryJournal:
     """A journal holding one settled intent ``done`` and one pending intent ``open``."""
     journal = MemoryJournal()
-    await journal.record(make_intent("done"), state=IntentState.FAILED, owner=current_owner())
-    await journal.record(
-        make_intent("open", text="x"), state=IntentState.FAILED, owner=current_owner()
-    )
-    await journal.settle(make_decision("done", Action.SETTLED))
+    for intent in (DONE, OPEN):
+        await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    await journal.settle(make_decision(DONE))
     return journal
 
 
@@ -71,7 +30,7 @@ async def test_settling_twice_is_a_violation(settled_journal: MemoryJournal) -> 
     """Settling an already settled intent raises InvariantViolation and stores no second
     decision."""
     with pytest.raises(InvariantViolation, match="settled twice"):
-        await settled_journal.settle(make_decision("done", Action.REPLAYED))
+        await settled_journal.settle(make_decision(DONE, action=Action.REPLAYED))
 
     assert [d.action for d in await settled_journal.decisions(intent_id="done")] == [Action.SETTLED]
 
@@ -130,7 +89,7 @@ async def test_note_on_settled_intent_is_a_violation(
 ) -> None:
     """Noting a decision on a settled intent raises InvariantViolation and stores nothing."""
     with pytest.raises(InvariantViolation, match="settled"):
-        await settled_journal.note(make_decision("done", action))
+        await settled_journal.note(make_decision(DONE, action=action))
 
     assert len(await settled_journal.decisions(intent_id="done")) == 1
 
@@ -144,7 +103,7 @@ async def test_settle_with_non_settling_decision_is_a_violation(
     before = await settled_journal.get("open")
 
     with pytest.raises(InvariantViolation, match=action.value):
-        await settled_journal.settle(make_decision("open", action))
+        await settled_journal.settle(make_decision(OPEN, action=action))
 
     assert await settled_journal.get("open") == before
     assert not await settled_journal.is_settled("open")
@@ -160,7 +119,7 @@ async def test_note_with_settling_decision_is_a_violation(
     """note() with a settling decision raises InvariantViolation, so a settlement cannot slip
     past settle()."""
     with pytest.raises(InvariantViolation, match="settle"):
-        await settled_journal.note(make_decision("open", action))
+        await settled_journal.note(make_decision(OPEN, action=action))
 
     assert not await settled_journal.is_settled("open")
     assert await settled_journal.decisions(intent_id="open") == []

@@ -14,8 +14,8 @@ from agents import Agent, Runner, SQLiteSession
 from agents.testing import ScriptedModel, assistant_message
 
 from agents_reconcile import MemoryJournal, ReconcileConfig, ReconcilingSession, SQLiteJournal
-from agents_reconcile._backends.faultproxy import FaultProxy
 from agents_reconcile.errors import JournalUnavailable
+from agents_reconcile.testing import FaultProxy
 
 from ..support.servers import postgres_url, redis_url
 from .test_servers import via

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from agents_reconcile import ContinuationDenied, Outcome, ReconcileConfig, ReconcilingSession
-from agents_reconcile._backends.faultproxy import FaultProxy
+from agents_reconcile.testing import FaultProxy
 
 from ..support.servers import postgres_url, redis_url
 

@@ -46,7 +46,7 @@ class CountingJournal(SQLiteJournal):
 def commits(path: Path) -> int:
     """The session's write count: each opening and each clearing counts one."""
     with sqlite3.connect(path) as conn:
-        row = conn.execute("SELECT sum(writes) FROM session_writes").fetchone()
+        row = conn.execute("SELECT sum(write_count) FROM session_writes").fetchone()
     return int(row[0] or 0)
 
 

@@ -24,7 +24,7 @@ from agents_reconcile._core.ownership import Owner, current_owner
 from agents_reconcile._core.records import Action, PendingWrite, Reason
 from agents_reconcile._core.revision import void_write_id
 from agents_reconcile._session import journal_client
-from agents_reconcile._session.inflight import InFlight
+from agents_reconcile._session.claims import InFlight
 from agents_reconcile._session.resolver import RESOLVE_AFTER_LEASES
 from agents_reconcile.errors import LeaseLost, ResolutionRefused
 from agents_reconcile.testing import BackendFailure, Fault

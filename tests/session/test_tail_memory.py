@@ -13,10 +13,10 @@ def digests(*names: str) -> tuple[str, ...]:
 def test_a_read_vouched_for_by_a_count_is_trusted_while_long_enough() -> None:
     """A whole read is trusted for any append; a partial one only as far as it reaches."""
     memory = TailMemory()
-    memory.observe(digests("a", "b"), read=2, complete=True, count=5)
-    assert memory.trusted(10) == TailView(digests("a", "b"), whole=True, count=5)
+    memory.observe(digests("a", "b"), read=2, complete=True, write_count=5)
+    assert memory.trusted(10) == TailView(digests("a", "b"), whole=True, write_count=5)
     partial = TailMemory()
-    partial.observe(digests("a", "b", "c"), read=3, complete=False, count=5)
+    partial.observe(digests("a", "b", "c"), read=3, complete=False, write_count=5)
     assert partial.trusted(3) is not None
     assert partial.trusted(4) is None
 
@@ -25,7 +25,7 @@ def test_a_read_longer_than_kept_is_not_whole() -> None:
     """Only the newest digests are kept; a read longer than that is not the whole history."""
     memory = TailMemory()
     names = [str(n) for n in range(KEPT_DIGESTS + 5)]
-    memory.observe(digests(*names), read=len(names), complete=True, count=1)
+    memory.observe(digests(*names), read=len(names), complete=True, write_count=1)
     view = memory.view
     assert view is not None and not view.whole and len(view.digests) == KEPT_DIGESTS
 
@@ -33,36 +33,36 @@ def test_a_read_longer_than_kept_is_not_whole() -> None:
 def test_a_shorter_read_that_agrees_keeps_the_longer_view() -> None:
     """A short read (the SDK's own checks) that agrees with what is known changes nothing."""
     memory = TailMemory()
-    memory.observe(digests("a", "b", "c"), read=3, complete=True, count=2)
-    memory.observe(digests("b", "c"), read=2, complete=False, count=2)
-    assert memory.view == TailView(digests("a", "b", "c"), whole=True, count=2)
-    memory.observe(digests("x", "c"), read=2, complete=False, count=2)
-    assert memory.view == TailView(digests("x", "c"), whole=False, count=2)
+    memory.observe(digests("a", "b", "c"), read=3, complete=True, write_count=2)
+    memory.observe(digests("b", "c"), read=2, complete=False, write_count=2)
+    assert memory.view == TailView(digests("a", "b", "c"), whole=True, write_count=2)
+    memory.observe(digests("x", "c"), read=2, complete=False, write_count=2)
+    assert memory.view == TailView(digests("x", "c"), whole=False, write_count=2)
 
 
 def test_an_undigestible_read_voids_the_view() -> None:
     memory = TailMemory()
-    memory.observe(digests("a"), read=1, complete=True, count=1)
-    memory.observe(None, read=1, complete=True, count=1)
+    memory.observe(digests("a"), read=1, complete=True, write_count=1)
+    memory.observe(None, read=1, complete=True, write_count=1)
     assert memory.view is None
 
 
 def test_an_acknowledged_append_extends_the_view_with_its_count() -> None:
     """After an acknowledged append the view ends with its batch, at the count it made."""
     memory = TailMemory()
-    memory.observe(digests("a"), read=1, complete=True, count=3)
-    memory.extend(digests("b", "c"), count=4)
-    assert memory.view == TailView(digests("a", "b", "c"), whole=True, count=4)
+    memory.observe(digests("a"), read=1, complete=True, write_count=3)
+    memory.extend(digests("b", "c"), write_count=4)
+    assert memory.view == TailView(digests("a", "b", "c"), whole=True, write_count=4)
     empty = TailMemory()
-    empty.extend(digests("b"), count=1)
+    empty.extend(digests("b"), write_count=1)
     assert empty.view is None
 
 
 def test_a_view_without_a_count_is_used_once_and_not_kept() -> None:
     memory = TailMemory()
-    memory.remember(TailView(digests("a"), whole=True, count=None))
+    memory.remember(TailView(digests("a"), whole=True, write_count=None))
     assert memory.view is None
-    memory.remember(TailView(digests("a"), whole=True, count=7))
+    memory.remember(TailView(digests("a"), whole=True, write_count=7))
     assert memory.trusted(1) is not None
 
 
@@ -70,7 +70,7 @@ def test_after_a_settlement_nothing_is_trusted_and_the_batch_is_recognised() -> 
     """A settlement voids the view (the store must be read), widens the read to the settled
     tail, and recognises the same batch sent again while the tail still ends with it."""
     memory = TailMemory()
-    memory.observe(digests("a", "b"), read=2, complete=True, count=3)
+    memory.observe(digests("a", "b"), read=2, complete=True, write_count=3)
     memory.settle(digests("x"), digests("a", "b"))
     assert memory.trusted(1) is None
     assert memory.wanted(2) == 3
@@ -83,7 +83,7 @@ def test_after_a_settlement_nothing_is_trusted_and_the_batch_is_recognised() -> 
 
 def test_forgetting_drops_view_and_settled_batch() -> None:
     memory = TailMemory()
-    memory.observe(digests("a"), read=1, complete=True, count=1)
+    memory.observe(digests("a"), read=1, complete=True, write_count=1)
     memory.settle(digests("x"), digests("a"))
     memory.forget()
     assert memory.view is None and memory.settled is None

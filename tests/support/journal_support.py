@@ -5,7 +5,6 @@ from __future__ import annotations
 
 from urllib.parse import urlsplit, urlunsplit
 
-from agents_reconcile._backends.faultproxy import FaultProxy
 from agents_reconcile._core.records import Action
 from agents_reconcile.conformance.records import (
     BACKEND,
@@ -14,6 +13,7 @@ from agents_reconcile.conformance.records import (
     make_effect,
     make_intent,
 )
+from agents_reconcile.testing import FaultProxy
 
 __all__ = [
     "BACKEND",

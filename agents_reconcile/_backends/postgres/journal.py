@@ -76,7 +76,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, Final, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
@@ -85,7 +84,6 @@ from ..._core.records import BackendIdentity, Decision, PendingWrite
 from ..._core.sealing import Keyring
 from ...errors import (
     ConfigurationError,
-    IntentConflict,
     JournalCorrupt,
     JournalError,
     JournalUnavailable,
@@ -95,14 +93,12 @@ from ..connections import Connections
 from ..journal import (
     Capabilities,
     IntentState,
-    JournalEntry,
     Opened,
-    require_limit,
     require_settling,
 )
 from ..redaction import Redacted
-from ..rows import checked_decision, checked_entry, decoded, each
 from ..schema import Schema
+from .answers import _already_settled, _Asked, _compare, _count, _other_content
 from .aside import PostgresAside
 from .backend import (
     Connection,
@@ -115,7 +111,10 @@ from .backend import (
     pool_opener,
     quote,
 )
+from .decisions import PostgresDecisions
 from .effects import PostgresEffects
+from .reads import PostgresReads
+from .schema import PostgresSchemaSteps
 from .statements import JournalStatements, decision_args
 
 __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "PostgresJournal"]
@@ -134,28 +133,12 @@ SCHEMA_VERSION: Final = SCHEMA.version
 DEFAULT_SCHEMA: Final = "agents_reconcile"
 
 _T = TypeVar("_T")
-# What a schema holds: one row per table (the schema alone, a NULL name, when it is empty); no
-# row when there is no such schema.
-_SCHEMA_TABLES: Final = (
-    "SELECT c.relname::text FROM pg_catalog.pg_namespace n LEFT JOIN pg_catalog.pg_class c"
-    " ON c.relnamespace = n.oid AND c.relkind IN ('r', 'p') WHERE n.nspname = $1"
-    " ORDER BY 1"
-)
-_JOURNAL_SCHEMAS: Final = (
-    "SELECT n.nspname::text FROM pg_catalog.pg_namespace n WHERE"
-    " EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid"
-    " AND c.relname = $1 AND c.relkind IN ('r', 'p'))"
-    " AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid"
-    " AND c.relname = $2 AND c.relkind IN ('r', 'p'))"
-    " ORDER BY 1 LIMIT $3"
-)
 _TABLES: Final = ("decisions", "effects", "intents", "session_writes", "set_aside")
-# open_intent's statements start each row with added, settled, write_count and the seven columns
-# of the intent holding the id; an unresolved intent of the session follows.
-_HEAD_COLUMNS: Final = 10
 
 
-class PostgresJournal(PostgresEffects, PostgresAside):
+class PostgresJournal(
+    PostgresSchemaSteps, PostgresReads, PostgresDecisions, PostgresEffects, PostgresAside
+):
     """``IntentJournal`` (and ``EffectJournal``, from ``PostgresEffects``) in a PostgreSQL
     schema shared by any number of processes and hosts.
 
@@ -311,53 +294,6 @@ class PostgresJournal(PostgresEffects, PostgresAside):
         self._verified.clear()
         await self._connections.release()
 
-    # -- schema ------------------------------------------------------------------------
-
-    async def migrate(self) -> list[str]:
-        """Apply the missing migration steps; return what was applied (empty when current).
-
-        Refuses (``JournalCorrupt``) a schema newer than this release, or one whose version
-        is current but whose tables are missing."""
-        return await self._on_pool(self._schema.migrate)
-
-    async def check(self) -> str | None:
-        """None when the schema is at this release's version; otherwise a sentence saying
-        what is missing or newer. Runs no DDL and writes nothing (a read-only transaction)."""
-        problem, _ = await self._run(self._schema.inspect, prepare=False)
-        return problem
-
-    async def schema_tables(self) -> list[str] | None:
-        """The tables the journal's schema holds, sorted (None when there is no such schema),
-        for an operator told there is no journal. Only reads."""
-
-        async def work(conn: Connection) -> list[str] | None:
-            async with conn.transaction(readonly=True):
-                rows = await conn.fetch(_SCHEMA_TABLES, self.schema)
-            return None if not rows else [row[0] for row in rows if row[0] is not None]
-
-        return await self._run(work, prepare=False)
-
-    async def journal_schemas(self, *, most: int = 20) -> list[str]:
-        """The schemas of this database holding a journal (its intents table and its version
-        table), sorted, up to ``most``. Only reads."""
-
-        async def work(conn: Connection) -> list[str]:
-            async with conn.transaction(readonly=True):
-                rows = await conn.fetch(
-                    _JOURNAL_SCHEMAS, "intents", self._schema.version_table, most
-                )
-            return [str(row[0]) for row in rows]
-
-        return await self._run(work, prepare=False)
-
-    async def schema_version(self) -> int | None:
-        """The version recorded in the schema (None when it holds none); writes nothing."""
-        return await self._run(self._schema.version, prepare=False)
-
-    async def drop(self) -> None:
-        """Drop this journal's schema and everything in it (for tests and operators)."""
-        await self._on_pool(self._schema.drop)
-
     # -- IntentJournal -----------------------------------------------------------------
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
@@ -450,13 +386,6 @@ class PostgresJournal(PostgresEffects, PostgresAside):
                 raise
             return None
 
-    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
-        async def work(conn: Connection) -> int:
-            found = await conn.fetchval(self._sql.write_count, session_id, str(backend))
-            return 0 if found is None else _count(found)
-
-        return await self._run(work)
-
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
         async def work(conn: Connection) -> int:
             return _count(await conn.fetchval(self._sql.count_write, session_id, str(backend)))
@@ -515,35 +444,6 @@ class PostgresJournal(PostgresEffects, PostgresAside):
 
         await self._run(work)
 
-    async def pending(
-        self, session_id: str | None, backend: BackendIdentity | None = None
-    ) -> list[JournalEntry]:
-        sql = self._sql.pending(session_id is not None, backend is not None)
-        args = [value for value in (session_id, backend) if value is not None]
-
-        async def work(conn: Connection) -> list[Any]:
-            return await conn.fetch(sql, *(str(value) for value in args))
-
-        keyring = self.keyring
-        return each(
-            await self._run(work),
-            lambda row: _entry(row, keyring),
-            lambda row: ("intent", row[0], row[1]),
-        )
-
-    async def get(self, intent_id: str) -> JournalEntry | None:
-        async def work(conn: Connection) -> Any:
-            return await conn.fetchrow(self._sql.get, intent_id)
-
-        row = await self._run(work)
-        return None if row is None else _entry(row, self.keyring)
-
-    async def is_settled(self, intent_id: str) -> bool:
-        async def work(conn: Connection) -> bool:
-            return await conn.fetchval(self._sql.is_settled, intent_id) is not None
-
-        return await self._run(work)
-
     async def settle(
         self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
     ) -> None:
@@ -580,41 +480,6 @@ class PostgresJournal(PostgresEffects, PostgresAside):
 
         await self._run(work)
 
-    async def note(self, decision: Decision) -> None:
-        require_settling(decision, settling=False)
-
-        async def work(conn: Connection) -> None:
-            await conn.execute(self._sql.note, *decision_args(decision))
-
-        await self._run(work)
-
-    async def note_again(self, previous: Decision, again: Decision) -> bool:
-        """Replace the newest decision about ``previous``'s intent with ``again`` (the same
-        decision, counted once more), only while it is still ``previous``; whether it was."""
-        require_settling(again, settling=False)
-        args = (previous.intent_id, previous.encode(), again.encode())
-
-        async def work(conn: Connection) -> bool:
-            return await conn.fetchval(self._sql.note_again, *args) is not None
-
-        return await self._run(work)
-
-    async def decisions(
-        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
-    ) -> list[Decision]:
-        require_limit(limit)
-        sql = self._sql.decisions(session_id is not None, intent_id is not None)
-        args: list[object] = [value for value in (session_id, intent_id) if value is not None]
-        args.append(limit)
-
-        async def work(conn: Connection) -> list[Any]:
-            return await conn.fetch(sql, *args)
-
-        return each(await self._run(work), _decision, lambda row: ("decision", row[0], row[1]))
-
-
-# -- rows and answers ---------------------------------------------------------------------
-
 
 def _intent_args(intent: PendingWrite, state: IntentState, owner: Owner) -> tuple[object, ...]:
     return (
@@ -627,115 +492,3 @@ def _intent_args(intent: PendingWrite, state: IntentState, owner: Owner) -> tupl
         time.time(),
         intent.encode(),
     )
-
-
-def _already_settled(intent_id: str) -> IntentConflict:
-    return IntentConflict(f"intent {intent_id} was already settled", intent_id=intent_id)
-
-
-def _compare(intent: PendingWrite, prior: object, keyring: Keyring) -> None:
-    """The id is taken: a no-op when ``prior`` holds the same content, else a conflict."""
-    if prior is not None:
-        existing = decoded(intent.intent_id, lambda data: PendingWrite.decode(data, keyring), prior)
-        if existing.same_content(intent):
-            return
-    raise IntentConflict(
-        f"intent {intent.intent_id} is recorded with other content", intent_id=intent.intent_id
-    )
-
-
-def _count(value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 0:
-        raise JournalCorrupt(f"a session's write count is {value!r}, not a count")
-    return value
-
-
-def _other_content(intent: PendingWrite) -> IntentConflict:
-    return IntentConflict(
-        f"intent {intent.intent_id} is recorded with other content", intent_id=intent.intent_id
-    )
-
-
-@dataclass(frozen=True, slots=True)
-class _Asked:
-    """An ``open_intent`` call, to read its statements' answers against."""
-
-    intent: PendingWrite
-    state: IntentState
-    owner: Owner
-    expect_write_count: int | None
-    keyring: Keyring
-
-    def answer(self, head: Any, rows: Sequence[Any], write_count: int) -> Opened | None:
-        """The answer ``head`` (a row's flags, count and the intent holding the id) and
-        ``rows`` (the session's unresolved intents, after the head's columns) give, in the
-        contract's order; None when they do not say why nothing was inserted (the fence
-        fell, or the id was taken after the snapshot)."""
-        if head["added"]:
-            return Opened(recorded=True, write_count=write_count)
-        held = self.holding(head, write_count)
-        if held is not None:
-            return held
-        blocking = [
-            _entry(tuple(found)[_HEAD_COLUMNS:], self.keyring)
-            for found in rows
-            if found["intent_id"] is not None
-        ]
-        if blocking:
-            return Opened(recorded=False, write_count=write_count, blocking=blocking)
-        if head["settled"]:
-            raise _already_settled(self.intent.intent_id)
-        if self.expect_write_count is not None and write_count != self.expect_write_count:
-            return Opened(recorded=False, write_count=write_count)
-        return None
-
-    def holding(self, head: Any, write_count: int) -> Opened | None:
-        """The answer when ``head`` shows an intent holding the id (None when none does):
-        other content conflicts; this call's own intent, as it left it, is recorded."""
-        intent = self.intent
-        if head["prior"] is None:
-            return None
-        held = _entry(
-            (
-                intent.intent_id,
-                head["prior_session"],
-                head["prior_backend"],
-                head["prior_state"],
-                head["prior_owner"],
-                head["prior_updated"],
-                head["prior"],
-            ),
-            self.keyring,
-        )
-        if not held.intent.same_content(intent):
-            raise _other_content(intent)
-        if held.state is self.state and held.owner == self.owner:
-            # Opened already by this same call, whose reply was lost: answer as it was.
-            return Opened(recorded=True, write_count=_count(head["prior_seq"]))
-        return Opened(recorded=False, write_count=write_count, blocking=[held])
-
-
-def _entry(row: Sequence[Any], keyring: Keyring) -> JournalEntry:
-    """An intent's row: its seven columns, then its token and age where selected."""
-    intent_id, session_id, backend, state, owner, updated_at, record, *held = tuple(row)
-    fence, age = held if len(held) == 2 else (None, None)
-    texts = (intent_id, session_id, backend, state, owner)
-    if not all(isinstance(value, str) for value in texts) or not isinstance(updated_at, float):
-        raise JournalCorrupt(f"intent {intent_id!r}: the journal row has unexpected types")
-    return checked_entry(
-        intent_id,
-        session_id,
-        backend,
-        state,
-        owner,
-        updated_at,
-        record,
-        keyring,
-        fence=fence,
-        age=age,
-    )
-
-
-def _decision(row: Sequence[Any]) -> Decision:
-    intent_id, session_id, record = tuple(row)
-    return checked_decision(intent_id, session_id, record)

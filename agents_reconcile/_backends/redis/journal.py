@@ -78,14 +78,11 @@ from ..connections import Connections
 from ..journal import (
     Capabilities,
     IntentState,
-    JournalEntry,
     Opened,
-    require_limit,
     require_settling,
 )
 from ..lua import LuaScript, Send
 from ..redaction import Redacted
-from ..rows import each
 from . import replies
 from .aside import ASIDE_SCRIPTS, RedisAside
 from .backend import (
@@ -97,9 +94,11 @@ from .backend import (
     unlink_matching,
 )
 from .effects import EFFECT_SCRIPTS, RedisEffects
-from .homes import RedisIntentHomes, Retry
+from .homes import RedisIntentHomes
 from .layout import IntentHomes, JournalKeys
+from .reads import RedisReads
 from .schema import _VERSION, SCHEMA, SCHEMA_VERSION, RedisSchemaSteps
+from .survey import RedisSurvey
 
 try:
     import redis.asyncio as aioredis
@@ -131,15 +130,15 @@ _SCRIPTS: Final = {
         *ASIDE_SCRIPTS,
     )
 }
-_SCAN_STEP: Final = 1000
-"""Keys a ``SCAN`` looks at per call while an operator's diagnosis looks for journals."""
 _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
     "socket_connect_timeout": 5.0,
     "socket_timeout": 10.0,
 }
 
 
-class RedisJournal(RedisIntentHomes, RedisSchemaSteps, RedisEffects, RedisAside):
+class RedisJournal(
+    RedisIntentHomes, RedisSchemaSteps, RedisReads, RedisEffects, RedisAside, RedisSurvey
+):
     """``IntentJournal`` and ``EffectJournal`` on a Redis server, shared by every worker that
     uses the same server and ``prefix``.
 
@@ -206,50 +205,6 @@ class RedisJournal(RedisIntentHomes, RedisSchemaSteps, RedisEffects, RedisAside)
 
     def __repr__(self) -> str:
         return f"RedisJournal({self._address.shown!r}, prefix={self.prefix!r})"
-
-    # -- what the server holds, for an operator told there is no journal (only reads) -------
-
-    async def keys_held(self, *, most: int = 3, budget: int = 10_000) -> list[str]:
-        """Up to ``most`` names of keys under this journal's prefix, found by ``SCAN`` over at
-        most ``budget`` keys of the server (none: the prefix holds nothing, as far as seen)."""
-        from .backend import glob_escape
-
-        found, _ = await self._scan(f"{glob_escape(self.prefix)}:*", most, budget)
-        return [key.decode("utf-8", "backslashreplace") for key in found]
-
-    async def journal_prefixes(
-        self, *, most: int = 20, budget: int = 10_000
-    ) -> tuple[list[str], bool]:
-        """The prefixes under which this server holds a journal (a ``PREFIX:schema`` key
-        holding a version), found by ``SCAN`` over at most ``budget`` keys, up to ``most`` of
-        them, sorted; and whether the scan saw every key of the server."""
-        suffix = self._layout.names["schema"][len(self.prefix) :].encode()  # b":schema"
-        keys, complete = await self._scan(f"*{suffix.decode()}", most, budget)
-        found: list[str] = []
-        with self._translated("journal_prefixes"):
-            send = await self._send()
-            for key in sorted(keys):
-                raw = await send("GET", key)
-                if isinstance(raw, bytes) and raw.strip().isdigit():
-                    found.append(key[: -len(suffix)].decode("utf-8", "backslashreplace"))
-        return found, complete
-
-    async def _scan(self, pattern: str, most: int, budget: int) -> tuple[list[bytes], bool]:
-        """Keys matching ``pattern``, up to ``most``, over at most ``budget`` keys scanned; and
-        whether the scan went through every key."""
-        found: list[bytes] = []
-        with self._translated("scan"):
-            send = await self._send()
-            cursor = 0
-            for _ in range(max(1, budget // _SCAN_STEP)):
-                reply, keys = await send("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_STEP)
-                found.extend(key for key in keys if key not in found)
-                cursor = int(reply)
-                if cursor == 0:
-                    return found[:most], len(found) <= most
-                if len(found) >= most:
-                    break
-        return found[:most], False
 
     # -- commands, scripts and errors -----------------------------------------------------
 
@@ -398,66 +353,6 @@ class RedisJournal(RedisIntentHomes, RedisSchemaSteps, RedisEffects, RedisAside)
 
         await self._on_intent(intent_id, attempt)
 
-    async def pending(
-        self, session_id: str | None, backend: BackendIdentity | None = None
-    ) -> list[JournalEntry]:
-        if session_id is not None:
-            return await self._session_entries(session_id, backend)
-        reply = await self._command("pending", "HVALS", self._layout.names["index"])
-        sessions = sorted(
-            {
-                replies.text(value, "an intent's session")
-                for value in replies.as_list(reply, "pending")
-            }
-        )
-        found: list[JournalEntry] = []
-        for session in sessions:
-            found.extend(await self._session_entries(session, backend))
-        # Each session's rows are oldest first already; a stable sort merges them.
-        found.sort(key=lambda entry: entry.intent.created_at)
-        return found
-
-    async def _session_entries(
-        self, session_id: str, backend: BackendIdentity | None
-    ) -> list[JournalEntry]:
-        args: list[str | bytes] = [
-            session_id,
-            "all",
-            "0" if backend is None else "1",
-            "" if backend is None else str(backend),
-        ]
-        keys = self._layout.scripted(session_id)
-        found = replies.rows(await self._script("entries", keys, args, read_only=True), "pending")
-        keyring = self.keyring
-        return each(
-            found,
-            lambda row: replies.entry(session_id, row, keyring),
-            lambda row: ("intent", row[0], session_id),
-        )
-
-    async def get(self, intent_id: str) -> JournalEntry | None:
-        async def attempt(session_id: str | None) -> JournalEntry | Retry | None:
-            if session_id is None:
-                return None
-            keys = self._layout.scripted(session_id)
-            args: list[str | bytes] = [session_id, "one", intent_id]
-            found = replies.rows(await self._script("entries", keys, args, read_only=True), "get")
-            if not found:
-                return Retry.MOVED
-            if len(found) != 1 or found[0][0] != intent_id:
-                raise replies.unexpected("get", found)
-            return replies.entry(session_id, found[0], self.keyring)
-
-        return await self._on_intent(intent_id, attempt)
-
-    async def is_settled(self, intent_id: str) -> bool:
-        reply = await self._command(
-            "is_settled", "SISMEMBER", self._layout.names["settled"], intent_id
-        )
-        if reply not in (0, 1):
-            raise replies.unexpected("is_settled", reply)
-        return reply == 1
-
     async def settle(
         self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
     ) -> None:
@@ -519,23 +414,6 @@ class RedisJournal(RedisIntentHomes, RedisSchemaSteps, RedisEffects, RedisAside)
             again.encode(),
         ]
         return replies.count(await self._script("note_again", keys, args), "note_again") == 1
-
-    async def decisions(
-        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
-    ) -> list[Decision]:
-        require_limit(limit)
-        by_session = session_id is not None and intent_id is None
-        keys = list(self._layout.globals)
-        if session_id is not None and intent_id is None:
-            keys += self._layout.session(session_id)
-        args: list[str | bytes] = [
-            "0" if intent_id is None else "1",
-            "" if intent_id is None else intent_id,
-            str(limit),
-            "1" if by_session else "0",
-        ]
-        reply = await self._script("decisions", keys, args, read_only=True)
-        return replies.decisions(reply, session_id=session_id, intent_id=intent_id, limit=limit)
 
     async def close(self) -> None:
         """Release the connections (a client passed in stays open); a later operation opens

@@ -8,7 +8,6 @@ holds the write lock, so a busy journal never stalls the event loop for long.
 
 from __future__ import annotations
 
-import asyncio
 import os
 import sqlite3
 import time
@@ -19,8 +18,7 @@ from typing import ClassVar, Final, TypeVar
 from ..._core.ownership import Owner
 from ..._core.records import BackendIdentity, Decision, PendingWrite
 from ..._core.sealing import Keyring
-from ..._effects.records import Effect, EffectState
-from ...errors import IntentConflict, JournalCorrupt, JournalUnavailable, LeaseLost
+from ...errors import IntentConflict, JournalUnavailable, LeaseLost
 from ..aside import RawIntent, SetAside
 from ..journal import (
     Capabilities,
@@ -30,22 +28,23 @@ from ..journal import (
     require_limit,
     require_settling,
 )
-from ..rows import checked_decision, checked_effect, checked_entry, each
+from ..rows import checked_decision, checked_entry, each
 from .backend import SQLiteLink, enable_wal, path_of
-from .files import _VERSIONS, SCHEMA, SCHEMA_VERSION, _access_problem, _inspect, _reader, _translate
+from .effects import SQLiteEffects
+from .files import _VERSIONS, SCHEMA, SCHEMA_VERSION, _reader, _translate
+from .schema import SQLiteSchemaSteps
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "SQLiteJournal"]
 
 _T = TypeVar("_T")
 _SETTLING_ACTIONS: Final = ("settled", "replayed", "dropped")
-_EFFECT_ROW: Final = "SELECT key, session_id, state, owner, record FROM effects WHERE key = ?"
-_EffectRow = tuple[str, str, str, str, bytes]
 # One journal object per file within a process: every spelling of an address shares it.
 _SHARED: dict[Path, SQLiteJournal] = {}
 
 
-class SQLiteJournal:
-    """``IntentJournal`` in one SQLite file (created with its schema on first use).
+class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects):
+    """``IntentJournal`` (and ``EffectJournal``, from ``SQLiteEffects``) in one SQLite file
+    (created with its schema on first use).
 
     ``synchronous="NORMAL"`` (the default) makes every commit survive the process being
     killed; ``"FULL"`` also survives power loss, at an fsync per commit. ``read_only=True``
@@ -132,38 +131,6 @@ class SQLiteJournal:
             conn.close()
             raise
         return conn
-
-    def _check_read_only(self, conn: sqlite3.Connection) -> None:
-        """An inspected file must be a journal this release reads."""
-        found = _VERSIONS.version(conn, str(self.path))
-        if found is None:
-            raise JournalCorrupt(f"{self.path} is not an agents-reconcile journal")
-        if found > SCHEMA_VERSION:
-            SCHEMA.refuse(str(self.path), found)
-
-    async def schema_version(self) -> int | None:
-        """The schema version recorded in the file (None without one); writes nothing."""
-        return await asyncio.to_thread(_VERSIONS.read_file, self.path)
-
-    async def migrate(self) -> list[str]:
-        """Create or upgrade the schema; return the steps applied (none when current)."""
-        if self.read_only:
-            raise JournalUnavailable(f"journal {self.path} is open read-only")
-        try:
-            return await asyncio.to_thread(_VERSIONS.migrate_file, self.path, self._busy_timeout)
-        except sqlite3.Error as exc:
-            raise _translate(exc, self.path) from exc
-
-    async def check(self) -> str | None:
-        """None when the file holds this release's schema; else what is missing or newer,
-        what stops this user reading it, or what the file holds instead of a journal.
-        Creates and writes nothing, and leaves no file beside the journal (``_reader``)."""
-        try:
-            if not self.path.is_file():
-                return f"{self.path}: no journal file (migrate creates it)"
-        except OSError as exc:  # a directory on the way this user may not search
-            return _access_problem(self.path, writing=False) or f"{self.path}: {exc}"
-        return await asyncio.to_thread(_inspect, self.path)
 
     def _sync(self, operation: Callable[[sqlite3.Connection], _T], *, patient: bool = False) -> _T:
         return self._link.sync(operation, patient=patient)
@@ -365,91 +332,6 @@ class SQLiteJournal:
         )
         args = (again.encode(), previous.encode(), previous.intent_id)
         return bool(await self._run(lambda conn: conn.execute(sql, args).rowcount == 1))
-
-    # -- EffectJournal -------------------------------------------------------------------
-
-    async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
-        row = (effect.key, effect.session_id, effect.state.value, effect.owner)
-        times = (effect.started_at, time.time())
-        record = effect.encode()
-
-        def begin(conn: sqlite3.Connection) -> tuple[_EffectRow, bool]:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                inserted = conn.execute(
-                    "INSERT INTO effects (key, session_id, state, owner, started_at,"
-                    " updated_at, record) VALUES (?, ?, ?, ?, ?, ?, ?)"
-                    " ON CONFLICT (key) DO NOTHING",
-                    (*row, *times, record),
-                ).rowcount
-                [stored] = conn.execute(_EFFECT_ROW, row[:1]).fetchall()
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
-            return stored, inserted == 1
-
-        stored, recorded = await self._run(begin)
-        return self._effect(stored), recorded
-
-    async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
-        sql = (
-            "UPDATE effects SET owner = ?, updated_at = ?, record = ?"
-            " WHERE key = ? AND state = 'started' AND owner = ?"
-        )
-        args = (effect.owner, time.time(), effect.encode(), effect.key, expect_owner)
-        return bool(await self._run(lambda conn: conn.execute(sql, args).rowcount == 1))
-
-    async def finish_effect(self, effect: Effect) -> Effect:
-        sql = (
-            "UPDATE effects SET state = 'done', updated_at = ?, record = ?"
-            " WHERE key = ? AND state = 'started' AND owner = ?"
-        )
-        args = (time.time(), effect.encode(), effect.key, effect.owner)
-
-        def finish(conn: sqlite3.Connection) -> tuple[bool, _EffectRow | None]:
-            updated = conn.execute(sql, args).rowcount == 1
-            return updated, conn.execute(_EFFECT_ROW, (effect.key,)).fetchone()
-
-        updated, stored = await self._run(finish)
-        if stored is not None:
-            held = self._effect(stored)
-            done = (held.state, held.owner, held.output_digest) == (
-                EffectState.DONE,
-                effect.owner,
-                effect.output_digest,
-            )
-            if updated or done:
-                return held
-        raise IntentConflict(
-            f"effect {effect.key}: no started effect of owner {effect.owner} to finish",
-            intent_id=effect.key,
-        )
-
-    async def effect(self, key: str) -> Effect | None:
-        rows = await self._run(lambda conn: conn.execute(_EFFECT_ROW, (key,)).fetchall())
-        return self._effect(rows[0]) if rows else None
-
-    async def effects(self, session_id: str) -> list[Effect]:
-        sql = (
-            "SELECT key, session_id, state, owner, record FROM effects WHERE session_id = ?"
-            " ORDER BY rowid"
-        )
-        rows = await self._run(lambda conn: conn.execute(sql, (session_id,)).fetchall())
-        return [self._effect(row) for row in rows]
-
-    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
-        # The partial index effects_started holds the started rows alone.
-        sql = "SELECT key, session_id, state, owner, record FROM effects WHERE state = 'started'"
-        args: tuple[str, ...] = ()
-        if session_id is not None:
-            sql, args = f"{sql} AND session_id = ?", (session_id,)
-        rows = await self._run(lambda conn: conn.execute(f"{sql} ORDER BY rowid", args).fetchall())
-        return each(rows, self._effect, lambda row: ("effect", row[0], row[1]))
-
-    def _effect(self, row: _EffectRow) -> Effect:
-        key, session_id, state, owner, record = row
-        return checked_effect(key, session_id, state, owner, bytes(record), self.keyring)
 
     async def decisions(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100

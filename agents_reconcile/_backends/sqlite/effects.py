@@ -1,0 +1,118 @@
+"""The SQLite journal's effect half (``EffectJournal``): tools' external effects, one row each in
+the ``effects`` table, keyed by the effect key and kept beside the intents (an effect is not a
+session write, so it takes no part in the write counts).
+
+Kept apart from ``SQLiteJournal`` for length; it runs its statements through the journal's own
+connection (``_run``) and opens records with its keyring.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Final, TypeVar
+
+from ..._core.sealing import Keyring
+from ..._effects.records import Effect, EffectState
+from ...errors import IntentConflict
+from ..rows import checked_effect, each
+
+__all__ = ["SQLiteEffects"]
+
+_T = TypeVar("_T")
+_EFFECT_ROW: Final = "SELECT key, session_id, state, owner, record FROM effects WHERE key = ?"
+_EffectRow = tuple[str, str, str, str, bytes]
+
+
+class SQLiteEffects:
+    """``EffectJournal`` for ``SQLiteJournal``, which provides what is declared here."""
+
+    keyring: Keyring
+
+    if TYPE_CHECKING:
+
+        async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T: ...
+
+    async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
+        row = (effect.key, effect.session_id, effect.state.value, effect.owner)
+        times = (effect.started_at, time.time())
+        record = effect.encode()
+
+        def begin(conn: sqlite3.Connection) -> tuple[_EffectRow, bool]:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                inserted = conn.execute(
+                    "INSERT INTO effects (key, session_id, state, owner, started_at,"
+                    " updated_at, record) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    " ON CONFLICT (key) DO NOTHING",
+                    (*row, *times, record),
+                ).rowcount
+                [stored] = conn.execute(_EFFECT_ROW, row[:1]).fetchall()
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            return stored, inserted == 1
+
+        stored, recorded = await self._run(begin)
+        return self._effect(stored), recorded
+
+    async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
+        sql = (
+            "UPDATE effects SET owner = ?, updated_at = ?, record = ?"
+            " WHERE key = ? AND state = 'started' AND owner = ?"
+        )
+        args = (effect.owner, time.time(), effect.encode(), effect.key, expect_owner)
+        return bool(await self._run(lambda conn: conn.execute(sql, args).rowcount == 1))
+
+    async def finish_effect(self, effect: Effect) -> Effect:
+        sql = (
+            "UPDATE effects SET state = 'done', updated_at = ?, record = ?"
+            " WHERE key = ? AND state = 'started' AND owner = ?"
+        )
+        args = (time.time(), effect.encode(), effect.key, effect.owner)
+
+        def finish(conn: sqlite3.Connection) -> tuple[bool, _EffectRow | None]:
+            updated = conn.execute(sql, args).rowcount == 1
+            return updated, conn.execute(_EFFECT_ROW, (effect.key,)).fetchone()
+
+        updated, stored = await self._run(finish)
+        if stored is not None:
+            held = self._effect(stored)
+            done = (held.state, held.owner, held.output_digest) == (
+                EffectState.DONE,
+                effect.owner,
+                effect.output_digest,
+            )
+            if updated or done:
+                return held
+        raise IntentConflict(
+            f"effect {effect.key}: no started effect of owner {effect.owner} to finish",
+            intent_id=effect.key,
+        )
+
+    async def effect(self, key: str) -> Effect | None:
+        rows = await self._run(lambda conn: conn.execute(_EFFECT_ROW, (key,)).fetchall())
+        return self._effect(rows[0]) if rows else None
+
+    async def effects(self, session_id: str) -> list[Effect]:
+        sql = (
+            "SELECT key, session_id, state, owner, record FROM effects WHERE session_id = ?"
+            " ORDER BY rowid"
+        )
+        rows = await self._run(lambda conn: conn.execute(sql, (session_id,)).fetchall())
+        return [self._effect(row) for row in rows]
+
+    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
+        # The partial index effects_started holds the started rows alone.
+        sql = "SELECT key, session_id, state, owner, record FROM effects WHERE state = 'started'"
+        args: tuple[str, ...] = ()
+        if session_id is not None:
+            sql, args = f"{sql} AND session_id = ?", (session_id,)
+        rows = await self._run(lambda conn: conn.execute(f"{sql} ORDER BY rowid", args).fetchall())
+        return each(rows, self._effect, lambda row: ("effect", row[0], row[1]))
+
+    def _effect(self, row: _EffectRow) -> Effect:
+        key, session_id, state, owner, record = row
+        return checked_effect(key, session_id, state, owner, bytes(record), self.keyring)

@@ -1,0 +1,158 @@
+"""``resolve``: an operator's resolution of a pending intent, of a damaged one (abandoned, its
+record set aside) or of a tool effect whose outcome is unknown. What finds them is shared with
+``show``, which previews what each resolution would do."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import sys
+from typing import TYPE_CHECKING, Any, Final
+
+from .._backends.journal import IntentJournal, keeps_effects, sets_aside
+from .._core.records import BackendIdentity
+from .._effects.records import Effect
+from .._session.config import ReconcileConfig
+from .._session.journal_client import JournalClient
+from .._session.resolver import Resolver
+from .._session.setting_aside import damage_of, row_backend
+from ..errors import ResolutionRefused
+from . import views
+from .ids import full_id
+from .journals import command_journal
+from .keys import keyring
+from .output import EXIT_ATTENTION, EXIT_OK, print_json, refusal
+from .stores import close_store, store_for
+
+if TYPE_CHECKING:
+    from .._backends.journal import JournalEntry
+
+__all__ = ["EFFECTS_BACKEND", "find_effect", "pending_entry", "resolve", "resolver_for"]
+
+EFFECTS_BACKEND: Final = BackendIdentity("agents_reconcile.effects", "")
+"""The backend named by decisions about tool effects resolved from the command line."""
+
+
+def resolve(args: argparse.Namespace) -> int:
+    try:
+        decision = asyncio.run(_resolve(args))
+    except ResolutionRefused as refused:
+        if args.json:
+            print_json(
+                {
+                    **refusal(refused),
+                    "intent_id": refused.intent_id,
+                    "evidence": refused.evidence,
+                }
+            )
+        else:
+            print(f"refused: {refused}", file=sys.stderr)
+        return EXIT_ATTENTION
+    if args.json:
+        print_json(views.decision_view(decision))
+    else:
+        print(
+            f"intent {decision.intent_id} resolved: {decision.outcome.value} -> "
+            f"{decision.action.value} (by {decision.evidence.get('actor')})"
+        )
+    return EXIT_OK
+
+
+async def _resolve(args: argparse.Namespace) -> Any:
+    journal = await command_journal(args, writing=True)
+    try:
+        ident = await full_id(journal, args.intent)
+        if ident != args.intent.strip():
+            # A resolution writes: it is never made on an id completed from a prefix, which
+            # could name another intent than the one the operator looked at.
+            raise ResolutionRefused(
+                f"{args.intent!r} is not a whole id; it begins {ident}: give the whole id "
+                "(show prints it)",
+                intent_id=args.intent,
+            )
+        effect = await find_effect(journal, ident)
+        if effect is not None:
+            return await _resolve_effect(args, journal, effect)
+        if await damage_of(journal, ident) is not None and sets_aside(journal):
+            raw = await journal.raw_intent(ident)
+            if raw is not None:
+                # Only abandon clears it (set aside, its bytes kept); the resolver says so.
+                client = JournalClient(
+                    raw.session_id, row_backend(raw), ReconcileConfig(journal=journal)
+                )
+                return await Resolver(client).resolve(
+                    ident, args.resolution, reason=args.reason, actor=args.actor
+                )
+        entry = await pending_entry(journal, ident)
+        resolver, store = resolver_for(entry, args.store, args.store_namespace, journal)
+        try:
+            return await resolver.resolve(
+                entry.intent.intent_id,
+                args.resolution,
+                reason=args.reason,
+                actor=args.actor,
+                override=args.override,
+            )
+        finally:
+            await close_store(store)
+    finally:
+        await journal.close()
+
+
+async def find_effect(journal: IntentJournal, key: str) -> Effect | None:
+    """The tool effect ``key`` names, when it names one (an effect key, not an intent id)."""
+
+    if not keeps_effects(journal):
+        return None
+    return await journal.effect(key)
+
+
+async def _resolve_effect(args: argparse.Namespace, journal: Any, effect: Effect) -> Any:
+    from .._effects.resolve_effect import resolve_effect
+
+    outcome = "retry" if args.resolution == "replay" else args.resolution
+    config = ReconcileConfig(journal=journal)
+    # A receipt written here is sealed and signed with the deployment's keys, when given.
+    client = JournalClient(effect.session_id, EFFECTS_BACKEND, config, keyring=keyring(args))
+    return await resolve_effect(
+        client,
+        journal,
+        effect.key,
+        outcome,
+        reason=args.reason,
+        actor=args.actor,
+        output=args.output,
+        lease_seconds=ReconcileConfig().lease_seconds,
+    )
+
+
+async def pending_entry(journal: IntentJournal, intent_id: str) -> JournalEntry:
+    """The pending intent ``intent_id``; ``ResolutionRefused`` when it is settled or unknown."""
+    entry = await journal.get(intent_id)
+    if entry is None:
+        settled = await journal.is_settled(intent_id)
+        raise ResolutionRefused(
+            f"intent {intent_id} is settled already"
+            if settled
+            else f"no pending intent {intent_id}",
+            intent_id=intent_id,
+        )
+    return entry
+
+
+def resolver_for(
+    entry: JournalEntry, address: str | None, namespace: str | None, journal: IntentJournal
+) -> tuple[Resolver, Any]:
+    """What resolves the intent: a wrapper over its own store (``--store``), which judges it
+    and can replay it, or, without a store, the journal alone (nothing judged, nothing
+    replayed). Returns the store too, to be closed."""
+    intent = entry.intent
+    config = ReconcileConfig(journal=journal)
+    if address is None:
+        return Resolver(JournalClient(intent.session_id, intent.backend, config)), None
+    from .._session.session import ReconcilingSession
+
+    store = store_for(intent.backend.kind, address, intent.session_id, namespace=namespace)
+    # The wrapper derives the store's own identity: a store other than the intent's is
+    # refused by the resolver, never judged as if it were the intent's.
+    return ReconcilingSession(store, config=config).resolver, store
