@@ -21,11 +21,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from ._checks import check_journal, check_session, check_store
 from ._core import KINDS, Contract, ContractSkipped, ContractViolation, Report, Result, contracts
-from .checks import check_journal, check_session, check_store
 
 if TYPE_CHECKING:
-    from .suites import JournalContract, RevisionedStoreContract, SessionContract
+    from ._suites import JournalContract, RevisionedStoreContract, SessionContract
 
 __all__ = [
     "KINDS",
@@ -53,7 +53,7 @@ _SUITES = frozenset({"JournalContract", "RevisionedStoreContract", "SessionContr
 def __getattr__(name: str) -> Any:
     # The pytest classes import pytest: only when asked for.
     if name in _SUITES:
-        from . import suites
+        from . import _suites
 
-        return getattr(suites, name)
+        return getattr(_suites, name)
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -17,7 +17,7 @@ from agents_reconcile._backends.store_items import decode_item, encode_item
 from agents_reconcile._core.records import Action, BackendIdentity, Decision, PendingWrite
 from agents_reconcile.conformance import Report, check_journal, check_session, check_store
 from agents_reconcile.conformance._core import Subject
-from agents_reconcile.conformance.journal import JOURNAL_METHODS
+from agents_reconcile.conformance._journal import JOURNAL_METHODS
 from agents_reconcile.errors import JournalCorrupt, RevisionConflict, SchemaMismatch
 
 # -- correct toys ------------------------------------------------------------------------------

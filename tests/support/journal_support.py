@@ -6,7 +6,7 @@ from __future__ import annotations
 from urllib.parse import urlsplit, urlunsplit
 
 from agents_reconcile._core.records import Action
-from agents_reconcile.conformance.records import (
+from agents_reconcile.conformance._records import (
     BACKEND,
     STRANGER,
     make_decision,

@@ -13,8 +13,8 @@ from .._backends.journal import keeps_effects
 from .._effects.records import Effect, EffectState
 from ..errors import IntentConflict
 from ._core import Subject, contract, refused, require, skip
-from .journal import journal_of, worker
-from .records import make_effect
+from ._journal import journal_of, worker
+from ._records import make_effect
 
 __all__: list[str] = []
 

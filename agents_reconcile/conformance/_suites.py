@@ -16,8 +16,8 @@ from typing import Any, Final
 
 import pytest
 
+from ._checks import JOURNAL_KINDS, SESSION_KINDS, STORE_KINDS
 from ._core import Contract, ContractSkipped, Subject, contracts
-from .checks import JOURNAL_KINDS, SESSION_KINDS, STORE_KINDS
 
 __all__ = ["JournalContract", "RevisionedStoreContract", "SessionContract"]
 

@@ -12,8 +12,8 @@ from .._backends.aside import RawIntent, SetAside
 from .._backends.journal import IntentState, sets_aside
 from .._core.records import Action, BackendIdentity, Decision, Outcome, Reason
 from ._core import Subject, contract, fail, refused, require, skip
-from .journal import journal_of
-from .records import ME, make_intent
+from ._journal import journal_of
+from ._records import ME, make_intent
 
 __all__: list[str] = []
 

@@ -17,8 +17,8 @@ from .._core.revision import RevisionedStore, WriteRecord
 from .._session.inner import HISTORY_METHODS
 from ..errors import RevisionConflict, SchemaMismatch
 from ._core import Subject, contract, fail, refused, require
-from .journal_reads import newer_schema_refused, schema_holds
-from .session import item, new_session_id
+from ._journal_reads import newer_schema_refused, schema_holds
+from ._session import item, new_session_id
 
 __all__ = ["store_of"]
 

@@ -11,8 +11,8 @@ from .._backends.memory.journal import InvariantViolation
 from .._core.records import Action, Decision
 from ..errors import IntentConflict, LeaseLost
 from ._core import Subject, contract, refused, require
-from .journal import FAILED, RECONCILING, _count, _entry, ids, journal_of
-from .records import ME, STRANGER, make_decision, make_intent
+from ._journal import FAILED, RECONCILING, _count, _entry, ids, journal_of
+from ._records import ME, STRANGER, make_decision, make_intent
 
 __all__: list[str] = []
 

@@ -8,7 +8,15 @@ from typing import Any
 
 # Imported for their contracts, which register themselves: in this order, which is the order
 # ``contracts()`` lists each kind's in.
-from . import aside, effects, journal, journal_decisions, journal_reads, session, store  # noqa: F401
+from . import (  # noqa: F401
+    _aside,
+    _effects,
+    _journal,
+    _journal_decisions,
+    _journal_reads,
+    _session,
+    _store,
+)
 from ._core import Report, Subject, contracts, run_all
 
 __all__ = [

@@ -18,7 +18,7 @@ from .._backends.journal import IntentJournal, IntentState, JournalEntry, Opened
 from .._core.records import Action
 from ..errors import IntentConflict, LeaseLost
 from ._core import Subject, contract, fail, refused, require
-from .records import BACKEND, ME, OTHER_BACKEND, OTHER_KIND, STRANGER, make_decision, make_intent
+from ._records import BACKEND, ME, OTHER_BACKEND, OTHER_KIND, STRANGER, make_decision, make_intent
 
 __all__ = ["FAILED", "IN_FLIGHT", "JOURNAL_METHODS", "RECONCILING", "ids", "journal_of", "worker"]
 

@@ -12,8 +12,8 @@ from .._backends.journal import Opened
 from .._core.records import Action, Decision
 from ..errors import JournalError
 from ._core import Subject, contract, refused, require, skip
-from .journal import FAILED, IN_FLIGHT, RECONCILING, _count, _entry, ids, journal_of, worker
-from .records import BACKEND, ME, OTHER_BACKEND, OTHER_KIND, STRANGER, make_decision, make_intent
+from ._journal import FAILED, IN_FLIGHT, RECONCILING, _count, _entry, ids, journal_of, worker
+from ._records import BACKEND, ME, OTHER_BACKEND, OTHER_KIND, STRANGER, make_decision, make_intent
 
 __all__ = ["newer_schema_refused", "schema_holds"]
 
