@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import enum
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, TypeGuard, runtime_checkable
 
 from .._core.ownership import Owner
-from .._core.records import BackendIdentity, Decision, Opened, PendingWrite
+from .._core.records import (
+    BackendIdentity,
+    Decision,
+    JournalEntry,
+    Opened,
+    PendingWrite,
+    require_settling,
+)
 
 if TYPE_CHECKING:
     from .._effects.records import Effect
@@ -45,32 +52,6 @@ class IntentState(enum.Enum):
 
 ACTIVE_STATES: Final = (IntentState.IN_FLIGHT, IntentState.RECONCILING)
 """The states in which an intent is held by its owner (appending, or settling it)."""
-
-
-@dataclass(frozen=True, slots=True)
-class JournalEntry:
-    """An unresolved intent with its state, its owner, and when either last changed.
-
-    ``fence``: the intent's fencing token, a number only the journal hands out and that only
-    grows: taken when the intent is opened (the session's write count before it) and again
-    by every claim (``transition`` to reconciling: one more than the last, and never below
-    the session's write count then). A holder presents it with every write it makes under
-    its claim; a stale one is refused. ``age``: seconds since
-    ``updated_at`` by the journal's own clock, read in the same step (the server's time on
-    Redis and PostgreSQL, so that writers' clocks never shorten a lease); None when the
-    journal cannot say, and the reader's clock is used.
-    """
-
-    intent: PendingWrite
-    state: IntentState
-    owner: Owner
-    updated_at: float
-    fence: int = 0
-    age: float | None = field(default=None, compare=False)
-
-    def held_for(self, now: float) -> float:
-        """Seconds since the state or owner last changed (or the lease was renewed)."""
-        return self.age if self.age is not None else now - self.updated_at
 
 
 @runtime_checkable
@@ -327,13 +308,6 @@ def keeps_effects(journal: object) -> TypeGuard[EffectJournal]:
 def sets_aside(journal: object) -> TypeGuard[AsideJournal]:
     """Whether ``journal`` declares ``set_aside`` (and so is an ``AsideJournal``)."""
     return capabilities_of(journal).set_aside
-
-
-def require_settling(decision: Decision, *, settling: bool) -> None:
-    """``settle()`` takes only decisions that close an intent, ``note()`` only others."""
-    if decision.settled != settling:
-        verb = "settle" if settling else "note"
-        raise ValueError(f"{verb}() cannot take a decision whose action is {decision.action.value}")
 
 
 def require_limit(limit: int) -> None:

@@ -1,4 +1,5 @@
-"""The records agents-reconcile keeps: pending writes, decisions, backend identities.
+"""The records agents-reconcile keeps: pending writes, decisions, backend identities, and what
+a journal answers about them (``JournalEntry``, ``Opened``).
 
 Records are frozen dataclasses with a versioned encoding. Every encoded record carries a
 blake3 digest over its other fields, so a record that was edited, truncated or written by a
@@ -34,7 +35,8 @@ from .fingerprint import (
 )
 
 if TYPE_CHECKING:
-    from .._backends.journal import JournalEntry
+    from .._backends.journal import IntentState
+    from .ownership import Owner
     from .sealing import Keyring, PayloadKey
     from .signing import SigningKey
 
@@ -43,12 +45,14 @@ __all__ = [
     "Action",
     "BackendIdentity",
     "Decision",
+    "JournalEntry",
     "Opened",
     "Outcome",
     "PendingWrite",
     "Reason",
     "evidence_text",
     "new_write_id",
+    "require_settling",
 ]
 
 RECORD_VERSION: Final = 1
@@ -531,3 +535,36 @@ class Opened:
     recorded: bool
     write_count: int
     blocking: list[JournalEntry] = field(default_factory=list)
+
+
+@dataclass(frozen=True, slots=True)
+class JournalEntry:
+    """An unresolved intent with its state, its owner, and when either last changed.
+
+    ``fence``: the intent's fencing token, a number only the journal hands out and that only
+    grows: taken when the intent is opened (the session's write count before it) and again
+    by every claim (``transition`` to reconciling: one more than the last, and never below
+    the session's write count then). A holder presents it with every write it makes under
+    its claim; a stale one is refused. ``age``: seconds since
+    ``updated_at`` by the journal's own clock, read in the same step (the server's time on
+    Redis and PostgreSQL, so that writers' clocks never shorten a lease); None when the
+    journal cannot say, and the reader's clock is used.
+    """
+
+    intent: PendingWrite
+    state: IntentState
+    owner: Owner
+    updated_at: float
+    fence: int = 0
+    age: float | None = field(default=None, compare=False)
+
+    def held_for(self, now: float) -> float:
+        """Seconds since the state or owner last changed (or the lease was renewed)."""
+        return self.age if self.age is not None else now - self.updated_at
+
+
+def require_settling(decision: Decision, *, settling: bool) -> None:
+    """``settle()`` takes only decisions that close an intent, ``note()`` only others."""
+    if decision.settled != settling:
+        verb = "settle" if settling else "note"
+        raise ValueError(f"{verb}() cannot take a decision whose action is {decision.action.value}")
