@@ -278,7 +278,9 @@ class Capabilities:
     - ``effects``: an ``EffectJournal``, keeping tools' effect intents and receipts.
     - ``set_aside``: an ``AsideJournal``, moving a damaged intent aside with its bytes kept.
     - ``counts_again``: ``note_again(previous, again)`` counts a repeated decision in place.
-    - ``folds_clearing``: ``open_intent(clearing=...)`` clears in the opening's own commit.
+    - ``folds_clearing``: ``open_intent(clearing=...)`` clears the previous acknowledged intent
+      as part of the opening (in its commit, or just before it on the same connection), so an
+      append never meets its own previous intent.
     - ``starts_eagerly``: its calls capture nothing of the calling task, so one that answers
       at once may be started in the caller's task (``inflight.outliving_cancellation``).
     """

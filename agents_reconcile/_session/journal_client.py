@@ -15,6 +15,7 @@ from typing import Any, Final, NoReturn, TypeVar
 
 import orjson
 
+from .. import errors
 from .._backends.journal import Capabilities, IntentJournal, IntentState, capabilities_of
 from .._backends.opening import journal_path, open_journal
 from .._backends.sqlite.journal import SQLiteJournal
@@ -23,9 +24,7 @@ from .._core.ownership import Owner, current_owner
 from .._core.records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
 from .._core.sealing import Keyring
 from ..errors import (
-    BindingMismatch,
     ConfigurationError,
-    ContinuationDenied,
     JournalError,
     JournalUnavailable,
     RecordError,
@@ -172,7 +171,10 @@ class JournalClient:
                 "could not record denial of intent %s", decision.intent_id, exc_info=True
             )
         self.trail.decided(decision)
-        raise (BindingMismatch if binding else ContinuationDenied)(decision) from cause
+        # The denials subclass the SDK's UserError: looked up here, so that reading a journal
+        # (the operators' commands) never loads the SDK.
+        denial = errors.BindingMismatch if binding else errors.ContinuationDenied
+        raise denial(decision) from cause
 
     async def note_once(self, decision: Decision) -> None:
         """Store a denial in the trail, unless the newest decision about its intent says the

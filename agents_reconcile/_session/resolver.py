@@ -15,11 +15,12 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
+from .. import errors
 from .._backends.journal import ACTIVE_STATES, JournalEntry
 from .._core.ownership import Takeover, current_owner, default_actor, takeover
 from .._core.policy import Resolution, Step, resolution_step
 from .._core.records import Action, Decision, Outcome, Reason
-from ..errors import ContinuationDenied, ResolutionRefused, RevisionConflict
+from ..errors import ResolutionRefused, RevisionConflict
 from .claims import despite_cancellation
 from .setting_aside import damage_of, set_aside
 
@@ -329,7 +330,7 @@ class Resolver:
             return None
         try:
             return await self.settler.judge(intent, None)
-        except ContinuationDenied as denied:
+        except errors.ContinuationDenied as denied:  # looked up only when raised
             raise ResolutionRefused(
                 f"intent {intent.intent_id} cannot be judged here: {denied.decision.reason.value}",
                 intent_id=intent.intent_id,

@@ -19,12 +19,13 @@ from collections.abc import Awaitable, Callable, MutableMapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
+from .. import errors
 from .._backends.journal import IntentState, Opened
 from .._core import crashpoints
 from .._core.crashpoints import CrashPoint
 from .._core.fingerprint import digest_items, journal_batch
 from .._core.records import Outcome, PendingWrite, Reason, new_write_id
-from ..errors import ContinuationDenied, FingerprintError, JournalError, RevisionConflict
+from ..errors import FingerprintError, JournalError, RevisionConflict
 from . import runstate
 from .claims import caller_cancelled, despite_cancellation, outliving_cancellation
 from .journal_client import SESSION_WIDE
@@ -96,7 +97,7 @@ class Writer:
         try:
             await self.append(items, batch, digests, context, wrapper, progress)
         except BaseException as exc:
-            if not progress.started and not isinstance(exc, ContinuationDenied):
+            if not progress.started and not isinstance(exc, errors.ContinuationDenied):
                 # Raised while settling an earlier write (its replay failed, say): this
                 # caller's own batch never started, so its outcome is not in doubt.
                 exc.add_note(

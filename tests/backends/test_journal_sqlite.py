@@ -15,7 +15,7 @@ import sys
 import threading
 import time
 from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from contextlib import closing, contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -617,3 +617,52 @@ def test_processes_creating_one_file_at_once_all_open_it(tmp_path: Path) -> None
         assert process.returncode == 0, err.decode()
     with sqlite3.connect(tmp_path / "store.db") as conn:
         assert conn.execute("SELECT count(*) FROM revisioned_items").fetchone()[0] == 4
+
+
+async def test_no_statement_of_an_append_or_a_reconcile_scans_a_table(tmp_path: Path) -> None:
+    """Among many sessions, some holding an abandoned intent, every statement the journal
+    runs for an append, a failed append and its reconciliation finds its rows through a
+    key or an index: EXPLAIN QUERY PLAN shows no scan of a table, so their cost does not
+    grow with the journal."""
+    from agents import SQLiteSession
+
+    from agents_reconcile import ReconcilingSession
+    from agents_reconcile.testing import Fault, FaultInjectingSession
+
+    path = tmp_path / "journal.db"
+    journal = SQLiteJournal(path)
+    for n in range(200):
+        await journal.record(
+            make_intent(f"abandoned-{n}", session_id=f"other-{n}"),
+            state=IntentState.FAILED,
+            owner=current_owner(),
+        )
+    inner = FaultInjectingSession(SQLiteSession("s1", str(tmp_path / "chat.db")))
+    session = ReconcilingSession(inner, config=ReconcileConfig(journal=journal))
+    await session.add_items([{"role": "user", "content": "first"}])
+    ran: list[str] = []
+    journal._link._connection().set_trace_callback(ran.append)
+    try:
+        for n in range(3):
+            await session.add_items([{"role": "user", "content": f"next {n}"}])
+        inner.plan(Fault.LOST_ACK)
+        with pytest.raises(ConnectionError):
+            await session.add_items([{"role": "user", "content": "lost"}])
+        await session.reconcile()
+        await session.add_items([{"role": "user", "content": "after"}])
+    finally:
+        journal._link._connection().set_trace_callback(None)
+    statements = {
+        s
+        for s in ran
+        if s.lstrip().upper().startswith(("SELECT", "INSERT", "UPDATE", "DELETE", "WITH"))
+    }
+    assert statements, "no statement was traced"
+    with closing(sqlite3.connect(path)) as conn:
+        scans = {s: [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + s)] for s in statements}
+    tables = ("intents", "decisions", "session_writes", "effects", "set_aside")
+    scanning = {
+        s: p for s, p in scans.items() if any(d.startswith(f"SCAN {t}") for d in p for t in tables)
+    }
+    assert not scanning, "\n\n".join(f"{s}\n  {p}" for s, p in scanning.items())
+    await journal.close()

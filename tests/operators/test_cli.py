@@ -139,3 +139,38 @@ def test_addresses_are_printed_without_their_password(capsys: pytest.CaptureFixt
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 2 and all("127.0.0.1" in line for line in err)
     assert all(secret not in line for line in err)
+
+
+@pytest.mark.parametrize("command", ["status", "trail", "decisions", "show 0123456789abcdef"])
+def test_reading_a_journal_never_loads_the_sdk(tmp_path: Path, command: str) -> None:
+    """The commands that read a journal start without importing the Agents SDK (which takes
+    over a second on its own): an operator's ``status`` answers in a fraction of that."""
+    journal = tmp_path / "journal.db"
+    asyncio.run(_one_failed_append(tmp_path, journal))
+    script = (
+        "import contextlib, io, sys\n"
+        "from agents_reconcile._cli import main\n"
+        "with contextlib.redirect_stdout(io.StringIO()):\n"
+        "    try:\n"
+        "        main(sys.argv[1:])\n"
+        "    except SystemExit:\n"
+        "        pass\n"
+        "print(sorted(m for m in sys.modules if m == 'agents' or m.startswith('agents.')))\n"
+    )
+    ran = subprocess.run(
+        [sys.executable, "-c", script, *command.split(), "--journal", str(journal)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    assert ran.stdout.strip().splitlines()[-1] == "[]", ran.stdout
+
+
+async def _one_failed_append(tmp_path: Path, journal: Path) -> None:
+    inner = FaultInjectingSession(SQLiteSession("s1", str(tmp_path / "chat.db")))
+    session = ReconcilingSession(inner, config=ReconcileConfig(journal=journal))
+    inner.plan(Fault.REJECT)
+    with pytest.raises(BackendFailure):
+        await session.add_items([{"role": "user", "content": "hello"}])
+    await session.journal.close()

@@ -227,3 +227,29 @@ def test_a_loop_shut_down_right_after_an_append_clears_it_first(tmp_path: Path) 
         asyncio.run(append(n))
         assert intents_in(tmp_path / "journal.db") == 0
     assert asyncio.run(session.get_items()) == [item(n) for n in range(3)]
+
+
+async def test_back_to_back_appends_on_one_session_never_back_off(
+    journal: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """On every journal, each append clears the one before it as part of its own opening:
+    appends that follow each other at once never meet their own previous intent, so none of
+    them settles it or backs off to build its intent again."""
+    from agents_reconcile._session.writer import Writer
+
+    back_offs: list[int] = []
+    real = Writer.back_off
+
+    async def counted(self: Writer, progress: Any) -> None:
+        back_offs.append(progress.attempts)
+        await real(self, progress)
+
+    monkeypatch.setattr(Writer, "back_off", counted)
+    session = ReconcilingSession(
+        SQLiteSession("s1", str(tmp_path / "chat.db")), config=ReconcileConfig(journal=journal)
+    )
+    for n in range(30):
+        await session.add_items([item(n)])
+    assert back_offs == [], f"{len(back_offs)} of 30 back-to-back appends backed off"
+    assert [i["content"] for i in await session.get_items()] == [f"message {n}" for n in range(30)]
+    assert await session.pending() == []

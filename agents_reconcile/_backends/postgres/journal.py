@@ -150,9 +150,9 @@ class PostgresJournal(
     operation raises ``JournalUnavailable``.
     """
 
-    # It clears with a statement of its own before the opening.
+    # It clears with a statement of its own just before the opening, on the same connection.
     capabilities: ClassVar[Capabilities] = Capabilities(
-        effects=True, set_aside=True, counts_again=True, folds_clearing=False, starts_eagerly=False
+        effects=True, set_aside=True, counts_again=True, folds_clearing=True, starts_eagerly=False
     )
 
     def __init__(
@@ -342,8 +342,8 @@ class PostgresJournal(
 
         async def work(conn: Connection) -> Opened:
             if clearing is not None:
-                # A statement of its own (this journal does not fold it into the opening's
-                # commit): the same as discard() first.
+                # A statement of its own just before the opening, on its connection: the same
+                # as discard() first, so the opening never meets this wrapper's previous intent.
                 await conn.execute(
                     self._sql.clear, clearing, *key, IntentState.IN_FLIGHT.value, str(owner)
                 )

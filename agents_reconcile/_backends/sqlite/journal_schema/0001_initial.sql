@@ -3,8 +3,10 @@
 -- The migration runner executes these statements inside its write transaction and records
 -- the version in journal_schema itself.
 
--- The intents table holds only writes in flight or unresolved, a handful of rows at any time,
--- so it needs no secondary index; WITHOUT ROWID keeps each row in its primary-key b-tree.
+-- The intents table holds the writes in flight or unresolved: few at a time, but an abandoned
+-- one stays until it is resolved, so with many sessions the table grows; every append looks
+-- for its session's unresolved intent by (session_id, backend), through intents_by_session.
+-- WITHOUT ROWID keeps each row in its primary-key b-tree.
 CREATE TABLE IF NOT EXISTS intents (
     intent_id TEXT PRIMARY KEY,
     session_id TEXT NOT NULL,
@@ -16,6 +18,8 @@ CREATE TABLE IF NOT EXISTS intents (
     record BLOB NOT NULL,
     fence INTEGER NOT NULL DEFAULT 0
 ) WITHOUT ROWID;
+
+CREATE INDEX IF NOT EXISTS intents_by_session ON intents (session_id, backend, created_at);
 
 CREATE TABLE IF NOT EXISTS decisions (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
