@@ -247,7 +247,7 @@ class EffectJournal(IntentJournal, Protocol):
 
 @runtime_checkable
 class AsideJournal(IntentJournal, Protocol):
-    """A journal that can set a damaged intent aside (``journal.aside``): every journal of this
+    """A journal that can set a damaged intent aside (``_backends/aside.py``): every journal of this
     package is one. The row's bytes are kept as they were; only its description is read back."""
 
     async def raw_intent(self, intent_id: str) -> RawIntent | None:

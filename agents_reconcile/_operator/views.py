@@ -115,7 +115,7 @@ async def trail(
 ) -> dict[str, Any]:
     """A session's decisions, oldest first (a timeline), with any damaged ones named, the
     session's tool effects that still have no receipt (``started_effects``), and the damaged
-    intents set aside (``journal.aside``), described without their bytes."""
+    intents set aside (``_backends/aside.py``), described without their bytes."""
     with collecting_damage() as damaged:
         decisions = await journal.decisions(session_id=session_id, limit=limit)
         effects = await started_effects(

@@ -1,5 +1,5 @@
 """An operator's way out of a damaged intent: ``abandon`` on an intent whose journal record
-fails its checks sets it aside (``journal.aside``) instead of refusing.
+fails its checks sets it aside (``_backends/aside.py``) instead of refusing.
 
 Nothing can be judged from a record that cannot be trusted, so its session is denied until
 someone clears it. Setting it aside keeps the evidence: the bytes stay in the journal as they

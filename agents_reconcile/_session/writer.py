@@ -336,7 +336,7 @@ class Writer:
             crashpoints.reached(CrashPoint.BEFORE_INTENT_CLEARED)
         if recorded:
             # Off the caller's path: folded into the next opening, or cleared in the
-            # background at the loop's next turn (``clearing``).
+            # background at the loop's next turn (``state.Clearing``).
             self._clearing.acknowledged(intent.intent_id)
         if opened is not None:
             self.seen_own_write(context, opened)
@@ -381,7 +381,7 @@ class Writer:
         self._carried.record_seen(context, opened.write_count + 2)
 
     async def flush_clearing(self) -> None:
-        """Clear this wrapper's acknowledged intents now (see ``clearing``)."""
+        """Clear this wrapper's acknowledged intents now (see ``state.Clearing``)."""
         await self._clearing.flush()
 
     async def write_count(self) -> int | None:

@@ -1,7 +1,7 @@
-"""The PostgreSQL journal's damaged intents set aside (``journal.aside``) over the ``set_aside``
-table, mixed into ``PostgresJournal``. ``set_aside`` is one transaction under the session's
-lock: the row goes only while it holds the bytes, state and owner read, then the write is
-counted, the decision stored and the bytes kept."""
+"""The PostgreSQL journal's damaged intents set aside (``_backends/aside.py``) over the
+``set_aside`` table, mixed into ``PostgresJournal``. ``set_aside`` is one transaction under the
+session's lock: the row goes only while it holds the bytes, state and owner read, then the
+write is counted, the decision stored and the bytes kept."""
 
 from __future__ import annotations
 

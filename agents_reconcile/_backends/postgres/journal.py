@@ -10,15 +10,15 @@ so an application that keeps its sessions there has it installed already.
 Layout. A journal lives in a schema of its own (``agents_reconcile`` unless told otherwise):
 ``intents`` holds the unresolved intents, ``decisions`` every decision, ``session_writes``
 the write count of each session and backend, ``effects`` tools' external effects
-(``postgres_effects.py``), ``set_aside`` damaged intents set aside (``postgres_aside.py``),
+(``effects.py``), ``set_aside`` damaged intents set aside (``aside.py``),
 and ``schema_version`` the migration steps applied.
 Records are stored exactly as the SQLite journal stores them: the bytes of
 ``PendingWrite.encode()``, ``Decision.encode()`` and ``Effect.encode()``, digest included,
 decoded (and so checked) on every read.
 
-Migrations. ``MIGRATIONS`` names SQL files shipped in ``postgres_schema/``; version N is the
+Migrations. ``MIGRATIONS`` names SQL files shipped in ``journal_schema/``; version N is the
 first N of them. On first use the journal applies what is missing (a new journal gets its
-tables), as every PostgreSQL backend does (``backends.postgres``). With ``migrate=False`` it
+tables), as every PostgreSQL backend does (``backend.py``). With ``migrate=False`` it
 only checks, and refuses a missing or older schema; a schema newer than this release is
 always refused, before any DDL touches it.
 
@@ -27,7 +27,7 @@ append, so those two set the journal's cost. Each is one statement outside any e
 transaction: one round trip, as asyncpg binds and executes a prepared statement in a single
 request. (The pool's release skips asyncpg's default reset query, another round trip per
 operation: the journal leaves no session state to reset.) ``record`` works the same way;
-``settle`` keeps a transaction, below. The statements are in ``postgres_statements.py``.
+``settle`` keeps a transaction, below. The statements are in ``statements.py``.
 
 Why not a unique index. "At most one unresolved intent per session and backend" is what
 ``open_intent`` checks, not an invariant of the journal: ``record`` stores an intent
@@ -127,7 +127,7 @@ SCHEMA: Final = Schema(
     folder="journal_schema",
 )
 MIGRATIONS: Final = SCHEMA.steps
-"""The schema's migration steps, oldest first: files ``postgres_schema/<name>.sql``."""
+"""The schema's migration steps, oldest first: files ``journal_schema/<name>.sql``."""
 SCHEMA_VERSION: Final = SCHEMA.version
 """The schema version this release reads and writes."""
 DEFAULT_SCHEMA: Final = "agents_reconcile"

@@ -270,7 +270,7 @@ class JournalStatements:
             " (SELECT allowed FROM verdict) AS allowed, (SELECT again FROM again) AS again"
         )
 
-        # Effects (``postgres_effects.py``): a table of their own, no session lock, no count.
+        # Effects (``effects.py``): a table of their own, no session lock, no count.
         effect_columns = "key, session_id, state, owner, record"
         self.effect = f"SELECT {effect_columns} FROM {s}.effects WHERE key = $1"
         self.effects = (

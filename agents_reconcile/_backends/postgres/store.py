@@ -8,7 +8,7 @@ one reply: the conditional append below costs one round trip. It is also the dri
 own SQLAlchemy session runs on for PostgreSQL, so comparing the two measures the storage
 design, not two drivers.
 
-Layout (schema ``agents_reconcile`` unless told otherwise; see ``postgres_schema/``):
+Layout (schema ``agents_reconcile`` unless told otherwise; see ``store_schema/``):
 ``sessions`` holds each session's head revision and next item number, ``items`` the items as
 JSON text (one row each, the way the SDK stores them), ``writes`` one record per write, and
 ``store_schema_version`` the migration steps applied.
@@ -66,7 +66,7 @@ SCHEMA: Final = Schema(
     folder="store_schema",
 )
 MIGRATIONS: Final = SCHEMA.steps
-"""The schema's migration steps, oldest first: files ``postgres_schema/<name>.sql``."""
+"""The schema's migration steps, oldest first: files ``store_schema/<name>.sql``."""
 SCHEMA_VERSION: Final = SCHEMA.version
 """The store schema version this release reads and writes."""
 DEFAULT_SCHEMA: Final = "agents_reconcile_store"

@@ -1,5 +1,5 @@
-"""The Redis journal's damaged intents set aside (``journal.aside``): ``set_aside`` is one Lua
-script (``redis_scripts/set_aside.lua``) that removes the intent only while its row still
+"""The Redis journal's damaged intents set aside (``_backends/aside.py``): ``set_aside`` is one Lua
+script (``scripts/set_aside.lua``) that removes the intent only while its row still
 holds the bytes, state and owner read, settles it and keeps the bytes. Three global keys hold
 what was set aside: a list of intent ids in order, and two hashes from a position in it to a
 description and to the bytes. Entries are rare, so listing reads them all.
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = ["ASIDE_SCRIPTS", "RedisAside"]
 
 ASIDE_SCRIPTS: Final = ("set_aside",)
-"""The scripts this half runs (``redis_scripts/<name>.lua``), for the journal's runner."""
+"""The scripts this half runs (``scripts/<name>.lua``), for the journal's runner."""
 
 
 class RedisAside:

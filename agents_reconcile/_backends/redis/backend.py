@@ -3,7 +3,7 @@ version key, and deleting a namespace's keys.
 
 A Redis schema has no tables: a step leaves only the version under one key (the journal's
 ``<prefix>:schema``, the store's ``<prefix>:store-schema``). Storing it when absent and
-reading what is there is one script (``redis_scripts/schema_version.lua``), so workers
+reading what is there is one script (``scripts/schema_version.lua``), so workers
 starting together agree on one value.
 """
 

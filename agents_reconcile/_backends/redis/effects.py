@@ -2,9 +2,9 @@
 intents.
 
 Each operation that writes is one Lua script (``begin_effect``, ``restart_effect`` and
-``finish_effect`` in ``redis_scripts/``), which checks the schema version as every writing
+``finish_effect`` in ``scripts/``), which checks the schema version as every writing
 script does and compares state and owner on the server before it writes. An effect's keys
-live in its session's hash-tag slot (``redis_layout.EFFECT_KEYS``): its state, owner, update
+live in its session's hash-tag slot (``layout.EFFECT_KEYS``): its state, owner, update
 time and encoded ``Effect`` in hashes by effect key, and the session's effect keys in a list,
 oldest first. One global hash, ``effect_index``, names each key's session, since ``effect()``
 is given the key alone; one global sorted set, ``effect_started``, holds the keys that have no
@@ -30,7 +30,7 @@ from .layout import EFFECT_INDEX, EFFECT_STARTED, JournalKeys
 __all__ = ["EFFECT_SCRIPTS", "RedisEffects"]
 
 EFFECT_SCRIPTS: Final = ("begin_effect", "effect_rows", "finish_effect", "restart_effect")
-"""The scripts this half runs (``redis_scripts/<name>.lua``), for the journal's runner."""
+"""The scripts this half runs (``scripts/<name>.lua``), for the journal's runner."""
 
 
 class RedisEffects:

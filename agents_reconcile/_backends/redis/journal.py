@@ -1,10 +1,10 @@
 """The shared journal on Redis: one server that a fleet of workers records intents in.
 
 Every operation that reads and then writes is one Lua script run on the server (the
-``redis_scripts/*.lua`` files shipped with the package, run as ``backends.lua`` runs every
+``scripts/*.lua`` files shipped with the package, run as ``_backends/lua.py`` runs every
 script), so no other client's command runs between its check and its write:
 ``open_intent``, ``record``, ``transition``, ``settle``, ``discard``, ``note``,
-``count_write`` and the effect scripts (``redis_effects.py``). Scripts receive every key they
+``count_write`` and the effect scripts (``effects.py``). Scripts receive every key they
 touch in ``KEYS``. Records are stored as ``PendingWrite.encode()``, ``Decision.encode()`` and
 ``Effect.encode()`` produce them, digest included, and are checked again on every read.
 
@@ -16,7 +16,7 @@ and ``settle`` take the intent's session from where this object last saw the int
 ``index`` finds the session first; when it is stale, the script replies with the session
 holding the intent and the call is made again there.
 
-Keys, each under ``{prefix}:`` (``redis_layout.py`` builds their names)::
+Keys, each under ``{prefix}:`` (``layout.py`` builds their names)::
 
     schema            string   layout version (1); refused when not this release's
     index             hash     unresolved intent id -> its session id

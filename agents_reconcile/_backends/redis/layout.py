@@ -1,7 +1,7 @@
 """Where the Redis journal keeps what: its key names, built once per prefix and session.
 
 Every key sits under ``{prefix}:``. The journal's own keys come first in every script's
-``KEYS`` (their order is ``GLOBAL.*`` in ``redis_scripts/prelude.lua``), then a session's,
+``KEYS`` (their order is ``GLOBAL.*`` in ``scripts/prelude.lua``), then a session's,
 which share one hash tag: the first 32 hex digits of the blake3 digest of the session id, so
 a session's keys stay together whatever characters its id holds.
 
@@ -57,7 +57,7 @@ EFFECT_KEYS: Final = (
 """A session's effect keys: the list of its effect keys, oldest first, then hashes from an
 effect key to its encoded ``Effect``, its state, its owner and when it last changed."""
 ASIDE_KEYS: Final = ("aside", "aside_record", "aside_order")
-"""Damaged intents set aside (``redis_aside``): a hash from a position to a description, one
+"""Damaged intents set aside (``aside.py``): a hash from a position to a description, one
 from the same position to the bytes, and the list of intent ids in the order they were set
 aside (the position is the index in it, from 1). Global keys, passed after a session's."""
 _SESSIONS_KEPT: Final = 1024

@@ -1,7 +1,7 @@
 """``RevisionedRedisSession``: a revisioned SDK session on Redis.
 
 Items are kept as the SDK's ``RedisSession`` keeps them, as JSON text in a Redis list. Every
-write (an append, a pop, a clear) is one server-side Lua script (``redis_scripts/write.lua``)
+write (an append, a pop, a clear) is one server-side Lua script (``scripts/write.lua``)
 that checks the head, stores or removes the items, records the write and moves the head, with
 nothing able to run in between.
 

@@ -22,7 +22,7 @@ SCHEMA: Final = Schema(
     package="agents_reconcile._backends.sqlite",
     folder="journal_schema",
 )
-"""The journal's schema steps, oldest first: files ``sqlite_schema/<step>.sql``; the
+"""The journal's schema steps, oldest first: files ``journal_schema/<step>.sql``; the
 position is the version."""
 SCHEMA_VERSION: Final = SCHEMA.version
 _VERSIONS: Final = SQLiteSchema(SCHEMA, "journal_schema")

@@ -36,7 +36,7 @@ SCHEMA: Final = Schema(
     package="agents_reconcile._backends.sqlite",
     folder="store_schema",
 )
-"""The store's schema steps, oldest first: files ``sqlite_schema/<step>.sql``."""
+"""The store's schema steps, oldest first: files ``store_schema/<step>.sql``."""
 SCHEMA_VERSION: Final = SCHEMA.version
 _VERSIONS: Final = SQLiteSchema(SCHEMA, "revisioned_schema")
 _T = TypeVar("_T")

@@ -1,5 +1,5 @@
 -- open_and_append(): open_intent() and the revisioned store's compare-and-swap append
--- (stores/redis_scripts/write.lua, kind 'append') as one script, for a journal and a store on
+-- (scripts/write.lua, kind 'append') as one script, for a journal and a store on
 -- one Redis server: the intent is recorded exactly when its batch is appended, in one round
 -- trip. ARGV[1..11] and KEYS[1..16] as for open_intent(); the store's keys follow:
 --

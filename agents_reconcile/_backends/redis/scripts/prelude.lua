@@ -208,7 +208,7 @@ end
 -- Effect scripts take the global keys at KEYS[1..7], the effect index at KEYS[8]
 -- (effect key -> its session), the started effects at KEYS[9] (a sorted set of the keys
 -- without a receipt, scored by when they were begun), then the effect keys of one session,
--- under its hash tag, at KEYS[10..14], in the order of EFFECT_KEYS in redis_layout.py.
+-- under its hash tag, at KEYS[10..14], in the order of EFFECT_KEYS in layout.py.
 local function effect_keys()
   return {
     index = KEYS[8],

@@ -19,7 +19,7 @@
 -- {'known', head} (the write id is already recorded: nothing written).
 --
 -- The time recorded is the server's (TIME), so writers on different hosts share one clock.
--- journal/redis_scripts/open_and_append.lua writes the same record for an append made
+-- open_and_append.lua writes the same record for an append made
 -- together with its intent: keep the two alike.
 
 local items_key, head_key, writes_key, ids_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
