@@ -10,7 +10,7 @@ the checkpoint up, approves it and resumes: the tool charges the card at the pay
 processor (a local file here, which, like real processors, dedupes on an idempotency key), and
 the worker is killed with SIGKILL right after the charge, before anything recorded its output.
 
-The tool is an effect tool (``agents_reconcile._effects.effect_tool``): before its body ran,
+The tool is an effect tool (``agents_reconcile.effect_tool``): before its body ran,
 the effect's intent was durable in the journal under a key derived from the session, the call,
 the tool and its arguments, and the body gave that key to the processor. The recovery resumes
 the same checkpoint: the same call, the same key, an intent without a receipt. The tool's
@@ -33,8 +33,13 @@ from typing import Any
 from agents import Agent, RunState, SQLiteSession, set_tracing_disabled
 from agents.testing import ScriptedModel, assistant_message, function_call
 
-from agents_reconcile import ReconcileConfig, ReconcilingSession
-from agents_reconcile._effects.tool import NOT_FOUND, current_effect, effect_tool
+from agents_reconcile import (
+    NOT_FOUND,
+    ReconcileConfig,
+    ReconcilingSession,
+    current_effect,
+    effect_tool,
+)
 from agents_reconcile.testing import CrashPoint, arm_crash_point, crash_point_reached
 
 SESSION_ID = "order-42"

@@ -61,7 +61,7 @@ class IntentJournal(Protocol):
     Implementations translate their driver's errors into ``JournalError`` subclasses and
     raise ``RecordError`` subclasses for records they cannot trust. A journal whose storage
     has no schema (one in memory) answers the schema methods as
-    ``backends.schema.Unversioned`` does.
+    with None from ``schema_version()`` and ``check()`` and ``[]`` from ``migrate()``.
     """
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
@@ -201,7 +201,8 @@ class IntentJournal(Protocol):
 class EffectJournal(IntentJournal, Protocol):
     """A journal that also keeps tools' external effects (``agents_reconcile._effects``): an
     effect's intent before its tool body runs, and its receipt after. Every journal of this
-    package is one; a custom journal without these methods cannot serve effect tools.
+    package is one; a custom journal that does not declare ``Capabilities(effects=True)``
+    cannot serve effect tools.
 
     A row per effect key: the key, its session, its state (``started``, ``done``), its owner,
     when it last changed, and the encoded ``Effect`` (its output sealed with the journal's
@@ -282,7 +283,7 @@ class Capabilities:
       as part of the opening (in its commit, or just before it on the same connection), so an
       append never meets its own previous intent.
     - ``starts_eagerly``: its calls capture nothing of the calling task, so one that answers
-      at once may be started in the caller's task (``inflight.outliving_cancellation``).
+      at once may be started in the caller's task (``_session.claims.outliving_cancellation``).
     """
 
     effects: bool = False

@@ -1,8 +1,7 @@
-"""Intent journals: the durable record of pending writes and of the decisions that settled them.
-
-Which journal an address opens is the backend registry's answer (``agents_reconcile._backends``):
-a path or ``sqlite:`` URL the embedded SQLite file, ``redis://`` and ``postgresql://`` the
-shared journals, ``memory:`` one in this process.
+"""Opening the journal a configuration names (``open_journal``): an ``IntentJournal`` as it is,
+else an address, whose engine is the backend registry's answer (``registry``): a path or
+``sqlite:`` URL the embedded SQLite file, ``redis://`` and ``postgresql://`` the shared
+journals, ``memory:`` one in this process.
 """
 
 from __future__ import annotations

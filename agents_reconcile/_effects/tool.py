@@ -2,8 +2,8 @@
 deployment), run at most once per idempotency key with a receipt as evidence.
 
 ``effect_tool`` is used like the SDK's ``function_tool`` (same keywords: approvals with
-``needs_approval``, tool guardrails, timeouts, strict schemas); ``as_effect_tool`` wraps an
-existing ``FunctionTool``. Around the body, for each call:
+``needs_approval``, tool guardrails, strict schemas; not ``timeout``, which it refuses);
+``as_effect_tool`` wraps an existing ``FunctionTool``. Around the body, for each call:
 
 - the key is derived from the session, the tool call id, the tool name and the canonical
   arguments (``records.effect_key``); the body reads it with ``current_effect()``, to give it
@@ -119,10 +119,11 @@ def effect_tool(
     idempotent: bool = False,
     **function_tool_options: Any,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
-    """``function_tool`` for a body with an external effect (see the module docstring). Use it
-    bare (``@effect_tool``) or with options (``@effect_tool(check=..., needs_approval=True)``);
-    every option of ``function_tool`` is accepted and behaves as there. Every option is
-    checked now (``ConfigurationError`` naming it), before any call."""
+    """``function_tool`` for a body with an external effect (see the Tool effects page). Use
+    it bare (``@effect_tool``) or with options (``@effect_tool(check=..., needs_approval=True)``);
+    every option of ``function_tool`` but ``timeout`` (refused: a timed-out body may still have
+    had its effect) is accepted and behaves as there. Every option is checked now
+    (``ConfigurationError`` naming it), before any call."""
     from ..errors import ConfigurationError
 
     where = "effect_tool"
@@ -471,8 +472,9 @@ def effect_journal(journal: IntentJournal) -> EffectJournal:
 
     if not keeps_effects(journal):
         raise ConfigurationError(
-            f"{type(journal).__qualname__} does not keep effects (EffectJournal): an effect "
-            "tool needs a journal that does (every journal of this package does)"
+            f"{type(journal).__qualname__} does not declare Capabilities(effects=True) (an "
+            "EffectJournal): an effect tool needs a journal that does (every journal of this "
+            "package does)"
         )
     return journal
 

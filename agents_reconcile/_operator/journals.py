@@ -36,7 +36,7 @@ async def opened_journal(
     this release's. Read-only unless ``writing``; a journal that is not there, or holds
     another schema, is a ``JournalError`` saying so and what is there instead
     (``diagnosis``), and nothing is created. Read-only, an SQLite journal leaves no file
-    beside it (``journal.sqlite._reader``)."""
+    beside it (``_backends.sqlite.files._reader``)."""
     address = address or DEFAULT_JOURNAL_PATH
     path = journal_path(address)
     journal: IntentJournal

@@ -3,7 +3,7 @@
 Such an effect is refused (``effect_unknown``) the next time its call comes, unless the tool
 has a ``check`` or is idempotent; only an operator who looked at the external system can say
 what happened (``agents-reconcile resolve KEY --as committed|retry|abandon``). Liveness is
-judged as effect tools judge it (``effects.resolution.held``). Payload-free: keys, tools,
+judged as effect tools judge it (``_effects.resolve_effect.held``). Payload-free: keys, tools,
 owners, ages and decisions, never an output."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ denial where nothing was in doubt), and two more:
   where the bare twin's does not, or a charge more than the bare twin took;
 - *left for nobody*: an intent in flight or reconciling under this live process that no task
   of the process holds (``PROCESS_IN_FLIGHT.busy``), or an effect started under this live
-  process that no task holds (``effects.holds.running``) and that has no receipt; with no task
+  process that no task holds (``_effects.holds.running``) and that has no receipt; with no task
   alive on the loop at all, what those registries name counts as held by nobody too.
 """
 

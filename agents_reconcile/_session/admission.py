@@ -165,7 +165,7 @@ class Gatekeeper:
         """``admit``, then, for a call that runs by an approval, the evidence no client can
         edit: a stored history that already holds this call's output means the checkpoint was
         resumed before and the tool ran; running it again would repeat its effect. Refused
-        whatever the run's context says (its mark may have been removed or edited)."""
+        whatever the run's context says (its seen write count may have been removed or edited)."""
         await self.admit(context)
         if not self._enabled:
             return

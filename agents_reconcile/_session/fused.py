@@ -2,9 +2,9 @@
 
 A write-ahead append to a revisioned store is two steps: open the intent in the journal, then
 the store's compare-and-swap append under the intent's id. When both live on one Redis server
-(the same host, port and database, plain clients), ``journal.redis_fused.open_and_append`` does both
-in one script: the intent is recorded exactly when its batch is appended. Nothing changes for a
-reader of either: the journal holds an intent in flight (cleared like any other once
+(the same host, port and database, plain clients), ``_backends.redis.fused.open_and_append``
+does both in one script: the intent is recorded exactly when its batch is appended. Nothing
+changes for a reader of either: the journal holds an intent in flight (cleared like any other once
 acknowledged), the store a write record under the intent's id. A reply lost on the way back
 leaves both or neither, and the record of writes tells which.
 
@@ -42,7 +42,7 @@ class FusedAppend:
         clearing: str | None,
         seen_write_count: int | None,
     ) -> Any:
-        """``journal.redis_fused.open_and_append``'s answer (a ``Fused``)."""
+        """``_backends.redis.fused.open_and_append``'s answer (a ``Fused``)."""
         keys = await self._store.prepared()
         rows = [encode_item(item, index) for index, item in enumerate(items)]
         return await self._run(

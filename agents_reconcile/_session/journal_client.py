@@ -180,7 +180,7 @@ class JournalClient:
         """Store a denial in the trail, unless the newest decision about its intent says the
         very same thing (outcome, reason, action and evidence): a run retried against the same
         unresolved intent adds nothing new, so the trail keeps the first denial, counted
-        (``Decision.repeats``, ``last_seen``) where the journal offers ``note_again``."""
+        (``Decision.repeats``, ``last_seen``) where the journal declares ``counts_again``."""
         journal = self.journal
         newest = await journal.decisions(
             session_id=decision.session_id, intent_id=decision.intent_id, limit=1

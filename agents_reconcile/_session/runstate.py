@@ -2,18 +2,19 @@
 
 ``RunState.to_string()`` carries a mapping context across processes, so what is written there
 survives with the state even when the journal is elsewhere: a copy of each failed intent, and
-the mark of how many of the session's counted writes the run has seen.
+the session's write count the run has seen (its seen write count).
 
 The module functions read and write that copy and check it against the session resuming it;
 they do no I/O. ``CarriedState`` is one session's use of it with its journal: adopting copies
-the journal has never seen, and telling a stale state (one older than the session) by its mark.
+the journal has never seen, and telling a stale state (one older than the session) by its
+seen write count.
 
 What comes back in a context went through whoever held the state, so it is input, not memory:
 
 - the backend is named by an opaque identity (a digest of its kind and namespace), never by
   a file path or a host;
-- with a signing key (``signing``) every entry and every mark carries a MAC, and one that is
-  missing or does not verify is refused before it is used, and never journaled;
+- with a signing key (``signing``) every entry and every seen write count carries a MAC, and
+  one that is missing or does not verify is refused before it is used, and never journaled;
 - without one, a copy the journal has never seen is judged for this run alone: it is written
   to the journal only to replay it (claimed and settled like any other), so an edited copy can
   never leave a pending intent that blocks other runs;
@@ -63,7 +64,7 @@ MAX_CARRIED: Final = 64
 _OPAQUE_KIND: Final = "opaque"
 _OPAQUE_CONTEXT: Final = "agents-reconcile 2026-12-01 backend identity in a run context"
 _SIGNED_INTENT: Final = "runstate intent"
-_SIGNED_MARK: Final = "runstate seen write count"
+_SIGNED_SEEN: Final = "runstate seen write count"
 
 
 @dataclass(frozen=True)
@@ -112,8 +113,9 @@ def put(
 def drop(context: MutableMapping[str, Any], intent_id: str, signer: Signer | None = None) -> None:
     """Remove the copy of a settled intent (and the key, once nothing is left).
 
-    Its settlement counted one write of its session: the state's mark moves past it, so that
-    the writes the state accounts for (mark plus carried intents) stay the same."""
+    Its settlement counted one write of its session: the state's seen write count moves past
+    it, so that the writes the state accounts for (its seen write count plus carried intents)
+    stay the same."""
     carried = context.get(CONTEXT_KEY)
     if not isinstance(carried, MutableMapping):
         return
@@ -123,15 +125,15 @@ def drop(context: MutableMapping[str, Any], intent_id: str, signer: Signer | Non
         for p in pending
         if not (isinstance(p, MutableMapping) and p.get("intent_id") == intent_id)
     ]
-    marks = carried.get("seen_write_counts")
-    if len(kept) < len(pending) and isinstance(marks, MutableMapping):
+    seen_counts = carried.get("seen_write_counts")
+    if len(kept) < len(pending) and isinstance(seen_counts, MutableMapping):
         for entry in pending:
             if isinstance(entry, MutableMapping) and entry.get("intent_id") == intent_id:
                 key = seen_key(str(entry.get("session_id")), str(entry.get("backend")))
-                if isinstance(marks.get(key), int):
-                    record_seen(context, key, marks[key] + 1, signer)
+                if isinstance(seen_counts.get(key), int):
+                    record_seen(context, key, seen_counts[key] + 1, signer)
     carried["pending"] = kept
-    if not kept and not marks:
+    if not kept and not seen_counts:
         del context[CONTEXT_KEY]
 
 
@@ -144,7 +146,7 @@ def has_pending(context: MutableMapping[str, Any] | None) -> bool:
 
 
 def seen_key(session_id: str, backend: BackendIdentity | str) -> str:
-    """The key of a session's mark: its id and its backend's opaque identity."""
+    """The key of a session's seen write count: its id and its backend's opaque identity."""
     return f"{session_id}@{opaque_backend(backend)}"
 
 
@@ -152,35 +154,35 @@ def seen_write_count(
     context: MutableMapping[str, Any] | None, key: str, signer: Signer | None = None
 ) -> int | Refusal | None:
     """How many writes of the session the journal had counted when this run last wrote it
-    (intents it still carries aside): None when the context holds no mark for it. With
-    ``signer``, a mark that is unsigned or does not verify is refused."""
+    (intents it still carries aside): None when the context holds no seen write count for it. With
+    ``signer``, a seen write count that is unsigned or does not verify is refused."""
     if context is None or CONTEXT_KEY not in context:
         return None
     carried = context[CONTEXT_KEY]
     if not isinstance(carried, MutableMapping) or carried.get("version") != CONTEXT_VERSION:
         version = carried.get("version") if isinstance(carried, MutableMapping) else None
         return Refusal(Reason.UNSUPPORTED_RECORD, {"context_version": str(version)})
-    marks = carried.get("seen_write_counts")
-    if marks is None:
+    seen_counts = carried.get("seen_write_counts")
+    if seen_counts is None:
         return None
-    mark = marks.get(key) if isinstance(marks, MutableMapping) else None
-    if mark is None and isinstance(marks, MutableMapping):
+    seen_count = seen_counts.get(key) if isinstance(seen_counts, MutableMapping) else None
+    if seen_count is None and isinstance(seen_counts, MutableMapping):
         return None
-    if type(mark) is not int or mark < 0:
-        return Refusal(Reason.RECORD_UNTRUSTED, {"seen_write_counts": type(mark).__name__})
+    if type(seen_count) is not int or seen_count < 0:
+        return Refusal(Reason.RECORD_UNTRUSTED, {"seen_write_counts": type(seen_count).__name__})
     if signer is not None:
         signatures = carried.get("signatures")
         signature = signatures.get(key) if isinstance(signatures, MutableMapping) else None
         try:
             signer.verify(
-                _SIGNED_MARK, _mark_bytes(key, mark), signature, what="the seen write count"
+                _SIGNED_SEEN, _seen_bytes(key, seen_count), signature, what="the seen write count"
             )
         except RecordError as exc:
             return Refusal(Reason.STATE_UNSIGNED, {"error": str(exc)}, cause=exc)
-    return mark
+    return seen_count
 
 
-def _mark_bytes(key: str, writes: int) -> bytes:
+def _seen_bytes(key: str, writes: int) -> bytes:
     return f"{key}\x00{writes}".encode("utf-8", "surrogatepass")
 
 
@@ -188,20 +190,20 @@ def record_seen(
     context: MutableMapping[str, Any], key: str, writes: int, signer: Signer | None = None
 ) -> None:
     """Remember that the journal has counted ``writes`` writes of the session, all seen by
-    this run (``RunState.to_string()`` carries the mark with the state), signed with
+    this run (``RunState.to_string()`` carries the seen_count with the state), signed with
     ``signer``."""
     carried = context.get(CONTEXT_KEY)
     if not isinstance(carried, MutableMapping):
         carried = context[CONTEXT_KEY] = {"version": CONTEXT_VERSION, "pending": []}
-    marks = carried.get("seen_write_counts")
-    if not isinstance(marks, MutableMapping):
-        marks = carried["seen_write_counts"] = {}
-    marks[key] = writes
+    seen_counts = carried.get("seen_write_counts")
+    if not isinstance(seen_counts, MutableMapping):
+        seen_counts = carried["seen_write_counts"] = {}
+    seen_counts[key] = writes
     signatures = carried.get("signatures")
     if signer is not None:
         if not isinstance(signatures, MutableMapping):
             signatures = carried["signatures"] = {}
-        signatures[key] = signer.sign(_SIGNED_MARK, _mark_bytes(key, writes))
+        signatures[key] = signer.sign(_SIGNED_SEEN, _seen_bytes(key, writes))
     elif isinstance(signatures, MutableMapping):
         signatures.pop(key, None)
 
@@ -301,21 +303,21 @@ class CarriedState:
             record_seen(context, self.key, count, self.signer)
 
     def has_seen(self, context: MutableMapping[str, Any] | None) -> bool:
-        """Whether the run carries a mark for this session."""
+        """Whether the run carries a seen_count for this session."""
         return seen_write_count(context, self.key) is not None
 
     async def seen_write_count(self, context: MutableMapping[str, Any] | None) -> int | None:
         """The session's write count this run can account for: what it last saw, plus one
-        settlement for each intent it still carries. None when the context has no mark.
+        settlement for each intent it still carries. None when the context has no seen_count.
 
         A journal that counted fewer writes than that is another journal than the one the
         state last wrote through (a RunState copy may be resumed anywhere): counts say
         nothing then, and the carried intents alone are checked."""
-        mark = seen_write_count(context, self.key, self.signer)
-        if mark is None:
+        seen_count = seen_write_count(context, self.key, self.signer)
+        if seen_count is None:
             return None
-        if isinstance(mark, Refusal):
-            await self.refuse(mark)
+        if isinstance(seen_count, Refusal):
+            await self.refuse(seen_count)
         carried = carried_entries(context)
         if isinstance(carried, Refusal):
             await self.refuse(carried)
@@ -325,7 +327,7 @@ class CarriedState:
             if isinstance(checked, Refusal) and checked.reason is Reason.STATE_UNSIGNED:
                 await self.refuse(checked)
             mine += isinstance(checked, PendingWrite)
-        return mark + mine
+        return seen_count + mine
 
     async def adopt(self, context: MutableMapping[str, Any] | None) -> list[PendingWrite]:
         """Check the intents a run carries against the journal. Return those the journal has

@@ -95,7 +95,7 @@ async def set_aside(
     and return the decision; None when its record is sound (resolve it as any other). With
     ``session_id`` (and ``backend``), only an intent whose row names that session (and
     backend); ``in_flight_here``: this process still writes it; ``wait_leases``: how many of
-    an expired owner's leases must pass first (``resolution.RESOLVE_AFTER_LEASES``). Raises
+    an expired owner's leases must pass first (``resolver.RESOLVE_AFTER_LEASES``). Raises
     ``ResolutionRefused`` (nothing written) when it cannot be done now."""
     journal = client.journal
     problem = await damage_of(journal, intent_id)

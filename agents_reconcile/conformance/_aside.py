@@ -1,5 +1,5 @@
-"""The ``AsideJournal`` contracts, checked on a journal that offers them (``isinstance`` on the
-runtime-checkable protocol); skipped, with the reason, on one that does not: a damaged intent's
+"""The ``AsideJournal`` contracts, checked on a journal that declares
+``Capabilities(set_aside=True)``; skipped, with the reason, on one that does not: a damaged intent's
 record then has to be cleared by other means."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The ``EffectJournal`` contracts, checked on a journal that offers them (``isinstance`` on the
-runtime-checkable protocol); skipped, with the reason, on one that does not: a journal without
+"""The ``EffectJournal`` contracts, checked on a journal that declares
+``Capabilities(effects=True)``; skipped, with the reason, on one that does not: a journal without
 effects cannot serve effect tools."""
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The PostgreSQL journal's statements, built once per schema.
 
 Why each is shaped as it is (the fence, the locked paths, one round trip per opening) is told
-in ``postgres.py``; asyncpg caches prepared statements by their text, so each variant below
+in ``journal.py``; asyncpg caches prepared statements by their text, so each variant below
 is parsed and planned once per connection.
 """
 

@@ -35,7 +35,8 @@ Keys, each under ``{prefix}:`` (``layout.py`` builds their names)::
     {T}:updated       hash     intent id -> when state or owner last changed
     {T}:write_count   hash     backend identity -> the session's write count
     {T}:decisions     list     the session's decisions' numbers, oldest first
-    {T}:fence     hash     intent id -> the session's count before open_intent recorded it
+    {T}:fence         hash     intent id -> its fencing token (the session's write count when it
+                               was opened; raised by each claim)
     {T}:effect_order  list     the session's effect keys, oldest first
     {T}:effect_record hash     effect key -> encoded effect
     {T}:effect_state  hash     effect key -> state (started, done)
@@ -280,7 +281,7 @@ class RedisJournal(
         return opened
 
     async def server(self) -> tuple[object, ...] | None:
-        """The server and database this journal lives on (``backends.redis.server_of``)."""
+        """The server and database this journal lives on (``backend.server_of``)."""
         return server_of(await self._connections.get())
 
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:

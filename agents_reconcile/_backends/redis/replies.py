@@ -315,6 +315,6 @@ def effect_row(value: object, operation: str) -> EffectRow:
 
 
 def effect(session_id: str, row: EffectRow, keyring: Keyring | None = None) -> Effect:
-    """An effect's row, checked against the record it holds (``_rows.checked_effect``)."""
+    """An effect's row, checked against the record it holds (``rows.checked_effect``)."""
     key, state, owner, record = row
     return checked_effect(key, session_id, state, owner, record, keyring)

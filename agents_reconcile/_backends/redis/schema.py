@@ -1,7 +1,7 @@
 """The Redis journal's layout version: what ``RedisJournal`` checks, stores and refuses.
 
 A step leaves only its number under ``{prefix}:schema``. ``migrate`` stores the version in an
-empty journal (``backends.redis.VersionKey``, one script) and refuses any other, before
+empty journal (``backend.VersionKey``, one script) and refuses any other, before
 anything touches it.
 """
 

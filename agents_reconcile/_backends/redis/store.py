@@ -16,7 +16,7 @@ the session id, or ``#{<digest of the id>}`` for an id holding ``}`` (``session_
 
 ``get_items(limit)`` reads only the tail it needs (``LRANGE -limit -1``); ``writes_after``
 reads a score range of the sorted set. A write script is sent exactly once
-(``backends.lua.send_once``), whatever retry policy the client has: a retry after a lost
+(``_backends.lua.send_once``), whatever retry policy the client has: a retry after a lost
 reply would run the write again (popping twice, or refusing a committed append as a
 conflict). A write's connection error reaches the caller as
 the driver raised it, and the caller settles the write by its id. Reads go through the client
@@ -209,7 +209,7 @@ class RevisionedRedisSession:
         return await self._version.read((await self._connections.get()).execute_command)
 
     async def server(self) -> tuple[object, ...] | None:
-        """The server and database this store lives on (``backends.redis.server_of``)."""
+        """The server and database this store lives on (``backend.server_of``)."""
         return server_of(await self._connections.get())
 
     async def prepared(self) -> list[bytes]:

@@ -13,7 +13,8 @@ CREATE TABLE intents (
     owner      text NOT NULL,
     created_at double precision NOT NULL,
     updated_at double precision NOT NULL,
-    -- The session's write count when this intent was opened (0 when recorded otherwise).
+    -- The intent's fencing token: the session's write count when it was opened (0 when
+    -- recorded otherwise), raised by each claim.
     fence      bigint NOT NULL DEFAULT 0,
     -- PendingWrite.encode(): the record with its own digest, kept byte for byte.
     record     bytea NOT NULL

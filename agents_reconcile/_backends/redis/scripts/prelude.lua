@@ -14,7 +14,7 @@ local GLOBAL = {
   decision = KEYS[7],
 }
 
--- In the order of _SESSION_KEYS in redis.py.
+-- In the order of SESSION_KEYS in layout.py.
 local SESSION_WIDTH = 9
 
 local function session_keys(first)
