@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol, TypeGuard, runtime_checkable
 
@@ -28,9 +29,11 @@ __all__ = [
     "IntentJournal",
     "IntentState",
     "JournalEntry",
+    "NewestReading",
     "Opened",
     "capabilities_of",
     "keeps_effects",
+    "reads_newest",
     "require_limit",
     "require_settling",
     "sets_aside",
@@ -269,6 +272,18 @@ class AsideJournal(IntentJournal, Protocol):
         ...
 
 
+@runtime_checkable
+class NewestReading(IntentJournal, Protocol):
+    """A journal that reads the newest decision about each of many intents in one step."""
+
+    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        """The newest decision about each of ``intent_ids`` that has one (an id without a
+        decision is left out), read in one step whatever their number. Under
+        ``collecting_damage`` a decision that fails its checks is reported there and left
+        out, as ``decisions`` does."""
+        ...
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a journal offers beyond ``IntentJournal``, declared by the journal as its class
@@ -284,6 +299,9 @@ class Capabilities:
       append never meets its own previous intent.
     - ``starts_eagerly``: its calls capture nothing of the calling task, so one that answers
       at once may be started in the caller's task (``_session.claims.outliving_cancellation``).
+    - ``newest_decisions``: a ``NewestReading`` journal, reading the newest decision about each
+      of many intents in one step (an operator's ``status`` then makes one read, not one per
+      pending intent).
     """
 
     effects: bool = False
@@ -291,6 +309,7 @@ class Capabilities:
     counts_again: bool = False
     folds_clearing: bool = False
     starts_eagerly: bool = False
+    newest_decisions: bool = False
 
 
 NOTHING_MORE: Final = Capabilities()
@@ -306,6 +325,11 @@ def capabilities_of(journal: object) -> Capabilities:
 def keeps_effects(journal: object) -> TypeGuard[EffectJournal]:
     """Whether ``journal`` declares ``effects`` (and so is an ``EffectJournal``)."""
     return capabilities_of(journal).effects
+
+
+def reads_newest(journal: object) -> TypeGuard[NewestReading]:
+    """Whether ``journal`` declares ``newest_decisions`` (and so is a ``NewestReading``)."""
+    return capabilities_of(journal).newest_decisions
 
 
 def sets_aside(journal: object) -> TypeGuard[AsideJournal]:

@@ -14,6 +14,7 @@ from .._backends.journal import (
     ACTIVE_STATES,
     JournalEntry,
     keeps_effects,
+    reads_newest,
     sets_aside,
 )
 from .._backends.rows import collecting_damage
@@ -41,10 +42,11 @@ async def status(
     now = time.time()
     with collecting_damage() as damaged:
         entries = await journal.pending(session_id)
-        intents = []
-        for entry in entries:
-            newest = await journal.decisions(intent_id=entry.intent.intent_id, limit=1)
-            intents.append(intent_view(entry, newest[0] if newest else None, now, lease_seconds))
+        newest = await newest_decisions(journal, [entry.intent.intent_id for entry in entries])
+        intents = [
+            intent_view(entry, newest.get(entry.intent.intent_id), now, lease_seconds)
+            for entry in entries
+        ]
         effects = await started_effects(
             journal, session_id=session_id, now=now, lease_seconds=lease_seconds
         )
@@ -176,9 +178,26 @@ async def started_effects(
     if not keeps_effects(journal):
         return []
     found = []
-    for effect in await journal.started_effects(session_id):
-        newest = await journal.decisions(intent_id=effect.key, limit=1)
-        view = effect_status(effect, newest[0] if newest else None, now, lease_seconds)
-        view["last_decision"] = decision_view(newest[0]) if newest else None
+    effects = await journal.started_effects(session_id)
+    newest = await newest_decisions(journal, [effect.key for effect in effects])
+    for effect in effects:
+        last = newest.get(effect.key)
+        view = effect_status(effect, last, now, lease_seconds)
+        view["last_decision"] = decision_view(last) if last is not None else None
         found.append(view)
+    return found
+
+
+async def newest_decisions(journal: IntentJournal, ids: list[str]) -> dict[str, Decision]:
+    """The newest decision of each of ``ids`` that has one: one read where the journal declares
+    ``newest_decisions``, else one per id."""
+    if not ids:
+        return {}
+    if reads_newest(journal):
+        return await journal.newest_decisions(ids)
+    found: dict[str, Decision] = {}
+    for ident in ids:
+        newest = await journal.decisions(intent_id=ident, limit=1)
+        if newest:
+            found[ident] = newest[0]
     return found

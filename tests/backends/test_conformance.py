@@ -152,15 +152,24 @@ async def test_a_session_whose_get_items_ignores_limit_fails_the_limit_contract(
     assert report.status("add_items_appends_in_order") == "passed"
 
 
-async def test_a_journal_without_effects_or_set_aside_skips_those_contracts_saying_why() -> None:
+async def test_a_journal_declaring_nothing_skips_the_contracts_of_what_it_lacks_saying_why() -> (
+    None
+):
     report = await check_journal(IntentsOnly)
     assert report.ok, str(report)
-    skipped = {result.contract.kind: result.detail for result in report.skipped}
-    assert "does not declare Capabilities(effects=True)" in skipped["effects"]
-    assert "does not declare Capabilities(set_aside=True)" in skipped["aside"]
-    assert "no schema" in skipped["journal"]
+    skipped = {result.contract.name: result.detail for result in report.skipped}
+    by_kind = {result.contract.kind: result.detail for result in report.skipped}
+    assert "does not declare Capabilities(effects=True)" in by_kind["effects"]
+    assert "does not declare Capabilities(set_aside=True)" in by_kind["aside"]
+    assert "no schema" in skipped["schema_check_writes_nothing_and_migrate_is_idempotent"]
+    newest = skipped["newest_decisions_are_each_intents_newest"]
+    assert "does not declare Capabilities(newest_decisions=True)" in newest
     for result in report.results:
-        applies = result.contract.kind == "journal" and "schema" not in result.contract.name
+        applies = (
+            result.contract.kind == "journal"
+            and "schema" not in result.contract.name
+            and "newest_decisions" not in result.contract.name
+        )
         assert result.status == ("passed" if applies else "skipped"), result.contract.name
 
 

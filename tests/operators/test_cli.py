@@ -6,6 +6,7 @@ import asyncio
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from agents import SQLiteSession
@@ -174,3 +175,41 @@ async def _one_failed_append(tmp_path: Path, journal: Path) -> None:
     with pytest.raises(BackendFailure):
         await session.add_items([{"role": "user", "content": "hello"}])
     await session.journal.close()
+
+
+async def test_status_reads_the_newest_decisions_of_every_pending_intent_in_one_step() -> None:
+    """However many intents are pending, ``status`` reads their newest decisions in one step
+    from a journal that declares ``newest_decisions`` (every journal of this package does),
+    never once per intent, and shows the same as reading them one by one."""
+    from agents_reconcile import MemoryJournal
+    from agents_reconcile._backends.journal import IntentState
+    from agents_reconcile._core.ownership import current_owner
+    from agents_reconcile._core.records import Action
+    from agents_reconcile._operator import views
+
+    from ..support.journal_support import make_decision, make_intent
+
+    class Counting(MemoryJournal):
+        def __init__(self) -> None:
+            super().__init__()
+            self.reads: list[str] = []
+
+        async def decisions(self, **asked: Any) -> list[Any]:
+            self.reads.append("decisions")
+            return await super().decisions(**asked)
+
+        async def newest_decisions(self, intent_ids: Any) -> dict[str, Any]:
+            self.reads.append("newest_decisions")
+            return await super().newest_decisions(intent_ids)
+
+    journal = Counting()
+    for n in range(20):
+        intent = make_intent(f"i-{n}", session_id=f"s-{n}", created_at=1_700_000_000.0 + n)
+        await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+        if n % 2:
+            await journal.note(make_decision(intent, action=Action.DENIED))
+    found = await views.status(journal, session_id=None, lease_seconds=30.0)
+    assert journal.reads == ["newest_decisions"]
+    assert len(found["pending"]) == 20
+    decided = [row["intent_id"] for row in found["pending"] if row["last_decision"]]
+    assert decided == [f"i-{n}" for n in range(20) if n % 2]

@@ -5,7 +5,7 @@ breaking one contract the way a real backend might."""
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
@@ -335,6 +335,17 @@ class DecisionsIgnoreLimit(MemoryJournal):
 
     async def decisions(self, *, limit: int = 100, **filters: Any) -> list[Decision]:
         return await super().decisions(**filters)
+
+
+class NewestIsTheOldest(MemoryJournal):
+    """Gives the oldest decision of each intent as its newest."""
+
+    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        found: dict[str, Decision] = {}
+        for decision in await self.decisions(limit=10_000):
+            if decision.intent_id in intent_ids:
+                found[decision.intent_id] = decision  # newest first: the oldest wins
+        return found
 
 
 class ClearsAnyIntent(MemoryJournal):
@@ -804,6 +815,11 @@ BROKEN = [
         "decisions_are_newest_first_and_filtered",
     ),
     _journal("a journal that ignores limit", DecisionsIgnoreLimit, "decisions_honour_limit"),
+    _journal(
+        "a journal giving each intent's oldest decision as its newest",
+        NewestIsTheOldest,
+        "newest_decisions_are_each_intents_newest",
+    ),
     _journal(
         "a journal that clears anyone's intent",
         ClearsAnyIntent,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import replace
 from typing import ClassVar
 
@@ -28,7 +29,12 @@ class MemoryJournal(Unversioned):
     decision that settled it is a retried call, and a no-op."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        effects=True, set_aside=True, counts_again=True, folds_clearing=True, starts_eagerly=True
+        effects=True,
+        set_aside=True,
+        counts_again=True,
+        folds_clearing=True,
+        starts_eagerly=True,
+        newest_decisions=True,
     )
 
     @classmethod
@@ -305,6 +311,14 @@ class MemoryJournal(Unversioned):
             and (intent_id is None or d.intent_id == intent_id)
         ]
         return chosen[:limit]
+
+    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        wanted = set(intent_ids)
+        newest: dict[str, Decision] = {}
+        for decision in reversed(self._decisions):
+            if decision.intent_id in wanted and decision.intent_id not in newest:
+                newest[decision.intent_id] = decision
+        return newest
 
     async def raw_intent(self, intent_id: str) -> RawIntent | None:
         # Records are objects here and never damaged: the row as a stored journal would hold it.

@@ -9,7 +9,7 @@ Kept apart from ``PostgresJournal`` for length; it works through the journal's o
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._core.records import Decision
@@ -70,3 +70,15 @@ class PostgresDecisions:
             return await conn.fetch(sql, *args)
 
         return each(await self._run(work), _decision, lambda row: ("decision", row[0], row[1]))
+
+    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        ids = list(dict.fromkeys(intent_ids))
+        if not ids:
+            return {}
+        sql = self._sql.newest_decisions
+
+        async def work(conn: Connection) -> list[Any]:
+            return await conn.fetch(sql, ids)
+
+        found = each(await self._run(work), _decision, lambda row: ("decision", row[0], row[1]))
+        return {decision.intent_id: decision for decision in found}

@@ -152,7 +152,12 @@ class PostgresJournal(
 
     # It clears with a statement of its own just before the opening, on the same connection.
     capabilities: ClassVar[Capabilities] = Capabilities(
-        effects=True, set_aside=True, counts_again=True, folds_clearing=True, starts_eagerly=False
+        effects=True,
+        set_aside=True,
+        counts_again=True,
+        folds_clearing=True,
+        starts_eagerly=False,
+        newest_decisions=True,
     )
 
     def __init__(

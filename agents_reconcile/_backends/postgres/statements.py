@@ -319,6 +319,11 @@ class JournalStatements:
         }
         self._pending = {key: self._build_pending(*key) for key in flags}
         self._decisions = {key: self._build_decisions(*key) for key in flags}
+        # The newest decision of each intent of $1, through decisions_by_intent.
+        self.newest_decisions = (
+            f"SELECT DISTINCT ON (intent_id) intent_id, session_id, record FROM {s}.decisions"
+            " WHERE intent_id = ANY($1::text[]) ORDER BY intent_id, seq DESC"
+        )
 
     def transition(
         self, by_state: bool, by_owner: bool, by_fence: bool, by_update: bool, claim: bool

@@ -119,6 +119,7 @@ _SCRIPTS: Final = {
         "count_write",
         "decisions",
         "discard",
+        "newest_decisions",
         "entries",
         "note",
         "note_again",
@@ -150,7 +151,12 @@ class RedisJournal(
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        effects=True, set_aside=True, counts_again=True, folds_clearing=True, starts_eagerly=False
+        effects=True,
+        set_aside=True,
+        counts_again=True,
+        folds_clearing=True,
+        starts_eagerly=False,
+        newest_decisions=True,
     )
     _version_arg = _VERSION
     """The version every writing script is given (the effect half, ``RedisEffects``, too)."""

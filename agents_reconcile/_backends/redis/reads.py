@@ -9,6 +9,7 @@ runner, command sender, key layout, intent routing and keyring.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from ..._core.records import BackendIdentity, Decision
@@ -124,3 +125,12 @@ class RedisReads:
         ]
         reply = await self._script("decisions", keys, args, read_only=True)
         return replies.decisions(reply, session_id=session_id, intent_id=intent_id, limit=limit)
+
+    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        ids = list(dict.fromkeys(intent_ids))
+        if not ids:
+            return {}
+        reply = await self._script(
+            "newest_decisions", list(self._layout.globals), list(ids), read_only=True
+        )
+        return replies.newest_decisions(reply)

@@ -298,6 +298,33 @@ def decisions(
     return [decision for decision in found if decision is not None][:limit]
 
 
+def newest_decisions(reply: object) -> dict[str, Decision]:
+    """What ``newest_decisions.lua`` answered: (intent id, number, record) triples, each record
+    checked against the intent it was filed under."""
+
+    def checked(found: object) -> Decision:
+        fields = as_list(found, "newest_decisions")
+        if len(fields) != 3:
+            raise unexpected("newest_decisions", found)
+        intent_id = text(fields[0], "an intent id")
+        seq = text(fields[1], "a decision's number")
+        record = blob(fields[2], "a decision's record")
+        decision = decoded(f"decision {seq}", f"decision {seq}", Decision.decode, record)
+        if decision.intent_id != intent_id:
+            raise RecordTampered(
+                f"decision {seq} is filed under intent {intent_id} but names "
+                f"intent {decision.intent_id}"
+            )
+        return decision
+
+    found = each(
+        as_list(reply, "newest_decisions"),
+        checked,
+        lambda row: ("decision", "?", None),
+    )
+    return {decision.intent_id: decision for decision in found}
+
+
 def effect_rows(reply: object, operation: str) -> list[EffectRow]:
     """Rows of ``effect_row`` (``prelude.lua``): key, state, owner, record."""
     return [effect_row(row, operation) for row in as_list(reply, operation)]

@@ -32,6 +32,7 @@ from ..rows import checked_decision, checked_entry, each
 from .backend import SQLiteLink, enable_wal, path_of
 from .effects import SQLiteEffects
 from .files import _VERSIONS, SCHEMA, SCHEMA_VERSION, _reader, _translate
+from .reads import SQLiteReads
 from .schema import SQLiteSchemaSteps
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "SQLiteJournal"]
@@ -42,7 +43,7 @@ _SETTLING_ACTIONS: Final = ("settled", "replayed", "dropped")
 _SHARED: dict[Path, SQLiteJournal] = {}
 
 
-class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects):
+class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
     """``IntentJournal`` (and ``EffectJournal``, from ``SQLiteEffects``) in one SQLite file
     (created with its schema on first use).
 
@@ -54,7 +55,12 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects):
     # Its calls run on the event loop (in a thread only while another process holds the
     # file's lock), so it starts eagerly; it clears in the opening's own commit.
     capabilities: ClassVar[Capabilities] = Capabilities(
-        effects=True, set_aside=True, counts_again=True, folds_clearing=True, starts_eagerly=True
+        effects=True,
+        set_aside=True,
+        counts_again=True,
+        folds_clearing=True,
+        starts_eagerly=True,
+        newest_decisions=True,
     )
 
     def __init__(
