@@ -157,14 +157,16 @@ async def newest_decisions_are_each_intents_newest(subject: Subject) -> None:
         ([], {}),
     ]
     every = [d1, d2, d3, d4]
+
+    def named(by_intent: dict[str, Decision]) -> dict[str, str]:
+        return dict(zip(by_intent, _names(list(by_intent.values()), every), strict=True))
+
     for ids_asked, expected in asked:
         found = await journal.newest_decisions(ids_asked)
         require(
             found == expected,
-            f"newest_decisions({ids_asked}) gives "
-            f"{ {k: _names([v], every)[0] for k, v in found.items()} }, not "
-            f"{ {k: _names([v], every)[0] for k, v in expected.items()} } (d1..d4 stored oldest "
-            "to newest)",
+            f"newest_decisions({ids_asked}) gives {named(found)}, not {named(expected)} "
+            "(d1..d4 stored oldest to newest)",
         )
 
 
