@@ -12,8 +12,8 @@ it clears or settles it. Others judge its lease by the journal's clock: it runs 
 with the same compare-and-set that claimed it (its fencing token expected), so a renewal never
 extends a claim someone else took. Its own margin is the other two thirds: it starts no write
 to the store once two thirds of the lease passed without a confirmed renewal, when others may
-be about to take over. Unrenewed (the operation ended before the first third) the cost is one
-timer.
+be about to take over. The leases held on one event loop share one timer (``_Keeper``):
+holding one that ends before its first third costs no timer at all.
 
 What this process has in flight (``InFlight``): intents being appended or reconciled by one of
 its tasks, and replays that go on in the background after their caller was cancelled. One
@@ -28,9 +28,11 @@ import asyncio
 import contextlib
 import inspect
 import logging
+import math
 import sys
 import time
 import types
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -129,14 +131,16 @@ async def outliving_cancellation(
     its own only if it suspends, so a call that answers at once (an SQLite journal on the
     event loop) costs no task and no turn of the loop."""
     handling = sys.exc_info()[1]
-    try:
-        await not_if_cancelled(awaitable)
-    except asyncio.CancelledError:
-        # Never started: ``afterwards`` still hears of it (a call cancelled before it ran).
-        never: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
-        never.cancel()
-        in_flight.keep(asyncio.ensure_future(afterwards(never)))
-        raise
+    caller = asyncio.current_task()
+    if caller is not None and caller.cancelling():
+        try:
+            await not_if_cancelled(awaitable)
+        except asyncio.CancelledError:
+            # Never started: ``afterwards`` still hears of it (a call cancelled before it ran).
+            never: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
+            never.cancel()
+            in_flight.keep(asyncio.ensure_future(afterwards(never)))
+            raise
     if eager and inspect.iscoroutine(awaitable):
         try:
             pending = awaitable.send(None)
@@ -420,14 +424,22 @@ class Renewal:
         self.fence = fence
         self._lease = lease_seconds
         self._confirmed = time.monotonic()
-        self._handle: asyncio.TimerHandle | None = None
+        self._keeper: _Keeper | None = None
+        self.due = math.inf
+        """When the next renewal is due, on the loop's clock (inf: none while not held)."""
         self._task: asyncio.Task[None] | None = None
         self.lost = False
         """Whether a renewal found the intent no longer held under ``fence``."""
 
     def __enter__(self) -> Renewal:
         self._confirmed = time.monotonic()
-        self._schedule()
+        loop = asyncio.get_running_loop()
+        keeper = _KEEPERS.get(loop)
+        if keeper is None:
+            keeper = _KEEPERS[loop] = _Keeper(loop)
+        self._keeper = keeper
+        self.due = loop.time() + self._lease / 3
+        keeper.hold(self)
         return self
 
     def __exit__(
@@ -436,9 +448,9 @@ class Renewal:
         error: BaseException | None,
         trace: TracebackType | None,
     ) -> None:
-        if self._handle is not None:
-            self._handle.cancel()
-            self._handle = None
+        if self._keeper is not None:
+            self._keeper.drop(self)
+            self._keeper = None
         if self._task is not None:
             self._task.cancel()
             self._task = None
@@ -457,12 +469,9 @@ class Renewal:
                 intent_id=self.intent_id,
             )
 
-    def _schedule(self) -> None:
-        loop = asyncio.get_running_loop()
-        self._handle = loop.call_later(self._lease / 3, self._due)
-
-    def _due(self) -> None:
-        self._handle = None
+    def renew(self) -> None:
+        """Start renewing (the keeper found it due)."""
+        self.due = math.inf
         self._task = asyncio.ensure_future(self._renew())
 
     async def _renew(self) -> None:
@@ -492,4 +501,53 @@ class Renewal:
         if not renewed:
             self.lost = True
             return
-        self._schedule()
+        keeper = self._keeper
+        if keeper is not None:
+            self.due = keeper.loop.time() + self._lease / 3
+            keeper.hold(self)
+
+
+class _Keeper:
+    """The leases held on one event loop, renewed by one timer: holding a lease costs no timer
+    of its own (most appends end long before their first renewal is due). The timer stays
+    armed for the earliest renewal due when it was set, and when it fires it renews what is
+    due and is armed again only while leases are held."""
+
+    __slots__ = ("_at", "_timer", "held", "loop")
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self.loop = loop
+        self.held: dict[Renewal, None] = {}
+        self._timer: asyncio.TimerHandle | None = None
+        self._at = math.inf
+
+    def hold(self, lease: Renewal) -> None:
+        self.held[lease] = None
+        if lease.due < self._at:
+            self._arm(lease.due)
+
+    def drop(self, lease: Renewal) -> None:
+        self.held.pop(lease, None)
+
+    def _arm(self, at: float) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+        self._at = at
+        self._timer = self.loop.call_at(at, self._tick)
+
+    def _tick(self) -> None:
+        self._timer, self._at = None, math.inf
+        now = self.loop.time()
+        following = math.inf
+        for lease in list(self.held):
+            if lease.due <= now:
+                lease.renew()
+            else:
+                following = min(following, lease.due)
+        if following < math.inf:
+            self._arm(following)
+
+
+_KEEPERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Keeper] = (
+    weakref.WeakKeyDictionary()
+)

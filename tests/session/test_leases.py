@@ -225,6 +225,43 @@ async def test_renewal_keeps_a_slow_holders_lease(tmp_path: Path) -> None:
         lease.check()
 
 
+async def test_leases_held_at_once_share_one_timer_and_each_is_renewed(tmp_path: Path) -> None:
+    """Holding a lease arms no timer of its own: twenty intents held at once on one loop add
+    one timer, not twenty, and a slow holder among them is still renewed in time (as are
+    leases taken after the timer was armed, and leases of a shorter length)."""
+    journal = MemoryJournal()
+    session = ReconcilingSession(
+        SQLiteSession("s", tmp_path / "chat.db"),
+        config=ReconcileConfig(journal=journal, lease_seconds=0.3),
+    )
+    claims = session._settler.claims
+    loop = asyncio.get_running_loop()
+    timers_before = len(loop._scheduled)  # type: ignore[attr-defined]
+    leases = [claims.leased(f"x-{n}", IntentState.IN_FLIGHT, 0) for n in range(20)]
+    for lease in leases:
+        lease.__enter__()
+    assert len(loop._scheduled) - timers_before == 1  # type: ignore[attr-defined]
+    for lease in leases:
+        lease.__exit__(None, None, None)
+
+    token = await opened(journal)
+    await asyncio.sleep(0.05)
+    short = Renewal(
+        session._client, "i-2", state=IntentState.IN_FLIGHT, fence=0, lease_seconds=0.15
+    )
+    other = make_intent("i-2", session_id="session-b")
+    assert (
+        await journal.open_intent(other, state=IntentState.IN_FLIGHT, owner=current_owner())
+    ).recorded
+    with claims.leased("i-1", IntentState.IN_FLIGHT, token) as lease, short:
+        for _ in range(8):
+            await asyncio.sleep(0.1)
+            for intent_id, seconds in (("i-1", 0.3), ("i-2", 0.15)):
+                entry = await journal.get(intent_id)
+                assert entry is not None and time.time() - entry.updated_at < seconds
+        lease.check()
+
+
 async def test_a_lost_lease_stops_the_holder_before_it_writes(tmp_path: Path) -> None:
     """Once another worker claims the intent, the holder's next renewal finds out, and
     ``check`` (called before any write to the store) raises LeaseLost."""
