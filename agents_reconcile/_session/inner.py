@@ -114,4 +114,10 @@ class InnerSession:
 
     async def append(self, items: list[Any], wrapper: Any) -> None:
         self.own_writes += 1
-        await self.call("add_items", wrapper, items)
+        # ``call("add_items", ...)`` without its lookup: once per append.
+        if wrapper is not None and self.takes_wrapper:
+            result = self.session.add_items(items, wrapper=wrapper)
+        else:
+            result = self.session.add_items(items)
+        if inspect.isawaitable(result):
+            await result

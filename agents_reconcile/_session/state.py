@@ -291,9 +291,14 @@ class SessionLock:
         self._held: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, asyncio.Lock] = (
             weakref.WeakKeyDictionary()
         )
+        self._last_loop: asyncio.AbstractEventLoop | None = None
+        self._last_lock: asyncio.Lock | None = None
 
     def _lock(self) -> asyncio.Lock:
         loop = asyncio.get_running_loop()
+        if loop is self._last_loop:
+            assert self._last_lock is not None
+            return self._last_lock
         lock = self._held.get(loop)
         if lock is None:
             shared = _LOCKS.get(loop)
@@ -303,6 +308,8 @@ class SessionLock:
             if lock is None:
                 lock = shared[self._key] = asyncio.Lock()
             self._held[loop] = lock
+        # The lock binds itself to its loop anyway: keeping both costs the loop no longer life.
+        self._last_loop, self._last_lock = loop, lock
         return lock
 
     def held(self, on_timeout: Callable[[float], Awaitable[None]] | None = None) -> _Held:

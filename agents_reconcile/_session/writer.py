@@ -162,9 +162,10 @@ class Writer:
         it again. A run whose state is older than the session is refused."""
         client = self._client
         busy = self._in_flight.busy
+        capabilities = client.capabilities
         # The previous append's acknowledged intent goes in the same commit, where the
         # journal can fold it (else it is being cleared in the background).
-        clearing = self._clearing.take() if client.capabilities.folds_clearing else None
+        clearing = self._clearing.take() if capabilities.folds_clearing else None
         folding = {} if clearing is None else {"clearing": clearing}
         outlived = False
         try:
@@ -182,7 +183,7 @@ class Writer:
                     ),
                     self._in_flight,
                     partial(self._opening_outlived, intent, clearing, context),
-                    eager=client.capabilities.starts_eagerly,
+                    eager=capabilities.starts_eagerly,
                 )
             except asyncio.CancelledError:
                 # The opening ends in the background (_opening_outlived), unless the journal
@@ -288,7 +289,13 @@ class Writer:
         try:
             if crashpoints.ARMED:
                 crashpoints.reached(CrashPoint.AFTER_INTENT_RECORDED)
-            with self._leased(intent, opened):
+            with (
+                contextlib.nullcontext()
+                if opened is None
+                else self._settler.claims.leased(
+                    intent.intent_id, IntentState.IN_FLIGHT, opened.write_count
+                )
+            ):
                 if appending is not None:
                     # A compare-and-swap: a late one cannot land on top of its replay.
                     result = await appending()
@@ -363,17 +370,6 @@ class Writer:
             await self.failures.failed(intent, items, context, failure, recorded=recorded)
         finally:
             self._in_flight.busy.discard(intent.intent_id)
-
-    def _leased(
-        self, intent: PendingWrite, opened: Opened | None
-    ) -> contextlib.AbstractContextManager[object]:
-        """The lease on an opened intent, renewed while a slow append runs (its fencing
-        token is the count it was opened at)."""
-        if opened is None:
-            return contextlib.nullcontext()
-        return self._settler.claims.leased(
-            intent.intent_id, IntentState.IN_FLIGHT, opened.write_count
-        )
 
     def seen_own_write(self, context: Context, opened: Opened) -> None:
         """The run has seen its own write to its end: opened, then acknowledged (or proven
@@ -503,10 +499,13 @@ class FingerprintWriter(Writer):
             opened: Opened | None = None
             # What this run has seen of the session (a RunState carries it): checked against
             # the journal's count once the intent is open, so a stale state never writes.
-            seen_write_count = await self._carried.seen_write_count(context)
+            seen_write_count = (
+                None if context is None else await self._carried.seen_write_count(context)
+            )
             while True:
                 await self.settle_first(context, wrapper)
-                view = await self.tail_view(len(items) + 1, wrapper)
+                wanted = self._tail.wanted(len(items) + 1)
+                view = self._tail.trusted(wanted) or await self.tail_view(wanted, wrapper)
                 if self._config.merge_retried_input and self._tail.is_retried_batch(
                     digests, view.digests
                 ):
@@ -542,13 +541,9 @@ class FingerprintWriter(Writer):
                 # Its opening and its acknowledgement are the two writes counted since.
                 self._tail.extend(intent.batch_digests, write_count=opened.write_count + 2)
 
-    async def tail_view(self, needed: int, wrapper: Any) -> TailView:
-        """Digests of at least ``needed`` newest items (more after a settlement, to recognise a
-        retried batch): from memory while the journal's write count vouches for it, else read."""
-        wanted = self._tail.wanted(needed)
-        known = self._tail.trusted(wanted)
-        if known is not None:
-            return known
+    async def tail_view(self, wanted: int, wrapper: Any) -> TailView:
+        """Digests of the ``wanted`` newest items (``TailMemory.wanted``), read from the store
+        (the memory of them, ``TailMemory.trusted``, is looked at first by the caller)."""
         count = await self.write_count()
         items = await self._inner.read(wanted, wrapper)
         try:
