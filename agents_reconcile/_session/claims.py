@@ -57,6 +57,7 @@ __all__ = [
     "despite_cancellation",
     "not_if_cancelled",
     "outliving_cancellation",
+    "resumed",
     "take",
 ]
 
@@ -147,7 +148,7 @@ async def outliving_cancellation(
         except StopIteration as done:
             answer: _T = done.value
             return answer
-        call: asyncio.Future[_T] = asyncio.ensure_future(_resumed(awaitable, pending))
+        call: asyncio.Future[_T] = asyncio.ensure_future(resumed(awaitable, pending))
     else:
         call = asyncio.ensure_future(awaitable)
     try:
@@ -195,7 +196,7 @@ async def not_if_cancelled(awaitable: Awaitable[Any] | None = None) -> None:
 
 
 @types.coroutine
-def _resumed(coroutine: Coroutine[Any, Any, _T], pending: Any) -> Generator[Any, Any, _T]:
+def resumed(coroutine: Coroutine[Any, Any, _T], pending: Any) -> Generator[Any, Any, _T]:
     """The rest of ``coroutine``, which suspended on ``pending`` (what it awaits) when it was
     started outside a task: driven by the task that runs this as if it had run it from the
     start (what ``yield from`` does, from a coroutine already under way)."""

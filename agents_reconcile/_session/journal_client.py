@@ -11,6 +11,7 @@ import logging
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from functools import partial
 from typing import Any, Final, NoReturn, TypeVar
 
 import orjson
@@ -107,26 +108,44 @@ class JournalClient:
     async def call(self, operation: Callable[..., Awaitable[_T]], *args: Any, **kwargs: Any) -> _T:
         """Run a journal operation, retrying it while the journal is unavailable (with jitter,
         so that a fleet does not retry in step); a record it cannot trust is a denial."""
+        return await self._attempts(partial(operation, *args, **kwargs), None)
+
+    async def after_failure(
+        self, failure: JournalUnavailable | RecordError, operation: Callable[[], Awaitable[_T]]
+    ) -> _T:
+        """The rest of ``call(operation)`` once its first attempt, made by the caller itself
+        (an eager start), raised ``failure``: the same retries and denials, counted from it."""
+        return await self._attempts(operation, failure)
+
+    async def _attempts(
+        self,
+        operation: Callable[[], Awaitable[_T]],
+        failure: JournalUnavailable | RecordError | None,
+    ) -> _T:
         attempts = self.config.journal_retries
-        for attempt in range(attempts):
-            try:
-                return await operation(*args, **kwargs)
-            except JournalUnavailable:
-                if attempt == attempts - 1:
-                    raise
-                await asyncio.sleep(_FIRST_PAUSE * 2**attempt * random.uniform(0.5, 1.0))
-            except RecordError as exc:
-                unsupported = isinstance(exc, UnsupportedRecordVersion)
+        attempt = 0
+        while True:
+            if failure is None:
+                try:
+                    return await operation()
+                except (JournalUnavailable, RecordError) as exc:
+                    failure = exc
+            if isinstance(failure, RecordError):
+                unsupported = isinstance(failure, UnsupportedRecordVersion)
                 await self.deny(
                     None,
                     Outcome.AMBIGUOUS,
                     Reason.UNSUPPORTED_RECORD if unsupported else Reason.RECORD_UNTRUSTED,
-                    {"journal_error": str(exc)},
-                    intent_id=exc.intent_id or UNREADABLE,
+                    {"journal_error": str(failure)},
+                    intent_id=failure.intent_id or UNREADABLE,
                     binding=unsupported,
-                    cause=exc,
+                    cause=failure,
                 )
-        raise AssertionError("unreachable")
+            if attempt >= attempts - 1:
+                raise failure
+            await asyncio.sleep(_FIRST_PAUSE * 2**attempt * random.uniform(0.5, 1.0))
+            attempt += 1
+            failure = None
 
     def decision(
         self,

@@ -317,14 +317,10 @@ class SessionLock:
         denies, unless another is given) when it is not free in time."""
         return _Held(self, on_timeout)
 
-    async def _acquire(
-        self, on_timeout: Callable[[float], Awaitable[None]] | None = None
+    async def _wait_for(
+        self, lock: asyncio.Lock, on_timeout: Callable[[float], Awaitable[None]] | None
     ) -> asyncio.Lock:
-        lock = self._lock()
-        # Uncontended (the common case), acquiring never suspends: no timer is armed for it.
-        if not lock.locked() and not getattr(lock, "_waiters", None):
-            await lock.acquire()
-            return lock
+        """Acquire ``lock``, held by someone else now, within the wait bound."""
         try:
             async with asyncio.timeout(self._wait):
                 await lock.acquire()
@@ -347,7 +343,14 @@ class _Held:
         self._lock: asyncio.Lock | None = None
 
     async def __aenter__(self) -> None:
-        self._lock = await self._owner._acquire(self._on_timeout)
+        owner = self._owner
+        lock = owner._lock()
+        # Uncontended (the common case), acquiring never suspends: no timer is armed for it.
+        if not lock.locked() and not getattr(lock, "_waiters", None):
+            await lock.acquire()
+            self._lock = lock
+        else:
+            self._lock = await owner._wait_for(lock, self._on_timeout)
 
     async def __aexit__(self, *exc_info: object) -> None:
         assert self._lock is not None

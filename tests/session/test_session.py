@@ -452,6 +452,49 @@ async def test_unreadable_journal_stops_the_gate(tmp_path: Path) -> None:
     assert model.calls == ()
 
 
+class FlakyOpenings(MemoryJournal):
+    """A journal on the event loop (it starts eagerly) whose first ``down`` openings fail as
+    unavailable; whether each suspends first (``suspend``) is the test's choice."""
+
+    def __init__(self, down: int, *, suspend: bool) -> None:
+        super().__init__()
+        self.down = down
+        self.suspend = suspend
+        self.openings = 0
+
+    async def open_intent(self, *args: Any, **kwargs: Any) -> Any:
+        self.openings += 1
+        if self.suspend:
+            await asyncio.sleep(0)
+        if self.openings <= self.down:
+            raise JournalUnavailable("journal is down")
+        return await super().open_intent(*args, **kwargs)
+
+
+@pytest.mark.parametrize("suspend", [False, True], ids=["answers-at-once", "suspends"])
+async def test_an_opening_the_journal_refuses_as_unavailable_is_retried_journal_retries_times(
+    tmp_path: Path, suspend: bool
+) -> None:
+    """An opening started in the caller (a journal on the event loop) that fails as
+    unavailable is retried like any journal call: two failures and a success store the batch
+    once, in three attempts; three failures raise after exactly three attempts, nothing
+    stored and nothing pending."""
+    journal = FlakyOpenings(2, suspend=suspend)
+    session, _, inner = wrapped(tmp_path, journal=journal, journal_retries=3)
+    await session.add_items([dict(USER)])
+    assert journal.openings == 3
+    assert await inner.get_items() == [USER]
+
+    down = FlakyOpenings(3, suspend=suspend)
+    (tmp_path / "b").mkdir()
+    other, _, other_inner = wrapped(tmp_path / "b", journal=down, journal_retries=3)
+    with pytest.raises(JournalUnavailable):
+        await other.add_items([dict(USER)])
+    assert down.openings == 3
+    assert await other_inner.get_items() == []
+    assert await other.pending() == []
+
+
 async def test_backend_identity(tmp_path: Path) -> None:
     """Identity names the store type and file, is stable, differs per file, hides credentials,
     and can be set."""
