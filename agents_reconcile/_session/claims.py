@@ -31,12 +31,11 @@ import logging
 import math
 import sys
 import time
-import types
 import weakref
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, TypeVar, cast
+from typing import Any, Final, TypeVar
 
 from .._backends.journal import ACTIVE_STATES, IntentState, JournalEntry
 from .._core.ownership import Takeover, current_owner, takeover
@@ -44,7 +43,7 @@ from .._core.records import Outcome, PendingWrite, Reason
 from .._core.revision import RevisionedStore
 from ..errors import JournalError, LeaseLost
 from .config import ReconcileConfig
-from .journal_client import JournalClient
+from .journal_client import JournalClient, resumed
 
 __all__ = [
     "HOLDER_SHARE",
@@ -57,7 +56,6 @@ __all__ = [
     "despite_cancellation",
     "not_if_cancelled",
     "outliving_cancellation",
-    "resumed",
     "take",
 ]
 
@@ -193,29 +191,6 @@ async def not_if_cancelled(awaitable: Awaitable[Any] | None = None) -> None:
             if awaitable is not None and inspect.iscoroutine(awaitable):
                 awaitable.close()
             raise
-
-
-@types.coroutine
-def resumed(coroutine: Coroutine[Any, Any, _T], pending: Any) -> Generator[Any, Any, _T]:
-    """The rest of ``coroutine``, which suspended on ``pending`` (what it awaits) when it was
-    started outside a task: driven by the task that runs this as if it had run it from the
-    start (what ``yield from`` does, from a coroutine already under way)."""
-    while True:
-        try:
-            sent = yield pending
-        except GeneratorExit:
-            coroutine.close()
-            raise
-        except BaseException as thrown:  # a cancellation, or what the awaited future raised
-            try:
-                pending = coroutine.throw(thrown)
-            except StopIteration as done:
-                return cast(_T, done.value)
-            continue
-        try:
-            pending = coroutine.send(sent)
-        except StopIteration as done:
-            return cast(_T, done.value)
 
 
 def caller_cancelled() -> bool:

@@ -10,9 +10,10 @@ import dataclasses
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Mapping
+import types
+from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from functools import partial
-from typing import Any, Final, NoReturn, TypeVar
+from typing import Any, Final, NoReturn, TypeVar, cast
 
 import orjson
 
@@ -33,7 +34,14 @@ from ..errors import (
 )
 from .config import ReconcileConfig
 
-__all__ = ["SESSION_WIDE", "UNREADABLE", "JournalClient", "lend_keys", "same_substance"]
+__all__ = [
+    "SESSION_WIDE",
+    "UNREADABLE",
+    "JournalClient",
+    "lend_keys",
+    "resumed",
+    "same_substance",
+]
 
 logger = logging.getLogger("agents_reconcile")
 
@@ -44,6 +52,29 @@ UNREADABLE: Final = "unknown"
 
 _T = TypeVar("_T")
 _FIRST_PAUSE: Final = 0.05
+
+
+@types.coroutine
+def resumed(coroutine: Coroutine[Any, Any, _T], pending: Any) -> Generator[Any, Any, _T]:
+    """The rest of ``coroutine``, which suspended on ``pending`` (what it awaits) when it was
+    started outside a task: driven by the task that runs this as if it had run it from the
+    start (what ``yield from`` does, from a coroutine already under way)."""
+    while True:
+        try:
+            sent = yield pending
+        except GeneratorExit:
+            coroutine.close()
+            raise
+        except BaseException as thrown:  # a cancellation, or what the awaited future raised
+            try:
+                pending = coroutine.throw(thrown)
+            except StopIteration as done:
+                return cast(_T, done.value)
+            continue
+        try:
+            pending = coroutine.send(sent)
+        except StopIteration as done:
+            return cast(_T, done.value)
 
 
 class JournalClient:
@@ -109,6 +140,34 @@ class JournalClient:
         """Run a journal operation, retrying it while the journal is unavailable (with jitter,
         so that a fleet does not retry in step); a record it cannot trust is a denial."""
         return await self._attempts(partial(operation, *args, **kwargs), None)
+
+    def start(
+        self, opening: Callable[[], Coroutine[Any, Any, _T]]
+    ) -> tuple[_T, None] | tuple[None, Coroutine[Any, Any, _T]]:
+        """Start ``call(opening)`` in the caller, for a journal that answers on the event loop
+        (``starts_eagerly``): ``(answer, None)`` when it answered at once, without a layer of
+        its own (no await, so no cancellation could come between); else ``(None, rest)``, the
+        rest of the call (it suspended, or failed and is retried as ``call`` retries) for the
+        caller to await as it awaits any call that may suspend."""
+        call = opening()
+        try:
+            pending = call.send(None)
+        except StopIteration as done:
+            return cast(_T, done.value), None
+        except (JournalUnavailable, RecordError) as failure:
+            return None, self.after_failure(failure, opening)
+        return None, self._rest_of(call, pending, opening)
+
+    async def _rest_of(
+        self,
+        call: Coroutine[Any, Any, _T],
+        pending: Any,
+        opening: Callable[[], Awaitable[_T]],
+    ) -> _T:
+        try:
+            return await resumed(call, pending)
+        except (JournalUnavailable, RecordError) as failure:
+            return await self.after_failure(failure, opening)
 
     async def after_failure(
         self, failure: JournalUnavailable | RecordError, operation: Callable[[], Awaitable[_T]]

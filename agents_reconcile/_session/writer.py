@@ -15,9 +15,9 @@ import contextlib
 import logging
 import random
 import time
-from collections.abc import Awaitable, Callable, Coroutine, MutableMapping
+from collections.abc import Awaitable, Callable, MutableMapping
 from functools import partial
-from typing import TYPE_CHECKING, Any, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from .. import errors
 from .._backends.journal import IntentState, Opened
@@ -28,12 +28,10 @@ from .._core.records import Outcome, PendingWrite, Reason, new_write_id
 from ..errors import (
     FingerprintError,
     JournalError,
-    JournalUnavailable,
-    RecordError,
     RevisionConflict,
 )
 from . import runstate
-from .claims import caller_cancelled, despite_cancellation, outliving_cancellation, resumed
+from .claims import caller_cancelled, despite_cancellation, outliving_cancellation
 from .journal_client import SESSION_WIDE
 from .settler import Settler
 from .state import Clearing, SessionState, TailView
@@ -187,27 +185,17 @@ class Writer:
             )
             afterwards = partial(self._opening_outlived, intent, clearing, context)
             try:
+                answer: Opened | None = None
+                rest: Awaitable[Opened] | None = None
                 if capabilities.starts_eagerly and not caller_cancelled():
-                    # Started here, without a layer of its own: a journal on the event loop
-                    # answers at once (no await, so no cancellation can come between). Only
-                    # a call that suspends or fails goes the way of every other call.
-                    call = opening()
-                    try:
-                        pending = call.send(None)
-                    except StopIteration as done:
-                        opened = cast(Opened, done.value)
-                    except (JournalUnavailable, RecordError) as failure:
-                        opened = await outliving_cancellation(
-                            client.after_failure(failure, opening), self._in_flight, afterwards
-                        )
-                    else:
-                        opened = await outliving_cancellation(
-                            self._rest_of(call, pending, opening), self._in_flight, afterwards
-                        )
+                    # A journal on the event loop answers at once, in the caller: no layers.
+                    answer, rest = client.start(opening)
                 else:
-                    opened = await outliving_cancellation(
-                        client.call(opening), self._in_flight, afterwards
-                    )
+                    rest = client.call(opening)
+                if rest is not None:
+                    answer = await outliving_cancellation(rest, self._in_flight, afterwards)
+                assert answer is not None
+                opened = answer
             except asyncio.CancelledError:
                 # The opening ends in the background (_opening_outlived), unless the journal
                 # call itself raised it.
@@ -241,19 +229,6 @@ class Writer:
                 busy.discard(intent.intent_id)
             raise
         return opened
-
-    async def _rest_of(
-        self,
-        call: Coroutine[Any, Any, Opened],
-        pending: Any,
-        opening: Callable[[], Awaitable[Opened]],
-    ) -> Opened:
-        """An eagerly started opening that suspended on ``pending``: the rest of it, and the
-        retries of ``JournalClient.call`` if it fails."""
-        try:
-            return await resumed(call, pending)
-        except (JournalUnavailable, RecordError) as failure:
-            return await self._client.after_failure(failure, opening)
 
     async def _opening_outlived(
         self,
