@@ -4,7 +4,8 @@ needs an operator, check a stored history for damage, migrate schemas, and run t
 ::
 
     agents-reconcile demo [--dir DIR]
-    agents-reconcile status [--journal ADDRESS] [--session ID] [--json]
+    agents-reconcile status [--journal ADDRESS] [--session ID] [--limit N] [--after TOKEN]
+                            [--json]
     agents-reconcile show INTENT|EFFECT [--journal ADDRESS] [--store ADDRESS] [--json]
     agents-reconcile trail SESSION [--journal ADDRESS] [--limit N] [--json]
     agents-reconcile resolve INTENT --as committed|replay|retry|abandon --reason TEXT
@@ -42,6 +43,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, NoReturn
 
+from ._operator.options import add_operator_commands, journal_options, positive
+
 __all__ = ["main"]
 
 PROG: Final = "agents-reconcile"
@@ -69,36 +72,6 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     else:
         directory = Path(args.dir)
     return asyncio.run(run_demo(directory, sys.stdout))
-
-
-def _cmd_status(args: argparse.Namespace) -> int:
-    from ._operator import commands
-
-    return commands.status(args)
-
-
-def _cmd_show(args: argparse.Namespace) -> int:
-    from ._operator import commands
-
-    return commands.show(args)
-
-
-def _cmd_trail(args: argparse.Namespace) -> int:
-    from ._operator import commands
-
-    return commands.trail(args)
-
-
-def _cmd_resolve(args: argparse.Namespace) -> int:
-    from ._operator import commands
-
-    return commands.resolve(args)
-
-
-def _cmd_decisions(args: argparse.Namespace) -> int:
-    from ._operator import commands
-
-    return commands.decisions(args)
 
 
 def _cmd_selftest(args: argparse.Namespace) -> int:
@@ -179,68 +152,6 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 # -- entry point -------------------------------------------------------------------------------
 
 
-def _positive(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
-    return value
-
-
-def _journal_options(
-    command: argparse.ArgumentParser,
-    *,
-    repeatable: bool = False,
-    json: bool = True,
-    default: str = "agents-reconcile.db here",
-) -> None:
-    """The options that address a journal, the same on every command that reads or writes
-    one: ``--journal`` and ``--namespace`` (and ``--json``)."""
-    where = "the journal: a path, sqlite:///..., redis://..., postgresql://..."
-    command.add_argument(
-        "--journal",
-        metavar="ADDRESS",
-        action="append" if repeatable else "store",
-        default=[] if repeatable else None,
-        help=f"{where} (repeatable)" if repeatable else f"{where} (default: {default})",
-    )
-    command.add_argument(
-        "--namespace",
-        metavar="NAME",
-        help="the journal's Redis key prefix or PostgreSQL schema, when not the default",
-    )
-    if json:
-        command.add_argument("--json", action="store_true", help="one JSON document")
-
-
-def _key_options(command: argparse.ArgumentParser) -> None:
-    # Where the payload keys come from; never their value on the command line, which other
-    # users of the host and the shell's history would see.
-    keys = command.add_mutually_exclusive_group()
-    keys.add_argument(
-        "--payload-key-file",
-        metavar="PATH",
-        help="a file holding the deployment's payload keys (ReconcileConfig payload_key) as "
-        "base64, the sealing one first, one a line: sealed records open, what is written is "
-        "sealed",
-    )
-    keys.add_argument(
-        "--payload-key-env",
-        metavar="NAME",
-        help="the environment variable holding them, comma-separated (default: "
-        "AGENTS_RECONCILE_PAYLOAD_KEY, when set)",
-    )
-
-
-def _store_options(command: argparse.ArgumentParser, what: str, *, required: bool = False) -> None:
-    command.add_argument("--store", metavar="ADDRESS", required=required, help=what)
-    command.add_argument(
-        "--store-namespace", metavar="NAME", help="the store's Redis key prefix or schema"
-    )
-
-
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
@@ -255,89 +166,7 @@ def _parser() -> argparse.ArgumentParser:
         "--dir", metavar="DIR", help="where to keep the demo's files (default: a new temp dir)"
     )
     demo.set_defaults(handler=_cmd_demo)
-
-    status = commands.add_parser(
-        "status",
-        aliases=["pending"],
-        help="pending intents and tool effects without a receipt, by session, owner and age "
-        "(exit 1: an operator is needed)",
-    )
-    _journal_options(status)
-    _key_options(status)
-    status.add_argument("--session", metavar="ID", help="only this session")
-    status.set_defaults(handler=_cmd_status)
-
-    show = commands.add_parser(
-        "show", help="one intent and its evidence: expected, stored now, decided, resolvable"
-    )
-    show.add_argument("intent", metavar="INTENT", help="the intent id")
-    _journal_options(show)
-    _key_options(show)
-    _store_options(show, "judge the intent against this store (read only)")
-    show.add_argument(
-        "--limit", type=_positive, default=20, metavar="N", help="at most N decisions"
-    )
-    show.set_defaults(handler=_cmd_show)
-
-    trail = commands.add_parser("trail", help="a session's decisions, oldest first")
-    trail.add_argument("session", metavar="SESSION", help="the session id")
-    _journal_options(trail)
-    trail.add_argument(
-        "--limit", type=_positive, default=100, metavar="N", help="the newest N (default 100)"
-    )
-    trail.set_defaults(handler=_cmd_trail)
-
-    resolve = commands.add_parser(
-        "resolve", help="resolve a pending intent as committed, replay or abandon, with a reason"
-    )
-    resolve.add_argument("intent", metavar="INTENT", help="the intent id")
-    resolve.add_argument(
-        "--as",
-        dest="resolution",
-        required=True,
-        choices=("committed", "replay", "retry", "abandon"),
-        help="committed: settle, never replay (an effect: its --output is the receipt); "
-        "replay: append the batch once (an effect: retry); retry: run an effect's body again; "
-        "abandon: drop the intent, write nothing",
-    )
-    resolve.add_argument(
-        "--output", metavar="TEXT", help="an effect resolved as committed: the output it gave"
-    )
-    resolve.add_argument("--reason", required=True, help="why (kept in the trail)")
-    resolve.add_argument("--actor", metavar="NAME", help="who (default: user@host)")
-    resolve.add_argument(
-        "--override",
-        action="store_true",
-        help="replay even where the rule does not see the history the write was meant for",
-    )
-    _journal_options(resolve)
-    _key_options(resolve)
-    _store_options(resolve, "the intent's store: needed to replay, and to judge")
-    resolve.set_defaults(handler=_cmd_resolve)
-
-    check = commands.add_parser(
-        "check",
-        help="report damage in a stored history (duplicates, calls without outputs, outputs "
-        "without calls); --repair fixes what the evidence proves",
-    )
-    check.add_argument("session", metavar="SESSION", help="the session id")
-    _store_options(check, "the session's store", required=True)
-    _journal_options(check, default="none is read; a repair is recorded in it")
-    check.add_argument("--repair", action="store_true", help="repair what the evidence proves")
-    check.add_argument("--reason", help="why (kept in the trail; needed with --repair)")
-    check.add_argument("--actor", metavar="NAME", help="who (default: user@host)")
-    _key_options(check)
-    check.set_defaults(handler=_cmd_check)
-
-    decisions = commands.add_parser(
-        "decisions", help="every session's decisions, newest first (payload-free)"
-    )
-    _journal_options(decisions)
-    decisions.add_argument("--session", metavar="ID", help="only this session")
-    decisions.add_argument(
-        "--limit", type=_positive, default=20, metavar="N", help="at most N (default 20)"
-    )
-    decisions.set_defaults(handler=_cmd_decisions)
+    add_operator_commands(commands)
 
     selftest = commands.add_parser(
         "selftest",
@@ -365,7 +194,7 @@ def _parser() -> argparse.ArgumentParser:
     )
     selftest.add_argument(
         "--workers",
-        type=_positive,
+        type=positive,
         metavar="N",
         help="scenarios run at once (default 2); with --fleet, worker processes (default 8)",
     )
@@ -401,14 +230,14 @@ def _parser() -> argparse.ArgumentParser:
         help="only this journal (repeatable): sqlite, redis, postgres",
     )
     fleet.add_argument(
-        "--sessions", type=_positive, default=3, metavar="N", help="shared sessions (default 3)"
+        "--sessions", type=positive, default=3, metavar="N", help="shared sessions (default 3)"
     )
     fleet.add_argument(
-        "--rounds", type=_positive, default=20, metavar="N", help="faults per cell (default 20)"
+        "--rounds", type=positive, default=20, metavar="N", help="faults per cell (default 20)"
     )
     fleet.add_argument(
         "--settle-sessions",
-        type=_positive,
+        type=positive,
         default=240,
         metavar="N",
         help="sessions with a failed intent that the workers settle at once, per journal, "
@@ -429,7 +258,7 @@ def _parser() -> argparse.ArgumentParser:
         "migrate",
         help="create or upgrade journal and revisioned-store schemas (--check: verify only)",
     )
-    _journal_options(migrate, repeatable=True, json=False)
+    journal_options(migrate, repeatable=True, json=False)
     migrate.add_argument(
         "--store",
         action="append",
@@ -455,12 +284,6 @@ def _version() -> str:
     from . import __version__
 
     return __version__
-
-
-def _cmd_check(args: argparse.Namespace) -> int:
-    from ._operator import commands
-
-    return commands.check(args)
 
 
 class _UsageError(Exception):

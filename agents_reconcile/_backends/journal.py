@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol, TypeGuard, runtime_checkable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from .._core.ownership import Owner
 from .._core.records import (
@@ -31,9 +31,14 @@ __all__ = [
     "JournalEntry",
     "NewestReading",
     "Opened",
+    "Page",
+    "PagedEffects",
+    "PagedReading",
     "capabilities_of",
     "keeps_effects",
+    "pages_effects",
     "reads_newest",
+    "reads_pages",
     "require_limit",
     "require_settling",
     "sets_aside",
@@ -284,6 +289,73 @@ class NewestReading(IntentJournal, Protocol):
         ...
 
 
+_Row = TypeVar("_Row")
+
+
+@dataclass(frozen=True)
+class Page(Generic[_Row]):
+    """One page of a journal's listing (``PagedReading``): at most ``limit`` rows in the order
+    the journal lists them, what follows them, and where the next page starts."""
+
+    rows: list[_Row]
+    """The page's rows. Under ``collecting_damage`` a row that fails its checks is reported
+    there and left out (the page then holds fewer), and the cursor moves past it all the
+    same."""
+    newest: dict[str, Decision] = field(default_factory=dict)
+    """The newest decision about each row (by intent id, or effect key) that has one."""
+    more: int = 0
+    """How many rows follow this page in the listing (of the session asked, if one was)."""
+    more_waiting: int = 0
+    """Of the rows that follow this page, how many may wait for an operator: intents whose
+    newest decision denied them or left them pending; effects begun before the time given as
+    ``overdue_before``."""
+    after: str | None = None
+    """The cursor that lists the next page (``after=``); None when nothing follows."""
+
+
+@runtime_checkable
+class PagedReading(IntentJournal, Protocol):
+    """A journal that lists its unresolved intents a page at a time, each page in one step
+    through an index, with the newest decision of each row and a count of what follows, so
+    that an operator's ``status`` costs the same on a journal of a million sessions as on an
+    empty one."""
+
+    async def pending_page(
+        self, *, limit: int, after: str | None = None, session_id: str | None = None
+    ) -> Page[JournalEntry]:
+        """Up to ``limit`` unresolved intents (of one session when given), those that follow
+        the cursor ``after`` (from the first when None) in the journal's listing order: a
+        total order the journal keeps the same from call to call, which it chooses (this
+        package's SQL journals list by session, backend, creation time and id; Redis by
+        session and id). Paging on with each page's ``after`` lists every intent exactly
+        once; one recorded or settled meanwhile may be listed or not, any other is listed
+        exactly once. A cursor this journal did not give raises ``ValueError``, and so does
+        a ``limit`` below 1. Read in one step, whatever the journal holds beside the page
+        (counting what follows reads the index entries that follow, no record)."""
+        ...
+
+
+@runtime_checkable
+class PagedEffects(PagedReading, EffectJournal, Protocol):
+    """A paged journal that keeps effects: its started effects listed a page at a time too."""
+
+    async def started_effects_page(
+        self,
+        *,
+        limit: int,
+        after: str | None = None,
+        session_id: str | None = None,
+        overdue_before: float | None = None,
+    ) -> Page[Effect]:
+        """Up to ``limit`` effects started with no receipt (of one session when given), those
+        that follow the cursor ``after``, as ``pending_page`` lists intents;
+        ``more_waiting`` counts those that follow the page and were begun (or last taken
+        over) before ``overdue_before``, a time (none when None), by the journal's own record
+        of when: one that keeps only when an effect was first begun counts by that, so more,
+        never fewer."""
+        ...
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a journal offers beyond ``IntentJournal``, declared by the journal as its class
@@ -302,6 +374,10 @@ class Capabilities:
     - ``newest_decisions``: a ``NewestReading`` journal, reading the newest decision about each
       of many intents in one step (an operator's ``status`` then makes one read, not one per
       pending intent).
+    - ``pages``: a ``PagedReading`` journal, listing its unresolved intents a page at a time
+      through an index, each page in one step (and, with ``effects``, a ``PagedEffects``
+      one, listing its started effects so too): ``status`` then reads one page, not the
+      whole journal.
     """
 
     effects: bool = False
@@ -310,6 +386,7 @@ class Capabilities:
     folds_clearing: bool = False
     starts_eagerly: bool = False
     newest_decisions: bool = False
+    pages: bool = False
 
 
 NOTHING_MORE: Final = Capabilities()
@@ -330,6 +407,17 @@ def keeps_effects(journal: object) -> TypeGuard[EffectJournal]:
 def reads_newest(journal: object) -> TypeGuard[NewestReading]:
     """Whether ``journal`` declares ``newest_decisions`` (and so is a ``NewestReading``)."""
     return capabilities_of(journal).newest_decisions
+
+
+def reads_pages(journal: object) -> TypeGuard[PagedReading]:
+    """Whether ``journal`` declares ``pages`` (and so is a ``PagedReading``)."""
+    return capabilities_of(journal).pages
+
+
+def pages_effects(journal: object) -> TypeGuard[PagedEffects]:
+    """Whether ``journal`` declares ``pages`` and ``effects`` (so is a ``PagedEffects``)."""
+    declared = capabilities_of(journal)
+    return declared.pages and declared.effects
 
 
 def sets_aside(journal: object) -> TypeGuard[AsideJournal]:

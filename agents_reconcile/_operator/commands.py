@@ -18,7 +18,7 @@ from .._backends.rows import collecting_damage
 from .._core.explanations import evidence_text
 from .._session.config import ReconcileConfig
 from . import views
-from .hints import operator_hints, show_hint
+from .hints import more_lines, next_page_hint, operator_hints, show_hint
 from .journals import command_journal
 from .keys import payload_keys
 from .output import (
@@ -35,8 +35,6 @@ from .output import (
     table_row,
     utc_time,
 )
-from .resolving import resolve
-from .showing import show
 
 __all__ = ["EXIT_ATTENTION", "check", "decisions", "resolve", "show", "status", "trail"]
 
@@ -52,7 +50,11 @@ def status(args: argparse.Namespace) -> int:
         journal = await command_journal(args)
         try:
             return await views.status(
-                journal, session_id=args.session, lease_seconds=ReconcileConfig().lease_seconds
+                journal,
+                session_id=args.session,
+                lease_seconds=ReconcileConfig().lease_seconds,
+                limit=args.limit,
+                after=args.after,
             )
         finally:
             await journal.close()
@@ -67,8 +69,10 @@ def status(args: argparse.Namespace) -> int:
 
 def _print_status(found: dict[str, Any], args: argparse.Namespace) -> None:
     where = f" for session {found['session']!r}" if found["session"] else ""
+    page = found["page"]
     if not found["pending"] and not found["damaged"] and not found["effects"]:
-        print(f"No pending intents or unfinished tool effects{where}.")
+        later = " on this page" if page["after"] else ""
+        print(f"No pending intents or unfinished tool effects{where}{later}.")
         return
     if found["pending"]:
         rows = [("SESSION", "INTENT", "STATE", "OWNER", "AGE", "ITEMS", "LAST DECISION", "")]
@@ -87,16 +91,22 @@ def _print_status(found: dict[str, Any], args: argparse.Namespace) -> None:
                 )
             )
         print_table(rows)
+    for line in more_lines(page, "pending"):
+        print(line)
     if found["effects"]:
         if found["pending"]:
             print()
         _print_effects(found["effects"])
+    for line in more_lines(page, "effects"):
+        print(line)
     for damaged in found["damaged"]:
         label = _UNREAD.get(damaged["error"], "DAMAGED")
         print(
             f"{label} {damaged['kind']} {damaged['id']} (session {damaged['session_id']!r}): "
             f"{damaged['problem']}"
         )
+    if page["next"] is not None:
+        print(f"\nthe next page: {next_page_hint(page['next'], args)}")
     for line in operator_hints(found, args):
         print(line)
 
@@ -236,3 +246,17 @@ def check(args: argparse.Namespace) -> int:
         for line in report.lines():
             print(line)
     return EXIT_ATTENTION if report.needs_operator else EXIT_OK
+
+
+def show(args: argparse.Namespace) -> int:
+    """``show`` (``showing``), imported when it runs."""
+    from .showing import show as run
+
+    return run(args)
+
+
+def resolve(args: argparse.Namespace) -> int:
+    """``resolve`` (``resolving``), imported when it runs."""
+    from .resolving import resolve as run
+
+    return run(args)

@@ -14,10 +14,13 @@ from typing import Any, Final
 
 from .._backends.redaction import redacted
 from .items import printable
+from .paging import DEFAULT_LIMIT
 
 __all__ = [
     "REASON",
     "journal_options",
+    "more_lines",
+    "next_page_hint",
     "operator_hints",
     "resolve_hints",
     "show_hint",
@@ -89,6 +92,31 @@ def operator_hints(found: dict[str, Any], args: argparse.Namespace) -> list[str]
     for ident in [*intents, *effects, *damaged]:
         lines.append("    " + show_hint(ident, args))
     return lines
+
+
+def next_page_hint(token: str, args: argparse.Namespace) -> str:
+    """The ``status`` command that shows the page after this one: the same options, and the
+    page's token."""
+    narrowed = _options(args, (("--session", "session"),))
+    if getattr(args, "limit", None) not in (None, DEFAULT_LIMIT):
+        narrowed += ["--limit", str(args.limit)]
+    return shlex.join([PROG, "status", *journal_options(args), *narrowed, "--after", token])
+
+
+def more_lines(page: dict[str, Any], listing: str) -> list[str]:
+    """What follows a page of ``listing`` (``pending`` or ``effects``), in a line; none when
+    nothing does."""
+    more = page[f"{listing}_more"]
+    if not more:
+        return []
+    if listing == "pending":
+        noun, waiting = "pending intent", page["pending_more_waiting"]
+        said = "denied or left for an operator"
+    else:
+        noun, waiting = "started tool effect", page["effects_more_overdue"]
+        said = "begun longer ago than the lease, perhaps waiting for an operator"
+    extra = f", {waiting:,} of them {said}" if waiting else ""
+    return [f"... and {more:,} more {noun}{'s' if more != 1 else ''} after these{extra}"]
 
 
 def as_offered(outlook: Mapping[str, str]) -> dict[str, list[str]]:

@@ -11,7 +11,6 @@ from .._backends.opening import DEFAULT_JOURNAL_PATH, journal_path
 from .._backends.redaction import redacted
 from .._backends.registry import backend_for
 from .._backends.sqlite.journal import SQLiteJournal
-from .._session.journal_client import lend_keys
 from ..errors import ConfigurationError, JournalError
 from .diagnosis import explained, missing_file
 from .keys import keyring as deployment_keyring
@@ -51,6 +50,8 @@ async def opened_journal(
             raise ConfigurationError(f"{redacted(address)} is not a journal address")
         journal = backend.open_journal(address, namespace=namespace)
     if keyring is not None:
+        from .._session.journal_client import lend_keys
+
         lend_keys(journal, keyring)
     try:
         problem = await journal.check()

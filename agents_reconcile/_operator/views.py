@@ -13,13 +13,15 @@ from typing import TYPE_CHECKING, Any, Final
 from .._backends.journal import (
     ACTIVE_STATES,
     JournalEntry,
+    Page,
     keeps_effects,
-    reads_newest,
     sets_aside,
 )
 from .._backends.rows import collecting_damage
 from .._core.policy import Resolution, Step, resolution_step
 from .._core.records import Action, Decision, Outcome
+from .._effects.records import Effect
+from .paging import DEFAULT_LIMIT, Position, effects_page, newest_decisions, pending_page
 from .waiting import effect_status
 
 if TYPE_CHECKING:
@@ -33,31 +35,75 @@ _WAITING: Final = (Action.DENIED, Action.LEFT_PENDING)
 
 
 async def status(
-    journal: IntentJournal, *, session_id: str | None, lease_seconds: float
+    journal: IntentJournal,
+    *,
+    session_id: str | None,
+    lease_seconds: float,
+    limit: int = DEFAULT_LIMIT,
+    after: str | None = None,
 ) -> dict[str, Any]:
-    """Pending intents (every session, or one), each with its newest decision; the tool
-    effects started without a receipt (``started_effects``); and whether anything
-    needs an operator: a denied or left-pending intent, an effect whose owner is gone, or a
-    damaged row."""
+    """A page of the pending intents (every session's, or one's), each with its newest
+    decision, and a page of the tool effects started without a receipt
+    (``started_effects``), each listing at most ``limit`` rows from where the token ``after``
+    (``paging.Position``) says; what follows each page, and the token of the next page
+    (``page``); and whether anything needs an operator: a denied or left-pending intent or an
+    effect whose owner is gone on this page, a damaged row on it, or, after it, an intent whose
+    newest decision denied it or left it pending, or an effect begun longer ago than the lease.
+    One read of the journal per listing (``paging``)."""
     now = time.time()
+    position = Position.read(after, session_id)
     with collecting_damage() as damaged:
-        entries = await journal.pending(session_id)
-        newest = await newest_decisions(journal, [entry.intent.intent_id for entry in entries])
-        intents = [
-            intent_view(entry, newest.get(entry.intent.intent_id), now, lease_seconds)
-            for entry in entries
-        ]
-        effects = await started_effects(
-            journal, session_id=session_id, now=now, lease_seconds=lease_seconds
+        intents = (
+            Page[JournalEntry](rows=[])
+            if position.pending_over
+            else await pending_page(
+                journal, limit=limit, after=position.pending, session_id=session_id
+            )
         )
-    waiting = [*intents, *effects]
+        effects = (
+            Page[Effect](rows=[])
+            if position.effects_over
+            else await effects_page(
+                journal,
+                limit=limit,
+                after=position.effects,
+                session_id=session_id,
+                overdue_before=now - lease_seconds,
+            )
+        )
+    shown = [
+        intent_view(entry, intents.newest.get(entry.intent.intent_id), now, lease_seconds)
+        for entry in sorted(intents.rows, key=_oldest_by_session)
+    ]
+    started = [
+        started_view(effect, effects.newest.get(effect.key), now, lease_seconds)
+        for effect in effects.rows
+    ]
+    following = intents.more_waiting + effects.more_waiting
     return {
         "session": session_id,
-        "pending": intents,
-        "effects": effects,
+        "pending": shown,
+        "effects": started,
         "damaged": [damaged_view(record) for record in damaged],
-        "needs_operator": bool(damaged) or any(found["needs_operator"] for found in waiting),
+        "page": {
+            "limit": limit,
+            "after": after,
+            "next": Position.token(session_id, intents.after, effects.after),
+            "pending_more": intents.more,
+            "pending_more_waiting": intents.more_waiting,
+            "effects_more": effects.more,
+            "effects_more_overdue": effects.more_waiting,
+        },
+        "needs_operator": bool(damaged)
+        or following > 0
+        or any(found["needs_operator"] for found in [*shown, *started]),
     }
+
+
+def _oldest_by_session(entry: JournalEntry) -> tuple[str, float, str]:
+    # A page is shown by session, each session's intents oldest first, whatever order the
+    # journal lists them in (on Redis, by id).
+    return (entry.intent.session_id, entry.intent.created_at, entry.intent.intent_id)
 
 
 def intent_view(
@@ -177,27 +223,16 @@ async def started_effects(
     reported, not raised."""
     if not keeps_effects(journal):
         return []
-    found = []
     effects = await journal.started_effects(session_id)
     newest = await newest_decisions(journal, [effect.key for effect in effects])
-    for effect in effects:
-        last = newest.get(effect.key)
-        view = effect_status(effect, last, now, lease_seconds)
-        view["last_decision"] = decision_view(last) if last is not None else None
-        found.append(view)
-    return found
+    return [started_view(effect, newest.get(effect.key), now, lease_seconds) for effect in effects]
 
 
-async def newest_decisions(journal: IntentJournal, ids: list[str]) -> dict[str, Decision]:
-    """The newest decision of each of ``ids`` that has one: one read where the journal declares
-    ``newest_decisions``, else one per id."""
-    if not ids:
-        return {}
-    if reads_newest(journal):
-        return await journal.newest_decisions(ids)
-    found: dict[str, Decision] = {}
-    for ident in ids:
-        newest = await journal.decisions(intent_id=ident, limit=1)
-        if newest:
-            found[ident] = newest[0]
-    return found
+def started_view(
+    effect: Effect, newest: Decision | None, now: float, lease_seconds: float
+) -> dict[str, Any]:
+    """A started effect for an operator (``waiting.effect_status``), with its newest
+    decision."""
+    view = effect_status(effect, newest, now, lease_seconds)
+    view["last_decision"] = decision_view(newest) if newest is not None else None
+    return view

@@ -8,15 +8,9 @@ owners, ages and decisions, never an output."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any
 
 from .._core.records import Reason
-from .._effects.holds import NEVER_STARTED_OWNER
-from .._effects.resolve_effect import RETRY_OWNER, held
-
-_RUN_AGAIN: Final = (RETRY_OWNER, NEVER_STARTED_OWNER)
-"""The owners of a started effect whose next call runs its body again, so that nobody needs to
-look at it: left for a retry by an operator, or marked never started by its tool."""
 
 if TYPE_CHECKING:
     from .._core.records import Decision
@@ -32,8 +26,15 @@ def effect_status(
     its body (``owner_live``), whether its next call runs the body again (``runs_again``: an
     operator asked for a retry, or the body never started), and so whether it waits for an
     operator."""
+    # Imported here, where an effect is shown: they bring the effect tools' machinery, which
+    # a status with no started effect (most of them) need not load.
+    from .._effects.holds import NEVER_STARTED_OWNER
+    from .._effects.resolve_effect import RETRY_OWNER, held
+
     live = held(effect, lease_seconds)
-    again = effect.owner in _RUN_AGAIN
+    # The owners of an effect whose next call runs its body again, so that nobody needs to
+    # look at it: left for a retry by an operator, or marked never started by its tool.
+    again = effect.owner in (RETRY_OWNER, NEVER_STARTED_OWNER)
     return {
         **effect_view(effect),
         "owner_live": live,

@@ -1,12 +1,14 @@
-"""One round trip per append where the journal and a revisioned store share one Redis server.
+"""One round trip per append where the journal and a revisioned store share one server.
 
 A write-ahead append to a revisioned store is two steps: open the intent in the journal, then
-the store's compare-and-swap append under the intent's id. When both live on one Redis server
-(the same host, port and database, plain clients), ``_backends.redis.fused.open_and_append``
-does both in one script: the intent is recorded exactly when its batch is appended. Nothing
-changes for a reader of either: the journal holds an intent in flight (cleared like any other once
-acknowledged), the store a write record under the intent's id. A reply lost on the way back
-leaves both or neither, and the record of writes tells which.
+the store's compare-and-swap append under the intent's id. When both live on one server, the
+backend that holds them does both in one step: on Redis (the same host, port and database,
+plain clients) ``_backends.redis.fused.open_and_append``, one script; on PostgreSQL (one
+database reached as one role, ``_backends.postgres.fused``) one statement. The intent is
+recorded exactly when its batch is appended. Nothing changes for a reader of either: the
+journal holds an intent in flight (cleared like any other once acknowledged), the store a
+write record under the intent's id. A reply lost on the way back leaves both or neither, and
+the record of writes tells which.
 
 Only the store itself qualifies: a wrapper around it (a fault injector, say) may change what an
 append does, so its appends go the two-step way.
@@ -24,14 +26,25 @@ from .._core.records import PendingWrite
 
 __all__ = ["FusedAppend", "fused_append"]
 
+StoreArguments = Callable[[Any, Sequence[Any]], Awaitable[dict[str, Any]]]
+"""What the backend's ``open_and_append`` needs of the store for ``items`` (keyword arguments)."""
+
 
 class FusedAppend:
-    """Opens an intent and appends its batch in one script."""
+    """Opens an intent and appends its batch in one step (``run``, the backend's
+    ``open_and_append``; ``arguments`` prepares the store's part)."""
 
-    def __init__(self, journal: Any, store: Any, run: Callable[..., Awaitable[Any]]) -> None:
+    def __init__(
+        self,
+        journal: Any,
+        store: Any,
+        run: Callable[..., Awaitable[Any]],
+        arguments: StoreArguments,
+    ) -> None:
         self._journal = journal
         self._store = store
         self._run = run
+        self._arguments = arguments
 
     async def __call__(
         self,
@@ -42,37 +55,51 @@ class FusedAppend:
         clearing: str | None,
         seen_write_count: int | None,
     ) -> Any:
-        """``_backends.redis.fused.open_and_append``'s answer (a ``Fused``)."""
-        keys = await self._store.prepared()
-        rows = [encode_item(item, index) for index, item in enumerate(items)]
+        """The backend's ``open_and_append``'s answer (a ``_backends.fused.Fused``)."""
         return await self._run(
             self._journal,
             intent,
             owner=owner,
             clearing=clearing,
             seen_write_count=seen_write_count,
-            store_keys=keys,
             writer=str(owner),
-            rows=rows,
+            **await self._arguments(self._store, items),
         )
+
+
+async def _redis_arguments(store: Any, items: Sequence[Any]) -> dict[str, Any]:
+    keys = await store.prepared()
+    return {"store_keys": keys, "rows": [encode_item(item, i) for i, item in enumerate(items)]}
+
+
+def _pair(journal: Any, store: Any, backend: str, journal_type: str, store_type: str) -> bool:
+    # Both modules are loaded already when such objects exist: nothing imports a driver here.
+    journals = sys.modules.get(f"agents_reconcile._backends.{backend}.journal")
+    stores = sys.modules.get(f"agents_reconcile._backends.{backend}.store")
+    return (
+        journals is not None
+        and stores is not None
+        and type(journal) is getattr(journals, journal_type)
+        and type(store) is getattr(stores, store_type)
+    )
 
 
 async def fused_append(journal: Any, store: Any) -> FusedAppend | None:
     """A ``FusedAppend`` when ``journal`` is a ``RedisJournal`` and ``store`` a
-    ``RevisionedRedisSession`` on the same server and database; else None."""
-    # Both modules are loaded already when such objects exist: nothing imports redis-py here.
-    journals = sys.modules.get("agents_reconcile._backends.redis.journal")
-    stores = sys.modules.get("agents_reconcile._backends.redis.store")
-    if journals is None or stores is None:
-        return None
-    if (
-        type(journal) is not journals.RedisJournal
-        or type(store) is not stores.RevisionedRedisSession
-    ):
-        return None
-    here = await journal.server()
-    if here is None or here != await store.server():
-        return None
-    from .._backends.redis.fused import open_and_append
+    ``RevisionedRedisSession`` on the same server and database, or ``journal`` a
+    ``PostgresJournal`` and ``store`` a ``RevisionedPostgresSession`` in the same database
+    reached as the same role; else None."""
+    if _pair(journal, store, "redis", "RedisJournal", "RevisionedRedisSession"):
+        here = await journal.server()
+        if here is None or here != await store.server():
+            return None
+        from .._backends.redis.fused import open_and_append
 
-    return FusedAppend(journal, store, open_and_append)
+        return FusedAppend(journal, store, open_and_append, _redis_arguments)
+    if _pair(journal, store, "postgres", "PostgresJournal", "RevisionedPostgresSession"):
+        from .._backends.postgres import fused
+
+        if not await fused.same_database(journal, store):
+            return None
+        return FusedAppend(journal, store, fused.open_and_append, fused.store_arguments)
+    return None

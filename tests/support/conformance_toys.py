@@ -10,7 +10,7 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from agents_reconcile._backends.journal import IntentState, JournalEntry, Opened
+from agents_reconcile._backends.journal import IntentState, JournalEntry, Opened, Page
 from agents_reconcile._backends.memory.journal import MemoryJournal
 from agents_reconcile._backends.memory.store import MemoryRevisionedSession
 from agents_reconcile._backends.store_items import decode_item, encode_item
@@ -346,6 +346,28 @@ class NewestIsTheOldest(MemoryJournal):
             if decision.intent_id in intent_ids:
                 found[decision.intent_id] = decision  # newest first: the oldest wins
         return found
+
+
+class PagesIgnoreTheCursor(MemoryJournal):
+    """``pending_page()`` lists from the first intent whatever cursor it is given."""
+
+    async def pending_page(self, *, limit: int, **asked: Any) -> Page[JournalEntry]:
+        return await super().pending_page(limit=limit, session_id=asked.get("session_id"))
+
+
+class PagesWithoutDecisions(MemoryJournal):
+    """``pending_page()`` gives no newest decisions, and counts none waiting."""
+
+    async def pending_page(self, **asked: Any) -> Page[JournalEntry]:
+        page = await super().pending_page(**asked)
+        return replace(page, newest={}, more_waiting=0)
+
+
+class EffectPagesListFinishedEffects(MemoryJournal):
+    """``started_effects_page()`` lists effects that have their receipt too."""
+
+    async def started_effects(self, session_id: str | None = None) -> list[Any]:
+        return [e for e in self._effects.values() if session_id in (None, e.session_id)]
 
 
 class ClearsAnyIntent(MemoryJournal):
@@ -819,6 +841,21 @@ BROKEN = [
         "a journal giving each intent's oldest decision as its newest",
         NewestIsTheOldest,
         "newest_decisions_are_each_intents_newest",
+    ),
+    _journal(
+        "a journal whose pages ignore the cursor",
+        PagesIgnoreTheCursor,
+        "pending_pages_list_every_intent_once_with_what_follows",
+    ),
+    _journal(
+        "a journal whose pages carry no decisions",
+        PagesWithoutDecisions,
+        "pending_pages_carry_each_intents_newest_decision",
+    ),
+    _journal(
+        "a journal whose effect pages list finished effects",
+        EffectPagesListFinishedEffects,
+        "started_effect_pages_list_every_started_effect_once",
     ),
     _journal(
         "a journal that clears anyone's intent",

@@ -15,6 +15,7 @@ from ...errors import IntentConflict, LeaseLost
 from ..aside import RawIntent, SetAside
 from ..journal import Capabilities, IntentState, JournalEntry, Opened, require_limit
 from ..schema import Unversioned
+from .pages import MemoryPages
 
 __all__ = ["InvariantViolation", "MemoryJournal"]
 
@@ -23,7 +24,7 @@ class InvariantViolation(AssertionError):
     """A caller broke a journal invariant (for example, touched a settled intent)."""
 
 
-class MemoryJournal(Unversioned):
+class MemoryJournal(MemoryPages, Unversioned):
     """``IntentJournal`` in a dict. Settling, noting or moving a settled or unknown intent
     raises ``InvariantViolation`` instead of being ignored; settling again with the very
     decision that settled it is a retried call, and a no-op."""
@@ -35,6 +36,7 @@ class MemoryJournal(Unversioned):
         folds_clearing=True,
         starts_eagerly=True,
         newest_decisions=True,
+        pages=True,
     )
 
     @classmethod

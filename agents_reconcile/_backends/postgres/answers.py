@@ -20,8 +20,10 @@ from ..journal import IntentState, JournalEntry, Opened
 from ..rows import checked_decision, checked_entry, decoded
 
 # open_intent's statements start each row with added, settled, write_count and the seven columns
-# of the intent holding the id; an unresolved intent of the session follows.
+# of the intent holding the id; an unresolved intent of the session follows, in seven columns
+# (a fused append's statement adds its own after them).
 _HEAD_COLUMNS: Final = 10
+_INTENT_COLUMNS: Final = 7
 
 
 def _already_settled(intent_id: str) -> IntentConflict:
@@ -72,7 +74,7 @@ class _Asked:
         if held is not None:
             return held
         blocking = [
-            _entry(tuple(found)[_HEAD_COLUMNS:], self.keyring)
+            _entry(tuple(found)[_HEAD_COLUMNS : _HEAD_COLUMNS + _INTENT_COLUMNS], self.keyring)
             for found in rows
             if found["intent_id"] is not None
         ]

@@ -14,10 +14,11 @@ import asyncio
 import hashlib
 import importlib
 import re
+import sys
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Any, Final, Protocol
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ...errors import ConfigurationError
 from ..connections import Opener
@@ -35,6 +36,7 @@ __all__ = [
     "pool_location",
     "pool_opener",
     "quote",
+    "server_of",
 ]
 
 SCHEMES: Final = ("postgresql", "postgres")
@@ -42,6 +44,9 @@ INSTALL_HINT: Final = "pip install 'agents-reconcile[postgres]'"
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Connection parameters that say where the database is (and nothing secret).
 _PLACE_PARAMETERS: Final = ("host", "port", "dbname", "database")
+# Connection parameters that say where a connection goes and as whom (asyncpg's names).
+_SERVER_PARAMETERS: Final = ("host", "port", "user", "database")
+_NAMING: Final = frozenset({*_PLACE_PARAMETERS, "user"})
 
 
 class Connection(Protocol):
@@ -114,6 +119,40 @@ def pool_location(pool: Any) -> str:
     host, port, database = kwargs.get("host"), kwargs.get("port"), kwargs.get("database")
     netloc = "" if host is None else str(host) + ("" if port is None else f":{port}")
     return urlunsplit(("postgresql", netloc.lower(), f"/{database or ''}", "", ""))
+
+
+def server_of(pool: Any) -> tuple[object, ...] | None:
+    """Where an asyncpg pool connects and as whom, as its connection parameters spell it (the
+    address's hosts, ports, database and user, and the keyword arguments that override them):
+    a value two pools can be compared by. Equal values reach one database as one role, so a
+    statement sent through either can touch what the other's can. Spelled differently (a host
+    name and its address, say), they differ: a false "no" only costs a round trip. None for
+    anything else than an asyncpg pool, or a pool that does not tell."""
+    driver = sys.modules.get("asyncpg")
+    if driver is None or not isinstance(pool, driver.Pool):
+        return None
+    args = getattr(pool, "_connect_args", None)
+    kwargs = getattr(pool, "_connect_kwargs", None)
+    if not isinstance(args, (list, tuple)) or not isinstance(kwargs, dict):
+        return None
+    if getattr(pool, "_connect", None) is not driver.connection.connect:
+        return None  # a connect function of the caller's may go anywhere
+    dsn = args[0] if args else kwargs.get("dsn")
+    if dsn is not None and not isinstance(dsn, str):
+        return None
+    place: tuple[object, ...] = ()
+    if dsn:
+        try:
+            parts = urlsplit(dsn)
+            userinfo, _, hosts = parts.netloc.rpartition("@")
+            named = sorted(
+                (k.lower(), v) for k, v in parse_qsl(parts.query) if k.lower() in _NAMING
+            )
+        except ValueError:
+            return None
+        place = (hosts.lower(), parts.path, unquote(userinfo.partition(":")[0]), tuple(named))
+    overrides = tuple((name, str(kwargs[name])) for name in _SERVER_PARAMETERS if name in kwargs)
+    return (place, overrides)
 
 
 def quote(identifier: str) -> str:

@@ -9,10 +9,9 @@ so an application that keeps its sessions there has it installed already.
 
 Layout. A journal lives in a schema of its own (``agents_reconcile`` unless told otherwise):
 ``intents`` holds the unresolved intents, ``decisions`` every decision, ``session_writes``
-the write count of each session and backend, ``effects`` tools' external effects
-(``effects.py``), ``set_aside`` damaged intents set aside (``aside.py``),
-and ``schema_version`` the migration steps applied.
-Records are stored exactly as the SQLite journal stores them: the bytes of
+the write count of each session and backend, ``effects`` tools' external effects (``effects.py``),
+``set_aside`` damaged intents set aside (``aside.py``), and ``schema_version`` the migration
+steps applied. Records are stored exactly as the SQLite journal stores them: the bytes of
 ``PendingWrite.encode()``, ``Decision.encode()`` and ``Effect.encode()``, digest included,
 decoded (and so checked) on every read.
 
@@ -158,6 +157,7 @@ class PostgresJournal(
         folds_clearing=True,
         starts_eagerly=False,
         newest_decisions=True,
+        pages=True,
     )
 
     def __init__(

@@ -1,6 +1,7 @@
 """The PostgreSQL journal's reads: unresolved intents (of a session and backend, or all), one
-intent, whether an intent is settled, and a session's write count. Each is one statement from
-``statements``; intents are decoded, and so checked, with the journal's keyring.
+intent, whether an intent is settled, a session's write count, and the pages of the listings
+of unresolved intents and started effects (``pages``). Each is one statement from
+``statements`` (or ``pages``); records are decoded, and so checked, with the journal's keyring.
 
 Kept apart from ``PostgresJournal`` for length; it works through the journal's own connections
 (``_run``: the schema checked or migrated first, the driver's errors translated).
@@ -12,9 +13,12 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._core.records import BackendIdentity
-from ..journal import JournalEntry
-from ..rows import each
+from ..._effects.records import Effect
+from ..journal import JournalEntry, Page, require_limit
+from ..pages import EFFECT_CURSOR, INTENT_CURSOR, cursor, read_cursor
+from ..rows import checked_decision, checked_effect, each
 from .answers import _count, _entry
+from .pages import page_statements
 
 if TYPE_CHECKING:
     from ..._core.sealing import Keyring
@@ -27,8 +31,9 @@ _T = TypeVar("_T")
 
 
 class PostgresReads:
-    """``pending``, ``get``, ``is_settled`` and ``write_count`` for ``PostgresJournal``, which
-    provides ``keyring``, ``_sql`` and ``_run``."""
+    """``pending``, ``get``, ``is_settled``, ``write_count``, ``pending_page`` and
+    ``started_effects_page`` for ``PostgresJournal``, which provides ``keyring``, ``_sql`` and
+    ``_run``."""
 
     keyring: Keyring
     _sql: JournalStatements
@@ -74,3 +79,75 @@ class PostgresReads:
             return 0 if found is None else _count(found)
 
         return await self._run(work)
+
+    async def pending_page(
+        self, *, limit: int, after: str | None = None, session_id: str | None = None
+    ) -> Page[JournalEntry]:
+        require_limit(limit)
+        start = () if after is None else read_cursor(after, INTENT_CURSOR)
+        sql = page_statements(self._sql.schema).intents(session_id is not None, bool(start))
+        args = [*([] if session_id is None else [session_id]), *start, limit]
+
+        async def work(conn: Connection) -> list[Any]:
+            return await conn.fetch(sql, *args)
+
+        rows = await self._run(work)
+        keyring = self.keyring
+        entries = each(
+            rows,
+            lambda row: _entry(tuple(row)[:9], keyring),
+            lambda row: ("intent", row[0], row[1]),
+        )
+        last = rows[-1] if rows else None
+        return _page(
+            entries,
+            rows,
+            None if last is None else cursor(last[1], last[2], last[9], last[0]),
+        )
+
+    async def started_effects_page(
+        self,
+        *,
+        limit: int,
+        after: str | None = None,
+        session_id: str | None = None,
+        overdue_before: float | None = None,
+    ) -> Page[Effect]:
+        require_limit(limit)
+        start = () if after is None else read_cursor(after, EFFECT_CURSOR)
+        sql = page_statements(self._sql.schema).effects(session_id is not None, bool(start))
+        args = [*([] if session_id is None else [session_id]), *start, limit, overdue_before]
+
+        async def work(conn: Connection) -> list[Any]:
+            return await conn.fetch(sql, *args)
+
+        rows = await self._run(work)
+        keyring = self.keyring
+        effects = each(
+            rows,
+            lambda row: checked_effect(row[0], row[1], row[2], row[3], row[4], keyring),
+            lambda row: ("effect", row[0], row[1]),
+        )
+        last = rows[-1] if rows else None
+        return _page(effects, rows, None if last is None else cursor(last[5], last[0]))
+
+
+_R = TypeVar("_R")
+
+
+def _page(found: list[_R], rows: list[Any], last: str | None) -> Page[_R]:
+    """A page of ``found`` (the rows decoded), with the newest decisions, counts and cursor
+    its statement's ``rows`` carry (the first column the id, the last four the decision's
+    session and record, the count of what follows and of those waiting)."""
+    decided = [(row[0], row["decided_in"], row["decision"]) for row in rows if row["decision"]]
+    newest = each(
+        decided, lambda row: checked_decision(*row), lambda row: ("decision", row[0], row[1])
+    )
+    more = int(rows[0]["more"]) if rows else 0
+    return Page(
+        rows=found,
+        newest={decision.intent_id: decision for decision in newest},
+        more=more,
+        more_waiting=int(rows[0]["waiting"]) if rows else 0,
+        after=last if more else None,
+    )

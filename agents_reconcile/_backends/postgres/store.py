@@ -47,6 +47,7 @@ from .backend import (
     pool_location,
     pool_opener,
     quote,
+    server_of,
 )
 
 __all__ = [
@@ -249,6 +250,10 @@ class RevisionedPostgresSession:
         pool = await self._connections.get()
         await self._schema.drop(pool, self._connections.verified)
         _forget_rows(self.backend_namespace)
+
+    async def server(self) -> tuple[object, ...] | None:
+        """Where this store's pool connects, and as whom (``backend.server_of``)."""
+        return server_of(await self._connections.get())
 
     # -- writes --------------------------------------------------------------------------
 

@@ -7,10 +7,11 @@ uses it; it speaks through the journal's own script runner and key layout.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import Final
 
 from ..._core.ownership import Owner
 from ..._core.records import PendingWrite
+from ..fused import Fused
 from ..journal import IntentState, Opened
 from . import replies
 from .journal import RedisJournal, _intent_args
@@ -18,19 +19,8 @@ from .journal import RedisJournal, _intent_args
 __all__ = ["Fused", "open_and_append"]
 
 _SCRIPT = "open_and_append"
-
-
-@dataclass(frozen=True)
-class Fused:
-    """What ``open_and_append`` did. ``opened`` as ``open_intent`` answers; ``revision``: the
-    store's new head when the intent was recorded and appended now; ``refused``: ``'head'``
-    (the store is at ``head``), ``'known'`` (the write id is there) or ``'stale_state'`` (the
-    count is past ``seen_write_count``), nothing recorded or appended."""
-
-    opened: Opened
-    revision: int | None = None
-    refused: str | None = None
-    head: int | None = None
+_ANSWERS: Final = frozenset({"recorded", "head", "known", "stale_state"})
+"""The words of a three-part reply of the script's own (the others are ``open_intent``'s)."""
 
 
 async def open_and_append(
@@ -48,20 +38,24 @@ async def open_and_append(
     ``rows`` at ``intent.expected_revision`` under the intent's id, as one script. Nothing is
     recorded unless the append is made, and the reverse. ``seen_write_count``: refuse (record
     nothing) when the session's count is past it, as a stale run's append is refused."""
-    assert intent.expected_revision is not None
+    expected = intent.expected_revision
+    assert expected is not None
     args = _intent_args(intent, IntentState.IN_FLIGHT, owner)
-    args += ["", clearing or "", str(intent.expected_revision), writer]
-    args += ["" if seen_write_count is None else str(seen_write_count), *rows]
+    args += ("", clearing or "", str(expected), writer)
+    args.append("" if seen_write_count is None else str(seen_write_count))
+    args += rows
     keys = journal._layout.scripted(intent.session_id) + store_keys
     reply = await journal._script(_SCRIPT, keys, args)
-    word, parts = replies.status(reply, _SCRIPT)
-    if word in ("recorded", "head", "known", "stale_state") and len(parts) == 3:
-        write_count = replies.count(parts[1], _SCRIPT)
-        third = replies.count(parts[2], _SCRIPT)
-        if word == "recorded":
-            journal._homes.remember(intent.intent_id, intent.session_id)
-            return Fused(Opened(recorded=True, write_count=write_count), revision=third)
-        return Fused(Opened(recorded=False, write_count=write_count), refused=word, head=third)
+    if type(reply) is list and len(reply) == 3:
+        word = reply[0]
+        word = word.decode("utf-8", "replace") if type(word) is bytes else word
+        if word in _ANSWERS:
+            write_count = replies.count(reply[1], _SCRIPT)
+            third = replies.count(reply[2], _SCRIPT)
+            if word == "recorded":
+                journal._homes.remember(intent.intent_id, intent.session_id)
+                return Fused(Opened(recorded=True, write_count=write_count), revision=third)
+            return Fused(Opened(recorded=False, write_count=write_count), refused=word, head=third)
     opened, home = replies.opened(intent, IntentState.IN_FLIGHT, owner, reply, journal.keyring)
     if home:
         journal._homes.remember(intent.intent_id, intent.session_id)

@@ -1,8 +1,9 @@
 """The shared journal on Redis: one server that a fleet of workers records intents in.
 
 Every operation that reads and then writes is one Lua script run on the server (the
-``scripts/*.lua`` files shipped with the package, run as ``_backends/lua.py`` runs every
-script), so no other client's command runs between its check and its write:
+``scripts/*.lua`` files shipped with the package, sent by ``wire.py``: one command each, its
+bytes made in one pass, on a connection kept for the scripts), so no other client's command
+runs between its check and its write:
 ``open_intent``, ``record``, ``transition``, ``settle``, ``discard``, ``note``,
 ``count_write`` and the effect scripts (``effects.py``). Scripts receive every key they
 touch in ``KEYS``. Records are stored as ``PendingWrite.encode()``, ``Decision.encode()`` and
@@ -66,6 +67,7 @@ journal.
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -84,7 +86,7 @@ from ..journal import (
 )
 from ..lua import LuaScript, Send
 from ..redaction import Redacted
-from . import replies
+from . import replies, wire
 from .aside import ASIDE_SCRIPTS, RedisAside
 from .backend import (
     VersionKey,
@@ -157,6 +159,7 @@ class RedisJournal(
         folds_clearing=True,
         starts_eagerly=False,
         newest_decisions=True,
+        pages=True,
     )
     _version_arg = _VERSION
     """The version every writing script is given (the effect half, ``RedisEffects``, too)."""
@@ -186,6 +189,9 @@ class RedisJournal(
         self._version = VersionKey(self._layout.names["schema"], SCHEMA, self._where)
         self._schema_checked = False
         self._homes = IntentHomes()
+        self._scripted: tuple[aioredis.Redis, asyncio.AbstractEventLoop] | None = None
+        """The client the last script went through, and its loop: the connection kept for the
+        scripts (``wire``) goes back to its pool on close, from that loop."""
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX, **options: Any) -> RedisJournal:
@@ -237,12 +243,15 @@ class RedisJournal(
     ) -> object:
         """Run a script as one command. A writing script checks the schema version itself
         (and stores it in an empty journal), so only reads check it first, once."""
-        script = _SCRIPTS[name]
-        with self._translated(name):
-            send = await self._send()
+        try:
+            client = await self._connections.get()
             if read_only and not self._schema_checked:
-                await self._migrate(send)
-            reply: object = await script.run(send, keys, args)
+                await self._migrate(client.execute_command)
+            if self._scripted is None or self._scripted[0] is not client:
+                self._scripted = (client, asyncio.get_running_loop())
+            reply: object = await wire.run(client, _SCRIPTS[name], keys, args)
+        except (redis_errors.RedisError, OSError) as exc:
+            raise self._translate(exc, name) from exc
         if not read_only:
             self._schema_checked = True
         return reply
@@ -427,6 +436,9 @@ class RedisJournal(
         them again."""
         self._schema_checked = False
         with self._translated("close"):
+            scripted, self._scripted = self._scripted, None
+            if scripted is not None and scripted[1] is asyncio.get_running_loop():
+                await wire.give_back(scripted[0])
             await self._connections.release()
 
     # -- for tests and operators ----------------------------------------------------------
@@ -459,6 +471,6 @@ def _intent_args(intent: PendingWrite, state: IntentState, owner: Owner) -> list
         state.value,
         str(owner),
         repr(float(intent.created_at)),
-        repr(time.time()),
+        "",  # the update time: the scripts stamp it on the server's clock
         intent.encode(),
     ]

@@ -157,6 +157,7 @@ class RevisionedRedisSession:
         self._head_key = f"{base}:head"
         self._writes_key = f"{base}:writes"
         self._ids_key = f"{base}:ids"
+        self._script_keys: tuple[bytes, ...] | None = None
         self._migrate_on_open = migrate
         self._connections = connections
         self._namespace = f"{where} prefix={prefix}"
@@ -217,8 +218,11 @@ class RevisionedRedisSession:
         ``write.lua`` does (``IntentJournal`` scripts on the same server): items, head,
         writes, ids."""
         await self._ready()
-        keys = (self._items_key, self._head_key, self._writes_key, self._ids_key)
-        return [key.encode("utf-8") for key in keys]
+        keys = self._script_keys
+        if keys is None:
+            names = (self._items_key, self._head_key, self._writes_key, self._ids_key)
+            keys = self._script_keys = tuple(name.encode("utf-8") for name in names)
+        return list(keys)
 
     # -- writes ------------------------------------------------------------------------------
 

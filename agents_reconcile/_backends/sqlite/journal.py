@@ -61,6 +61,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
         folds_clearing=True,
         starts_eagerly=True,
         newest_decisions=True,
+        pages=True,
     )
 
     def __init__(

@@ -1,18 +1,28 @@
 """The SQLite journal's reads over many intents at once: the newest decision of each
-(``newest_decisions``), for an operator's listing of every pending intent.
+(``newest_decisions``), and the pages of its listings (``pending_page``,
+``started_effects_page``), for an operator's view of every pending intent and started effect.
 
-Kept apart from ``SQLiteJournal`` for length; it reads through the journal's own link
-(``_run``).
+Each page is one read transaction on the journal's own link (``_run``): the page's rows with
+the newest decision of each, found through ``intents_by_session`` (or ``effects_started``)
+from the cursor on and ``decisions_by_intent``, then what follows the page counted through
+the same index. Nothing scans a table, so a page costs the same among a million sessions as
+among ten.
+
+Kept apart from ``SQLiteJournal`` for length.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..._core.records import Decision
-from ..rows import checked_decision, each
+from ..._core.sealing import Keyring
+from ..._effects.records import Effect
+from ..journal import JournalEntry, Page, require_limit
+from ..pages import INTENT_CURSOR, WAITING_ACTIONS, cursor, read_cursor
+from ..rows import checked_decision, checked_effect, checked_entry, each
 
 __all__ = ["SQLiteReads"]
 
@@ -21,9 +31,65 @@ _T = TypeVar("_T")
 _CHUNK: Final = 500
 """Ids per statement: well under SQLite's limit on bound parameters."""
 
+_INTENT_KEY: Final = "(session_id, backend, created_at, intent_id)"
+_EFFECT_KEY: Final = "(session_id, rowid)"
+_EFFECT_CURSOR: Final = (str, int)
+_NEWEST: Final = "(SELECT max(seq) FROM decisions WHERE intent_id = {})"
+_WAITING: Final = ", ".join(f"'{action}'" for action in WAITING_ACTIONS)
+
+
+def _intent_page(by_session: bool, from_cursor: bool) -> str:
+    where = _where(by_session, from_cursor, _INTENT_KEY, "?, ?, ?, ?")
+    return (
+        "SELECT i.intent_id, i.session_id, i.backend, i.state, i.owner, i.updated_at, i.record,"
+        " i.fence, i.created_at, d.session_id, d.record FROM (SELECT intent_id, session_id,"
+        " backend, state, owner, updated_at, record, fence, created_at FROM intents"
+        f" WHERE {where} ORDER BY session_id, backend, created_at, intent_id LIMIT ?) AS i"
+        f" LEFT JOIN decisions AS d ON d.seq = {_NEWEST.format('i.intent_id')}"
+    )
+
+
+def _intents_after(by_session: bool) -> str:
+    # The newest decision's action of each intent that follows, through decisions_by_intent.
+    newest = (
+        "(SELECT action FROM decisions WHERE intent_id = i.intent_id ORDER BY seq DESC LIMIT 1)"
+    )
+    return (
+        f"SELECT count(*), coalesce(sum({newest} IN ({_WAITING})), 0) FROM intents AS i"
+        f" WHERE {_where(by_session, True, _INTENT_KEY, '?, ?, ?, ?')}"
+    )
+
+
+def _effect_page(by_session: bool, from_cursor: bool) -> str:
+    where = _where(by_session, from_cursor, _EFFECT_KEY, "?, ?")
+    return (
+        "SELECT e.position, e.key, e.session_id, e.state, e.owner, e.record, d.session_id,"
+        " d.record FROM (SELECT rowid AS position, key, session_id, state, owner, record"
+        f" FROM effects WHERE state = 'started' AND {where} ORDER BY session_id, rowid"
+        f" LIMIT ?) AS e LEFT JOIN decisions AS d ON d.seq = {_NEWEST.format('e.key')}"
+    )
+
+
+def _effects_after(by_session: bool) -> str:
+    return (
+        "SELECT count(*), coalesce(sum(updated_at < ?), 0) FROM effects WHERE state = 'started'"
+        f" AND {_where(by_session, True, _EFFECT_KEY, '?, ?')}"
+    )
+
+
+def _where(by_session: bool, from_cursor: bool, key: str, marks: str) -> str:
+    # From the first row, a range on the index still (every session id is at least '').
+    conditions = ["session_id = ?" if by_session else "session_id >= ''"]
+    if from_cursor:
+        conditions.append(f"{key} > ({marks})")
+    return " AND ".join(conditions)
+
 
 class SQLiteReads:
-    """``newest_decisions`` for ``SQLiteJournal``, which provides ``_run``."""
+    """``newest_decisions``, ``pending_page`` and ``started_effects_page`` for
+    ``SQLiteJournal``, which provides ``keyring`` and ``_run``."""
+
+    keyring: Keyring
 
     if TYPE_CHECKING:
 
@@ -46,7 +112,117 @@ class SQLiteReads:
             return rows
 
         rows = await self._run(read) if ids else []
-        found = each(
-            rows, lambda row: checked_decision(*row), lambda row: ("decision", row[0], row[1])
+        return _newest(rows)
+
+    async def pending_page(
+        self, *, limit: int, after: str | None = None, session_id: str | None = None
+    ) -> Page[JournalEntry]:
+        require_limit(limit)
+        start = () if after is None else read_cursor(after, INTENT_CURSOR)
+        by_session = session_id is not None
+        page_sql = _intent_page(by_session, bool(start))
+        after_sql = _intents_after(by_session)
+        chosen = (session_id,) if by_session else ()
+
+        def read(conn: sqlite3.Connection) -> tuple[list[Any], tuple[int, int]]:
+            return _read_page(conn, page_sql, after_sql, chosen, start, limit, _intent_sort, ())
+
+        rows, (more, waiting) = await self._run(read)
+        keyring = self.keyring
+        entries = each(
+            rows,
+            lambda row: _entry(row, keyring),
+            lambda row: ("intent", row[0], row[1]),
         )
-        return {decision.intent_id: decision for decision in found}
+        newest = _newest([(row[0], row[9], row[10]) for row in rows if row[10] is not None])
+        last = rows[-1] if rows else None
+        return Page(
+            rows=entries,
+            newest=newest,
+            more=more,
+            more_waiting=waiting,
+            after=None if last is None or not more else cursor(*_intent_sort(last)),
+        )
+
+    async def started_effects_page(
+        self,
+        *,
+        limit: int,
+        after: str | None = None,
+        session_id: str | None = None,
+        overdue_before: float | None = None,
+    ) -> Page[Effect]:
+        require_limit(limit)
+        start = () if after is None else read_cursor(after, _EFFECT_CURSOR)
+        by_session = session_id is not None
+        page_sql = _effect_page(by_session, bool(start))
+        after_sql = _effects_after(by_session)
+        chosen = (session_id,) if by_session else ()
+        overdue = (overdue_before,)
+
+        def read(conn: sqlite3.Connection) -> tuple[list[Any], tuple[int, int]]:
+            return _read_page(
+                conn, page_sql, after_sql, chosen, start, limit, _effect_sort, overdue
+            )
+
+        rows, (more, waiting) = await self._run(read)
+        keyring = self.keyring
+        effects = each(
+            rows,
+            lambda row: checked_effect(row[1], row[2], row[3], row[4], bytes(row[5]), keyring),
+            lambda row: ("effect", row[1], row[2]),
+        )
+        newest = _newest([(row[1], row[6], row[7]) for row in rows if row[7] is not None])
+        last = rows[-1] if rows else None
+        return Page(
+            rows=effects,
+            newest=newest,
+            more=more,
+            more_waiting=waiting,
+            after=None if last is None or not more else cursor(*_effect_sort(last)),
+        )
+
+
+def _read_page(
+    conn: sqlite3.Connection,
+    page_sql: str,
+    after_sql: str,
+    chosen: tuple[object, ...],
+    start: tuple[object, ...],
+    limit: int,
+    sort_key: Callable[[Any], tuple[Any, ...]],
+    leading: tuple[object, ...],
+) -> tuple[list[Any], tuple[int, int]]:
+    """A page's rows, in the listing's order, and (count, waiting) of the rows after it: in
+    one read transaction, so that both see the same journal."""
+    # (The link rolls back a transaction an error leaves open.)
+    conn.execute("BEGIN")
+    rows = conn.execute(page_sql, (*chosen, *start, limit)).fetchall()
+    # The page's own order (the join leaves it to the planner), sorted here: a few rows.
+    rows.sort(key=sort_key)
+    counted = (0, 0)
+    if len(rows) == limit:
+        found = conn.execute(after_sql, (*leading, *chosen, *sort_key(rows[-1]))).fetchone()
+        counted = (int(found[0]), int(found[1]))
+    conn.execute("COMMIT")
+    return rows, counted
+
+
+def _intent_sort(row: Any) -> tuple[str, str, float, str]:
+    return (row[1], row[2], row[8], row[0])
+
+
+def _effect_sort(row: Any) -> tuple[str, int]:
+    return (row[2], row[0])
+
+
+def _newest(rows: Sequence[tuple[str, str, bytes]]) -> dict[str, Decision]:
+    found = each(rows, lambda row: checked_decision(*row), lambda row: ("decision", row[0], row[1]))
+    return {decision.intent_id: decision for decision in found}
+
+
+def _entry(row: Any, keyring: Keyring) -> JournalEntry:
+    intent_id, session_id, backend, state, owner, updated_at, record, fence = row[:8]
+    return checked_entry(
+        intent_id, session_id, backend, state, owner, updated_at, record, keyring, fence=fence
+    )

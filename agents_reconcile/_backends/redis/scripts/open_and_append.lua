@@ -42,15 +42,15 @@ for first = 15, #ARGV, slice do
   redis.call('RPUSH', items_key, unpack(ARGV, first, math.min(first + slice - 1, #ARGV)))
 end
 local revision = head + 1
-local now = redis.call('TIME')
--- The same record as write.lua's: 'at' travels as text (cjson rounds floats).
+-- The same record as write.lua's: 'at' travels as text (cjson rounds floats); the instant is
+-- the one the intent was stamped with.
 local record = cjson.encode({
   revision = revision,
   write_id = id,
   writer = ARGV[13],
   kind = 'append',
   count = #ARGV - 14,
-  at = now[1] .. '.' .. string.format('%06d', tonumber(now[2])),
+  at = now(),
 })
 redis.call('ZADD', writes_key, revision, record)
 redis.call('HSET', ids_key, id, record)

@@ -60,9 +60,14 @@ local function field(key, id)
 end
 
 -- The server's time, in seconds: leases are judged on the journal's clock, never a writer's.
+-- Read once per script: every stamp one script makes is the same instant.
+local clock = nil
 local function now()
-  local t = redis.call('TIME')
-  return t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+  if not clock then
+    local t = redis.call('TIME')
+    clock = t[1] .. '.' .. string.format('%06d', tonumber(t[2]))
+  end
+  return clock
 end
 
 -- {id, backend, state, owner, updated_at, record, fencing token, age by the server's clock}.
@@ -96,8 +101,9 @@ local function remove_intent(s, id)
 end
 
 -- ARGV (record and open_intent): version, intent id, session id, backend, state, owner,
--- created_at, updated_at, record. Stores the intent and counts it as a write of its session;
--- seq is the count before it when open_intent opened it, nil for record().
+-- created_at, (unused: the update time is the server's, now()), record. Stores the intent and
+-- counts it as a write of its session; seq is the count before it when open_intent opened it,
+-- nil for record().
 local function store_intent(s, seq)
   local id, backend = ARGV[2], ARGV[4]
   redis.call('ZADD', s.open, ARGV[7], id)
@@ -170,14 +176,16 @@ local function try_open()
   local s = session_keys(8)
   local id, backend = ARGV[2], ARGV[4]
   local clearing = ARGV[11]
+  local write_count
   if clearing and clearing ~= '' and redis.call('HGET', GLOBAL.index, clearing) == ARGV[3]
     and redis.call('HGET', s.backend, clearing) == backend
     and redis.call('HGET', s.state, clearing) == 'in_flight'
     and redis.call('HGET', s.owner, clearing) == ARGV[6] then
     remove_intent(s, clearing)
-    redis.call('HINCRBY', s.write_count, backend, 1)
+    write_count = string.format('%d', redis.call('HINCRBY', s.write_count, backend, 1))
+  else
+    write_count = redis.call('HGET', s.write_count, backend) or '0'
   end
-  local write_count = redis.call('HGET', s.write_count, backend) or '0'
   -- Before the scan, which would list the intent itself as blocking: a call retried after its
   -- reply was lost finds what its first attempt recorded.
   local holder = redis.call('HGET', GLOBAL.index, id)

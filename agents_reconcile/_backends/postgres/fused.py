@@ -1,0 +1,277 @@
+"""The PostgreSQL half of a fused append (``_session/fused.py``): the journal's ``open_intent``
+(with the clearing of the previous acknowledged intent) and a revisioned PostgreSQL store's
+compare-and-swap append as one statement, for a journal and a store in one database reached
+as one role. The intent is recorded exactly when its batch is appended, in one round trip.
+
+What the statement does, in order (each step a CTE; the order is forced by what each reads):
+
+1. ``locked``: the session's row in ``session_writes``, ``FOR UPDATE``. In READ COMMITTED a
+   locking read waits for a concurrent writer and returns the newest version of the row, so
+   this is the session's count as it stands, and nothing of the session can be opened,
+   recorded, settled or counted until the statement commits.
+2. ``gone``: the acknowledged intent to clear, deleted once the lock is held, its conditions
+   (session, backend, in flight, this owner) checked again on the newest version of its row.
+3. ``seen``: what the statement's snapshot shows: the count, the intent holding the id, the
+   session's unresolved intents (the one being cleared left out), whether the id was settled.
+   The count is the fence of ``journal.py``: every transaction that inserts or removes an
+   intent of the session counts a write under the same lock, so a snapshot count equal to the
+   locked one means the snapshot shows the session's intents as they stand. When they differ
+   (or the session has no row yet), nothing but the clearing is done and the statement says
+   ``fell``; the call then runs it again in a transaction that takes the lock first, whose
+   snapshot is taken after the lock was granted.
+4. ``store``: the store's session row, ``FOR UPDATE`` (after the journal's lock: every fused
+   statement takes the two in this order, and no other statement takes both), its head as it
+   stands.
+5. ``decided``: the answer, in the order ``open_and_append.lua`` checks: the intent is not to
+   be opened (``open``: held, blocked or settled), the count is past the run's
+   (``stale_state``), the store's head is not the one expected (``head``), the write id is
+   recorded (``known``); else ``go``.
+6. ``head``: the store's compare-and-swap ``UPDATE``, only on ``go``; the intent's ``INSERT``,
+   the items and the write record all read its ``RETURNING``, so the intent is recorded
+   exactly when the batch is appended; the count moves once, by the clearing and the
+   opening together (a row is changed at most once per statement).
+
+An id another transaction takes after the snapshot (an intent's id, the store's write id)
+fails the whole statement on its unique index: nothing is done, and the call asks again, in
+a new snapshot that shows it. The clearing of an intent claimed by another after the
+snapshot (``again``) is decided under the lock too.
+"""
+
+from __future__ import annotations
+
+import functools
+import time
+from collections import OrderedDict
+from typing import TYPE_CHECKING, Any, Final
+
+from ..._core.ownership import Owner
+from ..._core.records import PendingWrite
+from ...errors import JournalUnavailable
+from ..fused import Fused
+from ..journal import IntentState, Opened
+from ..store_items import encode_item
+from .answers import _Asked, _count
+from .backend import Connection, quote, server_of
+from .journal import PostgresJournal, _intent_args
+from .statements import _NOW, SETTLING
+from .store import _forget_rows, _remember_row, _row_known
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from .store import RevisionedPostgresSession
+
+__all__ = ["Fused", "open_and_append", "same_database", "store_arguments"]
+
+_ATTEMPTS: Final = 4
+# Unique indexes that fail the statement when another transaction took an id after its snapshot.
+_TAKEN: Final = frozenset({"intents_pkey", "writes_write_id_key"})
+_REFUSALS: Final = frozenset({"stale_state", "head", "known"})
+
+
+@functools.lru_cache(maxsize=64)
+def rows_statement(journal_schema: str, store_schema: str) -> str:
+    """The session's rows made, each unless there: the journal's count at zero ($1 session,
+    $2 backend), as ``lock_session`` makes it, and the store's head at revision 0 ($3)."""
+    j, t = quote(journal_schema), quote(store_schema)
+    return (
+        f"WITH head AS (INSERT INTO {t}.sessions (session_id, revision, next_seq)"
+        " VALUES ($3, 0, 0) ON CONFLICT (session_id) DO NOTHING)"
+        f" INSERT INTO {j}.session_writes (session_id, backend, write_count)"
+        " VALUES ($1, $2, 0) ON CONFLICT (session_id, backend) DO NOTHING"
+    )
+
+
+@functools.lru_cache(maxsize=64)
+def statement(journal_schema: str, store_schema: str) -> str:
+    """The fused statement for a journal in ``journal_schema`` and a store in ``store_schema``.
+
+    $1..$8 the intent's columns as ``open_intent`` takes them (its state in flight), $9 the
+    intent to clear (NULL for none), $10 the count the caller's run accounts for (NULL for
+    any), $11 the store's session, $12 the items (JSON text), $13 the head expected, $14 the
+    writer, $15 the time of the write record."""
+    j, t = quote(journal_schema), quote(store_schema)
+    intent_columns = "intent_id, session_id, backend, state, owner, updated_at, record"
+    clearing = "intent_id = $9 AND session_id = $2 AND backend = $3 AND state = $4 AND owner = $5"
+    return (
+        f"WITH locked AS MATERIALIZED (SELECT write_count FROM {j}.session_writes"
+        " WHERE session_id = $2 AND backend = $3 FOR UPDATE),"
+        f" gone AS (DELETE FROM {j}.intents WHERE {clearing}"
+        " AND EXISTS (SELECT 1 FROM locked) RETURNING intent_id),"
+        f" blocking AS (SELECT {intent_columns}, created_at FROM {j}.intents"
+        " WHERE session_id = $2 AND backend = $3"
+        " AND (intent_id IS DISTINCT FROM $9 OR state <> $4 OR owner <> $5)),"
+        " seen AS (SELECT coalesce((SELECT write_count FROM"
+        f" {j}.session_writes WHERE session_id = $2 AND backend = $3), 0) AS write_count,"
+        " (SELECT write_count FROM locked) AS newest,"
+        f" EXISTS (SELECT 1 FROM {j}.intents WHERE {clearing}) AS clears,"
+        " (SELECT count(*) FROM gone) AS cleared,"
+        " EXISTS (SELECT 1 FROM blocking) AS blocked,"
+        f" EXISTS (SELECT 1 FROM {j}.decisions WHERE intent_id = $1 AND action IN {SETTLING})"
+        " AS settled,"
+        " p.record AS prior, p.session_id AS prior_session, p.backend AS prior_backend,"
+        " p.state AS prior_state, p.owner AS prior_owner, p.updated_at AS prior_updated,"
+        " p.fence AS prior_seq"
+        f" FROM (SELECT 1) AS one LEFT JOIN {j}.intents AS p ON p.intent_id = $1),"
+        f" store AS MATERIALIZED (SELECT revision FROM {t}.sessions"
+        " WHERE session_id = $11::text AND EXISTS (SELECT 1 FROM locked) FOR UPDATE),"
+        " decided AS (SELECT s.*, h.revision AS head, CASE"
+        " WHEN s.newest IS DISTINCT FROM s.write_count THEN 'fell'"
+        " WHEN s.clears AND s.cleared = 0 THEN 'again'"
+        " WHEN s.prior IS NOT NULL OR s.blocked OR s.settled THEN 'open'"
+        " WHEN $10::bigint IS NOT NULL AND s.write_count + s.cleared > $10::bigint"
+        " THEN 'stale_state'"
+        " WHEN h.revision IS NULL THEN 'missing'"
+        " WHEN h.revision <> $13::bigint THEN 'head'"
+        f" WHEN EXISTS (SELECT 1 FROM {t}.writes WHERE session_id = $11::text"
+        " AND write_id = $1) THEN 'known'"
+        " ELSE 'go' END AS word FROM seen AS s LEFT JOIN store AS h ON true),"
+        f" head AS (UPDATE {t}.sessions AS r SET revision = r.revision + 1,"
+        " next_seq = r.next_seq + cardinality($12::text[])"
+        " WHERE r.session_id = $11::text AND r.revision = $13::bigint"
+        " AND EXISTS (SELECT 1 FROM decided WHERE word = 'go')"
+        " RETURNING r.revision, r.next_seq - cardinality($12::text[]) AS first_seq),"
+        f" added AS (INSERT INTO {j}.intents (intent_id, session_id, backend, state, owner,"
+        " created_at, updated_at, record, fence)"
+        " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::float8,"
+        f" coalesce({_NOW}, $7::float8), $8::bytea, d.write_count + d.cleared"
+        " FROM decided AS d, head RETURNING intent_id),"
+        f" counted AS (UPDATE {j}.session_writes AS w"
+        " SET write_count = w.write_count + d.cleared + (SELECT count(*) FROM head)"
+        " FROM decided AS d WHERE w.session_id = $2 AND w.backend = $3"
+        " AND d.cleared + (SELECT count(*) FROM head) > 0),"
+        f" items AS (INSERT INTO {t}.items (session_id, seq, revision, item)"
+        " SELECT $11::text, head.first_seq + batch.ord - 1, head.revision, batch.item"
+        " FROM head, unnest($12::text[]) WITH ORDINALITY AS batch(item, ord)),"
+        f" recorded AS (INSERT INTO {t}.writes"
+        " (session_id, revision, write_id, writer, kind, count, at)"
+        " SELECT $11::text, head.revision, $1, $14::text, 'append', cardinality($12::text[]),"
+        " $15::float8 FROM head)"
+        " SELECT EXISTS (SELECT 1 FROM added) AS added, d.settled,"
+        " d.write_count + d.cleared AS write_count, d.prior, d.prior_session, d.prior_backend,"
+        " d.prior_state, d.prior_owner, d.prior_updated, d.prior_seq,"
+        " b.intent_id, b.session_id, b.backend, b.state, b.owner, b.updated_at, b.record,"
+        " d.word, coalesce((SELECT revision FROM head), d.head) AS revision"
+        " FROM decided AS d LEFT JOIN blocking AS b ON d.word = 'open'"
+        " ORDER BY b.created_at, b.intent_id"
+    )
+
+
+async def same_database(journal: PostgresJournal, store: RevisionedPostgresSession) -> bool:
+    """Whether the journal's pool and the store's connect to one database as one role
+    (``backend.server_of``), so that one statement on the journal's connection reaches both."""
+
+    async def pool_of(pool: Any, verified: set[Any]) -> Any:
+        return pool
+
+    here = server_of(await journal._on_pool(pool_of))
+    return here is not None and here == await store.server()
+
+
+async def store_arguments(store: RevisionedPostgresSession, items: Sequence[Any]) -> dict[str, Any]:
+    """What ``open_and_append`` needs of the store: the store itself (its schema checked) and
+    the items as it keeps them."""
+    await store._ready()
+    rows = [encode_item(item, index).decode() for index, item in enumerate(items)]
+    return {"store": store, "rows": rows}
+
+
+# -- sessions whose rows (the journal's count, the store's head) are known to exist -------------
+
+_JOURNAL_ROWS: OrderedDict[tuple[str, str, str, str], None] = OrderedDict()
+_REMEMBERED: Final = 65536
+
+
+def _journal_row(key: tuple[str, str, str, str], *, made: bool = False) -> bool:
+    if key in _JOURNAL_ROWS:
+        _JOURNAL_ROWS.move_to_end(key)
+        return True
+    if made:
+        _JOURNAL_ROWS[key] = None
+        while len(_JOURNAL_ROWS) > _REMEMBERED:
+            _JOURNAL_ROWS.popitem(last=False)
+    return False
+
+
+async def open_and_append(
+    journal: PostgresJournal,
+    intent: PendingWrite,
+    *,
+    owner: Owner,
+    clearing: str | None,
+    seen_write_count: int | None,
+    store: RevisionedPostgresSession,
+    writer: str,
+    rows: list[str],
+) -> Fused:
+    """``open_intent`` (in flight, under ``owner``, clearing ``clearing``) and the store's
+    compare-and-swap append of ``rows`` at ``intent.expected_revision`` under the intent's id,
+    as one statement. Nothing is recorded unless the append is made, and the reverse.
+    ``seen_write_count``: refuse (record nothing) when the session's count is past it, as a
+    stale run's append is refused.
+
+    A session this process has not written yet gets its two rows first (the journal's count
+    at zero, the store's head at revision 0, each unless there), on the same connection: one
+    more round trip, once."""
+    assert intent.expected_revision is not None
+    state = IntentState.IN_FLIGHT
+    sql = statement(journal.schema, store.schema)
+    asked = _Asked(intent, state, owner, None, journal.keyring)
+    taken = journal._driver.UniqueViolationError
+    lock = journal._sql.lock_session
+    key = (intent.session_id, str(intent.backend))
+    place = store.backend_namespace
+    counted = (journal.location, journal.schema, *key)
+    fixed = (clearing, seen_write_count, store.session_id, rows, intent.expected_revision, writer)
+
+    async def send(conn: Connection, locked: bool) -> list[Any] | None:
+        args = (*_intent_args(intent, state, owner), *fixed, time.time())
+        if not (_row_known(place, store.session_id) and _journal_row(counted)):
+            await conn.execute(rows_statement(journal.schema, store.schema), *key, store.session_id)
+            _remember_row(place, store.session_id)
+            _journal_row(counted, made=True)
+        try:
+            if not locked:
+                return await conn.fetch(sql, *args)
+            async with conn.transaction():
+                await conn.fetchval(lock, *key)
+                return await conn.fetch(sql, *args)
+        except taken as exc:
+            if getattr(exc, "constraint_name", None) not in _TAKEN:
+                raise
+            return None  # nothing was done; a new snapshot shows who took it
+
+    locked = made_again = False
+    for _ in range(_ATTEMPTS):
+        found = await journal._run(functools.partial(send, locked=locked))
+        if found is None:
+            continue
+        head = found[0]
+        word, write_count = head["word"], _count(head["write_count"])
+        if head["added"]:
+            return Fused(Opened(recorded=True, write_count=write_count), revision=head["revision"])
+        if word == "open":
+            opened = asked.answer(head, found, write_count)
+            assert opened is not None  # held, blocked or settled: each has its answer
+            return Fused(opened)
+        if word in _REFUSALS:
+            refused = Opened(recorded=False, write_count=write_count)
+            return Fused(refused, refused=word, head=head["revision"] or 0)
+        if word == "missing":
+            # The store's row went (its schema made anew, an operator): make it again, once.
+            if made_again:
+                return Fused(
+                    Opened(recorded=False, write_count=write_count), refused="head", head=0
+                )
+            made_again = True
+            _forget_rows(place, store.session_id)
+            continue
+        if word == "again" and locked:
+            # Claimed by another between the snapshot and the clearing: build it again.
+            return Fused(Opened(recorded=False, write_count=write_count))
+        if word not in ("fell", "again"):
+            raise JournalUnavailable(f"a fused append of intent {intent.intent_id} answered {word}")
+        locked = True
+    raise JournalUnavailable(
+        f"intent {intent.intent_id}: its ids kept being taken meanwhile; nothing was recorded"
+    )

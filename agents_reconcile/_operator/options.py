@@ -1,0 +1,209 @@
+"""The operator's commands on the command line (``status``, ``show``, ``trail``, ``resolve``,
+``check``, ``decisions``): their options, built by one builder each for what several share (the
+journal's address, the payload keys, the store), and their handlers, which import what they run
+only when run, so that ``--help`` answers at once."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Final, TypeVar
+
+__all__ = ["add_operator_commands", "journal_options", "key_options", "positive", "store_options"]
+
+_P = TypeVar("_P", bound=argparse.ArgumentParser)
+_PAGE: Final = 50
+"""``status``'s page (``paging.DEFAULT_LIMIT``, not imported here: ``--help`` stays light)."""
+
+
+def positive(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, not {value}")
+    return value
+
+
+def journal_options(
+    command: argparse.ArgumentParser,
+    *,
+    repeatable: bool = False,
+    json: bool = True,
+    default: str = "agents-reconcile.db here",
+) -> None:
+    """The options that address a journal, the same on every command that reads or writes
+    one: ``--journal`` and ``--namespace`` (and ``--json``)."""
+    where = "the journal: a path, sqlite:///..., redis://..., postgresql://..."
+    command.add_argument(
+        "--journal",
+        metavar="ADDRESS",
+        action="append" if repeatable else "store",
+        default=[] if repeatable else None,
+        help=f"{where} (repeatable)" if repeatable else f"{where} (default: {default})",
+    )
+    command.add_argument(
+        "--namespace",
+        metavar="NAME",
+        help="the journal's Redis key prefix or PostgreSQL schema, when not the default",
+    )
+    if json:
+        command.add_argument("--json", action="store_true", help="one JSON document")
+
+
+def key_options(command: argparse.ArgumentParser) -> None:
+    # Where the payload keys come from; never their value on the command line, which other
+    # users of the host and the shell's history would see.
+    keys = command.add_mutually_exclusive_group()
+    keys.add_argument(
+        "--payload-key-file",
+        metavar="PATH",
+        help="a file holding the deployment's payload keys (ReconcileConfig payload_key) as "
+        "base64, the sealing one first, one a line: sealed records open, what is written is "
+        "sealed",
+    )
+    keys.add_argument(
+        "--payload-key-env",
+        metavar="NAME",
+        help="the environment variable holding them, comma-separated (default: "
+        "AGENTS_RECONCILE_PAYLOAD_KEY, when set)",
+    )
+
+
+def store_options(command: argparse.ArgumentParser, what: str, *, required: bool = False) -> None:
+    command.add_argument("--store", metavar="ADDRESS", required=required, help=what)
+    command.add_argument(
+        "--store-namespace", metavar="NAME", help="the store's Redis key prefix or schema"
+    )
+
+
+def add_operator_commands(commands: argparse._SubParsersAction[_P]) -> None:
+    """Add the operator's commands to the command line's ``commands``."""
+    status = commands.add_parser(
+        "status",
+        aliases=["pending"],
+        help="pending intents and tool effects without a receipt, by session, owner and age "
+        "(exit 1: an operator is needed)",
+    )
+    journal_options(status)
+    key_options(status)
+    status.add_argument("--session", metavar="ID", help="only this session")
+    status.add_argument(
+        "--limit",
+        type=positive,
+        default=_PAGE,
+        metavar="N",
+        help=f"at most N intents and N tool effects a page (default {_PAGE})",
+    )
+    status.add_argument(
+        "--after",
+        metavar="TOKEN",
+        help="show the page after the one that printed TOKEN (its last line says the command)",
+    )
+    status.set_defaults(handler=_status)
+
+    show = commands.add_parser(
+        "show", help="one intent and its evidence: expected, stored now, decided, resolvable"
+    )
+    show.add_argument("intent", metavar="INTENT", help="the intent id")
+    journal_options(show)
+    key_options(show)
+    store_options(show, "judge the intent against this store (read only)")
+    show.add_argument("--limit", type=positive, default=20, metavar="N", help="at most N decisions")
+    show.set_defaults(handler=_show)
+
+    trail = commands.add_parser("trail", help="a session's decisions, oldest first")
+    trail.add_argument("session", metavar="SESSION", help="the session id")
+    journal_options(trail)
+    trail.add_argument(
+        "--limit", type=positive, default=100, metavar="N", help="the newest N (default 100)"
+    )
+    trail.set_defaults(handler=_trail)
+
+    resolve = commands.add_parser(
+        "resolve", help="resolve a pending intent as committed, replay or abandon, with a reason"
+    )
+    resolve.add_argument("intent", metavar="INTENT", help="the intent id")
+    resolve.add_argument(
+        "--as",
+        dest="resolution",
+        required=True,
+        choices=("committed", "replay", "retry", "abandon"),
+        help="committed: settle, never replay (an effect: its --output is the receipt); "
+        "replay: append the batch once (an effect: retry); retry: run an effect's body again; "
+        "abandon: drop the intent, write nothing",
+    )
+    resolve.add_argument(
+        "--output", metavar="TEXT", help="an effect resolved as committed: the output it gave"
+    )
+    resolve.add_argument("--reason", required=True, help="why (kept in the trail)")
+    resolve.add_argument("--actor", metavar="NAME", help="who (default: user@host)")
+    resolve.add_argument(
+        "--override",
+        action="store_true",
+        help="replay even where the rule does not see the history the write was meant for",
+    )
+    journal_options(resolve)
+    key_options(resolve)
+    store_options(resolve, "the intent's store: needed to replay, and to judge")
+    resolve.set_defaults(handler=_resolve)
+
+    check = commands.add_parser(
+        "check",
+        help="report damage in a stored history (duplicates, calls without outputs, outputs "
+        "without calls); --repair fixes what the evidence proves",
+    )
+    check.add_argument("session", metavar="SESSION", help="the session id")
+    store_options(check, "the session's store", required=True)
+    journal_options(check, default="none is read; a repair is recorded in it")
+    check.add_argument("--repair", action="store_true", help="repair what the evidence proves")
+    check.add_argument("--reason", help="why (kept in the trail; needed with --repair)")
+    check.add_argument("--actor", metavar="NAME", help="who (default: user@host)")
+    key_options(check)
+    check.set_defaults(handler=_check)
+
+    decisions = commands.add_parser(
+        "decisions", help="every session's decisions, newest first (payload-free)"
+    )
+    journal_options(decisions)
+    decisions.add_argument("--session", metavar="ID", help="only this session")
+    decisions.add_argument(
+        "--limit", type=positive, default=20, metavar="N", help="at most N (default 20)"
+    )
+    decisions.set_defaults(handler=_decisions)
+
+
+def _status(args: argparse.Namespace) -> int:
+    from . import commands
+
+    return commands.status(args)
+
+
+def _show(args: argparse.Namespace) -> int:
+    from . import commands
+
+    return commands.show(args)
+
+
+def _trail(args: argparse.Namespace) -> int:
+    from . import commands
+
+    return commands.trail(args)
+
+
+def _resolve(args: argparse.Namespace) -> int:
+    from . import commands
+
+    return commands.resolve(args)
+
+
+def _decisions(args: argparse.Namespace) -> int:
+    from . import commands
+
+    return commands.decisions(args)
+
+
+def _check(args: argparse.Namespace) -> int:
+    from . import commands
+
+    return commands.check(args)

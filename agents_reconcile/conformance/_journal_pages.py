@@ -1,0 +1,233 @@
+"""The contracts of a journal that lists a page at a time (``Capabilities(pages=True)``):
+``pending_page`` and, where the journal keeps effects, ``started_effects_page``. Checked only
+where declared; skipped, with the reason, elsewhere (``status`` then pages in memory)."""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from typing import Any
+
+from .._backends.journal import Page, pages_effects, reads_pages
+from .._core.records import Action, Decision, PendingWrite
+from .._effects.records import Effect
+from ._core import Subject, contract, refused, require, skip
+from ._effects import _effect_journal
+from ._journal import FAILED, journal_of
+from ._records import BACKEND, ME, OTHER_BACKEND, make_decision, make_effect, make_intent
+
+__all__: list[str] = []
+
+# Three sessions, two backends, creation times out of order, two intents made at one instant.
+_INTENTS = (
+    ("a-late", "session-a", BACKEND, 3000.0),
+    ("a-early", "session-a", BACKEND, 1000.0),
+    ("a-other-db", "session-a", OTHER_BACKEND, 2000.0),
+    ("b-1", "session-b", BACKEND, 1500.0),
+    ("b-2", "session-b", OTHER_BACKEND, 1500.0),
+    ("c-tie-1", "session-c", BACKEND, 500.0),
+    ("c-tie-2", "session-c", BACKEND, 500.0),
+)
+
+
+def _made() -> dict[str, PendingWrite]:
+    return {
+        name: make_intent(name, session_id=session, backend=backend, created_at=at, text=name)
+        for name, session, backend, at in _INTENTS
+    }
+
+
+async def _paging_journal(subject: Subject) -> Any:
+    journal = await journal_of(subject)
+    if not reads_pages(journal):
+        skip("the journal does not declare Capabilities(pages=True)")
+    for intent in _made().values():
+        await journal.record(intent, state=FAILED, owner=ME)
+    return journal
+
+
+def _seen(pages: list[Page[Any]], upto: int) -> set[str]:
+    """The ids listed by the pages up to and including ``pages[upto]``."""
+    return {_ident(row) for page in pages[: upto + 1] for row in page.rows}
+
+
+async def _every_page(
+    read: Any, limit: int, between: Any = None
+) -> tuple[list[str], list[Page[Any]]]:
+    """Every page ``read(limit=, after=)`` gives, following each page's cursor; the ids listed,
+    in order. ``between(n)`` runs after page ``n`` (from 1)."""
+    listed: list[str] = []
+    pages: list[Page[Any]] = []
+    after: str | None = None
+    while True:
+        page: Page[Any] = await read(limit=limit, after=after)
+        pages.append(page)
+        require(len(page.rows) <= limit, f"a page of limit={limit} holds {len(page.rows)} rows")
+        listed += [_ident(row) for row in page.rows]
+        require(
+            (page.after is None) == (page.more == 0),
+            f"a page says {page.more} rows follow it, yet its cursor is {page.after!r}",
+        )
+        if page.after is None:
+            return listed, pages
+        require(len(pages) < 50, f"paging with limit={limit} does not end")
+        if between is not None:
+            await between(len(pages))
+        after = page.after
+
+
+def _ident(row: Any) -> str:
+    return row.key if isinstance(row, Effect) else str(row.intent.intent_id)
+
+
+def _twice(listed: list[str]) -> list[str]:
+    return sorted(ident for ident, seen in Counter(listed).items() if seen > 1)
+
+
+@contract("journal")
+async def pending_pages_list_every_intent_once_with_what_follows(subject: Subject) -> None:
+    """``pending_page()``, paged on with each page's cursor, lists every unresolved intent (of
+    the session asked, when one is) exactly once, at most ``limit`` a page, each page counting
+    the intents that follow it and giving a cursor exactly when some do; an intent settled
+    between pages moves no other; a limit below 1 or a cursor it did not give is refused."""
+    journal = await _paging_journal(subject)
+    every = sorted(name for name, *_ in _INTENTS)
+    for limit in (1, 2, 3, len(every), 100):
+        listed, pages = await _every_page(journal.pending_page, limit)
+        require(
+            sorted(listed) == every,
+            f"pending_page(limit={limit}) pages list {listed}, not each of {every} once",
+        )
+        counted = [page.more for page in pages]
+        expected = [
+            len(every) - sum(len(p.rows) for p in pages[: n + 1]) for n in range(len(pages))
+        ]
+        require(
+            counted == expected, f"pages of limit={limit} count {counted} following, not {expected}"
+        )
+    for session in ("session-a", "session-c", "nobody"):
+        wanted = sorted(name for name, owner, *_ in _INTENTS if owner == session)
+
+        async def read(limit: int, after: str | None, session: str = session) -> Any:
+            return await journal.pending_page(limit=limit, after=after, session_id=session)
+
+        listed, _ = await _every_page(read, 1)
+        require(
+            sorted(listed) == wanted,
+            f"pending_page(session_id={session!r}) pages list {listed}, not {wanted}",
+        )
+    first = await journal.pending_page(limit=2)
+    shown = [_ident(row) for row in first.rows]
+    unseen = [name for name in every if name not in shown]
+    gone = [shown[0], unseen[-1]]
+    for name in gone:
+        await journal.settle(make_decision(_made()[name], decided_at=2_000_000.0))
+
+    async def rest(limit: int, after: str | None) -> Any:
+        return await journal.pending_page(limit=limit, after=after or first.after)
+
+    listed, _ = await _every_page(rest, 2)
+    wanted = sorted(name for name in unseen if name not in gone)
+    require(
+        sorted(listed) == wanted and not _twice(listed),
+        f"after {gone} were settled, the pages that follow list {listed}, not {wanted}",
+    )
+    for limit in (0, -1):
+        await refused(ValueError, journal.pending_page(limit=limit), f"pending_page(limit={limit})")
+    await refused(
+        ValueError, journal.pending_page(limit=1, after="not a cursor"), "pending_page(after=...)"
+    )
+
+
+@contract("journal")
+async def pending_pages_carry_each_intents_newest_decision(subject: Subject) -> None:
+    """Each row of ``pending_page()`` comes with the newest decision about it (none for one
+    without), and ``more_waiting`` counts the intents after the page whose newest decision
+    denied them or left them pending."""
+    journal = await _paging_journal(subject)
+    intents = _made()
+    decided: dict[str, Decision] = {}
+    # Newest last: a-late denied then left pending (waits); b-1 left pending then denied
+    # (waits); c-tie-2 denied; a-early left pending; none for the others.
+    for at, (name, action) in enumerate(
+        (
+            ("a-late", Action.DENIED),
+            ("b-1", Action.LEFT_PENDING),
+            ("a-late", Action.LEFT_PENDING),
+            ("c-tie-2", Action.DENIED),
+            ("b-1", Action.DENIED),
+            ("a-early", Action.LEFT_PENDING),
+        )
+    ):
+        decision = make_decision(intents[name], action=action, decided_at=1_000_000.0 + at)
+        await journal.note(decision)
+        decided[name] = decision
+    _, pages = await _every_page(journal.pending_page, 2)
+    for at, page in enumerate(pages):
+        names = [_ident(row) for row in page.rows]
+        expected = {name: decided[name] for name in names if name in decided}
+        require(
+            page.newest == expected,
+            f"a page of {names} gives newest decisions for {sorted(page.newest)}"
+            + ("" if set(page.newest) != set(expected) else " that are not each one's newest"),
+        )
+        waiting = len(set(decided) - _seen(pages, at))
+        require(
+            page.more_waiting == waiting,
+            f"after the page of {names}, more_waiting is {page.more_waiting}, not {waiting}",
+        )
+
+
+@contract("effects")
+async def started_effect_pages_list_every_started_effect_once(subject: Subject) -> None:
+    """``started_effects_page()``, paged on with each page's cursor, lists every started effect
+    without a receipt (of the session asked, when one is) exactly once, at most ``limit`` a
+    page, counting those that follow and, of them, those begun before ``overdue_before``
+    (every one for a time to come, none for a time long past or for None)."""
+    journal = await _effect_journal(subject)
+    if not pages_effects(journal):
+        skip("the journal does not declare Capabilities(pages=True)")
+    made = [
+        make_effect(f"call-{n}", session_id=session)
+        for n, session in enumerate(("s-1", "s-2", "s-1", "s-2", "s-3"))
+    ]
+    for effect in made:
+        await journal.begin_effect(effect)
+    await journal.finish_effect(made[4].with_receipt("done", at=made[4].started_at + 1.0))
+    started = sorted(effect.key for effect in made[:4])
+    soon = time.time() + 3600.0
+    for limit, overdue_before in ((1, soon), (2, 1.0), (3, None), (10, soon)):
+
+        async def read(
+            limit: int, after: str | None, overdue: float | None = overdue_before
+        ) -> Any:
+            return await journal.started_effects_page(
+                limit=limit, after=after, overdue_before=overdue
+            )
+
+        listed, pages = await _every_page(read, limit)
+        require(
+            sorted(listed) == started,
+            f"started_effects_page(limit={limit}) pages list {listed}, not each of {started}",
+        )
+        for page in pages:
+            late = page.more if overdue_before == soon else 0
+            require(
+                page.more_waiting == late,
+                f"with overdue_before={overdue_before}, a page followed by {page.more} counts "
+                f"{page.more_waiting} of them overdue, not {late}",
+            )
+    for session in ("s-1", "s-3"):
+        wanted = sorted(e.key for e in made[:4] if e.session_id == session)
+
+        async def mine(limit: int, after: str | None, session: str = session) -> Any:
+            return await journal.started_effects_page(limit=limit, after=after, session_id=session)
+
+        listed, _ = await _every_page(mine, 1)
+        require(
+            sorted(listed) == wanted,
+            f"started_effects_page(session_id={session!r}) pages list {listed}, not {wanted}",
+        )
+    await refused(
+        ValueError, journal.started_effects_page(limit=0), "started_effects_page(limit=0)"
+    )

@@ -1,0 +1,656 @@
+"""A PostgreSQL journal and a revisioned PostgreSQL store in one database: the intent (with the
+clearing of the previous one) and the compare-and-swap append in one statement, with the same
+outcomes as the two-step way: one round trip per append, refusals that record nothing, a reply
+lost after the commit or a connection lost before it leaving both or neither, writes between
+the statement's snapshot and its locks, and many wrappers and sessions at once."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import signal
+import sys
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from agents import Agent, Runner
+from agents.run_context import RunContextWrapper
+from agents.testing import ScriptedModel, assistant_message
+
+from agents_reconcile import ReconcileConfig, ReconcilingSession
+from agents_reconcile._backends.journal import IntentState, Opened
+from agents_reconcile._core.identity import derive_identity
+from agents_reconcile._core.ownership import current_owner
+from agents_reconcile._core.records import Action, Outcome, PendingWrite, Reason
+from agents_reconcile._session.fused import FusedAppend, fused_append
+from agents_reconcile.errors import ContinuationDenied, IntentConflict, JournalUnavailable
+from agents_reconcile.testing import FaultInjectingSession
+
+from ..support.journal_support import BACKEND, make_intent
+from ..support.servers import Wire, postgres_url
+
+asyncpg = pytest.importorskip("asyncpg")
+
+from agents_reconcile._backends.postgres import fused as pg_fused  # noqa: E402
+from agents_reconcile._backends.postgres.backend import server_of  # noqa: E402
+from agents_reconcile._backends.postgres.journal import PostgresJournal  # noqa: E402
+from agents_reconcile._backends.postgres.store import RevisionedPostgresSession  # noqa: E402
+
+pytestmark = pytest.mark.postgres
+
+WAIT = 5.0
+
+
+class Place:
+    """A journal schema and a store schema of their own in the test database."""
+
+    def __init__(self, url: str) -> None:
+        tag = uuid.uuid4().hex[:10]
+        self.url = url
+        self.journal_schema, self.store_schema = f"fj{tag}", f"fs{tag}"
+        self.session_id = f"chat-{tag}"
+        self.journal = PostgresJournal.from_url(url, schema=self.journal_schema)
+        self.opened: list[RevisionedPostgresSession] = []
+        self.sessions: list[ReconcilingSession] = []
+
+    def store(self, session_id: str | None = None) -> RevisionedPostgresSession:
+        store = RevisionedPostgresSession.from_url(
+            session_id or self.session_id, self.url, schema=self.store_schema
+        )
+        self.opened.append(store)
+        return store
+
+    def wrapped(self, inner: Any, **config: Any) -> ReconcilingSession:
+        session = ReconcilingSession(inner, config=ReconcileConfig(journal=self.journal, **config))
+        self.sessions.append(session)
+        return session
+
+    async def close(self) -> None:
+        # Acknowledged intents are cleared now, not in the background once the schemas are
+        # gone (a journal used again makes its schema anew).
+        for session in self.sessions:
+            with contextlib.suppress(Exception):
+                await session.pending()
+        admin = await asyncpg.connect(self.url)
+        try:
+            for schema in (self.journal_schema, self.store_schema):
+                await admin.execute(f'DROP SCHEMA IF EXISTS "{schema}" CASCADE')
+        finally:
+            await admin.close()
+        await self.journal.close()
+        for store in self.opened:
+            await store.close()
+
+
+@pytest.fixture
+async def place() -> AsyncIterator[Place]:
+    found = Place(postgres_url())
+    yield found
+    await found.close()
+
+
+@pytest.fixture
+def wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
+    """Every pool opened during the test (the journal's and the store's) reports here."""
+    counter = Wire()
+    create_pool = asyncpg.create_pool
+
+    def counted_pool(*args: Any, **options: Any) -> Any:
+        return create_pool(*args, init=counter.attach, **options)
+
+    monkeypatch.setattr(asyncpg, "create_pool", counted_pool)
+    return counter
+
+
+def text(items: list[Any]) -> list[str]:
+    def one(content: Any) -> str:
+        if isinstance(content, list):
+            return "".join(part.get("text", "") for part in content)
+        return str(content)
+
+    return [one(item.get("content")) for item in items]
+
+
+def user(content: str) -> Any:
+    return {"role": "user", "content": content}
+
+
+# How the fused statement starts (the server shows only the start of a long statement).
+STATEMENT = 'WITH locked AS MATERIALIZED (SELECT write_count FROM "{}".session_writes'
+
+
+def fused_statements(wire: Wire) -> list[str]:
+    return [sql for sql in wire.statements if sql.startswith("WITH locked AS")]
+
+
+def store_backend(session: ReconcilingSession) -> Any:
+    """The backend identity the wrapper records its intents under."""
+    return derive_identity(session)
+
+
+async def run(session: ReconcilingSession, prompt: str) -> None:
+    agent = Agent(name="a", model=ScriptedModel([[assistant_message(f"re: {prompt}")]]))
+    await Runner.run(
+        agent, prompt, session=session, run_config=session.run_config(), hooks=session.hooks()
+    )
+
+
+async def waiting_pid(watcher: Any, marker: str, task: asyncio.Task[Any]) -> int:
+    """The server process of the statement naming ``marker`` that waits on a lock."""
+    for _ in range(500):
+        pid = await watcher.fetchval(
+            "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Lock'"
+            " AND position($1 in query) > 0 AND pid <> pg_backend_pid()",
+            marker,
+        )
+        if pid is not None:
+            return int(pid)
+        assert not task.done(), "the statement finished without waiting"
+        await asyncio.sleep(0.02)
+    raise AssertionError("the statement never waited on a lock")
+
+
+# -- taking the fused path ---------------------------------------------------------------------
+
+
+async def test_each_append_is_one_statement_in_one_round_trip(place: Place, wire: Wire) -> None:
+    """Back to back, each append (the previous intent's clearing folded in) is one statement
+    sent in one request, on the journal's and the store's pools together."""
+    store = place.store()
+    session = place.wrapped(store)
+    assert isinstance(await fused_append(place.journal, store), FusedAppend)
+    for n in range(3):  # warm up: schemas, rows, statements prepared
+        await session.add_items([user(f"warm {n}")])
+    await session.pending()
+    await wire.settled()
+    wire.clear()
+    appends, flushes = 10, []
+    for n in range(appends):
+        before = wire.flushes
+        await session.add_items([user(f"{n}a"), user(f"{n}b")])
+        flushes.append(wire.flushes - before)  # counted as sent, before any other task runs
+    assert flushes == [1] * appends
+    await wire.settled()
+    assert len(fused_statements(wire)) == appends
+    # Besides, at most the last intent's clearing in the background (the loop turned since).
+    others = [sql for sql in wire.statements if not sql.startswith("WITH locked AS")]
+    assert len(others) <= 1, others
+    assert await session.pending() == []
+    assert len(text(await store.get_items())) == 3 + 2 * appends
+    writes = await store.writes_after(0)
+    assert [w.revision for w in writes] == list(range(1, 4 + appends))
+    # Counted as the two-step way counts: opened, then cleared.
+    count = await place.journal.write_count(place.session_id, store_backend(session))
+    assert count == 2 * (3 + appends)
+
+
+async def test_runner_turns_take_the_fused_path_only(place: Place) -> None:
+    """Through the SDK's runner, every save of a turn is a fused append; the journal's own
+    opening is never called, and nothing is left pending or decided."""
+    calls = {"fused": 0, "open_intent": 0}
+    fused, opening = pg_fused.open_and_append, place.journal.open_intent
+
+    async def count_fused(*args: Any, **kwargs: Any) -> Any:
+        calls["fused"] += 1
+        return await fused(*args, **kwargs)
+
+    async def count_open(*args: Any, **kwargs: Any) -> Any:
+        calls["open_intent"] += 1
+        return await opening(*args, **kwargs)
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(pg_fused, "open_and_append", count_fused)
+        patch.setattr(place.journal, "open_intent", count_open)
+        store = place.store()
+        session = place.wrapped(store)
+        for prompt in ("one", "two"):
+            await run(session, prompt)
+    assert calls == {"fused": 4, "open_intent": 0}
+    assert text(await store.get_items()) == ["one", "re: one", "two", "re: two"]
+    assert await session.pending() == []
+    assert await place.journal.decisions(session_id=place.session_id) == []
+
+
+async def test_a_wrapped_store_goes_the_two_step_way(place: Place, wire: Wire) -> None:
+    faulty = FaultInjectingSession(place.store())
+    assert await fused_append(place.journal, faulty) is None
+    session = place.wrapped(faulty)
+    await run(session, "one")
+    await wire.settled()
+    assert fused_statements(wire) == []
+    assert text(await faulty.get_items()) == ["one", "re: one"]
+
+
+async def test_the_database_and_role_decide(place: Place) -> None:
+    """One URL: fused, whatever the schemas. Another spelling of the place, another role or
+    a database named apart from the URL: the two-step way."""
+    url = place.url
+    assert await fused_append(place.journal, place.store()) is not None
+    other_schema = RevisionedPostgresSession.from_url(place.session_id, url, schema="fs_other")
+    place.opened.append(other_schema)
+    assert await pg_fused.same_database(place.journal, other_schema)
+
+    def pool(dsn: str, **options: Any) -> Any:
+        return asyncpg.create_pool(dsn, min_size=0, **options)  # not opened: nothing connects
+
+    base = server_of(pool(url))
+    assert base is not None and base == server_of(pool(url, command_timeout=3.0))
+    assert base != server_of(pool(url.replace("127.0.0.1", "localhost")))
+    assert base != server_of(pool(url.replace("postgres@", "someone@")))
+    assert base != server_of(pool(url, database="elsewhere"))
+
+    async def connect(*args: Any, **kwargs: Any) -> Any:
+        return await asyncpg.connect(*args, **kwargs)
+
+    assert server_of(pool(url, connect=connect)) is None  # the caller's own way of connecting
+    assert server_of(object()) is None
+
+
+# -- refusals record nothing -------------------------------------------------------------------
+
+
+def intent_for(
+    store: RevisionedPostgresSession, intent_id: str, expected: int, text: str = "hello"
+) -> PendingWrite:
+    return dataclasses.replace(
+        make_intent(intent_id, session_id=store.session_id, text=text), expected_revision=expected
+    )
+
+
+async def fused_call(
+    place: Place,
+    store: RevisionedPostgresSession,
+    intent: PendingWrite,
+    *,
+    clearing: str | None = None,
+    seen_write_count: int | None = None,
+) -> Any:
+    return await pg_fused.open_and_append(
+        place.journal,
+        intent,
+        owner=current_owner(),
+        clearing=clearing,
+        seen_write_count=seen_write_count,
+        writer="me",
+        **await pg_fused.store_arguments(store, [user(intent.intent_id)]),
+    )
+
+
+async def test_a_head_conflict_records_nothing_and_the_clearing_stands(place: Place) -> None:
+    store, journal = place.store(), place.journal
+    first = await fused_call(place, store, intent_for(store, "first", 0))
+    assert first.opened == Opened(recorded=True, write_count=0) and first.revision == 1
+    assert [e.intent.intent_id for e in await journal.pending(store.session_id)] == ["first"]
+
+    late = await fused_call(place, store, intent_for(store, "late", 0), clearing="first")
+    assert (late.refused, late.head, late.opened.recorded) == ("head", 1, False)
+    assert late.opened.write_count == 2  # opened and cleared: the refusal counted nothing
+    assert await journal.pending(store.session_id) == []
+    assert await journal.write_count(store.session_id, BACKEND) == 2
+    assert text(await store.get_items()) == ["first"]
+    assert [w.write_id for w in await store.writes_after(0)] == ["first"]
+
+
+async def test_a_known_write_id_records_nothing(place: Place) -> None:
+    store, journal = place.store(), place.journal
+    await store.append_if([user("x")], expected=0, write_id="again", writer="someone")
+    known = await fused_call(place, store, intent_for(store, "again", 1))
+    assert (known.refused, known.head, known.opened.recorded) == ("known", 1, False)
+    assert await journal.pending(store.session_id) == []
+    assert await journal.write_count(store.session_id, BACKEND) == 0
+    assert text(await store.get_items()) == ["x"]
+
+
+async def test_a_count_past_the_runs_is_refused_with_nothing_written(place: Place) -> None:
+    store, journal = place.store(), place.journal
+    await fused_call(place, store, intent_for(store, "first", 0))
+    stale = await fused_call(
+        place, store, intent_for(store, "stale", 1), clearing="first", seen_write_count=1
+    )
+    assert (stale.refused, stale.opened) == ("stale_state", Opened(False, 2))
+    assert await journal.pending(store.session_id) == []
+    assert text(await store.get_items()) == ["first"]
+    again = await fused_call(place, store, intent_for(store, "fresh", 1), seen_write_count=2)
+    assert again.opened.recorded and again.revision == 2
+
+
+async def test_an_intent_in_the_way_is_answered_as_open_intent_answers(place: Place) -> None:
+    store, journal = place.store(), place.journal
+    first = intent_for(store, "first", 0)
+    assert (await fused_call(place, store, first)).opened.recorded
+    # The same call again (its reply lost): recorded already, its revision in the store.
+    retried = await fused_call(place, store, first)
+    assert retried.opened == Opened(recorded=True, write_count=0) and retried.revision is None
+    blocked = await fused_call(place, store, intent_for(store, "second", 1))
+    assert not blocked.opened.recorded
+    assert [e.intent.intent_id for e in blocked.opened.blocking] == ["first"]
+    assert text(await store.get_items()) == ["first"]
+    other = intent_for(store, "first", 0, text="changed")
+    with pytest.raises(IntentConflict):
+        await fused_call(place, store, other)
+    assert await journal.write_count(store.session_id, BACKEND) == 1
+
+
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "two-step"])
+async def test_another_writer_in_between_is_judged_alike(place: Place, fused: bool) -> None:
+    """Another writer appends after this wrapper last saw the head: the store refuses, the
+    record of writes shows an extension, and the default policy denies it, either way."""
+    store = place.store()
+    inner: Any = store if fused else FaultInjectingSession(store)
+    session = place.wrapped(inner)
+    await run(session, "one")
+    await place.store().add_items([user("someone else")])
+    with pytest.raises(ContinuationDenied) as denied:
+        await session.add_items([user("two")])
+    assert denied.value.decision.reason is Reason.EXTENDED_BY_OTHERS
+    assert text(await store.get_items()) == ["one", "re: one", "someone else"]
+    assert await session.pending() == []
+
+
+@pytest.mark.filterwarnings("ignore::agents_reconcile.UngatedRunWarning")
+@pytest.mark.parametrize("fused", [True, False], ids=["fused", "two-step"])
+async def test_a_stale_run_is_refused_with_nothing_written(place: Place, fused: bool) -> None:
+    """A run's context accounts for fewer writes than the journal counted (another wrapper
+    wrote since): its append is denied as stale, and nothing of it is stored."""
+    store = place.store()
+    session = place.wrapped(store if fused else FaultInjectingSession(store))
+    context: dict[str, Any] = {}
+    await session.add_items([user("one")], wrapper=RunContextWrapper(context=context))
+    other = place.wrapped(place.store())
+    await other.add_items([user("elsewhere")])
+    await other.pending()
+    with pytest.raises(ContinuationDenied) as denied:
+        await session.add_items([user("stale")], wrapper=RunContextWrapper(context=context))
+    assert denied.value.decision.reason is Reason.STALE_STATE
+    assert text(await store.get_items()) == ["one", "elsewhere"]
+    assert await session.pending() == []
+
+
+# -- lost replies and lost connections ---------------------------------------------------------
+
+
+async def test_a_lost_reply_is_judged_committed(
+    place: Place, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The statement committed, its reply was lost: the intent is pending, its write is in
+    the record of writes, and reconciling settles it as committed without writing it again."""
+    original, losing = pg_fused.open_and_append, [True]
+
+    async def lost(*args: Any, **kwargs: Any) -> Any:
+        answer = await original(*args, **kwargs)
+        if losing.pop():
+            raise JournalUnavailable("injected: the reply was lost")
+        return answer
+
+    monkeypatch.setattr(pg_fused, "open_and_append", lost)
+    store = place.store()
+    session = place.wrapped(store)
+    with pytest.raises(JournalUnavailable):
+        await session.add_items([user("one")])
+    losing.append(False)
+    [pending] = await session.pending()
+    [decision] = await session.reconcile()
+    assert (decision.outcome, decision.action) == (Outcome.COMMITTED, Action.SETTLED)
+    assert decision.intent_id == pending.intent_id
+    assert text(await store.get_items()) == ["one"]
+    await session.add_items([user("two")])
+    assert text(await store.get_items()) == ["one", "two"]
+
+
+async def test_a_connection_lost_in_the_statement_leaves_neither(place: Place) -> None:
+    """The statement's server process is terminated while it waits for the store's row: the
+    caller cannot know what happened; nothing did, and reconciling replays the batch once."""
+    store = place.store()
+    session = place.wrapped(store)
+    await session.add_items([user("one")])
+    admin = await asyncpg.connect(place.url)
+    watcher = await asyncpg.connect(place.url)
+    try:
+        async with admin.transaction():
+            await admin.execute(
+                f'SELECT 1 FROM "{place.store_schema}".sessions WHERE session_id = $1 FOR UPDATE',
+                place.session_id,
+            )
+            task = asyncio.create_task(session.add_items([user("two")]))
+            pid = await waiting_pid(watcher, STATEMENT.format(place.journal_schema), task)
+            await watcher.execute("SELECT pg_terminate_backend($1)", pid)
+            with pytest.raises(JournalUnavailable):
+                await asyncio.wait_for(task, 10)
+    finally:
+        await admin.close()
+        await watcher.close()
+    [pending] = await session.pending()
+    entry = await place.journal.get(pending.intent_id)
+    assert entry is not None and entry.state is IntentState.FAILED
+    assert text(await store.get_items()) == ["one"]
+    [decision] = await session.reconcile()
+    assert (decision.outcome, decision.action) == (Outcome.UNCHANGED, Action.REPLAYED)
+    assert text(await store.get_items()) == ["one", "two"]
+    await session.add_items([user("three")])
+    assert text(await store.get_items()) == ["one", "two", "three"]
+
+
+CHILD = """
+import asyncio, sys
+from agents_reconcile import ReconcileConfig, ReconcilingSession
+from agents_reconcile._core import crashpoints
+from agents_reconcile._backends.postgres.journal import PostgresJournal
+from agents_reconcile._backends.postgres.store import RevisionedPostgresSession
+
+url, session_id, store_schema, journal_schema, point = sys.argv[1:6]
+crashpoints.arm(crashpoints.CrashPoint(point))
+store = RevisionedPostgresSession.from_url(session_id, url, schema=store_schema)
+journal = PostgresJournal.from_url(url, schema=journal_schema)
+session = ReconcilingSession(store, config=ReconcileConfig(journal=journal))
+asyncio.run(session.add_items([{"role": "user", "content": "one"}]))
+"""
+
+
+@pytest.mark.parametrize(
+    ("point", "outcome"),
+    [("before_intent_recorded", None), ("before_intent_cleared", Outcome.COMMITTED)],
+)
+async def test_sigkill_around_the_statement_leaves_both_or_neither(
+    place: Place, point: str, outcome: Outcome | None
+) -> None:
+    child = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-c",
+        CHILD,
+        place.url,
+        place.session_id,
+        place.store_schema,
+        place.journal_schema,
+        point,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    _, err = await asyncio.wait_for(child.communicate(), 60)
+    assert child.returncode == -signal.SIGKILL, err.decode()
+    store = place.store()
+    session = place.wrapped(store)
+    decisions = await session.reconcile()
+    if outcome is None:
+        assert decisions == [] and await store.get_items() == []
+    else:
+        assert [(d.outcome, d.action) for d in decisions] == [(outcome, Action.SETTLED)]
+        assert text(await store.get_items()) == ["one"]
+    assert await session.pending() == []
+
+
+# -- writes between the snapshot and the locks -------------------------------------------------
+
+
+INSERT_INTENT = (
+    'INSERT INTO "{}".intents (intent_id, session_id, backend, state, owner, created_at,'
+    " updated_at, record) VALUES ($1, $2, $3, 'failed', $4, $5, $5, $6)"
+)
+
+
+@pytest.mark.parametrize("inserted", [True, False], ids=["intent-and-count", "count-only"])
+async def test_a_write_between_snapshot_and_lock_is_decided_under_the_lock(
+    place: Place, inserted: bool
+) -> None:
+    """Another transaction holds the session's row, then records an intent (or only counts a
+    write) and commits while the statement waits: the statement's snapshot is out of date, so
+    it is decided again under the lock, where the intent blocks it (or it is recorded, with
+    the newer count, and appended)."""
+    store, journal = place.store(), place.journal
+    await fused_call(place, store, intent_for(store, "first", 0))
+    theirs = make_intent("theirs", session_id=store.session_id, created_at=1.0)
+    admin = await asyncpg.connect(place.url)
+    watcher = await asyncpg.connect(place.url)
+    try:
+        async with admin.transaction():
+            await admin.execute(
+                f'SELECT 1 FROM "{place.journal_schema}".session_writes WHERE session_id = $1'
+                " FOR UPDATE",
+                store.session_id,
+            )
+            task = asyncio.create_task(
+                fused_call(place, store, intent_for(store, "mine", 1), clearing="first")
+            )
+            await waiting_pid(watcher, f'"{place.journal_schema}".session_writes', task)
+            if inserted:
+                row = (theirs.intent_id, theirs.session_id, str(theirs.backend))
+                owner, record = str(current_owner()), theirs.encode()
+                await admin.execute(
+                    INSERT_INTENT.format(place.journal_schema), *row, owner, 1.0, record
+                )
+            await admin.execute(
+                f'UPDATE "{place.journal_schema}".session_writes'
+                " SET write_count = write_count + 1 WHERE session_id = $1",
+                store.session_id,
+            )
+        answer = await asyncio.wait_for(task, 10)
+    finally:
+        await admin.close()
+        await watcher.close()
+    pending = [e.intent.intent_id for e in await journal.pending(store.session_id)]
+    if inserted:
+        assert not answer.opened.recorded and answer.refused is None
+        assert [e.intent.intent_id for e in answer.opened.blocking] == ["theirs"]
+        assert pending == ["theirs"]
+        assert text(await store.get_items()) == ["first"]
+        assert await journal.write_count(store.session_id, BACKEND) == 3
+    else:
+        assert answer.opened == Opened(recorded=True, write_count=3) and answer.revision == 2
+        assert pending == ["mine"]
+        assert text(await store.get_items()) == ["first", "mine"]
+        assert await journal.write_count(store.session_id, BACKEND) == 4
+
+
+async def test_a_clearing_claimed_meanwhile_is_decided_under_the_lock(place: Place) -> None:
+    """The intent to clear is claimed by another (no count moves) while the statement waits
+    for the session's row: the clearing finds it no longer in flight, the statement records
+    nothing, and under the lock the claimed intent is what blocks the opening."""
+    store, journal = place.store(), place.journal
+    await fused_call(place, store, intent_for(store, "first", 0))
+    admin = await asyncpg.connect(place.url)
+    watcher = await asyncpg.connect(place.url)
+    try:
+        async with admin.transaction():
+            await admin.execute(
+                f'SELECT 1 FROM "{place.journal_schema}".session_writes WHERE session_id = $1'
+                " FOR UPDATE",
+                store.session_id,
+            )
+            task = asyncio.create_task(
+                fused_call(place, store, intent_for(store, "mine", 1), clearing="first")
+            )
+            await waiting_pid(watcher, STATEMENT.format(place.journal_schema), task)
+            await watcher.execute(
+                f'UPDATE "{place.journal_schema}".intents SET state = $1, owner = $2'
+                " WHERE intent_id = 'first'",
+                IntentState.RECONCILING.value,
+                "elsewhere#0badc0de/4242/987654",
+            )
+        answer = await asyncio.wait_for(task, 10)
+    finally:
+        await admin.close()
+        await watcher.close()
+    assert not answer.opened.recorded and answer.refused is None
+    [held] = answer.opened.blocking
+    assert (held.intent.intent_id, held.state) == ("first", IntentState.RECONCILING)
+    assert [e.intent.intent_id for e in await journal.pending(store.session_id)] == ["first"]
+    assert text(await store.get_items()) == ["first"]
+    assert await journal.write_count(store.session_id, BACKEND) == 1
+
+
+async def test_a_write_id_taken_after_the_snapshot_is_known(place: Place) -> None:
+    """Another transaction records the write id while the statement runs: the statement fails
+    on the id, having done nothing, and the next snapshot shows it known."""
+    store, journal = place.store(), place.journal
+    assert await store.head() == 0  # its schema made
+    admin = await asyncpg.connect(place.url)
+    watcher = await asyncpg.connect(place.url)
+    try:
+        async with admin.transaction():
+            await admin.execute(
+                f'INSERT INTO "{place.store_schema}".writes (session_id, revision, write_id,'
+                " writer, kind, count, at) VALUES ($1, 7, 'taken', 'someone', 'append', 1, 0)",
+                store.session_id,
+            )
+            task = asyncio.create_task(fused_call(place, store, intent_for(store, "taken", 0)))
+            await waiting_pid(watcher, STATEMENT.format(place.journal_schema), task)
+        answer = await asyncio.wait_for(task, 10)
+    finally:
+        await admin.close()
+        await watcher.close()
+    assert (answer.refused, answer.opened.recorded) == ("known", False)
+    assert await journal.pending(store.session_id) == []
+    assert await store.get_items() == []
+    assert await journal.write_count(store.session_id, BACKEND) == 0
+
+
+# -- many at once ------------------------------------------------------------------------------
+
+
+async def test_wrappers_racing_on_one_session_store_each_batch_once(place: Place) -> None:
+    """Four wrappers append to one session at once, each after the others' writes: every
+    batch is stored exactly once, each wrapper's in its order, and nothing stays pending."""
+    wrappers, appends = 4, 6
+
+    async def one(number: int) -> None:
+        session = place.wrapped(place.store(), on_extended="append", in_flight_wait=WAIT)
+        for n in range(appends):
+            await session.add_items([user(f"w{number}-{n}")])
+        await session.pending()
+
+    await asyncio.wait_for(asyncio.gather(*(one(w) for w in range(wrappers))), 60)
+    checker = place.wrapped(place.store())
+    await checker.reconcile()
+    assert await checker.pending() == []
+    stored = text(await checker.get_items())
+    assert sorted(stored) == sorted(f"w{w}-{n}" for w in range(wrappers) for n in range(appends))
+    for w in range(wrappers):
+        assert [s for s in stored if s.startswith(f"w{w}-")] == [
+            f"w{w}-{n}" for n in range(appends)
+        ]
+    writes = await place.opened[0].writes_after(0)
+    assert len(writes) == wrappers * appends == len({w.write_id for w in writes})
+
+
+async def test_many_sessions_at_once_each_append_one_statement(place: Place, wire: Wire) -> None:
+    """Sixteen sessions appending at once (the throughput shape, not timed): every append is
+    one statement, every item is stored once, nothing stays pending."""
+    sessions, appends = 16, 10
+    wrapped = [place.wrapped(place.store(f"{place.session_id}-{n}")) for n in range(sessions)]
+
+    async def one(number: int) -> None:
+        for n in range(appends):
+            await wrapped[number].add_items([user(f"s{number}-{n}"), user("reply")])
+
+    await asyncio.wait_for(asyncio.gather(*(one(n) for n in range(sessions))), 60)
+    await wire.settled()
+    assert len(fused_statements(wire)) == sessions * appends
+    # Before its first append, each session's two rows are made (once per process).
+    made = [sql for sql in wire.statements if sql.startswith("WITH head AS (INSERT")]
+    assert len(made) == sessions
+    for number, session in enumerate(wrapped):
+        await session.pending()
+        assert await session.pending() == []
+        stored = text(await session.get_items())
+        assert stored == [t for n in range(appends) for t in (f"s{number}-{n}", "reply")]
