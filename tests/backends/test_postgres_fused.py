@@ -241,6 +241,10 @@ async def test_the_database_and_role_decide(place: Place) -> None:
     assert base != server_of(pool(url.replace("127.0.0.1", "localhost")))
     assert base != server_of(pool(url.replace("postgres@", "someone@")))
     assert base != server_of(pool(url, database="elsewhere"))
+    # Places named out of the address's sight, or a key given twice: never taken for one.
+    for named in ("?service=journal", "?servicefile=/tmp/x", "?host=a&host=b"):
+        assert server_of(pool("postgresql:///" + named)) is None
+    assert server_of(pool("postgresql:///", service="journal")) is None
 
     async def connect(*args: Any, **kwargs: Any) -> Any:
         return await asyncpg.connect(*args, **kwargs)

@@ -47,6 +47,8 @@ _PLACE_PARAMETERS: Final = ("host", "port", "dbname", "database")
 # Connection parameters that say where a connection goes and as whom (asyncpg's names).
 _SERVER_PARAMETERS: Final = ("host", "port", "user", "database")
 _NAMING: Final = frozenset({*_PLACE_PARAMETERS, "user"})
+_ELSEWHERE: Final = frozenset({"service", "servicefile"})
+"""Connection parameters that name the server out of the address's sight (a service file)."""
 
 
 class Connection(Protocol):
@@ -140,16 +142,22 @@ def server_of(pool: Any) -> tuple[object, ...] | None:
     dsn = args[0] if args else kwargs.get("dsn")
     if dsn is not None and not isinstance(dsn, str):
         return None
+    if any(name in kwargs for name in _ELSEWHERE):
+        return None
     place: tuple[object, ...] = ()
     if dsn:
         try:
             parts = urlsplit(dsn)
             userinfo, _, hosts = parts.netloc.rpartition("@")
-            named = sorted(
-                (k.lower(), v) for k, v in parse_qsl(parts.query) if k.lower() in _NAMING
-            )
+            query = [(k.lower(), v) for k, v in parse_qsl(parts.query)]
         except ValueError:
             return None
+        keys = [k for k, _ in query]
+        if any(k in _ELSEWHERE for k in keys) or len(set(keys)) != len(keys):
+            # A service file names the place out of sight; a key given twice is read by
+            # the driver as its last: neither can be told apart from its spelling.
+            return None
+        named = sorted((k, v) for k, v in query if k in _NAMING)
         place = (hosts.lower(), parts.path, unquote(userinfo.partition(":")[0]), tuple(named))
     overrides = tuple((name, str(kwargs[name])) for name in _SERVER_PARAMETERS if name in kwargs)
     return (place, overrides)
