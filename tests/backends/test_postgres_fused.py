@@ -9,8 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -29,6 +27,7 @@ from agents_reconcile._session.fused import FusedAppend, fused_append
 from agents_reconcile.errors import ContinuationDenied, IntentConflict, JournalUnavailable
 from agents_reconcile.testing import FaultInjectingSession
 
+from ..support.fused_support import killed_child, left_both_or_neither, text
 from ..support.journal_support import BACKEND, make_intent
 from ..support.servers import Wire, postgres_url
 
@@ -103,15 +102,6 @@ def wire(monkeypatch: pytest.MonkeyPatch) -> Wire:
 
     monkeypatch.setattr(asyncpg, "create_pool", counted_pool)
     return counter
-
-
-def text(items: list[Any]) -> list[str]:
-    def one(content: Any) -> str:
-        if isinstance(content, list):
-            return "".join(part.get("text", "") for part in content)
-        return str(content)
-
-    return [one(item.get("content")) for item in items]
 
 
 def user(content: str) -> Any:
@@ -460,28 +450,11 @@ asyncio.run(session.add_items([{"role": "user", "content": "one"}]))
 async def test_sigkill_around_the_statement_leaves_both_or_neither(
     place: Place, point: str, outcome: Outcome | None
 ) -> None:
-    child = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        CHILD,
-        place.url,
-        place.session_id,
-        place.store_schema,
-        place.journal_schema,
-        point,
-        stderr=asyncio.subprocess.PIPE,
+    await killed_child(
+        CHILD, place.url, place.session_id, place.store_schema, place.journal_schema, point
     )
-    _, err = await asyncio.wait_for(child.communicate(), 60)
-    assert child.returncode == -signal.SIGKILL, err.decode()
     store = place.store()
-    session = place.wrapped(store)
-    decisions = await session.reconcile()
-    if outcome is None:
-        assert decisions == [] and await store.get_items() == []
-    else:
-        assert [(d.outcome, d.action) for d in decisions] == [(outcome, Action.SETTLED)]
-        assert text(await store.get_items()) == ["one"]
-    assert await session.pending() == []
+    await left_both_or_neither(place.wrapped(store), store, outcome)
 
 
 # -- writes between the snapshot and the locks -------------------------------------------------

@@ -17,6 +17,7 @@ from agents_reconcile._session.fused import fused_append
 from agents_reconcile.errors import ContinuationDenied, JournalUnavailable
 from agents_reconcile.testing import FaultInjectingSession
 
+from ..support.fused_support import killed_child, left_both_or_neither, text
 from ..support.servers import redis_url
 
 pytestmark = pytest.mark.redis
@@ -70,15 +71,6 @@ def counting(journal: Any) -> dict[str, int]:
 
     journal._script = spy
     return calls
-
-
-def text(items: list[Any]) -> list[str]:
-    def one(content: Any) -> str:
-        if isinstance(content, list):
-            return "".join(part.get("text", "") for part in content)
-        return str(content)
-
-    return [one(item.get("content")) for item in items]
 
 
 async def run(session: ReconcilingSession, prompt: str) -> None:
@@ -176,29 +168,8 @@ asyncio.run(session.add_items([{"role": "user", "content": "one"}]))
 async def test_sigkill_around_the_script_leaves_both_or_neither(
     place: Place, point: str, outcome: Outcome | None
 ) -> None:
-    import asyncio
-    import signal
-    import sys
-
-    child = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-c",
-        CHILD,
-        place.url,
-        place.session_id,
-        place.store_prefix,
-        place.journal.prefix,
-        point,
-        stderr=asyncio.subprocess.PIPE,
+    await killed_child(
+        CHILD, place.url, place.session_id, place.store_prefix, place.journal.prefix, point
     )
-    _, err = await asyncio.wait_for(child.communicate(), 60)
-    assert child.returncode == -signal.SIGKILL, err.decode()
     store = place.store()
-    session = place.wrapped(store)
-    decisions = await session.reconcile()
-    if outcome is None:
-        assert decisions == [] and await store.get_items() == []
-    else:
-        assert [(d.outcome, d.action) for d in decisions] == [(outcome, Action.SETTLED)]
-        assert text(await store.get_items()) == ["one"]
-    assert await session.pending() == []
+    await left_both_or_neither(place.wrapped(store), store, outcome)
