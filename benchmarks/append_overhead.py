@@ -58,7 +58,7 @@ from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSessio
 
 # Aims this benchmark checks (printed as MET / MISSED; the exit status does not depend on them).
 # On the file SQLiteSession the aim is tighter than backend_overhead.py's WRITE_AHEAD_P50_AIM.
-SQLITE_FILE_P50_AIM = 1.10
+SQLITE_FILE_P50_AIM = 1.15  # as benchmarks/performance.py
 FINGERPRINT_1KIB_AIM_RATIO = 0.25  # ours / the SDK's, per 1 KiB item: at least 4x cheaper
 RECONCILE_FLAT_AIM = 1.5  # slowest / fastest median across history sizes
 
