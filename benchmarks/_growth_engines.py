@@ -104,6 +104,10 @@ class Engine:
     def command_options(self, size: int) -> list[str]:
         raise NotImplementedError
 
+    async def footprint(self, size: int) -> int:
+        """The bytes the journal of ``size`` other sessions takes where it is kept."""
+        raise NotImplementedError
+
     async def check(self, size: int, journal: Any) -> None:
         """Read a sample of the bulk rows back through the journal (which checks them)."""
         sample = [other for chunk in others(min(size, 200)) for other in chunk]
@@ -183,6 +187,14 @@ class SQLiteEngine(Engine):
     def command_options(self, size: int) -> list[str]:
         return ["--journal", str(self.path(size))]
 
+    async def footprint(self, size: int) -> int:
+        path = self.path(size)
+        return sum(
+            place.stat().st_size
+            for place in (path, path.with_name(path.name + "-wal"))
+            if place.exists()
+        )
+
 
 class PostgresEngine(Engine):
     name = "postgres"
@@ -242,6 +254,21 @@ class PostgresEngine(Engine):
     def command_options(self, size: int) -> list[str]:
         return ["--journal", self.url, "--namespace", self.schema(size)]
 
+    async def footprint(self, size: int) -> int:
+        import asyncpg
+
+        conn = await asyncpg.connect(self.url)
+        try:
+            total = await conn.fetchval(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c"
+                " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                " WHERE n.nspname = $1 AND c.relkind = 'r'",
+                self.schema(size),
+            )
+        finally:
+            await conn.close()
+        return int(total)
+
     async def cleanup(self) -> None:
         import asyncpg
 
@@ -279,6 +306,7 @@ class RedisEngine(Engine):
         super().__init__(workdir)
         self.url = os.environ[REDIS_VAR]
         self.prefixes: list[str] = []
+        self.grown: dict[int, int] = {}
 
     def prefix(self, size: int) -> str:
         return f"growth-{os.getpid()}-{size}"
@@ -296,7 +324,25 @@ class RedisEngine(Engine):
             raise SystemExit(f"{said}: too much for this machine; give smaller --sizes")
         return [said + ": run"]
 
+    async def footprint(self, size: int) -> int:
+        # The server's memory grown by the fill (each size has a prefix of its own).
+        return self.grown.get(size, 0)
+
+    async def used_memory(self) -> int:
+        import redis.asyncio as aioredis
+
+        client = aioredis.Redis.from_url(self.url)
+        try:
+            return int((await client.info("memory"))["used_memory"])
+        finally:
+            await client.aclose()
+
     async def fill(self, size: int) -> None:
+        before = await self.used_memory()
+        await self._fill(size)
+        self.grown[size] = max(0, await self.used_memory() - before)
+
+    async def _fill(self, size: int) -> None:
         import redis.asyncio as aioredis
 
         from agents_reconcile._backends.redis.journal import RedisJournal

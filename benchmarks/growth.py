@@ -15,7 +15,9 @@ settled decision of an earlier failure), prints the p50 of:
     and started effects), as a function, and end to end through the command (process start
     included) on the empty and on the largest journal,
 
-each beside the empty journal's figure as a ratio. The journals of every size are filled
+each beside the empty journal's figure as a ratio, and the journal's bytes once filled (the
+SQLite file, the PostgreSQL schema's tables with their indexes, the Redis server's memory grown
+by the fill). The journals of every size are filled
 first, then measured in rounds rotating across sizes, so drift hits them alike. They are
 filled in bulk in the journal's own schema, with rows built by the journal's own encoding
 (``PendingWrite.encode``, ``Decision.encode``, the SQLite journal's row builder, the Redis
@@ -99,6 +101,8 @@ class Sized:
     reconcile: list[int] = field(default_factory=list)
     status: list[int] = field(default_factory=list)
     command: list[float] = field(default_factory=list)
+    footprint: int = 0
+    """The journal's bytes where it is kept (a file, a schema's tables, a server's memory)."""
 
 
 async def open_sized(engine: Engine, size: int, workdir: Path) -> Sized:
@@ -198,9 +202,10 @@ def report(engine: Engine, sized: list[Sized]) -> list[str]:
         mine, base = p50(one.status), p50(empty.status)
         row += [f"{mine / 1e6:.2f}", f"{mine / base:.2f}x"]
         row.append(f"{p50(one.command):.2f}" if one.command else "-")
+        row.append(f"{one.footprint / 2**20:,.1f}")
         rows.append(row)
     header = ["other sessions", "append us", "vs 0", "gate us", "vs 0", "reconcile us", "vs 0"]
-    header += ["status ms", "vs 0", "status e2e s"]
+    header += ["status ms", "vs 0", "status e2e s", "journal MiB"]
     print_table(
         f"{engine.title}: p50 of {len(empty.append)} appends, {len(empty.gate)} gate checks, "
         f"{len(empty.reconcile)} reconciles, {len(empty.status)} status views "
@@ -240,6 +245,7 @@ async def bench_engine(engine: Engine, settings: Settings, workdir: Path) -> lis
             await engine.fill(size)
             sized.append(await open_sized(engine, size, workdir))
             await engine.check(size, sized[-1].journal)
+            sized[-1].footprint = await engine.footprint(size)
             took = time.perf_counter() - started
             print(f"  {engine.name}: {size:,} other sessions filled and checked in {took:.1f} s")
         print()
