@@ -243,6 +243,37 @@ async def test_the_database_and_role_decide(place: Place) -> None:
     assert server_of(object()) is None
 
 
+async def test_the_journal_commits_as_the_store_does_whatever_the_roles_default(
+    place: Place,
+) -> None:
+    """A role whose default isolation is repeatable read: the journal's connections, where the
+    one-step append's compare-and-swap runs, still use read committed, as the store's do (a
+    losing writer meets a clean conflict, not a serialization failure); a URL that names an
+    isolation of its own keeps it."""
+    role = f"rr{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(place.url)
+    await admin.execute(f'CREATE ROLE "{role}" LOGIN SUPERUSER')
+    await admin.execute(
+        f"ALTER ROLE \"{role}\" SET default_transaction_isolation = 'repeatable read'"
+    )
+    url = place.url.replace("postgres@", f"{role}@", 1)
+    named = url + ("&" if "?" in url else "?") + "default_transaction_isolation=serializable"
+    try:
+        for given, expected in ((url, "read committed"), (named, "serializable")):
+            journal = PostgresJournal.from_url(given, schema=place.journal_schema + "rr")
+            try:
+                shown = await journal._run(
+                    lambda conn: conn.fetchval("SHOW default_transaction_isolation")
+                )
+            finally:
+                await journal.close()
+            assert shown == expected
+    finally:
+        await admin.execute(f'DROP OWNED BY "{role}" CASCADE')
+        await admin.execute(f'DROP ROLE "{role}"')
+        await admin.close()
+
+
 # -- refusals record nothing -------------------------------------------------------------------
 
 

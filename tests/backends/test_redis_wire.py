@@ -157,6 +157,26 @@ async def test_a_kept_connection_the_server_closed_is_opened_again(
     assert await made.pending("session-a") == []
 
 
+async def test_a_kept_connection_marked_for_reconnecting_is_opened_anew(
+    journal: tuple[RedisJournal, aioredis.Redis],
+) -> None:
+    """The driver marks a connection for reconnecting (its credentials were renewed, say):
+    the kept connection is closed and opened anew before the next script, as the pool does
+    with a connection it gets back, and the journal goes on as before."""
+    made, client = journal
+    await open_and_discard(made, "i-0")
+    kept = wire._KEPT[client.connection_pool].connection
+    await kept.send_command("CLIENT", "ID")
+    before = await kept.read_response()
+    kept.mark_for_reconnect()
+    await open_and_discard(made, "i-1")
+    assert wire._KEPT[client.connection_pool].connection is kept
+    assert not kept.should_reconnect()
+    await kept.send_command("CLIENT", "ID")
+    assert await kept.read_response() != before
+    assert await made.pending("session-a") == []
+
+
 async def test_a_bounded_pool_or_a_counting_connection_goes_through_the_client(
     prefix: str,
 ) -> None:

@@ -209,7 +209,11 @@ class PostgresJournal(
             self._connections: Connections[Any] = Connections(pool)
             return
         assert url is not None
-        no_name = "application_name" not in parse_qs(urlsplit(url).query)
+        query = parse_qs(urlsplit(url).query)
+        settings = {} if "application_name" in query else {"application_name": "agents-reconcile"}
+        if "default_transaction_isolation" not in query:
+            # As the store's: a one-step append (``fused``) runs its compare-and-swap here.
+            settings["default_transaction_isolation"] = "read committed"
         options: dict[str, Any] = {
             "min_size": 1,
             "max_size": 4,
@@ -220,7 +224,7 @@ class PostgresJournal(
             # connection lives, rather than re-preparing every five minutes.
             "max_cached_statement_lifetime": 0,
             "reset": keep_session_state,
-            "server_settings": {"application_name": "agents-reconcile"} if no_name else {},
+            "server_settings": settings,
         }
         key = ("postgres-journal", url, repr(sorted(options.items())))
         self._connections = Connections(key=key, opener=pool_opener(self._driver, url, options))

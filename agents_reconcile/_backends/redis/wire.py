@@ -160,7 +160,12 @@ async def _return(pool: Any, kept: _Kept) -> None:
 
 async def _checked(connection: Any) -> None:
     """As the pool checks a connection it hands out: connected, and nothing waiting to be read
-    (a reply nobody asked for, or the server's close); reconnected otherwise."""
+    (a reply nobody asked for, or the server's close); reconnected otherwise. One the driver
+    marked for reconnecting (new credentials, a server that moved) is closed first, as the pool
+    closes it when it comes back."""
+    marked = getattr(connection, "should_reconnect", None)
+    if marked is not None and marked():
+        await connection.disconnect()
     await connection.connect()
     try:
         if await connection.can_read_destructive():
