@@ -1,6 +1,6 @@
 """Paging a journal's listings (``PagedReading``): the cursors journals give as ``Page.after``,
-and the paging of rows held in memory, shared by ``MemoryJournal`` and by ``status`` on a
-journal that does not page itself.
+a page built from its last row's key (``page``), and the paging of rows held in memory, shared
+by ``MemoryJournal`` and by ``status`` on a journal that does not page itself.
 
 A cursor is the sort key of the last row of a page, as a JSON array: the journal that gave it
 reads it back with ``read_cursor`` and lists what follows that key. Nothing else is in it, so
@@ -24,8 +24,10 @@ __all__ = [
     "WAITING_ACTIONS",
     "cursor",
     "effect_key",
+    "effects_in_memory",
     "intent_key",
-    "page_in_memory",
+    "intents_in_memory",
+    "page",
     "read_cursor",
     "waits",
 ]
@@ -82,7 +84,64 @@ def waits(decision: Decision | None) -> bool:
     return decision is not None and decision.action.value in WAITING_ACTIONS
 
 
-async def page_in_memory(
+def page(
+    rows: list[_R],
+    newest: dict[str, Decision],
+    *,
+    more: int,
+    waiting: int,
+    last: Sequence[str | float | int] | None,
+) -> Page[_R]:
+    """A page whose last row (listed, or left out as damaged) has the sort key ``last``: the
+    cursor to the next page only when ``more`` rows follow."""
+    after = cursor(*last) if last is not None and more else None
+    return Page(rows=rows, newest=newest, more=more, more_waiting=waiting, after=after)
+
+
+async def intents_in_memory(
+    entries: Iterable[JournalEntry],
+    *,
+    limit: int,
+    after: str | None,
+    newest: Callable[[list[str]], Any],
+) -> Page[JournalEntry]:
+    """A page of unresolved intents held in memory, in the SQL journals' order
+    (``newest(ids)``: a coroutine function giving the newest decisions by intent id)."""
+    return await _in_memory(
+        entries,
+        intent_key,
+        limit=limit,
+        after=after,
+        shape=INTENT_CURSOR,
+        ident=lambda entry: entry.intent.intent_id,
+        newest=newest,
+        waiting=lambda _, decision: waits(decision),
+    )
+
+
+async def effects_in_memory(
+    effects: Iterable[Effect],
+    *,
+    limit: int,
+    after: str | None,
+    newest: Callable[[list[str]], Any],
+    overdue_before: float | None,
+) -> Page[Effect]:
+    """A page of started effects held in memory, oldest begun first; those that follow it
+    and were begun before ``overdue_before`` are counted as waiting."""
+    return await _in_memory(
+        effects,
+        effect_key,
+        limit=limit,
+        after=after,
+        shape=EFFECT_CURSOR,
+        ident=lambda effect: effect.key,
+        newest=newest,
+        waiting=lambda effect, _: overdue_before is not None and effect.started_at < overdue_before,
+    )
+
+
+async def _in_memory(
     rows: Iterable[_R],
     key: Callable[[_R], _K],
     *,
@@ -93,20 +152,16 @@ async def page_in_memory(
     newest: Callable[[list[str]], Any],
     waiting: Callable[[_R, Decision | None], bool],
 ) -> Page[_R]:
-    """A page of ``rows`` held in memory, sorted by ``key``: those after the cursor ``after``
-    (``shape``: its values' types), with the newest decision of each (``newest(ids)``, a
-    coroutine function giving them by id) and ``waiting(row, newest)`` counted over the rows
-    that follow."""
     require_limit(limit)
     start = None if after is None else read_cursor(after, shape)
     keyed = sorted(((key(row), row) for row in rows), key=lambda pair: pair[0])
     following = [pair for pair in keyed if start is None or pair[0] > start]
     shown, rest = following[:limit], following[limit:]
     found: dict[str, Decision] = await newest([ident(row) for _, row in following])
-    return Page(
-        rows=[row for _, row in shown],
-        newest={ident(row): found[ident(row)] for _, row in shown if ident(row) in found},
+    return page(
+        [row for _, row in shown],
+        {ident(row): found[ident(row)] for _, row in shown if ident(row) in found},
         more=len(rest),
-        more_waiting=sum(1 for _, row in rest if waiting(row, found.get(ident(row)))),
-        after=cursor(*shown[-1][0]) if rest else None,
+        waiting=sum(1 for _, row in rest if waiting(row, found.get(ident(row)))),
+        last=shown[-1][0] if shown else None,
     )

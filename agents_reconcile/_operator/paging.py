@@ -21,14 +21,7 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from .._backends.journal import Page, keeps_effects, pages_effects, reads_newest, reads_pages
-from .._backends.pages import (
-    EFFECT_CURSOR,
-    INTENT_CURSOR,
-    effect_key,
-    intent_key,
-    page_in_memory,
-    waits,
-)
+from .._backends.pages import effects_in_memory, intents_in_memory
 from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
@@ -116,15 +109,11 @@ async def pending_page(
     else paged here from ``pending()``."""
     if reads_pages(journal):
         return await journal.pending_page(limit=limit, after=after, session_id=session_id)
-    return await page_in_memory(
+    return await intents_in_memory(
         await journal.pending(session_id),
-        intent_key,
         limit=limit,
         after=after,
-        shape=INTENT_CURSOR,
-        ident=lambda entry: entry.intent.intent_id,
         newest=lambda ids: newest_decisions(journal, ids),
-        waiting=lambda _, newest: waits(newest),
     )
 
 
@@ -144,15 +133,12 @@ async def effects_page(
         )
     if not keeps_effects(journal):
         return Page(rows=[])
-    return await page_in_memory(
+    return await effects_in_memory(
         await journal.started_effects(session_id),
-        effect_key,
         limit=limit,
         after=after,
-        shape=EFFECT_CURSOR,
-        ident=lambda effect: effect.key,
         newest=lambda ids: newest_decisions(journal, ids),
-        waiting=lambda effect, _: effect.started_at < overdue_before,
+        overdue_before=overdue_before,
     )
 
 

@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from ..._core.records import Decision
 from ..._effects.records import Effect
 from ..journal import JournalEntry, Page
-from ..pages import EFFECT_CURSOR, INTENT_CURSOR, effect_key, intent_key, page_in_memory, waits
+from ..pages import effects_in_memory, intents_in_memory
 
 __all__ = ["MemoryPages"]
 
@@ -23,15 +23,11 @@ class MemoryPages:
     async def pending_page(
         self, *, limit: int, after: str | None = None, session_id: str | None = None
     ) -> Page[JournalEntry]:
-        return await page_in_memory(
+        return await intents_in_memory(
             [e for e in self._entries.values() if session_id in (None, e.intent.session_id)],
-            intent_key,
             limit=limit,
             after=after,
-            shape=INTENT_CURSOR,
-            ident=lambda entry: entry.intent.intent_id,
             newest=self.newest_decisions,
-            waiting=lambda _, newest: waits(newest),
         )
 
     async def started_effects_page(
@@ -42,15 +38,10 @@ class MemoryPages:
         session_id: str | None = None,
         overdue_before: float | None = None,
     ) -> Page[Effect]:
-        return await page_in_memory(
+        return await effects_in_memory(
             await self.started_effects(session_id),
-            effect_key,
             limit=limit,
             after=after,
-            shape=EFFECT_CURSOR,
-            ident=lambda effect: effect.key,
             newest=self.newest_decisions,
-            waiting=lambda effect, _: (
-                overdue_before is not None and effect.started_at < overdue_before
-            ),
+            overdue_before=overdue_before,
         )

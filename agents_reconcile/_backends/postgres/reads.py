@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from ..._core.records import BackendIdentity
 from ..._effects.records import Effect
 from ..journal import JournalEntry, Page, require_limit
-from ..pages import EFFECT_CURSOR, INTENT_CURSOR, cursor, read_cursor
+from ..pages import EFFECT_CURSOR, INTENT_CURSOR, page, read_cursor
 from ..rows import checked_decision, checked_effect, each
 from .answers import _count, _entry
 from .pages import page_statements
@@ -99,11 +99,7 @@ class PostgresReads:
             lambda row: ("intent", row[0], row[1]),
         )
         last = rows[-1] if rows else None
-        return _page(
-            entries,
-            rows,
-            None if last is None else cursor(last[1], last[2], last[9], last[0]),
-        )
+        return _page(entries, rows, None if last is None else (last[1], last[2], last[9], last[0]))
 
     async def started_effects_page(
         self,
@@ -129,25 +125,25 @@ class PostgresReads:
             lambda row: ("effect", row[0], row[1]),
         )
         last = rows[-1] if rows else None
-        return _page(effects, rows, None if last is None else cursor(last[5], last[0]))
+        return _page(effects, rows, None if last is None else (last[5], last[0]))
 
 
 _R = TypeVar("_R")
 
 
-def _page(found: list[_R], rows: list[Any], last: str | None) -> Page[_R]:
-    """A page of ``found`` (the rows decoded), with the newest decisions, counts and cursor
-    its statement's ``rows`` carry (the first column the id, the last four the decision's
-    session and record, the count of what follows and of those waiting)."""
+def _page(found: list[_R], rows: list[Any], last: tuple[str | float, ...] | None) -> Page[_R]:
+    """A page of ``found`` (the rows decoded; ``last``, the last row's sort key), with the
+    newest decisions and counts its statement's ``rows`` carry (the first column the id, the
+    last four the decision's session and record, the count of what follows and of those
+    waiting)."""
     decided = [(row[0], row["decided_in"], row["decision"]) for row in rows if row["decision"]]
     newest = each(
         decided, lambda row: checked_decision(*row), lambda row: ("decision", row[0], row[1])
     )
-    more = int(rows[0]["more"]) if rows else 0
-    return Page(
-        rows=found,
-        newest={decision.intent_id: decision for decision in newest},
-        more=more,
-        more_waiting=int(rows[0]["waiting"]) if rows else 0,
-        after=last if more else None,
+    return page(
+        found,
+        {decision.intent_id: decision for decision in newest},
+        more=int(rows[0]["more"]) if rows else 0,
+        waiting=int(rows[0]["waiting"]) if rows else 0,
+        last=last,
     )

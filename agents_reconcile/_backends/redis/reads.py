@@ -17,7 +17,7 @@ from ..._core.records import BackendIdentity, Decision
 from ..._core.sealing import Keyring
 from ..._effects.records import Effect
 from ..journal import JournalEntry, Page, require_limit
-from ..pages import cursor, read_cursor
+from ..pages import page, read_cursor
 from ..rows import each
 from . import replies
 from .homes import Retry
@@ -221,13 +221,7 @@ class RedisReads:
         )
         shown_ids = {row[0] for _, row in found}
         newest_found = newest([value for value in decided if _triple(value)[0] in shown_ids])
-        return Page(
-            rows=entries,
-            newest=newest_found,
-            more=len(rest),
-            more_waiting=waiting,
-            after=cursor(*last) if last is not None and rest else None,
-        )
+        return page(entries, newest_found, more=len(rest), waiting=waiting, last=last)
 
     async def started_effects_page(
         self,
@@ -253,7 +247,7 @@ class RedisReads:
                 "" if overdue_before is None else repr(overdue_before),
             ]
             reply = await self._page_script("started_order", globals_, args)
-            page, more, waiting = started_page(reply, limit, start, overdue_before)
+            shown, more, waiting = started_page(reply, limit, start, overdue_before)
         else:
             reply = await self._page_script("started_order", globals_, ["session"])
             mine = sorted(
@@ -263,22 +257,16 @@ class RedisReads:
             if start is not None:
                 floor = (start[0], start[1].encode("utf-8", "surrogatepass"))
                 mine = [found for found in mine if found.sort_key > floor]
-            page, following = mine[:limit], mine[limit:]
+            shown, following = mine[:limit], mine[limit:]
             more = len(following)
             waiting = sum(
                 1
                 for found in following
                 if overdue_before is not None and found.score < overdue_before
             )
-        effects, decided = await self._started_rows(globals_, page)
-        last = page[-1] if page else None
-        return Page(
-            rows=effects,
-            newest=decided,
-            more=more,
-            more_waiting=waiting,
-            after=cursor(last.score, last.key) if last is not None and more else None,
-        )
+        effects, decided = await self._started_rows(globals_, shown)
+        last = (shown[-1].score, shown[-1].key) if shown else None
+        return page(effects, decided, more=more, waiting=waiting, last=last)
 
     async def _started_rows(
         self, globals_: list[bytes], page: list[Started]

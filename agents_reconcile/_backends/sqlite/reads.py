@@ -21,7 +21,7 @@ from ..._core.records import Decision
 from ..._core.sealing import Keyring
 from ..._effects.records import Effect
 from ..journal import JournalEntry, Page, require_limit
-from ..pages import INTENT_CURSOR, WAITING_ACTIONS, cursor, read_cursor
+from ..pages import INTENT_CURSOR, WAITING_ACTIONS, page, read_cursor
 from ..rows import checked_decision, checked_effect, checked_entry, each
 
 __all__ = ["SQLiteReads"]
@@ -135,14 +135,8 @@ class SQLiteReads:
             lambda row: ("intent", row[0], row[1]),
         )
         newest = _newest([(row[0], row[9], row[10]) for row in rows if row[10] is not None])
-        last = rows[-1] if rows else None
-        return Page(
-            rows=entries,
-            newest=newest,
-            more=more,
-            more_waiting=waiting,
-            after=None if last is None or not more else cursor(*_intent_sort(last)),
-        )
+        last = _intent_sort(rows[-1]) if rows else None
+        return page(entries, newest, more=more, waiting=waiting, last=last)
 
     async def started_effects_page(
         self,
@@ -173,14 +167,8 @@ class SQLiteReads:
             lambda row: ("effect", row[1], row[2]),
         )
         newest = _newest([(row[1], row[6], row[7]) for row in rows if row[7] is not None])
-        last = rows[-1] if rows else None
-        return Page(
-            rows=effects,
-            newest=newest,
-            more=more,
-            more_waiting=waiting,
-            after=None if last is None or not more else cursor(*_effect_sort(last)),
-        )
+        last = _effect_sort(rows[-1]) if rows else None
+        return page(effects, newest, more=more, waiting=waiting, last=last)
 
 
 def _read_page(
