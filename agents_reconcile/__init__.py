@@ -47,6 +47,8 @@ _HOMES: Final[dict[str, str]] = {
     "PendingWrite": "._core.records",
     "Reason": "._core.records",
     "Resolution": "._core.policy",
+    "Retention": "._core.retention",
+    "Pruned": "._core.retention",
     # journals (the Redis and PostgreSQL ones load their drivers, from the extras, on first use)
     "IntentJournal": "._backends.journal",
     "Capabilities": "._backends.journal",
@@ -83,6 +85,7 @@ _HOMES: Final[dict[str, str]] = {
     "LeaseLost": ".errors",
     "ContinuationDenied": ".errors",
     "BindingMismatch": ".errors",
+    "RunStateExpired": ".errors",
     "EffectUnknown": ".errors",
 }
 
@@ -109,6 +112,8 @@ if TYPE_CHECKING:
     from ._core.records import Outcome as Outcome
     from ._core.records import PendingWrite as PendingWrite
     from ._core.records import Reason as Reason
+    from ._core.retention import Pruned as Pruned
+    from ._core.retention import Retention as Retention
     from ._core.sealing import PayloadKey as PayloadKey
     from ._core.signing import SigningKey as SigningKey
     from ._effects.tool import NOT_FOUND as NOT_FOUND
@@ -139,6 +144,7 @@ if TYPE_CHECKING:
     from .errors import RecordUnsigned as RecordUnsigned
     from .errors import ResolutionRefused as ResolutionRefused
     from .errors import RevisionConflict as RevisionConflict
+    from .errors import RunStateExpired as RunStateExpired
     from .errors import SchemaMismatch as SchemaMismatch
     from .errors import SignatureInvalid as SignatureInvalid
     from .errors import UnsupportedRecordVersion as UnsupportedRecordVersion

@@ -23,6 +23,7 @@
     │       └── LeaseLost              a claim was lost: another worker holds the intent now
     └── ContinuationDenied             the run may not go on (also the SDK's ``UserError``)
         ├── BindingMismatch            the intent belongs to another backend, scheme or version
+        ├── RunStateExpired            the RunState is older than the journal's retention
         └── EffectUnknown              an effect started and left no receipt: not run again
 
 ``ContinuationDenied`` subclasses the SDK's ``UserError`` (an ``AgentsException``), so code
@@ -62,6 +63,7 @@ __all__ = [
     "RecordUnsigned",
     "ResolutionRefused",
     "RevisionConflict",
+    "RunStateExpired",
     "SchemaMismatch",
     "SignatureInvalid",
     "UnsupportedRecordVersion",
@@ -207,10 +209,14 @@ if TYPE_CHECKING:
 
     class BindingMismatch(ContinuationDenied): ...
 
+    class RunStateExpired(ContinuationDenied): ...
+
     class EffectUnknown(ContinuationDenied): ...
 
 
-_DENIALS: Final = frozenset({"ContinuationDenied", "BindingMismatch", "EffectUnknown"})
+_DENIALS: Final = frozenset(
+    {"ContinuationDenied", "BindingMismatch", "RunStateExpired", "EffectUnknown"}
+)
 _defining = threading.Lock()
 
 
@@ -235,6 +241,13 @@ def _define_denials() -> dict[str, type[ReconcileError]]:
         """The intent belongs to another backend, session, scheme or version, or its copies
         disagree."""
 
+    class RunStateExpired(ContinuationDenied):
+        """The run resumes a RunState older than the journal's retention keeps what it would
+        be checked against (its intents' decisions, its tool calls' receipts, its session's
+        write count): refused, never taken for current. The decision's reason is
+        ``runstate_expired``; its evidence gives the state's age and the retention. Nothing
+        was written."""
+
     class EffectUnknown(ContinuationDenied):
         """An effect tool's call is refused before its body runs: an earlier call under the
         same idempotency key started the effect and left no receipt (the outcome is unknown),
@@ -244,6 +257,7 @@ def _define_denials() -> dict[str, type[ReconcileError]]:
     defined: dict[str, type[ReconcileError]] = {
         "ContinuationDenied": ContinuationDenied,
         "BindingMismatch": BindingMismatch,
+        "RunStateExpired": RunStateExpired,
         "EffectUnknown": EffectUnknown,
     }
     for name, cls in defined.items():

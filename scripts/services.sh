@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
-# Real Redis and PostgreSQL servers for the test suites, on loopback only.
+# Real Redis and PostgreSQL servers for the test suites, on loopback only: one Redis server, a
+# Redis Cluster (three primaries with a replica each) and one PostgreSQL server.
 #
-#   scripts/services.sh start   install (Debian packages) when missing, start both, print exports
+#   scripts/services.sh start   install (Debian packages) when missing, start all, print exports
 #   scripts/services.sh env     print the exports for servers already started
 #   scripts/services.sh stop    stop the servers this script started, by the PIDs in their pidfiles
 #
 # State lives in $AGENTS_RECONCILE_SERVICES_DIR (default /tmp/agents-reconcile-services), which the
-# postgres user must be able to reach. Ports: $REDIS_PORT (6390) and $POSTGRES_PORT (5440).
+# postgres user must be able to reach. Ports: $REDIS_PORT (6390), $POSTGRES_PORT (5440) and the
+# cluster's six from $REDIS_CLUSTER_PORT (7101..7106).
 set -euo pipefail
 
 state=${AGENTS_RECONCILE_SERVICES_DIR:-/tmp/agents-reconcile-services}
 redis_port=${REDIS_PORT:-6390}
 postgres_port=${POSTGRES_PORT:-5440}
+cluster_port=${REDIS_CLUSTER_PORT:-7101}
+cluster_nodes=6
 database=agents_reconcile
 
 pg_bin() {
@@ -58,6 +62,46 @@ start_redis() {
   exit 1
 }
 
+cluster_ports() {
+  seq "$cluster_port" $((cluster_port + cluster_nodes - 1))
+}
+
+# Six nodes on loopback, each with its own directory, then one cluster of them: three primaries,
+# a replica each. A node timeout of 2 s lets a replica take over quickly when its primary dies.
+start_cluster() {
+  local port seeds=()
+  for port in $(cluster_ports); do
+    mkdir -p "$state/cluster/$port"
+    seeds+=("127.0.0.1:$port")
+    if [ -f "$state/cluster/$port/redis.pid" ] &&
+      kill -0 "$(cat "$state/cluster/$port/redis.pid")" 2>/dev/null; then
+      continue
+    fi
+    redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no \
+      --cluster-enabled yes --cluster-config-file nodes.conf --cluster-node-timeout 2000 \
+      --dir "$state/cluster/$port" --daemonize yes --pidfile "$state/cluster/$port/redis.pid" \
+      --logfile "$state/cluster/$port/redis.log"
+  done
+  for port in $(cluster_ports); do
+    for _ in $(seq 50); do
+      redis-cli -h 127.0.0.1 -p "$port" ping >/dev/null 2>&1 && break
+      sleep 0.1
+    done
+  done
+  if ! redis-cli -h 127.0.0.1 -p "$cluster_port" cluster info | grep -q 'cluster_state:ok'; then
+    if [ "$(redis-cli -h 127.0.0.1 -p "$cluster_port" cluster info |
+      sed -n 's/^cluster_known_nodes:\([0-9]*\).*/\1/p')" = 1 ]; then
+      redis-cli --cluster create "${seeds[@]}" --cluster-replicas 1 --cluster-yes >/dev/null
+    fi
+  fi
+  for _ in $(seq 100); do
+    redis-cli -h 127.0.0.1 -p "$cluster_port" cluster info | grep -q 'cluster_state:ok' && return
+    sleep 0.1
+  done
+  echo "the redis cluster on 127.0.0.1:$cluster_port.. did not come up" >&2
+  exit 1
+}
+
 start_postgres() {
   local bin data
   bin=$(pg_bin)
@@ -91,20 +135,32 @@ start_postgres() {
 }
 
 print_env() {
+  local port seeds=""
+  for port in $(cluster_ports | head -3); do seeds="$seeds,127.0.0.1:$port"; done
   echo "export AGENTS_RECONCILE_TEST_REDIS_URL=redis://127.0.0.1:$redis_port/0"
+  echo "export AGENTS_RECONCILE_TEST_REDIS_CLUSTER_URL=redis+cluster://${seeds#,}"
   echo "export AGENTS_RECONCILE_TEST_POSTGRES_URL=postgresql://postgres@127.0.0.1:$postgres_port/$database"
   # For the test that crashes the PostgreSQL server between a write and its reply.
   echo "export AGENTS_RECONCILE_TEST_POSTGRES_DATA=$state/postgres/data"
 }
 
+stop_redis() {
+  local pidfile=$1 pid
+  [ -f "$pidfile" ] || return 0
+  pid=$(cat "$pidfile")
+  kill "$pid" 2>/dev/null || true
+  for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
+  rm -f "$pidfile"
+}
+
 stop_all() {
-  local pid
-  if [ -f "$state/redis/redis.pid" ]; then
-    pid=$(cat "$state/redis/redis.pid")
-    kill "$pid" 2>/dev/null || true
-    for _ in $(seq 50); do kill -0 "$pid" 2>/dev/null || break; sleep 0.1; done
-    rm -f "$state/redis/redis.pid"
-  fi
+  local pid port
+  stop_redis "$state/redis/redis.pid"
+  for port in $(cluster_ports); do
+    stop_redis "$state/cluster/$port/redis.pid"
+  done
+  # A cluster's nodes remember each other in nodes.conf: a stopped cluster starts anew.
+  rm -rf "$state/cluster"
   if [ -f "$state/postgres/data/postmaster.pid" ]; then
     pid=$(head -1 "$state/postgres/data/postmaster.pid")
     kill -INT "$pid" 2>/dev/null || true
@@ -113,7 +169,7 @@ stop_all() {
 }
 
 case "${1:-}" in
-  start) install; start_redis; start_postgres; print_env ;;
+  start) install; start_redis; start_cluster; start_postgres; print_env ;;
   env) print_env ;;
   stop) stop_all ;;
   *) echo "usage: $0 start|env|stop" >&2; exit 2 ;;

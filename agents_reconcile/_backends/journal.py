@@ -18,6 +18,7 @@ from .._core.records import (
 )
 
 if TYPE_CHECKING:
+    from .._core.retention import Pruned, Retention
     from .._effects.records import Effect
     from .aside import RawIntent, SetAside
 
@@ -34,9 +35,11 @@ __all__ = [
     "Page",
     "PagedEffects",
     "PagedReading",
+    "PruningJournal",
     "capabilities_of",
     "keeps_effects",
     "pages_effects",
+    "prunes",
     "reads_newest",
     "reads_pages",
     "require_limit",
@@ -109,7 +112,9 @@ class IntentJournal(Protocol):
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
         """How many writes of this session the journal has counted (intents recorded, their
         acknowledgements (``discard``), settlements, and ``count_write`` calls): a tail read
-        when the count was N is current while it is N."""
+        when the count was N is current while it is N. A count never goes down: a journal
+        that prunes idle sessions' counts (``PruningJournal``) reads a session without one as
+        the highest count it pruned, and counts its next write above that."""
         ...
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
@@ -356,6 +361,30 @@ class PagedEffects(PagedReading, EffectJournal, Protocol):
         ...
 
 
+@runtime_checkable
+class PruningJournal(IntentJournal, Protocol):
+    """A journal that removes what its retention lets go and no guarantee needs (the table in
+    ``_core/retention.py``)."""
+
+    async def prune(
+        self, retention: Retention, *, limit: int | None = None, dry_run: bool = False
+    ) -> Pruned:
+        """Remove the decisions, set-aside entries, receipts and idle sessions' write counts
+        older than ``retention`` keeps them, never one a guarantee still needs: a decision
+        about an unresolved intent, a started effect, the count of a session with an
+        unresolved intent. Ages are judged on the journal's clock for what it stamps itself
+        (receipts, counts, set-aside entries) and by ``decided_at`` for decisions. A pruned
+        count raises the journal's floor to it (``write_count``) in the same atomic step.
+
+        Each removal checks its rule again in the step that removes (a session counted, or an
+        intent opened, since the call began keeps what it needs), so a pruner that is
+        frozen, cancelled or on another host removes nothing still needed. ``limit``: at most
+        that many rows of each kind are examined, oldest first (None: everything due); the
+        answer's ``done`` is False while more may be due. ``dry_run``: count, remove nothing.
+        """
+        ...
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a journal offers beyond ``IntentJournal``, declared by the journal as its class
@@ -378,6 +407,7 @@ class Capabilities:
       through an index, each page in one step (and, with ``effects``, a ``PagedEffects``
       one, listing its started effects so too): ``status`` then reads one page, not the
       whole journal.
+    - ``prunes``: a ``PruningJournal``, removing what its retention lets go.
     """
 
     effects: bool = False
@@ -387,6 +417,7 @@ class Capabilities:
     starts_eagerly: bool = False
     newest_decisions: bool = False
     pages: bool = False
+    prunes: bool = False
 
 
 NOTHING_MORE: Final = Capabilities()
@@ -418,6 +449,11 @@ def pages_effects(journal: object) -> TypeGuard[PagedEffects]:
     """Whether ``journal`` declares ``pages`` and ``effects`` (so is a ``PagedEffects``)."""
     declared = capabilities_of(journal)
     return declared.pages and declared.effects
+
+
+def prunes(journal: object) -> TypeGuard[PruningJournal]:
+    """Whether ``journal`` declares ``prunes`` (and so is a ``PruningJournal``)."""
+    return capabilities_of(journal).prunes
 
 
 def sets_aside(journal: object) -> TypeGuard[AsideJournal]:

@@ -48,6 +48,11 @@ EXPLANATIONS: Final[Mapping[str, str]] = {
     "It is refused, and nothing of it is written to the journal.",
     "state_too_large": "The run's state carries more intent copies than one state ever "
     "holds: it is refused unread.",
+    "runstate_expired": "The run resumes a RunState older than the journal's retention keeps "
+    "what it would be checked against (its intents' decisions, its tool calls' receipts, its "
+    "session's write count): it cannot be vouched for, so it is refused (see its age and the "
+    "retention in the evidence). Start a new run on the session, or keep states for less than "
+    "the retention.",
     "operator_resolved": "An operator resolved the intent (see the resolution, actor and "
     "reason in the evidence, next to what the rule judged at that moment).",
     "abandoned": "An operator abandoned this write (see the resolution, actor and reason "

@@ -105,6 +105,7 @@ class Reason(enum.Enum):
     WRITE_RECORD_BROKEN = "write_record_broken"
     STATE_UNSIGNED = "state_unsigned"
     STATE_TOO_LARGE = "state_too_large"
+    RUNSTATE_EXPIRED = "runstate_expired"
     OPERATOR_RESOLVED = "operator_resolved"
     ABANDONED = "abandoned"
     HISTORY_REPAIRED = "history_repaired"

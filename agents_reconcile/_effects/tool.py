@@ -39,6 +39,7 @@ from .._core.crashpoints import CrashPoint, reached
 from .._core.fingerprint import item_digest
 from .._core.ownership import current_owner
 from .._session.claims import not_if_cancelled
+from .._session.runstate import context_of
 from ..errors import ReconcileError
 from . import holds
 from .options import checked_check, checked_flag, checked_function_tool_options, checked_tool
@@ -205,6 +206,9 @@ async def _invoke(
             "agents_reconcile.install())"
         )
     journal = effect_journal(session.journal)
+    # A resumed state older than the retention may have lost this call's receipt: refused
+    # before anything is recorded, never run again on a missing receipt's word.
+    await session.carried.refuse_if_expired(context_of(ctx))
     keyring = session.journal_client.keyring
     effect = Effect(
         key=effect_key(session.session_id, ctx.tool_call_id, name, input_json),

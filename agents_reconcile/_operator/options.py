@@ -1,18 +1,35 @@
 """The operator's commands on the command line (``status``, ``show``, ``trail``, ``resolve``,
-``check``, ``decisions``): their options, built by one builder each for what several share (the
-journal's address, the payload keys, the store), and their handlers, which import what they run
-only when run, so that ``--help`` answers at once."""
+``check``, ``decisions``, ``prune``): their options, built by one builder each for what several
+share (the journal's address, the payload keys, the store), and their handlers, which import
+what they run only when run, so that ``--help`` answers at once."""
 
 from __future__ import annotations
 
 import argparse
+import re
+from datetime import timedelta
 from typing import Final, TypeVar
 
-__all__ = ["add_operator_commands", "journal_options", "key_options", "positive", "store_options"]
+__all__ = [
+    "FOREVER",
+    "add_operator_commands",
+    "duration",
+    "journal_options",
+    "key_options",
+    "positive",
+    "store_options",
+]
 
 _P = TypeVar("_P", bound=argparse.ArgumentParser)
 _PAGE: Final = 50
 """``status``'s page (``paging.DEFAULT_LIMIT``, not imported here: ``--help`` stays light)."""
+_BATCH: Final = 10_000
+_KEPT_DAYS: Final = 30
+"""``Retention()``'s default for each kind (not imported here: ``--help`` stays light)."""
+_KINDS: Final = ("decisions", "receipts", "idle_sessions")
+FOREVER: Final = "forever"
+_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
+_DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 
 
 def positive(text: str) -> int:
@@ -171,6 +188,57 @@ def add_operator_commands(commands: argparse._SubParsersAction[_P]) -> None:
         "--limit", type=positive, default=20, metavar="N", help="at most N (default 20)"
     )
     decisions.set_defaults(handler=_decisions)
+    _add_prune(commands)
+
+
+def duration(text: str) -> timedelta | str:
+    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` (or several: ``1d12h``), or ``forever``
+    (``FOREVER``: kept for good)."""
+    word = text.strip().lower()
+    if word == FOREVER:
+        return FOREVER
+    found = _DURATION.findall(word)
+    if not found or "".join(n + unit for n, unit in found) != word:
+        raise argparse.ArgumentTypeError(
+            f"not a duration: {text!r} (write 30d, 12h, 90m, 45s, 2w, 1d12h or forever)"
+        )
+    return timedelta(seconds=sum(float(n) * _UNITS[unit] for n, unit in found))
+
+
+def _add_prune(commands: argparse._SubParsersAction[_P]) -> None:
+    prune = commands.add_parser(
+        "prune",
+        help="remove settled decisions, receipts and idle sessions' write counts older than "
+        "the retention, never what a guarantee needs (--dry-run: count them)",
+    )
+    journal_options(prune)
+    for kind in _KINDS:
+        prune.add_argument(
+            f"--keep-{kind.replace('_', '-')}",
+            type=duration,
+            metavar="DURATION",
+            help=f"keep {kind.replace('_', ' ')} this long (default: --keep, else "
+            f"{_KEPT_DAYS}d): the deployment's ReconcileConfig(retention=...)",
+        )
+    prune.add_argument(
+        "--keep", type=duration, metavar="DURATION", help="the default of the three --keep-*"
+    )
+    prune.add_argument("--dry-run", action="store_true", help="count what would go; remove nothing")
+    prune.add_argument(
+        "--batch",
+        type=positive,
+        default=_BATCH,
+        metavar="N",
+        help=f"rows of each kind one step examines at most (default {_BATCH}): each step is "
+        "short, so writers wait little",
+    )
+    prune.set_defaults(handler=_prune)
+
+
+def _prune(args: argparse.Namespace) -> int:
+    from .pruning import prune
+
+    return prune(args)
 
 
 def _status(args: argparse.Namespace) -> int:

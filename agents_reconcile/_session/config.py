@@ -13,6 +13,7 @@ from .._backends.journal import IntentJournal
 from .._backends.redaction import Redacted
 from .._backends.registry import parse_address
 from .._core.records import BackendIdentity
+from .._core.retention import DEFAULT_RETENTION, Retention
 from .._core.sealing import PayloadKey, payload_keys
 from .._core.signing import SigningKey, signing_keys
 from ..errors import ConfigurationError, RecordMalformed
@@ -106,6 +107,10 @@ class ReconcileConfig:
       does not verify (a RunState edited by whoever held it). At least 32 bytes of secret material,
       or base64 text, or a list of keys whose first signs and all verify (rotation). Without
       it, ``AGENTS_RECONCILE_SIGNING_KEY`` (base64 keys, comma-separated) is used when set.
+    - ``retention``: how long the journal keeps settled decisions, receipts and idle sessions'
+      write counts (``Retention``; 30 days each by default; None keeps everything for good).
+      Wrappers prune the journal in the background as they append, a bounded batch at a time,
+      and refuse a RunState older than the shortest of the three (``RunStateExpired``).
     """
 
     enabled: bool = True
@@ -120,6 +125,7 @@ class ReconcileConfig:
     journal_retries: int = 3
     on_extended: OnExtended = "fail"
     install: bool = False
+    retention: Retention | None = DEFAULT_RETENTION
     payload_key: PayloadKey | bytes | str | Sequence[PayloadKey | bytes | str] | None = None
     signing_key: SigningKey | bytes | str | Sequence[SigningKey | bytes | str] | None = None
 
@@ -242,6 +248,13 @@ def _address(name: str, value: str, shown: str, *, check: Callable[[str], object
         raise ConfigurationError(f"{name} {shown!r}: {problem}") from None
 
 
+def _retention(name: str, value: object) -> None:
+    if value is not None and not isinstance(value, Retention):
+        raise ConfigurationError(
+            f"{name} must be a Retention or None (keep everything), not {_shown(value)}"
+        )
+
+
 def _identity(name: str, value: object) -> None:
     if value is None or isinstance(value, BackendIdentity):
         return
@@ -281,4 +294,5 @@ _CHECKS: Final[dict[str, Callable[[str, object], None]]] = {
     "journal_retries": _attempts,
     "on_extended": _choice(get_args(OnExtended)),
     "install": _flag,
+    "retention": _retention,
 }

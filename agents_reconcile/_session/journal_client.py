@@ -13,7 +13,7 @@ import time
 import types
 from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
 from functools import partial
-from typing import Any, Final, NoReturn, TypeVar, cast
+from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar, cast
 
 import orjson
 
@@ -33,6 +33,9 @@ from ..errors import (
     UnsupportedRecordVersion,
 )
 from .config import ReconcileConfig
+
+if TYPE_CHECKING:
+    from .pruning import Pruner
 
 __all__ = [
     "SESSION_WIDE",
@@ -96,6 +99,7 @@ class JournalClient:
         self._capabilities: Capabilities | None = None
         self._owner_of: Owner | None = None
         self._owner: Owner | None = None
+        self._pruner: Pruner | None = None
         self.trail = Trail()
         """This session's trail in the run's traces and in logging records."""
 
@@ -114,6 +118,10 @@ class JournalClient:
         """The intent journal, opened on first use."""
         if self._journal is None:
             self._journal = self._with_keys(open_journal(self.config.journal))
+            if self.config.active:
+                from .pruning import pruner_for
+
+                self._pruner = pruner_for(self._journal, self.config.retention)
         return self._journal
 
     @property
@@ -157,6 +165,13 @@ class JournalClient:
         except (JournalUnavailable, RecordError) as failure:
             return None, self.after_failure(failure, opening)
         return None, self._rest_of(call, pending, opening)
+
+    def prune_when_due(self) -> None:
+        """Start the journal's background prune when it is due (``pruning``): every append
+        asks, before it opens its intent."""
+        pruner = self._pruner
+        if pruner is not None and time.monotonic() >= pruner.due:
+            pruner.kick()
 
     async def _rest_of(
         self,
@@ -252,6 +267,8 @@ class JournalClient:
         # The denials subclass the SDK's UserError: looked up here, so that reading a journal
         # (the operators' commands) never loads the SDK.
         denial = errors.BindingMismatch if binding else errors.ContinuationDenied
+        if reason is Reason.RUNSTATE_EXPIRED:
+            denial = errors.RunStateExpired
         raise denial(decision) from cause
 
     async def note_once(self, decision: Decision) -> None:

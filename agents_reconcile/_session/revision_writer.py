@@ -61,6 +61,7 @@ class RevisionWriter(Writer):
     ) -> None:
         store, known = self.store, self.known
         client = self._client
+        client.prune_when_due()
         async with self._lock.held():
             seen_write_count = await self._carried.seen_write_count(context)
             fused = await self._fused()

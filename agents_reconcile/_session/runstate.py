@@ -2,7 +2,8 @@
 
 ``RunState.to_string()`` carries a mapping context across processes, so what is written there
 survives with the state even when the journal is elsewhere: a copy of each failed intent, and
-the session's write count the run has seen (its seen write count).
+the session's write count the run has seen (its seen write count), and when it saw it (the
+stamp by which a state older than the journal's retention is told: ``_core/retention.py``).
 
 The module functions read and write that copy and check it against the session resuming it;
 they do no I/O. ``CarriedState`` is one session's use of it with its journal: adopting copies
@@ -24,6 +25,8 @@ What comes back in a context went through whoever held the state, so it is input
 from __future__ import annotations
 
 import dataclasses
+import math
+import time
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
@@ -33,6 +36,7 @@ from blake3 import blake3
 
 from .._backends.journal import IntentState
 from .._core.records import Action, BackendIdentity, Outcome, PendingWrite, Reason
+from .._core.retention import KEEP_FOREVER, Retention, expired
 from .._core.sealing import Keyring
 from .._core.signing import Signer
 from ..errors import RecordError, UnsupportedRecordVersion
@@ -52,6 +56,7 @@ __all__ = [
     "opaque_backend",
     "put",
     "record_seen",
+    "seen_at",
     "seen_key",
     "seen_write_count",
 ]
@@ -65,6 +70,7 @@ _OPAQUE_KIND: Final = "opaque"
 _OPAQUE_CONTEXT: Final = "agents-reconcile 2026-12-01 backend identity in a run context"
 _SIGNED_INTENT: Final = "runstate intent"
 _SIGNED_SEEN: Final = "runstate seen write count"
+_SIGNED_SEEN_AT: Final = "runstate seen write count and when"
 
 
 @dataclass(frozen=True)
@@ -170,20 +176,52 @@ def seen_write_count(
         return None
     if type(seen_count) is not int or seen_count < 0:
         return Refusal(Reason.RECORD_UNTRUSTED, {"seen_write_counts": type(seen_count).__name__})
+    stamp = _stamp(carried, key)
+    if isinstance(stamp, Refusal):
+        return stamp
     if signer is not None:
         signatures = carried.get("signatures")
         signature = signatures.get(key) if isinstance(signatures, MutableMapping) else None
+        # A stamped count is signed with its stamp, under a label of its own: a stamp cannot
+        # be removed from a signed state (the signature would no longer verify).
+        label = _SIGNED_SEEN if stamp is None else _SIGNED_SEEN_AT
         try:
             signer.verify(
-                _SIGNED_SEEN, _seen_bytes(key, seen_count), signature, what="the seen write count"
+                label, _seen_bytes(key, seen_count, stamp), signature, what="the seen write count"
             )
         except RecordError as exc:
             return Refusal(Reason.STATE_UNSIGNED, {"error": str(exc)}, cause=exc)
     return seen_count
 
 
-def _seen_bytes(key: str, writes: int) -> bytes:
-    return f"{key}\x00{writes}".encode("utf-8", "surrogatepass")
+def seen_at(context: MutableMapping[str, Any] | None, key: str) -> float | None:
+    """When the run recorded the session's seen write count (seconds since the epoch): None
+    when the context holds none, or a count without a stamp (a state from an earlier release).
+    Read after ``seen_write_count``, which checks it (and its signature)."""
+    carried = context.get(CONTEXT_KEY) if context is not None else None
+    if not isinstance(carried, MutableMapping):
+        return None
+    stamp = _stamp(carried, key)
+    return None if isinstance(stamp, Refusal) else stamp
+
+
+def _stamp(carried: MutableMapping[str, Any], key: str) -> float | Refusal | None:
+    stamps = carried.get("seen_at")
+    if stamps is None:
+        return None
+    if not isinstance(stamps, MutableMapping):
+        return Refusal(Reason.RECORD_UNTRUSTED, {"seen_at": type(stamps).__name__})
+    stamp = stamps.get(key)
+    if stamp is None:
+        return None
+    if isinstance(stamp, bool) or not isinstance(stamp, int | float) or not math.isfinite(stamp):
+        return Refusal(Reason.RECORD_UNTRUSTED, {"seen_at": type(stamp).__name__})
+    return float(stamp)
+
+
+def _seen_bytes(key: str, writes: int, stamp: float | None = None) -> bytes:
+    text = f"{key}\x00{writes}" if stamp is None else f"{key}\x00{writes}\x00{stamp!r}"
+    return text.encode("utf-8", "surrogatepass")
 
 
 def record_seen(
@@ -199,11 +237,16 @@ def record_seen(
     if not isinstance(seen_counts, MutableMapping):
         seen_counts = carried["seen_write_counts"] = {}
     seen_counts[key] = writes
+    stamps = carried.get("seen_at")
+    if not isinstance(stamps, MutableMapping):
+        stamps = carried["seen_at"] = {}
+    # Milliseconds: as exact as a RunState's age needs, and the same text when signed again.
+    stamp = stamps[key] = round(time.time(), 3)
     signatures = carried.get("signatures")
     if signer is not None:
         if not isinstance(signatures, MutableMapping):
             signatures = carried["signatures"] = {}
-        signatures[key] = signer.sign(_SIGNED_SEEN, _seen_bytes(key, writes))
+        signatures[key] = signer.sign(_SIGNED_SEEN_AT, _seen_bytes(key, writes, stamp))
     elif isinstance(signatures, MutableMapping):
         signatures.pop(key, None)
 
@@ -278,6 +321,36 @@ class CarriedState:
         self._client = client
         self.signer = signer
         self.key = seen_key(client.session_id, client.backend)
+        retention = client.config.retention
+        self.retention: Retention = KEEP_FOREVER if retention is None else retention
+
+    async def refuse_if_expired(self, context: MutableMapping[str, Any] | None) -> None:
+        """Refuse a state whose seen write count of this session was stamped longer ago than
+        the retention keeps what it would be checked against (``RunStateExpired``). A state
+        without a stamp (from an earlier release) is checked on counts alone."""
+        if self.retention.keeps_everything or context is None:
+            return
+        # Checked (and, with a signer, verified with its stamp) before the stamp is believed.
+        counted = seen_write_count(context, self.key, self.signer)
+        if isinstance(counted, Refusal):
+            await self.refuse(counted)
+        stamp = seen_at(context, self.key)
+        if stamp is not None:
+            await self._refuse_older(stamp, "seen_at")
+
+    async def _refuse_older(
+        self, stamp: float, what: str, intent: PendingWrite | None = None
+    ) -> None:
+        now = time.time()
+        if expired(stamp, now, self.retention):
+            limit = self.retention.runstates
+            assert limit is not None
+            evidence = {
+                what: stamp,
+                "age_seconds": round(now - stamp, 3),
+                "retention_seconds": limit.total_seconds(),
+            }
+            await self.refuse(Refusal(Reason.RUNSTATE_EXPIRED, evidence, intent))
 
     def _check(self, raw: Any) -> PendingWrite | Refusal | None:
         client = self._client
@@ -318,6 +391,7 @@ class CarriedState:
             return None
         if isinstance(seen_count, Refusal):
             await self.refuse(seen_count)
+        await self.refuse_if_expired(context)
         carried = carried_entries(context)
         if isinstance(carried, Refusal):
             await self.refuse(carried)
@@ -338,6 +412,8 @@ class CarriedState:
         entries = carried_entries(context)
         if isinstance(entries, Refusal):
             await self.refuse(entries)
+        if entries:
+            await self.refuse_if_expired(context)
         client = self._client
         journal = client.journal
         # Every entry is checked (and, with a signer, verified) before any is acted on: a
@@ -359,6 +435,8 @@ class CarriedState:
                 continue
             entry = await client.call(journal.get, intent.intent_id)
             if entry is None:
+                # Neither settled nor unresolved here: its decision may have been pruned.
+                await self._refuse_older(intent.created_at, "intent_created_at", intent)
                 if self.signer is None:
                     unverified.append(intent)
                     continue

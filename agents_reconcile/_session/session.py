@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from .claims import InFlight
     from .journal_client import JournalClient
     from .resolver import Resolver
+    from .runstate import CarriedState
 
 __all__ = ["CONTEXT_KEY", "ReconcilingSession"]
 
@@ -107,6 +108,12 @@ class ReconcilingSession:
     def journal_client(self) -> JournalClient:
         """This session's way to its journal: its keys, its trail, its denials."""
         return self._client
+
+    @property
+    def carried(self) -> CarriedState:
+        """What runs carry for this session in their context (RunState copies of its failed
+        intents, its seen write count and when it was seen), and the checks made of it."""
+        return self._carried
 
     @property
     def resolver(self) -> Resolver:

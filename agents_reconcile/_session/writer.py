@@ -167,6 +167,7 @@ class Writer:
         client = self._client
         busy = self._in_flight.busy
         capabilities = client.capabilities
+        client.prune_when_due()
         # The previous append's acknowledged intent goes in the same commit, where the
         # journal can fold it (else it is being cleared in the background).
         clearing = self._clearing.take() if capabilities.folds_clearing else None

@@ -15,6 +15,7 @@ from . import (  # noqa: F401
     _journal_decisions,
     _journal_pages,
     _journal_reads,
+    _journal_retention,
     _session,
     _store,
 )

@@ -15,6 +15,7 @@ from agents_reconcile._backends.memory.journal import MemoryJournal
 from agents_reconcile._backends.memory.store import MemoryRevisionedSession
 from agents_reconcile._backends.store_items import decode_item, encode_item
 from agents_reconcile._core.records import Action, BackendIdentity, Decision, PendingWrite
+from agents_reconcile._core.retention import Pruned, Retention
 from agents_reconcile.conformance import Report, check_journal, check_session, check_store
 from agents_reconcile.conformance._core import Subject
 from agents_reconcile.conformance._journal import JOURNAL_METHODS
@@ -368,6 +369,68 @@ class EffectPagesListFinishedEffects(MemoryJournal):
 
     async def started_effects(self, session_id: str | None = None) -> list[Any]:
         return [e for e in self._effects.values() if session_id in (None, e.session_id)]
+
+
+class PrunesDenialsOfOpenIntents(MemoryJournal):
+    """``prune()`` removes old decisions whether or not their intent is still unresolved."""
+
+    async def prune(self, retention: Retention, **options: Any) -> Pruned:
+        entries, self._entries = self._entries, {}
+        try:
+            return await super().prune(retention, **options)
+        finally:
+            self._entries = entries
+
+
+class PrunedCountsStartAgain(MemoryJournal):
+    """A session whose count was pruned counts from 0 again (no floor)."""
+
+    async def prune(self, retention: Retention, **options: Any) -> Pruned:
+        pruned = await super().prune(retention, **options)
+        self._floor = 0
+        return pruned
+
+
+class PrunesStartedEffects(MemoryJournal):
+    """``prune()`` removes started effects as if they were receipts."""
+
+    async def prune(self, retention: Retention, **options: Any) -> Pruned:
+        pruned = await super().prune(retention, **options)
+        if retention.receipts is not None and not options.get("dry_run"):
+            self._effects.clear()
+        return pruned
+
+
+class KeepsSetAsideEntries(MemoryJournal):
+    """``prune()`` never removes a set-aside entry."""
+
+    async def prune(self, retention: Retention, **options: Any) -> Pruned:
+        kept, self._aside = self._aside, []
+        try:
+            return await super().prune(retention, **options)
+        finally:
+            self._aside = kept + self._aside
+
+
+class PruneIgnoresLimit(MemoryJournal):
+    """``prune(limit=n)`` removes everything due at once."""
+
+    async def prune(self, retention: Retention, **options: Any) -> Pruned:
+        options.pop("limit", None)
+        found = await super().prune(retention, **options)
+        return replace(found, done=False) if found.rows else found
+
+
+class PrunesBusySessions(MemoryJournal):
+    """``prune()`` forgets every idle count, a busy session's too, and raises no floor."""
+
+    async def prune(self, retention: Retention, **options: Any) -> Pruned:
+        found = await super().prune(retention, **options)
+        if retention.idle_sessions is not None and not options.get("dry_run"):
+            self._write_counts.clear()
+            self._counted_at.clear()
+            self._floor = 0
+        return found
 
 
 class ClearsAnyIntent(MemoryJournal):
@@ -856,6 +919,34 @@ BROKEN = [
         "a journal whose effect pages list finished effects",
         EffectPagesListFinishedEffects,
         "started_effect_pages_list_every_started_effect_once",
+    ),
+    _journal(
+        "a journal that prunes denials of open intents",
+        PrunesDenialsOfOpenIntents,
+        "pruning_removes_old_decisions_and_keeps_those_of_unresolved_intents",
+    ),
+    _journal(
+        "a journal whose pruned counts start again",
+        PrunedCountsStartAgain,
+        "pruned_write_counts_never_go_down",
+    ),
+    _journal(
+        "a journal that prunes started effects",
+        PrunesStartedEffects,
+        "pruning_keeps_started_effects_and_young_receipts",
+    ),
+    _journal(
+        "a journal that keeps set-aside entries",
+        KeepsSetAsideEntries,
+        "pruning_removes_old_set_aside_entries",
+    ),
+    _journal(
+        "a journal whose prune ignores limit", PruneIgnoresLimit, "pruning_is_bounded_by_its_limit"
+    ),
+    _journal(
+        "a journal that prunes busy sessions' counts",
+        PrunesBusySessions,
+        "pruning_beside_writers_loses_nothing_they_need",
     ),
     _journal(
         "a journal that clears anyone's intent",

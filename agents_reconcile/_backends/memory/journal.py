@@ -16,6 +16,7 @@ from ..aside import RawIntent, SetAside
 from ..journal import Capabilities, IntentState, JournalEntry, Opened, require_limit
 from ..schema import Unversioned
 from .pages import MemoryPages
+from .retention import MemoryRetention
 
 __all__ = ["InvariantViolation", "MemoryJournal"]
 
@@ -24,7 +25,7 @@ class InvariantViolation(AssertionError):
     """A caller broke a journal invariant (for example, touched a settled intent)."""
 
 
-class MemoryJournal(MemoryPages, Unversioned):
+class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
     """``IntentJournal`` in a dict. Settling, noting or moving a settled or unknown intent
     raises ``InvariantViolation`` instead of being ignored; settling again with the very
     decision that settled it is a retried call, and a no-op."""
@@ -37,6 +38,7 @@ class MemoryJournal(MemoryPages, Unversioned):
         starts_eagerly=True,
         newest_decisions=True,
         pages=True,
+        prunes=True,
     )
 
     @classmethod
@@ -52,6 +54,11 @@ class MemoryJournal(MemoryPages, Unversioned):
         self._decisions: list[Decision] = []
         self._effects: dict[str, Effect] = {}
         self._write_counts: dict[tuple[str, BackendIdentity], int] = {}
+        # When each count was last raised, when each receipt was stored, and the highest count
+        # pruned (``MemoryRetention``).
+        self._counted_at: dict[tuple[str, BackendIdentity], float] = {}
+        self._done_at: dict[str, float] = {}
+        self._floor = 0
         # The session's count before each intent open_intent recorded: a retried opening
         # answers with it. Intents stored by record() have none, and read as 0 like elsewhere.
         self._opened_at: dict[str, int] = {}
@@ -125,14 +132,6 @@ class MemoryJournal(MemoryPages, Unversioned):
         self._entries[intent.intent_id] = opened
         self._opened_at[intent.intent_id] = write_count
         return Opened(recorded=True, write_count=write_count)
-
-    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
-        return self._write_counts.get((session_id, backend), 0)
-
-    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
-        key = (session_id, backend)
-        self._write_counts[key] = self._write_counts.get(key, 0) + 1
-        return self._write_counts[key]
 
     async def transition(
         self,
@@ -265,6 +264,7 @@ class MemoryJournal(MemoryPages, Unversioned):
         if stored is not None and stored.state is EffectState.STARTED:
             if stored.owner == effect.owner:
                 self._effects[effect.key] = effect
+                self._done_at[effect.key] = time.time()
                 return effect
         elif stored is not None and (stored.owner, stored.output_digest) == (
             effect.owner,
