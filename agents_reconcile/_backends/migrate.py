@@ -24,7 +24,15 @@ from .schema import Versioned
 __all__ = ["Target", "open_target", "safe_address"]
 
 _JOURNAL_TABLES: Final = frozenset(
-    {"intents", "decisions", "session_writes", "effects", "set_aside", "journal_schema"}
+    {
+        "intents",
+        "decisions",
+        "session_writes",
+        "write_floor",
+        "effects",
+        "set_aside",
+        "journal_schema",
+    }
 )
 
 

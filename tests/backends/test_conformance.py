@@ -166,12 +166,15 @@ async def test_a_journal_declaring_nothing_skips_the_contracts_of_what_it_lacks_
     assert "does not declare Capabilities(newest_decisions=True)" in newest
     paged = skipped["pending_pages_list_every_intent_once_with_what_follows"]
     assert "does not declare Capabilities(pages=True)" in paged
+    pruned = skipped["pruned_write_counts_never_go_down"]
+    assert "does not declare Capabilities(prunes=True)" in pruned
     for result in report.results:
         applies = (
             result.contract.kind == "journal"
             and "schema" not in result.contract.name
             and "newest_decisions" not in result.contract.name
             and "pages" not in result.contract.name
+            and "prun" not in result.contract.name
         )
         assert result.status == ("passed" if applies else "skipped"), result.contract.name
 

@@ -50,8 +50,9 @@ JOURNAL_TABLES = {
     "schema_version",
     "session_writes",
     "set_aside",
+    "write_floor",
 }
-CURRENT = [(1, "0001_initial")]
+CURRENT = [(1, "0001_initial"), (2, "0002_pruning")]
 """The steps a journal of this release has applied."""
 
 
@@ -464,7 +465,7 @@ async def test_first_use_migrates_and_check_creates_nothing(
     assert await journal.pending(None) == []
 
     assert await versions(admin, schema) == CURRENT
-    assert SCHEMA_VERSION == len(MIGRATIONS) == 1
+    assert SCHEMA_VERSION == len(MIGRATIONS) == 2
     tables = await admin.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
     assert {row["tablename"] for row in tables} == JOURNAL_TABLES
     assert await journal.check() is None
@@ -510,7 +511,7 @@ async def test_migrate_false_refuses_a_schema_missing_or_with_no_step(
         await journal.pending(None)
     assert await versions(admin, schema) == []
 
-    assert await journal.migrate() == ["journal schema 1"]
+    assert await journal.migrate() == ["journal schema 1", "journal schema 2"]
     await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
     assert ids(await journal.pending(None)) == ["i-1"]
 
@@ -530,7 +531,7 @@ async def test_workers_starting_together_migrate_once(
     """Journals migrating one schema at the same moment apply each step once: one returns it,
     the others nothing; on another schema, journals whose first operations race all work."""
     results = await asyncio.gather(*(journals().migrate() for _ in range(4)))
-    every = ["journal schema 1"]
+    every = ["journal schema 1", "journal schema 2"]
     assert sorted(results) == [[], [], [], every]
     assert await versions(admin, schema) == CURRENT
 
@@ -728,26 +729,28 @@ async def test_a_lost_reply_to_open_intent_is_answered_by_the_retry(
     journal, proxy, _ = proxied
     owner = current_owner()
     intent = make_intent("i-1")
-    # Warm-up: the schema is made and the statement prepared, so the request whose reply is
-    # lost is the statement itself.
-    await journal.open_intent(make_intent("warm"), state=IntentState.IN_FLIGHT, owner=owner)
-    await journal.discard("warm")
+    # Warm-up: the schema is made and the statements prepared (the first opening of a session
+    # makes its row, the next ones take it as there), so the request whose reply is lost is
+    # the statement itself.
+    for warm in ("warm-1", "warm-2"):
+        await journal.open_intent(make_intent(warm), state=IntentState.IN_FLIGHT, owner=owner)
+        await journal.discard(warm)
 
     proxy.lose_next_reply()
     with pytest.raises(JournalUnavailable):
         await journal.open_intent(
-            intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=2
+            intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=4
         )
     assert proxy.lost_replies == 1
     stored = await admin.fetchval(f'SELECT fence FROM "{schema}".intents')
-    assert stored == 2
+    assert stored == 4
 
     opened = await journal.open_intent(
-        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=2
+        intent, state=IntentState.IN_FLIGHT, owner=owner, expect_write_count=4
     )
-    assert opened == Opened(recorded=True, write_count=2)
+    assert opened == Opened(recorded=True, write_count=4)
     assert ids(await journal.pending("session-a")) == ["i-1"]
-    assert await journal.write_count("session-a", BACKEND) == 3
+    assert await journal.write_count("session-a", BACKEND) == 5
 
 
 async def test_a_lost_reply_to_settle_is_answered_by_the_retry(

@@ -660,7 +660,7 @@ async def test_no_statement_of_an_append_or_a_reconcile_scans_a_table(tmp_path: 
     assert statements, "no statement was traced"
     with closing(sqlite3.connect(path)) as conn:
         scans = {s: [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + s)] for s in statements}
-    tables = ("intents", "decisions", "session_writes", "effects", "set_aside")
+    tables = ("intents", "decisions", "session_writes", "write_floor", "effects", "set_aside")
     scanning = {
         s: p for s, p in scans.items() if any(d.startswith(f"SCAN {t}") for d in p for t in tables)
     }

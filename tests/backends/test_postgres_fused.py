@@ -23,6 +23,7 @@ from agents_reconcile._backends.journal import IntentState, Opened
 from agents_reconcile._core.identity import derive_identity
 from agents_reconcile._core.ownership import current_owner
 from agents_reconcile._core.records import Action, Outcome, PendingWrite, Reason
+from agents_reconcile._core.retention import Retention
 from agents_reconcile._session.fused import FusedAppend, fused_append
 from agents_reconcile.errors import ContinuationDenied, IntentConflict, JournalUnavailable
 from agents_reconcile.testing import FaultInjectingSession
@@ -611,6 +612,46 @@ async def test_a_write_id_taken_after_the_snapshot_is_known(place: Place) -> Non
     assert await journal.pending(store.session_id) == []
     assert await store.get_items() == []
     assert await journal.write_count(store.session_id, BACKEND) == 0
+
+
+# -- counts pruned ------------------------------------------------------------------------------
+
+
+async def test_an_append_after_its_count_was_pruned_counts_above_the_floor(place: Place) -> None:
+    """A session whose idle count was pruned, though this process remembers making its row:
+    its next append falls to the locked run, which makes the row again at the journal's floor
+    and counts above it; a session never written opens at the floor too; every append stamps
+    its session's count with the journal's clock."""
+    store, journal = place.store(), place.journal
+    first = await fused_call(place, store, intent_for(store, "first", 0))
+    assert first.opened == Opened(recorded=True, write_count=0)
+    await journal.discard("first", owner=current_owner())
+    for _ in range(5):
+        await journal.count_write("other", BACKEND)
+    await asyncio.sleep(0.02)
+    assert (await journal.prune(Retention(None, None, 0))).write_counts == 2
+    assert await journal.write_count(store.session_id, BACKEND) == 5  # the floor
+
+    admin = await asyncpg.connect(place.url)
+    stamp = f'SELECT counted_at FROM "{place.journal_schema}".session_writes WHERE session_id = $1'
+    try:
+        before = await admin.fetchval("SELECT extract(epoch FROM clock_timestamp())::float8")
+        second = await fused_call(place, store, intent_for(store, "second", 1))
+        assert second.opened == Opened(recorded=True, write_count=5) and second.revision == 2
+        assert await journal.write_count(store.session_id, BACKEND) == 6
+        counted = await admin.fetchval(stamp, store.session_id)
+        assert counted >= before
+        third = await fused_call(place, store, intent_for(store, "third", 2), clearing="second")
+        assert third.opened == Opened(recorded=True, write_count=7) and third.revision == 3
+        assert await admin.fetchval(stamp, store.session_id) > counted
+    finally:
+        await admin.close()
+    assert text(await store.get_items()) == ["first", "second", "third"]
+
+    fresh = place.store(f"{place.session_id}-fresh")
+    opened = await fused_call(place, fresh, intent_for(fresh, "fresh-1", 0))
+    assert opened.opened == Opened(recorded=True, write_count=5) and opened.revision == 1
+    assert await journal.write_count(fresh.session_id, BACKEND) == 6
 
 
 # -- many at once ------------------------------------------------------------------------------

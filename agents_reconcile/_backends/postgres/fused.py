@@ -16,9 +16,10 @@ What the statement does, in order (each step a CTE; the order is forced by what 
    The count is the fence of ``journal.py``: every transaction that inserts or removes an
    intent of the session counts a write under the same lock, so a snapshot count equal to the
    locked one means the snapshot shows the session's intents as they stand. When they differ
-   (or the session has no row yet), nothing but the clearing is done and the statement says
-   ``fell``; the call then runs it again in a transaction that takes the lock first, whose
-   snapshot is taken after the lock was granted.
+   (or the session has no row: not made yet, or its idle count pruned since, ``retention.py``),
+   nothing but the clearing is done and the statement says ``fell``; the call then runs it
+   again in a transaction that takes the lock first (making the row at the journal's floor
+   when there is none), whose snapshot is taken after the lock was granted.
 4. ``store``: the store's session row, ``FOR UPDATE`` (after the journal's lock: every fused
    statement takes the two in this order, and no other statement takes both), its head as it
    stands.
@@ -29,7 +30,8 @@ What the statement does, in order (each step a CTE; the order is forced by what 
 6. ``head``: the store's compare-and-swap ``UPDATE``, only on ``go``; the intent's ``INSERT``,
    the items and the write record all read its ``RETURNING``, so the intent is recorded
    exactly when the batch is appended; the count moves once, by the clearing and the
-   opening together (a row is changed at most once per statement).
+   opening together (a row is changed at most once per statement), and is stamped with the
+   journal's clock (``counted_at``, by which pruning judges a session idle).
 
 An id another transaction takes after the snapshot (an intent's id, the store's write id)
 fails the whole statement on its unique index: nothing is done, and the call asks again, in
@@ -41,7 +43,6 @@ from __future__ import annotations
 
 import functools
 import time
-from collections import OrderedDict
 from typing import TYPE_CHECKING, Any, Final
 
 from ..._core.ownership import Owner
@@ -52,8 +53,9 @@ from ..journal import IntentState, Opened
 from ..store_items import encode_item
 from .answers import _Asked, _count
 from .backend import Connection, quote, server_of
-from .journal import PostgresJournal, _intent_args
-from .statements import _NOW, SETTLING
+from .journal import PostgresJournal
+from .retention import row_known
+from .statements import _NOW, SETTLING, floor_of, intent_args, made_at_floor
 from .store import _forget_rows, _remember_row, _row_known
 
 if TYPE_CHECKING:
@@ -71,14 +73,17 @@ _REFUSALS: Final = frozenset({"stale_state", "head", "known"})
 
 @functools.lru_cache(maxsize=64)
 def rows_statement(journal_schema: str, store_schema: str) -> str:
-    """The session's rows made, each unless there: the journal's count at zero ($1 session,
-    $2 backend), as ``lock_session`` makes it, and the store's head at revision 0 ($3)."""
+    """The session's rows made, each unless there: the journal's count at the floor ($1
+    session, $2 backend), as ``lock_session`` makes it (the floor read ``FOR SHARE`` only when
+    the row is missing), and the store's head at revision 0 ($3)."""
     j, t = quote(journal_schema), quote(store_schema)
     return (
         f"WITH head AS (INSERT INTO {t}.sessions (session_id, revision, next_seq)"
-        " VALUES ($3, 0, 0) ON CONFLICT (session_id) DO NOTHING)"
-        f" INSERT INTO {j}.session_writes (session_id, backend, write_count)"
-        " VALUES ($1, $2, 0) ON CONFLICT (session_id, backend) DO NOTHING"
+        " VALUES ($3, 0, 0) ON CONFLICT (session_id) DO NOTHING),"
+        f" present AS (SELECT 1 FROM {j}.session_writes WHERE session_id = $1 AND backend = $2)"
+        f" INSERT INTO {j}.session_writes (session_id, backend, write_count, counted_at)"
+        f" {made_at_floor(j, '$1::text', '$2::text', 0)}"
+        " ON CONFLICT (session_id, backend) DO NOTHING"
     )
 
 
@@ -102,7 +107,8 @@ def statement(journal_schema: str, store_schema: str) -> str:
         " WHERE session_id = $2 AND backend = $3"
         " AND (intent_id IS DISTINCT FROM $9 OR state <> $4 OR owner <> $5)),"
         " seen AS (SELECT coalesce((SELECT write_count FROM"
-        f" {j}.session_writes WHERE session_id = $2 AND backend = $3), 0) AS write_count,"
+        f" {j}.session_writes WHERE session_id = $2 AND backend = $3), {floor_of(j)})"
+        " AS write_count,"
         " (SELECT write_count FROM locked) AS newest,"
         f" EXISTS (SELECT 1 FROM {j}.intents WHERE {clearing}) AS clears,"
         " (SELECT count(*) FROM gone) AS cleared,"
@@ -137,8 +143,8 @@ def statement(journal_schema: str, store_schema: str) -> str:
         f" coalesce({_NOW}, $7::float8), $8::bytea, d.write_count + d.cleared"
         " FROM decided AS d, head RETURNING intent_id),"
         f" counted AS (UPDATE {j}.session_writes AS w"
-        " SET write_count = w.write_count + d.cleared + (SELECT count(*) FROM head)"
-        " FROM decided AS d WHERE w.session_id = $2 AND w.backend = $3"
+        " SET write_count = w.write_count + d.cleared + (SELECT count(*) FROM head),"
+        f" counted_at = {_NOW} FROM decided AS d WHERE w.session_id = $2 AND w.backend = $3"
         " AND d.cleared + (SELECT count(*) FROM head) > 0),"
         f" items AS (INSERT INTO {t}.items (session_id, seq, revision, item)"
         " SELECT $11::text, head.first_seq + batch.ord - 1, head.revision, batch.item"
@@ -176,23 +182,6 @@ async def store_arguments(store: RevisionedPostgresSession, items: Sequence[Any]
     return {"store": store, "rows": rows}
 
 
-# -- sessions whose rows (the journal's count, the store's head) are known to exist -------------
-
-_JOURNAL_ROWS: OrderedDict[tuple[str, str, str, str], None] = OrderedDict()
-_REMEMBERED: Final = 65536
-
-
-def _journal_row(key: tuple[str, str, str, str], *, made: bool = False) -> bool:
-    if key in _JOURNAL_ROWS:
-        _JOURNAL_ROWS.move_to_end(key)
-        return True
-    if made:
-        _JOURNAL_ROWS[key] = None
-        while len(_JOURNAL_ROWS) > _REMEMBERED:
-            _JOURNAL_ROWS.popitem(last=False)
-    return False
-
-
 async def open_and_append(
     journal: PostgresJournal,
     intent: PendingWrite,
@@ -211,8 +200,8 @@ async def open_and_append(
     stale run's append is refused.
 
     A session this process has not written yet gets its two rows first (the journal's count
-    at zero, the store's head at revision 0, each unless there), on the same connection: one
-    more round trip, once."""
+    at the floor, the store's head at revision 0, each unless there), on the same connection:
+    one more round trip, once. A count pruned after that is made again by the locked run."""
     assert intent.expected_revision is not None
     state = IntentState.IN_FLIGHT
     sql = statement(journal.schema, store.schema)
@@ -225,11 +214,11 @@ async def open_and_append(
     fixed = (clearing, seen_write_count, store.session_id, rows, intent.expected_revision, writer)
 
     async def send(conn: Connection, locked: bool) -> list[Any] | None:
-        args = (*_intent_args(intent, state, owner), *fixed, time.time())
-        if not (_row_known(place, store.session_id) and _journal_row(counted)):
+        args = (*intent_args(intent, state, owner), *fixed, time.time())
+        if not (_row_known(place, store.session_id) and row_known(counted)):
             await conn.execute(rows_statement(journal.schema, store.schema), *key, store.session_id)
             _remember_row(place, store.session_id)
-            _journal_row(counted, made=True)
+            row_known(counted, made=True)
         try:
             if not locked:
                 return await conn.fetch(sql, *args)

@@ -8,12 +8,12 @@ PostgreSQL; and it is what the Agents SDK's own SQLAlchemy session runs on for P
 so an application that keeps its sessions there has it installed already.
 
 Layout. A journal lives in a schema of its own (``agents_reconcile`` unless told otherwise):
-``intents`` holds the unresolved intents, ``decisions`` every decision, ``session_writes``
-the write count of each session and backend, ``effects`` tools' external effects (``effects.py``),
-``set_aside`` damaged intents set aside (``aside.py``), and ``schema_version`` the migration
-steps applied. Records are stored exactly as the SQLite journal stores them: the bytes of
-``PendingWrite.encode()``, ``Decision.encode()`` and ``Effect.encode()``, digest included,
-decoded (and so checked) on every read.
+``intents`` holds the unresolved intents, ``decisions`` the decisions, ``session_writes``
+each session and backend's write count and when it was last raised, ``write_floor`` the
+highest count pruned (``retention.py``), ``effects`` tools' external effects (``effects.py``),
+``set_aside`` damaged intents set aside (``aside.py``), ``schema_version`` the migration steps
+applied. Records are the bytes of ``PendingWrite.encode()``, ``Decision.encode()`` and
+``Effect.encode()`` (as the SQLite journal's), digest included, checked on every read.
 
 Migrations. ``MIGRATIONS`` names SQL files shipped in ``journal_schema/``; version N is the
 first N of them. On first use the journal applies what is missing (a new journal gets its
@@ -41,17 +41,21 @@ The fence. A READ COMMITTED statement reads from one snapshot, taken before any 
 waits for, so it cannot check and insert by reading alone. The session's write count serves
 as a fence: every transaction that inserts an intent takes the lock on its session's
 ``session_writes`` row before inserting and counts a write there in the same transaction
-(every path in this module does), and the count only grows. The fenced statement reads, in
-its snapshot, the count, the session's unresolved intents, whether the id was settled and
+(every path in this module does), and the count only grows (a session without a row reads
+as the journal's floor, at least every count pruned). The fenced statement reads, in its
+snapshot, the count, the session's unresolved intents, whether the id was settled and
 whatever intent holds the id (with its state, owner and ``fence``). If nothing is in the
-way, and the count is the one expected when one is, it upserts the count to ``seen + 1``
-with ``ON CONFLICT DO UPDATE ... WHERE write_count = seen``, which PostgreSQL evaluates on the
-newest version of the row once its lock is granted, and inserts the intent only from that
-upsert's ``RETURNING``. A count still at ``seen`` means no intent of the session was
+way, and the count is the one expected when one is, it raises the count to ``seen + 1``
+with ``UPDATE ... WHERE write_count = seen``, which PostgreSQL evaluates on the newest version
+of the row once its lock is granted (a row deleted meanwhile, its count pruned, is not
+updated); a session seen without a row gets one at the floor plus one, only while the floor
+read ``FOR SHARE`` is still the one seen, by an upsert whose ``WHERE`` does the same for a
+row made meanwhile. The intent is inserted only from the count's ``RETURNING``. A count
+still at ``seen`` (the floor, for a session without a row) means no intent of the session was
 inserted or settled after the snapshot, and the lock, held until the statement commits, keeps
 it so; the intent is inserted exactly when the locked check would have inserted it. If the
 count moved, the statement changes nothing, and the operation runs the locked path: a
-transaction whose first statement locks the session's row (an upsert, so the row exists) and
+transaction whose first statement locks the session's row (made at the floor if missing) and
 whose second, with a snapshot taken after the lock was granted, checks and writes. The same
 happens when another transaction takes the intent's id after the snapshot: the plain
 ``INSERT`` fails the whole statement on the primary key, count included. When the snapshot
@@ -73,13 +77,12 @@ it is, and the call succeeds. It runs only while reconciling, off the append pat
 
 from __future__ import annotations
 
-import time
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, Final, TypeVar
 from urllib.parse import parse_qs, urlsplit
 
 from ..._core.ownership import Owner
-from ..._core.records import BackendIdentity, Decision, PendingWrite
+from ..._core.records import Decision, PendingWrite
 from ..._core.sealing import Keyring
 from ...errors import (
     ConfigurationError,
@@ -89,12 +92,7 @@ from ...errors import (
     LeaseLost,
 )
 from ..connections import Connections
-from ..journal import (
-    Capabilities,
-    IntentState,
-    Opened,
-    require_settling,
-)
+from ..journal import Capabilities, IntentState, Opened, require_settling
 from ..redaction import Redacted
 from ..schema import Schema
 from .answers import _already_settled, _Asked, _compare, _count, _other_content
@@ -113,14 +111,15 @@ from .backend import (
 from .decisions import PostgresDecisions
 from .effects import PostgresEffects
 from .reads import PostgresReads
+from .retention import PostgresRetention, row_known
 from .schema import PostgresSchemaSteps
-from .statements import JournalStatements, decision_args
+from .statements import JournalStatements, decision_args, intent_args
 
 __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "PostgresJournal"]
 
 SCHEMA: Final = Schema(
     "journal",
-    ("0001_initial",),
+    ("0001_initial", "0002_pruning"),
     JournalCorrupt,
     package="agents_reconcile._backends.postgres",
     folder="journal_schema",
@@ -132,11 +131,16 @@ SCHEMA_VERSION: Final = SCHEMA.version
 DEFAULT_SCHEMA: Final = "agents_reconcile"
 
 _T = TypeVar("_T")
-_TABLES: Final = ("decisions", "effects", "intents", "session_writes", "set_aside")
+_TABLES: Final = ("decisions", "effects", "intents", "session_writes", "set_aside", "write_floor")
 
 
 class PostgresJournal(
-    PostgresSchemaSteps, PostgresReads, PostgresDecisions, PostgresEffects, PostgresAside
+    PostgresSchemaSteps,
+    PostgresReads,
+    PostgresDecisions,
+    PostgresEffects,
+    PostgresAside,
+    PostgresRetention,
 ):
     """``IntentJournal`` (and ``EffectJournal``, from ``PostgresEffects``) in a PostgreSQL
     schema shared by any number of processes and hosts.
@@ -158,6 +162,7 @@ class PostgresJournal(
         starts_eagerly=False,
         newest_decisions=True,
         pages=True,
+        prunes=True,
     )
 
     def __init__(
@@ -196,6 +201,7 @@ class PostgresJournal(
         # Checked once per journal object, as a fresh worker would: a schema a newer release
         # upgraded meanwhile is refused by every journal made after it.
         self._verified: set[object] = set()
+        self._prune_cursors: dict[str, tuple[Any, ...]] = {}
         self._sql = JournalStatements(quote(schema))
         self._schema = PostgresSchema(
             SCHEMA,
@@ -306,11 +312,11 @@ class PostgresJournal(
     # -- IntentJournal -----------------------------------------------------------------
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
-        row = _intent_args(intent, state, owner)
+        row = intent_args(intent, state, owner)
         key = (intent.session_id, str(intent.backend))
 
         async def work(conn: Connection) -> None:
-            found = await self._fenced(conn.fetchrow, self._sql.record, row)
+            found = await self._fenced(conn.fetchrow, self._sql.record, row, key)
             if found is not None:
                 if found["added"]:
                     return
@@ -345,7 +351,7 @@ class PostgresJournal(
         expect_write_count: int | None = None,
         clearing: str | None = None,
     ) -> Opened:
-        row = _intent_args(intent, state, owner)
+        row = intent_args(intent, state, owner)
         key = (intent.session_id, str(intent.backend))
         asked = _Asked(intent, state, owner, expect_write_count, self.keyring)
 
@@ -356,7 +362,9 @@ class PostgresJournal(
                 await conn.execute(
                     self._sql.clear, clearing, *key, IntentState.IN_FLIGHT.value, str(owner)
                 )
-            rows = await self._fenced(conn.fetch, self._sql.open_intent, (*row, expect_write_count))
+            rows = await self._fenced(
+                conn.fetch, self._sql.open_intent, (*row, expect_write_count), key
+            )
             if rows:
                 # Everything below was read from one snapshot: a state the journal was in.
                 opened = asked.answer(rows[0], rows, _count(rows[0]["write_count"]))
@@ -384,22 +392,24 @@ class PostgresJournal(
         return await self._run(work)
 
     async def _fenced(
-        self, run: Callable[..., Awaitable[_T]], sql: str, row: Sequence[object]
+        self,
+        run: Callable[..., Awaitable[_T]],
+        sql: dict[bool, str],
+        row: Sequence[object],
+        key: tuple[str, str],
     ) -> _T | None:
-        """Run a fenced statement (autocommit); None when it failed because another
-        transaction took the intent's id after its snapshot (it then changed nothing)."""
+        """Run a fenced statement (autocommit), the variant taking the session's row to be
+        there once this process made or met it (``retention.row_known``); None when another
+        transaction took the intent's id after its snapshot (the statement changed nothing)."""
+        counted = (self.location, self.schema, *key)
         try:
-            return await run(sql, *row)
+            found = await run(sql[row_known(counted)], *row)
         except self._driver.UniqueViolationError as exc:
             if getattr(exc, "constraint_name", None) != "intents_pkey":
                 raise
             return None
-
-    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
-        async def work(conn: Connection) -> int:
-            return _count(await conn.fetchval(self._sql.count_write, session_id, str(backend)))
-
-        return await self._run(work)
+        row_known(counted, made=True)
+        return found
 
     async def transition(
         self,
@@ -488,16 +498,3 @@ class PostgresJournal(
                 )
 
         await self._run(work)
-
-
-def _intent_args(intent: PendingWrite, state: IntentState, owner: Owner) -> tuple[object, ...]:
-    return (
-        intent.intent_id,
-        intent.session_id,
-        str(intent.backend),
-        state.value,
-        str(owner),
-        intent.created_at,
-        time.time(),
-        intent.encode(),
-    )

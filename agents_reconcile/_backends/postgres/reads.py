@@ -75,8 +75,10 @@ class PostgresReads:
 
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
         async def work(conn: Connection) -> int:
-            found = await conn.fetchval(self._sql.write_count, session_id, str(backend))
-            return 0 if found is None else _count(found)
+            # The session's count, or the journal's floor when it has none (never counted,
+            # or pruned): one snapshot, so a count pruned meanwhile reads as the floor it
+            # raised.
+            return _count(await conn.fetchval(self._sql.write_count, session_id, str(backend)))
 
         return await self._run(work)
 

@@ -7,16 +7,59 @@ is parsed and planned once per connection.
 
 from __future__ import annotations
 
+import time
 from typing import TYPE_CHECKING, Final
 
 if TYPE_CHECKING:
-    from ..._core.records import Decision
+    from ..._core.ownership import Owner
+    from ..._core.records import Decision, PendingWrite
+    from ..journal import IntentState
 
-__all__ = ["SETTLING", "JournalStatements", "decision_args"]
+__all__ = [
+    "SETTLING",
+    "EffectStatements",
+    "JournalStatements",
+    "decision_args",
+    "floor_of",
+    "intent_args",
+    "made_at_floor",
+]
 
 SETTLING: Final = "('settled', 'replayed', 'dropped')"
 _NOW: Final = "extract(epoch FROM clock_timestamp())::float8"
 """The journal's clock: the server's time, in seconds."""
+
+
+def floor_of(schema: str) -> str:
+    """The journal's floor in ``schema`` (quoted), as an SQL expression: the highest count it
+    pruned, what a session without a count reads as (``write_floor``)."""
+    return f"(SELECT write_count FROM {schema}.write_floor WHERE id = 0)"
+
+
+def made_at_floor(schema: str, session: str, backend: str, more: int) -> str:
+    """The ``SELECT`` that makes a session's row (``session``, ``backend``: SQL expressions)
+    at the floor plus ``more``, stamped now, when the CTE ``present`` returned no row. It
+    reads the floor ``FOR SHARE``: the newest version, once a prune that holds it committed,
+    kept from being raised until this statement's transaction ends, so a row is never made
+    below a floor raised meanwhile. Nothing is locked when ``present`` found the row."""
+    return (
+        f"SELECT {session}, {backend}, f.write_count + {more}, {_NOW} FROM {schema}.write_floor"
+        " AS f WHERE f.id = 0 AND NOT EXISTS (SELECT 1 FROM present) FOR SHARE OF f"
+    )
+
+
+def intent_args(intent: PendingWrite, state: IntentState, owner: Owner) -> tuple[object, ...]:
+    """An intent's columns, in the order ``record`` and ``open_intent`` take them ($1..$8)."""
+    return (
+        intent.intent_id,
+        intent.session_id,
+        str(intent.backend),
+        state.value,
+        str(owner),
+        intent.created_at,
+        time.time(),
+        intent.encode(),
+    )
 
 
 def decision_args(decision: Decision) -> tuple[object, ...]:
@@ -33,10 +76,58 @@ def decision_args(decision: Decision) -> tuple[object, ...]:
     )
 
 
-class JournalStatements:
+class EffectStatements:
+    """The statements of tools' effects (``effects.py``), with the schema's quoted name in
+    place: a table of their own, no session lock, no count."""
+
+    def __init__(self, schema: str) -> None:
+        s = schema
+        effect_columns = "key, session_id, state, owner, record"
+        self.effect = f"SELECT {effect_columns} FROM {s}.effects WHERE key = $1"
+        self.effects = (
+            f"SELECT {effect_columns} FROM {s}.effects WHERE session_id = $1"
+            " ORDER BY created_at, key"
+        )
+        # The started effects (partial index effects_started), every session's or one's.
+        started = f"SELECT {effect_columns} FROM {s}.effects WHERE state = 'started'"
+        self.started_effects = f"{started} ORDER BY created_at, key"
+        self.started_effects_of = f"{started} AND session_id = $1 ORDER BY created_at, key"
+        # Records the key unless it is known, and answers with the row held either way. A row
+        # that another transaction committed after this statement's snapshot stops the INSERT
+        # but is not seen by the SELECT: then no row comes back, and the caller reads it
+        # afresh (self.effect, a new statement, a new snapshot).
+        self.begin_effect = (
+            f"WITH added AS (INSERT INTO {s}.effects (key, session_id, state, owner,"
+            " created_at, updated_at, record) VALUES ($1, $2, 'started', $3, $4, $4, $5)"
+            f" ON CONFLICT (key) DO NOTHING RETURNING {effect_columns})"
+            f" SELECT true AS added, {effect_columns} FROM added"
+            f" UNION ALL SELECT false AS added, {effect_columns} FROM {s}.effects"
+            " WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM added)"
+        )
+
+        # Compare-and-set on the started row of the key, its session and its owner ($1..$3):
+        # the server re-checks the WHERE on the newest version of the row, so of two racing
+        # updates at most one matches. Each returns a row only when it changed one.
+        def effect_update(assignments: str) -> str:
+            return (
+                f"UPDATE {s}.effects SET {assignments}"
+                " WHERE key = $1 AND session_id = $2 AND owner = $3 AND state = 'started'"
+                " RETURNING 1"
+            )
+
+        self.restart_effect = effect_update("owner = $4, updated_at = $5, record = $6")
+        # A receipt is stamped on the journal's clock (the writer's time only if it had none):
+        # pruning judges its age by it.
+        self.finish_effect = effect_update(
+            f"state = 'done', updated_at = coalesce({_NOW}, $4::float8), record = $5"
+        )
+
+
+class JournalStatements(EffectStatements):
     """Every statement the journal runs, with its schema's quoted name in place."""
 
     def __init__(self, schema: str) -> None:
+        super().__init__(schema)
         s = self.schema = schema
         intent_columns = "intent_id, session_id, backend, state, owner, updated_at, record"
         # With the fencing token and the age by the server's clock (leases are judged on the
@@ -44,21 +135,33 @@ class JournalStatements:
         self.select_intents = (
             f"SELECT {intent_columns}, fence, {_NOW} - updated_at AS age FROM {s}.intents"
         )
-        # Takes the session's row lock (creating the row at zero) and returns its count: the
-        # upsert always locks the newest version of the row, whoever inserted it.
-        self.lock_session = (
-            f"INSERT INTO {s}.session_writes AS w (session_id, backend, write_count)"
-            " VALUES ($1, $2, 0) ON CONFLICT (session_id, backend)"
-            " DO UPDATE SET write_count = w.write_count RETURNING w.write_count"
-        )
+        floor = floor_of(s)
+        writes = f"{s}.session_writes"
+
+        def on_session_row(more: int) -> str:
+            # Takes the session's row lock and returns its count, raised by `more` (and then
+            # stamped): the row as it stands when there is one (an UPDATE waits for its lock
+            # and reads the newest version), else made at the floor plus `more`; the upsert
+            # locks a row another transaction made meanwhile, the newest version of it too.
+            stamp = f", counted_at = {_NOW}" if more else ""
+            return (
+                f"WITH present AS (UPDATE {writes} SET write_count = write_count + {more}{stamp}"
+                " WHERE session_id = $1 AND backend = $2 RETURNING write_count),"
+                f" made AS (INSERT INTO {writes} AS w (session_id, backend, write_count,"
+                f" counted_at) {made_at_floor(s, '$1::text', '$2::text', more)}"
+                " ON CONFLICT (session_id, backend)"
+                f" DO UPDATE SET write_count = w.write_count + {more}{stamp}"
+                " RETURNING w.write_count)"
+                " SELECT write_count FROM present UNION ALL SELECT write_count FROM made"
+            )
+
+        # The lock alone, nothing counted: a session without a row gets one at the floor.
+        self.lock_session = on_session_row(0)
         self.write_count = (
-            f"SELECT write_count FROM {s}.session_writes WHERE session_id = $1 AND backend = $2"
+            f"SELECT coalesce((SELECT write_count FROM {writes} WHERE session_id = $1"
+            f" AND backend = $2), {floor})"
         )
-        self.count_write = (
-            f"INSERT INTO {s}.session_writes AS w (session_id, backend, write_count)"
-            " VALUES ($1, $2, 1) ON CONFLICT (session_id, backend)"
-            " DO UPDATE SET write_count = w.write_count + 1 RETURNING w.write_count"
-        )
+        self.count_write = on_session_row(1)
         settled_check = (
             f"SELECT EXISTS (SELECT 1 FROM {s}.decisions"
             f" WHERE intent_id = $1 AND action IN {SETTLING}) AS settled"
@@ -74,7 +177,7 @@ class JournalStatements:
             )
 
         count_added = (
-            f"UPDATE {s}.session_writes SET write_count = write_count + 1"
+            f"UPDATE {writes} SET write_count = write_count + 1, counted_at = {_NOW}"
             " WHERE session_id = $2 AND backend = $3 AND EXISTS (SELECT 1 FROM added)"
         )
         # The locked paths: run after lock_session, so the snapshot is fresh and the settled
@@ -122,48 +225,72 @@ class JournalStatements:
         )
 
         # The fenced paths: one autocommit statement each (see the module docstring). `seen`
-        # is the statement's snapshot; `fence` counts the write only if the session's count
-        # is still the one `seen` read once the row lock is granted (ON CONFLICT DO UPDATE
-        # takes the lock first and evaluates its WHERE on the newest version of the row);
-        # the intent is inserted only from the fence's RETURNING, so after it. A plain
-        # INSERT: an id another transaction took meanwhile fails the whole statement.
+        # is the statement's snapshot (the session's count there, the floor when it has no
+        # row); `fence` counts the write only if that count still stands once the row lock is
+        # granted: the row seen is updated only while it holds the count seen (an UPDATE
+        # evaluates its WHERE on the newest version of the row, and updates nothing when the
+        # row was deleted meanwhile), and a session seen without a row gets one only while
+        # the floor is still the one seen (read FOR SHARE) and no other transaction made it
+        # meanwhile with a count (ON CONFLICT DO UPDATE takes the lock first and evaluates
+        # its WHERE on the newest version). The intent is inserted only from the fence's
+        # RETURNING, so after it. A plain INSERT: an id another transaction took meanwhile
+        # fails the whole statement.
         def seen(blocked: str) -> str:
             return (
-                "seen AS (SELECT coalesce((SELECT write_count FROM"
-                f" {s}.session_writes WHERE session_id = $2 AND backend = $3), 0) AS write_count,"
-                f" {blocked} AS blocked, ({settled_check}) AS settled, {prior_columns}"
-                f" FROM (SELECT 1) AS one LEFT JOIN {s}.intents AS p ON p.intent_id = $1)"
+                f"seen AS (SELECT coalesce(c.write_count, {floor}) AS write_count,"
+                f" c.write_count IS NOT NULL AS present, {blocked} AS blocked,"
+                f" ({settled_check}) AS settled, {prior_columns} FROM (SELECT 1) AS one"
+                f" LEFT JOIN {writes} AS c ON c.session_id = $2 AND c.backend = $3"
+                f" LEFT JOIN {s}.intents AS p ON p.intent_id = $1)"
             )
 
-        def fence(expected: str) -> str:
+        # `known`: the session's row is taken to be there (``retention.row_known``), and the
+        # statement leaves out making it (the INSERT costs each opening some microseconds);
+        # a row pruned since is found missing and made on the locked path.
+        def fence(expected: str, known: bool) -> str:
+            free = f"NOT v.blocked AND NOT v.settled AND v.prior IS NULL{expected}"
+            bumped = (
+                f"UPDATE {writes} AS w SET write_count = v.write_count + 1,"
+                f" counted_at = {_NOW} FROM seen AS v WHERE w.session_id = $2 AND w.backend = $3"
+                f" AND v.present AND w.write_count = v.write_count AND {free}"
+                " RETURNING w.write_count"
+            )
+            if known:
+                return f"fence AS ({bumped})"
             return (
-                f"fence AS (INSERT INTO {s}.session_writes AS w (session_id, backend, write_count)"
-                " SELECT $2::text, $3::text, write_count + 1 FROM seen"
-                f" WHERE NOT blocked AND NOT settled AND prior IS NULL{expected}"
-                " ON CONFLICT (session_id, backend)"
-                " DO UPDATE SET write_count = excluded.write_count"
-                " WHERE w.write_count = excluded.write_count - 1 RETURNING w.write_count)"
+                f"bumped AS ({bumped}),"
+                f" made AS (INSERT INTO {writes} AS w (session_id, backend, write_count,"
+                f" counted_at) SELECT $2::text, $3::text, v.write_count + 1, {_NOW}"
+                f" FROM seen AS v, {s}.write_floor AS f WHERE f.id = 0 AND NOT v.present"
+                f" AND f.write_count = v.write_count AND {free} FOR SHARE OF f"
+                " ON CONFLICT (session_id, backend) DO UPDATE SET write_count ="
+                " excluded.write_count, counted_at = excluded.counted_at"
+                " WHERE w.write_count = excluded.write_count - 1 RETURNING w.write_count),"
+                " fence AS (SELECT write_count FROM bumped UNION ALL SELECT write_count FROM made)"
             )
 
         def fenced_insert(fence: str) -> str:
             return f"added AS ({insert_intent(fence)} FROM fence RETURNING intent_id)"
 
-        self.record = (
-            f"WITH {seen('false')}, {fence('')}, {fenced_insert('0')}"
+        # Each by whether the session's row is known to be there.
+        self.record = {
+            known: f"WITH {seen('false')}, {fence('', known)}, {fenced_insert('0')}"
             " SELECT EXISTS (SELECT 1 FROM added) AS added, settled, prior FROM seen"
-        )
+            for known in (False, True)
+        }
         # $9: the count expected, NULL for any; a snapshot count that is not it refuses.
-        self.open_intent = (
-            f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
+        self.open_intent = {
+            known: f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
             " WHERE session_id = $2 AND backend = $3),"
             f" {seen('EXISTS (SELECT 1 FROM blocking)')},"
-            f" {fence(' AND coalesce($9::bigint, write_count) = write_count')},"
+            f" {fence(' AND coalesce($9::bigint, v.write_count) = v.write_count', known)},"
             f" {fenced_insert('write_count - 1')}"
             " SELECT EXISTS (SELECT 1 FROM added) AS added, v.settled, v.write_count, v.prior,"
             " v.prior_session, v.prior_backend, v.prior_state, v.prior_owner, v.prior_updated,"
             f" v.prior_seq, {blocking_columns}"
             " FROM seen AS v LEFT JOIN blocking AS b ON true ORDER BY b.created_at, b.intent_id"
-        )
+            for known in (False, True)
+        }
         self.held = (
             "SELECT record AS prior, session_id AS prior_session, backend AS prior_backend,"
             " state AS prior_state, owner AS prior_owner, updated_at AS prior_updated,"
@@ -186,8 +313,9 @@ class JournalStatements:
                 # lock is granted (a claim committed after this statement's snapshot).
                 f" gone AS (DELETE FROM {s}.intents WHERE intent_id = $1{only}"
                 " AND EXISTS (SELECT 1 FROM locked) RETURNING session_id, backend),"
-                f" counted AS (UPDATE {s}.session_writes AS w SET write_count = w.write_count + 1"
-                " FROM gone AS g WHERE w.session_id = g.session_id AND w.backend = g.backend"
+                f" counted AS (UPDATE {writes} AS w SET write_count = w.write_count + 1,"
+                f" counted_at = {_NOW} FROM gone AS g"
+                " WHERE w.session_id = g.session_id AND w.backend = g.backend"
                 " RETURNING w.write_count)"
                 " SELECT count(*) FROM gone"
             )
@@ -261,7 +389,8 @@ class JournalStatements:
             " AND ($10::bigint IS NULL OR fence = $10::bigint))) AS allowed),"
             f" gone AS (DELETE FROM {s}.intents"
             " WHERE intent_id = $1 AND (SELECT allowed FROM verdict)),"
-            f" counted AS (UPDATE {s}.session_writes SET write_count = write_count + 1"
+            f" counted AS (UPDATE {writes} SET write_count = write_count + 1,"
+            f" counted_at = {_NOW}"
             " WHERE session_id = $2 AND backend = $3 AND (SELECT allowed FROM verdict)),"
             f" stored AS (INSERT INTO {s}.decisions ({decision_columns})"
             " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::float8,"
@@ -270,55 +399,18 @@ class JournalStatements:
             " (SELECT allowed FROM verdict) AS allowed, (SELECT again FROM again) AS again"
         )
 
-        # Effects (``effects.py``): a table of their own, no session lock, no count.
-        effect_columns = "key, session_id, state, owner, record"
-        self.effect = f"SELECT {effect_columns} FROM {s}.effects WHERE key = $1"
-        self.effects = (
-            f"SELECT {effect_columns} FROM {s}.effects WHERE session_id = $1"
-            " ORDER BY created_at, key"
-        )
-        # The started effects (partial index effects_started), every session's or one's.
-        started = f"SELECT {effect_columns} FROM {s}.effects WHERE state = 'started'"
-        self.started_effects = f"{started} ORDER BY created_at, key"
-        self.started_effects_of = f"{started} AND session_id = $1 ORDER BY created_at, key"
-        # Records the key unless it is known, and answers with the row held either way. A row
-        # that another transaction committed after this statement's snapshot stops the INSERT
-        # but is not seen by the SELECT: then no row comes back, and the caller reads it
-        # afresh (self.effect, a new statement, a new snapshot).
-        self.begin_effect = (
-            f"WITH added AS (INSERT INTO {s}.effects (key, session_id, state, owner,"
-            " created_at, updated_at, record) VALUES ($1, $2, 'started', $3, $4, $4, $5)"
-            f" ON CONFLICT (key) DO NOTHING RETURNING {effect_columns})"
-            f" SELECT true AS added, {effect_columns} FROM added"
-            f" UNION ALL SELECT false AS added, {effect_columns} FROM {s}.effects"
-            " WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM added)"
-        )
-
-        # Compare-and-set on the started row of the key, its session and its owner ($1..$3):
-        # the server re-checks the WHERE on the newest version of the row, so of two racing
-        # updates at most one matches. Each returns a row only when it changed one.
-        def effect_update(assignments: str) -> str:
-            return (
-                f"UPDATE {s}.effects SET {assignments}"
-                " WHERE key = $1 AND session_id = $2 AND owner = $3 AND state = 'started'"
-                " RETURNING 1"
-            )
-
-        self.restart_effect = effect_update("owner = $4, updated_at = $5, record = $6")
-        self.finish_effect = effect_update("state = 'done', updated_at = $4, record = $5")
-
         # The statements whose filters vary, built once: asyncpg caches prepared statements
         # by their text, so each variant is parsed and planned once per connection.
         flags = ((False, False), (False, True), (True, False), (True, True))
         self._transition = {
-            (*key, fenced, stamped, claim): self._build_transition(*key, fenced, stamped, claim)
+            (*key, fenced, stamped, claim): _transition(s, *key, fenced, stamped, claim)
             for key in flags
             for fenced in (False, True)
             for stamped in (False, True)
             for claim in (False, True)
         }
-        self._pending = {key: self._build_pending(*key) for key in flags}
-        self._decisions = {key: self._build_decisions(*key) for key in flags}
+        self._pending = {key: _pending(self.select_intents, *key) for key in flags}
+        self._decisions = {key: _decisions(s, *key) for key in flags}
         # The newest decision of each intent of $1, through decisions_by_intent.
         self.newest_decisions = (
             f"SELECT DISTINCT ON (intent_id) intent_id, session_id, record FROM {s}.decisions"
@@ -339,48 +431,53 @@ class JournalStatements:
     def decisions(self, by_session: bool, by_intent: bool) -> str:
         return self._decisions[by_session, by_intent]
 
-    def _build_transition(
-        self, by_state: bool, by_owner: bool, by_fence: bool, by_update: bool, claim: bool
-    ) -> str:
-        s = self.schema
-        where = " WHERE intent_id = $3"
-        number = 4
-        columns = (
-            (by_state, "state", "::text"),
-            (by_owner, "owner", "::text"),
-            (by_fence, "fence", "::bigint"),
-            (by_update, "updated_at", "::float8"),
-        )
-        for wanted, column, cast in columns:
-            if wanted:
-                where += f" AND {column} = ${number}{cast}"
-                number += 1
-        update = f"UPDATE {s}.intents SET state = $1, owner = $2, updated_at = {_NOW}"
-        if claim:
-            update += (
-                ", fence = greatest(fence + 1, coalesce((SELECT w.write_count FROM"
-                f" {s}.session_writes AS w WHERE w.session_id = intents.session_id"
-                " AND w.backend = intents.backend), 0))"
-            )
-        return f"{update}{where} RETURNING 1"
 
-    def _build_pending(self, by_session: bool, by_backend: bool) -> str:
-        conditions: list[str] = []
-        if by_session:
-            conditions.append(f"session_id = ${len(conditions) + 1}")
-        if by_backend:
-            conditions.append(f"backend = ${len(conditions) + 1}")
-        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        return f"{self.select_intents}{where} ORDER BY created_at, intent_id"
-
-    def _build_decisions(self, by_session: bool, by_intent: bool) -> str:
-        conditions: list[str] = []
-        if by_session:
-            conditions.append(f"session_id = ${len(conditions) + 1}")
-        if by_intent:
-            conditions.append(f"intent_id = ${len(conditions) + 1}")
-        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
-        return (
-            f"SELECT intent_id, session_id, record FROM {self.schema}.decisions{where}"
-            f" ORDER BY seq DESC LIMIT ${len(conditions) + 1}"
+def _transition(
+    s: str, by_state: bool, by_owner: bool, by_fence: bool, by_update: bool, claim: bool
+) -> str:
+    """``JournalStatements.transition`` of the schema ``s`` (quoted)."""
+    where = " WHERE intent_id = $3"
+    number = 4
+    columns = (
+        (by_state, "state", "::text"),
+        (by_owner, "owner", "::text"),
+        (by_fence, "fence", "::bigint"),
+        (by_update, "updated_at", "::float8"),
+    )
+    for wanted, column, cast in columns:
+        if wanted:
+            where += f" AND {column} = ${number}{cast}"
+            number += 1
+    update = f"UPDATE {s}.intents SET state = $1, owner = $2, updated_at = {_NOW}"
+    if claim:
+        update += (
+            ", fence = greatest(fence + 1, coalesce((SELECT w.write_count FROM"
+            f" {s}.session_writes AS w WHERE w.session_id = intents.session_id"
+            f" AND w.backend = intents.backend), {floor_of(s)}))"
         )
+    return f"{update}{where} RETURNING 1"
+
+
+def _pending(select_intents: str, by_session: bool, by_backend: bool) -> str:
+    """``JournalStatements.pending``: ``select_intents`` of a session and a backend."""
+    conditions: list[str] = []
+    if by_session:
+        conditions.append(f"session_id = ${len(conditions) + 1}")
+    if by_backend:
+        conditions.append(f"backend = ${len(conditions) + 1}")
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return f"{select_intents}{where} ORDER BY created_at, intent_id"
+
+
+def _decisions(s: str, by_session: bool, by_intent: bool) -> str:
+    """``JournalStatements.decisions`` of the schema ``s`` (quoted), newest first."""
+    conditions: list[str] = []
+    if by_session:
+        conditions.append(f"session_id = ${len(conditions) + 1}")
+    if by_intent:
+        conditions.append(f"intent_id = ${len(conditions) + 1}")
+    where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+    return (
+        f"SELECT intent_id, session_id, record FROM {s}.decisions{where}"
+        f" ORDER BY seq DESC LIMIT ${len(conditions) + 1}"
+    )

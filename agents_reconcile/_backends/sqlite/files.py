@@ -17,7 +17,7 @@ __all__ = ["SCHEMA", "SCHEMA_VERSION"]
 
 SCHEMA: Final = Schema(
     "journal",
-    ("0001_initial",),
+    ("0001_initial", "0002_pruning"),
     JournalCorrupt,
     package="agents_reconcile._backends.sqlite",
     folder="journal_schema",

@@ -18,8 +18,7 @@ from typing import ClassVar, Final, TypeVar
 from ..._core.ownership import Owner
 from ..._core.records import BackendIdentity, Decision, PendingWrite
 from ..._core.sealing import Keyring
-from ...errors import IntentConflict, JournalUnavailable, LeaseLost
-from ..aside import RawIntent, SetAside
+from ...errors import IntentConflict, LeaseLost
 from ..journal import (
     Capabilities,
     IntentState,
@@ -29,23 +28,25 @@ from ..journal import (
     require_settling,
 )
 from ..rows import checked_decision, checked_entry, each
-from .backend import SQLiteLink, enable_wal, path_of
+from .aside import SQLiteAside
+from .backend import SQLiteLink, path_of
+from .decisions import SETTLING_ACTIONS, insert_decision, matching, settled, settled_by
 from .effects import SQLiteEffects
-from .files import _VERSIONS, SCHEMA, SCHEMA_VERSION, _reader, _translate
+from .files import SCHEMA, SCHEMA_VERSION, _translate
 from .reads import SQLiteReads
+from .retention import FLOOR, SQLiteRetention, add_write, read_count
 from .schema import SQLiteSchemaSteps
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "SQLiteJournal"]
 
 _T = TypeVar("_T")
-_SETTLING_ACTIONS: Final = ("settled", "replayed", "dropped")
 # One journal object per file within a process: every spelling of an address shares it.
 _SHARED: dict[Path, SQLiteJournal] = {}
 
 
-class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
-    """``IntentJournal`` (and ``EffectJournal``, from ``SQLiteEffects``) in one SQLite file
-    (created with its schema on first use).
+class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffects, SQLiteReads):
+    """``IntentJournal`` (and ``EffectJournal``, from ``SQLiteEffects``; ``PruningJournal``,
+    from ``SQLiteRetention``) in one SQLite file (created with its schema on first use).
 
     ``synchronous="NORMAL"`` (the default) makes every commit survive the process being
     killed; ``"FULL"`` also survives power loss, at an fsync per commit. ``read_only=True``
@@ -62,6 +63,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
         starts_eagerly=True,
         newest_decisions=True,
         pages=True,
+        prunes=True,
     )
 
     def __init__(
@@ -85,6 +87,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
             busy_timeout=busy_timeout,
             translate=lambda exc: _translate(exc, self.path),
         )
+        self._prune_cursors = {}
 
     @classmethod
     def from_address(cls, address: str, *, namespace: str | None = None) -> SQLiteJournal:
@@ -101,44 +104,6 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
 
     # -- connection ---------------------------------------------------------------------
 
-    def _open(self) -> sqlite3.Connection:
-        if self.read_only:
-            try:
-                there = self.path.is_file()
-            except OSError:
-                there = True  # a directory this user may not search: _reader says so
-            if not there:
-                raise JournalUnavailable(f"no journal file at {self.path}")
-            # Inspecting a journal never creates, migrates or writes it, even when the path
-            # is mistyped or a live process is using it, and leaves no file beside it.
-            conn = _reader(self.path)
-        else:
-            try:
-                conn = sqlite3.connect(
-                    str(self.path), timeout=0, isolation_level=None, check_same_thread=False
-                )
-            except sqlite3.Error as exc:
-                raise _translate(exc, self.path) from exc
-        try:
-            # The timeout first: switching to WAL takes the file's lock, which another process
-            # opening the journal at the same moment may hold.
-            conn.execute(f"PRAGMA busy_timeout={int(self._busy_timeout * 1000)}")
-            if self.read_only:
-                self._check_read_only(conn)
-            else:
-                # WAL lets readers run beside the one writer; NORMAL commits reach the OS
-                # before returning, which is what surviving SIGKILL needs.
-                enable_wal(conn, self._busy_timeout)
-                conn.execute(f"PRAGMA synchronous={self._synchronous}")
-                # Pending batches hold conversation content: overwrite it when a row goes.
-                conn.execute("PRAGMA secure_delete=ON")
-                _VERSIONS.ensure(conn, str(self.path), migrate=True)
-                conn.execute("PRAGMA busy_timeout=0")
-        except BaseException:
-            conn.close()
-            raise
-        return conn
-
     def _sync(self, operation: Callable[[sqlite3.Connection], _T], *, patient: bool = False) -> _T:
         return self._link.sync(operation, patient=patient)
 
@@ -154,7 +119,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
         def write(conn: sqlite3.Connection) -> None:
             # IMMEDIATE: the settled check and the insert must see one state of the file.
             conn.execute("BEGIN IMMEDIATE")
-            if _settled(conn, intent.intent_id):
+            if settled(conn, intent.intent_id):
                 raise IntentConflict(
                     f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
                 )
@@ -186,13 +151,13 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
                     (clearing, *key, IntentState.IN_FLIGHT.value, str(owner)),
                 ).fetchone()
                 if gone is not None:
-                    _count_write(conn, key)
+                    add_write(conn, key)
             # One statement, so one atomic step: no other intent of this session can appear
             # between the check and the insert, and the insert returns the write count it saw.
             try:
                 inserted = conn.execute(
                     _OPEN_INTENT_SQL,
-                    (*key, *row, *key, intent.intent_id, *_SETTLING_ACTIONS, expect_write_count),
+                    (*key, *row, *key, intent.intent_id, *SETTLING_ACTIONS, expect_write_count),
                 ).fetchall()
             except sqlite3.IntegrityError:
                 inserted = []
@@ -211,15 +176,6 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
 
         return await self._run(write)
 
-    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
-        return await self._run(lambda conn: _write_count(conn, (session_id, str(backend))))
-
-    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
-        def write(conn: sqlite3.Connection) -> int:
-            return _count_write(conn, (session_id, str(backend)))
-
-        return await self._run(write)
-
     async def transition(
         self,
         intent_id: str,
@@ -233,7 +189,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
     ) -> bool:
         sql = "UPDATE intents SET state = ?, owner = ?, updated_at = ? WHERE intent_id = ?"
         args: list[object] = [state.value, str(owner), time.time(), intent_id]
-        sql += _matching(
+        sql += matching(
             args,
             state=None if expect_state is None else expect_state.value,
             owner=None if expect_owner is None else str(expect_owner),
@@ -245,8 +201,8 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
             sql = sql.replace(
                 " WHERE intent_id",
                 ", fence = max(fence + 1, coalesce((SELECT write_count FROM session_writes AS w"
-                " WHERE w.session_id = intents.session_id AND w.backend = intents.backend), 0))"
-                " WHERE intent_id",
+                " WHERE w.session_id = intents.session_id AND w.backend = intents.backend),"
+                f" {FLOOR})) WHERE intent_id",
                 1,
             )
         return await self._run(lambda conn: conn.execute(sql, args).rowcount == 1)
@@ -265,7 +221,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
                 (intent_id,),
             ).fetchone()
             if gone is not None:
-                _count_write(conn, (gone[0], gone[1]))
+                add_write(conn, (gone[0], gone[1]))
             conn.execute("COMMIT")
 
         await self._run(write)
@@ -276,7 +232,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
         def read(conn: sqlite3.Connection) -> list[_Row]:
             args: list[object] = []
             sql = _SELECT_INTENTS + " WHERE 1 = 1"
-            sql += _matching(
+            sql += matching(
                 args, session_id=session_id, backend=None if backend is None else str(backend)
             )
             rows: list[_Row] = conn.execute(sql + " ORDER BY created_at", args).fetchall()
@@ -298,7 +254,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
         return None if row is None else _entry(*row, keyring=self.keyring)
 
     async def is_settled(self, intent_id: str) -> bool:
-        return await self._run(lambda conn: _settled(conn, intent_id))
+        return await self._run(lambda conn: settled(conn, intent_id))
 
     async def settle(
         self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
@@ -309,8 +265,8 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
         def write(conn: sqlite3.Connection) -> None:
             # IMMEDIATE: the claim check and the delete must see one state of the file.
             conn.execute("BEGIN IMMEDIATE")
-            if _settled(conn, intent_id):
-                if _settled_by(conn, decision):
+            if settled(conn, intent_id):
+                if settled_by(conn, decision):
                     # The same call again, its first reply lost: already done.
                     return
                 raise IntentConflict(f"intent {intent_id} was already settled", intent_id=intent_id)
@@ -319,15 +275,15 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
             conn.execute("DELETE FROM intents WHERE intent_id = ?", (intent_id,))
             # Counted whatever the action: a batch that landed through a replay whose reply was
             # lost settles as committed, and other wrappers' memories must expire either way.
-            _count_write(conn, (decision.session_id, str(decision.backend)))
-            _insert_decision(conn, decision)
+            add_write(conn, (decision.session_id, str(decision.backend)))
+            insert_decision(conn, decision)
             conn.execute("COMMIT")
 
         await self._run(write)
 
     async def note(self, decision: Decision) -> None:
         require_settling(decision, settling=False)
-        await self._run(lambda conn: _insert_decision(conn, decision))
+        await self._run(lambda conn: insert_decision(conn, decision))
 
     async def note_again(self, previous: Decision, again: Decision) -> bool:
         """Replace the newest decision about ``previous``'s intent with ``again`` (the same
@@ -345,90 +301,17 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteEffects, SQLiteReads):
     ) -> list[Decision]:
         args: list[object] = []
         sql = "SELECT intent_id, session_id, record FROM decisions WHERE 1 = 1"
-        sql += _matching(args, session_id=session_id, intent_id=intent_id)
+        sql += matching(args, session_id=session_id, intent_id=intent_id)
         require_limit(limit)
         sql += " ORDER BY seq DESC LIMIT ?"
         args.append(limit)
         rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
         return each(rows, lambda row: _decision(*row), lambda row: ("decision", row[0], row[1]))
 
-    # -- damaged intents set aside ---------------------------------------------------------
-
-    async def raw_intent(self, intent_id: str) -> RawIntent | None:
-        sql = (
-            "SELECT intent_id, session_id, backend, state, owner, updated_at, record"
-            " FROM intents WHERE intent_id = ?"
-        )
-        row = await self._run(lambda conn: conn.execute(sql, (intent_id,)).fetchone())
-        return None if row is None else RawIntent.of_row(row)
-
-    async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
-        require_settling(decision, settling=True)
-
-        def write(conn: sqlite3.Connection) -> bool:
-            conn.execute("BEGIN IMMEDIATE")
-            # The values as read, compared as stored (IS: a column of another type matches too).
-            gone = conn.execute(
-                "DELETE FROM intents WHERE intent_id = ? AND record IS ? AND state IS ?"
-                " AND owner IS ? AND updated_at IS ?",
-                (raw.intent_id, *raw.stored),
-            ).rowcount
-            if gone != 1:
-                conn.execute("ROLLBACK")
-                return False
-            _count_write(conn, (raw.session_id, raw.backend))
-            _insert_decision(conn, decision)
-            conn.execute(
-                "INSERT INTO set_aside (intent_id, session_id, set_aside_at, meta, record)"
-                " VALUES (?, ?, ?, ?, ?)",
-                (raw.intent_id, raw.session_id, aside.set_aside_at, aside.encode(), raw.stored[0]),
-            )
-            conn.execute("COMMIT")
-            return True
-
-        return await self._run(write)
-
-    async def set_aside_entries(
-        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
-    ) -> list[SetAside]:
-        require_limit(limit)
-        args: list[object] = []
-        sql = "SELECT meta FROM set_aside WHERE 1 = 1"
-        sql += _matching(args, session_id=session_id, intent_id=intent_id)
-        sql += " ORDER BY seq DESC LIMIT ?"
-        args.append(limit)
-        rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
-        return [SetAside.decode(row[0]) for row in rows]
-
     async def close(self) -> None:
         """Close the connection. The journal is shared per file within a process, so a later
         operation (by this or another session) opens a new one instead of failing."""
         self._link.close()
-
-
-def _matching(args: list[object], **columns: object) -> str:
-    """`` AND column = ?`` for each column given a value (None: any), its value added to
-    ``args``."""
-    wanted = {column: value for column, value in columns.items() if value is not None}
-    args.extend(wanted.values())
-    return "".join(f" AND {column} = ?" for column in wanted)
-
-
-def _write_count(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
-    row = conn.execute(
-        "SELECT write_count FROM session_writes WHERE session_id = ? AND backend = ?", key
-    ).fetchone()
-    return int(row[0]) if row else 0
-
-
-def _count_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
-    (write_count,) = conn.execute(
-        "INSERT INTO session_writes (session_id, backend, write_count) VALUES (?, ?, 1)"
-        " ON CONFLICT (session_id, backend) DO UPDATE SET write_count = write_count + 1"
-        " RETURNING write_count",
-        key,
-    ).fetchone()
-    return int(write_count)
 
 
 # Inserts only when the session and backend have no unresolved intent, the id was never
@@ -437,7 +320,7 @@ def _count_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
 # id and the settling actions, the expected count.
 _OPEN_INTENT_SQL: Final = (
     "WITH seen (write_count) AS (SELECT coalesce((SELECT write_count FROM session_writes"
-    " WHERE session_id = ? AND backend = ?), 0))"
+    f" WHERE session_id = ? AND backend = ?), {FLOOR}))"
     " INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at,"
     " updated_at, record, fence) SELECT ?, ?, ?, ?, ?, ?, ?, ?, write_count FROM seen"
     " WHERE NOT EXISTS (SELECT 1 FROM intents WHERE session_id = ? AND backend = ?)"
@@ -516,7 +399,7 @@ def _open_locked(
     """``open_intent`` decided in full, inside a write transaction: every case the fast
     path's single statement leaves to it."""
     key = (intent.session_id, str(intent.backend))
-    write_count = _write_count(conn, key)
+    write_count = read_count(conn, key)
     found = conn.execute(_SELECT_INTENTS + " WHERE intent_id = ?", (intent.intent_id,)).fetchone()
     if found is not None:
         held = _entry(*found, keyring=keyring)
@@ -538,7 +421,7 @@ def _open_locked(
             write_count=write_count,
             blocking=[_entry(*other, keyring=keyring) for other in rows],
         )
-    if _settled(conn, intent.intent_id):
+    if settled(conn, intent.intent_id):
         raise IntentConflict(
             f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
         )
@@ -567,38 +450,3 @@ def _entry(
 
 def _decision(intent_id: str, session_id: str, record: bytes) -> Decision:
     return checked_decision(intent_id, session_id, record)
-
-
-def _settled(conn: sqlite3.Connection, intent_id: str) -> bool:
-    row = conn.execute(
-        "SELECT 1 FROM decisions WHERE intent_id = ? AND action IN (?, ?, ?) LIMIT 1",
-        (intent_id, *_SETTLING_ACTIONS),
-    ).fetchone()
-    return row is not None
-
-
-def _settled_by(conn: sqlite3.Connection, decision: Decision) -> bool:
-    """Whether ``decision`` itself, byte for byte, is what settled its intent."""
-    row = conn.execute(
-        "SELECT 1 FROM decisions WHERE intent_id = ? AND action IN (?, ?, ?) AND record = ?"
-        " LIMIT 1",
-        (decision.intent_id, *_SETTLING_ACTIONS, decision.encode()),
-    ).fetchone()
-    return row is not None
-
-
-def _insert_decision(conn: sqlite3.Connection, decision: Decision) -> None:
-    conn.execute(
-        "INSERT INTO decisions (intent_id, session_id, backend, outcome, reason, action,"
-        " decided_at, record) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        (
-            decision.intent_id,
-            decision.session_id,
-            str(decision.backend),
-            decision.outcome.value,
-            decision.reason.value,
-            decision.action.value,
-            decision.decided_at,
-            decision.encode(),
-        ),
-    )

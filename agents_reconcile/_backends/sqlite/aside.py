@@ -1,0 +1,78 @@
+"""The SQLite journal's damaged intents set aside (``AsideJournal``): an intent's row moved,
+its bytes as they were, to the ``set_aside`` table, with the decision that settles it and its
+session's write counted, in one transaction.
+
+Kept apart from ``SQLiteJournal`` for length; it runs its statements through the journal's own
+connection (``_run``).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable
+from typing import TYPE_CHECKING, TypeVar
+
+from ..._core.records import Decision
+from ..aside import RawIntent, SetAside
+from ..journal import require_limit, require_settling
+from .decisions import insert_decision, matching
+from .retention import add_write
+
+__all__ = ["SQLiteAside"]
+
+_T = TypeVar("_T")
+
+
+class SQLiteAside:
+    """``raw_intent``, ``set_aside`` and ``set_aside_entries`` for ``SQLiteJournal``, which
+    provides ``_run``."""
+
+    if TYPE_CHECKING:
+
+        async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T: ...
+
+    async def raw_intent(self, intent_id: str) -> RawIntent | None:
+        sql = (
+            "SELECT intent_id, session_id, backend, state, owner, updated_at, record"
+            " FROM intents WHERE intent_id = ?"
+        )
+        row = await self._run(lambda conn: conn.execute(sql, (intent_id,)).fetchone())
+        return None if row is None else RawIntent.of_row(row)
+
+    async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
+        require_settling(decision, settling=True)
+
+        def write(conn: sqlite3.Connection) -> bool:
+            conn.execute("BEGIN IMMEDIATE")
+            # The values as read, compared as stored (IS: a column of another type matches too).
+            gone = conn.execute(
+                "DELETE FROM intents WHERE intent_id = ? AND record IS ? AND state IS ?"
+                " AND owner IS ? AND updated_at IS ?",
+                (raw.intent_id, *raw.stored),
+            ).rowcount
+            if gone != 1:
+                conn.execute("ROLLBACK")
+                return False
+            add_write(conn, (raw.session_id, raw.backend))
+            insert_decision(conn, decision)
+            conn.execute(
+                "INSERT INTO set_aside (intent_id, session_id, set_aside_at, meta, record)"
+                " VALUES (?, ?, ?, ?, ?)",
+                (raw.intent_id, raw.session_id, aside.set_aside_at, aside.encode(), raw.stored[0]),
+            )
+            conn.execute("COMMIT")
+            return True
+
+        return await self._run(write)
+
+    async def set_aside_entries(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[SetAside]:
+        require_limit(limit)
+        args: list[object] = []
+        sql = "SELECT meta FROM set_aside WHERE 1 = 1"
+        sql += matching(args, session_id=session_id, intent_id=intent_id)
+        sql += " ORDER BY seq DESC LIMIT ?"
+        args.append(limit)
+        rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
+        return [SetAside.decode(row[0]) for row in rows]
