@@ -6,14 +6,12 @@ what they run only when run, so that ``--help`` answers at once."""
 from __future__ import annotations
 
 import argparse
-import re
-from datetime import timedelta
 from typing import Final, TypeVar
 
+from .durations import duration
+
 __all__ = [
-    "FOREVER",
     "add_operator_commands",
-    "duration",
     "journal_options",
     "key_options",
     "positive",
@@ -27,9 +25,6 @@ _BATCH: Final = 10_000
 _KEPT_DAYS: Final = 30
 """``Retention()``'s default for each kind (not imported here: ``--help`` stays light)."""
 _KINDS: Final = ("decisions", "receipts", "idle_sessions")
-FOREVER: Final = "forever"
-_UNITS: Final = {"s": 1, "m": 60, "h": 3600, "d": 86_400, "w": 604_800}
-_DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 
 
 def positive(text: str) -> int:
@@ -189,20 +184,6 @@ def add_operator_commands(commands: argparse._SubParsersAction[_P]) -> None:
     )
     decisions.set_defaults(handler=_decisions)
     _add_prune(commands)
-
-
-def duration(text: str) -> timedelta | str:
-    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` (or several: ``1d12h``), or ``forever``
-    (``FOREVER``: kept for good)."""
-    word = text.strip().lower()
-    if word == FOREVER:
-        return FOREVER
-    found = _DURATION.findall(word)
-    if not found or "".join(n + unit for n, unit in found) != word:
-        raise argparse.ArgumentTypeError(
-            f"not a duration: {text!r} (write 30d, 12h, 90m, 45s, 2w, 1d12h or forever)"
-        )
-    return timedelta(seconds=sum(float(n) * _UNITS[unit] for n, unit in found))
 
 
 def _add_prune(commands: argparse._SubParsersAction[_P]) -> None:

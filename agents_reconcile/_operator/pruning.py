@@ -13,8 +13,8 @@ from .._backends.journal import prunes
 from .._backends.redaction import redacted
 from .._core.retention import KINDS, Pruned, Retention
 from ..errors import ConfigurationError
+from .durations import FOREVER
 from .journals import command_journal
-from .options import FOREVER
 from .output import EXIT_OK, print_json, print_table
 
 __all__ = ["prune"]
@@ -63,8 +63,8 @@ def prune(args: argparse.Namespace) -> int:
             }
         )
         return EXIT_OK
-    verb = "would remove" if args.dry_run else "removed"
-    print(f"{'Dry run: ' if args.dry_run else ''}{verb}, in {steps} step(s):")
+    steps_text = f"{steps} step{'s' if steps != 1 else ''}"
+    print("Dry run: would remove:" if args.dry_run else f"Removed, in {steps_text}:")
     print_table(
         [
             ("decisions", f"{pruned.decisions:,}"),
@@ -94,7 +94,7 @@ def _retention_of(args: argparse.Namespace) -> Retention:
 def _span(seconds: float | None) -> str:
     if seconds is None:
         return "for good"
-    if seconds % 86_400 == 0:
+    if seconds and seconds % 86_400 == 0:
         return f"{int(seconds // 86_400)}d"
     return f"{seconds:g}s"
 

@@ -134,6 +134,30 @@ _T = TypeVar("_T")
 _TABLES: Final = ("decisions", "effects", "intents", "session_writes", "set_aside", "write_floor")
 
 
+def _pool_options(
+    url: str, connect_timeout: float, command_timeout: float | None
+) -> dict[str, Any]:
+    """The asyncpg pool a journal on ``url`` opens: one to four connections, statements kept
+    prepared, the application named and read committed unless the URL says otherwise."""
+    query = parse_qs(urlsplit(url).query)
+    settings = {} if "application_name" in query else {"application_name": "agents-reconcile"}
+    if "default_transaction_isolation" not in query:
+        # As the store's: a one-step append (``fused``) runs its compare-and-swap here.
+        settings["default_transaction_isolation"] = "read committed"
+    return {
+        "min_size": 1,
+        "max_size": 4,
+        "timeout": connect_timeout,
+        "command_timeout": command_timeout,
+        "max_inactive_connection_lifetime": 60.0,
+        # The journal's statements are a fixed set: keep them prepared for as long as the
+        # connection lives, rather than re-preparing every five minutes.
+        "max_cached_statement_lifetime": 0,
+        "reset": keep_session_state,
+        "server_settings": settings,
+    }
+
+
 class PostgresJournal(
     PostgresSchemaSteps,
     PostgresReads,
@@ -215,23 +239,7 @@ class PostgresJournal(
             self._connections: Connections[Any] = Connections(pool)
             return
         assert url is not None
-        query = parse_qs(urlsplit(url).query)
-        settings = {} if "application_name" in query else {"application_name": "agents-reconcile"}
-        if "default_transaction_isolation" not in query:
-            # As the store's: a one-step append (``fused``) runs its compare-and-swap here.
-            settings["default_transaction_isolation"] = "read committed"
-        options: dict[str, Any] = {
-            "min_size": 1,
-            "max_size": 4,
-            "timeout": connect_timeout,
-            "command_timeout": command_timeout,
-            "max_inactive_connection_lifetime": 60.0,
-            # The journal's statements are a fixed set: keep them prepared for as long as the
-            # connection lives, rather than re-preparing every five minutes.
-            "max_cached_statement_lifetime": 0,
-            "reset": keep_session_state,
-            "server_settings": settings,
-        }
+        options = _pool_options(url, connect_timeout, command_timeout)
         key = ("postgres-journal", url, repr(sorted(options.items())))
         self._connections = Connections(key=key, opener=pool_opener(self._driver, url, options))
 
