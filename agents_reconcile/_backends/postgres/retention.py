@@ -69,6 +69,8 @@ _T = TypeVar("_T")
 
 _CHUNK: Final = 500
 """Rows examined per read (and deleted per statement) while pruning."""
+_FINISHED: Final[tuple[Any, ...]] = ("finished",)
+"""The cursor of a kind whose limited sweep reached the end of its table this round."""
 _TRIES: Final = 3
 """Attempts at a chunk's removal while the floor is taken, a moment apart."""
 _PAUSE: Final = 0.01
@@ -351,10 +353,11 @@ class PostgresRetention:
     async def prune(
         self, retention: Retention, *, limit: int | None = None, dry_run: bool = False
     ) -> Pruned:
-        """``PruningJournal.prune``. With a ``limit``, each kind is swept on from where the
-        previous call stopped, and ``done`` turns True once a sweep reached the end of every
-        table; without one, every table is swept from its first row. A dry run reads from
-        the same place and moves no cursor."""
+        """``PruningJournal.prune``. Without a ``limit`` every table is swept whole. With one,
+        the calls sweep the tables in rounds: each call goes on from where the previous one
+        stopped, a kind whose sweep reached the end of its table waits for the others, and
+        the call that ends the round answers ``done`` (the next starts a new round). A dry
+        run reads from the same place and moves nothing."""
         if limit is not None:
             require_limit(limit)
         found: dict[str, _Swept] = {}
@@ -363,6 +366,8 @@ class PostgresRetention:
             if span is not None:
                 found[kind.name] = await self._sweep(kind, span, limit, dry_run)
         swept = found.values()
+        if all(each.done for each in swept) and not dry_run:
+            self._prune_cursors.clear()
         return Pruned(
             decisions=found.get("decisions", _Swept()).rows,
             set_aside=found.get("set_aside", _Swept()).rows,
@@ -378,6 +383,8 @@ class PostgresRetention:
         cursors = self._prune_cursors
         schema = self._sql.schema
         after = None if limit is None else cursors.get(kind.name)
+        if after == _FINISHED:
+            return _Swept()
         left = limit
         removed = size = 0
         whole = True  # False once a chunk's due rows were left (the floor was taken)
@@ -404,10 +411,12 @@ class PostgresRetention:
             if ended or left == 0:
                 break
         if not dry_run and limit is not None:
-            if after is None:
-                cursors.pop(kind.name, None)
-            else:
+            if after is not None:
                 cursors[kind.name] = after
+            elif whole:
+                cursors[kind.name] = _FINISHED
+            else:  # rows due were left behind a taken floor: this kind starts again
+                cursors.pop(kind.name, None)
         return _Swept(removed, size, done=after is None and whole)
 
     async def _remove(self, kind: _Kind, due: list[Any], span: float) -> tuple[int, int] | None:
