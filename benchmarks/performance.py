@@ -14,8 +14,10 @@
       wrapped, its journal in the same database. Ratios against the SDK's session.
 (b) Throughput, appends per second with 1, 4 and 16 sessions appending at once (one task per
     session, back to back), the SDK's session against the wrapped one on each engine.
-(c) The growth table (``growth.py``): append, gate, reconcile and ``status`` with 0 to 1M other
-    sessions in the journal, when ``--growth`` is given (it fills large journals: minutes).
+(c) The journal's growth (``journal_growth.py``), when ``--growth`` is given (it fills large
+    journals: minutes): the p50 and p99 of append, gate, reconcile, ``status`` and ``show`` with
+    0 to 1M other sessions in the journal, and the journal's rows and bytes after 1M sessions
+    of 10 turns over a year, before and after pruning with the default retention.
 
 Servers come from ``AGENTS_RECONCILE_TEST_REDIS_URL`` and ``AGENTS_RECONCILE_TEST_POSTGRES_URL``
 (``scripts/services.sh start`` prints them); an engine without one is skipped, and said so.
@@ -329,7 +331,9 @@ def parse(argv: Sequence[str] | None) -> tuple[Settings, str, bool, tuple[int, .
     parser = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     parser.add_argument("--quick", action="store_true", help="small numbers for a smoke run")
     parser.add_argument("--rounds", type=int, help="append rounds per variant in (a)")
-    parser.add_argument("--growth", action="store_true", help="also run the growth table (c)")
+    parser.add_argument(
+        "--growth", action="store_true", help="also run the journal growth and retention (c)"
+    )
     parser.add_argument(
         "--sizes", help="growth sizes, comma-separated (default 0,10000,100000,1000000)"
     )
@@ -394,12 +398,12 @@ async def run(argv: Sequence[str] | None = None) -> int:
     if growth:
         import dataclasses
 
-        import growth as table
+        import journal_growth as table
 
         chosen = table.QUICK if mode == "quick" else table.FULL
         if sizes != settings.growth_sizes:
             chosen = dataclasses.replace(chosen, sizes=tuple(sorted({0, *sizes})))
-        print("(c) the growth table (benchmarks/growth.py)\n")
+        print("(c) the journal's growth and retention (benchmarks/journal_growth.py)\n")
         await table.run(chosen, list(table.ENGINES), mode)
         print()
 
@@ -420,7 +424,7 @@ async def run(argv: Sequence[str] | None = None) -> int:
             f"{', '.join(map(str, CONCURRENCY))} sessions"
         )
     if growth:
-        print("  the growth table's verdicts: its own summary, above")
+        print("  the journal growth's verdicts: its own summary, above")
     return 0
 
 
