@@ -18,6 +18,7 @@ needs an operator, check a stored history for damage, migrate schemas, and run t
                              [--only kill|cancel]
     agents-reconcile selftest --fleet [--workers N] [--sessions N] [--rounds N] [--lease S]
                              [--journal NAME] [--store NAME] [--own-servers] [--seed N]
+                             [--redis-cluster-url URL]
     agents-reconcile migrate [--check] [--journal ADDRESS ...] [--store ADDRESS ...]
 
 A journal address is any the library takes: a path, ``sqlite:///``, ``redis://``,
@@ -117,6 +118,7 @@ def _fleet(args: argparse.Namespace) -> int:
         stores=tuple(args.store) or STORES,
         redis_url=args.redis_url,
         postgres_url=args.postgres_url,
+        redis_cluster_url=args.redis_cluster_url,
         own_servers=args.own_servers,
         seed=args.seed,
         keep=None if args.keep is None else Path(args.keep),
@@ -227,7 +229,7 @@ def _parser() -> argparse.ArgumentParser:
         action="append",
         default=[],
         metavar="NAME",
-        help="only this journal (repeatable): sqlite, redis, postgres",
+        help="only this journal (repeatable): sqlite, redis, postgres, redis_cluster",
     )
     fleet.add_argument(
         "--sessions", type=positive, default=3, metavar="N", help="shared sessions (default 3)"
@@ -249,7 +251,14 @@ def _parser() -> argparse.ArgumentParser:
     fleet.add_argument(
         "--own-servers",
         action="store_true",
-        help="start private Redis and PostgreSQL servers here and restart them as a fault",
+        help="start private Redis and PostgreSQL servers and a private six-node Redis Cluster "
+        "here; restart the servers and kill the cluster's primaries as faults",
+    )
+    fleet.add_argument(
+        "--redis-cluster-url",
+        metavar="URL",
+        help="run the Redis Cluster cells on this cluster (redis+cluster://HOST:PORT,...); "
+        "its primaries are failed over (CLUSTER FAILOVER) as a fault, never killed",
     )
     fleet.add_argument("--seed", type=int, metavar="N", help="seed of the driver's choices")
     selftest.set_defaults(handler=_cmd_selftest)

@@ -8,6 +8,9 @@ connection is refused here, in a ``ConfigurationError`` naming that part (never 
 - ``redis://``, ``rediss://``, ``unix://``: as redis-py's ``from_url`` reads them (the
   database is the path, or ``?db=``; ``unix://`` takes the socket's path), with the database a
   number from 0 and the port one from 1 to 65535;
+- ``redis+cluster://``, ``rediss+cluster://``: a Redis Cluster, reached through one or more
+  seed nodes (``HOST:PORT`` separated by commas), with no database but 0 and the query settings
+  of ``CLUSTER_OPTIONS`` (``cluster_settings`` reads them for the client);
 - ``postgresql://``, ``postgres://``: as asyncpg reads a libpq-style URL (a host list, ports,
   and parameters in the query), with a database name, in the path or as ``?dbname=``;
 - ``memory://NAME``: a journal or store in this process.
@@ -29,7 +32,16 @@ from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 from ..errors import ConfigurationError
 from .redaction import Redacted
 
-__all__ = ["CHECKS", "KNOWN_SCHEMES", "SQLITE_FORMS", "anything", "printable", "sqlite_file"]
+__all__ = [
+    "CHECKS",
+    "CLUSTER_OPTIONS",
+    "KNOWN_SCHEMES",
+    "SQLITE_FORMS",
+    "anything",
+    "cluster_settings",
+    "printable",
+    "sqlite_file",
+]
 
 SQLITE_FORMS: Final = (
     "sqlite:///relative.db (relative to the working directory) or sqlite:////absolute/path.db"
@@ -211,6 +223,134 @@ def _keywords(cls: object) -> set[str] | None:
     return names
 
 
+# -- Redis Cluster -----------------------------------------------------------------------------
+
+
+def _flag(text: str) -> bool:
+    lowered = text.lower()
+    if lowered in ("1", "true", "yes", "on"):
+        return True
+    if lowered in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(text)
+
+
+def _number(text: str) -> float:
+    value = float(text)
+    if value < 0 or value != value:  # negative, or not a number
+        raise ValueError(text)
+    return value
+
+
+def _count(text: str) -> int:
+    if not (text.isascii() and text.isdigit()):
+        raise ValueError(text)
+    return int(text)
+
+
+CLUSTER_OPTIONS: Final[dict[str, Callable[[str], object]]] = {
+    "socket_timeout": _number,
+    "socket_connect_timeout": _number,
+    "socket_keepalive": _flag,
+    "health_check_interval": _number,
+    "max_connections": _count,
+    "client_name": str,
+    "username": str,
+    "password": str,
+    "protocol": _count,
+    "require_full_coverage": _flag,
+    "dynamic_startup_nodes": _flag,
+    "reinitialize_steps": _count,
+}
+"""The query settings of a ``redis+cluster://`` address and how each is read: settings of the
+driver's cluster client (``RedisCluster``) that mean the same on every node."""
+_CLUSTER_TLS_OPTIONS: Final[dict[str, Callable[[str], object]]] = {
+    "ssl_cert_reqs": str,
+    "ssl_ca_certs": str,
+    "ssl_ca_data": str,
+    "ssl_certfile": str,
+    "ssl_keyfile": str,
+    "ssl_check_hostname": _flag,
+    "ssl_ciphers": str,
+}
+_REPLICA_READS: Final = ("read_from_replicas", "load_balancing_strategy")
+_CLUSTER_FORM: Final = "redis+cluster://HOST:PORT,HOST:PORT"
+
+
+def cluster_settings(address: str) -> tuple[list[tuple[str, int]], dict[str, object]]:
+    """A ``redis+cluster://`` (or ``rediss+cluster://``) address read whole: its seed nodes
+    (host, port; 6379 where none is given) and the client's settings (credentials, TLS, the
+    query's settings read as ``CLUSTER_OPTIONS`` says). Refuses what the driver would misread:
+    a database other than 0 (a cluster has no other), replica reads (the journal and the store
+    read what they wrote, which a replica may not have yet), any other setting."""
+    parts = _split(address)
+    scheme = parts.scheme.lower()
+    secure = scheme == "rediss+cluster"
+    userinfo, at, hosts = parts.netloc.rpartition("@")
+    if not hosts:
+        raise ConfigurationError(
+            f"the URL names no node of the cluster: write {_CLUSTER_FORM} (one or more seed "
+            "nodes, separated by commas)"
+        )
+    seeds = [_seed(spec, hosts) for spec in hosts.split(",")]
+    path = unquote(parts.path)
+    if path not in ("", "/", "/0"):
+        raise ConfigurationError(
+            f"the path {path!r} would name a database, and a cluster serves database 0 alone: "
+            f"write {_CLUSTER_FORM}"
+        )
+    settings: dict[str, object] = {"ssl": True} if secure else {}
+    if at:
+        user, _, password = userinfo.partition(":")
+        if user:
+            settings["username"] = unquote(user)
+        if password:
+            settings["password"] = unquote(password)
+    readers = {**CLUSTER_OPTIONS, **(_CLUSTER_TLS_OPTIONS if secure else {})}
+    for name, values in parse_qs(parts.query, keep_blank_values=True).items():
+        value = unquote(values[-1])
+        if name == "db":
+            if value != "0":
+                raise ConfigurationError(
+                    f"db={value} in the query would name a database, and a cluster serves "
+                    "database 0 alone: leave it out"
+                )
+            continue
+        if name in _REPLICA_READS:
+            raise ConfigurationError(
+                f"the query parameter {name!r} would send reads to replicas, which may lack "
+                "what was just written there: a cluster journal or store reads its primaries"
+            )
+        reader = readers.get(name)
+        if reader is None:
+            raise ConfigurationError(
+                f"the query parameter {name!r} is no setting of a {scheme}:// client: the "
+                f"driver would refuse or ignore it (settings: {', '.join(sorted(readers))})"
+            )
+        try:
+            settings[name] = reader(value)
+        except (TypeError, ValueError):
+            raise ConfigurationError(
+                f"the query parameter {name!r} has a value the Redis driver cannot read"
+            ) from None
+    return seeds, settings
+
+
+def _seed(spec: str, hosts: str) -> tuple[str, int]:
+    if not spec:
+        raise ConfigurationError(
+            f"the node list {hosts!r} has an empty entry: write {_CLUSTER_FORM}"
+        )
+    host, port = _host_and_port(unquote(spec))
+    if not host:
+        raise ConfigurationError(f"the node {spec!r} has no host: write {_CLUSTER_FORM}")
+    return host, _port(port) or 6379
+
+
+def _redis_cluster(address: str) -> None:
+    cluster_settings(address)
+
+
 # -- PostgreSQL ----------------------------------------------------------------------------
 
 
@@ -317,5 +457,6 @@ def anything(address: str) -> None:
 CHECKS: Final[dict[str, Callable[[str], object]]] = {
     "sqlite": sqlite_file,
     "redis": _redis,
+    "redis-cluster": _redis_cluster,
     "postgres": _postgres,
 }

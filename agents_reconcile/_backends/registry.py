@@ -55,8 +55,9 @@ class Backend:
 
     def environment(self, role: str) -> str:
         """The variable holding this backend's server URL for ``role`` (``TEST``,
-        ``SELFTEST``): ``AGENTS_RECONCILE_<ROLE>_<NAME>_URL``."""
-        return f"AGENTS_RECONCILE_{role.upper()}_{self.name.upper()}_URL"
+        ``SELFTEST``): ``AGENTS_RECONCILE_<ROLE>_<NAME>_URL`` (a ``-`` of the name as ``_``)."""
+        name = self.name.upper().replace("-", "_")
+        return f"AGENTS_RECONCILE_{role.upper()}_{name}_URL"
 
     def address_in(self, directory: Path, name: str) -> str:
         """The address of a new embedded instance called ``name`` under ``directory``."""
@@ -113,6 +114,14 @@ BACKENDS: Final = (
         "redis",
         ("redis", "rediss", "unix"),
         journal="agents_reconcile._backends.redis.journal:RedisJournal",
+        store="agents_reconcile._backends.redis.store:RevisionedRedisSession",
+        drivers=("redis",),
+        server=True,
+    ),
+    Backend(
+        "redis-cluster",
+        ("redis+cluster", "rediss+cluster"),
+        journal="agents_reconcile._backends.redis.cluster.journal:RedisClusterJournal",
         store="agents_reconcile._backends.redis.store:RevisionedRedisSession",
         drivers=("redis",),
         server=True,

@@ -16,6 +16,7 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Final
 
+from .._backends.addresses import KNOWN_SCHEMES
 from .._backends.redaction import redacted
 from .._backends.registry import BACKENDS, backend_for, scheme_of
 from .._backends.sqlite.backend import path_of
@@ -91,7 +92,8 @@ def recorded_store(kind: str, namespace: str) -> tuple[str, str | None] | None:
         return str(path), None
     if kind == "agents_reconcile.RevisionedRedisSession":
         where, _, prefix = namespace.partition(" prefix=")
-        return (where, prefix or None) if scheme_of(where) in ("redis", "rediss") else None
+        redis_schemes = ("redis", "rediss", "redis+cluster", "rediss+cluster")
+        return (where, prefix or None) if scheme_of(where) in redis_schemes else None
     if kind == "agents_reconcile.RevisionedPostgresSession":
         _, _, schema = namespace.partition(";schema=")
         return (first, schema or None) if scheme_of(first).startswith("postgres") else None
@@ -140,7 +142,7 @@ async def read_history(
 
 def _layout(store: str) -> str:
     scheme = scheme_of(store)
-    if "+" in scheme:
+    if "+" in scheme and scheme not in KNOWN_SCHEMES:  # a SQLAlchemy URL: dialect+driver
         return "sqlalchemy"
     backend = backend_for(store, what="store")
     if not backend.durable or backend.store is None:

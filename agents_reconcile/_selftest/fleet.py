@@ -11,7 +11,12 @@ bounded number of rounds injects one fault a round, chosen in turn among those t
 - ``drop_reply``: a proxy in front of Redis or PostgreSQL (``faultproxy.FaultProxy``, on an
   event loop thread of the driver) loses the next reply to a worker that goes through it;
 - ``restart``: stop and start the server, only for servers the driver started itself
-  (``own_servers``): never one it was given.
+  (``own_servers``): never one it was given;
+- on a Redis Cluster (``fleet_cluster``): ``failover`` (``CLUSTER FAILOVER`` on a replica of a
+  primary holding keys of the cell) and, on a cluster the driver started itself,
+  ``kill_primary`` (SIGKILL a primary, start it again once its replica took over). With
+  ``replicas`` the cluster cells run twice: without and with the replica wait (store name
+  suffixed `` wait=N``).
 
 Then every worker is resumed and asked to stop (SIGKILL after a bound), a fresh process on a
 fresh host settles what is pending on every session, and the judge (``fleet_report``) reads the
@@ -47,6 +52,14 @@ from urllib.parse import urlsplit
 
 from .._backends.faultproxy import FaultProxy
 from .._core.ownership import process_state
+from .fleet_cluster import (
+    CLUSTER,
+    ClusterFaults,
+    OwnCluster,
+    cluster_pair,
+    cluster_waits,
+    with_replica_wait,
+)
 from .fleet_hosts import ForkServer, OwnServers, ProxyLoop, alive, through
 from .fleet_report import (
     CellResult,
@@ -54,17 +67,22 @@ from .fleet_report import (
     SettleResult,
     judge_cell,
     judge_settlement,
-    percentile,
     render_cell,
     render_settlement,
-    render_summary,
 )
+from .fleet_totals import print_totals, settlement_title
 
 __all__ = ["JOURNALS", "STORES", "FleetOptions", "FleetResults", "fleet_results", "run_fleet"]
 
-JOURNALS: Final = ("sqlite", "redis", "postgres")
-STORES: Final = ("sqlite", "revisioned_sqlite", "revisioned_redis", "revisioned_postgres")
-_SERVER_OF: Final = {"redis": "redis", "postgres": "postgres"}
+JOURNALS: Final = ("sqlite", "redis", "postgres", CLUSTER)
+STORES: Final = (
+    "sqlite",
+    "revisioned_sqlite",
+    "revisioned_redis",
+    "revisioned_postgres",
+    f"revisioned_{CLUSTER}",
+)
+_SERVER_OF: Final = {"redis": "redis", "postgres": "postgres", CLUSTER: CLUSTER}
 _STATE_POLL: Final = 0.01
 
 
@@ -83,9 +101,13 @@ class FleetOptions:
     stores: Sequence[str] = STORES
     redis_url: str | None = None
     postgres_url: str | None = None
+    redis_cluster_url: str | None = None
     own_servers: bool = False
-    """Start private Redis and PostgreSQL servers (when their binaries are here) and restart
-    them as a fault."""
+    """Start private Redis and PostgreSQL servers and a private Redis Cluster (when their
+    binaries are here); restart the servers and kill the cluster's primaries as faults."""
+    replicas: int = 0
+    """Run the cluster cells again with the replica wait for this many replicas (0: not)."""
+    replica_timeout: float = 1.0
     seed: int | None = None
     keep: Path | None = None
     cells: Sequence[tuple[str, str]] | None = None
@@ -129,6 +151,8 @@ class _Cell:
     proxied: dict[str, tuple[str, int]] = field(default_factory=dict)
     """Server name -> (its URL, the proxy's port), for the servers a proxy sits in front of."""
     proxies: dict[str, FaultProxy] = field(default_factory=dict)
+    label: str = ""
+    """The store's name in the tables (with `` wait=N`` for a cell with the replica wait)."""
 
 
 class _Driver:
@@ -139,12 +163,14 @@ class _Driver:
         proxies: ProxyLoop,
         servers: OwnServers | None,
         chooser: random.Random,
+        cluster: ClusterFaults | None = None,
     ) -> None:
         self.options = options
         self.forks = forks
         self.proxies = proxies
         self.servers = servers
         self.chooser = chooser
+        self.cluster = cluster
         self.hosts = 0
 
     def host(self) -> str:
@@ -187,6 +213,12 @@ class _Driver:
         restartable = [s for s in cell.proxied if self.servers and s in self.servers.urls]
         if restartable:
             kinds.append("restart")
+        on_cluster = self.cluster is not None and CLUSTER in (
+            cell.journal,
+            cell.store.removeprefix("revisioned_"),
+        )
+        if on_cluster and self.cluster is not None:
+            kinds += self.cluster.kinds()
         pauses: list[Pause] = []
         order: list[str] = []
         time.sleep(0.5)  # let the workers open their sessions
@@ -220,10 +252,13 @@ class _Driver:
                 proxy = cell.proxies[self.chooser.choice(sorted(cell.proxies))]
                 if self.proxies.lose_next_reply(proxy, 2.0):
                     result.faults[kind] += 1
-            else:
+            elif kind == "restart":
                 assert self.servers is not None
                 self.servers.restart(self.chooser.choice(restartable))
                 result.faults[kind] += 1
+            else:
+                assert self.cluster is not None
+                self.cluster.inject(kind, cell.spec, self.chooser, result)
             result.rounds += 1
             time.sleep(self.chooser.uniform(0.1, 0.4))
         for worker in workers:
@@ -259,21 +294,28 @@ def _server_urls(options: FleetOptions, servers: OwnServers | None) -> dict[str,
         urls.setdefault("redis", options.redis_url)
     if options.postgres_url:
         urls.setdefault("postgres", options.postgres_url)
+    if options.redis_cluster_url:
+        urls.setdefault(CLUSTER, options.redis_cluster_url)
     return urls
+
+
+def _chosen(options: FleetOptions) -> Sequence[tuple[str, str]]:
+    return options.cells or [(j, s) for j in options.journals for s in options.stores]
 
 
 def _cells(
     options: FleetOptions, urls: dict[str, str], root: Path, run_id: str, proxies: ProxyLoop
 ) -> Iterator[_Cell]:
-    chosen = options.cells or [(j, s) for j in options.journals for s in options.stores]
-    for journal, store in chosen:
+    chosen = _chosen(options)
+    waits = cluster_waits(options.replicas)
+    for (journal, store), wait in ((c, w) for c in chosen for w in waits):
         server_of_store = store.removeprefix("revisioned_")
         needed = {journal, server_of_store} & set(_SERVER_OF)
-        if not needed <= set(urls):
+        if not needed <= set(urls) or not cluster_pair(journal, store, wait, options.cells):
             continue
-        directory = root / f"{journal}-{store}"
+        directory = root / f"{journal}-{store}{f'-wait{wait}' if wait else ''}"
         directory.mkdir(parents=True)
-        namespace = f"fleet_{run_id}_{journal}_{server_of_store}"
+        namespace = f"fleet_{run_id}_{journal}_{server_of_store}{f'_w{wait}' if wait else ''}"
         # Journal and store apart even on one server: each may be wiped on its own.
         journal_namespace = f"{namespace}_journal" if journal in urls else None
         journal_address = urls.get(journal) or str(directory / "journal.db")
@@ -283,6 +325,10 @@ def _cells(
             store_address = str(directory / "revisioned.db")
         else:
             store_address = urls[server_of_store]
+        if wait:
+            timeout = options.replica_timeout
+            journal_address = with_replica_wait(journal_address, wait, timeout, journal)
+            store_address = with_replica_wait(store_address, wait, timeout, server_of_store)
         spec = {
             "role": "work",
             "journal": [journal, journal_address, journal_namespace],
@@ -294,8 +340,10 @@ def _cells(
             "think": 0.0,
             "final_attempts": 5,
         }
-        cell = _Cell(journal, store, directory, spec)
-        for server in sorted(needed):
+        cell = _Cell(
+            journal, store, directory, spec, label=f"{store} wait={wait}" if wait else store
+        )
+        for server in sorted(needed - {CLUSTER}):  # a cluster client finds its nodes itself
             port = int(urlsplit(urls[server]).port or 0)
             proxy = proxies.proxy(port)
             cell.proxied[server] = (urls[server], proxy.port)
@@ -330,7 +378,7 @@ async def _read_back(spec: dict[str, Any]) -> tuple[dict[str, list[Any]], list[A
 
 def _run_cell(driver: _Driver, cell: _Cell, out: IO[str]) -> CellResult:
     options = driver.options
-    result = CellResult(cell.journal, cell.store, options.workers, options.sessions)
+    result = CellResult(cell.journal, cell.label, options.workers, options.sessions)
     if cell.proxies and not (driver.servers and set(cell.proxied) <= set(driver.servers.urls)):
         result.notes.append("no server restarts: the servers were not started by this command")
     began = time.time()
@@ -435,6 +483,7 @@ def fleet_results(options: FleetOptions, out: TextIO = sys.stdout) -> FleetResul
     run_id = uuid.uuid4().hex[:8]
     started = time.monotonic()
     servers: OwnServers | None = None
+    own_cluster: OwnCluster | None = None
     proxies = ProxyLoop()
     forks: ForkServer | None = None
     found = FleetResults()
@@ -443,6 +492,10 @@ def fleet_results(options: FleetOptions, out: TextIO = sys.stdout) -> FleetResul
         if options.own_servers:
             servers = OwnServers(out)
             servers.start()
+            if any(CLUSTER in pair for pair in _chosen(options)):
+                own_cluster = OwnCluster(out)
+                if own_cluster.start():
+                    servers.urls[CLUSTER] = own_cluster.url
         urls = _server_urls(options, servers)
         forks = ForkServer()
         print(
@@ -458,7 +511,7 @@ def fleet_results(options: FleetOptions, out: TextIO = sys.stdout) -> FleetResul
                 "this host's name, so a paused worker's pid is seen alive and no lease expires.",
                 file=out,
             )
-        skipped = [name for name in ("redis", "postgres") if name not in urls]
+        skipped = [name for name in ("redis", "postgres", CLUSTER) if name not in urls]
         if skipped:
             print(f"Skipped (no server given): {', '.join(skipped)} cells.", file=out)
         if urls and servers is None:
@@ -466,14 +519,15 @@ def fleet_results(options: FleetOptions, out: TextIO = sys.stdout) -> FleetResul
                 "Server restarts skipped: the servers were not started by this command.", file=out
             )
         print(file=out, flush=True)
-        driver = _Driver(options, forks, proxies, servers, chooser)
+        cluster = ClusterFaults(urls[CLUSTER], own_cluster) if CLUSTER in urls else None
+        driver = _Driver(options, forks, proxies, servers, chooser, cluster)
         for cell in _cells(options, urls, root, run_id, proxies):
             results.append(_run_cell(driver, cell, out))
         if options.settle_sessions > 0:
             for journal in _settle_journals(options, urls):
                 found.settlement.append(_run_settlement(driver, journal, urls, root, run_id))
             if found.settlement:
-                print(_settlement_title(options), file=out)
+                print(settlement_title(options.settle_sessions, options.workers), file=out)
                 print(render_settlement(found.settlement) + "\n", file=out, flush=True)
     finally:
         if forks is not None:
@@ -481,69 +535,9 @@ def fleet_results(options: FleetOptions, out: TextIO = sys.stdout) -> FleetResul
         proxies.close()
         if servers is not None:
             servers.stop()
+        if own_cluster is not None:
+            own_cluster.stop()
         if options.keep is None:
             shutil.rmtree(root, ignore_errors=True)
-    _print_totals(found, time.monotonic() - started, out)
+    print_totals(found.cells, found.settlement, time.monotonic() - started, out)
     return found
-
-
-def _settlement_title(options: FleetOptions) -> str:
-    title = "settlement throughput (no faults)"
-    return "\n".join(
-        [
-            title,
-            "-" * len(title),
-            f"{options.settle_sessions} sessions on one revisioned SQLite store file, each "
-            "holding one failed append (rejected before writing); "
-            f"{options.workers} workers on hosts of their own, told to go at once, each "
-            "reconcile every session in an order of their own until none is pending. Seconds: "
-            "from the go to the last settling decision in the journal.",
-        ]
-    )
-
-
-def _print_totals(found: FleetResults, elapsed: float, out: TextIO) -> None:
-    results = found.cells
-    print(render_summary(results), file=out)
-    for phase in found.settlement:
-        print(
-            f"\nSettlements per second on a shared {phase.journal} journal with "
-            f"{phase.workers} workers: {phase.per_second:.0f}/s ({phase.settlements} failed "
-            f"appends settled in {phase.seconds:.2f} s; settled twice {phase.settled_twice}, "
-            f"stored twice {phase.stored_twice}, lost {phase.lost}, unsettled "
-            f"{phase.unsettled}; {sum(phase.denied.values())} denials where workers met "
-            "each other's claims).",
-            end="",
-            file=out,
-        )
-    if found.settlement:
-        print(file=out)
-    settled = sum(r.settlements for r in results)
-    wall = sum(r.wall for r in results)
-    takeovers = [t for r in results for t in r.takeovers]
-    print(
-        f"\nDuring the fault rounds: {settled} settling decisions in {wall:.0f} s "
-        "(the pace at which faults leave intents to settle, not a throughput).",
-        file=out,
-    )
-    p50, p99 = percentile(takeovers, 0.5), percentile(takeovers, 0.99)
-    print(
-        "Takeover of an expired lease (from a worker stopping itself inside an append until "
-        "another process took its intent over and decided on it): "
-        + (f"p50 {p50:.2f} s, p99 {p99:.2f} s over {len(takeovers)}." if p50 and p99 else "none."),
-        file=out,
-    )
-    broken = [r for r in results if not r.clean]
-    broken_phases = [r for r in found.settlement if not r.clean]
-    print(
-        f"\n{len(results)} cells and {len(found.settlement)} settlement phases in "
-        f"{elapsed:.0f} s; ",
-        end="",
-        file=out,
-    )
-    print(
-        f"{len(broken) + len(broken_phases)} broke a promise."
-        if broken or broken_phases
-        else "every count is 0.",
-        file=out,
-    )

@@ -22,13 +22,13 @@ from urllib.parse import urlsplit, urlunsplit
 from .._backends.faultproxy import FaultProxy
 from .._core.ownership import process_state
 
-__all__ = ["ForkServer", "OwnServers", "ProxyLoop", "alive", "through"]
+__all__ = ["ForkServer", "OwnServers", "ProxyLoop", "alive", "free_port", "through", "wait_port"]
 
 
 # -- the servers ------------------------------------------------------------------------------
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as probe:
         probe.bind(("127.0.0.1", 0))
         port: int = probe.getsockname()[1]
@@ -40,7 +40,7 @@ def _pg_bin() -> Path | None:
     return found[-1].parent if found else None
 
 
-def _wait_port(port: int, seconds: float) -> bool:
+def wait_port(port: int, seconds: float) -> bool:
     deadline = time.monotonic() + seconds
     while time.monotonic() < deadline:
         with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), 0.2):
@@ -66,13 +66,13 @@ class OwnServers:
 
     def start(self) -> None:
         if shutil.which("redis-server"):
-            self._redis_port = _free_port()
+            self._redis_port = free_port()
             self._start_redis()
             self.urls["redis"] = f"redis://127.0.0.1:{self._redis_port}/0"
         else:
             print("No redis-server here: no private Redis.", file=self.out)
         if _pg_bin() is not None and self._init_postgres():
-            self._pg_port = _free_port()
+            self._pg_port = free_port()
             self._start_postgres()
             self._as_postgres(
                 "psql", "-h", "127.0.0.1", "-p", str(self._pg_port), "-U", "postgres", "-qc",
@@ -90,7 +90,7 @@ class OwnServers:
              "--dir", str(folder)],
             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
         )  # fmt: skip
-        if not _wait_port(self._redis_port, 10):
+        if not wait_port(self._redis_port, 10):
             raise RuntimeError("the private redis-server did not start")
 
     def _stop_redis(self) -> None:

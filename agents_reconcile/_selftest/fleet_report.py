@@ -59,6 +59,9 @@ _NOT_TAKEN: Final = frozenset({"in_flight_elsewhere", "lease_expired", "session_
 _JUDGED_ABSENT: Final = frozenset({"unchanged", "extended"})
 _TAKEN_ACTIONS: Final = frozenset({"replayed", "dropped"})
 _DECISIONS_READ: Final = 100_000
+_FAULTS: Final = ("kill", "pause", "pause_in_flight", "drop_reply", "restart")
+_CLUSTER_FAULTS: Final = ("failover", "kill_primary")
+"""Faults of cells on a Redis Cluster (``fleet_cluster``), listed where injected."""
 
 
 @dataclass(frozen=True)
@@ -453,7 +456,7 @@ def render_cell(result: CellResult) -> str:
     """One cell's table."""
     faults = ", ".join(
         f"{kind} {result.faults[kind]}"
-        for kind in ("kill", "pause", "pause_in_flight", "drop_reply", "restart")
+        for kind in _FAULTS + tuple(k for k in _CLUSTER_FAULTS if k in result.faults)
     )
     rows = [
         ("rounds", f"{result.rounds} in {result.wall:.1f} s"),

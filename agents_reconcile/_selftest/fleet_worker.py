@@ -65,7 +65,8 @@ def open_journal(spec: dict[str, Any]) -> Any:
     from .._backends.registry import backend_named
 
     backend, address, namespace = spec["journal"]
-    return backend_named(backend).open_journal(address, namespace=namespace)
+    # The self-test's names are identifiers: ``redis_cluster`` is the backend ``redis-cluster``.
+    return backend_named(backend.replace("_", "-")).open_journal(address, namespace=namespace)
 
 
 def worker_config(spec: dict[str, Any], journal: str) -> Any:
@@ -93,7 +94,7 @@ def open_store(spec: dict[str, Any], session_id: str) -> Any:
     kind, address, namespace = spec["store"]
     if kind == "sqlite":
         return SQLiteSession(session_id, address)
-    backend = backend_named(kind.removeprefix("revisioned_"))
+    backend = backend_named(kind.removeprefix("revisioned_").replace("_", "-"))
     return backend.open_store(session_id, address, namespace=namespace)
 
 

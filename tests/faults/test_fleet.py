@@ -17,9 +17,13 @@ import os
 
 import pytest
 
+from agents_reconcile._backends.registry import backend_named
 from agents_reconcile._selftest.fleet import FleetOptions, fleet_results
+from agents_reconcile._selftest.fleet_cluster import cluster_pair, cluster_waits, with_replica_wait
 
 from ..support.servers import POSTGRES_ENV, REDIS_ENV
+
+REDIS_CLUSTER_ENV = backend_named("redis-cluster").environment("TEST")
 
 pytestmark = pytest.mark.faults
 
@@ -59,3 +63,48 @@ def test_small_fleet_keeps_every_promise() -> None:
         assert phase.lost == phase.unsettled == 0, out.getvalue()
         assert phase.seconds > 0, out.getvalue()
     assert "Settlements per second on a shared sqlite journal with 4 workers" in out.getvalue()
+
+
+@pytest.mark.skipif(not os.environ.get(REDIS_CLUSTER_ENV), reason=f"{REDIS_CLUSTER_ENV} is unset")
+def test_small_fleet_on_a_redis_cluster_through_failovers() -> None:
+    """The journal and the revisioned store on a Redis Cluster that is not this test's: its
+    only cluster fault is a graceful ``CLUSTER FAILOVER``, which loses no acknowledged write,
+    so every count is 0."""
+    cells = [("redis_cluster", "revisioned_redis_cluster")]
+    out = io.StringIO()
+    results = fleet_results(
+        FleetOptions(
+            workers=4,
+            sessions=2,
+            rounds=4,
+            cells=cells,
+            redis_cluster_url=os.environ[REDIS_CLUSTER_ENV],
+            seed=4,
+            settle_sessions=0,
+        ),
+        out,
+    )
+    assert [(r.journal, r.store) for r in results.cells] == cells, out.getvalue()
+    (result,) = results.cells
+    assert result.rounds == 4, out.getvalue()
+    assert result.faults["failover"] >= 1, out.getvalue()
+    assert "kill_primary" not in result.faults, out.getvalue()
+    assert result.ok > 0, out.getvalue()
+    assert result.clean, out.getvalue()
+
+
+def test_cluster_cells_pair_and_wait_as_designed() -> None:
+    """A cluster pairs with itself and the SQLite stores; the replica wait doubles only the
+    cells on a cluster and is asked in the address's query."""
+    assert cluster_waits(0) == (0,) and cluster_waits(1) == (0, 1)
+    assert cluster_pair("redis_cluster", "revisioned_redis_cluster", 1, None)
+    assert cluster_pair("redis_cluster", "sqlite", 0, None)
+    assert not cluster_pair("redis_cluster", "revisioned_postgres", 0, None)
+    assert not cluster_pair("redis", "revisioned_redis_cluster", 0, None)
+    assert cluster_pair("redis", "revisioned_redis_cluster", 0, [("redis", "x")])
+    assert cluster_pair("sqlite", "sqlite", 0, None)
+    assert not cluster_pair("sqlite", "sqlite", 1, None)
+    url = "redis+cluster://127.0.0.1:7101,127.0.0.1:7102"
+    assert with_replica_wait(url, 1, 0.5) == f"{url}?replicas=1&replica_timeout=0.5"
+    assert with_replica_wait(f"{url}?a=b", 2, 1) == f"{url}?a=b&replicas=2&replica_timeout=1"
+    assert with_replica_wait("redis://h:1/0", 1, 1, "redis") == "redis://h:1/0"

@@ -26,7 +26,7 @@ from agents_reconcile import ContinuationDenied, ReconcileConfig, ReconcilingSes
 from agents_reconcile._cli import main
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
-from ..support.backends import address, namespace, registered
+from ..support.backends import address, namespace, redis_client, registered
 from ..support.runner_support import first_run_steps, run, summarize
 
 SECRET = "card-number-SECRET-zeta"
@@ -596,10 +596,8 @@ def journal_holds(case: Case, marker: str) -> bool:
             path = path_of(case.journal)
             files = [path, path.with_name(f"{path.name}-wal")]
             return any(f.exists() and needle in f.read_bytes() for f in files)
-        if case.backend.name == "redis":
-            from redis.asyncio import Redis
-
-            client = Redis.from_url(case.journal)
+        if case.backend.name.startswith("redis"):
+            client = redis_client(case.journal)
             try:
                 async for key in client.scan_iter(match=f"{case.space}:*"):
                     kind = await client.type(key)

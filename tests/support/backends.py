@@ -46,6 +46,17 @@ def address(backend: registry.Backend, directory: Path, name: str) -> str:
     return backend.address_in(directory, name)
 
 
+def redis_client(address: str) -> Any:
+    """A client of the Redis server or cluster at ``address``, as the backends open one."""
+    from agents_reconcile._backends.redis.nodes import cluster_client, is_cluster
+
+    if is_cluster(address):
+        return cluster_client(address, {})
+    from redis.asyncio import Redis
+
+    return Redis.from_url(address)
+
+
 def namespace() -> str:
     """A Redis prefix or PostgreSQL schema no other test uses."""
     return f"t{uuid.uuid4().hex[:16]}"
@@ -157,6 +168,37 @@ class RedisStorage(Storage):
         await self._run("HSET", self._record_key(session_id, "effect_record"), key, record)
 
 
+class RedisClusterStorage(RedisStorage):
+    """A journal on a Redis Cluster keeps each session's keys, and a copy of the journal's own,
+    in one of 256 buckets (``<space>:{bNNN}``); a store keeps its schema where one server does."""
+
+    async def _run(self, *command: Any) -> Any:
+        from agents_reconcile._backends.redis.nodes import cluster_client
+
+        client = cluster_client(self.address, {})
+        try:
+            return await client.execute_command(*command)
+        finally:
+            await client.aclose()
+
+    def _record_key(self, session_id: str, name: str = "record") -> str:
+        digest = blake3(session_id.encode()).hexdigest()
+        return f"{self.space}:{{b{int(digest[:2], 16):03d}}}:{{{digest[:32]}}}:{name}"
+
+    async def stamp(self, component: str, version: int) -> None:
+        if component == "store":
+            await super().stamp(component, version)
+            return
+        from agents_reconcile._backends.redis.nodes import cluster_client
+
+        client = cluster_client(self.address, {})
+        try:
+            for bucket in range(256):
+                await client.set(f"{self.space}:{{b{bucket:03d}}}:schema", version)
+        finally:
+            await client.aclose()
+
+
 class PostgresStorage(Storage):
     _TABLES: ClassVar[dict[str, str]] = {
         "journal": "schema_version",
@@ -207,6 +249,7 @@ class PostgresStorage(Storage):
 _STORAGE: dict[str, type[Storage]] = {
     "sqlite": SQLiteStorage,
     "redis": RedisStorage,
+    "redis-cluster": RedisClusterStorage,
     "postgres": PostgresStorage,
 }
 

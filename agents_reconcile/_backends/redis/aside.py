@@ -2,7 +2,9 @@
 script (``scripts/set_aside.lua``) that removes the intent only while its row still
 holds the bytes, state and owner read, settles it and keeps the bytes. Three global keys hold
 what was set aside: a list of intent ids in order, and two hashes from a position in it to a
-description and to the bytes. Entries are rare, so listing reads them all.
+description and to the bytes (an entry pruned leaves an empty id at its position, so the
+positions of the others stay theirs: ``retention.py``). Entries are rare, so listing reads
+them all.
 
 Kept apart from ``RedisJournal`` for length; it speaks through the journal's own script
 runner, command sender, key layout and intent routing.

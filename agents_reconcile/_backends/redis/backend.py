@@ -1,5 +1,6 @@
 """What the Redis journal and the Redis store share: where a client points, its schema
-version key, and deleting a namespace's keys.
+version key, and deleting a namespace's keys; on one server or on a Redis Cluster
+(``nodes.py``: a ``redis+cluster://`` address opens the driver's cluster client).
 
 A Redis schema has no tables: a step leaves only the version under one key (the journal's
 ``<prefix>:schema``, the store's ``<prefix>:store-schema``). Storing it when absent and
@@ -10,13 +11,22 @@ starting together agree on one value.
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Any, Final, cast
 
 from ...errors import ConfigurationError
 from ..connections import Connections, Opener
 from ..lua import LuaScript, Send
 from ..registry import check_address
 from ..schema import Schema
+from .nodes import (
+    RedisCluster,
+    cluster_client,
+    cluster_location,
+    cluster_secrets,
+    each_primary,
+    is_cluster,
+    scan,
+)
 
 try:
     from redis.asyncio import Redis
@@ -42,10 +52,15 @@ _UNLINK_BATCH: Final = 500
 
 def shared_client(kind: str, url: str, options: dict[str, Any]) -> Connections[Redis]:
     """A share of the client every ``kind`` object on ``url`` with ``options`` uses; a URL
-    the driver would misread (``redis://host/abc`` is database 0 to it) is refused first."""
+    the driver would misread (``redis://host/abc`` is database 0 to it) is refused first. A
+    ``redis+cluster://`` URL gets the driver's cluster client (which speaks as a ``Redis``
+    does to the journal and the store: commands, scripts, pipelines)."""
     check_address(url, what=kind.removeprefix("redis-"))
 
     async def open_client() -> Redis:
+        if is_cluster(url):
+            # Typed as a Redis: the commands the journal and the store use are the same.
+            return cast("Redis", cluster_client(url, options))
         return Redis.from_url(url, **options)
 
     async def close_client(client: Redis) -> None:
@@ -65,7 +80,10 @@ def server_of(client: object) -> tuple[object, ...] | None:
 
 
 def client_location(client: Redis) -> str:
-    """Which server and database ``client`` uses, as a URL without credentials."""
+    """Which server and database ``client`` uses, as a URL without credentials (which cluster,
+    for a cluster client)."""
+    if isinstance(client, RedisCluster):
+        return cluster_location(client)
     pool = client.connection_pool
     kwargs: dict[str, Any] = dict(getattr(pool, "connection_kwargs", {}) or {})
     kwargs.setdefault("connection_class", getattr(pool, "connection_class", None))
@@ -89,6 +107,8 @@ def location(kwargs: dict[str, Any]) -> str:
 
 def client_secrets(client: Redis) -> list[str]:
     """The password ``client`` was configured with, to scrub from messages."""
+    if isinstance(client, RedisCluster):
+        return cluster_secrets(client)
     kwargs = getattr(client.connection_pool, "connection_kwargs", {})
     password = kwargs.get("password") if isinstance(kwargs, dict) else None
     return [password] if isinstance(password, str) and password else []
@@ -103,16 +123,35 @@ async def unlink_matching(
     client: Redis, prefix: str, wanted: Callable[[bytes], bool] = lambda _: True
 ) -> int:
     """Delete the keys under ``prefix:`` that ``wanted`` accepts; return how many went.
-    Walks the keyspace with SCAN, never KEYS, so a large server is not blocked."""
+    Walks the keyspace with SCAN, never KEYS, so a large server is not blocked; on a cluster,
+    the keyspace of every primary."""
+    pattern = f"{glob_escape(prefix)}:*"
+    if isinstance(client, RedisCluster):
+        deleted = 0
+        for node in await each_primary(client):
+            at = 0
+            while True:
+                at, keys = await scan(client, node, at, pattern, 1000)
+                deleted += await _unlink(client, [key for key in keys if wanted(key)])
+                if at == 0:
+                    break
+        return deleted
     deleted = 0
     cursor: Any = 0
     while True:
-        cursor, found = await client.scan(cursor, match=f"{glob_escape(prefix)}:*", count=1000)
+        cursor, found = await client.scan(cursor, match=pattern, count=1000)
         batch = [key for key in (_key_bytes(key) for key in found) if wanted(key)]
-        for start in range(0, len(batch), _UNLINK_BATCH):
-            deleted += int(await client.unlink(*batch[start : start + _UNLINK_BATCH]))
+        deleted += await _unlink(client, batch)
         if int(cursor) == 0:
             return deleted
+
+
+async def _unlink(client: Redis, keys: list[bytes]) -> int:
+    """``UNLINK`` of ``keys`` in batches (a cluster client splits each by slot)."""
+    deleted = 0
+    for start in range(0, len(keys), _UNLINK_BATCH):
+        deleted += int(await client.unlink(*keys[start : start + _UNLINK_BATCH]))
+    return deleted
 
 
 def _text(value: object) -> str:

@@ -9,7 +9,9 @@ time and encoded ``Effect`` in hashes by effect key, and the session's effect ke
 oldest first. One global hash, ``effect_index``, names each key's session, since ``effect()``
 is given the key alone; one global sorted set, ``effect_started``, holds the keys that have no
 receipt yet (scored by when they were begun), so ``started_effects`` reads those alone.
-Effects are never removed (``drop`` aside), so a key stays in the session it was begun in.
+A receipt is stamped on the server's clock, by which ``prune`` (``retention.py``) judges its
+age; a receipt pruned leaves every effect key, and a started effect is never removed, so a key
+stays in the session it was begun in while it is kept.
 
 Kept apart from ``RedisJournal`` for length; it speaks through the journal's own script
 runner, command sender, key layout and keyring.
@@ -98,7 +100,7 @@ class RedisEffects:
             effect.key,
             effect.session_id,
             effect.owner,
-            repr(time.time()),
+            "",  # the update time: the script stamps the receipt on the server's clock
             effect.encode(),
         ]
         keys = self._layout.effects(effect.session_id)

@@ -44,6 +44,10 @@ class RedisIntentHomes:
         self._homes.remember(intent_id, session_id)
         return session_id
 
+    async def _lookup_again(self, intent_id: str, tried: str | None) -> str | None:
+        """The session holding the intent, after ``tried`` was found not to hold it."""
+        return await self._lookup(intent_id)
+
     async def _on_intent(
         self,
         intent_id: str,
@@ -65,7 +69,7 @@ class RedisIntentHomes:
                 continue
             if not isinstance(result, Retry):
                 return result
-            session_id = await self._lookup(intent_id)
+            session_id = await self._lookup_again(intent_id, session_id)
         raise JournalUnavailable(
             f"intent {intent_id} kept moving between sessions; try again",
         )

@@ -5,9 +5,10 @@ Every operation that reads and then writes is one Lua script run on the server (
 bytes made in one pass, on a connection kept for the scripts), so no other client's command
 runs between its check and its write:
 ``open_intent``, ``record``, ``transition``, ``settle``, ``discard``, ``note``,
-``count_write`` and the effect scripts (``effects.py``). Scripts receive every key they
-touch in ``KEYS``. Records are stored as ``PendingWrite.encode()``, ``Decision.encode()`` and
-``Effect.encode()`` produce them, digest included, and are checked again on every read.
+``count_write``, the effect scripts (``effects.py``) and pruning (``retention.py``). Scripts
+receive every key they touch in ``KEYS``. Records are stored as ``PendingWrite.encode()``,
+``Decision.encode()`` and ``Effect.encode()`` produce them, digest included, and are checked
+again on every read.
 
 Round trips. A write-ahead session calls ``open_intent`` and then ``discard`` on every
 append, so each is one command: the writing scripts check (and on first use store) the
@@ -19,7 +20,11 @@ holding the intent and the call is made again there.
 
 Keys, each under ``{prefix}:`` (``layout.py`` builds their names)::
 
-    schema            string   layout version (1); refused when not this release's
+    schema            string   layout version (2); refused when not this release's
+    upgraded          string   when layout 1 was upgraded to 2: the time a session's counts
+                               without a stamp were last raised at the latest
+    floor             string   the highest write count pruned: a session without a count
+                               reads as it (absent: 0)
     index             hash     unresolved intent id -> its session id
     settled           set      ids of settled intents
     seq               string   counter numbering decisions
@@ -34,7 +39,9 @@ Keys, each under ``{prefix}:`` (``layout.py`` builds their names)::
     {T}:state         hash     intent id -> state
     {T}:owner         hash     intent id -> owner
     {T}:updated       hash     intent id -> when state or owner last changed
-    {T}:write_count   hash     backend identity -> the session's write count
+    {T}:write_count   hash     backend identity -> the session's write count; and '' (no
+                               backend identity is empty) -> when one was last raised, on the
+                               server's clock: the session's idle time, for pruning
     {T}:decisions     list     the session's decisions' numbers, oldest first
     {T}:fence         hash     intent id -> its fencing token (the session's write count when it
                                was opened; raised by each claim)
@@ -47,22 +54,20 @@ Keys, each under ``{prefix}:`` (``layout.py`` builds their names)::
 ``T`` is the session's hash tag; the id itself is kept in ``index``.
 
 The layout version is only a number: ``migrate`` (and the first use of a journal object, a
-read or a write) stores it in an empty journal, and a journal holding any other version is
-refused.
+read or a write) stores it in an empty journal and upgrades one of layout 1 (``schema.py``),
+and a journal holding any other version is refused.
 
 The journal is as durable as the server keeps its data: run it with ``appendonly yes``
 (``appendfsync always`` to survive power loss) and ``maxmemory-policy noeviction``, since an
 evicted key loses intents or decisions.
 
-Redis Cluster is not supported. Each writing script also touches global keys (``schema``
-always; ``index`` and ``settled`` for record, open_intent, transition, discard and settle;
-the decision log for settle and note; ``effect_index`` and ``effect_started`` for the effect
-scripts), and ``get``, ``transition``, ``discard`` and ``settle`` find an intent's session
-through ``index``, ``pending(None)`` lists every session through it, ``is_settled`` reads
-``settled``, ``decisions`` reads the log, ``effect`` finds an effect's session through
-``effect_index`` and ``started_effects`` lists ``effect_started``: those keys hash to other
-slots than the sessions'. Use one Redis server (with replicas and failover if needed) per
-journal.
+This layout is for one Redis server (with replicas and failover if needed): each writing
+script also touches global keys (``schema`` always; ``floor`` for those that count a write or
+read a count; ``index`` and ``settled`` for record, open_intent, transition, discard and
+settle; the decision log for settle and note; ``effect_index`` and ``effect_started`` for the
+effect scripts; all of them for pruning), which hash to other slots than the sessions'. On a
+Redis Cluster (``redis+cluster://``), ``cluster.journal.RedisClusterJournal`` keeps a copy of
+the global keys per bucket of sessions, beside the sessions' own, and runs the same scripts.
 """
 
 from __future__ import annotations
@@ -74,7 +79,7 @@ from contextlib import contextmanager
 from typing import Any, ClassVar, Final
 
 from ..._core.ownership import Owner
-from ..._core.records import BackendIdentity, Decision, PendingWrite
+from ..._core.records import Decision, PendingWrite
 from ..._core.sealing import Keyring
 from ...errors import ConfigurationError, IntentConflict, LeaseLost
 from ..connections import Connections
@@ -100,6 +105,7 @@ from .effects import EFFECT_SCRIPTS, RedisEffects
 from .homes import RedisIntentHomes
 from .layout import IntentHomes, JournalKeys
 from .reads import RedisReads
+from .retention import RETENTION_SCRIPTS, RedisRetention, Walks
 from .schema import _VERSION, SCHEMA, SCHEMA_VERSION, RedisSchemaSteps
 from .survey import RedisSurvey
 
@@ -118,7 +124,6 @@ DEFAULT_PREFIX: Final = "agents-reconcile-journal"
 _SCRIPTS: Final = {
     name: LuaScript("agents_reconcile._backends.redis", "scripts", name, prelude=True)
     for name in (
-        "count_write",
         "decisions",
         "discard",
         "newest_decisions",
@@ -132,8 +137,12 @@ _SCRIPTS: Final = {
         "transition",
         *EFFECT_SCRIPTS,
         *ASIDE_SCRIPTS,
+        *RETENTION_SCRIPTS,
     )
 }
+_ERRORS: Final = (redis_errors.RedisError, redis_errors.RedisClusterException, OSError)
+"""What the driver raises (a cluster client also raises ``RedisClusterException``, no
+``RedisError``, when it cannot reach the cluster)."""
 _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
     "socket_connect_timeout": 5.0,
     "socket_timeout": 10.0,
@@ -141,7 +150,13 @@ _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
 
 
 class RedisJournal(
-    RedisIntentHomes, RedisSchemaSteps, RedisReads, RedisEffects, RedisAside, RedisSurvey
+    RedisIntentHomes,
+    RedisSchemaSteps,
+    RedisReads,
+    RedisEffects,
+    RedisAside,
+    RedisRetention,
+    RedisSurvey,
 ):
     """``IntentJournal`` and ``EffectJournal`` on a Redis server, shared by every worker that
     uses the same server and ``prefix``.
@@ -160,7 +175,12 @@ class RedisJournal(
         starts_eagerly=False,
         newest_decisions=True,
         pages=True,
+        prunes=True,
     )
+    _Layout: ClassVar[type[JournalKeys]] = JournalKeys
+    """Its key layout (one per prefix)."""
+    _scripts: ClassVar[dict[str, LuaScript]] = _SCRIPTS
+    _on_cluster: ClassVar[bool] = False
     _version_arg = _VERSION
     """The version every writing script is given (the effect half, ``RedisEffects``, too)."""
 
@@ -172,7 +192,7 @@ class RedisJournal(
         where: str | None = None,
         connections: Connections[aioredis.Redis] | None = None,
     ) -> None:
-        self._layout = JournalKeys(prefix)
+        self._layout = self._Layout(prefix)
         self.prefix = prefix
         self.keyring = Keyring()
         """The keys that open sealed batches: those of every wrapper using this journal."""
@@ -186,9 +206,10 @@ class RedisJournal(
         self._connections = connections
         self._address = address
         self._where = f"Redis journal {address} (prefix {prefix!r})"
-        self._version = VersionKey(self._layout.names["schema"], SCHEMA, self._where)
+        self._version = VersionKey(self._layout.version_key, SCHEMA, self._where)
         self._schema_checked = False
         self._homes = IntentHomes()
+        self._walks = Walks()
         self._scripted: tuple[aioredis.Redis, asyncio.AbstractEventLoop] | None = None
         """The client the last script went through, and its loop: the connection kept for the
         scripts (``wire``) goes back to its pool on close, from that loop."""
@@ -225,12 +246,17 @@ class RedisJournal(
     def _translated(self, operation: str) -> Iterator[None]:
         try:
             yield
-        except (redis_errors.RedisError, OSError) as exc:
+        except _ERRORS as exc:
             raise self._translate(exc, operation) from exc
 
-    def _translate(self, exc: redis_errors.RedisError | OSError, operation: str) -> Exception:
+    def _translate(self, exc: Exception, operation: str) -> Exception:
         return replies.translate(
-            exc, operation, where=self._where, address=self._address, refused=self._version.refused
+            exc,
+            operation,
+            where=self._where,
+            address=self._address,
+            refused=self._version.refused,
+            cluster=self._on_cluster,
         )
 
     async def _send(self) -> Send:
@@ -249,8 +275,11 @@ class RedisJournal(
                 await self._migrate(client.execute_command)
             if self._scripted is None or self._scripted[0] is not client:
                 self._scripted = (client, asyncio.get_running_loop())
-            reply: object = await wire.run(client, _SCRIPTS[name], keys, args)
-        except (redis_errors.RedisError, OSError) as exc:
+            try:
+                reply: object = await wire.run(client, self._scripts[name], keys, args)
+            except redis_errors.ResponseError as exc:
+                reply = await self._refused(exc, client, self._scripts[name], keys, args)
+        except _ERRORS as exc:
             raise self._translate(exc, name) from exc
         if not read_only:
             self._schema_checked = True
@@ -298,17 +327,6 @@ class RedisJournal(
     async def server(self) -> tuple[object, ...] | None:
         """The server and database this journal lives on (``backend.server_of``)."""
         return server_of(await self._connections.get())
-
-    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
-        reply = await self._command(
-            "write_count", "HGET", self._layout.write_count(session_id), str(backend)
-        )
-        return 0 if reply is None else replies.count(reply, "write_count")
-
-    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
-        keys = self._layout.scripted(session_id)
-        reply = await self._script("count_write", keys, [_VERSION, str(backend)])
-        return replies.count(reply, "count_write")
 
     async def transition(
         self,
@@ -454,6 +472,7 @@ class RedisJournal(
             deleted = await unlink_matching(client, self.prefix, self._layout.owns)
         self._schema_checked = False
         self._homes.clear()
+        self._walks = Walks()
         return deleted
 
 

@@ -5,6 +5,10 @@ Every key sits under ``{prefix}:``. The journal's own keys come first in every s
 which share one hash tag: the first 32 hex digits of the blake3 digest of the session id, so
 a session's keys stay together whatever characters its id holds.
 
+The floor (the highest write count pruned, which a session without a count reads as) is a key
+of its own, and each session's counts carry their stamp (``STAMP``) under the session's tag, so
+that a layout for Redis Cluster can keep a floor per slot beside the sessions of that slot.
+
 Effects keep to the same rule: their scripts take the global keys, then the effect
 index and the started effects, then the effect keys of the effect's session, under that
 session's hash tag.
@@ -21,16 +25,20 @@ from ...errors import ConfigurationError
 
 __all__ = [
     "ASIDE_KEYS",
+    "COUNTS",
     "EFFECT_INDEX",
     "EFFECT_KEYS",
     "EFFECT_STARTED",
     "GLOBAL_KEYS",
     "SESSION_KEYS",
+    "STAMP",
+    "UPGRADED",
     "IntentHomes",
     "JournalKeys",
+    "checked_prefix",
 ]
 
-GLOBAL_KEYS: Final = ("schema", "index", "settled", "seq", "log", "decided", "decision")
+GLOBAL_KEYS: Final = ("schema", "index", "settled", "seq", "log", "decided", "decision", "floor")
 SESSION_KEYS: Final = (
     "open",
     "record",
@@ -60,30 +68,57 @@ ASIDE_KEYS: Final = ("aside", "aside_record", "aside_order")
 """Damaged intents set aside (``aside.py``): a hash from a position to a description, one
 from the same position to the bytes, and the list of intent ids in the order they were set
 aside (the position is the index in it, from 1). Global keys, passed after a session's."""
+COUNTS: Final = "write_count"
+"""The session key holding its counts (a hash from backend identity to count): what the sweep
+for idle counts looks for."""
+STAMP: Final = ""
+"""The field of a session's counts holding when one was last raised, on the server's clock (an
+idle session's counts are pruned by it). No backend identity is empty, so it is never a
+backend's; one field for the session keeps the cost of a stamp a field, not a key."""
+UPGRADED: Final = "upgraded"
+"""A string: when the journal was moved from layout 1 to 2 (the server's clock). Counts from
+before carry no stamp: this time stands for it, so they are aged from the upgrade, never from
+the epoch."""
 _SESSIONS_KEPT: Final = 1024
 _HOMES_KEPT: Final = 4096
-_WRITE_COUNT: Final = SESSION_KEYS.index("write_count")
+
+
+def checked_prefix(prefix: object) -> str:
+    """``prefix`` when it can be a journal's key prefix; a ``ConfigurationError`` otherwise."""
+    if not isinstance(prefix, str) or not prefix:
+        raise ConfigurationError("a Redis journal prefix must be a non-empty string")
+    if "{" in prefix or "}" in prefix:
+        # Braces would become the hash tag of every key, sessions' included.
+        raise ConfigurationError(f"a Redis journal prefix may not hold braces: {prefix!r}")
+    try:
+        prefix.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigurationError(
+            f"a Redis journal prefix must be encodable as UTF-8: {prefix!r}"
+        ) from None
+    return prefix
 
 
 class JournalKeys:
     """The key names of one journal (one ``prefix``), encoded once rather than per command."""
 
     def __init__(self, prefix: str) -> None:
-        if not isinstance(prefix, str) or not prefix:
-            raise ConfigurationError("a Redis journal prefix must be a non-empty string")
-        if "{" in prefix or "}" in prefix:
-            # Braces would become the hash tag of every key, sessions' included.
-            raise ConfigurationError(f"a Redis journal prefix may not hold braces: {prefix!r}")
-        try:
-            prefix.encode("utf-8")
-        except UnicodeEncodeError:
-            raise ConfigurationError(
-                f"a Redis journal prefix must be encodable as UTF-8: {prefix!r}"
-            ) from None
+        self._build(checked_prefix(prefix))
+
+    @classmethod
+    def within(cls, prefix: str, tag: str) -> JournalKeys:
+        """The keys of a journal laid out under ``prefix:{tag}``, ``tag`` the hash tag of all of
+        them (one bucket of a journal on Redis Cluster: ``cluster/layout.py``)."""
+        keys = cls.__new__(cls)
+        keys._build(f"{checked_prefix(prefix)}:{{{tag}}}")
+        return keys
+
+    def _build(self, prefix: str) -> None:
         self.prefix = prefix
         self.names = {name: f"{prefix}:{name}" for name in GLOBAL_KEYS}
         self.globals = [self.names[name].encode("utf-8") for name in GLOBAL_KEYS]
-        for name in (EFFECT_INDEX, EFFECT_STARTED, *ASIDE_KEYS):
+        self.version_key = self.names["schema"]
+        for name in (EFFECT_INDEX, EFFECT_STARTED, UPGRADED, *ASIDE_KEYS):
             self.names[name] = f"{prefix}:{name}"
         self._effect_globals = [
             *self.globals,
@@ -91,14 +126,7 @@ class JournalKeys:
         ]
         self._sessions: dict[str, list[bytes]] = {}
         self._effects: dict[str, list[bytes]] = {}
-        self._pattern = re.compile(
-            re.escape(prefix.encode())
-            + rb":(?:(?:"
-            + "|".join((*GLOBAL_KEYS, EFFECT_INDEX, EFFECT_STARTED, *ASIDE_KEYS)).encode()
-            + rb")|\{[0-9a-f]{32}\}:(?:"
-            + "|".join((*SESSION_KEYS, *EFFECT_KEYS)).encode()
-            + rb"))",
-        )
+        self._pattern: re.Pattern[bytes] | None = None
 
     def session(self, session_id: str) -> list[bytes]:
         """A session's keys, in ``SESSION_KEYS`` order."""
@@ -122,8 +150,22 @@ class JournalKeys:
             cache[session_id] = keys
         return keys
 
-    def write_count(self, session_id: str) -> bytes:
-        return self.session(session_id)[_WRITE_COUNT]
+    def tagged(self, counts: bytes) -> list[bytes] | None:
+        """The keys of the session whose counts are at ``counts`` (a key the sweep found), in
+        ``SESSION_KEYS`` order; None when ``counts`` is not laid out as a session's counts of
+        this journal. The session's id is not needed: its keys differ only by name."""
+        suffix = b":" + COUNTS.encode()
+        if not counts.endswith(suffix) or not self.owns(counts):
+            return None
+        base = counts[: -len(suffix)]
+        return [base + b":" + name.encode() for name in SESSION_KEYS]
+
+    def counts_pattern(self) -> str:
+        """A ``SCAN`` pattern for every session's counts of this journal (``tagged`` checks
+        each key found)."""
+        from .backend import glob_escape
+
+        return f"{glob_escape(self.prefix)}:{{*}}:{COUNTS}"
 
     def scripted(self, session_id: str) -> list[bytes]:
         """The global keys, then the session's: the layout every script but settle takes."""
@@ -132,7 +174,20 @@ class JournalKeys:
     def owns(self, key: bytes) -> bool:
         """Whether ``key`` is laid out as one of this journal's (and not, say, a key of a
         journal whose prefix extends this one's)."""
-        return self._pattern.fullmatch(key) is not None
+        pattern = self._pattern
+        if pattern is None:
+            # Compiled when first needed: a cluster journal lays out 256 buckets this way.
+            pattern = self._pattern = re.compile(
+                re.escape(self.prefix.encode())
+                + rb":(?:(?:"
+                + "|".join(
+                    (*GLOBAL_KEYS, EFFECT_INDEX, EFFECT_STARTED, UPGRADED, *ASIDE_KEYS)
+                ).encode()
+                + rb")|\{[0-9a-f]{32}\}:(?:"
+                + "|".join((*SESSION_KEYS, *EFFECT_KEYS)).encode()
+                + rb"))",
+            )
+        return pattern.fullmatch(key) is not None
 
 
 class IntentHomes:

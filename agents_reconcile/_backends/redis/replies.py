@@ -59,15 +59,18 @@ class Moved:
 
 
 def translate(
-    exc: redis_errors.RedisError | OSError,
+    exc: Exception,
     operation: str,
     *,
     where: str,
     address: Redacted,
     refused: Callable[[bytes], Exception],
+    cluster: bool = False,
 ) -> Exception:
     """The journal's error for a driver error met during ``operation``; ``refused`` makes
-    the error for a schema version a writing script refused."""
+    the error for a schema version a writing script refused; ``cluster``: the journal is on
+    a Redis Cluster (whose redirections its client follows: one left over is a slot moving
+    again and again, not a server of the wrong kind)."""
     if isinstance(exc, OSError):
         detail = address.scrub(f"{type(exc).__name__}: {exc}")
         return JournalUnavailable(
@@ -79,8 +82,11 @@ def translate(
             return refused(text.split(SCHEMA_REFUSAL, 1)[1].strip().encode())
         code = text.split(" ", 1)[0].upper()
         if code in _CLUSTER_REPLIES or isinstance(exc, redis_errors.ClusterCrossSlotError):
+            if cluster:
+                return JournalUnavailable(f"{where} answered {code} during {operation}: {text}")
             return JournalUnavailable(
-                f"{where} answered {code} during {operation}: Redis Cluster is not supported"
+                f"{where} answered {code} during {operation}: a Redis Cluster takes a "
+                "redis+cluster:// address"
             )
         if (
             isinstance(

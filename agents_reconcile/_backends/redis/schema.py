@@ -1,31 +1,53 @@
-"""The Redis journal's layout version: what ``RedisJournal`` checks, stores and refuses.
+"""The Redis journal's layout version: what ``RedisJournal`` checks, stores, upgrades and
+refuses.
 
-A step leaves only its number under ``{prefix}:schema``. ``migrate`` stores the version in an
-empty journal (``backend.VersionKey``, one script) and refuses any other, before
-anything touches it.
+A step leaves only its number under ``{prefix}:schema``, and what it needs of the data that
+is there: step 2 (``0002_retention``: counts stamped when raised, a floor for pruned ones)
+keeps the time of the upgrade under ``{prefix}:upgraded``, which stands for the stamp of
+every count raised before it. ``migrate`` and the first use of a journal object (a read checks
+first; a writing script refused for an older version has the journal upgraded and runs again,
+having run nothing) store the version in an empty journal and upgrade an older one, in one
+script (``scripts/migrate.lua``); any other version is refused, before anything touches it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
+
+from redis.exceptions import ResponseError
 
 from ...errors import JournalCorrupt
-from ..lua import Send
+from ..lua import LuaScript, Send
 from ..schema import Schema
+from . import replies, wire
 from .backend import VersionKey
+from .layout import UPGRADED, JournalKeys
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "RedisSchemaSteps"]
 
-SCHEMA: Final = Schema("journal", ("0001_initial",), JournalCorrupt)
+SCHEMA: Final = Schema("journal", ("0001_initial", "0002_retention"), JournalCorrupt)
 """The journal's layout steps, oldest first."""
 SCHEMA_VERSION: Final = SCHEMA.version
 _VERSION: Final = str(SCHEMA_VERSION).encode()
+_MIGRATE: Final = LuaScript("agents_reconcile._backends.redis", "scripts", "migrate")
+
+
+def _older_refused(error: Exception) -> bool:
+    """Whether ``error`` is a writing script's refusal of an older layout version (one this
+    release upgrades: the script ran nothing)."""
+    text = str(error)
+    if replies.SCHEMA_REFUSAL not in text:
+        return False
+    found = text.split(replies.SCHEMA_REFUSAL, 1)[1].strip()
+    return found.isdigit() and 0 < int(found) < SCHEMA_VERSION
 
 
 class RedisSchemaSteps:
     """The schema half of ``RedisJournal``, which provides what is declared here."""
 
+    _layout: JournalKeys
     _version: VersionKey
     _schema_checked: bool
 
@@ -36,14 +58,40 @@ class RedisSchemaSteps:
         async def _send(self) -> Send: ...
 
     async def _migrate(self, send: Send) -> list[str]:
-        steps = await self._version.ensure(send, create=True)
+        keys = [self._version.key, self._layout.names[UPGRADED]]
+        reply = await _MIGRATE.run(send, keys, [str(SCHEMA_VERSION)])
+        word, parts = replies.status(reply, "migrate")
+        if word == "created" and len(parts) == 1:
+            found = 0
+        elif word in ("upgraded", "found") and len(parts) == 2:
+            found = self._version.parse(parts[1])
+            if word == "found":
+                SCHEMA.refuse(self._version.where, found)
+        else:
+            raise SCHEMA.unreadable(f"{self._version.where}: {self._version.key}", reply)
         self._schema_checked = True
-        return steps
+        return [SCHEMA.applied(number) for number in range(found + 1, SCHEMA_VERSION + 1)]
+
+    async def _refused(
+        self,
+        error: ResponseError,
+        client: Any,
+        script: LuaScript,
+        keys: Sequence[bytes],
+        args: Sequence[str | bytes],
+    ) -> object:
+        """After ``script`` answered ``error``: a writing script refuses a journal of an older
+        layout before it runs anything, so the journal is upgraded then, as on first use, and
+        the script sent again (``wire.run``); any other error is raised as it is."""
+        if not _older_refused(error):
+            raise error
+        await self._migrate(client.execute_command)
+        return await wire.run(client, script, keys, args)
 
     async def migrate(self) -> list[str]:
-        """Store the schema version if the journal has none; returns the steps applied (none
-        when the journal is current). Any other version, newer or unreadable, raises
-        ``JournalCorrupt`` and is left as it is."""
+        """Store the schema version if the journal has none, or upgrade an older one; returns
+        the steps applied (none when the journal is current). Any other version, newer or
+        unreadable, raises ``JournalCorrupt`` and is left as it is."""
         with self._translated("migrate"):
             return await self._migrate(await self._send())
 
@@ -54,6 +102,6 @@ class RedisSchemaSteps:
             return await self._version.problem(await self._send())
 
     async def schema_version(self) -> int | None:
-        """The schema version stored (None when the journal holds none); only reads."""
+        """The version stored (None when the journal holds none); only reads."""
         with self._translated("schema_version"):
             return await self._version.read(await self._send())

@@ -16,11 +16,15 @@ the session id, or ``#{<digest of the id>}`` for an id holding ``}`` (``session_
 
 ``get_items(limit)`` reads only the tail it needs (``LRANGE -limit -1``); ``writes_after``
 reads a score range of the sorted set. A write script is sent exactly once
-(``_backends.lua.send_once``), whatever retry policy the client has: a retry after a lost
-reply would run the write again (popping twice, or refusing a committed append as a
-conflict). A write's connection error reaches the caller as
-the driver raised it, and the caller settles the write by its id. Reads go through the client
-and keep its retries.
+(``_backends.lua.send_once``; on a cluster ``nodes.send_once``, to the node owning the
+session's slot), whatever retry policy the client has: a retry after a lost reply would run
+the write again (popping twice, or refusing a committed append as a conflict). A write's
+connection error reaches the caller as the driver raised it, and the caller settles the write
+by its id. Reads go through the client and keep its retries.
+
+On a Redis Cluster (``redis+cluster://``) nothing else changes: every script and command
+touches one session's keys (one slot), and the schema version is read and stored by a command
+of its own, never inside a session's script; ``drop`` walks every primary.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from blake3 import blake3
 from ..._core.revision import WriteRecord
 from ...errors import ConfigurationError, RevisionConflict, SchemaMismatch
 from ..connections import Connections
-from ..lua import LuaScript, send_once
+from ..lua import LuaScript, Send, send_once
 from ..registry import check_address
 from ..schema import Schema
 from ..store_items import ANONYMOUS, decode_item, encode_item, new_write_id, valid_limit
@@ -46,6 +50,8 @@ from .backend import (
     shared_client,
     unlink_matching,
 )
+from .nodes import RedisCluster, is_cluster, url_location
+from .nodes import send_once as send_once_to_slot
 
 try:
     from redis.asyncio import Redis
@@ -80,7 +86,7 @@ def session_base(prefix: str, session_id: str) -> str:
 
 class RevisionedRedisSession:
     """A full SDK ``Session`` (usable with ``Runner.run`` directly) that is also a
-    ``RevisionedStore``, on one Redis server.
+    ``RevisionedStore``, on one Redis server or a Redis Cluster.
 
     Build it around a client you manage (``close()`` then leaves the client alone), or with
     ``from_url``: sessions built from the same URL and options in one event loop share one
@@ -109,18 +115,25 @@ class RevisionedRedisSession:
         migrate: bool = True,
         **client_options: Any,
     ) -> RevisionedRedisSession:
-        """A session on the server at ``url`` (``redis://``, ``rediss://`` or ``unix://``);
-        ``client_options`` go to ``redis.asyncio.Redis.from_url``."""
+        """A session on the server at ``url`` (``redis://``, ``rediss://`` or ``unix://``), or
+        on the cluster at ``redis+cluster://`` (``rediss+cluster://``); ``client_options`` go to
+        ``redis.asyncio.Redis.from_url`` (to ``RedisCluster`` for a cluster)."""
         check_address(url, what="store")
-        try:
-            parsed = dict(parse_url(url))
-        except ValueError as exc:
-            # The message of a URL error could repeat the URL, password included.
-            raise ConfigurationError("not a Redis URL: use redis://, rediss:// or unix://") from exc
         options = dict(client_options)
+        if is_cluster(url):
+            where = url_location(url)
+        else:
+            try:
+                parsed = dict(parse_url(url))
+            except ValueError as exc:
+                # The message of a URL error could repeat the URL, password included.
+                raise ConfigurationError(
+                    "not a Redis URL: use redis://, rediss:// or unix://"
+                ) from exc
+            where = location({**options, **parsed})
         shared = shared_client("redis-store", url, options)
         self = cls.__new__(cls)
-        self._setup(session_id, prefix, migrate, shared, location({**options, **parsed}))
+        self._setup(session_id, prefix, migrate, shared, where)
         return self
 
     @classmethod
@@ -233,7 +246,9 @@ class RevisionedRedisSession:
         client = await self._ready()
         keys = (self._items_key, self._head_key, self._writes_key, self._ids_key)
         args = (kind, "" if expected is None else str(int(expected)), write_id, writer, *rows)
-        reply = await _WRITE_SCRIPT.run(functools.partial(send_once, client), keys, args)
+        once = send_once_to_slot if isinstance(client, RedisCluster) else send_once
+        send: Send = functools.partial(once, client)
+        reply = await _WRITE_SCRIPT.run(send, keys, args)
         verdict, revision = _text(reply[0]), int(reply[1])
         if verdict == "head":
             assert expected is not None

@@ -4,4 +4,4 @@ local refusal = schema_refusal(ARGV[1])
 if refusal then
   return refusal
 end
-return redis.call('HINCRBY', session_keys(8).write_count, ARGV[2], 1)
+return raise_count(session_keys(SESSION_AT), ARGV[2])

@@ -1,6 +1,6 @@
 -- Reads stored decisions, newest first, as pairs {sequence number, record}.
 -- ARGV: '1' to read one intent's decisions (all of them), that intent id, the limit, '1' to
--- read the session of KEYS[8..16] (otherwise the whole log).
+-- read the session of the keys after the global ones (otherwise the whole log).
 local seqs = {}
 if ARGV[1] == '1' then
   local listed = redis.call('HGET', GLOBAL.decided, ARGV[2])
@@ -12,7 +12,7 @@ if ARGV[1] == '1' then
 else
   local source = GLOBAL.log
   if ARGV[4] == '1' then
-    source = session_keys(8).decisions
+    source = session_keys(SESSION_AT).decisions
   end
   local listed = redis.call('LRANGE', source, -tonumber(ARGV[3]), -1)
   for i = #listed, 1, -1 do

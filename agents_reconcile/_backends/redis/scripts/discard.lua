@@ -13,7 +13,7 @@ local holder = redis.call('HGET', GLOBAL.index, id)
 if holder ~= ARGV[3] then
   return moved(holder)
 end
-local s = session_keys(8)
+local s = session_keys(SESSION_AT)
 if ARGV[4] == '1' and (field(s.state, id) ~= 'in_flight' or field(s.owner, id) ~= ARGV[5]
     or (ARGV[6] ~= '' and field(s.fence, id) ~= ARGV[6])) then
   return {'lost'}
@@ -21,6 +21,6 @@ end
 local backend = redis.call('HGET', s.backend, id)
 remove_intent(s, id)
 if backend then
-  redis.call('HINCRBY', s.write_count, backend, 1)
+  raise_count(s, backend)
 end
 return 1

@@ -2,7 +2,7 @@
 -- {id, backend, state, owner, updated_at, record, fencing token, age by the server's clock}.
 -- ARGV: session id, 'one' or 'all', then for 'one' the intent id (the reply is empty when
 -- the id is not this session's), for 'all' '1' when filtering by backend and that backend.
-local s = session_keys(8)
+local s = session_keys(SESSION_AT)
 if ARGV[2] == 'one' then
   local id = ARGV[3]
   if redis.call('HGET', GLOBAL.index, id) ~= ARGV[1] then

@@ -1,6 +1,7 @@
 -- finish_effect(): store an effect's receipt (state done) over its started record, only while
 -- that record is started under the receipt's owner. ARGV: version, effect key, session id,
--- owner, updated_at, record. Replies
+-- owner, (unused: the receipt is stamped with the server's time, which its age for pruning is
+-- judged by), record. Replies
 --   {'done'}          stored now
 --   {'same'}          this very record is stored already (a call retried after its reply was
 --                     lost): nothing changed
@@ -28,7 +29,7 @@ if state ~= 'started' or field(e.owner, key) ~= ARGV[4] then
   return {'other'}
 end
 redis.call('HSET', e.state, key, 'done')
-redis.call('HSET', e.updated, key, ARGV[5])
+redis.call('HSET', e.updated, key, now())
 redis.call('HSET', e.record, key, ARGV[6])
 redis.call('ZREM', e.started, key)
 return {'done'}

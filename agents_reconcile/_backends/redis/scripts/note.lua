@@ -4,4 +4,4 @@ local refusal = schema_refusal(ARGV[1])
 if refusal then
   return refusal
 end
-return store_decision(session_keys(8), ARGV[2], ARGV[3])
+return store_decision(session_keys(SESSION_AT), ARGV[2], ARGV[3])

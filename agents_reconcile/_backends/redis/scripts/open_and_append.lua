@@ -1,9 +1,8 @@
 -- open_and_append(): open_intent() and the revisioned store's compare-and-swap append
 -- (scripts/write.lua, kind 'append') as one script, for a journal and a store on
 -- one Redis server: the intent is recorded exactly when its batch is appended, in one round
--- trip. ARGV[1..11] and KEYS[1..16] as for open_intent(); the store's keys follow:
---
--- KEYS[17] items, KEYS[18] head, KEYS[19] writes, KEYS[20] ids   (the store's session keys)
+-- trip. ARGV[1..11] and the journal's keys as for open_intent(); the store's four session keys
+-- follow them: items, head, writes, ids.
 -- ARGV[12] the head the append requires
 -- ARGV[13] writer
 -- ARGV[14] the count the caller's run accounts for ('' for any): a count past it refuses
@@ -23,7 +22,9 @@ if ARGV[14] ~= '' and tonumber(write_count) > tonumber(ARGV[14]) then
   return {'stale_state', write_count, 0}
 end
 
-local items_key, head_key, writes_key, ids_key = KEYS[17], KEYS[18], KEYS[19], KEYS[20]
+local store = SESSION_AT + SESSION_WIDTH
+local items_key, head_key = KEYS[store], KEYS[store + 1]
+local writes_key, ids_key = KEYS[store + 2], KEYS[store + 3]
 local id = ARGV[2]
 local head = tonumber(redis.call('GET', head_key) or '0')
 if head == nil then

@@ -11,9 +11,14 @@
 --   {'blocked', write_count, rows}          other unresolved intents, oldest first
 --   {'stale', write_count}                  the count is not the one expected
 --   {'settled'} or {'taken'}           as for record()
+-- With ARGV[12] '1' (a journal on a Redis Cluster asks), each reply has one more element last:
+-- 1 when the intent of ARGV[11] was cleared, else 0.
 local s, write_count, answer = try_open()
-if answer then
-  return answer
+if not answer then
+  store_intent(s, write_count)
+  answer = {'recorded', write_count}
 end
-store_intent(s, write_count)
-return {'recorded', write_count}
+if ARGV[12] == '1' and not answer.err then
+  answer[#answer + 1] = cleared and 1 or 0
+end
+return answer

@@ -23,7 +23,7 @@ end
 local sessions = {}
 local at = 2
 for n = 1, tonumber(ARGV[1]) do
-  local s = session_keys(8 + (n - 1) * SESSION_WIDTH)
+  local s = session_keys(SESSION_AT + (n - 1) * SESSION_WIDTH)
   local session, asked = ARGV[at], ARGV[at + 1]
   local ids = {}
   if asked == 'all' then

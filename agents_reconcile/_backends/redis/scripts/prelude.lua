@@ -1,9 +1,11 @@
 -- Loaded in front of every script of the Redis journal.
 --
--- KEYS[1..7] are the journal's global keys. A session then passes SESSION_WIDTH (nine) keys
--- of its own, all sharing the session's hash tag: KEYS[8..16], and for settle() the deciding
--- session's at KEYS[17..25]. Scripts touch only the keys they are given.
+-- KEYS[1..8] are the journal's global keys (GLOBAL_WIDTH). A session then passes
+-- SESSION_WIDTH (nine) keys of its own, all sharing the session's hash tag: from KEYS[SESSION_AT]
+-- on, and for settle() the deciding session's right after. Scripts touch only the keys they
+-- are given.
 
+-- In the order of GLOBAL_KEYS in layout.py.
 local GLOBAL = {
   schema = KEYS[1],
   index = KEYS[2],
@@ -12,10 +14,16 @@ local GLOBAL = {
   log = KEYS[5],
   decided = KEYS[6],
   decision = KEYS[7],
+  floor = KEYS[8],
 }
+local GLOBAL_WIDTH = 8
+local SESSION_AT = GLOBAL_WIDTH + 1
 
 -- In the order of SESSION_KEYS in layout.py.
 local SESSION_WIDTH = 9
+-- The field of a session's write_count hash stamped with when a count was last raised (STAMP in
+-- layout.py; no backend identity is empty).
+local STAMP = ''
 
 local function session_keys(first)
   return {
@@ -70,6 +78,35 @@ local function now()
   return clock
 end
 
+-- The journal's floor: the highest write count pruned (0 until one is).
+local function floor()
+  return redis.call('GET', GLOBAL.floor) or '0'
+end
+
+-- A session's write count under a backend, as text: the count stored, or the floor when none
+-- is (never counted, or pruned): a count never goes down.
+local function count_of(s, backend)
+  return redis.call('HGET', s.write_count, backend) or floor()
+end
+
+-- Counts a write of a session under a backend: one above its count (count_of), and stamps the
+-- session's counts with the server's time (their age when idle, for pruning). Returns the new
+-- count. A stored count is at least 1, so an increment answering 1 found none, and the floor
+-- decides.
+local function raise_count(s, backend)
+  local raised = redis.call('HINCRBY', s.write_count, backend, 1)
+  if raised == 1 then
+    local above = tonumber(floor()) + 1
+    if above > 1 then
+      raised = above
+      redis.call('HSET', s.write_count, backend, string.format('%d', raised), STAMP, now())
+      return raised
+    end
+  end
+  redis.call('HSET', s.write_count, STAMP, now())
+  return raised
+end
+
 -- {id, backend, state, owner, updated_at, record, fencing token, age by the server's clock}.
 local function intent_row(s, id)
   local updated = field(s.updated, id)
@@ -116,7 +153,7 @@ local function store_intent(s, seq)
     redis.call('HSET', s.fence, id, seq)
   end
   redis.call('HSET', GLOBAL.index, id, ARGV[3])
-  redis.call('HINCRBY', s.write_count, backend, 1)
+  raise_count(s, backend)
 end
 
 -- Stores the intent of ARGV (as above) unless its id is settled or taken.
@@ -165,6 +202,9 @@ local function store_decision(s, id, record)
   return seq
 end
 
+-- Whether try_open() cleared the intent of ARGV[11] (open_intent.lua tells a caller that asks).
+local cleared = false
+
 -- open_intent()'s checks, shared with open_and_append(): the schema, the clearing of ARGV[11],
 -- then the refusals. Returns the session's keys and count, and the reply when the intent is not
 -- to be stored (nil when it is).
@@ -173,7 +213,7 @@ local function try_open()
   if refusal then
     return nil, nil, refusal
   end
-  local s = session_keys(8)
+  local s = session_keys(SESSION_AT)
   local id, backend = ARGV[2], ARGV[4]
   local clearing = ARGV[11]
   local write_count
@@ -182,9 +222,10 @@ local function try_open()
     and redis.call('HGET', s.state, clearing) == 'in_flight'
     and redis.call('HGET', s.owner, clearing) == ARGV[6] then
     remove_intent(s, clearing)
-    write_count = string.format('%d', redis.call('HINCRBY', s.write_count, backend, 1))
+    cleared = true
+    write_count = string.format('%d', raise_count(s, backend))
   else
-    write_count = redis.call('HGET', s.write_count, backend) or '0'
+    write_count = count_of(s, backend)
   end
   -- Before the scan, which would list the intent itself as blocking: a call retried after its
   -- reply was lost finds what its first attempt recorded.
@@ -213,19 +254,22 @@ local function try_open()
   return s, write_count, nil
 end
 
--- Effect scripts take the global keys at KEYS[1..7], the effect index at KEYS[8]
--- (effect key -> its session), the started effects at KEYS[9] (a sorted set of the keys
--- without a receipt, scored by when they were begun), then the effect keys of one session,
--- under its hash tag, at KEYS[10..14], in the order of EFFECT_KEYS in layout.py.
-local function effect_keys()
+-- Effect scripts take the global keys, then the effect index (effect key -> its session), the
+-- started effects (a sorted set of the keys without a receipt, scored by when they were
+-- begun), then the effect keys of one session, under its hash tag, in the order of
+-- EFFECT_KEYS in layout.py, from EFFECT_AT on.
+local EFFECT_AT = GLOBAL_WIDTH + 3
+
+local function effect_keys(first)
+  first = first or EFFECT_AT
   return {
-    index = KEYS[8],
-    started = KEYS[9],
-    order = KEYS[10],
-    record = KEYS[11],
-    state = KEYS[12],
-    owner = KEYS[13],
-    updated = KEYS[14],
+    index = KEYS[GLOBAL_WIDTH + 1],
+    started = KEYS[GLOBAL_WIDTH + 2],
+    order = KEYS[first],
+    record = KEYS[first + 1],
+    state = KEYS[first + 2],
+    owner = KEYS[first + 3],
+    updated = KEYS[first + 4],
   }
 end
 

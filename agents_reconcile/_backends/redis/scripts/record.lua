@@ -4,4 +4,4 @@ local refusal = schema_refusal(ARGV[1])
 if refusal then
   return refusal
 end
-return record_intent(session_keys(8))
+return record_intent(session_keys(SESSION_AT))

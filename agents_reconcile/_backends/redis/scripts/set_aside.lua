@@ -1,9 +1,9 @@
 -- set_aside(): move a damaged intent aside, only while its row still holds the very record,
 -- state and owner the operator read: remove the intent, settle it with the decision (counting
 -- a write of its session under the row's backend), and keep its bytes beside their
--- description. KEYS[8..16] belong to the session holding the intent; KEYS[17] maps a number
--- to a description, KEYS[18] the same number to the bytes, KEYS[19] lists the intent ids in
--- the order they were set aside (the number is the position).
+-- description. The session's keys are those of the session holding the intent; the three keys
+-- after them (ASIDE_KEYS) map a number to a description, the same number to the bytes, and list
+-- the intent ids in the order they were set aside (the number is the position).
 -- ARGV: version, intent id, session id, record, state, owner, backend, decision record,
 -- description, update time (as read: a renewal since the read leaves the row where it is).
 -- Replies {'done'} or {'changed'} (the row is gone, moved or no longer the one read).
@@ -15,7 +15,7 @@ local id = ARGV[2]
 if redis.call('HGET', GLOBAL.index, id) ~= ARGV[3] then
   return {'changed'}
 end
-local s = session_keys(8)
+local s = session_keys(SESSION_AT)
 if field(s.record, id) ~= ARGV[4] or field(s.state, id) ~= ARGV[5]
     or field(s.owner, id) ~= ARGV[6] or field(s.backend, id) ~= ARGV[7]
     or field(s.updated, id) ~= ARGV[10] then
@@ -23,9 +23,10 @@ if field(s.record, id) ~= ARGV[4] or field(s.state, id) ~= ARGV[5]
 end
 remove_intent(s, id)
 redis.call('SADD', GLOBAL.settled, id)
-redis.call('HINCRBY', s.write_count, ARGV[7], 1)
+raise_count(s, ARGV[7])
 store_decision(s, id, ARGV[8])
-local number = redis.call('RPUSH', KEYS[19], id)
-redis.call('HSET', KEYS[17], number, ARGV[9])
-redis.call('HSET', KEYS[18], number, ARGV[4])
+local aside = SESSION_AT + SESSION_WIDTH
+local number = redis.call('RPUSH', KEYS[aside + 2], id)
+redis.call('HSET', KEYS[aside], number, ARGV[9])
+redis.call('HSET', KEYS[aside + 1], number, ARGV[4])
 return {'done'}

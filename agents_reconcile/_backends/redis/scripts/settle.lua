@@ -1,6 +1,6 @@
 -- settle(): close an intent and store the decision that closed it, counting a write of the
--- decision's session. KEYS[8..16] belong to the session holding the intent (the deciding
--- session's when none does), KEYS[17..25] to the deciding session.
+-- decision's session. The first session's keys belong to the session holding the intent (the
+-- deciding session's when none does), the second's to the deciding session.
 -- ARGV: version, intent id, '1' when a session is expected to hold the intent, that session,
 -- '1' when fenced by an owner, that owner, the reconciling state, backend, decision record,
 -- the owner's fencing token ('' for any).
@@ -28,15 +28,15 @@ elseif holder then
   return moved(holder)
 end
 if holder then
-  local s = session_keys(8)
+  local s = session_keys(SESSION_AT)
   if ARGV[5] == '1' and (field(s.state, id) ~= ARGV[7] or field(s.owner, id) ~= ARGV[6]
       or (ARGV[10] ~= '' and field(s.fence, id) ~= ARGV[10])) then
     return {'unclaimed'}
   end
   remove_intent(s, id)
 end
-local d = session_keys(8 + SESSION_WIDTH)
+local d = session_keys(SESSION_AT + SESSION_WIDTH)
 redis.call('SADD', GLOBAL.settled, id)
-redis.call('HINCRBY', d.write_count, ARGV[8], 1)
+raise_count(d, ARGV[8])
 store_decision(d, id, ARGV[9])
 return {'done'}

@@ -8,7 +8,7 @@
 -- ('' for none): replies {same, next, following, overdue}: the triples of the cursor's score
 -- (all of them), those of higher scores (the first `limit`), how many have a higher score,
 -- and how many of those were begun before the overdue time.
-local index, started = KEYS[8], KEYS[9]
+local index, started = KEYS[GLOBAL_WIDTH + 1], KEYS[GLOBAL_WIDTH + 2]
 
 local function triples(flat)
   local out = {}

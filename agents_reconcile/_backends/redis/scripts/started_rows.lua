@@ -6,13 +6,11 @@
 -- its id, how many effect keys and the keys. Replies for each session {id, rows, newest}:
 -- rows {key, state, owner, record} of the keys that are still the session's and started,
 -- newest {key, number, record} triples.
-local index = KEYS[8]
+local index = KEYS[GLOBAL_WIDTH + 1]
 local sessions = {}
 local at = 2
 for n = 1, tonumber(ARGV[1]) do
-  local first = 10 + (n - 1) * 5
-  local e = {order = KEYS[first], record = KEYS[first + 1], state = KEYS[first + 2],
-    owner = KEYS[first + 3], updated = KEYS[first + 4]}
+  local e = effect_keys(EFFECT_AT + (n - 1) * 5)
   local session, asked = ARGV[at], tonumber(ARGV[at + 1])
   local rows, newest = {}, {}
   for i = 1, asked do

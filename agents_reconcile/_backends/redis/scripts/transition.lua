@@ -16,7 +16,7 @@ local holder = redis.call('HGET', GLOBAL.index, id)
 if holder ~= ARGV[3] then
   return moved(holder)
 end
-local s = session_keys(8)
+local s = session_keys(SESSION_AT)
 if ARGV[7] == '1' and field(s.state, id) ~= ARGV[8] then
   return 0
 end
@@ -31,7 +31,7 @@ if ARGV[13] == '1' and tonumber(field(s.updated, id)) ~= tonumber(ARGV[14]) then
 end
 if ARGV[4] == 'reconciling' and ARGV[11] ~= '1' then
   local backend = redis.call('HGET', s.backend, id)
-  local write_count = tonumber(redis.call('HGET', s.write_count, backend) or '0')
+  local write_count = tonumber(count_of(s, backend))
   local token = math.max((tonumber(field(s.fence, id)) or 0) + 1, write_count)
   redis.call('HSET', s.fence, id, token)
 end

@@ -1,0 +1,26 @@
+-- On a Redis Cluster (cluster/journal.py): the first half of settling an intent with the
+-- decision of a session in another bucket. In the bucket of the session holding the intent,
+-- remove it and mark it settled there, only while that session holds it and, when fenced, the
+-- owner still holds its claim; the decision is then stored in its own session's bucket
+-- (settle.lua, no session expected to hold the intent).
+-- ARGV: version, intent id, the session expected to hold it, '1' when fenced by an owner, that
+-- owner, the reconciling state, the owner's fencing token ('' for any).
+-- Replies {'done'}, {'unclaimed'} (the owner lost the claim) or {'moved', holder} ({'moved'}
+-- when no session of the bucket holds it).
+local refusal = schema_refusal(ARGV[1])
+if refusal then
+  return refusal
+end
+local id = ARGV[2]
+local holder = redis.call('HGET', GLOBAL.index, id)
+if holder ~= ARGV[3] then
+  return moved(holder)
+end
+local s = session_keys(SESSION_AT)
+if ARGV[4] == '1' and (field(s.state, id) ~= ARGV[6] or field(s.owner, id) ~= ARGV[5]
+    or (ARGV[7] ~= '' and field(s.fence, id) ~= ARGV[7])) then
+  return {'unclaimed'}
+end
+remove_intent(s, id)
+redis.call('SADD', GLOBAL.settled, id)
+return {'done'}
