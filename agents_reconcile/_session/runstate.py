@@ -334,6 +334,12 @@ class CarriedState:
         counted = seen_write_count(context, self.key, self.signer)
         if isinstance(counted, Refusal):
             await self.refuse(counted)
+        await self._refuse_stamped_older(context)
+
+    async def _refuse_stamped_older(self, context: MutableMapping[str, Any]) -> None:
+        """``refuse_if_expired`` once the seen write count was checked."""
+        if self.retention.keeps_everything:
+            return
         stamp = seen_at(context, self.key)
         if stamp is not None:
             await self._refuse_older(stamp, "seen_at")
@@ -391,7 +397,8 @@ class CarriedState:
             return None
         if isinstance(seen_count, Refusal):
             await self.refuse(seen_count)
-        await self.refuse_if_expired(context)
+        assert context is not None  # a seen write count was found in it
+        await self._refuse_stamped_older(context)
         carried = carried_entries(context)
         if isinstance(carried, Refusal):
             await self.refuse(carried)
