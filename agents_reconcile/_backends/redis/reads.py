@@ -281,20 +281,28 @@ class RedisReads:
             keys += self._layout.effects(session)[len(globals_) :]
             args += [session, str(len(effect_keys)), *effect_keys]
         reply = await self._page_script("started_rows", keys, args)
-        rows: dict[str, tuple[str, replies.EffectRow]] = {}
-        decided: list[object] = []
+        return started_rows([reply], page, self.keyring)
+
+
+def started_rows(
+    found_replies: list[object], shown: list[Started], keyring: Keyring
+) -> tuple[list[Effect], dict[str, Decision]]:
+    """The effects ``started_rows.lua`` replied with (one reply per script run), in the
+    page's order, and the newest decision about each."""
+    rows: dict[str, tuple[str, replies.EffectRow]] = {}
+    decided: list[object] = []
+    for reply in found_replies:
         for session, found, triples_found in session_replies(reply, "started_effects_page"):
             for row in replies.effect_rows(found, "started_effects_page"):
                 rows[row[0]] = (session, row)
             decided += replies.as_list(triples_found, "started_effects_page")
-        ordered = [rows[found.key] for found in page if found.key in rows]
-        keyring = self.keyring
-        effects = each(
-            ordered,
-            lambda pair: replies.effect(pair[0], pair[1], keyring),
-            lambda pair: ("effect", pair[1][0], pair[0]),
-        )
-        return effects, newest(decided)
+    ordered = [rows[found.key] for found in shown if found.key in rows]
+    effects = each(
+        ordered,
+        lambda pair: replies.effect(pair[0], pair[1], keyring),
+        lambda pair: ("effect", pair[1][0], pair[0]),
+    )
+    return effects, newest(decided)
 
 
 def _triple(value: object) -> tuple[str, str, bytes]:

@@ -31,7 +31,7 @@ from ..pages import (
     triples,
     waits_raw,
 )
-from ..reads import _triple
+from ..reads import _triple, started_rows
 from .io import ClusterIO
 from .layout import BUCKETS, BucketKeys
 
@@ -235,18 +235,5 @@ class ClusterPages(ClusterIO):
                 keys += bucket.effects(session)[len(globals_) :]
                 args += [session, str(len(wanted)), *wanted]
             calls.append((PAGE_SCRIPTS["started_rows"], keys, args))
-        rows: dict[str, tuple[str, replies.EffectRow]] = {}
-        decided: list[object] = []
-        for reply in await self._fan_scripts("started_effects_page", calls):
-            for session, found, triples_found in session_replies(reply, "started_effects_page"):
-                for row in replies.effect_rows(found, "started_effects_page"):
-                    rows[row[0]] = (session, row)
-                decided += replies.as_list(triples_found, "started_effects_page")
-        ordered = [rows[found.key] for found in shown if found.key in rows]
-        keyring = self.keyring
-        effects = each(
-            ordered,
-            lambda pair: replies.effect(pair[0], pair[1], keyring),
-            lambda pair: ("effect", pair[1][0], pair[0]),
-        )
-        return effects, newest(decided)
+        found = await self._fan_scripts("started_effects_page", calls)
+        return started_rows(list(found), shown, self.keyring)
