@@ -56,6 +56,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from ..._core.records import BackendIdentity
 from ..._core.retention import Kept, Pruned, Retention
 from ..journal import require_limit
+from ..sweeps import Swept, pruned_of
 from .answers import _count
 from .statements import _NOW
 
@@ -264,15 +265,6 @@ def row_known(key: tuple[str, str, str, str], *, made: bool = False) -> bool:
     return False
 
 
-@dataclass(frozen=True)
-class _Swept:
-    """What one kind's sweep in one ``prune`` call found (or removed)."""
-
-    rows: int = 0
-    bytes: int = 0
-    done: bool = True
-
-
 async def _examine(
     conn: Connection,
     kind: _Kind,
@@ -360,31 +352,24 @@ class PostgresRetention:
         run reads from the same place and moves nothing."""
         if limit is not None:
             require_limit(limit)
-        found: dict[str, _Swept] = {}
+        found: dict[str, Swept] = {}
         for kind in _KINDS:
             span = retention.seconds(kind.kept)
             if span is not None:
                 found[kind.name] = await self._sweep(kind, span, limit, dry_run)
-        swept = found.values()
-        if all(each.done for each in swept) and not dry_run:
+        pruned = pruned_of(found)
+        if pruned.done and not dry_run:
             self._prune_cursors.clear()
-        return Pruned(
-            decisions=found.get("decisions", _Swept()).rows,
-            set_aside=found.get("set_aside", _Swept()).rows,
-            receipts=found.get("receipts", _Swept()).rows,
-            write_counts=found.get("write_counts", _Swept()).rows,
-            bytes=sum(each.bytes for each in swept),
-            done=all(each.done for each in swept),
-        )
+        return pruned
 
-    async def _sweep(self, kind: _Kind, span: float, limit: int | None, dry_run: bool) -> _Swept:
+    async def _sweep(self, kind: _Kind, span: float, limit: int | None, dry_run: bool) -> Swept:
         """Examine at most ``limit`` rows of ``kind`` (all of them when None), a chunk at a
         time, and remove (or, ``dry_run``, count) those due."""
         cursors = self._prune_cursors
         schema = self._sql.schema
         after = None if limit is None else cursors.get(kind.name)
         if after == _FINISHED:
-            return _Swept()
+            return Swept()
         left = limit
         removed = size = 0
         whole = True  # False once a chunk's due rows were left (the floor was taken)
@@ -417,7 +402,7 @@ class PostgresRetention:
                 cursors[kind.name] = _FINISHED
             else:  # rows due were left behind a taken floor: this kind starts again
                 cursors.pop(kind.name, None)
-        return _Swept(removed, size, done=after is None and whole)
+        return Swept(removed, size, done=after is None and whole)
 
     async def _remove(self, kind: _Kind, due: list[Any], span: float) -> tuple[int, int] | None:
         """``_remove`` of a chunk, tried again a moment later while the floor is taken."""

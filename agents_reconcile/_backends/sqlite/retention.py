@@ -33,6 +33,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from ..._core.records import BackendIdentity
 from ..._core.retention import Kept, Pruned, Retention
 from ..journal import require_limit
+from ..sweeps import Swept, pruned_of
 from .files import _VERSIONS, SCHEMA
 
 __all__ = ["FLOOR", "SQLiteRetention", "add_write", "read_count"]
@@ -147,15 +148,6 @@ _KINDS: Final = (
 )
 
 
-@dataclass(frozen=True)
-class _Swept:
-    """What one kind's sweep in one ``prune`` call found (or removed)."""
-
-    rows: int = 0
-    bytes: int = 0
-    done: bool = True
-
-
 def _examine(
     conn: sqlite3.Connection,
     *,
@@ -226,30 +218,22 @@ class SQLiteRetention:
         if self.read_only:
             await self._refuse_older()
         now = time.time()
-        found: dict[str, _Swept] = {}
+        found: dict[str, Swept] = {}
         for kind in _KINDS:
             span = retention.seconds(kind.kept)
             if span is not None:
                 found[kind.name] = await self._sweep(kind, now - span, limit, dry_run)
-        swept = found.values()
-        done = all(each.done for each in swept)
-        if done and not dry_run:
+        pruned = pruned_of(found)
+        if pruned.done and not dry_run:
             self._prune_cursors.clear()
-        return Pruned(
-            decisions=found.get("decisions", _Swept()).rows,
-            set_aside=found.get("set_aside", _Swept()).rows,
-            receipts=found.get("receipts", _Swept()).rows,
-            write_counts=found.get("write_counts", _Swept()).rows,
-            bytes=sum(each.bytes for each in swept),
-            done=done,
-        )
+        return pruned
 
-    async def _sweep(self, kind: _Kind, cutoff: float, limit: int | None, dry_run: bool) -> _Swept:
+    async def _sweep(self, kind: _Kind, cutoff: float, limit: int | None, dry_run: bool) -> Swept:
         """Examine at most ``limit`` rows of ``kind`` (all of them when None), a chunk at a
         time, and remove (or, ``dry_run``, count) those due."""
         after = None if limit is None else self._prune_cursors.get(kind.name)
         if after == _FINISHED:
-            return _Swept()
+            return Swept()
         left = limit
         removed = size = 0
         while True:
@@ -273,7 +257,7 @@ class SQLiteRetention:
                 break
         if not dry_run and limit is not None:
             self._prune_cursors[kind.name] = _FINISHED if after is None else after
-        return _Swept(removed, size, done=after is None)
+        return Swept(removed, size, done=after is None)
 
     async def _refuse_older(self) -> None:
         """A journal opened read-only on a file an earlier release wrote lacks what counts and
