@@ -18,7 +18,7 @@ needs an operator, check a stored history for damage, migrate schemas, and run t
                              [--only kill|cancel]
     agents-reconcile selftest --fleet [--workers N] [--sessions N] [--rounds N] [--lease S]
                              [--journal NAME] [--store NAME] [--own-servers] [--seed N]
-                             [--redis-cluster-url URL]
+                             [--redis-cluster-url URL] [--replicas N]
     agents-reconcile migrate [--check] [--journal ADDRESS ...] [--store ADDRESS ...]
 
 A journal address is any the library takes: a path, ``sqlite:///``, ``redis://``,
@@ -119,6 +119,7 @@ def _fleet(args: argparse.Namespace) -> int:
         redis_url=args.redis_url,
         postgres_url=args.postgres_url,
         redis_cluster_url=args.redis_cluster_url,
+        replicas=args.replicas,
         own_servers=args.own_servers,
         seed=args.seed,
         keep=None if args.keep is None else Path(args.keep),
@@ -259,6 +260,14 @@ def _parser() -> argparse.ArgumentParser:
         metavar="URL",
         help="run the Redis Cluster cells on this cluster (redis+cluster://HOST:PORT,...); "
         "its primaries are failed over (CLUSTER FAILOVER) as a fault, never killed",
+    )
+    fleet.add_argument(
+        "--replicas",
+        type=positive,
+        default=0,
+        metavar="N",
+        help="run the Redis Cluster cells again with the replica wait: every journal and store "
+        "write waits for N replicas (?replicas=N in their addresses; default 0: not)",
     )
     fleet.add_argument("--seed", type=int, metavar="N", help="seed of the driver's choices")
     selftest.set_defaults(handler=_cmd_selftest)

@@ -254,7 +254,7 @@ async def redis_fill(url: str, prefix: str, chunks: Iterable[list[Left]]) -> Non
     """Write ``chunks`` into the (migrated) Redis journal under ``prefix``, a pipeline each."""
     import redis.asyncio as aioredis
 
-    from agents_reconcile._backends.redis.layout import STAMP, JournalKeys
+    from agents_reconcile._backends.redis.layout import LISTING, STAMP, JournalKeys, listed
 
     layout = JournalKeys(prefix)
     names = layout.names
@@ -281,6 +281,7 @@ async def redis_fill(url: str, prefix: str, chunks: Iterable[list[Left]]) -> Non
                     pipe.hset(updated, ident, _at(intent.created_at))
                     pipe.hset(fence, ident, left.writes - 1)
                     pipe.hset(names["index"], ident, left.session_id)
+                    pipe.zadd(names[LISTING], {listed(left.session_id, ident): 0})
                 if left.decision is not None:
                     # What store_decision and settle keep of a settling decision.
                     seq += 1

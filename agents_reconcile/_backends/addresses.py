@@ -24,7 +24,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
 from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
@@ -36,10 +36,12 @@ __all__ = [
     "CHECKS",
     "CLUSTER_OPTIONS",
     "KNOWN_SCHEMES",
+    "REPLICA_WAIT",
     "SQLITE_FORMS",
     "anything",
     "cluster_settings",
     "printable",
+    "replica_wait",
     "sqlite_file",
 ]
 
@@ -120,6 +122,47 @@ def _file(path: Path, text: str) -> Path:
 
 # -- Redis -------------------------------------------------------------------------------------
 
+REPLICA_WAIT: Final = ("replicas", "replica_timeout")
+"""The query settings of a Redis or Redis Cluster address that ask every write to wait for
+replicas (``redis.replicas``): this package's own, taken out before the driver sees the URL."""
+_WAIT_DEFAULT: Final = 1.0
+_WAIT_LONGEST: Final = 3600.0
+
+
+def replica_wait(query: Mapping[str, str]) -> tuple[int, float] | None:
+    """The replica wait a query's settings ask for (``REPLICA_WAIT``; others are ignored):
+    how many replicas, and seconds to wait for them (1 unless given); None for none or 0."""
+    count_text, timeout_text = query.get("replicas"), query.get("replica_timeout")
+    if count_text is None:
+        if timeout_text is not None:
+            raise ConfigurationError(
+                "replica_timeout is given without replicas=N (how many replicas to wait for)"
+            )
+        return None
+    if not (count_text.isascii() and count_text.isdigit()):
+        raise ConfigurationError(
+            f"replicas={count_text!r} is not a whole number of replicas to wait for"
+        )
+    timeout = _WAIT_DEFAULT
+    if timeout_text is not None:
+        try:
+            timeout = float(timeout_text)
+        except ValueError:
+            timeout = -1.0
+        if not 0.001 <= timeout <= _WAIT_LONGEST:
+            raise ConfigurationError(
+                f"replica_timeout={timeout_text!r} is not a number of seconds from 0.001 to "
+                f"{_WAIT_LONGEST:g} (a wait without a limit could hold a write forever)"
+            )
+    count = int(count_text)
+    return (count, timeout) if count else None
+
+
+def _waits(query: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``query`` with the replica wait's settings checked and taken out."""
+    replica_wait({name: unquote(values[-1]) for name, values in query.items()})
+    return {name: values for name, values in query.items() if name not in REPLICA_WAIT}
+
 
 def _redis(address: str) -> None:
     """As redis-py's ``parse_url`` reads the address (its ``asyncio`` one, which the journal
@@ -127,7 +170,7 @@ def _redis(address: str) -> None:
     parts = _split(address)
     scheme = parts.scheme.lower()
     host_part = parts.netloc.rpartition("@")[2]
-    query = parse_qs(parts.query)
+    query = _waits(parse_qs(parts.query))
     db_query = query.get("db", [None])[0]
     if db_query is not None:
         _database(unquote(db_query), "db= in the query", "?db=N")
@@ -307,7 +350,7 @@ def cluster_settings(address: str) -> tuple[list[tuple[str, int]], dict[str, obj
         if password:
             settings["password"] = unquote(password)
     readers = {**CLUSTER_OPTIONS, **(_CLUSTER_TLS_OPTIONS if secure else {})}
-    for name, values in parse_qs(parts.query, keep_blank_values=True).items():
+    for name, values in _waits(parse_qs(parts.query, keep_blank_values=True)).items():
         value = unquote(values[-1])
         if name == "db":
             if value != "0":

@@ -24,6 +24,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ACTIVE_STATES",
+    "COUNT_LIMIT",
     "AsideJournal",
     "Capabilities",
     "EffectJournal",
@@ -296,6 +297,11 @@ class NewestReading(IntentJournal, Protocol):
 
 _Row = TypeVar("_Row")
 
+COUNT_LIMIT: Final = 1000
+"""How many of the rows that follow a page a journal counts at most (``Page.more``): more than
+that many unresolved intents is an operator's matter whatever the exact number, and counting
+them all would make a page cost more as the journal grows."""
+
 
 @dataclass(frozen=True)
 class Page(Generic[_Row]):
@@ -309,11 +315,18 @@ class Page(Generic[_Row]):
     newest: dict[str, Decision] = field(default_factory=dict)
     """The newest decision about each row (by intent id, or effect key) that has one."""
     more: int = 0
-    """How many rows follow this page in the listing (of the session asked, if one was)."""
+    """How many rows follow this page in the listing (of the session asked, if one was),
+    counted up to ``COUNT_LIMIT``: at that number, at least that many."""
     more_waiting: int = 0
-    """Of the rows that follow this page, how many may wait for an operator: intents whose
+    """Of the rows counted in ``more``, how many may wait for an operator: intents whose
     newest decision denied them or left them pending; effects begun before the time given as
     ``overdue_before``."""
+
+    @property
+    def counted_all(self) -> bool:
+        """Whether ``more`` is every row that follows (below ``COUNT_LIMIT``), not a floor."""
+        return self.more < COUNT_LIMIT
+
     after: str | None = None
     """The cursor that lists the next page (``after=``); None when nothing follows."""
 
@@ -336,7 +349,7 @@ class PagedReading(IntentJournal, Protocol):
         once; one recorded or settled meanwhile may be listed or not, any other is listed
         exactly once. A cursor this journal did not give raises ``ValueError``, and so does
         a ``limit`` below 1. Read in one step, whatever the journal holds beside the page
-        (counting what follows reads the index entries that follow, no record)."""
+        (counting what follows reads at most ``COUNT_LIMIT`` index entries, no record)."""
         ...
 
 

@@ -16,6 +16,7 @@ from importlib import resources
 from typing import Any
 
 from ..errors import ConfigurationError
+from .redis.replicas import ReplicaWait, waited
 
 try:
     from redis.asyncio import Redis
@@ -64,8 +65,9 @@ class LuaScript:
             return await send("EVAL", self.source, len(keys), *keys, *args)
 
 
-async def send_once(client: Redis, *args: Any) -> Any:
-    """Send one command on a connection of ``client``'s pool, without the client's retries.
+async def send_once(client: Redis, *args: Any, wait: ReplicaWait | None = None) -> Any:
+    """Send one command on a connection of ``client``'s pool, without the client's retries;
+    with ``wait``, a ``WAIT`` for replicas follows it on the same connection (``replicas``).
 
     A connection the server dropped while idle is replaced before sending (the pool checks
     it); an error after sending leaves the command's fate unknown and is raised as it is.
@@ -74,7 +76,10 @@ async def send_once(client: Redis, *args: Any) -> Any:
     connection = await pool.get_connection()
     try:
         await connection.send_command(*args)
-        return await connection.read_response()
+        reply = await connection.read_response()
+        if wait is not None:
+            await waited(connection, wait)
+        return reply
     except ResponseError:
         raise  # the server answered: the connection is in a clean state
     except BaseException:

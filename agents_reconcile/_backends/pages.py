@@ -16,7 +16,7 @@ import orjson
 
 from .._core.records import Action, Decision
 from .._effects.records import Effect
-from .journal import JournalEntry, Page, require_limit
+from .journal import COUNT_LIMIT, JournalEntry, Page, require_limit
 
 __all__ = [
     "EFFECT_CURSOR",
@@ -156,8 +156,8 @@ async def _in_memory(
     start = None if after is None else read_cursor(after, shape)
     keyed = sorted(((key(row), row) for row in rows), key=lambda pair: pair[0])
     following = [pair for pair in keyed if start is None or pair[0] > start]
-    shown, rest = following[:limit], following[limit:]
-    found: dict[str, Decision] = await newest([ident(row) for _, row in following])
+    shown, rest = following[:limit], following[limit : limit + COUNT_LIMIT]
+    found: dict[str, Decision] = await newest([ident(row) for _, row in shown + rest])
     return page(
         [row for _, row in shown],
         {ident(row): found[ident(row)] for _, row in shown if ident(row) in found},

@@ -116,6 +116,11 @@ def more_lines(page: dict[str, Any], listing: str) -> list[str]:
         noun, waiting = "started tool effect", page["effects_more_overdue"]
         said = "begun longer ago than the lease, perhaps waiting for an operator"
     extra = f", {waiting:,} of them {said}" if waiting else ""
+    if not page[f"{listing}_counted_all"]:
+        return [
+            f"... and at least {more:,} more {noun}s after these (counted to {more:,}: page on "
+            f"to see them){extra.replace('of them', 'of those counted')}"
+        ]
     return [f"... and {more:,} more {noun}{'s' if more != 1 else ''} after these{extra}"]
 
 

@@ -91,11 +91,15 @@ async def status(
             "next": Position.token(session_id, intents.after, effects.after),
             "pending_more": intents.more,
             "pending_more_waiting": intents.more_waiting,
+            "pending_counted_all": intents.counted_all,
             "effects_more": effects.more,
             "effects_more_overdue": effects.more_waiting,
+            "effects_counted_all": effects.counted_all,
         },
+        # Past the count's bound, what follows is not all judged: an operator should look.
         "needs_operator": bool(damaged)
         or following > 0
+        or not (intents.counted_all and effects.counted_all)
         or any(found["needs_operator"] for found in [*shown, *started]),
     }
 

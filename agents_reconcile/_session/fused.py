@@ -86,13 +86,15 @@ def _pair(journal: Any, store: Any, backend: str, journal_type: str, store_type:
 
 async def fused_append(journal: Any, store: Any) -> FusedAppend | None:
     """A ``FusedAppend`` when ``journal`` is a ``RedisJournal`` and ``store`` a
-    ``RevisionedRedisSession`` on the same server and database, or ``journal`` a
-    ``PostgresJournal`` and ``store`` a ``RevisionedPostgresSession`` in the same database
-    reached as the same role; else None."""
+    ``RevisionedRedisSession`` on the same server and database, with the same replica wait, or
+    ``journal`` a ``PostgresJournal`` and ``store`` a ``RevisionedPostgresSession`` in the same
+    database reached as the same role; else None."""
     if _pair(journal, store, "redis", "RedisJournal", "RevisionedRedisSession"):
         here = await journal.server()
         if here is None or here != await store.server():
             return None
+        if journal.replica_wait != store.replica_wait:
+            return None  # one script, one wait: the store's writes wait as their own ask
         from .._backends.redis.fused import open_and_append
 
         return FusedAppend(journal, store, open_and_append, _redis_arguments)

@@ -8,7 +8,7 @@ import time
 from collections import Counter
 from typing import Any
 
-from .._backends.journal import Page, pages_effects, reads_pages
+from .._backends.journal import COUNT_LIMIT, Page, pages_effects, reads_pages
 from .._core.records import Action, Decision, PendingWrite
 from .._effects.records import Effect
 from ._core import Subject, contract, refused, require, skip
@@ -176,6 +176,42 @@ async def pending_pages_carry_each_intents_newest_decision(subject: Subject) -> 
             page.more_waiting == waiting,
             f"after the page of {names}, more_waiting is {page.more_waiting}, not {waiting}",
         )
+
+
+@contract("journal")
+async def pending_pages_count_what_follows_up_to_a_bound(subject: Subject) -> None:
+    """Of the unresolved intents that follow a page, a journal counts ``COUNT_LIMIT`` at most
+    (``Page.more`` at the bound: at least that many, ``counted_all`` false), and
+    ``more_waiting`` among those it counted; a page nearer the end counts every one."""
+    journal = await journal_of(subject)
+    if not reads_pages(journal):
+        skip("the journal does not declare Capabilities(pages=True)")
+    total = COUNT_LIMIT + 8
+    made = [
+        make_intent(f"m-{n:05d}", session_id=f"many-{n:05d}", created_at=1000.0 + n)
+        for n in range(total)
+    ]
+    for intent in made:
+        await journal.record(intent, state=FAILED, owner=ME)
+    for intent in made[-3:]:  # last in every listing order: sessions sort by their number
+        await journal.note(make_decision(intent, action=Action.DENIED, decided_at=1_000_000.0))
+    first = await journal.pending_page(limit=5)
+    require(
+        first.more == COUNT_LIMIT and not first.counted_all,
+        f"with {total - 5} intents after a page, more is {first.more} (counted_all "
+        f"{first.counted_all}), not the bound {COUNT_LIMIT}",
+    )
+    require(
+        first.more_waiting == 0,
+        f"the {first.more_waiting} waiting counted after the first page are not among the "
+        f"first {COUNT_LIMIT} that follow it",
+    )
+    near = await journal.pending_page(limit=COUNT_LIMIT)
+    require(
+        (near.more, near.more_waiting, near.counted_all) == (8, 3, True),
+        f"after a page of {COUNT_LIMIT}, more is {near.more} and more_waiting "
+        f"{near.more_waiting} (counted_all {near.counted_all}), not 8, 3 and every one",
+    )
 
 
 @contract("effects")

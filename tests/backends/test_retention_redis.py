@@ -118,9 +118,9 @@ def before_script(
 
 
 async def as_layout_1(raw: aioredis.Redis, prefix: str) -> None:
-    """The journal's keys as layout 1 left them: version 1, no stamps, no floor."""
+    """The journal's keys as layout 1 left them: version 1, no stamps, no floor, no listing."""
     async for key in raw.scan_iter(match=f"{prefix}:*"):
-        if key.endswith((b":floor", b":upgraded")):
+        if key.endswith((b":floor", b":upgraded", b":listing")):
             await raw.delete(key)
         elif key.endswith(b":write_count"):
             await raw.hdel(key, STAMP)
@@ -149,7 +149,7 @@ async def test_a_layout_1_journal_upgraded_keeps_its_counts_aged_from_the_upgrad
     upgrading = worker()
     assert await upgrading.check() is not None
     before = await server_time(raw)
-    assert await upgrading.migrate() == [SCHEMA.applied(2)]
+    assert await upgrading.migrate() == [SCHEMA.applied(2), SCHEMA.applied(3)]
     assert await raw.get(f"{prefix}:schema") == str(SCHEMA_VERSION).encode()
     upgraded = float(await raw.get(f"{prefix}:upgraded"))
     assert before <= upgraded <= await server_time(raw)
@@ -161,6 +161,38 @@ async def test_a_layout_1_journal_upgraded_keeps_its_counts_aged_from_the_upgrad
     due = await upgrading.prune(IDLE_NOW, dry_run=True)
     assert due.write_counts == 1  # "old"; "busy" has an unresolved intent
     assert await upgrading.write_count("old", BACKEND) == 3
+
+
+async def test_a_layout_2_journal_upgraded_lists_every_pending_intent_once(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """migrate() moves a journal of layout 2 to 3: every unresolved intent of the index goes
+    into the listing that pages read, session ids holding bytes 0 and 1 included, and
+    settling one takes it out again."""
+    journal = worker()
+    sessions = ["a", "a\x00b", "a\x01", "a\x01\x01", "z"]
+    made = [make_intent(f"i-{n}", session_id=session) for n, session in enumerate(sessions)]
+    for intent in made:
+        await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    await raw.delete(f"{prefix}:listing")
+    await raw.set(f"{prefix}:schema", 2)
+
+    upgrading = worker()
+    assert await upgrading.check() is not None
+    assert await upgrading.migrate() == [SCHEMA.applied(3)]
+    assert await raw.zcard(f"{prefix}:listing") == len(made)
+    listed, after = [], None
+    while True:
+        page = await upgrading.pending_page(limit=1, after=after)
+        listed += [(row.intent.session_id, row.intent.intent_id) for row in page.rows]
+        if page.after is None:
+            break
+        after = page.after
+    assert sorted(listed) == sorted((i.session_id, i.intent_id) for i in made)
+    await upgrading.settle(make_decision(made[1]))
+    assert await raw.zcard(f"{prefix}:listing") == len(made) - 1
+    page = await upgrading.pending_page(limit=10)
+    assert "i-1" not in [row.intent.intent_id for row in page.rows]
 
 
 @pytest.mark.parametrize("first", ["write", "read"])

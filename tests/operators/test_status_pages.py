@@ -13,7 +13,7 @@ from typing import Any
 import orjson
 import pytest
 
-from agents_reconcile._backends.journal import IntentState
+from agents_reconcile._backends.journal import COUNT_LIMIT, IntentState
 from agents_reconcile._backends.sqlite.journal import SQLiteJournal
 from agents_reconcile._cli import main
 from agents_reconcile._core.records import Action
@@ -207,3 +207,22 @@ def test_the_command_lines_default_page_is_the_views() -> None:
     from agents_reconcile._operator import options, paging
 
     assert options._PAGE == paging.DEFAULT_LIMIT
+
+
+def test_past_the_count_bound_status_says_at_least_and_asks_for_an_operator(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A journal counts at most ``COUNT_LIMIT`` intents after a page: ``status`` says "at
+    least", and since what lies past the bound was not judged, exits 1 (an operator looks)."""
+    path = sqlite_journal(tmp_path, COUNT_LIMIT + 12, sessions=40)
+    assert main(["status", "--journal", str(path), "--limit", "5"]) == 1
+    out = capsys.readouterr().out
+    assert f"... and at least {COUNT_LIMIT:,} more pending intents after these (counted to" in out
+    assert main(["status", "--journal", str(path), "--limit", "5", "--json"]) == 1
+    page = orjson.loads(capsys.readouterr().out)["page"]
+    assert (page["pending_more"], page["pending_counted_all"]) == (COUNT_LIMIT, False)
+    assert page["effects_counted_all"] is True
+    # A page whose followers fit under the bound counts them all, and judges them.
+    assert main(["status", "--journal", str(path), "--limit", "100", "--json"]) == 0
+    page = orjson.loads(capsys.readouterr().out)["page"]
+    assert (page["pending_more"], page["pending_counted_all"]) == (COUNT_LIMIT - 88, True)

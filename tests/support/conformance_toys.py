@@ -364,6 +364,17 @@ class PagesWithoutDecisions(MemoryJournal):
         return replace(page, newest={}, more_waiting=0)
 
 
+class PagesCountEverything(MemoryJournal):
+    """``pending_page()`` counts every intent that follows a page, however many."""
+
+    async def pending_page(self, **asked: Any) -> Page[JournalEntry]:
+        page = await super().pending_page(**asked)
+        if page.counted_all:
+            return page
+        every = await super().pending_page(limit=10**9)
+        return replace(page, more=len(every.rows) - len(page.rows))
+
+
 class EffectPagesListFinishedEffects(MemoryJournal):
     """``started_effects_page()`` lists effects that have their receipt too."""
 
@@ -914,6 +925,11 @@ BROKEN = [
         "a journal whose pages carry no decisions",
         PagesWithoutDecisions,
         "pending_pages_carry_each_intents_newest_decision",
+    ),
+    _journal(
+        "a journal whose pages count everything that follows",
+        PagesCountEverything,
+        "pending_pages_count_what_follows_up_to_a_bound",
     ),
     _journal(
         "a journal whose effect pages list finished effects",

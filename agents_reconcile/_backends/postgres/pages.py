@@ -4,9 +4,9 @@ statement per page, built once per schema and variant.
 A page's statement finds its rows through an index from the cursor on (``intents_by_session``,
 whose order is the listing's: session, backend, creation time, then the id to break ties;
 ``effects_started`` for started effects, by begin time and key), joins the newest decision of
-each row through ``decisions_by_intent``, and counts the rows that follow the page, and which
-of them may wait for an operator, only when the page is full. One round trip, whatever the
-journal holds beside the page.
+each row through ``decisions_by_intent``, and counts the rows that follow the page (at most
+``COUNT_LIMIT``), and which of them may wait for an operator, only when the page is full. One
+round trip, whatever the journal holds beside the page.
 """
 
 from __future__ import annotations
@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from functools import cache
 from typing import Final
 
+from ..journal import COUNT_LIMIT
 from ..pages import WAITING_ACTIONS
 from .statements import _NOW
 
@@ -62,7 +63,8 @@ class PageStatements:
             f"{page_where} ORDER BY {order} LIMIT {limit}),"
             f" last AS (SELECT {order} FROM page ORDER BY {_descending(_INTENT_ORDER)} LIMIT 1),"
             f" follows AS (SELECT i.intent_id FROM {s}.intents AS i, last{follows}"
-            f" AND (SELECT count(*) FROM page) = {limit}),"
+            f" AND (SELECT count(*) FROM page) = {limit}"
+            f" ORDER BY {', '.join(f'i.{c}' for c in _INTENT_ORDER)} LIMIT {COUNT_LIMIT}),"
             " counted AS (SELECT count(*) AS more,"
             f" count(*) FILTER (WHERE {action} IN ({_WAITING})) AS waiting FROM follows AS a)"
             " SELECT p.intent_id, p.session_id, p.backend, p.state, p.owner, p.updated_at,"
@@ -94,7 +96,8 @@ class PageStatements:
             f" FROM {s}.effects{page_where} ORDER BY {order} LIMIT {limit}),"
             f" last AS (SELECT {order} FROM page ORDER BY {_descending(_EFFECT_ORDER)} LIMIT 1),"
             f" follows AS (SELECT e.updated_at FROM {s}.effects AS e, last{follows}"
-            f" AND (SELECT count(*) FROM page) = {limit}),"
+            f" AND (SELECT count(*) FROM page) = {limit}"
+            f" ORDER BY {', '.join(f'e.{c}' for c in _EFFECT_ORDER)} LIMIT {COUNT_LIMIT}),"
             " counted AS (SELECT count(*) AS more,"
             f" count(*) FILTER (WHERE updated_at < {overdue}::float8) AS waiting FROM follows)"
             " SELECT p.key, p.session_id, p.state, p.owner, p.record, p.created_at,"

@@ -20,12 +20,14 @@ holding the intent and the call is made again there.
 
 Keys, each under ``{prefix}:`` (``layout.py`` builds their names)::
 
-    schema            string   layout version (2); refused when not this release's
+    schema            string   layout version (3); refused when not this release's
     upgraded          string   when layout 1 was upgraded to 2: the time a session's counts
                                without a stamp were last raised at the latest
     floor             string   the highest write count pruned: a session without a count
                                reads as it (absent: 0)
     index             hash     unresolved intent id -> its session id
+    listing           zset     every unresolved intent as ``layout.listed(session, id)``, score
+                               0: status pages it by ZRANGEBYLEX from a cursor, in byte order
     settled           set      ids of settled intents
     seq               string   counter numbering decisions
     log               list     every decision's number, oldest first
@@ -54,8 +56,11 @@ Keys, each under ``{prefix}:`` (``layout.py`` builds their names)::
 ``T`` is the session's hash tag; the id itself is kept in ``index``.
 
 The layout version is only a number: ``migrate`` (and the first use of a journal object, a
-read or a write) stores it in an empty journal and upgrades one of layout 1 (``schema.py``),
-and a journal holding any other version is refused.
+read or a write) stores it in an empty journal and upgrades one of layout 1 or 2
+(``schema.py``), and a journal holding any other version is refused.
+
+An address may ask every writing script to wait for replicas (``?replicas=N``): the script is
+then sent once, and ``WAIT`` follows it on the same connection (``replicas.py``).
 
 The journal is as durable as the server keeps its data: run it with ``appendonly yes``
 (``appendfsync always`` to survive power loss) and ``maxmemory-policy noeviction``, since an
@@ -63,19 +68,18 @@ evicted key loses intents or decisions.
 
 This layout is for one Redis server (with replicas and failover if needed): each writing
 script also touches global keys (``schema`` always; ``floor`` for those that count a write or
-read a count; ``index`` and ``settled`` for record, open_intent, transition, discard and
-settle; the decision log for settle and note; ``effect_index`` and ``effect_started`` for the
-effect scripts; all of them for pruning), which hash to other slots than the sessions'. On a
-Redis Cluster (``redis+cluster://``), ``cluster.journal.RedisClusterJournal`` keeps a copy of
-the global keys per bucket of sessions, beside the sessions' own, and runs the same scripts.
+read a count; ``index``, ``listing`` and ``settled`` for record, open_intent, transition,
+discard and settle; the decision log for settle and note; ``effect_index`` and
+``effect_started`` for the effect scripts; all of them for pruning), which hash to other slots
+than the sessions'. On a Redis Cluster (``redis+cluster://``),
+``cluster.journal.RedisClusterJournal`` keeps a copy of the global keys per bucket of sessions,
+beside the sessions' own, and runs the same scripts.
 """
 
 from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
 from typing import Any, ClassVar, Final
 
 from ..._core.ownership import Owner
@@ -89,7 +93,7 @@ from ..journal import (
     Opened,
     require_settling,
 )
-from ..lua import LuaScript, Send
+from ..lua import LuaScript
 from ..redaction import Redacted
 from . import replies, wire
 from .aside import ASIDE_SCRIPTS, RedisAside
@@ -105,8 +109,11 @@ from .effects import EFFECT_SCRIPTS, RedisEffects
 from .homes import RedisIntentHomes
 from .layout import IntentHomes, JournalKeys
 from .reads import RedisReads
+from .replicas import ReplicaWait
+from .replicas import split as split_wait
 from .retention import RETENTION_SCRIPTS, RedisRetention, Walks
 from .schema import _VERSION, SCHEMA, SCHEMA_VERSION, RedisSchemaSteps
+from .sending import RedisSending
 from .survey import RedisSurvey
 
 try:
@@ -140,9 +147,6 @@ _SCRIPTS: Final = {
         *RETENTION_SCRIPTS,
     )
 }
-_ERRORS: Final = (redis_errors.RedisError, redis_errors.RedisClusterException, OSError)
-"""What the driver raises (a cluster client also raises ``RedisClusterException``, no
-``RedisError``, when it cannot reach the cluster)."""
 _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
     "socket_connect_timeout": 5.0,
     "socket_timeout": 10.0,
@@ -150,6 +154,7 @@ _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
 
 
 class RedisJournal(
+    RedisSending,
     RedisIntentHomes,
     RedisSchemaSteps,
     RedisReads,
@@ -191,6 +196,7 @@ class RedisJournal(
         prefix: str = DEFAULT_PREFIX,
         where: str | None = None,
         connections: Connections[aioredis.Redis] | None = None,
+        replica_wait: ReplicaWait | None = None,
     ) -> None:
         self._layout = self._Layout(prefix)
         self.prefix = prefix
@@ -210,6 +216,8 @@ class RedisJournal(
         self._schema_checked = False
         self._homes = IntentHomes()
         self._walks = Walks()
+        self._wait = replica_wait
+        """After each writing script, wait for this many replicas (``replicas``), or None."""
         self._scripted: tuple[aioredis.Redis, asyncio.AbstractEventLoop] | None = None
         """The client the last script went through, and its loop: the connection kept for the
         scripts (``wire``) goes back to its pool on close, from that loop."""
@@ -220,7 +228,10 @@ class RedisJournal(
 
         ``options`` go to ``redis.asyncio.Redis.from_url`` (for example ``socket_timeout``);
         connections are opened on first use. The URL's password never appears in messages.
+        ``?replicas=N&replica_timeout=S`` in the query makes each write wait for N replicas
+        (``replicas.py``).
         """
+        url, wait = split_wait(url)
         address = Redacted.of(url)
         settings = {**_DEFAULT_OPTIONS, **options, "decode_responses": False}
         try:
@@ -230,7 +241,7 @@ class RedisJournal(
             raise ConfigurationError(f"invalid Redis journal URL {address}: {detail}") from None
 
         shared = shared_client("redis-journal", url, settings)
-        return cls(None, prefix=prefix, where=url, connections=shared)
+        return cls(None, prefix=prefix, where=url, connections=shared, replica_wait=wait)
 
     @classmethod
     def from_address(cls, address: str, *, namespace: str | None = None) -> RedisJournal:
@@ -239,59 +250,6 @@ class RedisJournal(
 
     def __repr__(self) -> str:
         return f"RedisJournal({self._address.shown!r}, prefix={self.prefix!r})"
-
-    # -- commands, scripts and errors -----------------------------------------------------
-
-    @contextmanager
-    def _translated(self, operation: str) -> Iterator[None]:
-        try:
-            yield
-        except _ERRORS as exc:
-            raise self._translate(exc, operation) from exc
-
-    def _translate(self, exc: Exception, operation: str) -> Exception:
-        return replies.translate(
-            exc,
-            operation,
-            where=self._where,
-            address=self._address,
-            refused=self._version.refused,
-            cluster=self._on_cluster,
-        )
-
-    async def _send(self) -> Send:
-        client = await self._connections.get()
-        send: Send = client.execute_command
-        return send
-
-    async def _script(
-        self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
-    ) -> object:
-        """Run a script as one command. A writing script checks the schema version itself
-        (and stores it in an empty journal), so only reads check it first, once."""
-        try:
-            client = await self._connections.get()
-            if read_only and not self._schema_checked:
-                await self._migrate(client.execute_command)
-            if self._scripted is None or self._scripted[0] is not client:
-                self._scripted = (client, asyncio.get_running_loop())
-            try:
-                reply: object = await wire.run(client, self._scripts[name], keys, args)
-            except redis_errors.ResponseError as exc:
-                reply = await self._refused(exc, client, self._scripts[name], keys, args)
-        except _ERRORS as exc:
-            raise self._translate(exc, name) from exc
-        if not read_only:
-            self._schema_checked = True
-        return reply
-
-    async def _command(self, operation: str, *args: str | bytes | int) -> object:
-        with self._translated(operation):
-            send = await self._send()
-            if not self._schema_checked:
-                await self._migrate(send)
-            reply: object = await send(*args)
-        return reply
 
     # -- IntentJournal ------------------------------------------------------------------
 
@@ -323,6 +281,11 @@ class RedisJournal(
         if home:
             self._homes.remember(intent.intent_id, intent.session_id)
         return opened
+
+    @property
+    def replica_wait(self) -> ReplicaWait | None:
+        """How many replicas each write waits for, and how long (``replicas.py``); None: none."""
+        return self._wait
 
     async def server(self) -> tuple[object, ...] | None:
         """The server and database this journal lives on (``backend.server_of``)."""

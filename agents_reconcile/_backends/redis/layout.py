@@ -30,15 +30,31 @@ __all__ = [
     "EFFECT_KEYS",
     "EFFECT_STARTED",
     "GLOBAL_KEYS",
+    "LISTING",
     "SESSION_KEYS",
     "STAMP",
     "UPGRADED",
     "IntentHomes",
     "JournalKeys",
     "checked_prefix",
+    "listed",
+    "unlisted",
 ]
 
-GLOBAL_KEYS: Final = ("schema", "index", "settled", "seq", "log", "decided", "decision", "floor")
+GLOBAL_KEYS: Final = (
+    "schema",
+    "index",
+    "settled",
+    "seq",
+    "log",
+    "decided",
+    "decision",
+    "floor",
+    "listing",
+)
+LISTING: Final = "listing"
+"""A sorted set, every score 0: each unresolved intent as ``listed(session, id)``, so that a
+page of all of them is one ``ZRANGEBYLEX`` from the cursor on, however many there are."""
 SESSION_KEYS: Final = (
     "open",
     "record",
@@ -81,6 +97,22 @@ before carry no stamp: this time stands for it, so they are aged from the upgrad
 the epoch."""
 _SESSIONS_KEPT: Final = 1024
 _HOMES_KEPT: Final = 4096
+
+
+def listed(session_id: str, intent_id: str) -> bytes:
+    """An unresolved intent's member of the listing (``listing_member`` in ``prelude.lua``):
+    the session id with each byte 0 written as 1 1 and each byte 1 as 1 2, a byte 0, then the
+    intent id; so each (session, id) is one member, and the first byte 0 ends the session."""
+    session = session_id.encode("utf-8", "surrogatepass")
+    escaped = session.replace(b"\x01", b"\x01\x02").replace(b"\x00", b"\x01\x01")
+    return escaped + b"\x00" + intent_id.encode("utf-8", "surrogatepass")
+
+
+def unlisted(member: bytes) -> tuple[str, str]:
+    """The (session, intent id) of a listing member (``listed`` undone)."""
+    escaped, _, ident = member.partition(b"\x00")
+    session = escaped.replace(b"\x01\x01", b"\x00").replace(b"\x01\x02", b"\x01")
+    return session.decode("utf-8", "surrogatepass"), ident.decode("utf-8", "surrogatepass")
 
 
 def checked_prefix(prefix: object) -> str:

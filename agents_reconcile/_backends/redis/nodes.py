@@ -21,6 +21,7 @@ from typing import Any, Final
 from ...errors import ConfigurationError
 from ..addresses import cluster_settings
 from ..lua import LuaScript
+from .replicas import ReplicaWait, waited
 
 try:
     from redis.asyncio.cluster import ClusterNode, RedisCluster
@@ -101,13 +102,14 @@ def cluster_secrets(client: RedisCluster) -> list[str]:
 # -- sending once ------------------------------------------------------------------------------
 
 
-async def send_once(client: RedisCluster, *args: Any) -> Any:
+async def send_once(client: RedisCluster, *args: Any, wait: ReplicaWait | None = None) -> Any:
     """Send one ``EVAL`` or ``EVALSHA`` (``args`` as for ``execute_command``) to the node owning
     its keys' slot, outside the client's retries; its reply.
 
     A connection the server dropped while idle is opened again before sending. A ``MOVED`` or
     ``ASK`` answer (nothing ran) is followed; an error after sending leaves the command's fate
-    unknown and is raised as it is."""
+    unknown and is raised as it is. With ``wait``, a ``WAIT`` for replicas follows the command
+    on the same connection (``replicas``)."""
     keys = args[3 : 3 + int(args[2])]
     slot = client.keyslot(keys[0])
     if client in _STALE:
@@ -124,7 +126,10 @@ async def send_once(client: RedisCluster, *args: Any) -> Any:
                 await connection.send_command("ASKING")
                 await connection.read_response()
             await connection.send_command(*args)
-            return await connection.read_response()
+            reply = await connection.read_response()
+            if wait is not None:
+                await waited(connection, wait)
+            return reply
         except MovedError as exc:
             client.nodes_manager.move_slot(exc)
             asking = None

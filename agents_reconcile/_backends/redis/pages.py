@@ -3,13 +3,14 @@ page holds, and reading them.
 
 A script can read only the keys it is given, and a session's keys carry a hash tag (blake3 of
 the session id) that a script cannot compute: so a page is two round trips. The first finds
-the page's ids and their sessions: for intents ``HGETALL index`` (one command; the ids are
-ordered here, by session and id, because Lua compares strings by the server's locale); for
-effects ``started_order.lua`` (``effect_started`` by begin time, then key). The second,
-``pending_page.lua`` or ``started_rows.lua``, reads the page's rows with the newest decision of
-each from the sessions' keys, and for intents counts which of those that follow the page wait
-for an operator. Both are read only; the server's work grows with the page, and with the
-number of pending intents (the index), never with the number of sessions.
+the page's ids and their sessions: for intents one ``ZRANGEBYLEX`` of the listing (every
+unresolved intent as its session and id, in byte order) from the cursor on, the page and up to
+``COUNT_LIMIT`` of those that follow; for effects ``started_order.lua`` (``effect_started`` by
+begin time, then key). The second, ``pending_page.lua`` or ``started_rows.lua``, reads the
+page's rows with the newest decision of each from the sessions' keys, and for intents counts
+which of those that follow the page wait for an operator. Both are read only; the server's work
+grows with the page (and the count's bound), never with the number of sessions or of pending
+intents.
 """
 
 from __future__ import annotations
@@ -21,16 +22,19 @@ from typing import Final
 import orjson
 
 from ..._core.records import Decision
+from ..journal import COUNT_LIMIT
 from ..lua import LuaScript
 from ..pages import WAITING_ACTIONS
 from . import replies
+from .layout import listed, unlisted
 
 __all__ = [
     "INTENT_CURSOR",
     "PAGE_SCRIPTS",
     "Started",
     "by_session",
-    "ordered_intents",
+    "listed_pairs",
+    "listing_range",
     "started_page",
     "waits_raw",
 ]
@@ -40,20 +44,24 @@ PAGE_SCRIPTS: Final = {
     for name in ("pending_page", "started_order", "started_rows")
 }
 INTENT_CURSOR: Final = (str, str)
-"""An intent's sort key on Redis: its session, its id."""
+"""An intent's sort key on Redis: its session, its id (in the listing: ``layout.listed``)."""
 
 
-def ordered_intents(reply: object) -> list[tuple[str, str]]:
-    """``HGETALL index`` (a mapping, as the client reads it) as (session, intent id) pairs, in
-    the listing's order."""
-    if not isinstance(reply, dict):
+def listing_range(
+    key: str | bytes, start: tuple[str, str] | None, limit: int
+) -> tuple[str | bytes, ...]:
+    """The command that reads the page's intents from the listing (``layout.LISTING``) and up
+    to ``COUNT_LIMIT`` of those that follow: those after ``start`` (a cursor's session and
+    id), in the listing's byte order."""
+    low = b"-" if start is None else b"(" + listed(*start)
+    return ("ZRANGEBYLEX", key, low, b"+", b"LIMIT", b"0", b"%d" % (limit + COUNT_LIMIT))
+
+
+def listed_pairs(reply: object) -> list[tuple[str, str]]:
+    """A ``listing_range`` reply as (session, intent id) pairs, in its order."""
+    if not isinstance(reply, list):
         raise replies.unexpected("pending_page", reply)
-    pairs = [
-        (replies.text(session, "an intent's session"), replies.text(ident, "an intent id"))
-        for ident, session in reply.items()
-    ]
-    pairs.sort()
-    return pairs
+    return [unlisted(replies.blob(member, "a listed intent")) for member in reply]
 
 
 def by_session(ids: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:

@@ -16,19 +16,20 @@ from typing import TYPE_CHECKING, TypeVar
 from ..._core.records import BackendIdentity, Decision
 from ..._core.sealing import Keyring
 from ..._effects.records import Effect
-from ..journal import JournalEntry, Page, require_limit
+from ..journal import COUNT_LIMIT, JournalEntry, Page, require_limit
 from ..pages import page, read_cursor
 from ..rows import each
 from . import replies
 from .homes import Retry
-from .layout import EFFECT_INDEX, EFFECT_STARTED, JournalKeys
+from .layout import EFFECT_INDEX, EFFECT_STARTED, LISTING, JournalKeys
 from .pages import (
     INTENT_CURSOR,
     PAGE_SCRIPTS,
     Started,
     by_session,
+    listed_pairs,
+    listing_range,
     newest,
-    ordered_intents,
     session_replies,
     started_page,
     triples,
@@ -177,8 +178,10 @@ class RedisReads:
         start = None if after is None else read_cursor(after, INTENT_CURSOR)
         layout = self._layout
         if session_id is None:
-            reply = await self._command("pending_page", "HGETALL", layout.names["index"])
-            chosen = [pair for pair in ordered_intents(reply) if start is None or pair > start]
+            reply = await self._command(
+                "pending_page", *listing_range(layout.names[LISTING], start, limit)
+            )
+            chosen = listed_pairs(reply)
             shown, rest = chosen[:limit], [ident for _, ident in chosen[limit:]]
             groups = by_session(shown)
             # The page ends where the index said, whether or not its last intent is still
@@ -208,7 +211,7 @@ class RedisReads:
             # One session: paged here, by id, from every intent it holds.
             found.sort(key=lambda pair: (pair[0], pair[1][0]))
             found = [pair for pair in found if start is None or (pair[0], pair[1][0]) > start]
-            found, following = found[:limit], found[limit:]
+            found, following = found[:limit], found[limit : limit + COUNT_LIMIT]
             last = (found[-1][0], found[-1][1][0]) if found else None
             known = {str(each[0]): each for each in map(_triple, decided)}
             rest = [row[0] for _, row in following]

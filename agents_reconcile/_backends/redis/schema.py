@@ -4,15 +4,17 @@ refuses.
 A step leaves only its number under ``{prefix}:schema``, and what it needs of the data that
 is there: step 2 (``0002_retention``: counts stamped when raised, a floor for pruned ones)
 keeps the time of the upgrade under ``{prefix}:upgraded``, which stands for the stamp of
-every count raised before it. ``migrate`` and the first use of a journal object (a read checks
-first; a writing script refused for an older version has the journal upgraded and runs again,
-having run nothing) store the version in an empty journal and upgrade an older one, in one
-script (``scripts/migrate.lua``); any other version is refused, before anything touches it.
+every count raised before it; step 3 (``0003_listing``: unresolved intents listed in byte
+order, so that a page of them costs the same however many there are) puts every intent of the
+index in ``{prefix}:listing``, in the one script. ``migrate`` and the first use of a journal
+object (a read checks first; a writing script refused for an older version has the journal
+upgraded and runs again, having run nothing) store the version in an empty journal and upgrade
+an older one, in one script (``scripts/migrate.lua``); any other version is refused, before
+anything touches it.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import TYPE_CHECKING, Any, Final
 
@@ -21,17 +23,26 @@ from redis.exceptions import ResponseError
 from ...errors import JournalCorrupt
 from ..lua import LuaScript, Send
 from ..schema import Schema
-from . import replies, wire
+from . import replies
 from .backend import VersionKey
-from .layout import UPGRADED, JournalKeys
+from .layout import LISTING, UPGRADED, JournalKeys
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "RedisSchemaSteps"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "RedisSchemaSteps", "migrate_keys"]
 
-SCHEMA: Final = Schema("journal", ("0001_initial", "0002_retention"), JournalCorrupt)
+SCHEMA: Final = Schema(
+    "journal", ("0001_initial", "0002_retention", "0003_listing"), JournalCorrupt
+)
 """The journal's layout steps, oldest first."""
 SCHEMA_VERSION: Final = SCHEMA.version
 _VERSION: Final = str(SCHEMA_VERSION).encode()
 _MIGRATE: Final = LuaScript("agents_reconcile._backends.redis", "scripts", "migrate")
+
+
+def migrate_keys(layout: JournalKeys) -> list[str]:
+    """``migrate.lua``'s keys in ``layout``: the version, the upgrade time, the index, the
+    listing."""
+    names = layout.names
+    return [layout.version_key, names[UPGRADED], names["index"], names[LISTING]]
 
 
 def _older_refused(error: Exception) -> bool:
@@ -58,7 +69,7 @@ class RedisSchemaSteps:
         async def _send(self) -> Send: ...
 
     async def _migrate(self, send: Send) -> list[str]:
-        keys = [self._version.key, self._layout.names[UPGRADED]]
+        keys = migrate_keys(self._layout)
         reply = await _MIGRATE.run(send, keys, [str(SCHEMA_VERSION)])
         word, parts = replies.status(reply, "migrate")
         if word == "created" and len(parts) == 1:
@@ -72,21 +83,13 @@ class RedisSchemaSteps:
         self._schema_checked = True
         return [SCHEMA.applied(number) for number in range(found + 1, SCHEMA_VERSION + 1)]
 
-    async def _refused(
-        self,
-        error: ResponseError,
-        client: Any,
-        script: LuaScript,
-        keys: Sequence[bytes],
-        args: Sequence[str | bytes],
-    ) -> object:
-        """After ``script`` answered ``error``: a writing script refuses a journal of an older
-        layout before it runs anything, so the journal is upgraded then, as on first use, and
-        the script sent again (``wire.run``); any other error is raised as it is."""
+    async def _refused(self, error: ResponseError, client: Any) -> None:
+        """After a script answered ``error``: a writing script refuses a journal of an older
+        layout before it runs anything, so the journal is upgraded then, as on first use, for
+        the script to be sent again; any other error is raised as it is."""
         if not _older_refused(error):
             raise error
         await self._migrate(client.execute_command)
-        return await wire.run(client, script, keys, args)
 
     async def migrate(self) -> list[str]:
         """Store the schema version if the journal has none, or upgrade an older one; returns

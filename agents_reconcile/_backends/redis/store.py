@@ -52,6 +52,8 @@ from .backend import (
 )
 from .nodes import RedisCluster, is_cluster, url_location
 from .nodes import send_once as send_once_to_slot
+from .replicas import ReplicaWait
+from .replicas import split as split_wait
 
 try:
     from redis.asyncio import Redis
@@ -102,8 +104,10 @@ class RevisionedRedisSession:
         *,
         prefix: str = DEFAULT_PREFIX,
         migrate: bool = True,
+        replica_wait: ReplicaWait | None = None,
     ) -> None:
         self._setup(session_id, prefix, migrate, Connections(client), client_location(client))
+        self._wait = replica_wait
 
     @classmethod
     def from_url(
@@ -117,8 +121,12 @@ class RevisionedRedisSession:
     ) -> RevisionedRedisSession:
         """A session on the server at ``url`` (``redis://``, ``rediss://`` or ``unix://``), or
         on the cluster at ``redis+cluster://`` (``rediss+cluster://``); ``client_options`` go to
-        ``redis.asyncio.Redis.from_url`` (to ``RedisCluster`` for a cluster)."""
+        ``redis.asyncio.Redis.from_url`` (to ``RedisCluster`` for a cluster).
+        ``?replicas=N&replica_timeout=S`` in the query makes each write wait for N replicas
+        (``replicas.py``): one that too few acknowledge raises ``ReplicasBehind``, a write
+        whose fate a failover decides, settled from the store's record as any failed write."""
         check_address(url, what="store")
+        url, wait = split_wait(url)
         options = dict(client_options)
         if is_cluster(url):
             where = url_location(url)
@@ -134,6 +142,7 @@ class RevisionedRedisSession:
         shared = shared_client("redis-store", url, options)
         self = cls.__new__(cls)
         self._setup(session_id, prefix, migrate, shared, where)
+        self._wait = wait
         return self
 
     @classmethod
@@ -222,6 +231,11 @@ class RevisionedRedisSession:
         """The version stored (None when the key is absent); writes nothing."""
         return await self._version.read((await self._connections.get()).execute_command)
 
+    @property
+    def replica_wait(self) -> ReplicaWait | None:
+        """How many replicas each write waits for, and how long (``replicas.py``); None: none."""
+        return self._wait
+
     async def server(self) -> tuple[object, ...] | None:
         """The server and database this store lives on (``backend.server_of``)."""
         return server_of(await self._connections.get())
@@ -247,7 +261,7 @@ class RevisionedRedisSession:
         keys = (self._items_key, self._head_key, self._writes_key, self._ids_key)
         args = (kind, "" if expected is None else str(int(expected)), write_id, writer, *rows)
         once = send_once_to_slot if isinstance(client, RedisCluster) else send_once
-        send: Send = functools.partial(once, client)
+        send: Send = functools.partial(once, client, wait=self._wait)
         reply = await _WRITE_SCRIPT.run(send, keys, args)
         verdict, revision = _text(reply[0]), int(reply[1])
         if verdict == "head":

@@ -5,8 +5,8 @@
 Each page is one read transaction on the journal's own link (``_run``): the page's rows with
 the newest decision of each, found through ``intents_by_session`` (or ``effects_started``)
 from the cursor on and ``decisions_by_intent``, then what follows the page counted through
-the same index. Nothing scans a table, so a page costs the same among a million sessions as
-among ten.
+the same index, at most ``COUNT_LIMIT`` of them. Nothing scans a table, so a page costs the
+same among a million sessions as among ten.
 
 Kept apart from ``SQLiteJournal`` for length.
 """
@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from ..._core.records import Decision
 from ..._core.sealing import Keyring
 from ..._effects.records import Effect
-from ..journal import JournalEntry, Page, require_limit
+from ..journal import COUNT_LIMIT, JournalEntry, Page, require_limit
 from ..pages import INTENT_CURSOR, WAITING_ACTIONS, page, read_cursor
 from ..rows import checked_decision, checked_effect, checked_entry, each
 
@@ -55,8 +55,9 @@ def _intents_after(by_session: bool) -> str:
         "(SELECT action FROM decisions WHERE intent_id = i.intent_id ORDER BY seq DESC LIMIT 1)"
     )
     return (
-        f"SELECT count(*), coalesce(sum({newest} IN ({_WAITING})), 0) FROM intents AS i"
-        f" WHERE {_where(by_session, True, _INTENT_KEY, '?, ?, ?, ?')}"
+        f"SELECT count(*), coalesce(sum(waits), 0) FROM (SELECT {newest} IN ({_WAITING})"
+        f" AS waits FROM intents AS i WHERE {_where(by_session, True, _INTENT_KEY, '?, ?, ?, ?')}"
+        f" ORDER BY session_id, backend, created_at, intent_id LIMIT {COUNT_LIMIT})"
     )
 
 
@@ -72,8 +73,9 @@ def _effect_page(by_session: bool, from_cursor: bool) -> str:
 
 def _effects_after(by_session: bool) -> str:
     return (
-        "SELECT count(*), coalesce(sum(updated_at < ?), 0) FROM effects WHERE state = 'started'"
-        f" AND {_where(by_session, True, _EFFECT_KEY, '?, ?')}"
+        "SELECT count(*), coalesce(sum(overdue), 0) FROM (SELECT updated_at < ? AS overdue"
+        f" FROM effects WHERE state = 'started' AND {_where(by_session, True, _EFFECT_KEY, '?, ?')}"
+        f" ORDER BY session_id, rowid LIMIT {COUNT_LIMIT})"
     )
 
 

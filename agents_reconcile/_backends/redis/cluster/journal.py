@@ -38,6 +38,8 @@ from ..effects import RedisEffects
 from ..journal import _DEFAULT_OPTIONS, _SCRIPTS, DEFAULT_PREFIX, RedisJournal
 from ..layout import IntentHomes
 from ..nodes import RedisCluster, cluster_client
+from ..replicas import ReplicaWait
+from ..replicas import split as split_wait
 from ..schema import SCHEMA, SCHEMA_VERSION
 from .aside import ClusterAside
 from .claims import ClusterClaims
@@ -92,9 +94,12 @@ class RedisClusterJournal(
         prefix: str = DEFAULT_PREFIX,
         where: str | None = None,
         connections: Connections[Any] | None = None,
+        replica_wait: ReplicaWait | None = None,
     ) -> None:
         given: Any = client
-        super().__init__(given, prefix=prefix, where=where, connections=connections)
+        super().__init__(
+            given, prefix=prefix, where=where, connections=connections, replica_wait=replica_wait
+        )
         self._where = f"Redis Cluster journal {self._address} (prefix {prefix!r})"
         self._version.where = self._where
         self._drops = {}
@@ -108,7 +113,9 @@ class RedisClusterJournal(
         """A journal on the cluster at ``url`` (``redis+cluster://HOST:PORT,HOST:PORT``, or
         ``rediss+cluster://``). ``options`` go to ``RedisCluster`` (for example
         ``socket_timeout``); connections are opened on first use. The URL's password never
-        appears in messages."""
+        appears in messages. ``?replicas=N&replica_timeout=S`` in the query makes each write wait
+        for N replicas (``replicas.py``)."""
+        url, wait = split_wait(url)
         address = Redacted.of(url)
         settings = {**_DEFAULT_OPTIONS, **options, "decode_responses": False}
         shared = shared_client("redis-journal", url, settings)  # checks the URL first
@@ -124,7 +131,7 @@ class RedisClusterJournal(
             raise ConfigurationError(
                 f"invalid Redis Cluster journal URL {address}: {detail}"
             ) from None
-        return cls(None, prefix=prefix, where=url, connections=shared)
+        return cls(None, prefix=prefix, where=url, connections=shared, replica_wait=wait)
 
     def __repr__(self) -> str:
         return f"RedisClusterJournal({self._address.shown!r}, prefix={self.prefix!r})"

@@ -1,12 +1,13 @@
 """The cluster journal's paged listings (``pending_page``, ``started_effects_page``), with the
 same pages and cursors as on one server (``reads.py``, ``pages.py``), read bucket by bucket.
 
-Unresolved intents: every bucket's ``index`` at once (one pipeline per node), merged and ordered
-by session and id as on one server; then the page's rows with ``pending_page.lua`` in each bucket
-holding a session of the page or an intent after it (whose newest decision it judges: that
-decision is in the same bucket), again at once. Started effects: ``started_order.lua`` in every
-bucket, each giving its first ``limit`` after the cursor; the page is the first ``limit`` of
-them all, and what follows it is counted over every bucket.
+Unresolved intents: every bucket's listing from the cursor on at once (one pipeline per node),
+each bucket's page and up to ``COUNT_LIMIT`` after it, merged in byte order as on one server;
+then the page's rows with ``pending_page.lua`` in each bucket holding a session of the page or
+an intent after it (whose newest decision it judges: that decision is in the same bucket), again
+at once. Started effects: ``started_order.lua`` in every bucket, each giving its first
+``limit`` after the cursor; the page is the first ``limit`` of them all, and what follows it is
+counted over every bucket.
 """
 
 from __future__ import annotations
@@ -15,18 +16,18 @@ from typing import TYPE_CHECKING
 
 from ...._core.records import Decision
 from ...._effects.records import Effect
-from ...journal import JournalEntry, Page, require_limit
+from ...journal import COUNT_LIMIT, JournalEntry, Page, require_limit
 from ...pages import page, read_cursor
 from ...rows import each
 from .. import replies
-from ..layout import EFFECT_INDEX, EFFECT_STARTED, JournalKeys
+from ..layout import EFFECT_INDEX, EFFECT_STARTED, LISTING, JournalKeys, unlisted
 from ..pages import (
     INTENT_CURSOR,
     PAGE_SCRIPTS,
     Started,
     by_session,
+    listing_range,
     newest,
-    ordered_intents,
     session_replies,
     triples,
     waits_raw,
@@ -67,13 +68,18 @@ class ClusterPages(ClusterIO):
         layout = self._layout
         if session_id is not None:
             return await self._one_session_page(session_id, limit, start)
-        indexes = await self._every_bucket("pending_page", "HGETALL", "index")
-        pairs: list[tuple[str, str]] = []
-        for reply in indexes:
-            pairs += ordered_intents(reply)
-        pairs.sort()
-        chosen = [pair for pair in pairs if start is None or pair > start]
-        shown, rest = chosen[:limit], chosen[limit:]
+        ranges = [
+            listing_range(layout.bucket(number).names[LISTING], start, limit)
+            for number in range(BUCKETS)
+        ]
+        members: list[bytes] = []
+        for reply in await self._fan("pending_page", ranges):
+            members += [
+                replies.blob(m, "a listed intent") for m in replies.as_list(reply, "pending_page")
+            ]
+        members.sort()
+        chosen = [unlisted(member) for member in members]
+        shown, rest = chosen[:limit], chosen[limit : limit + COUNT_LIMIT]
         if not shown:
             return Page(rows=[], more=len(rest), after=None)
         # The page ends where the indexes said, whether or not its last intent is still there
@@ -128,7 +134,7 @@ class ClusterPages(ClusterIO):
         # One session: paged here, by id, from every intent it holds.
         found.sort(key=lambda pair: (pair[0], pair[1][0]))
         found = [pair for pair in found if start is None or (pair[0], pair[1][0]) > start]
-        found, following = found[:limit], found[limit:]
+        found, following = found[:limit], found[limit : limit + COUNT_LIMIT]
         last = (found[-1][0], found[-1][1][0]) if found else None
         known = {str(each[0]): each for each in map(_triple, decided)}
         rest = [row[0] for _, row in following]

@@ -15,9 +15,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ..backend import VersionKey, glob_escape
-from ..layout import UPGRADED
 from ..nodes import each_primary, run_all, scan, scripts_all
-from ..schema import _MIGRATE, SCHEMA, SCHEMA_VERSION
+from ..schema import _MIGRATE, SCHEMA, SCHEMA_VERSION, migrate_keys
 from .io import ClusterIO
 from .layout import BUCKETS, BucketKeys
 
@@ -57,7 +56,7 @@ class ClusterSchema(ClusterIO):
             SCHEMA.refuse(self._version.where, max(present))
         lowest = min(present, default=0) if len(present) == BUCKETS else 0
         calls = [
-            (_MIGRATE, [bucket.version_key, bucket.names[UPGRADED]], [str(SCHEMA_VERSION)])
+            (_MIGRATE, migrate_keys(bucket), [str(SCHEMA_VERSION)])
             for number, bucket in enumerate(self._layout.all())
             if found[number] != SCHEMA_VERSION
         ]

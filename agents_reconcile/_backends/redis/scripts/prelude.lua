@@ -1,6 +1,6 @@
 -- Loaded in front of every script of the Redis journal.
 --
--- KEYS[1..8] are the journal's global keys (GLOBAL_WIDTH). A session then passes
+-- KEYS[1..9] are the journal's global keys (GLOBAL_WIDTH). A session then passes
 -- SESSION_WIDTH (nine) keys of its own, all sharing the session's hash tag: from KEYS[SESSION_AT]
 -- on, and for settle() the deciding session's right after. Scripts touch only the keys they
 -- are given.
@@ -15,8 +15,9 @@ local GLOBAL = {
   decided = KEYS[6],
   decision = KEYS[7],
   floor = KEYS[8],
+  listing = KEYS[9],
 }
-local GLOBAL_WIDTH = 8
+local GLOBAL_WIDTH = 9
 local SESSION_AT = GLOBAL_WIDTH + 1
 
 -- In the order of SESSION_KEYS in layout.py.
@@ -126,7 +127,18 @@ local function intent_row(s, id)
   }
 end
 
+-- An unresolved intent's member of GLOBAL.listing (LISTING in layout.py): its session id with
+-- every byte 0 written 1 1 and every byte 1 written 1 2, a byte 0, then its id. One member
+-- per (session, id), so the listing's byte order is a total order of them.
+local function listing_member(session, id)
+  return (string.gsub(session, '[%z\1]', {['\0'] = '\1\1', ['\1'] = '\1\2'})) .. '\0' .. id
+end
+
 local function remove_intent(s, id)
+  local holder = redis.call('HGET', GLOBAL.index, id)
+  if holder then
+    redis.call('ZREM', GLOBAL.listing, listing_member(holder, id))
+  end
   redis.call('ZREM', s.open, id)
   redis.call('HDEL', s.record, id)
   redis.call('HDEL', s.backend, id)
@@ -153,6 +165,7 @@ local function store_intent(s, seq)
     redis.call('HSET', s.fence, id, seq)
   end
   redis.call('HSET', GLOBAL.index, id, ARGV[3])
+  redis.call('ZADD', GLOBAL.listing, 0, listing_member(ARGV[3], id))
   raise_count(s, backend)
 end
 
