@@ -125,9 +125,7 @@ def main(argv: list[str] | None = None) -> None:
     logging.getLogger("agents_reconcile").setLevel(logging.ERROR)
     with tempfile.TemporaryDirectory() as directory:
         workdir = Path(directory)
-        print_machine(
-            "Replica wait benchmark", workdir, mode, [("cluster", url.split("?", 1)[0])]
-        )
+        print_machine("Replica wait benchmark", workdir, mode, [("cluster", url.split("?", 1)[0])])
         variants = asyncio.run(measure(url, workdir, settings))
     report(variants)
 

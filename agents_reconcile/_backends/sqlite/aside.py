@@ -16,7 +16,6 @@ from ..._core.records import Decision
 from ..aside import RawIntent, SetAside
 from ..journal import require_limit, require_settling
 from .decisions import insert_decision, matching
-from .retention import add_write
 
 __all__ = ["SQLiteAside"]
 
@@ -25,11 +24,14 @@ _T = TypeVar("_T")
 
 class SQLiteAside:
     """``raw_intent``, ``set_aside`` and ``set_aside_entries`` for ``SQLiteJournal``, which
-    provides ``_run``."""
+    provides ``_run`` and ``_add_write`` (``journal.add_write``)."""
 
     if TYPE_CHECKING:
 
         async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T: ...
+
+        @staticmethod
+        def _add_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int: ...
 
     async def raw_intent(self, intent_id: str) -> RawIntent | None:
         sql = (
@@ -53,7 +55,7 @@ class SQLiteAside:
             if gone != 1:
                 conn.execute("ROLLBACK")
                 return False
-            add_write(conn, (raw.session_id, raw.backend))
+            self._add_write(conn, (raw.session_id, raw.backend))
             insert_decision(conn, decision)
             conn.execute(
                 "INSERT INTO set_aside (intent_id, session_id, set_aside_at, meta, record)"

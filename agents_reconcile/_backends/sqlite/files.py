@@ -13,7 +13,7 @@ from ...errors import JournalCorrupt, JournalUnavailable
 from ..schema import Schema
 from .backend import SQLiteSchema
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION"]
+__all__ = ["FLOOR", "SCHEMA", "SCHEMA_VERSION"]
 
 SCHEMA: Final = Schema(
     "journal",
@@ -26,6 +26,9 @@ SCHEMA: Final = Schema(
 position is the version."""
 SCHEMA_VERSION: Final = SCHEMA.version
 _VERSIONS: Final = SQLiteSchema(SCHEMA, "journal_schema")
+FLOOR: Final = "coalesce((SELECT write_count FROM write_floor WHERE id = 0), 0)"
+"""The journal's floor (the highest write count pruned), as an SQL expression: what a session
+without a count reads."""
 
 
 def _translate(exc: sqlite3.Error, path: Path) -> Exception:

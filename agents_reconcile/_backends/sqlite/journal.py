@@ -32,14 +32,37 @@ from .aside import SQLiteAside
 from .backend import SQLiteLink, path_of
 from .decisions import SETTLING_ACTIONS, insert_decision, matching, settled, settled_by
 from .effects import SQLiteEffects
-from .files import SCHEMA, SCHEMA_VERSION, _translate
+from .files import FLOOR, SCHEMA, SCHEMA_VERSION, _translate
 from .reads import SQLiteReads
-from .retention import FLOOR, SQLiteRetention, add_write, read_count
+from .retention import SQLiteRetention
 from .schema import SQLiteSchemaSteps
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "SQLiteJournal"]
 
 _T = TypeVar("_T")
+_WRITE_COUNT_SQL: Final = (
+    "SELECT coalesce((SELECT write_count FROM session_writes WHERE session_id = ?"
+    f" AND backend = ?), {FLOOR})"
+)
+_COUNT_WRITE_SQL: Final = (
+    "INSERT INTO session_writes (session_id, backend, write_count, counted_at)"
+    f" VALUES (?, ?, {FLOOR} + 1, ?) ON CONFLICT (session_id, backend) DO UPDATE"
+    " SET write_count = write_count + 1, counted_at = excluded.counted_at RETURNING write_count"
+)
+
+
+def read_count(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
+    """The count of ``key`` (session id, backend), the floor when it has none."""
+    (write_count,) = conn.execute(_WRITE_COUNT_SQL, key).fetchone()
+    return int(write_count)
+
+
+def add_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
+    """Count one more write of ``key`` (above the floor when it has no count), stamped now."""
+    (write_count,) = conn.execute(_COUNT_WRITE_SQL, (*key, time.time())).fetchone()
+    return int(write_count)
+
+
 # One journal object per file within a process: every spelling of an address shares it.
 _SHARED: dict[Path, SQLiteJournal] = {}
 
@@ -55,6 +78,9 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
 
     # Its calls run on the event loop (in a thread only while another process holds the
     # file's lock), so it starts eagerly; it clears in the opening's own commit.
+    _add_write = staticmethod(add_write)
+    """Counting a write, for the halves kept apart (``SQLiteAside``)."""
+
     capabilities: ClassVar[Capabilities] = Capabilities(
         effects=True,
         set_aside=True,
@@ -111,6 +137,14 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
         return await self._link.run(operation)
 
     # -- IntentJournal ------------------------------------------------------------------
+
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
+        if self.read_only:
+            await self._refuse_older()
+        return await self._run(lambda conn: read_count(conn, (session_id, str(backend))))
+
+    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
+        return await self._run(lambda conn: add_write(conn, (session_id, str(backend))))
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
         blob = intent.encode()

@@ -1,11 +1,12 @@
 """Pruning the SQLite journal (``PruningJournal``), and the floor its write counts read from.
 
 The floor is the ``write_floor`` row: the highest count pruned. Every statement that reads a
-session's count reads the floor where the session has none, and every statement that raises a
-count (``add_write``, and the trigger that counts each intent recorded) starts an absent one at
-floor + 1 and stamps ``counted_at`` on the journal's clock (the trigger with the intent row's
-``updated_at``). A trigger on ``session_writes`` raises the floor in the very statement that
-deletes a count, so no count goes without the floor knowing it.
+session's count reads the floor where the session has none (``files.FLOOR``), and every
+statement that raises a count (``journal.add_write``, and the trigger that counts each intent
+recorded) starts an absent one at floor + 1 and stamps ``counted_at`` on the journal's clock
+(the trigger with the intent row's ``updated_at``). A trigger on ``session_writes`` raises the
+floor in the very statement that deletes a count, so no count goes without the floor knowing
+it.
 
 ``prune`` sweeps each table in its key order (decisions and set-aside entries by ``seq``,
 effects by rowid, counts by their primary key), from a cursor this object keeps in memory, in
@@ -30,45 +31,19 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..._core.records import BackendIdentity
 from ..._core.retention import Kept, Pruned, Retention
 from ..journal import require_limit
 from ..sweeps import Swept, pruned_of
 from .files import _VERSIONS, SCHEMA
 
-__all__ = ["FLOOR", "SQLiteRetention", "add_write", "read_count"]
+__all__ = ["SQLiteRetention"]
 
 _T = TypeVar("_T")
-
-FLOOR: Final = "coalesce((SELECT write_count FROM write_floor WHERE id = 0), 0)"
-"""The journal's floor, as an SQL expression: what a session without a count reads."""
 
 _CHUNK: Final = 500
 """Rows examined per read (and deleted per write transaction) while pruning."""
 _FINISHED: Final[tuple[Any, ...]] = ()
 """The cursor of a kind whose limited sweep reached the end of its table this round."""
-
-_WRITE_COUNT_SQL: Final = (
-    "SELECT coalesce((SELECT write_count FROM session_writes WHERE session_id = ?"
-    f" AND backend = ?), {FLOOR})"
-)
-_COUNT_WRITE_SQL: Final = (
-    "INSERT INTO session_writes (session_id, backend, write_count, counted_at)"
-    f" VALUES (?, ?, {FLOOR} + 1, ?) ON CONFLICT (session_id, backend) DO UPDATE"
-    " SET write_count = write_count + 1, counted_at = excluded.counted_at RETURNING write_count"
-)
-
-
-def read_count(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
-    """The count of ``key`` (session id, backend), the floor when it has none."""
-    (write_count,) = conn.execute(_WRITE_COUNT_SQL, key).fetchone()
-    return int(write_count)
-
-
-def add_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
-    """Count one more write of ``key`` (above the floor when it has no count), stamped now."""
-    (write_count,) = conn.execute(_COUNT_WRITE_SQL, (*key, time.time())).fetchone()
-    return int(write_count)
 
 
 def _size(*text: str, blobs: tuple[str, ...] = ("record",)) -> str:
@@ -196,14 +171,6 @@ class SQLiteRetention:
     """Where the limited sweep of each kind goes on from: the key of the last row examined,
     or ``_FINISHED`` once it reached the end of its table in the current round (an absent
     kind starts from its first row)."""
-
-    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
-        if self.read_only:
-            await self._refuse_older()
-        return await self._run(lambda conn: read_count(conn, (session_id, str(backend))))
-
-    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
-        return await self._run(lambda conn: add_write(conn, (session_id, str(backend))))
 
     async def prune(
         self, retention: Retention, *, limit: int | None = None, dry_run: bool = False
