@@ -496,3 +496,25 @@ async def test_a_journal_and_a_store_keep_working_across_a_failover(
         await journal.close()
         await store.drop()
         await store.close()
+
+
+async def test_a_journal_first_used_by_many_commands_at_once_fails_none_of_them(
+    url: str, prefix: str
+) -> None:
+    """The driver's cluster client, first used by many commands at once, loaded its slot map
+    while some of them were sending and closed their connections under them (an
+    ``AttributeError`` from inside the driver). The client is opened with its map loaded."""
+    for trial in range(5):
+        journal = RedisClusterJournal.from_url(url, prefix=f"{prefix}-{trial}")
+        intents = [make_intent(f"i-{n}", session_id=f"s-{n}") for n in range(60)]
+        try:
+            await asyncio.gather(
+                *(
+                    journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+                    for intent in intents
+                )
+            )
+            assert len(await journal.pending(None)) == len(intents)
+        finally:
+            await journal.drop()
+            await journal.close()

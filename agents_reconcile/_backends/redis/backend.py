@@ -59,8 +59,17 @@ def shared_client(kind: str, url: str, options: dict[str, Any]) -> Connections[R
 
     async def open_client() -> Redis:
         if is_cluster(url):
+            cluster = cluster_client(url, options)
+            # Its slot map loaded once, before anyone uses it: the driver's client, first used
+            # by many commands at once, loads it while some of them are already sending, and
+            # closes their connections under them.
+            try:
+                await cluster.initialize()
+            except BaseException:
+                await cluster.aclose()
+                raise
             # Typed as a Redis: the commands the journal and the store use are the same.
-            return cast("Redis", cluster_client(url, options))
+            return cast("Redis", cluster)
         return Redis.from_url(url, **options)
 
     async def close_client(client: Redis) -> None:
