@@ -9,6 +9,8 @@ from typing import Any, Final
 
 from _common import percentile, print_table, verdict
 
+from agents_reconcile._backends.journal import COUNT_LIMIT
+
 OPERATIONS: Final = (
     ("append", "us"),
     ("gate", "us"),
@@ -23,6 +25,8 @@ STATUS_AIM_S: Final = 1.0
 """``status`` end to end at the largest size."""
 EMPTY_STATUS_AIM_S: Final = 0.3
 """``status`` end to end on an empty journal."""
+PENDING_SHARE: Final = 0.01
+"""The share of the other sessions that hold an abandoned intent (``_growth_fills``)."""
 
 
 def at(values: Sequence[float], percent: int) -> float:
@@ -73,6 +77,17 @@ def report(engine: Any, sized: Sequence[Any]) -> list[str]:
             f"  {verdict(met)}: {engine.name} {name} at {largest.size:,} other sessions: p50 "
             f"{ratios[0]:.2f}x, p99 {ratios[1]:.2f}x the empty journal's (aim: within "
             f"{FLAT_AIM}x)"
+        )
+    full = next((one for one in sized if one.size * PENDING_SHARE >= COUNT_LIMIT), None)
+    if full is not None and full is not largest:
+        # Against the empty journal status cannot be flat: its page is empty. From the first
+        # journal whose page and count of what follows are full, it reads no more.
+        ratios = [at(largest.status, p) / at(full.status, p) for p in (50, 99)]
+        lines.append(
+            f"  {verdict(all(ratio <= FLAT_AIM for ratio in ratios))}: {engine.name} status at "
+            f"{largest.size:,} other sessions: p50 {ratios[0]:.2f}x, p99 {ratios[1]:.2f}x the "
+            f"{full.size:,} journal's, the first whose count of what follows a page reaches "
+            f"its bound ({COUNT_LIMIT:,}) (aim: within {FLAT_AIM}x)"
         )
     big, small = at(largest.command, 50), at(empty.command, 50)
     lines.append(
