@@ -86,6 +86,7 @@ from agents_reconcile import (
     SQLiteJournal,
 )
 from agents_reconcile._core.fingerprint import item_digest
+from agents_reconcile._session.claims import PROCESS_IN_FLIGHT
 from agents_reconcile._session.state import KEPT_DIGESTS
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
@@ -439,6 +440,7 @@ class ReconcileMachine(RuleBasedStateMachine):
         while len(self.faulty.faults_fired) == fired and not task.done():
             assert time.monotonic() < deadline, "the append neither hung nor finished"
             await asyncio.sleep(0.001)
+        hung: str | None = None
         if not task.done():
             # The hang must be this batch's own append, never a replay.
             entries = await self.observer_journal.pending(SESSION_ID)
@@ -446,14 +448,20 @@ class ReconcileMachine(RuleBasedStateMachine):
                 "the hang was not the new batch's append"
             )
             assert entries[0].state is IntentState.IN_FLIGHT
+            hung = entries[0].intent.intent_id
         try:
             await asyncio.wait_for(task, timeout=HANG_TIMEOUT)
         finally:
-            # The hung write outlives its caller, its intent held, until in_flight_wait ran out.
+            # The hung write outlives its caller, its intent held, until in_flight_wait ran out;
+            # the process lets it go once the write's task ended, a moment after the journal
+            # says so (a slow machine makes the moment longer than in_flight_wait).
             deadline = time.monotonic() + 5
-            while time.monotonic() < deadline and any(  # noqa: ASYNC110 - the journal is polled
-                e.state is IntentState.IN_FLIGHT
-                for e in await self.observer_journal.pending(SESSION_ID)
+            while time.monotonic() < deadline and (  # noqa: ASYNC110 - the journal is polled
+                any(
+                    e.state is IntentState.IN_FLIGHT
+                    for e in await self.observer_journal.pending(SESSION_ID)
+                )
+                or (hung is not None and PROCESS_IN_FLIGHT.holds(hung))
             ):
                 await asyncio.sleep(0.01)
 
