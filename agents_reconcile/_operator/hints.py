@@ -115,13 +115,15 @@ def more_lines(page: dict[str, Any], listing: str) -> list[str]:
     else:
         noun, waiting = "started tool effect", page["effects_more_overdue"]
         said = "begun longer ago than the lease, perhaps waiting for an operator"
-    extra = f", {waiting:,} of them {said}" if waiting else ""
-    if not page[f"{listing}_counted_all"]:
-        return [
-            f"... and at least {more:,} more {noun}s after these (counted to {more:,}: page on "
-            f"to see them){extra.replace('of them', 'of those counted')}"
-        ]
-    return [f"... and {more:,} more {noun}{'s' if more != 1 else ''} after these{extra}"]
+    if page[f"{listing}_counted_all"]:
+        counted, among = f"{more:,} more {noun}{'s' if more != 1 else ''} after these", "them"
+    else:
+        counted = (
+            f"at least {more:,} more {noun}s after these (counted to {more:,}: page on to see them)"
+        )
+        among = "those counted"
+    extra = f", {waiting:,} of {among} {said}" if waiting else ""
+    return [f"... and {counted}{extra}"]
 
 
 def as_offered(outlook: Mapping[str, str]) -> dict[str, list[str]]:

@@ -106,8 +106,9 @@ class RevisionedRedisSession:
         migrate: bool = True,
         replica_wait: ReplicaWait | None = None,
     ) -> None:
-        self._setup(session_id, prefix, migrate, Connections(client), client_location(client))
-        self._wait = replica_wait
+        self._setup(
+            session_id, prefix, migrate, Connections(client), client_location(client), replica_wait
+        )
 
     @classmethod
     def from_url(
@@ -141,8 +142,7 @@ class RevisionedRedisSession:
             where = location({**options, **parsed})
         shared = shared_client("redis-store", url, options)
         self = cls.__new__(cls)
-        self._setup(session_id, prefix, migrate, shared, where)
-        self._wait = wait
+        self._setup(session_id, prefix, migrate, shared, where, wait)
         return self
 
     @classmethod
@@ -166,6 +166,7 @@ class RevisionedRedisSession:
         migrate: bool,
         connections: Connections[Redis],
         where: str,
+        wait: ReplicaWait | None,
     ) -> None:
         if not isinstance(prefix, str) or not prefix or "{" in prefix or "}" in prefix:
             raise ConfigurationError(
@@ -173,6 +174,7 @@ class RevisionedRedisSession:
             )
         self.session_id = session_id
         self.session_settings = None
+        self._wait = wait
         self.prefix = prefix
         base = session_base(prefix, session_id)
         self._items_key = f"{base}:items"
