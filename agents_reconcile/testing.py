@@ -2,10 +2,13 @@
 
 ``FaultInjectingSession`` wraps any session and makes chosen ``add_items`` calls fail the way
 real backends do: rejected before writing, written with the acknowledgement lost, hanging
-until cancelled, or preceded by another writer's append. Crash points stop a process at a named
-place of the package's own paths (``arm_crash_point``: SIGKILL there unless told otherwise), to
-prove recovery from there; ``crash_point_reached`` marks one in code of your own. ``FaultProxy``
-stands between a client and a real Redis or PostgreSQL server on loopback and loses a reply.
+until cancelled, or preceded by another writer's append. ``FaultInjectingConversationsClient``
+does the same to the item writes of an OpenAI Conversations client (an
+``OpenAIConversationsSession`` is wrapped as itself, not behind another session). Crash points
+stop a process at a named place of the package's own paths (``arm_crash_point``: SIGKILL there
+unless told otherwise), to prove recovery from there; ``crash_point_reached`` marks one in code
+of your own. ``FaultProxy`` stands between a client and a real Redis or PostgreSQL server on
+loopback and loses a reply.
 """
 
 from __future__ import annotations
@@ -28,6 +31,7 @@ __all__ = [
     "BackendFailure",
     "CrashPoint",
     "Fault",
+    "FaultInjectingConversationsClient",
     "FaultInjectingRevisionedSession",
     "FaultInjectingSession",
     "FaultProxy",
@@ -171,3 +175,85 @@ class FaultInjectingRevisionedSession(FaultInjectingSession):
     async def writes_after(self, revision: int, *, limit: int = 100) -> list[WriteRecord]:
         writes: list[WriteRecord] = await self.inner.writes_after(revision, limit=limit)
         return writes
+
+
+class FaultInjectingConversationsClient:
+    """An OpenAI client (``AsyncOpenAI``) whose ``conversations.items.create`` requests fail as
+    planned; everything else, and every copy ``with_options`` makes, is the client's own (the
+    copies share the plan). Give it to an ``OpenAIConversationsSession`` as its client.
+
+    ``REJECT`` raises before the request is sent; ``LOST_ACK`` sends it (the items are
+    stored) and raises as if its answer was lost. Requests are counted from 1 as ``add_calls``.
+    """
+
+    _FAULTS = (Fault.REJECT, Fault.LOST_ACK)
+
+    def __init__(self, client: Any, *, _shared: FaultInjectingConversationsClient | None = None):
+        self.client = client
+        self._plan = self if _shared is None else _shared
+        if _shared is None:
+            self.add_calls = 0
+            self.faults_fired: list[Fault] = []
+            self._planned: list[tuple[int, PlannedFault]] = []
+        self.conversations = _FaultyConversations(client.conversations, self._plan)
+
+    def plan(self, fault: Fault, *, at: int = 1) -> PlannedFault:
+        """Fire ``fault`` (``REJECT`` or ``LOST_ACK``) on the ``at``-th request from now."""
+        if fault not in self._FAULTS:
+            raise ValueError(f"{fault} is not a fault of one request: use REJECT or LOST_ACK")
+        plan = self._plan
+        planned = PlannedFault(fault, at)
+        plan._planned.append((plan.add_calls + at, planned))
+        return planned
+
+    def clear(self) -> None:
+        """Cancel every planned fault."""
+        self._plan._planned.clear()
+
+    def with_options(self, **options: Any) -> FaultInjectingConversationsClient:
+        return FaultInjectingConversationsClient(
+            self.client.with_options(**options), _shared=self._plan
+        )
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["client"], name)
+
+    def _take(self) -> PlannedFault | None:
+        self.add_calls += 1
+        planned = next((p for n, p in self._planned if n == self.add_calls), None)
+        if planned is not None:
+            self._planned = [(n, p) for n, p in self._planned if p is not planned]
+            self.faults_fired.append(planned.fault)
+        return planned
+
+
+class _FaultyConversations:
+    def __init__(self, conversations: Any, plan: FaultInjectingConversationsClient) -> None:
+        self._conversations = conversations
+        self.items = _FaultyItems(conversations.items, plan)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_conversations"], name)
+
+
+class _FaultyItems:
+    def __init__(self, items: Any, plan: FaultInjectingConversationsClient) -> None:
+        self._items = items
+        self._plan = plan
+
+    async def create(self, *args: Any, **kwargs: Any) -> Any:
+        planned = self._plan._take()
+        if planned is None:
+            if crashpoints.ARMED:
+                crashpoints.reached(CrashPoint.INSIDE_APPEND_BEFORE_COMMIT)
+            result = await self._items.create(*args, **kwargs)
+            if crashpoints.ARMED:
+                crashpoints.reached(CrashPoint.AFTER_COMMIT_BEFORE_ACK)
+            return result
+        if planned.fault is Fault.REJECT:
+            raise BackendFailure("injected: item request rejected")
+        await self._items.create(*args, **kwargs)
+        raise BackendFailure("injected: answer lost after the items were stored")
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.__dict__["_items"], name)

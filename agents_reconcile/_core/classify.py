@@ -9,10 +9,15 @@ history) and of the batch, the observed tail says:
 - it ends with ``before + batch``            -> COMMITTED (never replay)
 - it ends with ``before`` (and, where before
   was the whole history, holds nothing more) -> UNCHANGED (the batch is missing)
+- it ends with ``before`` + the batch's first
+  n items, n a whole number of requests of a
+  store that writes a batch in requests of
+  ``chunk`` items (each all or nothing)      -> PARTIAL (the rest is missing)
 - more than one reading fits (repeated
   content), none does (someone changed the
   history), or only a strict prefix of the
-  batch is there                             -> AMBIGUOUS (fail closed)
+  batch is there that is not a whole number
+  of requests                                -> AMBIGUOUS (fail closed)
 
 Nothing here searches for "similar" items or repairs anything.
 """
@@ -65,6 +70,7 @@ def classify(intent: PendingWrite, observed: Observation) -> Verdict:
         window=observation_window(intent),
         count_before=intent.persisted_count,
         count=observed.count,
+        chunk=intent.chunk,
     )
 
 
@@ -77,6 +83,7 @@ def classify_digests(
     window: int | None = None,
     count_before: int | None = None,
     count: int | None = None,
+    chunk: int | None = None,
 ) -> Verdict:
     """The rule over plain digests (``classify`` unpacks a ``PendingWrite`` into this)."""
     before = tuple(before)
@@ -116,7 +123,10 @@ def classify_digests(
     if unchanged:
         return Verdict(Outcome.UNCHANGED, Reason.BATCH_ABSENT, evidence)
     if partial:
-        evidence["landed"] = partial[-1]
+        evidence["landed"] = landed = partial[-1]
+        if chunk is not None and landed % chunk == 0:
+            evidence["chunk"] = chunk
+            return Verdict(Outcome.PARTIAL, Reason.CHUNKS_LANDED, evidence)
         return Verdict(Outcome.AMBIGUOUS, Reason.PARTIAL_COMMIT, evidence)
     return Verdict(Outcome.AMBIGUOUS, Reason.HISTORY_CHANGED, evidence)
 

@@ -21,6 +21,8 @@ EXPLANATIONS: Final[Mapping[str, str]] = {
     "history_changed": "The history no longer ends with what preceded the write, with or "
     "without the batch: someone else changed it.",
     "partial_commit": "Only the first items of the batch are in the history.",
+    "chunks_landed": "The batch's first requests are in the history, whole, and nothing after "
+    "them: the rest of the batch is missing and is appended once, in order.",
     "operator_required": "The batch is missing and on_unchanged='fail' leaves replaying "
     "it to an operator.",
     "in_flight_elsewhere": "Another live worker owns this write and it is still in flight.",

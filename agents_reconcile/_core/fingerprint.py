@@ -40,9 +40,12 @@ import orjson
 from blake3 import blake3
 
 from ..errors import FingerprintError, UnsupportedRecordVersion
+from .conversation_items import conversation_view
 
 __all__ = [
+    "CONVERSATION_SCHEME",
     "FINGERPRINT_SCHEME",
+    "SCHEMES",
     "NonFinite",
     "as_json_texts",
     "canonical_bytes",
@@ -57,8 +60,12 @@ __all__ = [
 ]
 
 FINGERPRINT_SCHEME: Final = "blake3-orjson-sorted/2"
-"""Name and version of the digest scheme, the only one this release reads and computes;
-part of every record's binding."""
+"""Name and version of the digest scheme; part of every record's binding."""
+CONVERSATION_SCHEME: Final = "blake3-orjson-sorted/2+conversation-items/1"
+"""The scheme of OpenAI Conversations sessions: the same digest, over each item's
+``conversation_view`` (what the service adds or rewrites left out)."""
+SCHEMES: Final = (FINGERPRINT_SCHEME, CONVERSATION_SCHEME)
+"""The schemes this release reads and computes."""
 
 Path: TypeAlias = tuple[str | int, ...]
 NonFinite: TypeAlias = tuple[Path, str]
@@ -83,12 +90,14 @@ _SEARCH_BYTES: Final = 512
 # orjson holds signed and unsigned 64-bit integers.
 _INT_MIN: Final = -(2**63)
 _INT_END: Final = 2**64
+_ABSENT: Final = object()
 _NONFINITE_VALUES: Final[dict[str, float]] = {"nan": math.nan, "inf": math.inf, "-inf": -math.inf}
 """The non-finite floats by the names a record's ``nonfinite`` marks give them."""
 
 
-def canonical_item(item: Any, *, ignore_ids: bool = False) -> Any:
-    """Return the JSON-shaped form of ``item`` that digests and records are made from."""
+def canonical_item(item: Any, *, ignore_ids: bool = False, conversation: bool = False) -> Any:
+    """Return the JSON-shaped form of ``item`` that digests and records are made from
+    (``conversation``: as ``CONVERSATION_SCHEME`` sees it)."""
     if isinstance(item, dict):
         payload: Any = item
     elif hasattr(item, "model_dump"):
@@ -109,6 +118,8 @@ def canonical_item(item: Any, *, ignore_ids: bool = False) -> Any:
             for key, value in payload.items()
             if key not in _SESSION_ONLY_KEYS and not (ignore_ids and key == "id")
         }
+    if conversation and isinstance(payload, dict):
+        payload = conversation_view(payload)
     return payload
 
 
@@ -117,16 +128,14 @@ def canonical_bytes(
 ) -> bytes:
     """Serialise one item canonically under ``scheme``, or raise ``FingerprintError`` naming
     its position."""
-    _require(scheme)
-    return _canonical(item, ignore_ids, index)
+    return _canonical(item, ignore_ids, index, _require(scheme))
 
 
 def item_digest(
     item: Any, *, ignore_ids: bool = False, index: int = 0, scheme: str = FINGERPRINT_SCHEME
 ) -> str:
     """Digest of one item under ``scheme`` (hex, 64 characters)."""
-    _require(scheme)
-    return blake3(_canonical(item, ignore_ids, index)).digest().hex()
+    return blake3(_canonical(item, ignore_ids, index, _require(scheme))).digest().hex()
 
 
 def digest_items(
@@ -136,30 +145,31 @@ def digest_items(
 
     For items read back from a store: they are digested as they are, without asking whether
     they are exact JSON (``journal_batch`` asks that of items about to be written)."""
-    _require(scheme)
+    conversation = _require(scheme)
     return tuple(
-        blake3(_canonical(item, ignore_ids, index)).digest().hex()
+        blake3(_canonical(item, ignore_ids, index, conversation)).digest().hex()
         for index, item in enumerate(items)
     )
 
 
 def journal_batch(
-    items: Iterable[Any], *, ignore_ids: bool = False
+    items: Iterable[Any], *, ignore_ids: bool = False, scheme: str = FINGERPRINT_SCHEME
 ) -> tuple[tuple[Any, ...], tuple[str, ...]]:
-    """The batch as the journal will store it and its digests under ``FINGERPRINT_SCHEME``,
-    in one pass; ``FingerprintError`` for an item the journal could not give back equal.
+    """The batch as the journal will store it and its digests under ``scheme``, in one pass;
+    ``FingerprintError`` for an item the journal could not give back equal.
 
     A dict is kept as the caller's own object (not copied), anything else as its
     ``canonical_item``. Decoding the journal's copy gives back values equal to these as
     JSON values (a tuple may come back as a list; NaN, the infinities and lone surrogates
     come back as themselves), so a replay writes what the caller gave.
     """
+    conversation = _require(scheme)
     batch: list[Any] = []
     digests: list[str] = []
     for index, item in enumerate(items):
         try:
             element = item if isinstance(item, dict) else canonical_item(item)
-            canon = canonical_item(element, ignore_ids=ignore_ids)
+            canon = canonical_item(element, ignore_ids=ignore_ids, conversation=conversation)
         except (TypeError, ValueError) as exc:
             raise FingerprintError(
                 f"item {index} ({type(item).__name__}) cannot be serialised canonically: {exc}",
@@ -167,9 +177,12 @@ def journal_batch(
             ) from exc
         data, found, escaped = exact_json(canon, index=index, sort_keys=True)
         if canon is not element:
-            # The digest leaves out ``id`` and the session-only keys, but the journal keeps
-            # them: they must survive its round trip too.
-            exact_json({k: v for k, v in element.items() if k not in canon}, index=index)
+            # The digest leaves out ``id`` and the session-only keys (and a conversation's
+            # view rewrites some), but the journal keeps them as given: they must survive its
+            # round trip too.
+            exact_json(
+                {k: v for k, v in element.items() if canon.get(k, _ABSENT) is not v}, index=index
+            )
         if escaped:
             data = _ESCAPED + data
         elif found:
@@ -309,17 +322,21 @@ def _step(container: Any, step: Any, index: int) -> Any:
     raise ValueError(f"'nonfinite' names a place item {index} does not have ({step!r})")
 
 
-def _require(scheme: str) -> None:
-    if scheme != FINGERPRINT_SCHEME:
-        raise UnsupportedRecordVersion(
-            f"fingerprint scheme {scheme!r} is unknown to this release, which computes "
-            f"{FINGERPRINT_SCHEME!r}"
-        )
+def _require(scheme: str) -> bool:
+    """Refuse a scheme this release does not know; whether it is ``CONVERSATION_SCHEME``."""
+    if scheme == FINGERPRINT_SCHEME:
+        return False
+    if scheme == CONVERSATION_SCHEME:
+        return True
+    raise UnsupportedRecordVersion(
+        f"fingerprint scheme {scheme!r} is unknown to this release, which computes "
+        f"{' and '.join(map(repr, SCHEMES))}"
+    )
 
 
-def _canonical(item: Any, ignore_ids: bool, index: int) -> bytes:
+def _canonical(item: Any, ignore_ids: bool, index: int, conversation: bool = False) -> bytes:
     try:
-        canon = canonical_item(item, ignore_ids=ignore_ids)
+        canon = canonical_item(item, ignore_ids=ignore_ids, conversation=conversation)
     except (TypeError, ValueError) as exc:
         raise _not_canonical(item, index, exc) from exc
     try:

@@ -67,6 +67,10 @@ def _namespace(store: Any) -> str:
     url = getattr(engine, "url", None)
     if url is not None:
         parts.append(_without_credentials(url))
+    client_url = getattr(getattr(store, "_openai_client", None), "base_url", None)
+    if isinstance(client_url, str) or type(client_url).__name__ == "URL":
+        # A Conversations session: the service its client talks to.
+        parts.append(_without_credentials(client_url))
     for attribute in ("sessions_table", "messages_table", "_sessions", "_messages", "_key_prefix"):
         value = getattr(store, attribute, None)
         name = getattr(value, "name", value)

@@ -31,6 +31,8 @@ class Step(enum.Enum):
     """The batch is there: close the intent, write nothing."""
     REPLAY = "replay"
     """The batch is missing and nothing else moved: write it once, where it was meant to go."""
+    REPLAY_REST = "replay_rest"
+    """Whole requests of the batch landed and the rest did not: write the rest once, in order."""
     REPLAY_AFTER_OTHERS = "replay_after_others"
     """The batch is missing and others wrote since (revisioned): write it after them."""
     LEAVE_FOR_OPERATOR = "leave_for_operator"
@@ -45,6 +47,8 @@ def settlement_step(outcome: Outcome, *, on_unchanged: str, on_extended: str) ->
         return Step.SETTLE
     if outcome is Outcome.UNCHANGED:
         return Step.REPLAY if on_unchanged == "replay" else Step.LEAVE_FOR_OPERATOR
+    if outcome is Outcome.PARTIAL:
+        return Step.REPLAY_REST if on_unchanged == "replay" else Step.LEAVE_FOR_OPERATOR
     if outcome is Outcome.EXTENDED and on_extended == "append":
         return Step.REPLAY_AFTER_OTHERS
     return Step.REFUSE
@@ -66,12 +70,15 @@ def resolution_step(resolution: Resolution, outcome: Outcome | None, *, override
     not judged, the store was not read). ``committed`` and ``abandon`` are the operator's word
     and write nothing. ``replay`` appends only where the rule still sees the history the
     write was meant for (or, on a revisioned store, others' writes after it); where the rule
-    cannot vouch for the history, ``override`` appends it at the end regardless. Never where
+    cannot vouch for the history, ``override`` appends it at the end regardless. Where whole
+    requests of it landed (``PARTIAL``), only the rest is appended. Never where
     the rule found the batch already written, and never unjudged: those are refused."""
     if resolution is not Resolution.REPLAY:
         return Step.SETTLE
     if outcome is Outcome.UNCHANGED:
         return Step.REPLAY
+    if outcome is Outcome.PARTIAL:
+        return Step.REPLAY_REST
     if outcome is Outcome.EXTENDED:
         return Step.REPLAY_AFTER_OTHERS
     if override and outcome is Outcome.AMBIGUOUS:

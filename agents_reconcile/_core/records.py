@@ -27,6 +27,7 @@ from ..errors import (
 from .explanations import EXPLANATIONS, evidence_text
 from .fingerprint import (
     FINGERPRINT_SCHEME,
+    SCHEMES,
     as_json_texts,
     digest_items,
     nonfinite_floats,
@@ -79,6 +80,9 @@ class Outcome(enum.Enum):
     """Nobody can vouch for the history: stop, and show the evidence."""
     EXTENDED = "extended"
     """(Revisioned stores.) The batch is proven absent and other writers' batches present."""
+    PARTIAL = "partial"
+    """(Stores that write a batch in requests.) The batch's first requests are in the history,
+    whole, and nothing after them: the rest is missing and may be appended once."""
 
 
 class Reason(enum.Enum):
@@ -90,6 +94,7 @@ class Reason(enum.Enum):
     INDISTINGUISHABLE = "indistinguishable"
     HISTORY_CHANGED = "history_changed"
     PARTIAL_COMMIT = "partial_commit"
+    CHUNKS_LANDED = "chunks_landed"
     OPERATOR_REQUIRED = "operator_required"
     IN_FLIGHT_ELSEWHERE = "in_flight_elsewhere"
     LEASE_EXPIRED = "lease_expired"
@@ -188,6 +193,10 @@ class PendingWrite:
     expected_revision: int | None = None
     """(Revisioned stores.) The head revision the write was made against; the intent id is
     the write id stamped with the items. None for writes judged by fingerprints."""
+    chunk: int | None = None
+    """(Stores that write a batch in requests, each all or nothing.) The most items one request
+    holds: the batch is written as requests of this many from its first item, so a write that
+    stopped part-way left whole requests of it. None: the batch is written all or nothing."""
     seal_key: PayloadKey | None = field(default=None, compare=False, repr=False)
     """The key the encoded forms seal the batch with (None: the batch is stored readable)."""
     sign_key: SigningKey | None = field(default=None, compare=False, repr=False)
@@ -238,6 +247,8 @@ class PendingWrite:
         }
         if self.expected_revision is not None:
             body["expected_revision"] = self.expected_revision
+        if self.chunk is not None:
+            body["chunk"] = self.chunk
         # Present only when needed: a record without NaN, infinities or lone surrogates
         # holds neither field.
         if nonfinite:
@@ -312,6 +323,7 @@ class PendingWrite:
                 scheme=_str(body, "scheme"),
                 version=int(body["v"]),
                 expected_revision=_optional_int(body, "expected_revision"),
+                chunk=_optional_int(body, "chunk"),
                 seal_key=key,
                 sign_key=signer.current if signer is not None else None,
             )
@@ -320,13 +332,15 @@ class PendingWrite:
         if isinstance(body_sealed, Mapping) and key is not None:
             # Encoded again, the record is the very bytes it was read from.
             object.__setattr__(record, "_seal_cache", dict(body_sealed))
-        if record.scheme != FINGERPRINT_SCHEME:
+        if record.scheme not in SCHEMES:
             raise UnsupportedRecordVersion(
                 f"intent {record.intent_id} uses fingerprint scheme {record.scheme!r}; "
-                f"this release reads only {FINGERPRINT_SCHEME!r}"
+                f"this release reads only {' and '.join(map(repr, SCHEMES))}"
             )
+        if record.chunk is not None and record.chunk < 1:
+            raise RecordMalformed(f"intent {record.intent_id}: chunk {record.chunk} is not >= 1")
         try:
-            digests = digest_items(record.batch, ignore_ids=record.ignore_ids)
+            digests = digest_items(record.batch, ignore_ids=record.ignore_ids, scheme=record.scheme)
         except FingerprintError as exc:
             # No record is written with a batch its scheme cannot digest: this one was edited.
             raise RecordTampered(

@@ -208,6 +208,12 @@ def outlook(verdict: Verdict | None, items: int) -> dict[str, str]:
                     f"refused ({verdict.reason.value}); --override appends {items} item(s) "
                     "at the end regardless"
                 )
+        elif step is Step.REPLAY_REST:
+            assert verdict is not None
+            rest = items - int(verdict.evidence.get("landed", 0))
+            said[resolution.value] = (
+                f"append the {rest} missing item(s) after the {items - rest} that landed, once"
+            )
         else:
             where = (
                 "after the others' writes"

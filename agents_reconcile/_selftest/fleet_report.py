@@ -56,7 +56,7 @@ COUNTS: Final = ("stored_twice", "lost", "settled_twice", "stale_writes", "conti
 SETTLING: Final = frozenset({"settled", "replayed", "dropped"})
 _NOT_TAKEN: Final = frozenset({"in_flight_elsewhere", "lease_expired", "session_busy"})
 """Denials made without taking the intent over: its owner still holds it."""
-_JUDGED_ABSENT: Final = frozenset({"unchanged", "extended"})
+_JUDGED_ABSENT: Final = frozenset({"unchanged", "extended", "partial"})
 _TAKEN_ACTIONS: Final = frozenset({"replayed", "dropped"})
 _DECISIONS_READ: Final = 100_000
 _FAULTS: Final = ("kill", "pause", "pause_in_flight", "drop_reply", "restart")

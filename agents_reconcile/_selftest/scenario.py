@@ -40,7 +40,7 @@ from agents import (
     TResponseInputItem,
     set_tracing_disabled,
 )
-from agents.memory import Session
+from agents.memory import OpenAIConversationsSession, Session
 from agents.run_context import RunContextWrapper
 from agents.testing import ModelStep, ScriptedModel, assistant_message, function_call
 from agents.testing.model import ModelCall
@@ -54,7 +54,12 @@ from .._effects.tool import NOT_FOUND, current_effect, effect_tool
 from .._session.config import ReconcileConfig
 from .._session.session import ReconcilingSession
 from ..errors import ContinuationDenied
-from ..testing import BackendFailure, Fault, FaultInjectingSession
+from ..testing import (
+    BackendFailure,
+    Fault,
+    FaultInjectingConversationsClient,
+    FaultInjectingSession,
+)
 from .stores import close_store, store_named
 
 __all__ = [
@@ -331,9 +336,18 @@ class _Conversation:
         self.job = job
         self.directory = Path(job.directory)
         self.evidence = Evidence(self.directory, job.phase)
-        self.faulty = FaultInjectingSession(inner) if job.phase is not Phase.RECOVER else None
         config = ReconcileConfig(journal=self.directory / "journal.db")
-        self.session = AckLoggingSession(self.faulty or inner, config=config)
+        self.faulty: FaultInjectingSession | FaultInjectingConversationsClient | None = None
+        self.session: AckLoggingSession
+        if isinstance(inner, OpenAIConversationsSession):
+            # Wrapped as itself; its client's requests fail as planned.
+            client = inner._openai_client
+            assert isinstance(client, FaultInjectingConversationsClient)
+            self.faulty = client if job.phase is not Phase.RECOVER else None
+            self.session = AckLoggingSession(inner, config=config)
+        else:
+            self.faulty = FaultInjectingSession(inner) if job.phase is not Phase.RECOVER else None
+            self.session = AckLoggingSession(self.faulty or inner, config=config)
         self.session.evidence = self.evidence
         self.agent, self.model = scenario_agent(self.evidence, approval=job.path.resumes)
 
@@ -404,7 +418,7 @@ async def _effects(session: ReconcilingSession) -> list[dict[str, Any]]:
             "attempts": effect.attempts,
             "output": effect.output,
         }
-        for effect in await journal.effects(SESSION_ID)
+        for effect in await journal.effects(session.session_id)
     ]
 
 
@@ -425,7 +439,7 @@ async def _recover(job: Job, inner: Any) -> dict[str, Any]:
         outcome, detail = "error", f"{type(error).__name__}: {error}"
     journal = SQLiteJournal(conversation.directory / "journal.db", read_only=True)
     try:
-        decisions = await journal.decisions(session_id=SESSION_ID)
+        decisions = await journal.decisions(session_id=conversation.session.session_id)
     finally:
         await journal.close()
     return {

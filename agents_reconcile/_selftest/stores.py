@@ -16,7 +16,15 @@ from typing import Any, Final
 
 from .._backends.registry import BACKENDS, Backend, backend_named
 
-__all__ = ["POSTGRES_ENV", "REDIS_ENV", "STORES", "Store", "close_store", "store_named"]
+__all__ = [
+    "CONVERSATIONS_ENV",
+    "POSTGRES_ENV",
+    "REDIS_ENV",
+    "STORES",
+    "Store",
+    "close_store",
+    "store_named",
+]
 
 ENCRYPTION_KEY: Final = "agents-reconcile-selftest-key-0123456789"
 
@@ -123,6 +131,36 @@ def _revisioned(backend: Backend) -> Store:
     )
 
 
+CONVERSATIONS_ENV: Final = "AGENTS_RECONCILE_SELFTEST_CONVERSATIONS_URL"
+"""The base URL of a Conversations API the ``conversations`` store runs on (``.../v1``): a
+server a test starts, never a paid service by accident (it is only ever read from here)."""
+_CONVERSATION_FILE: Final = "conversation-id"
+
+
+async def _conversations(session_id: str, directory: Path) -> Any:
+    """An ``OpenAIConversationsSession`` on the conversation of the scenario's directory
+    (created by its first process, found by the next), its client's item writes injectable
+    with faults (``FaultInjectingConversationsClient``)."""
+    from agents.memory import OpenAIConversationsSession
+    from openai import AsyncOpenAI
+
+    from ..testing import FaultInjectingConversationsClient
+
+    client = AsyncOpenAI(
+        base_url=os.environ[CONVERSATIONS_ENV], api_key="selftest", timeout=30.0, max_retries=2
+    )
+    known = directory / _CONVERSATION_FILE
+    if known.exists():
+        conversation = known.read_text().strip()
+    else:
+        conversation = (await client.conversations.create(items=[])).id
+        temporary = known.with_suffix(".tmp")
+        temporary.write_text(conversation)
+        os.replace(temporary, known)
+    faulty: Any = FaultInjectingConversationsClient(client)
+    return OpenAIConversationsSession(conversation_id=conversation, openai_client=faulty)
+
+
 REDIS_ENV: Final = backend_named("redis").environment("SELFTEST")
 POSTGRES_ENV: Final = backend_named("postgres").environment("SELFTEST")
 
@@ -132,6 +170,7 @@ STORES: Final = (
     Store("advanced_sqlite", _advanced_sqlite),
     Store("encrypted_sqlite", _encrypted_sqlite, ("cryptography",)),
     Store("sqlalchemy_sqlite", _sqlalchemy_sqlite, ("sqlalchemy", "aiosqlite")),
+    Store("conversations", _conversations, server=CONVERSATIONS_ENV),
     # Every registered revisioned store whose data outlives a killed process.
     *(_revisioned(backend) for backend in BACKENDS if backend.store and backend.durable),
 )

@@ -111,6 +111,7 @@ class Gatekeeper:
         self._carried = state.carried
         self._tail = state.tail
         self._ignore_ids = state.ignore_ids
+        self._scheme = state.scheme
 
     def run_config(self, base: RunConfig | None) -> RunConfig:
         """``base`` (or a new ``RunConfig``) with this gate before every model call."""
@@ -188,9 +189,10 @@ class Gatekeeper:
         if len(new_input) != len(settled.batch) or len(history) < len(settled.batch):
             return False
         try:
-            if digest_items(new_input, ignore_ids=self._ignore_ids) != settled.batch:
+            ignore_ids, scheme = self._ignore_ids, self._scheme
+            if digest_items(new_input, ignore_ids=ignore_ids, scheme=scheme) != settled.batch:
                 return False
             tail = history[-len(settled.batch) :]
-            return digest_items(tail, ignore_ids=self._ignore_ids) == settled.batch
+            return digest_items(tail, ignore_ids=ignore_ids, scheme=scheme) == settled.batch
         except TypeError:
             return False

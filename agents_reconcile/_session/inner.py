@@ -91,6 +91,9 @@ class InnerSession:
         self.takes_wrapper = takes_wrapper(session)
         """Whether the SDK would hand this session the run's context: only when all four
         history methods accept ``wrapper`` (one that takes it on some is a legacy session)."""
+        self.chunk: int | None = None
+        """The most items one request of the session's writes holds (None: a batch is written
+        all or nothing)."""
 
     async def call(self, name: str, wrapper: Any, *args: Any, **kwargs: Any) -> Any:
         method: Callable[..., Any] = getattr(self.session, name)

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from agents.memory import OpenAIConversationsSession
 
+from .._core.fingerprint import CONVERSATION_SCHEME, FINGERPRINT_SCHEME
 from .._core.identity import derive_identity, session_layers
 from .._core.records import BackendIdentity, Outcome, Reason
 from .._core.revision import is_revisioned
@@ -23,6 +24,7 @@ from ..errors import UnsupportedSession
 from . import default_runner, runstate
 from .admission import Gatekeeper
 from .claims import PROCESS_IN_FLIGHT, InFlight
+from .conversation_calls import ConversationCalls
 from .inner import HISTORY_METHODS, InnerSession
 from .journal_client import SESSION_WIDE, JournalClient
 from .journal_place import refuse_journal_in_store
@@ -53,10 +55,16 @@ class Parts:
 
 
 def make_parts(
-    session: Any, inner: Any, config: ReconcileConfig, in_flight: InFlight | None
+    session: Any,
+    inner: Any,
+    config: ReconcileConfig,
+    in_flight: InFlight | None,
+    session_id: str | None = None,
 ) -> Parts:
-    """The parts of ``session``, the wrapper of ``inner`` under ``config``."""
-    check_inner(inner)
+    """The parts of ``session``, the wrapper of ``inner`` under ``config``, for the session
+    ``session_id`` (default: the inner session's own)."""
+    check_inner(inner, has_id=session_id is not None)
+    session_id = session_id if session_id is not None else inner.session_id
     if config.active:
         # The journal in the chat store's own file would add its tables to the application's
         # chat database: refused, before anything is opened.
@@ -76,7 +84,7 @@ def make_parts(
     signer = signer_for(config.signing_keys) if config.active else None
     if signer is not None:
         keyring.add_signer(signer)
-    client = JournalClient(inner.session_id, identity, config, keyring)
+    client = JournalClient(session_id, identity, config, keyring)
 
     async def busy(waited: float) -> None:
         await client.deny(
@@ -87,7 +95,8 @@ def make_parts(
             intent_id=SESSION_WIDE,
         )
 
-    calls = InnerSession(inner)
+    conversation = isinstance(inner, OpenAIConversationsSession)
+    calls = ConversationCalls(inner) if conversation else InnerSession(inner)
     # A revisioned store is judged by its record of writes, not by fingerprints.
     store = inner if is_revisioned(inner) else None
     state = SessionState(
@@ -96,11 +105,12 @@ def make_parts(
         inner=calls,
         store=store,
         carried=runstate.CarriedState(client, signer),
-        lock=SessionLock(
-            (inner.session_id, str(identity)), wait=config.in_flight_wait, on_timeout=busy
-        ),
+        lock=SessionLock((session_id, str(identity)), wait=config.in_flight_wait, on_timeout=busy),
         in_flight=in_flight if in_flight is not None else PROCESS_IN_FLIGHT,
-        ignore_ids=bool(getattr(inner, "_ignore_ids_for_matching", False)),
+        # The SDK ignores ids when it matches a Conversations session's items, and its items
+        # come back rewritten: digested as the service's view of them (conversation_items).
+        ignore_ids=conversation or bool(getattr(inner, "_ignore_ids_for_matching", False)),
+        scheme=CONVERSATION_SCHEME if conversation else FINGERPRINT_SCHEME,
     )
     settler = Settler(state)
     writer: Writer = (
@@ -118,15 +128,18 @@ def make_parts(
     )
 
 
-def check_inner(inner: Any) -> None:
-    """Refuse what cannot be wrapped honestly, with why."""
-    if any(isinstance(layer, OpenAIConversationsSession) for layer in session_layers(inner)):
+def check_inner(inner: Any, *, has_id: bool = False) -> None:
+    """Refuse what cannot be wrapped honestly, with why (``has_id``: its id is known
+    otherwise than from its ``session_id``)."""
+    layers = session_layers(inner)
+    if any(isinstance(layer, OpenAIConversationsSession) for layer in layers[1:]):
         raise UnsupportedSession(
-            "OpenAIConversationsSession writes in chunks of 20 items and the SDK special-cases "
-            "it by type, so its appends cannot be reconciled honestly; use a local session"
+            f"{type(inner).__name__} wraps an OpenAIConversationsSession: the SDK special-cases "
+            "that session by its type, which a session around it hides, and its writes go in "
+            "requests this wrapper cannot see. Wrap the OpenAIConversationsSession itself"
         )
     missing = [name for name in HISTORY_METHODS if not callable(getattr(inner, name, None))]
-    if missing or not isinstance(getattr(inner, "session_id", None), str):
+    if missing or not (has_id or isinstance(getattr(inner, "session_id", None), str)):
         raise UnsupportedSession(
             f"{type(inner).__name__} is not an Agents SDK Session "
             f"(missing: {', '.join(missing) or 'session_id'})"

@@ -162,7 +162,7 @@ class Resolver:
                 # Closed without being written while the store would still take the write:
                 # fence the store first, so no late write of its owner lands after this.
                 evidence |= await self._fence(intent, verdict, evidence)
-            if step in (Step.REPLAY, Step.REPLAY_AFTER_OTHERS):
+            if step in (Step.REPLAY, Step.REPLAY_REST, Step.REPLAY_AFTER_OTHERS):
                 assert self.settler is not None  # only a judged intent is replayed
                 replaying = True
                 try:

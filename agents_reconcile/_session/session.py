@@ -13,6 +13,8 @@ import warnings
 from collections.abc import MutableMapping
 from typing import TYPE_CHECKING, Any, Final
 
+from agents.memory import OpenAIConversationsSession
+
 from .._core.records import BackendIdentity, Decision, PendingWrite
 from ..errors import ConfigurationError
 from . import default_runner, runstate
@@ -49,6 +51,17 @@ class ReconcilingSession:
 
     __agents_reconcile_gated__ = True  # the installed runner gates the runs given this session
 
+    def __new__(cls, inner: Any = None, *args: Any, **kwargs: Any) -> ReconcilingSession:
+        if isinstance(inner, OpenAIConversationsSession) and not issubclass(
+            cls, OpenAIConversationsSession
+        ):
+            # The SDK treats this session by its type: the wrapper (or a subclass of it) is
+            # one too.
+            from .conversations import for_conversations
+
+            cls = for_conversations(cls)
+        return super().__new__(cls)
+
     def __init__(
         self,
         inner: Any,
@@ -59,15 +72,9 @@ class ReconcilingSession:
         if isinstance(inner, ReconcilingSession):
             raise ConfigurationError("this session is already a ReconcilingSession")
         self.config = require_config(config)
-        parts = make_parts(self, inner, self.config, in_flight)
         self._inner = inner
-        self.session_id: str = inner.session_id
-        self.backend_identity: BackendIdentity = parts.identity
+        self._in_flight_given = in_flight
         self._active = self.config.active
-        self._calls, self._client, self._carried = parts.calls, parts.client, parts.state.carried
-        self._tail, self._held, self._lock = parts.state.tail, parts.state.held, parts.state.lock
-        self._settler, self._writer = parts.settler, parts.writer
-        self._resolver, self._admission = parts.resolver, parts.admission
         # Whether the gate reached this session's runs some way (run_config(), hooks() or the
         # installed runner); a run without it is warned about once.
         self._gate_seen = False
@@ -75,6 +82,24 @@ class ReconcilingSession:
         # RunConfigs passed to run_config(), besides the session's own). The SDK's other
         # reads (a resumed run's checks) use other limits.
         self._history_limits: set[int] = set()
+        if self._binds_now():
+            self._bind()
+
+    def _binds_now(self) -> bool:
+        """Whether the parts are made at once (a session whose store must be created first
+        makes them on first use)."""
+        return True
+
+    def _bind(self, session_id: str | None = None) -> None:
+        """Make this wrapper's parts for ``session_id`` (default: the inner session's id as it
+        is now)."""
+        parts = make_parts(self, self._inner, self.config, self._in_flight_given, session_id)
+        self.session_id: str = parts.client.session_id
+        self.backend_identity: BackendIdentity = parts.identity
+        self._calls, self._client, self._carried = parts.calls, parts.client, parts.state.carried
+        self._tail, self._held, self._lock = parts.state.tail, parts.state.held, parts.state.lock
+        self._settler, self._writer = parts.settler, parts.writer
+        self._resolver, self._admission = parts.resolver, parts.admission
 
     def __repr__(self) -> str:
         return f"ReconcilingSession({self._inner!r}, backend={self.backend_identity})"
@@ -156,7 +181,11 @@ class ReconcilingSession:
             # Only a read that no write of ours overtook may refresh the remembered tail.
             if self._writer.trusts_memory:
                 self._tail.observe_items(
-                    items, limit, write_count, ignore_ids=self._writer.ignore_ids
+                    items,
+                    limit,
+                    write_count,
+                    ignore_ids=self._writer.ignore_ids,
+                    scheme=self._writer.scheme,
                 )
             if marks:
                 self._carried.record_seen(context, write_count)

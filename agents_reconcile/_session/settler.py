@@ -371,12 +371,15 @@ class Replays:
         evidence: dict[str, Any],
         fence: int | None = None,
     ) -> None:
-        """Append the missing batch once. A cancelled caller gets its cancellation at once;
-        the append goes on in the background, still owning the intent, so nobody replays it
-        meanwhile, and releases it when it ends (the next reconciliation then settles it)."""
+        """Append the missing batch once (``REPLAY_REST``: the part after the requests that
+        landed). A cancelled caller gets its cancellation at once; the append goes on in the
+        background, still owning the intent, so nobody replays it meanwhile, and releases it
+        when it ends (the next reconciliation then settles it)."""
         # Whatever happens next, the store may change: no memory of its tail survives this.
         self._tail.forget_view()
         batch = self._held.replay_batch(intent)
+        if step is Step.REPLAY_REST:
+            batch = batch[int(evidence["landed"]) :]
         store = self._store if intent.expected_revision is not None else None
         with without_reconciling():
             task: asyncio.Future[Any]

@@ -31,7 +31,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
-from .._core.fingerprint import digest_items
+from .._core.fingerprint import FINGERPRINT_SCHEME, digest_items
 from .._core.records import PendingWrite
 from ..errors import FingerprintError
 
@@ -82,6 +82,8 @@ class SessionState:
     lock: SessionLock
     in_flight: InFlight
     ignore_ids: bool
+    scheme: str = FINGERPRINT_SCHEME
+    """The fingerprint scheme this session's items are digested under."""
     tail: TailMemory = field(default_factory=lambda: TailMemory())
     held: HeldIntents = field(default_factory=lambda: HeldIntents())
     head: KnownHead = field(default_factory=lambda: KnownHead())
@@ -148,13 +150,19 @@ class TailMemory:
             self._view = view
 
     def observe_items(
-        self, items: Sequence[Any], limit: int | None, write_count: int, *, ignore_ids: bool
+        self,
+        items: Sequence[Any],
+        limit: int | None,
+        write_count: int,
+        *,
+        ignore_ids: bool,
+        scheme: str = FINGERPRINT_SCHEME,
     ) -> None:
         """A read of ``items`` through ``limit`` while the journal counted ``write_count``
         writes (``observe``, with the digests of the newest of them)."""
         try:
             digests: tuple[str, ...] | None = digest_items(
-                items[-KEPT_DIGESTS:], ignore_ids=ignore_ids
+                items[-KEPT_DIGESTS:], ignore_ids=ignore_ids, scheme=scheme
             )
         except FingerprintError:
             digests = None

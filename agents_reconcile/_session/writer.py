@@ -81,6 +81,8 @@ class Writer:
         self._carried = state.carried
         self._settler = settler
         self.ignore_ids = state.ignore_ids
+        self.scheme = state.scheme
+        self._chunk = state.inner.chunk
         self._clearing = Clearing(client, held, in_flight)
         self.failures = Failures(state)
         """What a failed append leaves behind."""
@@ -93,7 +95,7 @@ class Writer:
         pending and re-raises the backend's own exception with a note naming it."""
         # What the journal will hold, refused now if it could not hold it exactly: a replay
         # must write what the caller gave, or nothing.
-        batch, digests = journal_batch(items, ignore_ids=self.ignore_ids)
+        batch, digests = journal_batch(items, ignore_ids=self.ignore_ids, scheme=self.scheme)
         if not items:
             await self._inner.append(items, wrapper)
             return
@@ -148,6 +150,8 @@ class Writer:
             created_at=time.time(),
             persisted_count=len(before) if whole else None,
             ignore_ids=self.ignore_ids,
+            scheme=self.scheme,
+            chunk=self._chunk,
             seal_key=self._client.keyring.current,
             sign_key=self._client.keyring.signer.current if self._client.keyring.signer else None,
         )
@@ -559,7 +563,7 @@ class FingerprintWriter(Writer):
         count = await self.write_count()
         items = await self._inner.read(wanted, wrapper)
         try:
-            digests = digest_items(items[-wanted:], ignore_ids=self.ignore_ids)
+            digests = digest_items(items[-wanted:], ignore_ids=self.ignore_ids, scheme=self.scheme)
         except FingerprintError as exc:
             raise FingerprintError(
                 f"an item already stored in session {self._client.session_id!r} cannot be "

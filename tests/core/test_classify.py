@@ -476,3 +476,88 @@ def test_a_partial_commit_indistinguishable_from_none_is_ambiguous():
     partial = [*history, *batch[:1]]
     assert partial[-window:] == history[-window:]
     assert observe(intent, partial).outcome is AMBIGUOUS
+
+
+# -- stores that write a batch in requests (chunk) ------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("before", "batch", "observed", "outcome", "reason", "landed"),
+    [
+        ("x", "abcdef", "xab", Outcome.PARTIAL, Reason.CHUNKS_LANDED, 2),
+        ("x", "abcdef", "xabcd", Outcome.PARTIAL, Reason.CHUNKS_LANDED, 4),
+        ("x", "abcdef", "xabc", AMBIGUOUS, Reason.PARTIAL_COMMIT, 3),
+        ("x", "abcdef", "xa", AMBIGUOUS, Reason.PARTIAL_COMMIT, 1),
+        ("x", "abcdef", "xabcdef", COMMITTED, Reason.BATCH_PRESENT, None),
+        ("x", "abcdef", "x", UNCHANGED, Reason.BATCH_ABSENT, None),
+        ("x", "abcdef", "xabz", AMBIGUOUS, Reason.HISTORY_CHANGED, None),
+        ("x", "abcdef", "xzab", AMBIGUOUS, Reason.HISTORY_CHANGED, None),
+    ],
+)
+def test_a_chunked_write_that_stopped_at_a_request_boundary_is_partial(
+    before: str,
+    batch: str,
+    observed: str,
+    outcome: Outcome,
+    reason: Reason,
+    landed: int | None,
+) -> None:
+    """With requests of 2 items, whole requests from the batch's first item are a PARTIAL
+    write (the rest may be appended once); a prefix that ends inside a request, or anything
+    after it, is not."""
+    verdict = classify_digests(
+        before=list(before),
+        before_is_whole=True,
+        batch=list(batch),
+        tail=list(observed),
+        chunk=2,
+    )
+    assert (verdict.outcome, verdict.reason, verdict.evidence.get("landed")) == (
+        outcome,
+        reason,
+        landed,
+    )
+    if outcome is Outcome.PARTIAL:
+        assert verdict.evidence["chunk"] == 2
+
+
+def test_without_a_chunk_a_whole_request_prefix_stays_ambiguous() -> None:
+    """A store that writes a batch all or nothing never leaves a prefix: one is a changed or
+    doubtful history, not a write to complete."""
+    verdict = classify_digests(
+        before=["x"], before_is_whole=True, batch=list("abcd"), tail=list("xab")
+    )
+    assert (verdict.outcome, verdict.reason) == (AMBIGUOUS, Reason.PARTIAL_COMMIT)
+
+
+@given(
+    history=st.lists(st.integers(0, 3).map(digest), max_size=6),
+    batch=st.lists(st.integers(10, 60).map(digest), min_size=1, max_size=9, unique=True),
+    chunk=st.integers(1, 4),
+    data=st.data(),
+)
+def test_property_a_chunked_write_stopped_anywhere_is_judged_by_whole_requests(
+    history: list[str], batch: list[str], chunk: int, data: st.DataObject
+) -> None:
+    """A write of distinct items stopped after any number of its items: whole requests are
+    PARTIAL with exactly those landed, no item is COMMITTED before all are, and a cut inside
+    a request is never taken for anything to complete."""
+    landed = data.draw(st.integers(0, len(batch)))
+    intent = intent_for(history, batch)
+    verdict = classify_digests(
+        before=intent.before_digests,
+        before_is_whole=intent.before_is_whole,
+        batch=batch,
+        tail=[*history, *batch[:landed]],
+        window=observation_window(intent),
+        chunk=chunk,
+    )
+    if landed == len(batch):
+        assert verdict.outcome is COMMITTED
+    elif landed == 0:
+        assert verdict.outcome is UNCHANGED
+    elif landed % chunk == 0:
+        assert verdict.outcome is Outcome.PARTIAL
+        assert verdict.evidence["landed"] == landed
+    else:
+        assert (verdict.outcome, verdict.reason) == (AMBIGUOUS, Reason.PARTIAL_COMMIT)

@@ -27,8 +27,15 @@ from agents_reconcile._selftest.matrix import (
     stop_servers,
 )
 from agents_reconcile._selftest.scenario import RecoveryPath
-from agents_reconcile._selftest.stores import POSTGRES_ENV, REDIS_ENV, STORES, store_named
+from agents_reconcile._selftest.stores import (
+    CONVERSATIONS_ENV,
+    POSTGRES_ENV,
+    REDIS_ENV,
+    STORES,
+    store_named,
+)
 
+from ..support.conversations_server import ConversationsServer
 from ..support.servers import POSTGRES_ENV as POSTGRES_ENV_TEST
 from ..support.servers import REDIS_ENV as REDIS_ENV_TEST
 
@@ -52,13 +59,23 @@ LANDED = {
 
 @pytest.fixture(scope="module", autouse=True)
 def fork_servers() -> Iterator[None]:
-    # The revisioned server stores run where the suites have servers; the fork servers
-    # started below inherit these.
+    # The revisioned server stores run where the suites have servers, and the Conversations
+    # store on a local Conversations server of this module's own; the fork servers started
+    # below inherit these.
     for test_env, selftest_env in ((REDIS_ENV_TEST, REDIS_ENV), (POSTGRES_ENV_TEST, POSTGRES_ENV)):
         if os.environ.get(test_env):
             os.environ.setdefault(selftest_env, os.environ[test_env])
-    yield
-    stop_servers()
+    with ConversationsServer() as conversations:
+        previous = os.environ.get(CONVERSATIONS_ENV)
+        os.environ[CONVERSATIONS_ENV] = conversations.base_url
+        try:
+            yield
+        finally:
+            stop_servers()
+            if previous is None:
+                del os.environ[CONVERSATIONS_ENV]
+            else:
+                os.environ[CONVERSATIONS_ENV] = previous
 
 
 def also_expected(cell: Cell) -> set[str]:

@@ -166,15 +166,7 @@ async def test_capability_hooks_are_forwarded_only_where_the_inner_session_has_t
 
 
 async def test_refuses_sessions_it_cannot_reconcile(tmp_path: Path) -> None:
-    """OpenAIConversationsSession, a double wrap and a non-session are refused with typed errors."""
-    from openai import AsyncOpenAI
-
-    conversations = OpenAIConversationsSession(
-        conversation_id="conv_1",
-        openai_client=AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9"),
-    )
-    with pytest.raises(UnsupportedSession, match="chunks"):
-        ReconcilingSession(conversations)
+    """A double wrap and a non-session are refused with typed errors."""
     session, _, _ = wrapped(tmp_path)
     with pytest.raises(ConfigurationError):
         ReconcilingSession(session)
@@ -633,14 +625,15 @@ async def test_switched_off_reading_creates_no_journal(
 
 
 async def test_a_chunking_store_is_refused_behind_other_wrappers() -> None:
-    """OpenAIConversationsSession is refused even when another session wraps it."""
+    """OpenAIConversationsSession is refused when another session wraps it: the SDK's checks of
+    its type would not see it, and its requests would be the other session's to make."""
     from openai import AsyncOpenAI
 
     conversations = OpenAIConversationsSession(
         conversation_id="conv_1",
         openai_client=AsyncOpenAI(api_key="unused", base_url="http://127.0.0.1:9"),
     )
-    with pytest.raises(UnsupportedSession):
+    with pytest.raises(UnsupportedSession, match="wraps an OpenAIConversationsSession"):
         ReconcilingSession(FaultInjectingSession(conversations))
 
 
