@@ -53,7 +53,7 @@ EXIT_OK: Final = 0
 EXIT_TROUBLE: Final = 2
 _STORE_NAMES: Final = (
     "sqlite, async_sqlite, advanced_sqlite, encrypted_sqlite, sqlalchemy_sqlite, "
-    "revisioned_<backend>"
+    "revisioned_<backend>, conversations (with AGENTS_RECONCILE_SELFTEST_CONVERSATIONS_URL)"
 )
 _RECOVERY_PATHS: Final = "run, streamed, resume_run, resume_streamed"
 

@@ -28,7 +28,7 @@ from .._core.ownership import current_owner
 from .._effects import holds
 from .._session.claims import PROCESS_IN_FLIGHT
 from .._session.config import ReconcileConfig
-from ..testing import Fault, FaultInjectingSession
+from ..testing import Fault
 from .cancel_judge import IntentRow, Side, Step
 from .cancel_modes import LateLanding, Mode, Started, cancelled_request, describe
 from .scenario import (
@@ -43,6 +43,7 @@ from .scenario import (
     respond,
     run_agent,
     scenario_agent,
+    with_faults,
 )
 
 __all__ = ["IN_FLIGHT_WAIT", "QUIET_BOUND", "Script", "play"]
@@ -92,7 +93,7 @@ def bare_agent(evidence: Evidence, *, approval: bool) -> tuple[Agent[Any], Scrip
 class _BareSession:
     """The bare store (under a fault injector), logging each batch it acknowledged."""
 
-    def __init__(self, inner: FaultInjectingSession, evidence: Evidence) -> None:
+    def __init__(self, inner: Any, evidence: Evidence) -> None:
         self.inner = inner
         self.session_id = inner.session_id
         self.evidence = evidence
@@ -102,7 +103,8 @@ class _BareSession:
         return self.inner.session_settings
 
     async def get_items(self, limit: int | None = None) -> list[Any]:
-        return await self.inner.get_items(limit)
+        items: list[Any] = await self.inner.get_items(limit)
+        return items
 
     async def add_items(self, items: list[Any]) -> None:
         await self.inner.add_items(items)
@@ -122,7 +124,7 @@ class _Talk:
         self.directory = directory
         self.inner = inner
         self.evidence = Evidence(directory, Phase.CRASH)
-        self.faulty = FaultInjectingSession(inner)
+        faulty_session, self.faulty = with_faults(inner)
         self.wrapped: AckLoggingSession | None = None
         self.config: RunConfig | None = None
         self.session: Any
@@ -130,12 +132,12 @@ class _Talk:
             settings = ReconcileConfig(
                 journal=directory / "journal.db", in_flight_wait=IN_FLIGHT_WAIT
             )
-            self.wrapped = AckLoggingSession(self.faulty, config=settings)
+            self.wrapped = AckLoggingSession(faulty_session, config=settings)
             self.wrapped.evidence = self.evidence
             self.session = self.wrapped
             self.config = self.wrapped.run_config()
         else:
-            self.session = _BareSession(self.faulty, self.evidence)
+            self.session = _BareSession(faulty_session, self.evidence)
         self.approval = approval
         self._model: ScriptedModel | None = None
 

@@ -27,7 +27,7 @@ import os
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, TypeAlias
 
 import orjson
 from agents import (
@@ -84,6 +84,7 @@ __all__ = [
     "run_agent",
     "run_job",
     "scenario_agent",
+    "with_faults",
 ]
 
 SESSION_ID: Final = "customer-7"
@@ -165,6 +166,21 @@ class Job:
             fault=None if raw["fault"] is None else Fault(raw["fault"]),
             foreign=bool(raw["foreign"]),
         )
+
+
+Injector: TypeAlias = FaultInjectingSession | FaultInjectingConversationsClient
+"""What plans a scenario's faults: ``plan(fault, at=n)``."""
+
+
+def with_faults(inner: Any) -> tuple[Any, Injector]:
+    """The session to wrap so that planned faults fire, and what plans them: a fault injector
+    around ``inner``, or, for a Conversations session (wrapped as itself), its client's."""
+    if isinstance(inner, OpenAIConversationsSession):
+        client = inner._openai_client
+        assert isinstance(client, FaultInjectingConversationsClient)
+        return inner, client
+    faulty = FaultInjectingSession(inner)
+    return faulty, faulty
 
 
 def item_name(item: Any) -> str:
@@ -337,17 +353,12 @@ class _Conversation:
         self.directory = Path(job.directory)
         self.evidence = Evidence(self.directory, job.phase)
         config = ReconcileConfig(journal=self.directory / "journal.db")
-        self.faulty: FaultInjectingSession | FaultInjectingConversationsClient | None = None
-        self.session: AckLoggingSession
-        if isinstance(inner, OpenAIConversationsSession):
-            # Wrapped as itself; its client's requests fail as planned.
-            client = inner._openai_client
-            assert isinstance(client, FaultInjectingConversationsClient)
-            self.faulty = client if job.phase is not Phase.RECOVER else None
+        self.faulty: Injector | None = None
+        if job.phase is Phase.RECOVER:
             self.session = AckLoggingSession(inner, config=config)
         else:
-            self.faulty = FaultInjectingSession(inner) if job.phase is not Phase.RECOVER else None
-            self.session = AckLoggingSession(self.faulty or inner, config=config)
+            faulty_session, self.faulty = with_faults(inner)
+            self.session = AckLoggingSession(faulty_session, config=config)
         self.session.evidence = self.evidence
         self.agent, self.model = scenario_agent(self.evidence, approval=job.path.resumes)
 

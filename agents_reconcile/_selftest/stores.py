@@ -65,6 +65,10 @@ async def close_store(session: Any, *, drop: bool = False) -> None:
     engine = getattr(store, "_engine", None)
     if engine is not None:
         await engine.dispose()
+    client = getattr(store, "_openai_client", None)
+    if client is not None:
+        # A Conversations session: its client's connections, closed on this loop.
+        await client.close()
 
 
 async def _sqlite(session_id: str, directory: Path) -> Any:

@@ -21,6 +21,7 @@ from typing import Any, Final
 
 from agents.memory import OpenAIConversationsSession
 
+from .._core.fingerprint import CONVERSATION_SCHEME
 from .inner import InnerSession
 
 __all__ = ["CHUNK", "ConversationCalls"]
@@ -35,6 +36,7 @@ class ConversationCalls(InnerSession):
     def __init__(self, session: Any) -> None:
         super().__init__(session)
         self.chunk = CHUNK
+        self.scheme = CONVERSATION_SCHEME
 
     @property
     def direct(self) -> bool:

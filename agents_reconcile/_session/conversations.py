@@ -2,9 +2,10 @@
 
 The SDK treats a Conversations session by its type (the reasoning-id policy, which items it
 sanitises or never sends, ids ignored when it matches items, partial requests on resumed
-writes), so ``ReconcilingSession(inner)`` returns, for one, an instance of this subclass of
-both classes: every ``isinstance`` check the SDK makes sees what it would see unwrapped, and
-every call goes through the wrapper.
+writes), so ``ReconcilingSession(inner)`` returns, for one, an instance of a class deriving
+from both (``for_conversations``: ``ConversationsSide`` first, then the wrapper's class, then
+the SDK's): every ``isinstance`` check the SDK makes sees what it would see unwrapped, and every
+call goes through the wrapper.
 
 A conversation may not exist yet (``OpenAIConversationsSession()`` creates it on first use,
 and ``clear_session`` deletes it, the next use making another): this wrapper's parts, which
@@ -25,7 +26,6 @@ from typing import TYPE_CHECKING, Any
 from agents.memory import OpenAIConversationsSession
 
 from ..errors import ConfigurationError, UnsupportedSession
-from .session import ReconcilingSession
 
 if TYPE_CHECKING:
     from agents import RunConfig, RunHooks
@@ -35,8 +35,13 @@ if TYPE_CHECKING:
 
     from .._core.policy import Resolution
     from .._core.records import Decision, PendingWrite
+    from .session import ReconcilingSession
 
-__all__ = ["ReconcilingConversationsSession", "for_conversations"]
+    _Side = ReconcilingSession
+else:
+    _Side = object
+
+__all__ = ["ConversationsSide", "for_conversations"]
 
 _NOT_YET = (
     "Session ID not yet available: the conversation is created on first use. Call get_items(), "
@@ -53,8 +58,9 @@ def known_id(session: Any) -> str | None:
     return value if isinstance(value, str) else None
 
 
-class ReconcilingConversationsSession(ReconcilingSession, OpenAIConversationsSession):
-    """What ``ReconcilingSession(inner)`` is for an ``OpenAIConversationsSession``."""
+class ConversationsSide(_Side):
+    """What a ``ReconcilingSession`` (or a subclass of it) adds around an
+    ``OpenAIConversationsSession``: it comes first in the class ``for_conversations`` makes."""
 
     def _binds_now(self) -> bool:
         self._binding = asyncio.Lock()
@@ -228,17 +234,18 @@ class ReconcilingConversationsSession(ReconcilingSession, OpenAIConversationsSes
         return super().__repr__()
 
 
-_MADE: dict[type[ReconcilingSession], type[ReconcilingSession]] = {}
+_MADE: dict[type[Any], type[Any]] = {}
 
 
-def for_conversations(cls: type[ReconcilingSession]) -> type[ReconcilingSession]:
-    """The class a ``cls(inner)`` is for a Conversations session: this one for
-    ``ReconcilingSession``, and for a subclass of it, one deriving from both (made once)."""
-    if cls is ReconcilingSession:
-        return ReconcilingConversationsSession
+def for_conversations(cls: type[Any]) -> type[Any]:
+    """The class ``cls(inner)`` is for a Conversations session: ``cls`` (``ReconcilingSession``
+    or a subclass of it) with ``ConversationsSide`` before it and ``OpenAIConversationsSession``
+    after it, so the wrapper is an instance of both (made once per class)."""
     made = _MADE.get(cls)
     if made is None:
-        made = _MADE[cls] = type(cls.__name__, (cls, ReconcilingConversationsSession), {})
+        made = _MADE[cls] = type(
+            cls.__name__, (ConversationsSide, cls, OpenAIConversationsSession), {}
+        )
         made.__qualname__ = cls.__qualname__
         made.__module__ = cls.__module__
     return made
@@ -248,7 +255,7 @@ class _LateAdmission:
     """The gate's view of a wrapper whose conversation is made on first use: the session's
     own admission once its parts are made, asked for at each call."""
 
-    def __init__(self, session: ReconcilingConversationsSession) -> None:
+    def __init__(self, session: ConversationsSide) -> None:
         self.session = session
 
     @property

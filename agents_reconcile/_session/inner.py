@@ -15,6 +15,8 @@ from contextlib import contextmanager
 from contextvars import ContextVar
 from typing import Any, Final
 
+from .._core.fingerprint import FINGERPRINT_SCHEME
+
 __all__ = [
     "HISTORY_METHODS",
     "InnerSession",
@@ -94,6 +96,8 @@ class InnerSession:
         self.chunk: int | None = None
         """The most items one request of the session's writes holds (None: a batch is written
         all or nothing)."""
+        self.scheme: str = FINGERPRINT_SCHEME
+        """The fingerprint scheme the session's items are digested under."""
 
     async def call(self, name: str, wrapper: Any, *args: Any, **kwargs: Any) -> Any:
         method: Callable[..., Any] = getattr(self.session, name)

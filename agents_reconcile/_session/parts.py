@@ -14,7 +14,6 @@ from typing import TYPE_CHECKING, Any
 
 from agents.memory import OpenAIConversationsSession
 
-from .._core.fingerprint import CONVERSATION_SCHEME, FINGERPRINT_SCHEME
 from .._core.identity import derive_identity, session_layers
 from .._core.records import BackendIdentity, Outcome, Reason
 from .._core.revision import is_revisioned
@@ -110,7 +109,7 @@ def make_parts(
         # The SDK ignores ids when it matches a Conversations session's items, and its items
         # come back rewritten: digested as the service's view of them (conversation_items).
         ignore_ids=conversation or bool(getattr(inner, "_ignore_ids_for_matching", False)),
-        scheme=CONVERSATION_SCHEME if conversation else FINGERPRINT_SCHEME,
+        scheme=calls.scheme,
     )
     settler = Settler(state)
     writer: Writer = (

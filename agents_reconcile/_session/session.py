@@ -20,6 +20,7 @@ from ..errors import ConfigurationError
 from . import default_runner, runstate
 from .capabilities import FORWARDED, Guard, forwarded
 from .config import ReconcileConfig, require_config
+from .conversations import for_conversations
 from .parts import make_parts
 
 if TYPE_CHECKING:
@@ -57,8 +58,6 @@ class ReconcilingSession:
         ):
             # The SDK treats this session by its type: the wrapper (or a subclass of it) is
             # one too.
-            from .conversations import for_conversations
-
             cls = for_conversations(cls)
         return super().__new__(cls)
 

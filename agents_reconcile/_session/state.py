@@ -26,19 +26,21 @@ from __future__ import annotations
 import asyncio
 import copy
 import logging
+import time
 import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from .._core.fingerprint import FINGERPRINT_SCHEME, digest_items
-from .._core.records import PendingWrite
+from .._core.records import PendingWrite, new_write_id
 from ..errors import FingerprintError
 
 if TYPE_CHECKING:
     from .._core.revision import RevisionedStore
     from .config import ReconcileConfig
     from .inner import InnerSession
+    from .journal_client import JournalClient
     from .runstate import CarriedState
 from collections.abc import AsyncGenerator, Coroutine
 
@@ -104,6 +106,38 @@ class TailView:
     digests: tuple[str, ...]
     whole: bool
     write_count: int | None = None
+
+
+def built_intent(
+    client: JournalClient,
+    batch: tuple[Any, ...],
+    digests: tuple[str, ...],
+    view: TailView,
+    ignore_ids: bool,
+    inner: InnerSession,
+) -> PendingWrite:
+    """The intent of an append of ``batch`` on the tail ``view`` (digests made by the session's
+    scheme, ``inner.scheme``; requests of ``inner.chunk`` items)."""
+    # The items before the batch: the whole history when the view holds all of it (then a
+    # tail of repeating content still reads one way only), else the newest len+1.
+    whole = view.whole
+    before = tuple(view.digests) if whole else tuple(view.digests[-(len(batch) + 1) :])
+    return PendingWrite(
+        intent_id=new_write_id(),
+        session_id=client.session_id,
+        backend=client.backend,
+        batch=batch,
+        batch_digests=digests,
+        before_digests=before,
+        before_is_whole=whole,
+        created_at=time.time(),
+        persisted_count=len(before) if whole else None,
+        ignore_ids=ignore_ids,
+        scheme=inner.scheme,
+        chunk=inner.chunk,
+        seal_key=client.keyring.current,
+        sign_key=client.keyring.signer.current if client.keyring.signer else None,
+    )
 
 
 @dataclass(frozen=True)

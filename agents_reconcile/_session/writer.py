@@ -24,7 +24,7 @@ from .._backends.journal import IntentState, Opened
 from .._core import crashpoints
 from .._core.crashpoints import CrashPoint
 from .._core.fingerprint import digest_items, journal_batch
-from .._core.records import Outcome, PendingWrite, Reason, new_write_id
+from .._core.records import Outcome, PendingWrite, Reason
 from ..errors import (
     FingerprintError,
     JournalError,
@@ -34,10 +34,11 @@ from . import runstate
 from .claims import caller_cancelled, despite_cancellation, outliving_cancellation
 from .journal_client import SESSION_WIDE
 from .settler import Settler
-from .state import Clearing, SessionState, TailView
+from .state import Clearing, SessionState, TailView, built_intent
 
 if TYPE_CHECKING:
     from agents.run_context import RunContextWrapper
+
 
 __all__ = ["FingerprintWriter", "Progress", "Writer"]
 
@@ -82,7 +83,6 @@ class Writer:
         self._settler = settler
         self.ignore_ids = state.ignore_ids
         self.scheme = state.scheme
-        self._chunk = state.inner.chunk
         self._clearing = Clearing(client, held, in_flight)
         self.failures = Failures(state)
         """What a failed append leaves behind."""
@@ -135,26 +135,7 @@ class Writer:
     def new_intent(
         self, batch: tuple[Any, ...], digests: tuple[str, ...], view: TailView
     ) -> PendingWrite:
-        # The items before the batch: the whole history when the view holds all of it (then
-        # a tail of repeating content still reads one way only), else the newest len+1.
-        whole = view.whole
-        before = tuple(view.digests) if whole else tuple(view.digests[-(len(batch) + 1) :])
-        return PendingWrite(
-            intent_id=new_write_id(),
-            session_id=self._client.session_id,
-            backend=self._client.backend,
-            batch=batch,
-            batch_digests=digests,
-            before_digests=before,
-            before_is_whole=whole,
-            created_at=time.time(),
-            persisted_count=len(before) if whole else None,
-            ignore_ids=self.ignore_ids,
-            scheme=self.scheme,
-            chunk=self._chunk,
-            seal_key=self._client.keyring.current,
-            sign_key=self._client.keyring.signer.current if self._client.keyring.signer else None,
-        )
+        return built_intent(self._client, batch, digests, view, self.ignore_ids, self._inner)
 
     async def open_intent(
         self,

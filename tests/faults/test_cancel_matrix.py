@@ -13,6 +13,7 @@ columns of its own are also checked on synthetic evidence, so that they cannot a
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 from pathlib import Path
 
 import orjson
@@ -24,8 +25,14 @@ from agents_reconcile._selftest.cancel_judge import CancelVerdict, IntentRow, Si
 from agents_reconcile._selftest.cancel_modes import Mode
 from agents_reconcile._selftest.cancellation import LATE_STORE, Cell, cells, run_cell, run_cells
 from agents_reconcile._selftest.scenario import PROCESSOR_LOG, TOOLS_LOG
-from agents_reconcile._selftest.stores import POSTGRES_ENV, REDIS_ENV, store_named
+from agents_reconcile._selftest.stores import (
+    CONVERSATIONS_ENV,
+    POSTGRES_ENV,
+    REDIS_ENV,
+    store_named,
+)
 
+from ..support.conversations_server import ConversationsServer
 from ..support.servers import POSTGRES_ENV as POSTGRES_ENV_TEST
 from ..support.servers import REDIS_ENV as REDIS_ENV_TEST
 
@@ -43,11 +50,19 @@ SUBSET = {
 """A few points of each part: the write path, the gate's reconciliation, the effect tool."""
 
 
+@pytest.fixture(scope="module", autouse=True)
+def conversations() -> Iterator[None]:
+    """A local Conversations server for the ``conversations`` store, for this module."""
+    with ConversationsServer() as server, pytest.MonkeyPatch.context() as patch:
+        patch.setenv(CONVERSATIONS_ENV, server.base_url)
+        yield
+
+
 def _servers() -> list[str]:
     for test_env, selftest_env in ((REDIS_ENV_TEST, REDIS_ENV), (POSTGRES_ENV_TEST, POSTGRES_ENV)):
         if os.environ.get(test_env):
             os.environ.setdefault(selftest_env, os.environ[test_env])
-    names = ("revisioned_redis", "revisioned_postgres")
+    names = ("revisioned_redis", "revisioned_postgres", "conversations")
     return [name for name in names if store_named(name).available()]
 
 

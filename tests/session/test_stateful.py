@@ -454,7 +454,8 @@ class ReconcileMachine(RuleBasedStateMachine):
         finally:
             # The hung write outlives its caller, its intent held, until in_flight_wait ran out;
             # the process lets it go once the write's task ended, a moment after the journal
-            # says so (a slow machine makes the moment longer than in_flight_wait).
+            # says so, and settles what it left under the session's lock (a slow machine makes
+            # the moment longer than in_flight_wait).
             deadline = time.monotonic() + 5
             while time.monotonic() < deadline and (  # noqa: ASYNC110 - the journal is polled
                 any(
@@ -462,6 +463,8 @@ class ReconcileMachine(RuleBasedStateMachine):
                     for e in await self.observer_journal.pending(SESSION_ID)
                 )
                 or (hung is not None and PROCESS_IN_FLIGHT.holds(hung))
+                # What the write's end set going (its settling, under the session's lock).
+                or self.session._lock._lock().locked()
             ):
                 await asyncio.sleep(0.01)
 

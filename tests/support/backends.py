@@ -65,7 +65,10 @@ def namespace() -> str:
 # The SDK sessions of the self-test, for the suites that run the runner over each.
 Backend = Store
 close = close_store
-BACKENDS = list(STORES)
+# The Conversations store is left out: the runner suites put FaultInjectingSession around the
+# store, which a Conversations session cannot sit behind (tests/conversations and the self-test
+# matrices run it, with its client's faults).
+BACKENDS = [store for store in STORES if store.name != "conversations"]
 BACKEND_PARAMS = [
     pytest.param(
         backend,
