@@ -14,7 +14,12 @@ import importlib
 import logging
 from typing import TYPE_CHECKING, Final
 
+from ._sdk import check_sdk
+
 __version__ = "0.1.0"
+
+# Refused at once outside the supported openai-agents releases, naming them.
+check_sdk()
 
 # A library leaves its log output to the application: without a handler of its own, a record
 # that nobody configured logging for would reach ``logging.lastResort`` and stderr.
@@ -67,6 +72,7 @@ _HOMES: Final[dict[str, str]] = {
     "ReconcileError": ".errors",
     "ConfigurationError": ".errors",
     "UnsupportedSession": ".errors",
+    "UnsupportedSDK": ".errors",
     "FingerprintError": ".errors",
     "RecordError": ".errors",
     "RecordTampered": ".errors",
@@ -148,6 +154,7 @@ if TYPE_CHECKING:
     from .errors import SchemaMismatch as SchemaMismatch
     from .errors import SignatureInvalid as SignatureInvalid
     from .errors import UnsupportedRecordVersion as UnsupportedRecordVersion
+    from .errors import UnsupportedSDK as UnsupportedSDK
     from .errors import UnsupportedSession as UnsupportedSession
 
 

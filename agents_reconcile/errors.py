@@ -4,7 +4,8 @@
 
     ReconcileError                     base of everything raised here
     ├── ConfigurationError             fix the code or the configuration (also a ValueError)
-    │   └── UnsupportedSession         this session cannot be reconciled honestly
+    │   ├── UnsupportedSession         this session cannot be reconciled honestly
+    │   └── UnsupportedSDK             the installed openai-agents is outside the supported range
     ├── FingerprintError               an item cannot be serialised; nothing was written
     ├── RecordError                    a stored or carried record cannot be trusted
     │   ├── RecordTampered             its digest (or its seal) does not match its content
@@ -67,6 +68,7 @@ __all__ = [
     "SchemaMismatch",
     "SignatureInvalid",
     "UnsupportedRecordVersion",
+    "UnsupportedSDK",
     "UnsupportedSession",
 ]
 
@@ -81,6 +83,11 @@ class ConfigurationError(ReconcileError, ValueError):
 
 class UnsupportedSession(ConfigurationError, TypeError):
     """The inner session cannot be reconciled honestly (for example, it writes in chunks)."""
+
+
+class UnsupportedSDK(ConfigurationError, ImportError):
+    """The installed ``openai-agents`` is outside the range this release supports (raised when
+    the package is imported, before anything is read or written)."""
 
 
 class FingerprintError(ReconcileError, TypeError):

@@ -3,10 +3,11 @@
     python -m compat.sdk_tests [--sdk-version X ...] [--cache DIR] [--files PATH ...]
 
 For each SDK version (the installed one by default; ``oldest`` and ``newest`` name the ends of
-the range this project declares) it fetches the version's source distribution from the package
-index, builds a virtual environment for it under the cache (the SDK from that source, with the
-extras and test dependencies the selected tests need, and this project), runs the selected
-test files once as they are and once through ``compat.wrap_sessions``, and compares. Every test
+the range this project declares, ``middle`` the release half way through it) it fetches the
+version's source distribution from the package index, builds a virtual environment for it under
+the cache (the SDK from that source, with the extras and test dependencies the selected tests
+need, and this project), runs the selected test files once as they are and once through
+``compat.wrap_sessions``, and compares. Every test
 that passes unwrapped must pass wrapped, unless ``compat/reviewed.toml`` says why it may not.
 Exit status: 0 when nothing unexpected fails, 1 when something does, 2 when a pass could not run.
 
@@ -140,8 +141,9 @@ def available_versions(python: str) -> list[str]:
 
 
 def resolve_versions(requested: Sequence[str], python: str) -> list[str]:
-    """Versions to test: ``installed`` (the default), ``oldest``, ``newest``, ``range`` (every
-    release in the declared range) or a version number."""
+    """Versions to test: ``installed`` (the default), ``oldest``, ``middle`` (the release half
+    way through the declared range), ``newest``, ``range`` (every release in it) or a version
+    number."""
     wanted = list(requested) or ["installed"]
     listed: list[str] | None = None
     resolved: list[str] = []
@@ -153,13 +155,18 @@ def resolve_versions(requested: Sequence[str], python: str) -> list[str]:
                 raise SystemExit(
                     f"{DISTRIBUTION} is not installed here: pass --sdk-version"
                 ) from None
-        elif name in ("oldest", "newest", "range"):
+        elif name in ("oldest", "middle", "newest", "range"):
             if listed is None:
                 specifier = declared_range()
                 listed = [v for v in available_versions(python) if in_range(v, specifier)]
                 if not listed:
                     raise SystemExit(f"no release of {DISTRIBUTION} satisfies {specifier}")
-            found = {"oldest": listed[:1], "newest": listed[-1:], "range": listed}[name]
+            found = {
+                "oldest": listed[:1],
+                "middle": [listed[len(listed) // 2]],
+                "newest": listed[-1:],
+                "range": listed,
+            }[name]
         else:
             found = [name]
         resolved.extend(v for v in found if v not in resolved)
@@ -621,7 +628,7 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
         action="append",
         default=[],
         metavar="X",
-        help="an SDK version, or installed (default), oldest, newest, range; repeatable",
+        help="an SDK version, or installed (default), oldest, middle, newest, range; repeatable",
     )
     parser.add_argument(
         "--cache",
@@ -681,12 +688,12 @@ def parse(argv: Sequence[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def _mark_cache(cache: Path) -> None:
+def mark_cache(cache: Path) -> None:
     """Create the cache, keeping it out of version control when this command made it."""
     if cache.exists():
         return
     cache.mkdir(parents=True)
-    (cache / ".gitignore").write_text("# made by python -m compat.sdk_tests\n*\n")
+    (cache / ".gitignore").write_text("# made by python -m compat\n*\n")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -698,7 +705,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     reviewed = Reviewed.load(args.reviewed)
     cache: Path = args.cache.resolve()
-    _mark_cache(cache)
+    mark_cache(cache)
     versions = resolve_versions(args.sdk_version, args.python)
     wrapping = (
         "--sdk-compat-wrap",

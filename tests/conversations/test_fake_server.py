@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import os
-import select
+import selectors
 import signal
 import subprocess
 import sys
@@ -29,6 +29,7 @@ from openai.types.responses import (
 from pydantic import TypeAdapter
 
 from ..support.conversations_server import ConversationsServer
+from ..support.sdk import chunking_sdk
 
 REPO = Path(__file__).resolve().parents[2]
 INPUT_ITEM: TypeAdapter[Any] = TypeAdapter(ResponseInputItemParam)
@@ -115,6 +116,7 @@ async def started(client: AsyncOpenAI) -> OpenAIConversationsSession:
     return session
 
 
+@chunking_sdk
 async def test_a_45_item_add_is_sent_as_20_20_and_5_and_reads_back_in_order(
     server: ConversationsServer, client: AsyncOpenAI
 ) -> None:
@@ -172,6 +174,7 @@ async def test_items_read_back_parse_as_the_client_types_and_can_be_sent_again(
     assert {got["id"] for got in copied}.isdisjoint(got["id"] for got in dumped)
 
 
+@chunking_sdk
 async def test_listing_follows_the_after_cursor_through_every_page(
     server: ConversationsServer, client: AsyncOpenAI
 ) -> None:
@@ -238,6 +241,7 @@ async def test_clear_session_deletes_the_conversation_and_the_next_use_gets_a_ne
     assert server.conversation_ids() == [session.session_id]
 
 
+@chunking_sdk
 async def test_a_rejected_second_chunk_keeps_the_first_and_stores_nothing_else(
     server: ConversationsServer, client: AsyncOpenAI
 ) -> None:
@@ -255,6 +259,7 @@ async def test_a_rejected_second_chunk_keeps_the_first_and_stores_nothing_else(
     ]
 
 
+@chunking_sdk
 async def test_a_lost_acknowledgement_of_the_first_chunk_stores_it_once_and_raises(
     server: ConversationsServer, client: AsyncOpenAI
 ) -> None:
@@ -411,8 +416,10 @@ def test_the_entry_point_prints_its_url_serves_and_stops_on_sigterm() -> None:
     )
     try:
         assert process.stdout is not None
-        ready, _, _ = select.select([process.stdout], [], [], 10)
-        assert ready, "the server printed nothing"
+        # A selector, not select(): a long run may hold descriptors past select()'s limit.
+        with selectors.DefaultSelector() as waiting:
+            waiting.register(process.stdout, selectors.EVENT_READ)
+            assert waiting.select(timeout=10), "the server printed nothing"
         base_url = process.stdout.readline().strip()
         assert base_url.startswith("http://127.0.0.1:") and base_url.endswith("/v1")
 

@@ -236,9 +236,9 @@ async def test_a_resumed_approval_whose_save_fails_stores_the_output_once_and_ru
 ) -> None:
     """A run stops for a tool's approval; resumed from ``RunState.to_string()``, the tool runs
     and its save fails. Retried, the wrapper settles its write first (the output stored once:
-    found, or sent once). The SDK's own record of the failed save then refuses to go on from
-    that state, as it does unwrapped: it compares the items as sent with the items as the
-    service gives them back, which differ. The tool never runs again, and a fresh run goes on
+    found, or sent once). The SDK's own record of the failed save then refuses to
+    go on from that state, as it does unwrapped: it compares the items as sent with the items
+    as the service gives them back, which differ. The tool never runs again, and a fresh run goes on
     from the history."""
     charges: list[int] = []
 

@@ -484,7 +484,22 @@ class ReconcileMachine(RuleBasedStateMachine):
 
     # -- appends ---------------------------------------------------------------------------
 
+    async def quiet(self) -> None:
+        """Let what the steps before set going in the background end (replays whose caller was
+        cancelled, clearings, the settling after a hung write), within a bound: a clean append
+        is then never denied session_busy for waiting on them past this test's short
+        in_flight_wait (0.1 s), which a loaded machine can take."""
+        deadline = time.monotonic() + 5
+        while time.monotonic() < deadline and (  # noqa: ASYNC110 - the process is polled
+            any(not task.done() for task in PROCESS_IN_FLIGHT.background)
+            or PROCESS_IN_FLIGHT.busy
+            or PROCESS_IN_FLIGHT.replaying
+            or self.session._lock._lock().locked()
+        ):
+            await asyncio.sleep(0.01)
+
     def append(self, batch: list[Item], fault: Fault | None, partial: int) -> None:
+        self.run(self.quiet())
         rows = self.raw_rows()
         fired = len(self.faulty.faults_fired)
         expected = self.prediction()
