@@ -25,6 +25,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from agents.memory import OpenAIConversationsSession
+
 from .._backends.journal import IntentJournal, IntentState, keeps_effects
 from .._backends.redaction import redacted
 from .._backends.registry import backend_for
@@ -214,6 +216,13 @@ async def _ledger(
     return backend_for(journal, what="journal").open_journal(journal, namespace=namespace)
 
 
+_CONVERSATION: Final = (
+    "conversation {sid!r} needs {removals} item(s) removed, and a conversation cannot be "
+    "rewritten in place: clearing it deletes the conversation (the next write makes another, "
+    "under an id the application does not hold), and the service has no one-write replace. "
+    "Nothing was written; remove the items with the API (conversations.items.delete) or start "
+    "a new conversation from the repaired history"
+)
 _SEALED: Final = (
     "the journal holds records sealed with a payload key not given here ({sealed}); give the "
     "deployment's payload key (--payload-key-file PATH or --payload-key-env NAME; in code, "
@@ -236,7 +245,8 @@ async def repair_session(
     holds the history sealed with ``payload_keys`` (the first), where the deployment seals
     payloads, as the deployment's own intents are.
 
-    Refused (``RepairRefused``, nothing written) while an intent of the session is pending in
+    Refused (``RepairRefused``, nothing written) for an OpenAI conversation that needs items
+    removed (it cannot be rewritten in place), while an intent of the session is pending in
     the journal, when the session is written during the check, or when the journal holds a
     record sealed under a key not given (``sealed_elsewhere``): the repaired history would be
     written readable into a journal the deployment keeps sealed. If the rewrite itself fails,
@@ -264,6 +274,8 @@ async def repair_session(
         report = CheckReport(store or type(session).__name__, layout, sid, damage, plan)
         if not plan.removals:
             return report
+        if isinstance(session, OpenAIConversationsSession):
+            raise RepairRefused(_CONVERSATION.format(sid=sid, removals=len(plan.removals)))
         kept = plan.apply(items)
         evidence: dict[str, Any] = {
             "actor": actor,

@@ -83,3 +83,24 @@ async def test_a_field_the_view_does_not_know_denies_and_writes_nothing(
     assert denied.value.decision.reason is Reason.HISTORY_CHANGED
     assert server.stored(session.session_id) == stored
     assert writes(server) == [4]
+
+
+async def test_a_repair_of_a_conversation_says_it_cannot_rewrite_it_and_writes_nothing(
+    server: ConversationsServer, client: AsyncOpenAI, tmp_path: Path
+) -> None:
+    """A conversation holding a function call whose output is missing needs the call removed:
+    the check finds it, and the repair is refused (a conversation cannot be rewritten in
+    place), with nothing written and the conversation's id unchanged."""
+    from agents.memory import OpenAIConversationsSession
+
+    from agents_reconcile._operator.check import RepairRefused, repair_session
+
+    session = OpenAIConversationsSession(openai_client=client)
+    await session.add_items([SENT[0], SENT[1], SENT[3]])  # the call's output is missing
+    conversation = session.session_id
+    before = server.stored(conversation)
+    with pytest.raises(RepairRefused, match="cannot be rewritten in place"):
+        await repair_session(session, journal=str(tmp_path / "journal.db"), actor="ops")
+    assert server.stored(conversation) == before
+    assert session.session_id == conversation
+    assert server.conversation_ids() == [conversation]
