@@ -489,11 +489,14 @@ class ReconcileMachine(RuleBasedStateMachine):
         cancelled, clearings, the settling after a hung write), within a bound: a clean append
         is then never denied session_busy for waiting on them past this test's short
         in_flight_wait (0.1 s), which a loaded machine can take."""
+        loop = asyncio.get_running_loop()
         deadline = time.monotonic() + 5
         while time.monotonic() < deadline and (  # noqa: ASYNC110 - the process is polled
-            any(not task.done() for task in PROCESS_IN_FLIGHT.background)
-            or PROCESS_IN_FLIGHT.busy
-            or PROCESS_IN_FLIGHT.replaying
+            # Only this machine's loop: a task left on a loop another test closed never ends.
+            any(
+                not task.done() and task.get_loop() is loop
+                for task in list(PROCESS_IN_FLIGHT.background)
+            )
             or self.session._lock._lock().locked()
         ):
             await asyncio.sleep(0.01)
