@@ -85,6 +85,34 @@ async def test_a_45_item_input_whose_first_answer_was_lost_is_completed_before_a
 
 
 @PATHS
+async def test_a_45_item_batch_failing_at_its_second_request_after_the_first_lost_its_answer(
+    server: ConversationsServer, client: AsyncOpenAI, tmp_path: Path, streamed: bool
+) -> None:
+    """The first request is stored with its answer lost, and the second request the session
+    sends is refused: that is the completion the next run attempts, which fails before any
+    model call. The run after it completes the batch once, in order, and then calls the model,
+    which sees every item once."""
+    session = wrap(client, tmp_path)
+    await session.get_items()
+    agent, model = answering("done")
+    server.arm(kind="create_items", fault="commit_then_drop", nth=1)
+    server.arm(kind="create_items", fault="reject", nth=2)
+
+    await failing(agent, BATCH, session, streamed)
+    assert writes(server) == [20]
+    with pytest.raises(openai.InternalServerError):
+        await run(agent, BATCH, session, streamed=streamed)
+    assert not model.calls
+    assert writes(server) == [20, 20]
+    assert len(server.stored(session.session_id)) == 20
+
+    await run(agent, BATCH, session, streamed=streamed)
+    assert labels(server.stored(session.session_id)) == [*labels(BATCH), "assistant:done"]
+    assert len(model.calls) == 1
+    assert labels(list(model.calls[0].input)) == labels(BATCH)
+
+
+@PATHS
 @pytest.mark.parametrize("request_number", [1, 2, 3])
 @pytest.mark.parametrize("fault", ["reject", "commit_then_drop"])
 async def test_a_write_stopped_at_any_request_ends_with_every_item_once_in_order(
