@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from agents import RunConfig, RunHooks
     from agents.memory.session_settings import SessionSettings
 
-__all__ = ["Admission", "Gatekeeper"]
+__all__ = ["Admission", "Gatekeeper", "Gating"]
 
 
 class Admission(Protocol):
@@ -96,7 +96,34 @@ def _approved_call(tool_context: Any) -> str | None:
     return call_id if approved else None
 
 
-class Gatekeeper:
+class Gating:
+    """What both gates share: installing themselves, and the session's history limit."""
+
+    session: Any
+
+    def run_config(self, base: RunConfig | None) -> RunConfig:
+        """``base`` (or a new ``RunConfig``) with this gate before every model call."""
+        from .gate import install_gate
+
+        return install_gate(self, base)  # type: ignore[arg-type]
+
+    def hooks(self, base: RunHooks[Any] | None) -> RunHooks[Any]:
+        """``RunHooks`` whose ``on_llm_start`` runs this gate, delegating to ``base``."""
+        from .gate import gate_hooks
+
+        return gate_hooks(self, base)  # type: ignore[arg-type]
+
+    def history_limit(self, run_settings: SessionSettings | None) -> int | None:
+        from agents.memory.session_settings import SessionSettings
+
+        settings = self.session.session_settings or SessionSettings()
+        if run_settings is not None:
+            settings = settings.resolve(run_settings)
+        limit: int | None = settings.limit
+        return limit
+
+
+class Gatekeeper(Gating):
     """``Admission`` for one session."""
 
     def __init__(self, state: SessionState, settler: Settler, session: Any) -> None:
@@ -113,18 +140,6 @@ class Gatekeeper:
         self._ignore_ids = state.ignore_ids
         self._scheme = state.scheme
 
-    def run_config(self, base: RunConfig | None) -> RunConfig:
-        """``base`` (or a new ``RunConfig``) with this gate before every model call."""
-        from .gate import install_gate
-
-        return install_gate(self, base)
-
-    def hooks(self, base: RunHooks[Any] | None) -> RunHooks[Any]:
-        """``RunHooks`` whose ``on_llm_start`` runs this gate, delegating to ``base``."""
-        from .gate import gate_hooks
-
-        return gate_hooks(self, base)
-
     @property
     def enabled(self) -> bool:
         return self._enabled
@@ -132,14 +147,6 @@ class Gatekeeper:
     @property
     def merges_retried_input(self) -> bool:
         return self._config.merge_retried_input
-
-    def history_limit(self, run_settings: SessionSettings | None) -> int | None:
-        from agents.memory.session_settings import SessionSettings
-
-        settings = self.session.session_settings or SessionSettings()
-        if run_settings is not None:
-            settings = settings.resolve(run_settings)
-        return settings.limit
 
     async def admit(self, context: MutableMapping[str, Any] | None) -> None:
         """Settle pending intents, then refuse a run whose state is older than the session (a

@@ -26,11 +26,10 @@ from typing import TYPE_CHECKING, Any
 from agents.memory import OpenAIConversationsSession
 
 from ..errors import ConfigurationError, UnsupportedSession
+from .admission import Gating
 
 if TYPE_CHECKING:
-    from agents import RunConfig, RunHooks
     from agents.items import TResponseInputItem
-    from agents.memory.session_settings import SessionSettings
     from agents.run_context import RunContextWrapper
 
     from .._core.policy import Resolution
@@ -209,24 +208,10 @@ class ConversationsSide(_Side):
         await self._bound()
         return await super().decisions(limit)
 
-    def run_config(self, base: RunConfig | None = None) -> RunConfig:
+    def _gatekeeper(self) -> Gating:
         if self._bound_id is not None:
-            return super().run_config(base)
-        self._gate_seen = True
-        settings = base.session_settings if base is not None else None
-        if settings is not None and settings.limit is not None:
-            self._history_limits.add(settings.limit)
-        from .gate import install_gate
-
-        return install_gate(_LateAdmission(self), base)
-
-    def hooks(self, base: RunHooks[Any] | None = None) -> RunHooks[Any]:
-        if self._bound_id is not None:
-            return super().hooks(base)
-        self._gate_seen = True
-        from .gate import gate_hooks
-
-        return gate_hooks(_LateAdmission(self), base)
+            return super()._gatekeeper()
+        return _LateAdmission(self)
 
     def __repr__(self) -> str:
         if self._bound_id is None:
@@ -251,9 +236,11 @@ def for_conversations(cls: type[Any]) -> type[Any]:
     return made
 
 
-class _LateAdmission:
+class _LateAdmission(Gating):
     """The gate's view of a wrapper whose conversation is made on first use: the session's
     own admission once its parts are made, asked for at each call."""
+
+    session: ConversationsSide
 
     def __init__(self, session: ConversationsSide) -> None:
         self.session = session
@@ -265,14 +252,6 @@ class _LateAdmission:
     @property
     def merges_retried_input(self) -> bool:
         return self.session.config.merge_retried_input
-
-    def history_limit(self, run_settings: SessionSettings | None) -> int | None:
-        from agents.memory.session_settings import SessionSettings
-
-        settings = self.session.session_settings or SessionSettings()
-        if run_settings is not None:
-            settings = settings.resolve(run_settings)
-        return settings.limit
 
     async def admit(self, context: MutableMapping[str, Any] | None) -> None:
         await self.session._bound()

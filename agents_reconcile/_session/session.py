@@ -31,6 +31,7 @@ if TYPE_CHECKING:
 
     from .._backends.journal import IntentJournal
     from .._core.policy import Resolution
+    from .admission import Gating
     from .claims import InFlight
     from .journal_client import JournalClient
     from .resolver import Resolver
@@ -329,7 +330,7 @@ class ReconcilingSession:
         if settings is not None and settings.limit is not None:
             # A fresh run of this config reads the history through this limit.
             self._history_limits.add(settings.limit)
-        return self._admission.run_config(base)
+        return self._gatekeeper().run_config(base)
 
     def hooks(self, base: RunHooks[Any] | None = None) -> RunHooks[Any]:
         """``RunHooks`` whose ``on_llm_start`` runs the gate, delegating everything to ``base``.
@@ -338,7 +339,11 @@ class ReconcilingSession:
         input from reaching the model twice.
         """
         self._gate_seen = True
-        return self._admission.hooks(base)
+        return self._gatekeeper().hooks(base)
+
+    def _gatekeeper(self) -> Gating:
+        """What the gate asks before each model call."""
+        return self._admission
 
     def _notice_ungated(self) -> None:
         """A run reached this session without the gate: say so once, naming the fix."""
