@@ -61,6 +61,10 @@ class Fault(enum.Enum):
     """Never return until cancelled; nothing is written."""
     CONCURRENT_WRITER = "concurrent_writer"
     """Another writer appends ``foreign_items`` first, then the write is rejected."""
+    SLOW = "slow"
+    """Write the whole batch after ``delay`` seconds (or, with ``write_first``, write it at
+    once and return ``delay`` seconds later): a write still under way when its caller gives
+    up, landing before or after the moment it is cancelled."""
 
 
 @dataclass
@@ -73,6 +77,12 @@ class PlannedFault:
     foreign_items: Sequence[Any] = field(
         default_factory=lambda: ({"role": "user", "content": "written by someone else"},)
     )
+    delay: float = 0.5
+    """``SLOW``: how long the write takes."""
+    write_first: bool = False
+    """``SLOW``: the batch is written at once, and the call returns after ``delay``."""
+    fired: asyncio.Event = field(default_factory=asyncio.Event, compare=False, repr=False)
+    """Set when the fault fires (the planned call has begun): wait on it to act meanwhile."""
 
 
 class FaultInjectingSession:
@@ -125,6 +135,7 @@ class FaultInjectingSession:
             return result
         self._planned = [(n, p) for n, p in self._planned if p is not planned]
         self.faults_fired.append(planned.fault)
+        planned.fired.set()
         if planned.fault is Fault.REJECT:
             raise BackendFailure("injected: write rejected")
         if planned.fault is Fault.LOST_ACK:
@@ -136,6 +147,13 @@ class FaultInjectingSession:
         if planned.fault is Fault.CONCURRENT_WRITER:
             await self.inner.add_items(list(planned.foreign_items))
             raise BackendFailure("injected: write rejected after another writer appended")
+        if planned.fault is Fault.SLOW:
+            if planned.write_first:
+                result = await write(items)
+                await asyncio.sleep(planned.delay)
+                return result
+            await asyncio.sleep(planned.delay)
+            return await write(items)
         await asyncio.Event().wait()
         raise AssertionError("unreachable")
 
@@ -224,6 +242,7 @@ class FaultInjectingConversationsClient:
         if planned is not None:
             self._planned = [(n, p) for n, p in self._planned if p is not planned]
             self.faults_fired.append(planned.fault)
+            planned.fired.set()
         return planned
 
 

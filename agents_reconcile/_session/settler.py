@@ -145,10 +145,12 @@ class Settler:
             on_extended=self._config.on_extended,
         )
         if step is Step.SETTLE:
+            # Its batch is in the history (often: a write that ended after its caller was
+            # cancelled, acknowledged and cleared from the journal meanwhile). Nothing is
+            # pending in the journal to close: the copy is dropped, the decision traced.
             decision = client.decision(
                 intent, verdict.outcome, verdict.reason, Action.SETTLED, verdict.evidence
             )
-            await client.call(client.journal.note, decision)
             await self.after_settlement(intent, context, Action.SETTLED)
             client.trail.decided(decision)
             return decision
