@@ -92,6 +92,7 @@ _HOMES: Final[dict[str, str]] = {
     "ContinuationDenied": ".errors",
     "BindingMismatch": ".errors",
     "RunStateExpired": ".errors",
+    "RunFinished": ".errors",
     "EffectUnknown": ".errors",
 }
 
@@ -150,6 +151,7 @@ if TYPE_CHECKING:
     from .errors import RecordUnsigned as RecordUnsigned
     from .errors import ResolutionRefused as ResolutionRefused
     from .errors import RevisionConflict as RevisionConflict
+    from .errors import RunFinished as RunFinished
     from .errors import RunStateExpired as RunStateExpired
     from .errors import SchemaMismatch as SchemaMismatch
     from .errors import SignatureInvalid as SignatureInvalid

@@ -1,31 +1,40 @@
-"""The ``openai-agents`` releases this package supports, checked when it is imported.
+"""What this package needs of ``openai-agents``: checked by feature, where it is used.
 
-The range is the one ``pyproject.toml`` declares (a test keeps the two equal). It starts where
-the SDK refuses to resume a ``RunState`` whose final-output save failed (0.22.1): before that,
-such a resume makes its last model call again, and over a wrapper that has completed the
-failed save both answers would be stored. Before 0.21.0 there is no ``agents.testing`` either
-(which the examples and the tests run on), and the ``openai`` client is 2.x. Above the range
-nothing has been measured. No setting widens it: a process outside it is refused, with the
-range. The installed version is read from the distribution's metadata, so the check loads
-nothing of the SDK.
+``pyproject.toml`` pins the releases this package is tested with (``TESTED``; a test keeps the
+two equal), and the installer holds a project to them. At run time nothing is inferred from a
+version number: each internal of the SDK the package relies on is looked for where it is
+needed, and its absence is an ``UnsupportedSDK`` naming what is missing and what needs it,
+never a silent change of behaviour. What the package guarantees does not rest on the SDK's own
+checks (a resumed state whose final output's save failed, for one, is refused by the wrapper
+itself); ``SDK_FEATURES`` lists what it does take from the SDK.
+
+Importing the package only checks that ``openai-agents`` is installed (read from the
+distribution's metadata: nothing of the SDK is loaded).
 """
 
 from __future__ import annotations
 
+import importlib
 import re
+from collections.abc import Callable
+from dataclasses import dataclass
 from importlib import metadata
-from typing import Final
+from typing import Any, Final
 
 from .errors import UnsupportedSDK
 
-__all__ = ["OLDEST", "SUPPORTED", "UPPER", "check_sdk", "release"]
+__all__ = [
+    "SDK_FEATURES",
+    "TESTED",
+    "Feature",
+    "check_sdk",
+    "installed_version",
+    "release",
+    "require",
+]
 
-OLDEST: Final = (0, 22, 1)
-"""The oldest supported release."""
-UPPER: Final = (0, 25, 0)
-"""The first release not supported."""
-SUPPORTED: Final = "openai-agents>=0.22.1,<0.25"
-"""The range as ``pyproject.toml`` declares it."""
+TESTED: Final = "openai-agents>=0.21.0,<0.25"
+"""The releases this package is tested with, as ``pyproject.toml`` declares them."""
 
 _RELEASE: Final = re.compile(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?")
 
@@ -39,25 +48,83 @@ def release(version: str) -> tuple[int, int, int] | None:
     return int(major), int(minor or 0), int(micro or 0)
 
 
-def check_sdk(version: str | None = None) -> None:
-    """Refuse an ``openai-agents`` outside ``SUPPORTED`` (``version``: the installed one)."""
-    if version is None:
+def installed_version() -> str | None:
+    """The installed ``openai-agents`` version (None: not installed)."""
+    try:
+        return metadata.version("openai-agents")
+    except metadata.PackageNotFoundError:
+        return None
+
+
+def check_sdk() -> None:
+    """Refuse a process without ``openai-agents`` (when the package is imported)."""
+    if installed_version() is None:
+        raise UnsupportedSDK(f"agents-reconcile needs {TESTED}, and openai-agents is not installed")
+
+
+@dataclass(frozen=True)
+class Feature:
+    """An internal of the SDK this package relies on: ``name`` (its dotted path), what needs
+    it, and how to find it (``probe``: whether it is there)."""
+
+    name: str
+    needed_for: str
+    probe: Callable[[], bool]
+
+    def present(self) -> bool:
         try:
-            version = metadata.version("openai-agents")
-        except metadata.PackageNotFoundError:
-            raise UnsupportedSDK(
-                f"agents-reconcile needs {SUPPORTED}, and openai-agents is not installed"
-            ) from None
-    found = release(version)
-    if found is None or not OLDEST <= found < UPPER or _pre_release_of(version, found):
-        raise UnsupportedSDK(
-            f"agents-reconcile supports {SUPPORTED}; openai-agents {version} is installed. "
-            "Install a release in that range (or an agents-reconcile release that supports "
-            "this one)"
-        )
+            return self.probe()
+        except Exception:
+            return False
 
 
-def _pre_release_of(version: str, found: tuple[int, int, int]) -> bool:
-    """Whether ``version`` is a pre-release of the oldest release (before it, so refused)."""
-    rest = version.strip()[len(".".join(map(str, found))) :]
-    return found == OLDEST and bool(re.match(r"\.?(a|b|rc|dev)", rest))
+def _has(module: str, *names: str) -> Callable[[], bool]:
+    def probe() -> bool:
+        found = importlib.import_module(module)
+        return all(callable(getattr(found, name, None)) for name in names)
+
+    return probe
+
+
+def _has_members(module: str, cls: str, *names: str) -> Callable[[], bool]:
+    def probe() -> bool:
+        found: Any = getattr(importlib.import_module(module), cls)
+        return all(hasattr(found, name) for name in names)
+
+    return probe
+
+
+DEFAULT_RUNNER: Final = Feature(
+    "agents.run.get_default_agent_runner / set_default_agent_runner / AgentRunner",
+    "install(), which puts the gate into every run given a ReconcilingSession",
+    _has("agents.run", "get_default_agent_runner", "set_default_agent_runner", "AgentRunner"),
+)
+ORPHAN_PRUNING: Final = Feature(
+    "agents.run_internal.items.drop_orphan_function_calls",
+    "the gate's session_input_callback, which builds a history-limited model input exactly as "
+    "the SDK does (dropping tool outputs the limit cut off from their calls)",
+    _has("agents.run_internal.items", "drop_orphan_function_calls"),
+)
+CONVERSATIONS: Final = Feature(
+    "agents.memory.OpenAIConversationsSession._get_session_id / _clear_session_id",
+    "reconciling an OpenAIConversationsSession (binding to its conversation, writing its "
+    "requests one by one with the client's retries off)",
+    _has_members(
+        "agents.memory", "OpenAIConversationsSession", "_get_session_id", "_clear_session_id"
+    ),
+)
+SDK_FEATURES: Final = (DEFAULT_RUNNER, ORPHAN_PRUNING, CONVERSATIONS)
+"""Every internal of the SDK the package relies on, each checked where it is used."""
+
+
+def require(feature: Feature, *, instead: str = "") -> None:
+    """Raise ``UnsupportedSDK`` naming ``feature`` when this SDK lacks it (``instead``: what
+    the caller can do without it)."""
+    if feature.present():
+        return
+    version = installed_version() or "(not installed)"
+    advice = f" {instead}" if instead else ""
+    raise UnsupportedSDK(
+        f"openai-agents {version} has no {feature.name}, which agents-reconcile needs for "
+        f"{feature.needed_for}.{advice} This package is tested with {TESTED}."
+    )

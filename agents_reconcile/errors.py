@@ -25,6 +25,7 @@
     └── ContinuationDenied             the run may not go on (also the SDK's ``UserError``)
         ├── BindingMismatch            the intent belongs to another backend, scheme or version
         ├── RunStateExpired            the RunState is older than the journal's retention
+        ├── RunFinished                the RunState ended at its final output: start a new run
         └── EffectUnknown              an effect started and left no receipt: not run again
 
 ``ContinuationDenied`` subclasses the SDK's ``UserError`` (an ``AgentsException``), so code
@@ -37,6 +38,7 @@ intent.
 
 from __future__ import annotations
 
+import shlex
 import threading
 from typing import TYPE_CHECKING, Final
 
@@ -64,6 +66,7 @@ __all__ = [
     "RecordUnsigned",
     "ResolutionRefused",
     "RevisionConflict",
+    "RunFinished",
     "RunStateExpired",
     "SchemaMismatch",
     "SignatureInvalid",
@@ -218,11 +221,13 @@ if TYPE_CHECKING:
 
     class RunStateExpired(ContinuationDenied): ...
 
+    class RunFinished(ContinuationDenied): ...
+
     class EffectUnknown(ContinuationDenied): ...
 
 
 _DENIALS: Final = frozenset(
-    {"ContinuationDenied", "BindingMismatch", "RunStateExpired", "EffectUnknown"}
+    {"ContinuationDenied", "BindingMismatch", "RunStateExpired", "RunFinished", "EffectUnknown"}
 )
 _defining = threading.Lock()
 
@@ -255,6 +260,13 @@ def _define_denials() -> dict[str, type[ReconcileError]]:
         ``runstate_expired``; its evidence gives the state's age and the retention. Nothing
         was written."""
 
+    class RunFinished(ContinuationDenied):
+        """The run resumes a RunState that ended at its final output, whose save raised: that
+        output is settled now (stored once, replayed if it was missing), and going on would
+        ask the model again and store a second answer. The decision's reason is
+        ``run_finished``; ``intent_id`` names the final output's write. Nothing else was
+        written: start a new run on the session."""
+
     class EffectUnknown(ContinuationDenied):
         """An effect tool's call is refused before its body runs: an earlier call under the
         same idempotency key started the effect and left no receipt (the outcome is unknown),
@@ -265,6 +277,7 @@ def _define_denials() -> dict[str, type[ReconcileError]]:
         "ContinuationDenied": ContinuationDenied,
         "BindingMismatch": BindingMismatch,
         "RunStateExpired": RunStateExpired,
+        "RunFinished": RunFinished,
         "EffectUnknown": EffectUnknown,
     }
     for name, cls in defined.items():
@@ -287,10 +300,24 @@ def __dir__() -> list[str]:
 
 
 def _describe(decision: Decision) -> str:
-    return (
-        f"agents-reconcile denied continuation of session {decision.session_id!r}: "
-        f"intent {decision.intent_id} is {decision.outcome.value} ({decision.reason.value}). "
-        f"{decision.reason.explanation} Evidence: {decision.evidence_text()}. For its "
-        f"evidence and the ways to resolve it: agents-reconcile show {decision.intent_id} "
-        "(with the application's --journal and --namespace)"
+    reason = decision.reason.value
+    if decision.names_intent:
+        what = f"intent {decision.intent_id} is {decision.outcome.value} ({reason})"
+    else:
+        what = f"the run was refused ({reason})"
+    text = (
+        f"agents-reconcile denied continuation of session {decision.session_id!r}: {what}. "
+        f"{decision.reason.explanation} Evidence: {decision.evidence_text()}."
     )
+    where = "(with the application's --journal and --namespace)"
+    if decision.names_intent and reason not in _STATE_REFUSALS:
+        return (
+            f"{text} For its evidence and the ways to resolve it: agents-reconcile show "
+            f"{decision.intent_id} {where}"
+        )
+    session = shlex.quote(decision.session_id)
+    return f"{text} The session's decisions: agents-reconcile trail {session} {where}"
+
+
+# Refusals of the run's state itself (its remedy is a new run, not an operator's resolution).
+_STATE_REFUSALS: Final = frozenset({"run_finished", "runstate_expired"})

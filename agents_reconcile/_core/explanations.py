@@ -55,6 +55,9 @@ EXPLANATIONS: Final[Mapping[str, str]] = {
     "session's write count): it cannot be vouched for, so it is refused (see its age and the "
     "retention in the evidence). Start a new run on the session, or keep states for less than "
     "the retention.",
+    "run_finished": "The run's state ended at its final output, and that output's save "
+    "raised: the write is settled now (its batch stored once), so the run is complete. Going "
+    "on would ask the model again and store a second answer: start a new run on the session.",
     "operator_resolved": "An operator resolved the intent (see the resolution, actor and "
     "reason in the evidence, next to what the rule judged at that moment).",
     "abandoned": "An operator abandoned this write (see the resolution, actor and reason "

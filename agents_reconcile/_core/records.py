@@ -43,6 +43,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "RECORD_VERSION",
+    "SESSION_WIDE",
+    "UNREADABLE",
     "Action",
     "BackendIdentity",
     "Decision",
@@ -58,6 +60,11 @@ __all__ = [
 
 RECORD_VERSION: Final = 1
 """Format version of encoded records; a record with a higher version is refused."""
+
+SESSION_WIDE: Final = "none"
+"""The intent id of a decision about the session as a whole (busy, stale), not one intent."""
+UNREADABLE: Final = "unknown"
+"""The intent id of a decision about a record that could not be read."""
 
 _SIGNED_RECORD: Final = "pending write record"
 """The domain of a record's MAC (``signing``): a signature of another kind never verifies."""
@@ -111,6 +118,7 @@ class Reason(enum.Enum):
     STATE_UNSIGNED = "state_unsigned"
     STATE_TOO_LARGE = "state_too_large"
     RUNSTATE_EXPIRED = "runstate_expired"
+    RUN_FINISHED = "run_finished"
     OPERATOR_RESOLVED = "operator_resolved"
     ABANDONED = "abandoned"
     HISTORY_REPAIRED = "history_repaired"
@@ -378,6 +386,12 @@ class Decision:
     def settled(self) -> bool:
         """Whether this decision closed the intent."""
         return self.action in (Action.SETTLED, Action.REPLAYED, Action.DROPPED)
+
+    @property
+    def names_intent(self) -> bool:
+        """Whether the decision is about one intent (not the session as a whole, nor a
+        record that could not be read)."""
+        return self.intent_id not in (SESSION_WIDE, UNREADABLE)
 
     def evidence_text(self) -> str:
         """The evidence on one line, digests shortened for people."""

@@ -11,8 +11,7 @@ from collections.abc import Mapping, MutableMapping, Sequence
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from .._core.fingerprint import digest_items
-from .._core.records import Outcome, Reason
-from .journal_client import SESSION_WIDE
+from .._core.records import SESSION_WIDE, Outcome, Reason
 from .settler import Settler
 from .state import SessionState
 
@@ -46,6 +45,10 @@ class Admission(Protocol):
     async def admit_tool(self, context: MutableMapping[str, Any] | None, tool_context: Any) -> None:
         """``admit``, then refuse an approved tool call whose output the history already
         holds: the checkpoint resumed was used before (raises)."""
+        ...
+
+    def final_output(self, context: MutableMapping[str, Any] | None) -> None:
+        """The run reached its final output: its state remembers it until the save ends."""
         ...
 
     def is_retried_input(self, history: Sequence[Any], new_input: Sequence[Any]) -> bool:
@@ -156,6 +159,17 @@ class Gatekeeper(Gating):
         await self._settler.settle_pending(context)
         # What was settled while the SDK prepared the run (before its trace opened).
         self._client.trail.flush()
+        finished = self._carried.finished(context)
+        if finished is not None:
+            # The state ended at its final output, whose save raised and is settled now: a
+            # model call would store a second answer.
+            await self._client.deny(
+                None,
+                Outcome.COMMITTED,
+                Reason.RUN_FINISHED,
+                {"final_output_write": finished},
+                intent_id=finished,
+            )
         seen_write_count = await self._carried.seen_write_count(context)
         if seen_write_count is None:
             return
@@ -188,6 +202,10 @@ class Gatekeeper(Gating):
                 {"tool_call_id": call_id, "found": "the call's output is already stored"},
                 intent_id=SESSION_WIDE,
             )
+
+    def final_output(self, context: MutableMapping[str, Any] | None) -> None:
+        if self._enabled:
+            self._carried.final_reached(context)
 
     def is_retried_input(self, history: Sequence[Any], new_input: Sequence[Any]) -> bool:
         settled = self._tail.settled

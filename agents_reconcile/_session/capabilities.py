@@ -24,7 +24,7 @@ from typing import Any, Final
 
 from .inner import reconciling_allowed, without_reconciling
 
-__all__ = ["FORWARDED", "Guard", "forwarded"]
+__all__ = ["FORWARDED", "NOT_FORWARDED", "Guard", "forwarded"]
 
 _AS_IS: Final = frozenset(
     {"_defer_compaction", "_get_deferred_compaction_response_id", "_ignore_ids_for_matching"}
@@ -35,10 +35,18 @@ _GUARDED: Final = frozenset(
         "_get_items_with_generation",
         "_add_items_with_generation",
         "_get_compaction_snapshot",
+        "_read_compaction_items",
     }
 )
 FORWARDED: Final = _AS_IS | _GUARDED
 """Names of the capability hooks a wrapper may forward."""
+
+NOT_FORWARDED: Final = {
+    "_atomic_replace_items": "looked up on the session's type to replace the whole history in "
+    "one step; without it the SDK clears and appends through the wrapper, so each write is "
+    "journaled and judged like any other (forwarded, the replacement would bypass the journal)",
+}
+"""Hooks the SDK looks up on a session that the wrapper deliberately does not offer, and why."""
 
 
 @dataclass(frozen=True)
@@ -62,6 +70,8 @@ def forwarded(name: str, target: Any, guard: Guard) -> Any:
         hook = _add_with_generation(target, guard)
     elif name == "_get_compaction_snapshot":
         hook = _snapshot(target, guard)
+    elif name == "_read_compaction_items":
+        hook = _read(target, guard)
     else:
         hook = _compaction(target, guard)
     # The SDK inspects what it calls: present the inner method's name, doc and signature.
@@ -76,6 +86,19 @@ def _get_with_generation(target: Any, guard: Guard) -> Any:
             await guard.settle()
         with without_reconciling():
             return await _call(target, callback, *args, **kwargs)
+
+    return hook
+
+
+def _read(target: Any, guard: Guard) -> Any:
+    """A read of the store's own view for compaction (an encrypted store's visible items):
+    settled first, as every read through the wrapper is."""
+
+    async def hook(*args: Any, **kwargs: Any) -> Any:
+        if guard.enabled and reconciling_allowed():
+            await guard.settle()
+        with without_reconciling():
+            return await _call(target, *args, **kwargs)
 
     return hook
 

@@ -16,12 +16,12 @@ from __future__ import annotations
 import dataclasses
 import logging
 import threading
-import warnings
 from typing import Any, Final, Protocol
 
 from agents import RunConfig, RunHooks
 from agents.lifecycle import RunHooksBase
 
+from .._sdk import DEFAULT_RUNNER, require
 from .config import env_switch
 
 __all__ = [
@@ -47,7 +47,7 @@ _lock = threading.Lock()
 
 try:  # The SDK's default-runner hook (experimental in the SDK: checked, not assumed).
     from agents.run import AgentRunner, get_default_agent_runner, set_default_agent_runner
-except ImportError:  # pragma: no cover - an SDK without the hook
+except ImportError:  # pragma: no cover - an SDK without the hook: install() says so
     AgentRunner = object  # type: ignore[misc,assignment]
     get_default_agent_runner = set_default_agent_runner = None  # type: ignore[assignment]
 
@@ -134,17 +134,13 @@ def gated_config(session: GatedSession, given: Any) -> Any:
 
 def install() -> bool:
     """Put the gate into every ``Runner.run``, ``run_sync`` and ``run_streamed`` that is given
-    a ``ReconcilingSession``. Idempotent; returns whether the gate is installed (False, with a
-    warning, when this SDK version has no default-runner hook)."""
+    a ``ReconcilingSession``. Idempotent; returns True once the gate is installed.
+
+    ``UnsupportedSDK`` (nothing installed) when this SDK has no default-runner hook: runs
+    would go ungated while the caller believes otherwise."""
     with _lock:
         if get_default_agent_runner is None or set_default_agent_runner is None:
-            warnings.warn(
-                f"this openai-agents version has no default-runner hook, so the gate cannot "
-                f"be installed process-wide: {_BY_HAND}",
-                UngatedRunWarning,
-                stacklevel=2,
-            )
-            return False
+            require(DEFAULT_RUNNER, instead=f"Without it, {_BY_HAND}.")
         current = get_default_agent_runner()
         found = _ours(current)
         if found is not None:

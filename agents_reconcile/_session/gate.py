@@ -19,10 +19,12 @@ from typing import TYPE_CHECKING, Any
 from agents import RunConfig, RunHooks
 from agents.run_config import CallModelData, ModelInputData
 
+from .._sdk import ORPHAN_PRUNING, require
+
 _drop_orphans: Callable[..., Any] | None
-try:  # The SDK's own pruning, to prune exactly as it does (a private helper: optional).
+try:  # The SDK's own pruning, to prune exactly as it does (a private helper).
     from agents.run_internal.items import drop_orphan_function_calls as _drop_orphans
-except ImportError:  # pragma: no cover - an SDK without it prunes nothing this way
+except ImportError:  # pragma: no cover - install_gate refuses to merge without it
     _drop_orphans = None
 
 if TYPE_CHECKING:
@@ -64,6 +66,9 @@ def install_gate(session: Admission, base: RunConfig | None = None) -> RunConfig
     setattr(gate, _MARK, session)
     if not session.merges_retried_input:
         return dataclasses.replace(config, call_model_input_filter=gate)
+    if _drop_orphans is None:
+        # Without the SDK's own pruning the model's input could differ from the SDK's.
+        require(ORPHAN_PRUNING, instead="ReconcileConfig(merge_retried_input=False) needs it not.")
     return dataclasses.replace(
         config,
         call_model_input_filter=gate,
@@ -100,8 +105,9 @@ def _as_without_callback(
     without its call); with a callback set it does not, so this callback does it. The items
     are the very objects given (the SDK tells history from new input by identity)."""
     combined = history + new_input
-    if not limited or _drop_orphans is None:
+    if not limited:
         return combined
+    assert _drop_orphans is not None  # install_gate requires it
     stored = set(range(len(history)))
     pruned: list[TResponseInputItem] = _drop_orphans(
         combined, pruning_indexes=stored, output_pruning_indexes=stored
@@ -130,8 +136,11 @@ class _GateHooks(RunHooks[Any]):
     async def on_agent_start(self, *args: Any, **kwargs: Any) -> None:
         await self._base.on_agent_start(*args, **kwargs)
 
-    async def on_agent_end(self, *args: Any, **kwargs: Any) -> None:
-        await self._base.on_agent_end(*args, **kwargs)
+    async def on_agent_end(self, context: Any, agent: Any, *args: Any, **kwargs: Any) -> None:
+        # The run's final output: its save comes next, and a state that ends there must
+        # never be resumed into a second answer.
+        self.session.final_output(_mapping(getattr(context, "context", None)))
+        await self._base.on_agent_end(context, agent, *args, **kwargs)
 
     async def on_handoff(self, *args: Any, **kwargs: Any) -> None:
         await self._base.on_handoff(*args, **kwargs)

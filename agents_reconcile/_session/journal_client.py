@@ -23,7 +23,16 @@ from .._backends.opening import journal_path, open_journal
 from .._backends.sqlite.journal import SQLiteJournal
 from .._core.observability import Trail
 from .._core.ownership import Owner, current_owner
-from .._core.records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
+from .._core.records import (
+    SESSION_WIDE,
+    UNREADABLE,
+    Action,
+    BackendIdentity,
+    Decision,
+    Outcome,
+    PendingWrite,
+    Reason,
+)
 from .._core.sealing import Keyring
 from ..errors import (
     ConfigurationError,
@@ -48,10 +57,6 @@ __all__ = [
 
 logger = logging.getLogger("agents_reconcile")
 
-SESSION_WIDE: Final = "none"
-"""The intent id of a decision about the session as a whole (busy, stale), not one intent."""
-UNREADABLE: Final = "unknown"
-"""The intent id of a decision about a record that could not be read."""
 
 _T = TypeVar("_T")
 _FIRST_PAUSE: Final = 0.05
@@ -269,6 +274,8 @@ class JournalClient:
         denial = errors.BindingMismatch if binding else errors.ContinuationDenied
         if reason is Reason.RUNSTATE_EXPIRED:
             denial = errors.RunStateExpired
+        elif reason is Reason.RUN_FINISHED:
+            denial = errors.RunFinished
         raise denial(decision) from cause
 
     async def note_once(self, decision: Decision) -> None:

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Any
 from agents.memory import OpenAIConversationsSession
 
 from .._core.identity import derive_identity, session_layers
-from .._core.records import BackendIdentity, Outcome, Reason
+from .._core.records import SESSION_WIDE, BackendIdentity, Outcome, Reason
 from .._core.revision import is_revisioned
 from .._core.sealing import keyring_for
 from .._core.signing import signer_for
@@ -25,7 +25,7 @@ from .admission import Gatekeeper
 from .claims import PROCESS_IN_FLIGHT, InFlight
 from .conversation_calls import ConversationCalls
 from .inner import HISTORY_METHODS, InnerSession
-from .journal_client import SESSION_WIDE, JournalClient
+from .journal_client import JournalClient
 from .journal_place import refuse_journal_in_store
 from .resolver import Resolver
 from .revision_writer import RevisionWriter

@@ -35,16 +35,17 @@ import orjson
 from blake3 import blake3
 
 from .._backends.journal import IntentState
-from .._core.records import Action, BackendIdentity, Outcome, PendingWrite, Reason
+from .._core.records import UNREADABLE, Action, BackendIdentity, Outcome, PendingWrite, Reason
 from .._core.retention import KEEP_FOREVER, Retention, expired
 from .._core.sealing import Keyring
 from .._core.signing import Signer
 from ..errors import RecordError, UnsupportedRecordVersion
-from .journal_client import UNREADABLE, JournalClient
+from .journal_client import JournalClient
 
 __all__ = [
     "CONTEXT_KEY",
     "CONTEXT_VERSION",
+    "FINAL_REACHED",
     "MAX_CARRIED",
     "CarriedState",
     "Refusal",
@@ -52,6 +53,7 @@ __all__ = [
     "check_carried",
     "context_of",
     "drop",
+    "final_output",
     "has_pending",
     "opaque_backend",
     "put",
@@ -59,6 +61,7 @@ __all__ = [
     "seen_at",
     "seen_key",
     "seen_write_count",
+    "set_final_output",
 ]
 
 CONTEXT_KEY: Final = "agents_reconcile"
@@ -71,6 +74,9 @@ _OPAQUE_CONTEXT: Final = "agents-reconcile 2026-12-01 backend identity in a run 
 _SIGNED_INTENT: Final = "runstate intent"
 _SIGNED_SEEN: Final = "runstate seen write count"
 _SIGNED_SEEN_AT: Final = "runstate seen write count and when"
+_FINAL: Final = "final_output"
+FINAL_REACHED: Final = "reached"
+"""The run reached its final output and its save has not ended yet."""
 
 
 @dataclass(frozen=True)
@@ -139,7 +145,7 @@ def drop(context: MutableMapping[str, Any], intent_id: str, signer: Signer | Non
                 if isinstance(seen_counts.get(key), int):
                     record_seen(context, key, seen_counts[key] + 1, signer)
     carried["pending"] = kept
-    if not kept and not seen_counts:
+    if not kept and not seen_counts and not carried.get(_FINAL):
         del context[CONTEXT_KEY]
 
 
@@ -149,6 +155,39 @@ def has_pending(context: MutableMapping[str, Any] | None) -> bool:
         return False
     carried = context.get(CONTEXT_KEY)
     return not isinstance(carried, MutableMapping) or bool(carried.get("pending"))
+
+
+def final_output(context: MutableMapping[str, Any] | None, key: str) -> str | None:
+    """Where the run stands with the session's save of its final output (``key``: the
+    session's ``seen_key``): None (not reached, or saved), ``FINAL_REACHED`` (reached, its
+    save not ended), or the id of the intent of its save that raised. A value that is not a
+    string is read as a save that raised, its intent unknown (fail closed)."""
+    carried = context.get(CONTEXT_KEY) if context is not None else None
+    if not isinstance(carried, MutableMapping):
+        return None
+    marks = carried.get(_FINAL)
+    if not isinstance(marks, MutableMapping) or key not in marks:
+        return None
+    value = marks[key]
+    return value if isinstance(value, str) and value else UNREADABLE
+
+
+def set_final_output(context: MutableMapping[str, Any], key: str, value: str | None) -> None:
+    """Record (or, with None, forget) where the run stands with its final output's save."""
+    carried = context.get(CONTEXT_KEY)
+    if value is None:
+        marks = carried.get(_FINAL) if isinstance(carried, MutableMapping) else None
+        if isinstance(marks, MutableMapping):
+            marks.pop(key, None)
+            if not marks:
+                del carried[_FINAL]  # type: ignore[union-attr]
+        return
+    if not isinstance(carried, MutableMapping):
+        carried = context[CONTEXT_KEY] = {"version": CONTEXT_VERSION, "pending": []}
+    marks = carried.get(_FINAL)
+    if not isinstance(marks, MutableMapping):
+        marks = carried[_FINAL] = {}
+    marks[key] = value
 
 
 def seen_key(session_id: str, backend: BackendIdentity | str) -> str:
@@ -369,8 +408,40 @@ class CarriedState:
         )
 
     def put(self, context: MutableMapping[str, Any], intent: PendingWrite) -> None:
-        """Carry a copy of ``intent`` (signed, with a signer)."""
+        """Carry a copy of ``intent`` (signed, with a signer), an append that raised. When the
+        run had reached its final output, this is that output's save: the state remembers it."""
         put(context, intent, self.signer)
+        if final_output(context, self.key) == FINAL_REACHED:
+            set_final_output(context, self.key, intent.intent_id)
+
+    # -- the run's final output ---------------------------------------------------------------
+    #
+    # A run ends with the save of its final output. When that save raises, the run's state is
+    # at its end: resuming it would ask the model again and store a second answer next to the
+    # first (which the settlement of the save stores once). The state remembers the save
+    # (``final_output``) so that the gate refuses such a resume itself, whatever the SDK does.
+
+    def final_reached(self, context: MutableMapping[str, Any] | None) -> None:
+        """The run reached its final output (its save comes next)."""
+        if context is not None:
+            set_final_output(context, self.key, FINAL_REACHED)
+
+    def saved(self, context: MutableMapping[str, Any] | None) -> None:
+        """An append of the run ended well: a final output reached is saved now."""
+        if context is not None and final_output(context, self.key) == FINAL_REACHED:
+            set_final_output(context, self.key, None)
+
+    def finished(self, context: MutableMapping[str, Any] | None) -> str | None:
+        """The final output's save that raised, if the run's state ended there (its intent's
+        id, ``UNREADABLE`` when the mark is damaged). A mark of a final output reached and
+        never saved (a run that had nothing to save) is forgotten: a model call means a run
+        goes on."""
+        found = final_output(context, self.key)
+        if found == FINAL_REACHED:
+            assert context is not None
+            set_final_output(context, self.key, None)
+            return None
+        return found
 
     def drop(self, context: MutableMapping[str, Any], intent_id: str) -> None:
         """Carry no more the copy of a settled intent."""

@@ -24,7 +24,7 @@ from .._backends.journal import IntentState, Opened
 from .._core import crashpoints
 from .._core.crashpoints import CrashPoint
 from .._core.fingerprint import digest_items, journal_batch
-from .._core.records import Outcome, PendingWrite, Reason
+from .._core.records import SESSION_WIDE, Outcome, PendingWrite, Reason
 from ..errors import (
     FingerprintError,
     JournalError,
@@ -32,7 +32,6 @@ from ..errors import (
 )
 from . import runstate
 from .claims import caller_cancelled, despite_cancellation, outliving_cancellation
-from .journal_client import SESSION_WIDE
 from .settler import Settler
 from .state import Clearing, SessionState, TailView, built_intent
 
@@ -98,10 +97,12 @@ class Writer:
         batch, digests = journal_batch(items, ignore_ids=self.ignore_ids, scheme=self.scheme)
         if not items:
             await self._inner.append(items, wrapper)
+            self._carried.saved(context)
             return
         progress = Progress(self._config.in_flight_wait)
         try:
             await self.append(items, batch, digests, context, wrapper, progress)
+            self._carried.saved(context)
         except BaseException as exc:
             if not progress.started and not isinstance(exc, errors.ContinuationDenied):
                 # Raised while settling an earlier write (its replay failed, say): this

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from agents import Agent, FunctionTool, RunConfig, Runner, RunState, function_tool
+from agents import Agent, FunctionTool, RunConfig, RunHooks, Runner, RunState, function_tool
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
@@ -100,12 +100,13 @@ async def run(
     streamed: bool,
     context: Any = None,
     run_config: RunConfig | None = None,
+    hooks: RunHooks[Any] | None = None,
 ) -> Any:
     """Run to completion, streamed or not; return the result (streamed results too)."""
     config = run_config if run_config is not None else session.run_config()
     if streamed:
         result = Runner.run_streamed(
-            agent, start, session=session, run_config=config, context=context
+            agent, start, session=session, run_config=config, context=context, hooks=hooks
         )
         try:
             async for _ in result.stream_events():
@@ -114,7 +115,9 @@ async def run(
             exc.streamed_result = result  # type: ignore[attr-defined]
             raise
         return result
-    return await Runner.run(agent, start, session=session, run_config=config, context=context)
+    return await Runner.run(
+        agent, start, session=session, run_config=config, context=context, hooks=hooks
+    )
 
 
 async def resume_state(agent: Agent[Any], text: str) -> RunState[Any]:
