@@ -75,8 +75,11 @@ EXPLANATIONS: Final[Mapping[str, str]] = {
     "would continue from an effect nobody can vouch for.",
     "stale_state": "The session was written after this run last saw it (a RunState "
     "checkpoint older than the history, or another writer): continuing would write on a "
-    "history the run has not seen, repeating what is already there. Resume the newest "
-    "state, or start a new run on the session.",
+    "history the run has not seen, repeating what is already there (an approved tool would run "
+    "again). Resume the newest state: after a resume that raised, the state the failed run "
+    "left (the RunState object given to Runner.run, which the SDK advances in place, or the "
+    "streamed result's to_state()), not the checkpoint it started from. Or start a new run on "
+    "the session.",
 }
 """Why a decision came out as it did, for each ``Reason`` by its value: a sentence for people."""
 
