@@ -27,6 +27,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import time
+from collections import OrderedDict
 from collections.abc import MutableMapping
 from dataclasses import dataclass, field
 from typing import Any, Final, NoReturn
@@ -35,7 +36,15 @@ import orjson
 from blake3 import blake3
 
 from .._backends.journal import IntentState
-from .._core.records import UNREADABLE, Action, BackendIdentity, Outcome, PendingWrite, Reason
+from .._core.records import (
+    UNREADABLE,
+    Action,
+    BackendIdentity,
+    Outcome,
+    PendingWrite,
+    Reason,
+    new_write_id,
+)
 from .._core.retention import KEEP_FOREVER, Retention, expired
 from .._core.sealing import Keyring
 from .._core.signing import Signer
@@ -55,6 +64,8 @@ __all__ = [
     "drop",
     "final_output",
     "has_pending",
+    "judge_live",
+    "judged_live",
     "opaque_backend",
     "put",
     "record_seen",
@@ -188,6 +199,39 @@ def set_final_output(context: MutableMapping[str, Any], key: str, value: str | N
     if not isinstance(marks, MutableMapping):
         marks = carried[_FINAL] = {}
     marks[key] = value
+
+
+# -- a run under way ---------------------------------------------------------------------------
+#
+# A state's age is judged once, when a run takes it up: a turn in progress is never refused for
+# the time it takes (a slow tool, a long model call). The run's context object is marked with a
+# token that this process remembers against that very object; a copy of the context (the same
+# state resumed again, here or elsewhere) is another object, and is judged afresh.
+
+_LIVE_KEY: Final = "run"
+_LIVE_LIMIT: Final = 4096
+_LIVE_RUNS: OrderedDict[str, int] = OrderedDict()
+"""Token -> id of the context object whose state this process judged, newest last."""
+
+
+def judged_live(context: MutableMapping[str, Any] | None) -> bool:
+    """Whether this process judged the state of this very context object already: its run is
+    under way."""
+    carried = context.get(CONTEXT_KEY) if context is not None else None
+    token = carried.get(_LIVE_KEY) if isinstance(carried, MutableMapping) else None
+    return isinstance(token, str) and _LIVE_RUNS.get(token) == id(context)
+
+
+def judge_live(context: MutableMapping[str, Any]) -> None:
+    """The state this context carries was judged now: its run is under way from here."""
+    carried = context.get(CONTEXT_KEY)
+    if not isinstance(carried, MutableMapping):
+        return  # nothing carried, nothing to judge later either
+    token = new_write_id()
+    carried[_LIVE_KEY] = token
+    _LIVE_RUNS[token] = id(context)
+    while len(_LIVE_RUNS) > _LIVE_LIMIT:
+        _LIVE_RUNS.popitem(last=False)
 
 
 def seen_key(session_id: str, backend: BackendIdentity | str) -> str:
@@ -377,11 +421,12 @@ class CarriedState:
 
     async def _refuse_stamped_older(self, context: MutableMapping[str, Any]) -> None:
         """``refuse_if_expired`` once the seen write count was checked."""
-        if self.retention.keeps_everything:
+        if self.retention.keeps_everything or judged_live(context):
             return
         stamp = seen_at(context, self.key)
         if stamp is not None:
             await self._refuse_older(stamp, "seen_at")
+        judge_live(context)
 
     async def _refuse_older(
         self, stamp: float, what: str, intent: PendingWrite | None = None
@@ -514,7 +559,8 @@ class CarriedState:
             entry = await client.call(journal.get, intent.intent_id)
             if entry is None:
                 # Neither settled nor unresolved here: its decision may have been pruned.
-                await self._refuse_older(intent.created_at, "intent_created_at", intent)
+                if not judged_live(context):
+                    await self._refuse_older(intent.created_at, "intent_created_at", intent)
                 if self.signer is None:
                     unverified.append(intent)
                     continue

@@ -39,10 +39,8 @@ async def failed_resume(world: World, fault: Fault, *, streamed: bool) -> tuple[
     world.faulty.plan(fault, at=1)
     with pytest.raises(BackendFailure) as raised:
         await run(agent, state, session, streamed=streamed, hooks=session.hooks())
-    if streamed:
-        left = raised.value.streamed_result.to_state()  # type: ignore[attr-defined]
-    else:
-        left = state  # advanced in place by the SDK
+    # Streamed, the result hands out the state; run, the SDK advanced the one it was given.
+    left = raised.value.streamed_result.to_state() if streamed else state  # type: ignore[attr-defined]
     return agent, checkpoint, left.to_string()
 
 

@@ -224,3 +224,84 @@ def test_retention_refuses_what_it_cannot_mean() -> None:
     assert Retention(decisions=60).seconds("decisions") == 60.0
     assert Retention(None, None, None).runstates is None
     assert Retention(decisions=5, receipts=3, idle_sessions=None).runstates == timedelta(seconds=3)
+
+
+def slow_agent(world: World, seconds: float, *, approval: bool) -> Agent[Any]:
+    """An agent whose one tool takes ``seconds`` (and needs approval, if asked)."""
+    from agents import function_tool
+    from agents.testing import function_call
+
+    charges = world.charges
+
+    @function_tool(needs_approval=approval)
+    async def charge_card(amount: int) -> str:
+        """Charge the customer's card, slowly."""
+        await asyncio.sleep(seconds)
+        charges.append(amount)
+        return f"charged {amount}"
+
+    model = ScriptedModel(
+        [
+            [function_call("charge_card", {"amount": 5}, call_id="c1")],
+            [assistant_message("done")],
+        ]
+    )
+    return Agent(name="assistant", model=model, tools=[charge_card])
+
+
+LIVE = 1.2
+"""A retention (seconds) that a turn in progress outlasts in the tests below."""
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
+async def test_a_turn_in_progress_is_never_refused_for_the_time_it_takes(
+    tmp_path: Path, streamed: bool
+) -> None:
+    """A state resumed within the retention whose approved tool then takes past it goes on:
+    the state's age is judged once, when the run takes it up; the same state resumed again
+    once it is older than the retention is refused, in the same process too."""
+    from ..support.backends import BACKENDS
+
+    world = World(BACKENDS[0], tmp_path)
+    try:
+        session = await world.start(
+            retention=short(decisions=LIVE, receipts=LIVE, idle_sessions=LIVE)
+        )
+        agent = slow_agent(world, LIVE * 0.8, approval=True)
+        result = await run(agent, "hi", session, streamed=False, context={})
+        state = result.to_state()
+        state.approve(result.interruptions[0])
+        text = state.to_string()
+        await asyncio.sleep(LIVE * 0.4)
+
+        session = await world.restart()
+        agent = slow_agent(world, LIVE * 0.8, approval=True)
+        await with_hooks(agent, await RunState.from_string(agent, text), session, streamed=streamed)
+        assert await world.history() == ["user:hi", "call:c1", "output:c1", "assistant:done"]
+        assert world.charges == [5]
+
+        again = await RunState.from_string(agent, text)
+        with pytest.raises(RunStateExpired):
+            await with_hooks(agent, again, await world.restart(), streamed=streamed)
+        assert world.charges == [5]
+    finally:
+        await world.close()
+
+
+@pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
+async def test_a_fresh_run_whose_tool_outlasts_the_retention_goes_on(
+    tmp_path: Path, streamed: bool
+) -> None:
+    """A fresh run is never refused for a tool that takes longer than the retention."""
+    from ..support.backends import BACKENDS
+
+    world = World(BACKENDS[0], tmp_path)
+    try:
+        session = await world.start(
+            retention=short(decisions=LIVE, receipts=LIVE, idle_sessions=LIVE)
+        )
+        agent = slow_agent(world, LIVE * 1.3, approval=False)
+        await run(agent, "hi", session, streamed=streamed, context={}, hooks=session.hooks())
+        assert await world.history() == ["user:hi", "call:c1", "output:c1", "assistant:done"]
+    finally:
+        await world.close()
