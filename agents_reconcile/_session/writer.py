@@ -46,6 +46,9 @@ logger = logging.getLogger("agents_reconcile")
 Context = MutableMapping[str, Any] | None
 _T = TypeVar("_T")
 
+MIN_ATTEMPTS = 3
+"""An append builds its intent this often before a spent wait bound denies it."""
+
 
 class Progress:
     """Where one append stands: how often it had to build its intent again (against its wait
@@ -59,7 +62,10 @@ class Progress:
 
     @property
     def spent(self) -> bool:
-        return time.monotonic() >= self._deadline
+        """Whether the wait bound ran out, counting at least ``MIN_ATTEMPTS`` attempts: one
+        slow attempt (a loaded machine, a slow journal) is not another writer holding the
+        session, and the retry it is refused into is the common case after a stale memory."""
+        return self.attempts >= MIN_ATTEMPTS and time.monotonic() >= self._deadline
 
     def pause(self) -> float:
         # Each refused attempt means another writer got through: a short, growing, random

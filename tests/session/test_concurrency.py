@@ -228,3 +228,37 @@ async def test_verify_tail_rereads_before_every_append(tmp_path: Path) -> None:
     [decision] = await session.reconcile()
     assert decision.outcome is Outcome.COMMITTED
     assert await texts(counting.inner) == ["x", "u", "x", "u"]
+
+
+class SlowFirstOpening(SQLiteJournal):
+    """A journal whose first opening answers late (a loaded machine, a slow journal)."""
+
+    slow = True
+
+    async def open_intent(self, *args: Any, **kwargs: Any) -> Any:
+        found = await super().open_intent(*args, **kwargs)
+        if self.slow:
+            self.slow = False
+            await asyncio.sleep(0.2)
+        return found
+
+
+async def test_one_slow_attempt_refused_by_a_stale_memory_is_retried_not_denied(
+    tmp_path: Path,
+) -> None:
+    """An append whose first attempt took longer than in_flight_wait and was refused (another
+    wrapper wrote after the tail this one remembered) builds its intent again instead of
+    being denied session_busy: a slow attempt is not a session held by someone else."""
+    journal = SlowFirstOpening(tmp_path / "journal.db")
+    config = ReconcileConfig(journal=journal, in_flight_wait=0.05)
+    first = ReconcilingSession(SQLiteSession("s", tmp_path / "chat.db"), config=config)
+    second = ReconcilingSession(
+        SQLiteSession("s", tmp_path / "chat.db"),
+        config=ReconcileConfig(journal=tmp_path / "journal.db"),
+    )
+    journal.slow = False
+    await first.add_items([item("a")])
+    await second.add_items([item("b")])  # the first wrapper's memory of the tail is stale now
+    journal.slow = True
+    await first.add_items([item("c")])
+    assert await texts(first) == ["a", "b", "c"]
