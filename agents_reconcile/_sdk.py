@@ -33,7 +33,7 @@ __all__ = [
     "require",
 ]
 
-TESTED: Final = "openai-agents>=0.21.0,<0.25"
+TESTED: Final = "openai-agents>=0.22.1,<0.25"
 """The releases this package is tested with, as ``pyproject.toml`` declares them."""
 
 _RELEASE: Final = re.compile(r"(\d+)(?:\.(\d+))?(?:\.(\d+))?")

@@ -55,7 +55,7 @@ def looked_up_on_sessions() -> dict[str, list[str]]:
 def test_the_scan_finds_the_hooks_known_to_be_looked_up() -> None:
     """The scan itself works: it sees hooks the SDK is known to read off a session."""
     found = looked_up_on_sessions()
-    assert {"_get_items_with_generation", "_ignore_ids_for_matching"} <= set(found)
+    assert "_ignore_ids_for_matching" in found and len(found) >= 3, found
 
 
 def test_every_session_hook_the_sdk_looks_up_is_forwarded_or_listed_as_not() -> None:
