@@ -73,6 +73,10 @@ async def test_a_runstate_older_than_the_retention_is_refused_before_its_tool_ru
         assert isinstance(denied.value, ContinuationDenied)
         assert decision.evidence["retention_seconds"] == SHORT
         assert decision.evidence["age_seconds"] > SHORT
+        # The state is refused, not an intent: no "intent unknown", no hint that finds nothing.
+        message = str(denied.value)
+        assert "intent unknown" not in message and "show unknown" not in message
+        assert "the run was refused (runstate_expired)" in message
         assert world.charges == [], "the approved tool did not run"
         assert await world.history() == ["user:hi", "call:c1"]
     finally:
