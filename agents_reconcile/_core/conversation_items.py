@@ -154,18 +154,18 @@ def _content_view(content: Any, role: Any) -> Any:
 def _part_view(part: Any) -> Any:
     if not isinstance(part, dict):
         return _without_nulls(part)
-    part_type = part.get("type")
-    known = isinstance(part_type, str)
+    named = part.get("type")
+    part_type = named if isinstance(named, str) else ""
     view = {
         key: value
         for key, value in part.items()
         if value is not None and not (key in EMPTY_PART_FIELDS and value == [])
     }
     changed = len(view) != len(part)
-    withheld = _PART_WITHHELD.get(part_type) if known else None
+    withheld = _PART_WITHHELD.get(part_type)
     if withheld is not None and _drop(view, withheld):
         changed = True
-    for key, default in PART_DEFAULTS.get(part_type, {}).items() if known else ():
+    for key, default in PART_DEFAULTS.get(part_type, {}).items():
         if key not in view:
             view[key] = default
             changed = True

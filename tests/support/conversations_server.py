@@ -157,11 +157,15 @@ class ArmedFault:
     """The error code a ``reject`` answers."""
     param: str | None = None
     """The parameter a ``reject`` names."""
+    holding: str | None = None
+    """Fire only on requests whose body holds this text (None: on any)."""
     fired: int = 0
     """How many requests this fault has acted on."""
 
-    def matches(self, kind: str, number: int) -> bool:
+    def matches(self, kind: str, number: int, raw: bytes) -> bool:
         if kind != self.kind or number < self.first:
+            return False
+        if self.holding is not None and self.holding.encode() not in raw:
             return False
         return self.last is None or number <= self.last
 
@@ -353,6 +357,7 @@ class ConversationsServer:
         message: str = "Injected failure.",
         code: str | None = "injected_fault",
         param: str | None = None,
+        holding: str | None = None,
     ) -> ArmedFault:
         """Fire ``fault`` on the ``nth`` request of ``kind`` counted from now (1 is the next
         one), and on the ``times - 1`` requests of that kind after it (every one from then on
@@ -360,10 +365,12 @@ class ConversationsServer:
 
         ``reject`` answers ``status`` with an error body of ``message``, ``code`` and
         ``param`` (and ``retry-after-ms`` when ``retry_after`` seconds are given) and changes
-        nothing; ``commit_then_drop`` does the work, then closes the
-        connection without a response; ``delay`` sleeps ``seconds`` first, then handles the
-        request normally. Several faults may act on one request: delays first, then the
-        first reject or drop armed.
+        nothing (as the service refuses an item naming a file that no longer exists: ``status``
+        400, and ``holding`` the file's id, with ``times`` None); ``commit_then_drop`` does the
+        work, then closes the connection without a response; ``delay`` sleeps ``seconds``
+        first, then handles the request normally. With ``holding``, only requests whose body
+        holds that text are acted on (every request of ``kind`` is still counted). Several
+        faults may act on one request: delays first, then the first reject or drop armed.
         """
         if kind not in _KINDS:
             raise ValueError(f"unknown request kind {kind!r}")
@@ -386,6 +393,7 @@ class ConversationsServer:
                 message=message,
                 code=code,
                 param=param,
+                holding=holding,
             )
             self._faults.append(armed)
         return armed
@@ -452,11 +460,11 @@ class ConversationsServer:
             kind, names = self._route(handler.command, parts.path)
             include = _include(parsed)
         except _Failure as failure:
-            self._record(handler.command, target, body, None)
+            self._record(handler.command, target, body, None, raw)
             self._fail(handler, failure)
             return
 
-        faults = self._record(handler.command, target, body, kind)
+        faults = self._record(handler.command, target, body, kind, raw)
         for fault in faults:
             if fault.fault == "delay" and self._stopping.wait(fault.seconds):
                 handler.drop()
@@ -483,7 +491,9 @@ class ConversationsServer:
             return
         handler.answer(status, answer)
 
-    def _record(self, method: str, target: str, body: Any, kind: str | None) -> list[ArmedFault]:
+    def _record(
+        self, method: str, target: str, body: Any, kind: str | None, raw: bytes
+    ) -> list[ArmedFault]:
         """Note the request and return the faults that act on it."""
         items = body.get("items") if isinstance(body, dict) else None
         count = len(items) if isinstance(items, list) else 0
@@ -493,7 +503,7 @@ class ConversationsServer:
                 return []
             self._counts[kind] += 1
             number = self._counts[kind]
-            acting = [fault for fault in self._faults if fault.matches(kind, number)]
+            acting = [fault for fault in self._faults if fault.matches(kind, number, raw)]
             for fault in acting:
                 fault.fired += 1
             return acting
