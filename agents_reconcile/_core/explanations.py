@@ -26,7 +26,9 @@ EXPLANATIONS: Final[Mapping[str, str]] = {
     "write_refused": "The store refused the write outright: its answer proves that the "
     "refused request stored nothing and that sending it again would be refused the same way. "
     "The requests before it (see landed) stay in the history; the refused request and any "
-    "after it (see dropped) are never sent, and the session goes on without them.",
+    "after it (see dropped) are never sent, and the session goes on without them. A run "
+    "whose state still carries the write (a RunState saved before) is refused: start a new "
+    "run on the session.",
     "operator_required": "The batch is missing and on_unchanged='fail' leaves replaying "
     "it to an operator.",
     "in_flight_elsewhere": "Another live worker owns this write and it is still in flight.",

@@ -8,6 +8,7 @@ pending, and it is reconciled as before."""
 from __future__ import annotations
 
 import asyncio
+import copy
 from pathlib import Path
 from typing import Any
 
@@ -249,3 +250,60 @@ def test_the_statuses_that_end_a_write_are_those_that_prove_it_would_be_refused_
     assert sorted(REFUSED_OUTRIGHT) == [400, 404, 410, 413, 415, 422]
     for status in (401, 403, 408, 409, 425, 429, 500, 502, 503, 504):
         assert not refused_outright(status)
+
+
+@pytest.mark.filterwarnings("ignore::agents_reconcile.UngatedRunWarning")
+async def test_a_saved_state_still_carrying_a_refused_write_is_refused_when_resumed(
+    server: ConversationsServer, client: AsyncOpenAI, tmp_path: Path
+) -> None:
+    """A run's state saved while the write was pending still carries it after the store refused
+    its completion outright: resuming that state is denied (``write_refused``) rather than
+    going on from a batch the store never took, while the session itself goes on."""
+    from agents.run_context import RunContextWrapper
+
+    from agents_reconcile import ContinuationDenied
+
+    session = wrap(client, tmp_path)
+    await session.get_items()
+    batch = history(45)
+    batch[25] = naming_the_deleted_file("message 25")
+    live: dict[str, Any] = {}
+    server.arm(kind="create_items", fault="commit_then_drop")
+    with pytest.raises(openai.APIConnectionError):
+        await session.add_items(batch, wrapper=RunContextWrapper(live))
+    saved = copy.deepcopy(live)
+    assert saved["agents_reconcile"]["pending"]
+    refuse_the_deleted_file(server, 5)
+
+    with pytest.raises(WriteRefused):
+        await session.reconcile(live)
+    assert not live["agents_reconcile"]["pending"]
+    with pytest.raises(ContinuationDenied) as denied:
+        await session.get_items(wrapper=RunContextWrapper(saved))
+    assert denied.value.decision.reason is Reason.WRITE_REFUSED
+    assert denied.value.decision.evidence["landed"] == 20
+    assert len(await session.get_items()) == 20
+
+
+async def test_an_operators_replay_the_service_refuses_outright_is_recorded_as_refused(
+    server: ConversationsServer, client: AsyncOpenAI, tmp_path: Path
+) -> None:
+    """An operator replays a pending write (``on_unchanged="fail"`` left it to them) and the
+    service refuses it outright: ``WriteRefused``, the intent settled as refused with the
+    operator's name in its evidence, nothing pending."""
+    session = wrap(client, tmp_path, on_unchanged="fail")
+    await session.get_items()
+    server.arm(kind="create_items", fault="reject", status=500)
+    with pytest.raises(openai.InternalServerError):
+        await session.add_items([naming_the_deleted_file("what is in it?")])
+    (pending,) = await session.pending()
+    refuse_the_deleted_file(server, 0)
+
+    with pytest.raises(WriteRefused) as raised:
+        await session.resolve(pending.intent_id, "replay", reason="send it", actor="ops")
+    assert raised.value.intent_id == pending.intent_id
+    assert await session.pending() == []
+    decision = (await session.decisions())[0]
+    assert (decision.reason, decision.action) == (Reason.WRITE_REFUSED, Action.DROPPED)
+    assert decision.evidence["actor"] == "ops"
+    assert server.stored(session.session_id) == []
