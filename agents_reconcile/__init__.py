@@ -82,6 +82,7 @@ _HOMES: Final[dict[str, str]] = {
     "UnsupportedRecordVersion": ".errors",
     "RecordMalformed": ".errors",
     "RevisionConflict": ".errors",
+    "WriteRefused": ".errors",
     "ResolutionRefused": ".errors",
     "SchemaMismatch": ".errors",
     "JournalError": ".errors",
@@ -158,6 +159,7 @@ if TYPE_CHECKING:
     from .errors import UnsupportedRecordVersion as UnsupportedRecordVersion
     from .errors import UnsupportedSDK as UnsupportedSDK
     from .errors import UnsupportedSession as UnsupportedSession
+    from .errors import WriteRefused as WriteRefused
 
 
 def __getattr__(name: str) -> object:

@@ -15,6 +15,7 @@
     │   ├── UnsupportedRecordVersion   written by a newer (or unknown) format version
     │   └── RecordMalformed            not a record at all (truncated, wrong shape)
     ├── RevisionConflict               a revisioned append found another head (nothing written)
+    ├── WriteRefused                   the store refused a write outright: recorded, not resent
     ├── ResolutionRefused              an operator's resolution was refused (nothing written)
     ├── SchemaMismatch                 a store's schema is missing (migrate) or newer (upgrade)
     ├── JournalError                   the intent journal could not be used
@@ -33,7 +34,10 @@ that handles the SDK's own refusal keeps working, and the SDK attaches ``run_dat
 when it escapes a run. Both denials are defined, and the SDK loaded, when one of them is first
 used; the rest of this module needs nothing from the SDK. A failed ``add_items`` is *not*
 translated: the backend's own exception reaches the caller, with a note naming the pending
-intent.
+intent. The one exception to that is ``WriteRefused``: an answer that proves nothing of a
+write was stored and that sending it again would be refused the same way (an OpenAI
+conversation's HTTP 400, say) is a known outcome, recorded as a decision and raised as such
+(the service's own exception is its ``__cause__``, except where payloads are sealed).
 """
 
 from __future__ import annotations
@@ -73,6 +77,7 @@ __all__ = [
     "UnsupportedRecordVersion",
     "UnsupportedSDK",
     "UnsupportedSession",
+    "WriteRefused",
 ]
 
 
@@ -158,6 +163,51 @@ class RevisionConflict(ReconcileError):
         super().__init__(message)
         self.expected = expected
         self.actual = actual
+
+
+class WriteRefused(ReconcileError):
+    """The store refused a write outright: its answer (``status``: an HTTP 400, 404, 410, 413,
+    415 or 422 from an OpenAI conversation) proves that the refused request stored nothing and
+    that sending it again would be refused the same way. That is a known outcome, not an
+    uncertain one: the intent is settled with a decision (reason ``write_refused``, action
+    ``dropped``) and nothing of the batch is sent again, so the session goes on without it, as
+    the bare session does.
+
+    ``refused`` is the positions in the batch of the refused request's items, ``item`` the one
+    the service's answer names (None when it names none); the ``landed`` items before them
+    (earlier requests of the same batch, stored whole) stay in the history, and the
+    ``dropped`` ones (the refused request and any after it) were not stored and are never
+    sent. ``status``, ``code`` and ``param`` are the service's answer; ``service_message`` is
+    its message, None where payloads are sealed (a message may quote an item). ``decision``
+    is the recorded decision; ``intent_id`` and ``session_id`` name it.
+    """
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        decision: Decision,
+        status: int,
+        code: str | None,
+        param: str | None,
+        service_message: str | None,
+        refused: range,
+        item: int | None,
+        landed: int,
+        dropped: int,
+    ) -> None:
+        super().__init__(message)
+        self.decision = decision
+        self.intent_id = decision.intent_id
+        self.session_id = decision.session_id
+        self.status = status
+        self.code = code
+        self.param = param
+        self.service_message = service_message
+        self.refused = refused
+        self.item = item
+        self.landed = landed
+        self.dropped = dropped
 
 
 class ResolutionRefused(ReconcileError):

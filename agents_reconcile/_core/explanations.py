@@ -23,6 +23,12 @@ EXPLANATIONS: Final[Mapping[str, str]] = {
     "partial_commit": "Only the first items of the batch are in the history.",
     "chunks_landed": "The batch's first requests are in the history, whole, and nothing after "
     "them: the rest of the batch is missing and is appended once, in order.",
+    "write_refused": "The store refused the write outright: its answer proves that the "
+    "refused request stored nothing and that sending it again would be refused the same way. "
+    "The requests before it (see landed) stay in the history; the refused request and any "
+    "after it (see dropped) are never sent, and the session goes on without them. A run "
+    "whose state still carries the write (a RunState saved before) is refused: start a new "
+    "run on the session.",
     "operator_required": "The batch is missing and on_unchanged='fail' leaves replaying "
     "it to an operator.",
     "in_flight_elsewhere": "Another live worker owns this write and it is still in flight.",

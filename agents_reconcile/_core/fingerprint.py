@@ -40,7 +40,7 @@ import orjson
 from blake3 import blake3
 
 from ..errors import FingerprintError, UnsupportedRecordVersion
-from .conversation_items import conversation_view
+from .conversation_items import VIEW_VERSIONS, conversation_view
 
 __all__ = [
     "CONVERSATION_SCHEME",
@@ -61,11 +61,14 @@ __all__ = [
 
 FINGERPRINT_SCHEME: Final = "blake3-orjson-sorted/2"
 """Name and version of the digest scheme; part of every record's binding."""
-CONVERSATION_SCHEME: Final = "blake3-orjson-sorted/2+conversation-items/1"
+CONVERSATION_SCHEME: Final = "blake3-orjson-sorted/2+conversation-items/2"
 """The scheme of OpenAI Conversations sessions: the same digest, over each item's
-``conversation_view`` (what the service adds or rewrites left out)."""
-SCHEMES: Final = (FINGERPRINT_SCHEME, CONVERSATION_SCHEME)
-"""The schemes this release reads and computes."""
+``conversation_view`` (what the service adds, rewrites or withholds left out)."""
+_CONVERSATION_PREFIX: Final = "blake3-orjson-sorted/2+conversation-items/"
+_VIEWS: Final = {f"{_CONVERSATION_PREFIX}{version}": version for version in VIEW_VERSIONS}
+SCHEMES: Final = (FINGERPRINT_SCHEME, *_VIEWS)
+"""The schemes this release reads and computes (records made under an earlier Conversations
+scheme are judged under it: its view is still computed)."""
 
 Path: TypeAlias = tuple[str | int, ...]
 NonFinite: TypeAlias = tuple[Path, str]
@@ -95,9 +98,9 @@ _NONFINITE_VALUES: Final[dict[str, float]] = {"nan": math.nan, "inf": math.inf, 
 """The non-finite floats by the names a record's ``nonfinite`` marks give them."""
 
 
-def canonical_item(item: Any, *, ignore_ids: bool = False, conversation: bool = False) -> Any:
+def canonical_item(item: Any, *, ignore_ids: bool = False, view: int = 0) -> Any:
     """Return the JSON-shaped form of ``item`` that digests and records are made from
-    (``conversation``: as ``CONVERSATION_SCHEME`` sees it)."""
+    (``view``: as version ``view`` of a Conversations scheme sees it; 0: none)."""
     if isinstance(item, dict):
         payload: Any = item
     elif hasattr(item, "model_dump"):
@@ -118,8 +121,8 @@ def canonical_item(item: Any, *, ignore_ids: bool = False, conversation: bool = 
             for key, value in payload.items()
             if key not in _SESSION_ONLY_KEYS and not (ignore_ids and key == "id")
         }
-    if conversation and isinstance(payload, dict):
-        payload = conversation_view(payload)
+    if view and isinstance(payload, dict):
+        payload = conversation_view(payload, version=view)
     return payload
 
 
@@ -145,9 +148,9 @@ def digest_items(
 
     For items read back from a store: they are digested as they are, without asking whether
     they are exact JSON (``journal_batch`` asks that of items about to be written)."""
-    conversation = _require(scheme)
+    view = _require(scheme)
     return tuple(
-        blake3(_canonical(item, ignore_ids, index, conversation)).digest().hex()
+        blake3(_canonical(item, ignore_ids, index, view)).digest().hex()
         for index, item in enumerate(items)
     )
 
@@ -163,13 +166,13 @@ def journal_batch(
     JSON values (a tuple may come back as a list; NaN, the infinities and lone surrogates
     come back as themselves), so a replay writes what the caller gave.
     """
-    conversation = _require(scheme)
+    view = _require(scheme)
     batch: list[Any] = []
     digests: list[str] = []
     for index, item in enumerate(items):
         try:
             element = item if isinstance(item, dict) else canonical_item(item)
-            canon = canonical_item(element, ignore_ids=ignore_ids, conversation=conversation)
+            canon = canonical_item(element, ignore_ids=ignore_ids, view=view)
         except (TypeError, ValueError) as exc:
             raise FingerprintError(
                 f"item {index} ({type(item).__name__}) cannot be serialised canonically: {exc}",
@@ -322,21 +325,23 @@ def _step(container: Any, step: Any, index: int) -> Any:
     raise ValueError(f"'nonfinite' names a place item {index} does not have ({step!r})")
 
 
-def _require(scheme: str) -> bool:
-    """Refuse a scheme this release does not know; whether it is ``CONVERSATION_SCHEME``."""
+def _require(scheme: str) -> int:
+    """Refuse a scheme this release does not know; the version of the Conversations view it
+    digests through (0: none)."""
     if scheme == FINGERPRINT_SCHEME:
-        return False
-    if scheme == CONVERSATION_SCHEME:
-        return True
+        return 0
+    view = _VIEWS.get(scheme)
+    if view is not None:
+        return view
     raise UnsupportedRecordVersion(
         f"fingerprint scheme {scheme!r} is unknown to this release, which computes "
         f"{' and '.join(map(repr, SCHEMES))}"
     )
 
 
-def _canonical(item: Any, ignore_ids: bool, index: int, conversation: bool = False) -> bytes:
+def _canonical(item: Any, ignore_ids: bool, index: int, view: int = 0) -> bytes:
     try:
-        canon = canonical_item(item, ignore_ids=ignore_ids, conversation=conversation)
+        canon = canonical_item(item, ignore_ids=ignore_ids, view=view)
     except (TypeError, ValueError) as exc:
         raise _not_canonical(item, index, exc) from exc
     try:

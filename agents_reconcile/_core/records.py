@@ -102,6 +102,7 @@ class Reason(enum.Enum):
     HISTORY_CHANGED = "history_changed"
     PARTIAL_COMMIT = "partial_commit"
     CHUNKS_LANDED = "chunks_landed"
+    WRITE_REFUSED = "write_refused"
     OPERATOR_REQUIRED = "operator_required"
     IN_FLIGHT_ELSEWHERE = "in_flight_elsewhere"
     LEASE_EXPIRED = "lease_expired"
@@ -147,7 +148,8 @@ class Action(enum.Enum):
     """An operator's repair of a damaged history was written (the session as a whole)."""
     DROPPED = "dropped"
     """The intent was closed and nothing written: a stale RunState copy of an already settled
-    intent was removed, or an operator abandoned the intent."""
+    intent was removed, an operator abandoned the intent, or the store refused the write
+    outright (what it had not stored of the batch is never sent)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,6 +8,10 @@ request whose first answer was lost would store its items twice, and return norm
 cancelled while a request is under way gets no further request sent: its cancellation is
 delivered between requests, as the SDK delivers it.
 
+A request the service refuses outright (an answer that proves it stored nothing and would be
+refused again: ``_core.refusals``) raises ``RequestRefused``, saying how many of the call's
+items were stored before it, for whoever was writing to settle (``refused_writes``).
+
 A subclass that writes its own way (``add_items`` overridden) is called as it is, with the
 whole batch.
 """
@@ -19,10 +23,13 @@ import contextlib
 from collections.abc import Coroutine
 from typing import Any, Final
 
+import openai
 from agents.memory import OpenAIConversationsSession
 
 from .._core.fingerprint import CONVERSATION_SCHEME
+from .._core.refusals import refused_outright
 from .inner import InnerSession
+from .refused_writes import RequestRefused
 
 __all__ = ["CHUNK", "ConversationCalls"]
 
@@ -78,6 +85,27 @@ class ConversationCalls(InnerSession):
                     raise asyncio.CancelledError(
                         f"cancelled after {offset} of {len(items)} items were written"
                     )
-                await client.conversations.items.create(
-                    conversation_id=conversation_id, items=items[offset : offset + CHUNK]
-                )
+                request = items[offset : offset + CHUNK]
+                try:
+                    await client.conversations.items.create(
+                        conversation_id=conversation_id, items=request
+                    )
+                except openai.APIStatusError as exc:
+                    if not refused_outright(exc.status_code):
+                        raise
+                    raise RequestRefused(
+                        exc,
+                        status=exc.status_code,
+                        code=exc.code,
+                        param=exc.param,
+                        message=_service_message(exc),
+                        landed=offset,
+                        size=len(request),
+                    ) from exc
+
+
+def _service_message(error: openai.APIStatusError) -> str:
+    """The message of the service's error body (the client's own text prefixes the status)."""
+    body = error.body
+    message = body.get("message") if isinstance(body, dict) else None
+    return message if isinstance(message, str) else error.message

@@ -22,6 +22,7 @@ from .._core.policy import Resolution, Step, resolution_step
 from .._core.records import Action, Decision, Outcome, Reason
 from ..errors import ResolutionRefused, RevisionConflict
 from .claims import despite_cancellation
+from .refused_writes import RequestRefused
 from .setting_aside import damage_of, set_aside
 
 if TYPE_CHECKING:
@@ -174,6 +175,14 @@ class Resolver:
                         intent_id=intent_id,
                         evidence={**evidence, "head_now": moved.actual},
                     ) from moved
+                except RequestRefused as refusal:
+                    # The store refused the replay outright: a known outcome, recorded as
+                    # the settler records it.
+                    before = int(evidence["landed"]) if step is Step.REPLAY_REST else 0
+                    refused = await self.settler.refused.refused_replay(
+                        intent, refusal, None, before=before, fence=entry.fence, evidence=evidence
+                    )
+                    raise refused from refused.__cause__
             outcome = _ASSERTED.get(resolution) or (
                 verdict.outcome if verdict is not None else Outcome.AMBIGUOUS
             )

@@ -576,18 +576,28 @@ class CarriedState:
         return unverified
 
     async def _refuse_if_abandoned(self, intent: PendingWrite) -> None:
-        """A copy of an intent an operator abandoned is refused, never dropped as settled: the
-        run carrying it would go on from the batch the operator dropped (and the SDK's own
-        record of the pending write would append it again)."""
+        """A copy of an intent an operator abandoned, or that the store refused outright, is
+        refused, never dropped as settled: the run carrying it would go on from a batch that
+        was dropped (and the SDK's own record of the pending write would append it again)."""
         client = self._client
         decisions = await client.call(
             client.journal.decisions, intent_id=intent.intent_id, limit=20
         )
         for decision in decisions:
-            if decision.settled and (decision.reason, decision.action) == (
-                Reason.OPERATOR_RESOLVED,
-                Action.DROPPED,
-            ):
+            if not decision.settled or decision.action is not Action.DROPPED:
+                continue
+            if decision.reason is Reason.WRITE_REFUSED:
+                kept = ("landed", "refused", "dropped", "status", "code")
+                await client.deny(
+                    intent,
+                    decision.outcome,
+                    Reason.WRITE_REFUSED,
+                    {
+                        "refused_at": decision.decided_at,
+                        **{k: decision.evidence[k] for k in kept if k in decision.evidence},
+                    },
+                )
+            if decision.reason is Reason.OPERATOR_RESOLVED:
                 evidence = decision.evidence
                 await client.deny(
                     intent,

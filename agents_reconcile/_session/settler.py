@@ -27,6 +27,7 @@ from ..errors import IntentConflict, LeaseLost, RevisionConflict
 from .claims import AlreadySettled, Claims, Renewal, despite_cancellation
 from .inner import reconciling_allowed, without_reconciling
 from .judges import judge
+from .refused_writes import RefusedWrites, RequestRefused
 from .state import SessionState, clear_acknowledged, retry_discards
 
 if TYPE_CHECKING:
@@ -63,6 +64,8 @@ class Settler:
         """Taking this session's intents, the leases on them, giving them back."""
         self.replays = Replays(state, self.claims)
         """The settler's own writes to the store."""
+        self.refused = RefusedWrites(state, self)
+        """Settling the writes the store refused outright (the writer's and the replays')."""
 
     async def settle_before_read(
         self, context: MutableMapping[str, Any] | None, wrapper: RunContextWrapper[Any] | None
@@ -299,6 +302,18 @@ class Settler:
                     await self.replays.replay(intent, wrapper, step, evidence, lease.fence)
                 except RevisionConflict:
                     continue  # someone wrote meanwhile: judge again
+                except RequestRefused as refusal:
+                    # A known outcome: recorded, and nothing of the rest sent again.
+                    before = int(evidence["landed"]) if step is Step.REPLAY_REST else 0
+                    refused = await self.refused.refused_replay(
+                        intent,
+                        refusal,
+                        context,
+                        before=before,
+                        fence=lease.fence,
+                        evidence=evidence,
+                    )
+                    raise refused from refused.__cause__
                 if crashpoints.ARMED:
                     crashpoints.reached(CrashPoint.AFTER_REPLAY)
             action = _ACTIONS.get(step, Action.REPLAYED)

@@ -32,6 +32,7 @@ from ..errors import (
 )
 from . import runstate
 from .claims import caller_cancelled, despite_cancellation, outliving_cancellation
+from .refused_writes import RequestRefused
 from .settler import Settler
 from .state import Clearing, SessionState, TailView, built_intent
 
@@ -325,6 +326,19 @@ class Writer:
         except RevisionConflict:
             # Proven not written: the caller takes the intent back and decides.
             raise
+        except RequestRefused as refusal:
+            # A known outcome: settled here, unless the journal cannot record it now (then it
+            # is left pending as any failed append, and its replay is refused again).
+            refused = await despite_cancellation(
+                self._settler.refused.refused_append(intent, refusal, context, recorded=recorded)
+            )
+            if refused is None:
+                await self.failures.failed(intent, items, context, refusal.cause, recorded=recorded)
+                raise refusal.cause from None
+            if opened is not None:
+                self.seen_own_write(context, opened)
+            # Its cause is the store's answer (none where payloads are sealed).
+            raise refused from refused.__cause__
         except BaseException as exc:
             if outlived:
                 self._tail.forget()

@@ -33,6 +33,8 @@ def label(stored: Any) -> str:
         return f"call:{stored['call_id']}"
     if stored.get("type") == "function_call_output":
         return f"output:{stored['call_id']}"
+    if stored.get("type") == "reasoning":
+        return f"reasoning:{stored['summary'][0]['text']}"
     content = stored["content"]
     text = content if isinstance(content, str) else content[0]["text"]
     return f"{stored['role']}:{text}"

@@ -1,5 +1,6 @@
-"""The view a Conversations item is digested through: each thing the service adds or rewrites
-is left out, one test per rule, and nothing else is."""
+"""The view a Conversations item is digested through: each thing the service adds, rewrites or
+gives back only when asked is left out, one test per rule, and nothing else is; records made
+under the earlier view are still read and digested through it."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ import pytest
 from agents_reconcile._core.conversation_items import (
     EMPTY_PART_FIELDS,
     IGNORED_FIELDS,
+    PART_DEFAULTS,
     ROLE_PART_TYPES,
+    VIEW_VERSIONS,
+    WITHHELD,
     conversation_view,
 )
 from agents_reconcile._core.fingerprint import (
     CONVERSATION_SCHEME,
     FINGERPRINT_SCHEME,
+    SCHEMES,
     digest_items,
     journal_batch,
 )
@@ -71,6 +76,131 @@ def test_an_empty_list_the_service_adds_to_a_text_part_is_left_out(field: str) -
     assert same(sent, stored)
     # One that says something is kept.
     assert not same(sent, {**sent, "content": [{**part, field: [{"type": "x"}]}]})
+
+
+def holding(name: str, value: Any = None, *, present: bool = True) -> dict[str, Any]:
+    """An item of the type ``WITHHELD[name]`` names, with ``value`` at the field's place (or
+    without the field, unless ``present``)."""
+    item_type, part_type, path = WITHHELD[name]
+    field: Any = {path[-1]: value} if present else {}
+    for step in reversed(path[:-1]):
+        field = {step: {"type": "search", **field}}
+    if part_type is None:
+        return {"type": item_type, "call_id": "c1", **field}
+    part = {"type": part_type, "text": "hi", "detail": "low", **field}
+    return {"type": item_type, "role": "user", "content": [part]}
+
+
+@pytest.mark.parametrize("name", sorted(WITHHELD))
+@pytest.mark.parametrize("given_back", [None, [], "absent"])
+def test_each_field_the_service_returns_only_when_asked_is_left_out(
+    name: str, given_back: Any
+) -> None:
+    """An item written with the field and read without ``include=`` (the field null, empty or
+    not there) is the same item, whatever the field held."""
+    sent = holding(name, [{"written": "value"}])
+    stored = holding(name, present=False) if given_back == "absent" else holding(name, given_back)
+    assert same(sent, stored)
+    assert same(sent, holding(name, [{"another": "value"}]))
+    assert digest_items([sent]) != digest_items([holding(name, None)])  # it counts elsewhere
+
+
+def test_a_withheld_field_anywhere_else_is_kept() -> None:
+    """A withheld field's name anywhere but its place (a tool output's image, a text part, a
+    message) still tells items apart."""
+    output = {"type": "function_call_output", "call_id": "c1", "output": []}
+    image = {"type": "input_image", "image_url": "data:a", "detail": "low"}
+    assert not same(
+        {**output, "output": [image]}, {**output, "output": [{**image, "image_url": "data:b"}]}
+    )
+    text = {"type": "input_text", "text": "hi", "image_url": "data:a"}
+    message = {"type": "message", "role": "user", "content": [text]}
+    assert not same(message, {**message, "content": [{**text, "image_url": "data:b"}]})
+    reasoning = {"type": "reasoning", "summary": [], "encrypted_content": "x"}
+    assert not same(
+        {**reasoning, "type": "message"}, {**reasoning, "type": "message", "encrypted_content": "y"}
+    )
+
+
+@pytest.mark.parametrize(
+    ("sent", "stored"),
+    [
+        (
+            {"type": "function_call", "call_id": "c1", "name": "f", "arguments": "{}"},
+            {
+                "type": "function_call",
+                "call_id": "c1",
+                "name": "f",
+                "arguments": "{}",
+                "namespace": None,
+            },
+        ),
+        (
+            {"role": "user", "content": [{"type": "input_file", "file_id": "file-1"}]},
+            {
+                "role": "user",
+                "content": [
+                    {"type": "input_file", "file_id": "file-1", "filename": None, "file_url": None}
+                ],
+            },
+        ),
+        (
+            {"type": "web_search_call", "action": {"type": "search", "query": "q"}},
+            {
+                "type": "web_search_call",
+                "action": {"type": "search", "query": "q", "sources": None, "queries": None},
+            },
+        ),
+        (
+            {
+                "type": "function_call_output",
+                "call_id": "c1",
+                "output": [{"type": "input_file", "file_id": "f"}],
+            },
+            {
+                "type": "function_call_output",
+                "call_id": "c1",
+                "output": [{"type": "input_file", "file_id": "f", "file_url": None}],
+            },
+        ),
+    ],
+    ids=["item", "part", "nested", "tool_output"],
+)
+def test_a_field_given_back_null_is_the_field_left_out(sent: Any, stored: Any) -> None:
+    """An optional field the service writes out as ``null`` is as good as absent at any depth
+    of the item, and one that holds a value still counts."""
+    assert same(sent, stored)
+    assert not same(sent, {**stored, "namespace": "tools"})
+
+
+@pytest.mark.parametrize("part_type", sorted(PART_DEFAULTS))
+def test_a_part_without_a_field_the_service_fills_in_has_its_default(part_type: str) -> None:
+    """A part sent without a field the service fills in is the same as the part read back
+    with the documented default, and not with another value."""
+    defaults = PART_DEFAULTS[part_type]
+    part = {"type": part_type, "file_id": "file-1"}
+    sent = {"role": "user", "content": [part]}
+    assert same(sent, {**sent, "content": [{**part, **defaults}]})
+    other = {key: f"not {value}" for key, value in defaults.items()}
+    assert not same(sent, {**sent, "content": [{**part, **other}]})
+
+
+def test_the_current_scheme_digests_through_the_last_view_and_the_earlier_one_is_read() -> None:
+    """An item read back with its log probabilities emptied matches under the current view
+    and not under the first, which is still computed for the records made under it."""
+    assert CONVERSATION_SCHEME.endswith(f"/{VIEW_VERSIONS[-1]}")
+    earlier = CONVERSATION_SCHEME[: -len(str(VIEW_VERSIONS[-1]))] + "1"
+    assert earlier in SCHEMES
+    part = {"type": "output_text", "text": "ok", "annotations": [], "logprobs": [{"t": 1}]}
+    sent = {"type": "message", "role": "assistant", "content": [part]}
+    stored = {**sent, "id": "msg_1", "content": [{**part, "logprobs": []}]}
+    assert same(sent, stored)
+    assert digest_items([sent], scheme=earlier) != digest_items([stored], scheme=earlier)
+    assert digest_items([sent], scheme=earlier) == digest_items(
+        [{**sent, "status": "completed"}], scheme=earlier
+    )
+    written = record(earlier, 20)
+    assert PendingWrite.decode(written.encode()) == written
 
 
 @pytest.mark.parametrize(

@@ -20,13 +20,25 @@ OpenAI-style error body. Stored items are rewritten as the real service does: a 
 server-assigned ``id`` (any ``id`` the client sent is replaced), ``type: "message"`` when an
 item has a ``role`` and no type, ``status: "completed"`` on messages, function calls and their
 outputs when absent, and string ``content`` of a message turned into one content part
-(``input_text``, or ``output_text`` with empty ``annotations`` for the assistant). Everything
-else the client sent is kept.
+(``input_text``, or ``output_text`` with empty ``annotations`` for the assistant). The
+optional fields of the client's types that the service writes out whether set or not come back
+``null`` when the client left them out (``NULL_WHEN_ABSENT``: an input image's ``file_id`` and
+``image_url``, an input file's ``file_id``, ``file_url`` and ``filename``, a reasoning item's
+``content`` and ``encrypted_content``), and an input image without a ``detail`` has the
+service's default, ``"auto"``. Everything else the client sent is kept.
+
+What the service returns only when asked (``INCLUDABLE``, the values of the items endpoints'
+``include`` parameter: an input image's ``image_url``, an output text's ``logprobs``, a
+reasoning item's ``encrypted_content``, a computer call output's image URL, and the results,
+sources and outputs of the file search, web search and code interpreter calls) is stored, and
+given back ``null`` (``logprobs``: an empty list) unless the request's ``include`` names it
+(list, retrieve and create all take it; an unknown value is a 400).
 
 Faults (``arm``) fire on the Nth request of a kind, counted from arming: ``reject`` answers an
-HTTP error and changes nothing, ``commit_then_drop`` does the work and closes the connection
-without a response (a lost acknowledgement), ``delay`` sleeps before handling. ``extra_fields``
-are merged into every item the server returns, as a newer API version would add fields.
+HTTP error (with the message, code and param given) and changes nothing,
+``commit_then_drop`` does the work and closes the connection without a response (a lost
+acknowledgement), ``delay`` sleeps before handling. ``extra_fields`` are merged into every item
+the server returns, as a newer API version would add fields.
 
 Run ``python -m tests.support.conversations_server --port N`` to serve from a process of its
 own: it prints its base URL on one line and serves until SIGTERM or SIGINT, or until
@@ -51,7 +63,9 @@ from typing import Any, Final, Literal, NamedTuple, get_args
 from urllib.parse import parse_qs, urlsplit
 
 __all__ = [
+    "INCLUDABLE",
     "MAX_ITEMS_PER_CREATE",
+    "NULL_WHEN_ABSENT",
     "ArmedFault",
     "ConversationsServer",
     "FaultName",
@@ -84,6 +98,30 @@ _ID_PREFIXES: Final = {
     "reasoning": "rs",
 }
 _COMPLETED_TYPES: Final = frozenset({"message", "function_call", "function_call_output"})
+INCLUDABLE: Final[dict[str, tuple[str, str | None, tuple[str, ...], Any]]] = {
+    "message.input_image.image_url": ("message", "input_image", ("image_url",), None),
+    "message.output_text.logprobs": ("message", "output_text", ("logprobs",), []),
+    "reasoning.encrypted_content": ("reasoning", None, ("encrypted_content",), None),
+    "computer_call_output.output.image_url": (
+        "computer_call_output",
+        None,
+        ("output", "image_url"),
+        None,
+    ),
+    "file_search_call.results": ("file_search_call", None, ("results",), None),
+    "web_search_call.action.sources": ("web_search_call", None, ("action", "sources"), None),
+    "code_interpreter_call.outputs": ("code_interpreter_call", None, ("outputs",), None),
+}
+"""What the service returns only when the request's ``include`` names it: by ``include``
+value, the item type, the content part type of a message (None: the item itself), the path of
+the field in it, and what the field holds when it is not asked for (``null``; an output text's
+``logprobs`` an empty list)."""
+NULL_WHEN_ABSENT: Final[dict[str, tuple[str, ...]]] = {
+    "input_image": ("file_id", "image_url"),
+    "input_file": ("file_id", "file_url", "filename"),
+    "reasoning": ("content", "encrypted_content"),
+}
+"""By item or content part type: optional fields written out as ``null`` when not given."""
 _KINDS: Final[frozenset[str]] = frozenset(get_args(RequestKind))
 _FAULTS: Final[frozenset[str]] = frozenset(get_args(FaultName))
 
@@ -113,11 +151,21 @@ class ArmedFault:
     """How long a ``delay`` holds the request."""
     retry_after: float | None = None
     """The wait a ``reject`` asks for (``retry-after-ms``), in seconds; None sends none."""
+    message: str = "Injected failure."
+    """The error message a ``reject`` answers."""
+    code: str | None = "injected_fault"
+    """The error code a ``reject`` answers."""
+    param: str | None = None
+    """The parameter a ``reject`` names."""
+    holding: str | None = None
+    """Fire only on requests whose body holds this text (None: on any)."""
     fired: int = 0
     """How many requests this fault has acted on."""
 
-    def matches(self, kind: str, number: int) -> bool:
+    def matches(self, kind: str, number: int, raw: bytes) -> bool:
         if kind != self.kind or number < self.first:
+            return False
+        if self.holding is not None and self.holding.encode() not in raw:
             return False
         return self.last is None or number <= self.last
 
@@ -306,16 +354,23 @@ class ConversationsServer:
         status: int = 500,
         seconds: float = 0.0,
         retry_after: float | None = None,
+        message: str = "Injected failure.",
+        code: str | None = "injected_fault",
+        param: str | None = None,
+        holding: str | None = None,
     ) -> ArmedFault:
         """Fire ``fault`` on the ``nth`` request of ``kind`` counted from now (1 is the next
         one), and on the ``times - 1`` requests of that kind after it (every one from then on
         if ``times`` is None).
 
-        ``reject`` answers ``status`` (with ``retry-after-ms`` when ``retry_after`` seconds
-        are given) and changes nothing; ``commit_then_drop`` does the work, then closes the
-        connection without a response; ``delay`` sleeps ``seconds`` first, then handles the
-        request normally. Several faults may act on one request: delays first, then the
-        first reject or drop armed.
+        ``reject`` answers ``status`` with an error body of ``message``, ``code`` and
+        ``param`` (and ``retry-after-ms`` when ``retry_after`` seconds are given) and changes
+        nothing (as the service refuses an item naming a file that no longer exists: ``status``
+        400, and ``holding`` the file's id, with ``times`` None); ``commit_then_drop`` does the
+        work, then closes the connection without a response; ``delay`` sleeps ``seconds``
+        first, then handles the request normally. With ``holding``, only requests whose body
+        holds that text are acted on (every request of ``kind`` is still counted). Several
+        faults may act on one request: delays first, then the first reject or drop armed.
         """
         if kind not in _KINDS:
             raise ValueError(f"unknown request kind {kind!r}")
@@ -335,6 +390,10 @@ class ConversationsServer:
                 status=status,
                 seconds=seconds,
                 retry_after=retry_after,
+                message=message,
+                code=code,
+                param=param,
+                holding=holding,
             )
             self._faults.append(armed)
         return armed
@@ -386,7 +445,8 @@ class ConversationsServer:
     def _serve(self, handler: _Handler) -> None:
         target = handler.path
         parts = urlsplit(target)
-        query = {name: values[-1] for name, values in parse_qs(parts.query).items()}
+        parsed = parse_qs(parts.query)
+        query = {name: values[-1] for name, values in parsed.items()}
         body: Any = None
         raw = handler.read_body()
         try:
@@ -398,12 +458,13 @@ class ConversationsServer:
                 if not isinstance(body, dict):
                     raise _Failure(400, "The body must be a JSON object.", None)
             kind, names = self._route(handler.command, parts.path)
+            include = _include(parsed)
         except _Failure as failure:
-            self._record(handler.command, target, body, None)
+            self._record(handler.command, target, body, None, raw)
             self._fail(handler, failure)
             return
 
-        faults = self._record(handler.command, target, body, kind)
+        faults = self._record(handler.command, target, body, kind, raw)
         for fault in faults:
             if fault.fault == "delay" and self._stopping.wait(fault.seconds):
                 handler.drop()
@@ -413,12 +474,12 @@ class ConversationsServer:
             headers = {}
             if ending.retry_after is not None:
                 headers["retry-after-ms"] = str(int(ending.retry_after * 1000))
-            refusal = _Failure(ending.status, "Injected failure.", "injected_fault")
+            refusal = _Failure(ending.status, ending.message, ending.code, ending.param)
             self._fail(handler, refusal, headers)
             return
 
         try:
-            status, answer = self._handle(kind, names, query, body or {})
+            status, answer = self._handle(kind, names, query, body or {}, include)
         except _Failure as failure:
             if ending is not None:
                 handler.drop()
@@ -430,7 +491,9 @@ class ConversationsServer:
             return
         handler.answer(status, answer)
 
-    def _record(self, method: str, target: str, body: Any, kind: str | None) -> list[ArmedFault]:
+    def _record(
+        self, method: str, target: str, body: Any, kind: str | None, raw: bytes
+    ) -> list[ArmedFault]:
         """Note the request and return the faults that act on it."""
         items = body.get("items") if isinstance(body, dict) else None
         count = len(items) if isinstance(items, list) else 0
@@ -440,7 +503,7 @@ class ConversationsServer:
                 return []
             self._counts[kind] += 1
             number = self._counts[kind]
-            acting = [fault for fault in self._faults if fault.matches(kind, number)]
+            acting = [fault for fault in self._faults if fault.matches(kind, number, raw)]
             for fault in acting:
                 fault.fired += 1
             return acting
@@ -478,7 +541,12 @@ class ConversationsServer:
         raise _Failure(404, f"No route for {method} {path}.", "unknown_url")
 
     def _handle(
-        self, kind: str, names: list[str], query: dict[str, str], body: dict[str, Any]
+        self,
+        kind: str,
+        names: list[str],
+        query: dict[str, str],
+        body: dict[str, Any],
+        include: frozenset[str],
     ) -> tuple[int, Any]:
         with self._lock:
             if kind == "create_conversation":
@@ -501,12 +569,12 @@ class ConversationsServer:
                     raise _Failure(400, "Missing required parameter: 'items'.", None, "items")
                 stored = _rewrite_all(body["items"], allow_empty=False)
                 conversation.items.extend(stored)
-                return 200, self._page(stored, has_more=False)
+                return 200, self._page(stored, has_more=False, include=include)
             if kind == "list_items":
-                return 200, self._list(conversation, query)
+                return 200, self._list(conversation, query, include)
             index = conversation.index_of(names[1])
             if kind == "retrieve_item":
-                return 200, self._render(conversation.items[index])
+                return 200, self._render(conversation.items[index], include)
             del conversation.items[index]
             return 200, conversation.as_json()
 
@@ -530,7 +598,9 @@ class ConversationsServer:
         self._conversations[conversation.id] = conversation
         return conversation.as_json()
 
-    def _list(self, conversation: _Conversation, query: dict[str, str]) -> dict[str, Any]:
+    def _list(
+        self, conversation: _Conversation, query: dict[str, str], include: frozenset[str]
+    ) -> dict[str, Any]:
         order = query.get("order", "desc")
         if order not in ("asc", "desc"):
             raise _Failure(400, f"Invalid 'order': {order!r}.", "invalid_value", "order")
@@ -559,22 +629,55 @@ class ConversationsServer:
                 )
             start = positions[0] + 1
         page = view[start : start + limit]
-        return self._page(page, has_more=start + limit < len(view))
+        return self._page(page, has_more=start + limit < len(view), include=include)
 
-    def _page(self, items: list[dict[str, Any]], *, has_more: bool) -> dict[str, Any]:
+    def _page(
+        self, items: list[dict[str, Any]], *, has_more: bool, include: frozenset[str]
+    ) -> dict[str, Any]:
         return {
             "object": "list",
-            "data": [self._render(item) for item in items],
+            "data": [self._render(item, include) for item in items],
             "first_id": items[0]["id"] if items else None,
             "last_id": items[-1]["id"] if items else None,
             "has_more": has_more,
         }
 
-    def _render(self, item: dict[str, Any]) -> dict[str, Any]:
-        """An item as the server returns it: a copy, with ``extra_fields`` merged over it."""
+    def _render(self, item: dict[str, Any], include: frozenset[str]) -> dict[str, Any]:
+        """An item as the server returns it: a copy, what the request did not ``include``
+        given back ``null``, with ``extra_fields`` merged over it."""
         rendered = copy.deepcopy(item)
+        for name, (item_type, part_type, path, withheld) in INCLUDABLE.items():
+            if name in include or rendered.get("type") != item_type:
+                continue
+            if part_type is None:
+                _withhold(rendered, path, withheld)
+                continue
+            content = rendered.get("content")
+            for part in content if isinstance(content, list) else ():
+                if isinstance(part, dict) and part.get("type") == part_type:
+                    _withhold(part, path, withheld)
         rendered.update(copy.deepcopy(self._extra_fields))
         return rendered
+
+
+def _withhold(container: dict[str, Any], path: tuple[str, ...], withheld: Any) -> None:
+    """Write the field at ``path`` as ``withheld`` (where its parent exists)."""
+    for step in path[:-1]:
+        inner = container.get(step)
+        if not isinstance(inner, dict):
+            return
+        container = inner
+    container[path[-1]] = copy.deepcopy(withheld)
+
+
+def _include(query: dict[str, list[str]]) -> frozenset[str]:
+    """The ``include`` values of a query (``include[]=`` as the ``openai`` client writes
+    them, or ``include=``), or a 400 for one the service does not know."""
+    values = [*query.get("include[]", ()), *query.get("include", ())]
+    for value in values:
+        if value not in INCLUDABLE:
+            raise _Failure(400, f"Invalid 'include': {value!r}.", "invalid_value", "include")
+    return frozenset(values)
 
 
 def _metadata(value: Any) -> dict[str, Any]:
@@ -626,9 +729,22 @@ def _rewrite(sent: dict[str, Any]) -> dict[str, Any]:
                 item["content"] = [{"type": "input_text", "text": content}]
         elif isinstance(content, list):
             for part in content:
-                if isinstance(part, dict) and part.get("type") == "output_text":
-                    part.setdefault("annotations", [])
+                if isinstance(part, dict):
+                    _part_defaults(part)
+    for name in NULL_WHEN_ABSENT.get(item_type, ()) if isinstance(item_type, str) else ():
+        item.setdefault(name, None)
     return item
+
+
+def _part_defaults(part: dict[str, Any]) -> None:
+    """What the service writes into a content part the client left out."""
+    part_type = part.get("type")
+    if part_type == "output_text":
+        part.setdefault("annotations", [])
+    elif part_type == "input_image":
+        part.setdefault("detail", "auto")
+    for name in NULL_WHEN_ABSENT.get(part_type, ()) if isinstance(part_type, str) else ():
+        part.setdefault(name, None)
 
 
 def main(argv: list[str] | None = None) -> int:
