@@ -40,6 +40,7 @@ class MemoryRetention:
     _aside: list[tuple[SetAside, bytes]]
     _counted_at: dict[tuple[str, BackendIdentity], float]
     _done_at: dict[str, float]
+    _effect_stamps: dict[str, float]
     _floor: int
 
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
@@ -108,6 +109,7 @@ class MemoryRetention:
         for key in receipts:
             del self._effects[key]
             self._done_at.pop(key, None)
+            self._effect_stamps.pop(key, None)
         for count in counts:
             self._floor = max(self._floor, self._write_counts.pop(count))
             del self._counted_at[count]

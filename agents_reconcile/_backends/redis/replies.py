@@ -46,8 +46,8 @@ _CLUSTER_REPLIES: Final = ("MOVED", "ASK", "CROSSSLOT")
 _T = TypeVar("_T")
 
 Row = tuple[str, str, str, str, str, bytes, str, str]
-EffectRow = tuple[str, str, str, bytes]
-"""An effect as the scripts answer it: key, state, owner, record."""
+EffectRow = tuple[str, str, str, bytes, str]
+"""An effect as the scripts answer it: key, state, owner, record, age (by the server's clock)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -332,22 +332,25 @@ def newest_decisions(reply: object) -> dict[str, Decision]:
 
 
 def effect_rows(reply: object, operation: str) -> list[EffectRow]:
-    """Rows of ``effect_row`` (``prelude.lua``): key, state, owner, record."""
+    """Rows of ``effect_row`` (``prelude.lua``): key, state, owner, record, age."""
     return [effect_row(row, operation) for row in as_list(reply, operation)]
 
 
 def effect_row(value: object, operation: str) -> EffectRow:
     fields = as_list(value, operation)
-    if len(fields) != 4:
+    if len(fields) != 5:
         raise unexpected(operation, value)
-    key, state, owner = (
+    key, state, owner, age = (
         text(field, f"an effect's {name}")
-        for field, name in zip(fields[:3], ("key", "state", "owner"), strict=True)
+        for field, name in zip(
+            (*fields[:3], fields[4]), ("key", "state", "owner", "age"), strict=True
+        )
     )
-    return key, state, owner, blob(fields[3], "an effect's record")
+    return key, state, owner, blob(fields[3], "an effect's record"), age
 
 
 def effect(session_id: str, row: EffectRow, keyring: Keyring | None = None) -> Effect:
-    """An effect's row, checked against the record it holds (``rows.checked_effect``)."""
-    key, state, owner, record = row
-    return checked_effect(key, session_id, state, owner, record, keyring)
+    """An effect's row, checked against the record it holds (``rows.checked_effect``), with
+    its age by the server's clock."""
+    key, state, owner, record, age = row
+    return checked_effect(key, session_id, state, owner, record, keyring, age=age)
