@@ -12,8 +12,10 @@ What each record is kept for, and when it may go (its age is counted from the ti
     set-aside entry                 -                                      ``decisions``
                                                                            (set aside)
     effect started, no receipt      always (an operator may be needed)     never
-    receipt (effect done)           -                                      ``receipts``
-                                                                           (stored)
+    receipt (effect done)           its session has an unresolved intent   ``receipts``
+                                    (whose batch may hold the output it    (stored)
+                                    vouches for: it is checked against
+                                    the receipt before it is accepted)
     a session's write count         the session has an unresolved intent   ``idle_sessions``
                                                                            (last counted)
 

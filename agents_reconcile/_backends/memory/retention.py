@@ -74,12 +74,16 @@ class MemoryRetention:
             if decided is not None and aside.set_aside_at < decided
         ]
         old_aside, aside_done = _first(old_aside, limit)
+        # A receipt of a session with an unresolved intent stays: that intent's batch may hold
+        # the output it vouches for.
+        vouching = {e.intent.session_id for e in self._entries.values()}
         receipts = [
             key
             for key, effect in self._effects.items()
             if stored is not None
             and effect.state is EffectState.DONE
             and self._done_at.get(key, now) < stored
+            and effect.session_id not in vouching
         ]
         receipts, receipts_done = _first(receipts, limit)
         counts = [
