@@ -30,7 +30,16 @@ from ..journal import IntentState, JournalEntry, Opened
 from ..redaction import Redacted
 from ..rows import checked_effect, checked_entry, each
 
-__all__ = ["SCHEMA_REFUSAL", "EffectRow", "Moved", "Row", "translate"]
+__all__ = [
+    "DRIVER_ERRORS",
+    "SCHEMA_REFUSAL",
+    "EffectRow",
+    "Moved",
+    "Row",
+    "is_driver_error",
+    "torn_down",
+    "translate",
+]
 
 SCHEMA_REFUSAL: Final = "AGENTS_RECONCILE_SCHEMA"
 # Replies that say the server cannot serve now, not that the journal is damaged.
@@ -58,6 +67,39 @@ class Moved:
     holder: str | None
 
 
+DRIVER_ERRORS: Final = (
+    redis_errors.RedisError,
+    redis_errors.RedisClusterException,
+    OSError,
+    AttributeError,
+)
+"""What the driver raises: its own errors (a cluster client also raises
+``RedisClusterException``, no ``RedisError``, when it cannot reach the cluster), the socket's,
+and the ``AttributeError`` of a connection torn down under the client (``torn_down``; any
+other ``AttributeError`` is a bug, never translated)."""
+
+
+def torn_down(exc: BaseException) -> bool:
+    """Whether ``exc`` is the driver's ``AttributeError`` on a connection closed under it: a
+    cluster client whose node's connections were closed by another task (a failover, a slot
+    map loaded again) meets its socket's reader or writer gone (None) in the middle of a
+    command. Told from a bug by where it was raised (in the driver) and on what (None)."""
+    if not isinstance(exc, AttributeError) or getattr(exc, "obj", None) is not None:
+        return False
+    frame = exc.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    module = "" if frame is None else str(frame.tb_frame.f_globals.get("__name__", ""))
+    return module == "redis" or module.startswith("redis.")
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the driver's, for ``translate`` (``DRIVER_ERRORS``)."""
+    if isinstance(exc, AttributeError):
+        return torn_down(exc)
+    return isinstance(exc, DRIVER_ERRORS)
+
+
 def translate(
     exc: Exception,
     operation: str,
@@ -75,6 +117,12 @@ def translate(
         detail = address.scrub(f"{type(exc).__name__}: {exc}")
         return JournalUnavailable(
             f"Redis journal {address} unreachable during {operation}: {detail}"
+        )
+    if isinstance(exc, AttributeError):
+        # torn_down: the connection was closed by another task of the client (a failover).
+        return JournalUnavailable(
+            f"{where}: a connection was closed under the client during {operation} (the "
+            f"cluster's nodes changing?): {address.scrub(str(exc))}"
         )
     text = address.scrub(str(exc))
     if isinstance(exc, redis_errors.ResponseError):
