@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
 
 from ..errors import ConfigurationError
 from .redaction import Redacted
@@ -36,12 +36,14 @@ __all__ = [
     "CHECKS",
     "CLUSTER_OPTIONS",
     "KNOWN_SCHEMES",
+    "REPLICAS_MOST",
     "REPLICA_WAIT",
     "SQLITE_FORMS",
     "anything",
     "cluster_settings",
     "printable",
     "replica_wait",
+    "single_query",
     "sqlite_file",
 ]
 
@@ -125,6 +127,10 @@ def _file(path: Path, text: str) -> Path:
 REPLICA_WAIT: Final = ("replicas", "replica_timeout")
 """The query settings of a Redis or Redis Cluster address that ask every write to wait for
 replicas (``redis.replicas``): this package's own, taken out before the driver sees the URL."""
+REPLICAS_MOST: Final = 100
+"""The most replicas a write may wait for (``?replicas=N``): ``WAIT`` takes a count the server
+reads as an integer, and a primary with more replicas than this is not a deployment anyone
+runs; a larger count is a mistake, refused when the address is read."""
 _WAIT_DEFAULT: Final = 1.0
 _WAIT_LONGEST: Final = 3600.0
 
@@ -143,6 +149,11 @@ def replica_wait(query: Mapping[str, str]) -> tuple[int, float] | None:
         raise ConfigurationError(
             f"replicas={count_text!r} is not a whole number of replicas to wait for"
         )
+    if len(count_text.lstrip("0")) > len(str(REPLICAS_MOST)) or int(count_text) > REPLICAS_MOST:
+        raise ConfigurationError(
+            f"replicas={count_text[:20]!r} is more replicas than a write may wait for (at most "
+            f"{REPLICAS_MOST})"
+        )
     timeout = _WAIT_DEFAULT
     if timeout_text is not None:
         try:
@@ -158,6 +169,25 @@ def replica_wait(query: Mapping[str, str]) -> tuple[int, float] | None:
     return (count, timeout) if count else None
 
 
+def single_query(
+    query: str, *, keep_blank_values: bool = False, strict_parsing: bool = False
+) -> dict[str, list[str]]:
+    """``query``'s settings as ``parse_qs`` reads them with the same options (each name with
+    its one value, in a list), refusing a name given more than once: drivers differ on which
+    of two values they take (the first, the last), and this package's own settings took the
+    last, so ``?replicas=1&replicas=0`` quietly waited for nothing."""
+    found: dict[str, list[str]] = {}
+    pairs = parse_qsl(query, keep_blank_values=keep_blank_values, strict_parsing=strict_parsing)
+    for name, value in pairs:
+        if name in found:
+            raise ConfigurationError(
+                f"the query parameter {name!r} is given more than once: give it once (which of "
+                "its values would count is not one a reader of the address can tell)"
+            )
+        found[name] = [value]
+    return found
+
+
 def _waits(query: dict[str, list[str]]) -> dict[str, list[str]]:
     """``query`` with the replica wait's settings checked and taken out."""
     replica_wait({name: unquote(values[-1]) for name, values in query.items()})
@@ -170,7 +200,7 @@ def _redis(address: str) -> None:
     parts = _split(address)
     scheme = parts.scheme.lower()
     host_part = parts.netloc.rpartition("@")[2]
-    query = _waits(parse_qs(parts.query))
+    query = _waits(single_query(parts.query))
     db_query = query.get("db", [None])[0]
     if db_query is not None:
         _database(unquote(db_query), "db= in the query", "?db=N")
@@ -350,7 +380,7 @@ def cluster_settings(address: str) -> tuple[list[tuple[str, int]], dict[str, obj
         if password:
             settings["password"] = unquote(password)
     readers = {**CLUSTER_OPTIONS, **(_CLUSTER_TLS_OPTIONS if secure else {})}
-    for name, values in _waits(parse_qs(parts.query, keep_blank_values=True)).items():
+    for name, values in _waits(single_query(parts.query, keep_blank_values=True)).items():
         value = unquote(values[-1])
         if name == "db":
             if value != "0":
@@ -408,11 +438,12 @@ def _postgres(address: str) -> None:
             "password as %40"
         )
     try:
-        query = parse_qs(parts.query, strict_parsing=True) if parts.query else {}
+        parse_qsl(parts.query, strict_parsing=True) if parts.query else None
     except ValueError:
         raise ConfigurationError(
             "the query holds a field that is not NAME=VALUE (or an empty one, as from '&&')"
         ) from None
+    query = single_query(parts.query)
     last = {key: values[-1] for key, values in query.items()}
     # A bad port is refused even where the host list's own ports make the driver ignore it.
     ports = [_port(text) for text in last["port"].split(",")] if "port" in last else []

@@ -384,10 +384,12 @@ class PruningJournal(IntentJournal, Protocol):
     ) -> Pruned:
         """Remove the decisions, set-aside entries, receipts and idle sessions' write counts
         older than ``retention`` keeps them, never one a guarantee still needs: a decision
-        about an unresolved intent, a started effect, the count of a session with an
-        unresolved intent. Ages are judged on the journal's clock for what it stamps itself
-        (receipts, counts, set-aside entries) and by ``decided_at`` for decisions. A pruned
-        count raises the journal's floor to it (``write_count``) in the same atomic step.
+        about an unresolved intent, a started effect, a receipt or the count of a session
+        with an unresolved intent (its batch may hold an effect's output, checked against the
+        receipt before the intent is accepted or replayed). Ages are judged on the journal's
+        clock for what it stamps itself (receipts, counts, set-aside entries) and by
+        ``decided_at`` for decisions. A pruned count raises the journal's floor to it
+        (``write_count``) in the same atomic step.
 
         Each removal checks its rule again in the step that removes (a session counted, or an
         intent opened, since the call began keeps what it needs), so a pruner that is

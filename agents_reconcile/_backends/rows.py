@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, TypeVar
 
 from .._core.ownership import Owner
@@ -166,11 +166,19 @@ def checked_decision(intent_id: object, session_id: object, record: object) -> D
 
 
 def checked_effect(
-    key: str, session_id: str, state: str, owner: str, record: object, keyring: Keyring | None
+    key: str,
+    session_id: str,
+    state: str,
+    owner: str,
+    record: object,
+    keyring: Keyring | None,
+    *,
+    age: float | str | bytes | None = None,
 ) -> Effect:
     """A tool effect's row, checked against the record it holds (a sealed output opened with
     ``keyring``, a signature verified where records are signed): a record filed under another
-    key or session, or whose state or owner is not the row's, is refused."""
+    key or session, or whose state or owner is not the row's, is refused. ``age``: seconds
+    since the row was last stamped, by the journal's clock, read with it (``Effect.age``)."""
     found = decoded(key, lambda data: Effect.decode(data, keyring), record)
     if (found.key, found.session_id, found.state.value, found.owner) != (
         key,
@@ -184,4 +192,10 @@ def checked_effect(
         )
         moved.intent_id = key
         raise moved
-    return found
+    if age in (None, "", b""):
+        return found
+    try:
+        seconds = float(age)
+    except (TypeError, ValueError) as exc:
+        raise JournalCorrupt(f"effect {key}: unreadable age ({exc})") from exc
+    return replace(found, age=seconds)

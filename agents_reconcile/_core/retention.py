@@ -12,8 +12,10 @@ What each record is kept for, and when it may go (its age is counted from the ti
     set-aside entry                 -                                      ``decisions``
                                                                            (set aside)
     effect started, no receipt      always (an operator may be needed)     never
-    receipt (effect done)           -                                      ``receipts``
-                                                                           (stored)
+    receipt (effect done)           its session has an unresolved intent   ``receipts``
+                                    (whose batch may hold the output it    (stored)
+                                    vouches for: it is checked against
+                                    the receipt before it is accepted)
     a session's write count         the session has an unresolved intent   ``idle_sessions``
                                                                            (last counted)
 
@@ -32,19 +34,38 @@ on counts alone, which the floor keeps sound.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, fields
 from datetime import timedelta
 from typing import Final, Literal
 
 from ..errors import ConfigurationError
 
-__all__ = ["DEFAULT_RETENTION", "KEEP_FOREVER", "KINDS", "Kept", "Pruned", "Retention", "expired"]
+__all__ = [
+    "DEFAULT_RETENTION",
+    "KEEP_FOREVER",
+    "KINDS",
+    "LONGEST",
+    "Kept",
+    "Pruned",
+    "Retention",
+    "expired",
+    "refuses_every_run",
+]
 
 Kept = Literal["decisions", "receipts", "idle_sessions"]
 KINDS: Final[tuple[Kept, ...]] = ("decisions", "receipts", "idle_sessions")
 
 
+LONGEST: Final = timedelta(days=36_525)
+"""The longest span a retention takes: 100 years. Every journal stores times as seconds and
+compares them with now less the span, which this keeps well within what each engine holds
+(and ``timedelta`` can add); to keep a kind for good, say None."""
+
+
 def _span(name: str, value: object) -> timedelta | None:
+    """``value`` as a span, checked once, here: a ``ConfigurationError`` for what is not a
+    span, is negative, not finite, or longer than ``LONGEST``."""
     if value is None:
         return None
     if isinstance(value, bool) or not isinstance(value, timedelta | int | float):
@@ -52,18 +73,37 @@ def _span(name: str, value: object) -> timedelta | None:
             f"retention {name} must be a timedelta, a number of seconds or None (kept for "
             f"good), not {value!r} ({type(value).__name__})"
         )
-    span = value if isinstance(value, timedelta) else timedelta(seconds=value)
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigurationError(
+            f"retention {name} must be a finite number of seconds, not {value!r} (None keeps "
+            "it for good)"
+        )
+    if isinstance(value, timedelta):
+        span = value
+    elif value < 0:
+        raise ConfigurationError(f"retention {name} must not be negative, not {value!r} seconds")
+    elif value > LONGEST.total_seconds():
+        span = LONGEST + timedelta(days=1)  # refused below, without building what overflows
+    else:
+        span = timedelta(seconds=value)
     if span < timedelta(0):
         raise ConfigurationError(f"retention {name} must not be negative, not {span}")
+    if span > LONGEST:
+        raise ConfigurationError(
+            f"retention {name} must be at most {LONGEST.days // 365} years ({LONGEST.days:,} "
+            f"days), not {value!r}: None keeps it for good"
+        )
     return span
 
 
 @dataclass(frozen=True)
 class Retention:
     """How long a journal keeps settled decisions, receipts and idle sessions' write counts
-    (a ``timedelta``, a number of seconds, or None to keep them for good). Nothing a guarantee
-    still needs is pruned whatever its age (the table in this module's docstring), and a
-    RunState older than ``runstates`` is refused with reason ``runstate_expired``.
+    (a ``timedelta``, a number of seconds, or None to keep them for good): each at most
+    ``LONGEST`` (100 years), never negative; zero lets ``prune`` remove at once what is due,
+    but a wrapper's ``ReconcileConfig`` refuses it (``refuses_every_run``). Nothing a
+    guarantee still needs is pruned whatever its age (the table in this module's docstring),
+    and a RunState older than ``runstates`` is refused with reason ``runstate_expired``.
 
     The default keeps each for 30 days: a journal then holds a month of decisions and
     receipts and the sessions written in that month, however long it runs."""
@@ -92,6 +132,13 @@ class Retention:
     @property
     def keeps_everything(self) -> bool:
         return self.runstates is None
+
+
+def refuses_every_run(retention: Retention) -> list[Kept]:
+    """The kinds ``retention`` keeps for no time at all: a wrapper configured so would refuse
+    every RunState (``runstates`` is the shortest of the three), so its configuration refuses
+    it; ``prune`` may be given such a retention."""
+    return [kind for kind in KINDS if retention.seconds(kind) == 0]
 
 
 DEFAULT_RETENTION: Final = Retention()

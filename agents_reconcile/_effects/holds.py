@@ -142,5 +142,5 @@ async def release(
     errors = effect.error_digests
     if error_digest is not None and error_digest not in errors:
         errors = (*errors, error_digest)
-    released = dataclasses.replace(effect, owner=owner, error_digests=errors)
+    released = dataclasses.replace(effect, owner=owner, error_digests=errors, age=None)
     return await journal.restart_effect(released, expect_owner=effect.owner)

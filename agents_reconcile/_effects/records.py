@@ -87,6 +87,18 @@ class Effect:
     raised (a failure receipt: it vouches for those outputs; the outcome stays unknown)."""
     seal_key: PayloadKey | None = field(default=None, compare=False, repr=False)
     sign_key: Signer | None = field(default=None, compare=False, repr=False)
+    age: float | None = field(default=None, compare=False)
+    """Seconds since the journal last stamped this record (begun, taken over, released or
+    finished) by the journal's own clock, read in the same step as the record (the server's
+    time on Redis and PostgreSQL): a lease is judged on it, never on a writer's clock. None
+    when the journal cannot say (a record not read from a journal, or a journal that keeps
+    no such time): then ``started_at`` and the reader's clock stand for it. Never encoded."""
+
+    def held_for(self, now: float) -> float:
+        """Seconds since this record was begun or last taken over: its age by the journal's
+        clock where the journal told it, else by the reader's (``now``, less ``started_at``,
+        which the writer stamped with its own clock)."""
+        return self.age if self.age is not None else now - self.started_at
 
     def with_receipt(self, output: Any, *, at: float) -> Effect:
         """This effect, done, with ``output`` as its receipt."""
@@ -97,6 +109,7 @@ class Effect:
             output=plain,
             output_digest=item_digest({"output": plain}),
             finished_at=at,
+            age=None,
         )
 
     def encode(self) -> bytes:

@@ -58,7 +58,11 @@ async def resolve_effect(
     # Sealed and signed as the session's own records are (a started record holds no key).
     keyring = client.keyring
     taken = dataclasses.replace(
-        stored, owner=me, seal_key=keyring.current or stored.seal_key, sign_key=keyring.signer
+        stored,
+        owner=me,
+        seal_key=keyring.current or stored.seal_key,
+        sign_key=keyring.signer,
+        age=None,
     )
     if not await journal.restart_effect(taken, expect_owner=stored.owner):
         raise ResolutionRefused(
@@ -146,7 +150,8 @@ _PROBE: Final = Effect(
 def held(effect: Effect, lease_seconds: float) -> bool:
     """Whether a live owner may be running ``effect``'s body now, judged as an effect tool
     judges it from a process that runs none of it (``ownership.holds``): a process alive on
-    this host, or a worker elsewhere within its lease (its own, where it stamped one). An
+    this host, or a worker elsewhere within its lease (its own, where it stamped one), its
+    age read on the journal's clock where the journal tells it (``Effect.held_for``). An
     effect left for a retry, or whose owner cannot be read, is held by nobody."""
     if effect.state is not EffectState.STARTED or effect.owner == RETRY_OWNER:
         return False
@@ -158,7 +163,7 @@ def held(effect: Effect, lease_seconds: float) -> bool:
         owner,
         active=True,
         in_flight_here=False,
-        age_seconds=time.time() - effect.started_at,
+        age_seconds=effect.held_for(time.time()),
         lease_seconds=lease_seconds,
         me=current_owner(),
     )

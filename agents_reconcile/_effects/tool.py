@@ -360,6 +360,7 @@ async def _unknown(
         attempts=stored.attempts + 1,
         seal_key=mine.seal_key,
         sign_key=mine.sign_key,
+        age=None,
     )
     bound = session.config.lease_seconds
 
@@ -441,7 +442,8 @@ def _refuse_timeout(timeout: Any, what: str) -> None:
 
 def _held(effect: Effect, session: ReconcilingSession) -> bool:
     """Whether a live owner may be running ``effect``'s body now: a task of this process, or
-    another process alive on this host (or, on another host, within its lease)."""
+    another process alive on this host (or, on another host, within its lease, judged on
+    the journal's clock: ``Effect.held_for``)."""
     from .._core.ownership import Owner
     from .._core.ownership import holds as owner_holds
 
@@ -453,7 +455,7 @@ def _held(effect: Effect, session: ReconcilingSession) -> bool:
         owner,
         active=True,
         in_flight_here=holds.running(effect.key),
-        age_seconds=time.time() - effect.started_at,
+        age_seconds=effect.held_for(time.time()),
         lease_seconds=session.config.lease_seconds,
         me=current_owner(),
     )

@@ -8,6 +8,8 @@ import re
 from datetime import timedelta
 from typing import Final
 
+from .._core.retention import LONGEST
+
 __all__ = ["FOREVER", "duration"]
 
 FOREVER: Final = "forever"
@@ -17,8 +19,8 @@ _DURATION: Final = re.compile(r"(\d+(?:\.\d+)?)([smhdw])")
 
 
 def duration(text: str) -> timedelta | str:
-    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` (or several: ``1d12h``), or ``forever``
-    (``FOREVER``: kept for good)."""
+    """``30d``, ``12h``, ``90m``, ``45s``, ``2w`` (or several: ``1d12h``), at most
+    ``LONGEST`` (100 years), or ``forever`` (``FOREVER``: kept for good)."""
     word = text.strip().lower()
     if word == FOREVER:
         return FOREVER
@@ -27,4 +29,10 @@ def duration(text: str) -> timedelta | str:
         raise argparse.ArgumentTypeError(
             f"not a duration: {text!r} (write 30d, 12h, 90m, 45s, 2w, 1d12h or forever)"
         )
-    return timedelta(seconds=sum(float(n) * _UNITS[unit] for n, unit in found))
+    seconds = sum(float(n) * _UNITS[unit] for n, unit in found)
+    if seconds > LONGEST.total_seconds():
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is longer than a retention may be ({LONGEST.days // 365} years, "
+            f"{LONGEST.days:,}d): write forever to keep for good"
+        )
+    return timedelta(seconds=seconds)

@@ -39,7 +39,7 @@ def effect_status(
         **effect_view(effect),
         "owner_live": live,
         "runs_again": again,
-        "age_seconds": round(now - effect.started_at, 3),
+        "age_seconds": round(effect.held_for(now), 3),
         "refused": newest is not None and newest.reason is Reason.EFFECT_UNKNOWN,
         "needs_operator": not live and not again,
     }

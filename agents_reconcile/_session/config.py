@@ -13,7 +13,7 @@ from .._backends.journal import IntentJournal
 from .._backends.redaction import Redacted
 from .._backends.registry import parse_address
 from .._core.records import BackendIdentity
-from .._core.retention import DEFAULT_RETENTION, Retention
+from .._core.retention import DEFAULT_RETENTION, Retention, refuses_every_run
 from .._core.sealing import PayloadKey, payload_keys
 from .._core.signing import SigningKey, signing_keys
 from ..errors import ConfigurationError, RecordMalformed
@@ -252,6 +252,13 @@ def _retention(name: str, value: object) -> None:
     if value is not None and not isinstance(value, Retention):
         raise ConfigurationError(
             f"{name} must be a Retention or None (keep everything), not {_shown(value)}"
+        )
+    zero = [] if value is None else refuses_every_run(value)
+    if zero:
+        raise ConfigurationError(
+            f"{name} keeps {' and '.join(zero)} for no time at all: every RunState would be "
+            "older than that at once, so every run carrying one would be refused; give a "
+            "positive span, or None to keep that kind for good"
         )
 
 

@@ -11,7 +11,8 @@ from datetime import timedelta
 from typing import Any, Final
 
 from .._backends.journal import keeps_effects, prunes, sets_aside
-from .._core.records import Action
+from .._core.fingerprint import digest_items
+from .._core.records import Action, PendingWrite
 from .._core.retention import Pruned, Retention
 from ._core import Subject, contract, require, skip
 from ._journal import FAILED, IN_FLIGHT, journal_of, worker
@@ -143,6 +144,64 @@ async def pruning_keeps_started_effects_and_young_receipts(subject: Subject) -> 
     require(
         [e.key for e in await journal.started_effects()] == [started.key],
         "pruning removed a started effect",
+    )
+
+
+def _tool_turn(intent_id: str, session_id: str, call_id: str, output: str) -> PendingWrite:
+    """A pending write of one tool turn: the call ``call_id`` and the output it showed."""
+    batch: tuple[dict[str, Any], ...] = (
+        {"type": "function_call", "call_id": call_id, "name": "charge_card", "arguments": "{}"},
+        {"type": "function_call_output", "call_id": call_id, "output": output},
+    )
+    before = ({"role": "user", "content": "pay"},)
+    return PendingWrite(
+        intent_id=intent_id,
+        session_id=session_id,
+        backend=BACKEND,
+        batch=batch,
+        batch_digests=digest_items(batch),
+        before_digests=digest_items(before),
+        before_is_whole=True,
+        created_at=time.time(),
+        persisted_count=1,
+    )
+
+
+@contract("journal")
+async def pruning_keeps_receipts_an_unresolved_intent_needs(subject: Subject) -> None:
+    """``prune()`` keeps, however old, the receipt of an effect whose output a write still
+    unresolved holds (its session's unresolved intent is checked against it before it is
+    accepted or replayed), and removes it once that intent is settled; an old receipt no
+    unresolved intent needs goes as ever. A dry run counts the same."""
+    journal = await _pruning_journal(subject)
+    if not keeps_effects(journal):
+        skip("the journal keeps no effects")
+    needed = make_effect("vouching-call", session_id="session-a")
+    idle = make_effect("idle-call", session_id="session-b")
+    for effect in (needed, idle):
+        await journal.begin_effect(effect)
+        await journal.finish_effect(effect.with_receipt("charged 5", at=effect.started_at + 1.0))
+    pending = _tool_turn("tool-turn", "session-a", needed.call_id, "charged 5")
+    await journal.record(pending, state=FAILED, owner=ME)
+    await asyncio.sleep(0.05)
+    receipts_now = Retention(None, 0, None)
+    dry = await _prune(journal, receipts_now, dry_run=True)
+    require(dry.receipts == 1, f"a dry run counts {dry.receipts} receipts, not the idle one")
+    pruned = await _prune(journal, receipts_now)
+    require(pruned.receipts == 1, f"prune() removed {pruned.receipts} receipts, not the idle one")
+    kept = await journal.effect(needed.key)
+    require(
+        kept is not None
+        and kept.output_digest == needed.with_receipt("charged 5", at=0).output_digest,
+        "prune() removed the receipt of an effect whose output an unresolved intent holds: the "
+        "check of that output before it is accepted would pass for want of the receipt",
+    )
+    require(await journal.effect(idle.key) is None, "the receipt nobody needs was kept")
+    await journal.settle(make_decision(pending))
+    after = await _prune(journal, receipts_now)
+    require(
+        after.receipts == 1 and await journal.effect(needed.key) is None,
+        f"once its intent settled, prune() answered {after} and kept the old receipt",
     )
 
 

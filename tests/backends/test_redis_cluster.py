@@ -35,7 +35,7 @@ from agents_reconcile._core.ownership import current_owner
 from agents_reconcile._core.records import Action
 from agents_reconcile._core.retention import Retention
 from agents_reconcile._session.config import ReconcileConfig
-from agents_reconcile.errors import ConfigurationError, IntentConflict
+from agents_reconcile.errors import ConfigurationError, IntentConflict, JournalUnavailable
 
 from ..support.journal_support import BACKEND, make_decision, make_effect, make_intent
 from ..support.servers import server_url
@@ -518,3 +518,114 @@ async def test_a_journal_first_used_by_many_commands_at_once_fails_none_of_them(
         finally:
             await journal.drop()
             await journal.close()
+
+
+# -- a connection torn down under the client -----------------------------------------------------
+
+
+@dataclasses.dataclass
+class TearDown:
+    """Closes the driver's connection just before it writes a script whose SHA it is given,
+    as the cluster client's own reset does to another task's connection during a failover:
+    the driver then writes to a socket that is gone and raises its ``AttributeError``."""
+
+    sha: bytes
+    times: int
+    torn: int = 0
+
+
+@pytest.fixture
+def tear_down(monkeypatch: pytest.MonkeyPatch) -> TearDown:
+    """A ``TearDown`` of the claim script (set ``times`` to arm it), under every connection."""
+    found = TearDown(RedisClusterJournal._scripts["claim"].sha.encode(), times=0)
+    original = AbstractConnection._send_packed_command
+
+    async def send(connection: Any, command: Any) -> None:
+        sent = command if isinstance(command, bytes) else b"".join(command)
+        if found.times and found.sha in sent:
+            found.times -= 1
+            found.torn += 1
+            await connection.disconnect(nowait=True)
+        await original(connection, command)
+
+    monkeypatch.setattr(AbstractConnection, "_send_packed_command", send)
+    return found
+
+
+async def test_a_connection_torn_down_under_a_claim_is_journal_unavailable(
+    url: str, prefix: str, tear_down: TearDown
+) -> None:
+    """The driver's ``AttributeError`` on a closed connection, met by the claim that opens an
+    intent, is ``JournalUnavailable`` (the driver's error kept as its cause), never raised
+    raw; the same opening again (as the wrapper retries it) records the intent once."""
+    journal = RedisClusterJournal.from_url(url, prefix=prefix)
+    intent = make_intent("torn", session_id="s-torn")
+    try:
+        await journal.pending(None)  # connected, the slot map loaded
+        tear_down.times = 1
+        with pytest.raises(JournalUnavailable) as raised:
+            await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=current_owner())
+        assert tear_down.torn == 1
+        cause = raised.value.__cause__
+        assert isinstance(cause, AttributeError) and "writelines" in str(cause)
+        assert "closed under the client" in str(raised.value)
+        opened = await journal.open_intent(
+            intent, state=IntentState.IN_FLIGHT, owner=current_owner()
+        )
+        assert opened.recorded
+        assert [e.intent.intent_id for e in await journal.pending("s-torn")] == ["torn"]
+    finally:
+        await journal.drop()
+        await journal.close()
+
+
+async def test_appends_whose_claim_meets_a_torn_connection_are_retried_and_kept_once(
+    url: str, prefix: str, tear_down: TearDown, tmp_path: Any
+) -> None:
+    """A wrapper's append whose claim meets a torn connection is retried (every journal
+    operation is safe to run again after a lost reply) and goes on: each item stored once,
+    nothing left pending; past its retries it is ``JournalUnavailable``, nothing appended."""
+    from agents import SQLiteSession
+
+    from agents_reconcile import ReconcilingSession
+
+    journal = RedisClusterJournal.from_url(url, prefix=prefix)
+    session = ReconcilingSession(
+        SQLiteSession("s-torn", tmp_path / "chat.db"),
+        config=ReconcileConfig(journal=journal, journal_retries=3),
+    )
+    try:
+        await session.add_items([{"role": "user", "content": "before"}])
+        tear_down.times = 2
+        await session.add_items([{"role": "user", "content": "torn twice"}])
+        assert tear_down.torn == 2
+        tear_down.times = 3
+        with pytest.raises(JournalUnavailable):
+            await session.add_items([{"role": "user", "content": "torn thrice"}])
+        assert tear_down.torn == 5
+        contents = [item["content"] for item in await session.get_items()]
+        assert contents == ["before", "torn twice"]
+        assert await session.pending() == []
+    finally:
+        await journal.drop()
+        await journal.close()
+
+
+def test_only_the_driver_s_attribute_error_on_a_closed_connection_is_translated() -> None:
+    """``torn_down`` is true of the driver's ``AttributeError`` on a socket that is gone, and
+    false of one raised by other code (a bug stays a bug, raised as it is)."""
+    from redis.asyncio.connection import Connection
+
+    from agents_reconcile._backends.redis.replies import is_driver_error, torn_down
+
+    try:
+        asyncio.run(Connection()._send_packed_command([b"PING"]))
+    except AttributeError as exc:
+        assert torn_down(exc) and is_driver_error(exc)
+    else:
+        raise AssertionError("an unconnected connection wrote")
+    ours: Any = None
+    try:
+        ours.writelines([b"PING"])
+    except AttributeError as exc:
+        assert not torn_down(exc) and not is_driver_error(exc)

@@ -5,6 +5,7 @@ whether it comes through ``resolve_effect`` or the session's ``resolve_effect``.
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
@@ -34,9 +35,13 @@ BAD_ARGUMENTS = [
 ]
 
 
+GONE_LEASE = 0.001
+"""The lease the gone owner stamped: run out, by the journal's clock, a moment after begun."""
+
+
 def gone_effect() -> Any:
-    """A started effect whose owner (elsewhere, its lease long run out) left no receipt."""
-    return make_effect("c1", session_id="user-42", owner=str(STRANGER))
+    """A started effect whose owner (elsewhere, its lease run out) left no receipt."""
+    return make_effect("c1", session_id="user-42", owner=str(STRANGER.leased(GONE_LEASE)))
 
 
 async def assert_untouched(journal: Any, effect: Any) -> None:
@@ -89,6 +94,7 @@ async def test_the_sessions_resolve_effect_refuses_a_bad_actor_and_writes_nothin
     call afterwards resolves it."""
     effect = gone_effect()
     await journal.begin_effect(effect)
+    await asyncio.sleep(20 * GONE_LEASE)  # its lease runs out
     session = ReconcilingSession(
         SQLiteSession("user-42", tmp_path / "chat.db"), config=ReconcileConfig(journal=journal)
     )

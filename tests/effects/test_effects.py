@@ -165,11 +165,19 @@ async def test_check_that_finds_nothing_runs_the_body_again_under_the_same_key(
     key = effect_key("user-42", "c1", "charge_card", '{"amount":5}')
     from agents_reconcile._effects.records import Effect, arguments_digest
 
+    # A worker on another host whose lease (1 ms, stamped with its claim) ran out.
     await session.journal.begin_effect(  # type: ignore[attr-defined]
         Effect(
-            key, "user-42", "charge_card", "c1", arguments_digest('{"amount":5}'), "gone/1/1", 1.0
+            key,
+            "user-42",
+            "charge_card",
+            "c1",
+            arguments_digest('{"amount":5}'),
+            "gone/1/1~0.001",
+            1.0,
         )
     )
+    await asyncio.sleep(0.02)
     await resume(tmp_path, payments, state_text, streamed=False, check=nothing)
     assert payments.charges == [(key, 5)]
 

@@ -531,7 +531,8 @@ def test_a_started_effect_of_a_live_owner_is_listed_but_waits_for_no_one(
 
     live = dataclasses.replace(make_effect("c1", owner=str(STRANGER)), started_at=time.time())
     retry = make_effect("c2", owner=RETRY_OWNER)
-    gone = make_effect("c3", session_id="session-b", owner=str(STRANGER))
+    # Its lease (1 ms, stamped with its claim) runs out by the journal's clock once begun.
+    gone = make_effect("c3", session_id="session-b", owner=str(STRANGER.leased(0.001)))
 
     async def begin(*effects: Any) -> None:
         journal: Any = case.backend.open_journal(case.journal, namespace=case.space)
@@ -554,6 +555,7 @@ def test_a_started_effect_of_a_live_owner_is_listed_but_waits_for_no_one(
     assert code == 0 and live.key in out and "runs again" in out and "NEEDS" not in out
 
     asyncio.run(begin(gone))
+    time.sleep(0.02)
     code, out = cli(capsys, "status", *case.args(), "--json")
     assert code == 1
     waiting = [e["effect"] for e in orjson.loads(out)["effects"] if e["needs_operator"]]

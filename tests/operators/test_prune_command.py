@@ -101,6 +101,48 @@ def test_a_bad_duration_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> 
     assert code == 2 and "not a duration" in err
 
 
+@pytest.mark.parametrize("keep", ["99999999999d", "36526d", "5300000w", "3155760001s"])
+def test_a_duration_longer_than_a_retention_may_be_is_a_one_line_usage_error(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], keep: str
+) -> None:
+    """Past 100 years, ``--keep`` is refused as argparse refuses any bad value: the usage and
+    one error line naming the option, exit 2, no traceback, nothing opened."""
+    journal = tmp_path / "journal.db"
+    code, out, err = cli(capsys, "prune", "--keep", keep, "--journal", str(journal))
+    errors = [line for line in err.splitlines() if "error:" in line]
+    assert code == 2 and out == "" and "Traceback" not in err
+    assert errors == [
+        f"agents-reconcile prune: error: argument --keep: {keep!r} is longer than a retention "
+        "may be (100 years, 36,525d): write forever to keep for good"
+    ]
+    assert not journal.exists()
+    code, out, _ = cli(capsys, "prune", "--keep-receipts", keep, "--json")
+    assert code == 2 and orjson.loads(out)["kind"] == "usage"
+
+
+def test_a_duration_of_a_hundred_years_is_taken(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The longest retention a journal takes, 100 years, prunes (nothing that young)."""
+    assert duration("36525d") == timedelta(days=36_525)
+    journal = tmp_path / "journal.db"
+    asyncio.run(_fill_at(journal))
+    code, out, err = cli(capsys, "prune", "--keep", "36525d", "--journal", str(journal), "--json")
+    assert code == 0, err
+    found = orjson.loads(out)
+    assert (found["decisions"], found["kept_seconds"]["receipts"]) == (0, 36_525 * DAY)
+
+
+async def _fill_at(path: Path) -> None:
+    from agents_reconcile import SQLiteJournal
+
+    journal = SQLiteJournal(path)
+    try:
+        await fill(journal)
+    finally:
+        await journal.close()
+
+
 def test_a_journal_that_is_not_there_is_not_created(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -412,6 +412,18 @@ class PrunesStartedEffects(MemoryJournal):
         return pruned
 
 
+class PrunesVouchingReceipts(MemoryJournal):
+    """``prune()`` removes old receipts whatever unresolved intent of their session needs
+    them."""
+
+    async def prune(self, retention: Retention, **options: Any) -> Pruned:
+        entries, self._entries = self._entries, {}
+        try:
+            return await super().prune(retention, **options)
+        finally:
+            self._entries = entries
+
+
 class KeepsSetAsideEntries(MemoryJournal):
     """``prune()`` never removes a set-aside entry."""
 
@@ -950,6 +962,11 @@ BROKEN = [
         "a journal that prunes started effects",
         PrunesStartedEffects,
         "pruning_keeps_started_effects_and_young_receipts",
+    ),
+    _journal(
+        "a journal that prunes receipts an unresolved intent needs",
+        PrunesVouchingReceipts,
+        "pruning_keeps_receipts_an_unresolved_intent_needs",
     ),
     _journal(
         "a journal that keeps set-aside entries",

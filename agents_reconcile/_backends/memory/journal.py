@@ -53,6 +53,8 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         self._settled: set[str] = set()
         self._decisions: list[Decision] = []
         self._effects: dict[str, Effect] = {}
+        # When each effect's record was last stored, on this journal's clock (monotonic).
+        self._effect_stamps: dict[str, float] = {}
         self._write_counts: dict[tuple[str, BackendIdentity], int] = {}
         # When each count was last raised, when each receipt was stored, and the highest count
         # pruned (``MemoryRetention``).
@@ -243,12 +245,22 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
 
     # -- EffectJournal -------------------------------------------------------------------
 
+    def _stored_effect(self, effect: Effect) -> Effect:
+        """``effect`` stored, stamped with this journal's clock (a monotonic one: no writer's
+        wall clock moves it)."""
+        self._effects[effect.key] = replace(effect, age=None)
+        self._effect_stamps[effect.key] = time.monotonic()
+        return self._aged(self._effects[effect.key])
+
+    def _aged(self, effect: Effect) -> Effect:
+        """``effect`` as a read answers it: with its age by this journal's clock."""
+        return replace(effect, age=time.monotonic() - self._effect_stamps[effect.key])
+
     async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
         stored = self._effects.get(effect.key)
         if stored is not None:
-            return stored, False
-        self._effects[effect.key] = effect
-        return effect, True
+            return self._aged(stored), False
+        return self._stored_effect(effect), True
 
     async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
         stored = self._effects.get(effect.key)
@@ -256,35 +268,36 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
             return False
         if stored.owner != expect_owner:
             return False
-        self._effects[effect.key] = effect
+        self._stored_effect(effect)
         return True
 
     async def finish_effect(self, effect: Effect) -> Effect:
         stored = self._effects.get(effect.key)
         if stored is not None and stored.state is EffectState.STARTED:
             if stored.owner == effect.owner:
-                self._effects[effect.key] = effect
+                done = self._stored_effect(effect)
                 self._done_at[effect.key] = time.time()
-                return effect
+                return done
         elif stored is not None and (stored.owner, stored.output_digest) == (
             effect.owner,
             effect.output_digest,
         ):
-            return stored
+            return self._aged(stored)
         raise IntentConflict(
             f"effect {effect.key}: no started effect of owner {effect.owner} to finish",
             intent_id=effect.key,
         )
 
     async def effect(self, key: str) -> Effect | None:
-        return self._effects.get(key)
+        stored = self._effects.get(key)
+        return None if stored is None else self._aged(stored)
 
     async def effects(self, session_id: str) -> list[Effect]:
-        return [e for e in self._effects.values() if e.session_id == session_id]
+        return [self._aged(e) for e in self._effects.values() if e.session_id == session_id]
 
     async def started_effects(self, session_id: str | None = None) -> list[Effect]:
         return [
-            e
+            self._aged(e)
             for e in self._effects.values()
             if e.state is EffectState.STARTED and session_id in (None, e.session_id)
         ]

@@ -40,6 +40,7 @@ class MemoryRetention:
     _aside: list[tuple[SetAside, bytes]]
     _counted_at: dict[tuple[str, BackendIdentity], float]
     _done_at: dict[str, float]
+    _effect_stamps: dict[str, float]
     _floor: int
 
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
@@ -73,12 +74,16 @@ class MemoryRetention:
             if decided is not None and aside.set_aside_at < decided
         ]
         old_aside, aside_done = _first(old_aside, limit)
+        # A receipt of a session with an unresolved intent stays: that intent's batch may hold
+        # the output it vouches for.
+        vouching = {e.intent.session_id for e in self._entries.values()}
         receipts = [
             key
             for key, effect in self._effects.items()
             if stored is not None
             and effect.state is EffectState.DONE
             and self._done_at.get(key, now) < stored
+            and effect.session_id not in vouching
         ]
         receipts, receipts_done = _first(receipts, limit)
         counts = [
@@ -108,6 +113,7 @@ class MemoryRetention:
         for key in receipts:
             del self._effects[key]
             self._done_at.pop(key, None)
+            self._effect_stamps.pop(key, None)
         for count in counts:
             self._floor = max(self._floor, self._write_counts.pop(count))
             del self._counted_at[count]

@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from ..._effects.records import Effect, EffectState
@@ -65,7 +66,7 @@ class PostgresEffects:
 
     async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
         _require_state(effect, EffectState.STARTED, "begin_effect")
-        args = (effect.key, effect.session_id, effect.owner, time.time(), effect.encode())
+        args = (effect.key, effect.session_id, effect.owner, effect.encode())
 
         async def work(conn: Connection) -> tuple[Any, bool]:
             for _ in range(_BEGIN_TRIES):
@@ -80,7 +81,7 @@ class PostgresEffects:
 
         row, recorded = await self._run(work)
         if recorded:
-            return effect, True
+            return replace(effect, age=_age(row)), True
         return _checked(row, self.keyring), False
 
     async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
@@ -90,7 +91,6 @@ class PostgresEffects:
             effect.session_id,
             expect_owner,
             effect.owner,
-            time.time(),
             effect.encode(),
         )
 
@@ -169,5 +169,17 @@ def _require_state(effect: Effect, state: EffectState, method: str) -> None:
 def _checked(row: Mapping[str, Any], keyring: Keyring) -> Effect:
     """An effect's row, checked against the record it holds."""
     return checked_effect(
-        row["key"], row["session_id"], row["state"], row["owner"], row["record"], keyring
+        row["key"],
+        row["session_id"],
+        row["state"],
+        row["owner"],
+        row["record"],
+        keyring,
+        age=_age(row),
     )
+
+
+def _age(row: Mapping[str, Any]) -> float | None:
+    """The row's age by the server's clock, where the statement read it."""
+    age = row.get("age")
+    return None if age is None else float(age)

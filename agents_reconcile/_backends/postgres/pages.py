@@ -78,7 +78,8 @@ class PageStatements:
         """Parameters: the session (when ``by_session``), the cursor's two values (when
         ``from_cursor``), the limit, the overdue time (or null). Rows: an effect's key,
         session, state, owner and record, its begin time, the newest decision's session and
-        record (or nulls), then the count of the rows that follow and of those overdue."""
+        record (or nulls), its age by the server's clock, then the count of the rows that
+        follow and of those overdue."""
         s = self.schema
         args = _Args()
         session = f"session_id = {args.next()}" if by_session else ""
@@ -92,7 +93,8 @@ class PageStatements:
         )
         order = ", ".join(_EFFECT_ORDER)
         return (
-            "WITH page AS (SELECT key, session_id, state, owner, record, created_at"
+            "WITH page AS (SELECT key, session_id, state, owner, record, created_at,"
+            f" {_NOW} - updated_at AS age"
             f" FROM {s}.effects{page_where} ORDER BY {order} LIMIT {limit}),"
             f" last AS (SELECT {order} FROM page ORDER BY {_descending(_EFFECT_ORDER)} LIMIT 1),"
             f" follows AS (SELECT e.updated_at FROM {s}.effects AS e, last{follows}"
@@ -101,7 +103,7 @@ class PageStatements:
             " counted AS (SELECT count(*) AS more,"
             f" count(*) FILTER (WHERE updated_at < {overdue}::float8) AS waiting FROM follows)"
             " SELECT p.key, p.session_id, p.state, p.owner, p.record, p.created_at,"
-            " d.session_id AS decided_in, d.record AS decision, c.more, c.waiting"
+            " d.session_id AS decided_in, d.record AS decision, p.age, c.more, c.waiting"
             " FROM page AS p CROSS JOIN counted AS c"
             f" LEFT JOIN LATERAL {_newest(s, 'p.key', 'x.session_id, x.record')} AS d"
             f" ON true ORDER BY {', '.join(f'p.{c}' for c in _EFFECT_ORDER)}"

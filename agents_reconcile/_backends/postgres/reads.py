@@ -123,7 +123,9 @@ class PostgresReads:
         keyring = self.keyring
         effects = each(
             rows,
-            lambda row: checked_effect(row[0], row[1], row[2], row[3], row[4], keyring),
+            lambda row: checked_effect(
+                row[0], row[1], row[2], row[3], row[4], keyring, age=row["age"]
+            ),
             lambda row: ("effect", row[0], row[1]),
         )
         last = rows[-1] if rows else None

@@ -30,7 +30,9 @@ each row, in the step that deletes:
   they are held, the decisions still older than the retention whose intent is not
   unresolved, of a session whose row it holds or that has none.
 * set-aside entries and receipts: one DELETE each, checking the age again (and that the
-  effect is done).
+  effect is done and its session has no unresolved intent, whose batch may hold the output
+  the receipt vouches for; an intent committed while that very statement runs is not seen
+  by it, which only a receipt older than the retention when its output is saved could meet).
 
 A pruner never waits for a writer, and no writer waits for a pruner longer than one of its
 statements: the floor is taken ``NOWAIT`` (taken by a statement making a session's row, the
@@ -139,7 +141,10 @@ _KINDS: Final = (
         "receipts",
         "effects",
         (("key", "text"),),
-        f"r.state = 'done' AND r.updated_at < {_CUTOFF}",
+        # A receipt of a session with an unresolved intent stays: that intent's batch may hold
+        # the output it vouches for (checked before the intent is accepted or replayed).
+        f"r.state = 'done' AND r.updated_at < {_CUTOFF} AND NOT EXISTS (SELECT 1 FROM"
+        " {s}.intents AS i WHERE i.session_id = r.session_id)",
         _size("key", "session_id", "state", "owner", "record"),
     ),
     _Kind(

@@ -82,7 +82,10 @@ class EffectStatements:
 
     def __init__(self, schema: str) -> None:
         s = schema
-        effect_columns = "key, session_id, state, owner, record"
+        # With the age by the server's clock, read in the same step (an effect's lease is
+        # judged on the journal's clock, never a writer's).
+        effect_columns = f"key, session_id, state, owner, record, {_NOW} - updated_at AS age"
+        returned = "key, session_id, state, owner, record, age"
         self.effect = f"SELECT {effect_columns} FROM {s}.effects WHERE key = $1"
         self.effects = (
             f"SELECT {effect_columns} FROM {s}.effects WHERE session_id = $1"
@@ -96,11 +99,12 @@ class EffectStatements:
         # that another transaction committed after this statement's snapshot stops the INSERT
         # but is not seen by the SELECT: then no row comes back, and the caller reads it
         # afresh (self.effect, a new statement, a new snapshot).
+        # Stamped with the journal's clock (the server's).
         self.begin_effect = (
             f"WITH added AS (INSERT INTO {s}.effects (key, session_id, state, owner,"
-            " created_at, updated_at, record) VALUES ($1, $2, 'started', $3, $4, $4, $5)"
-            f" ON CONFLICT (key) DO NOTHING RETURNING {effect_columns})"
-            f" SELECT true AS added, {effect_columns} FROM added"
+            f" created_at, updated_at, record) VALUES ($1, $2, 'started', $3, {_NOW}, {_NOW},"
+            f" $4) ON CONFLICT (key) DO NOTHING RETURNING {effect_columns})"
+            f" SELECT true AS added, {returned} FROM added"
             f" UNION ALL SELECT false AS added, {effect_columns} FROM {s}.effects"
             " WHERE key = $1 AND NOT EXISTS (SELECT 1 FROM added)"
         )
@@ -115,7 +119,8 @@ class EffectStatements:
                 " RETURNING 1"
             )
 
-        self.restart_effect = effect_update("owner = $4, updated_at = $5, record = $6")
+        # A takeover is stamped with the journal's clock: the new owner's lease runs from it.
+        self.restart_effect = effect_update(f"owner = $4, updated_at = {_NOW}, record = $5")
         # A receipt is stamped on the journal's clock (the writer's time only if it had none):
         # pruning judges its age by it.
         self.finish_effect = effect_update(

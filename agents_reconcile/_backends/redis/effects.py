@@ -9,9 +9,11 @@ time and encoded ``Effect`` in hashes by effect key, and the session's effect ke
 oldest first. One global hash, ``effect_index``, names each key's session, since ``effect()``
 is given the key alone; one global sorted set, ``effect_started``, holds the keys that have no
 receipt yet (scored by when they were begun), so ``started_effects`` reads those alone.
-A receipt is stamped on the server's clock, by which ``prune`` (``retention.py``) judges its
-age; a receipt pruned leaves every effect key, and a started effect is never removed, so a key
-stays in the session it was begun in while it is kept.
+Every write is stamped on the server's clock, and every row read carries its age by that
+clock (``Effect.age``): an effect's lease is judged on it, never on a writer's clock, and
+``prune`` (``retention.py``) judges a receipt's age by it; a receipt pruned leaves every
+effect key, and a started effect is never removed, so a key stays in the session it was begun
+in while it is kept.
 
 Kept apart from ``RedisJournal`` for length; it speaks through the journal's own script
 runner, command sender, key layout and keyring.
@@ -19,7 +21,6 @@ runner, command sender, key layout and keyring.
 
 from __future__ import annotations
 
-import time
 from typing import TYPE_CHECKING, Final
 
 from ..._core.sealing import Keyring
@@ -57,7 +58,7 @@ class RedisEffects:
             effect.session_id,
             effect.state.value,
             effect.owner,
-            repr(time.time()),
+            "",  # the begin time: the script stamps it on the server's clock
             effect.encode(),
         ]
         keys = self._layout.effects(effect.session_id)
@@ -83,7 +84,7 @@ class RedisEffects:
             effect.session_id,
             expect_owner,
             effect.owner,
-            repr(time.time()),
+            "",  # the takeover time: the script stamps it on the server's clock
             effect.encode(),
         ]
         keys = self._layout.effects(effect.session_id)

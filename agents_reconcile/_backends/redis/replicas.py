@@ -22,10 +22,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from typing import Any, Final
-from urllib.parse import parse_qsl, urlsplit, urlunsplit
+from urllib.parse import urlsplit, urlunsplit
 
 from ...errors import ConfigurationError
-from ..addresses import REPLICA_WAIT, replica_wait
+from ..addresses import REPLICA_WAIT, replica_wait, single_query
 
 try:
     from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -86,8 +86,8 @@ def split(url: str) -> tuple[str, ReplicaWait | None]:
     if "?" not in url:
         return url, None
     parts = urlsplit(url)
-    pairs = parse_qsl(parts.query, keep_blank_values=True)
-    asked = {name: value for name, value in pairs if name in OPTIONS}
+    query = single_query(parts.query, keep_blank_values=True)  # a setting given twice: refused
+    asked = {name: values[0] for name, values in query.items() if name in OPTIONS}
     if not asked:
         return url, None
     found = replica_wait(asked)

@@ -30,7 +30,16 @@ from ..journal import IntentState, JournalEntry, Opened
 from ..redaction import Redacted
 from ..rows import checked_effect, checked_entry, each
 
-__all__ = ["SCHEMA_REFUSAL", "EffectRow", "Moved", "Row", "translate"]
+__all__ = [
+    "DRIVER_ERRORS",
+    "SCHEMA_REFUSAL",
+    "EffectRow",
+    "Moved",
+    "Row",
+    "is_driver_error",
+    "torn_down",
+    "translate",
+]
 
 SCHEMA_REFUSAL: Final = "AGENTS_RECONCILE_SCHEMA"
 # Replies that say the server cannot serve now, not that the journal is damaged.
@@ -46,8 +55,8 @@ _CLUSTER_REPLIES: Final = ("MOVED", "ASK", "CROSSSLOT")
 _T = TypeVar("_T")
 
 Row = tuple[str, str, str, str, str, bytes, str, str]
-EffectRow = tuple[str, str, str, bytes]
-"""An effect as the scripts answer it: key, state, owner, record."""
+EffectRow = tuple[str, str, str, bytes, str]
+"""An effect as the scripts answer it: key, state, owner, record, age (by the server's clock)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,6 +65,39 @@ class Moved:
     by no session)."""
 
     holder: str | None
+
+
+DRIVER_ERRORS: Final = (
+    redis_errors.RedisError,
+    redis_errors.RedisClusterException,
+    OSError,
+    AttributeError,
+)
+"""What the driver raises: its own errors (a cluster client also raises
+``RedisClusterException``, no ``RedisError``, when it cannot reach the cluster), the socket's,
+and the ``AttributeError`` of a connection torn down under the client (``torn_down``; any
+other ``AttributeError`` is a bug, never translated)."""
+
+
+def torn_down(exc: BaseException) -> bool:
+    """Whether ``exc`` is the driver's ``AttributeError`` on a connection closed under it: a
+    cluster client whose node's connections were closed by another task (a failover, a slot
+    map loaded again) meets its socket's reader or writer gone (None) in the middle of a
+    command. Told from a bug by where it was raised (in the driver) and on what (None)."""
+    if not isinstance(exc, AttributeError) or getattr(exc, "obj", None) is not None:
+        return False
+    frame = exc.__traceback__
+    while frame is not None and frame.tb_next is not None:
+        frame = frame.tb_next
+    module = "" if frame is None else str(frame.tb_frame.f_globals.get("__name__", ""))
+    return module == "redis" or module.startswith("redis.")
+
+
+def is_driver_error(exc: BaseException) -> bool:
+    """Whether ``exc`` is the driver's, for ``translate`` (``DRIVER_ERRORS``)."""
+    if isinstance(exc, AttributeError):
+        return torn_down(exc)
+    return isinstance(exc, DRIVER_ERRORS)
 
 
 def translate(
@@ -75,6 +117,12 @@ def translate(
         detail = address.scrub(f"{type(exc).__name__}: {exc}")
         return JournalUnavailable(
             f"Redis journal {address} unreachable during {operation}: {detail}"
+        )
+    if isinstance(exc, AttributeError):
+        # torn_down: the connection was closed by another task of the client (a failover).
+        return JournalUnavailable(
+            f"{where}: a connection was closed under the client during {operation} (the "
+            f"cluster's nodes changing?): {address.scrub(str(exc))}"
         )
     text = address.scrub(str(exc))
     if isinstance(exc, redis_errors.ResponseError):
@@ -332,22 +380,25 @@ def newest_decisions(reply: object) -> dict[str, Decision]:
 
 
 def effect_rows(reply: object, operation: str) -> list[EffectRow]:
-    """Rows of ``effect_row`` (``prelude.lua``): key, state, owner, record."""
+    """Rows of ``effect_row`` (``prelude.lua``): key, state, owner, record, age."""
     return [effect_row(row, operation) for row in as_list(reply, operation)]
 
 
 def effect_row(value: object, operation: str) -> EffectRow:
     fields = as_list(value, operation)
-    if len(fields) != 4:
+    if len(fields) != 5:
         raise unexpected(operation, value)
-    key, state, owner = (
+    key, state, owner, age = (
         text(field, f"an effect's {name}")
-        for field, name in zip(fields[:3], ("key", "state", "owner"), strict=True)
+        for field, name in zip(
+            (*fields[:3], fields[4]), ("key", "state", "owner", "age"), strict=True
+        )
     )
-    return key, state, owner, blob(fields[3], "an effect's record")
+    return key, state, owner, blob(fields[3], "an effect's record"), age
 
 
 def effect(session_id: str, row: EffectRow, keyring: Keyring | None = None) -> Effect:
-    """An effect's row, checked against the record it holds (``rows.checked_effect``)."""
-    key, state, owner, record = row
-    return checked_effect(key, session_id, state, owner, record, keyring)
+    """An effect's row, checked against the record it holds (``rows.checked_effect``), with
+    its age by the server's clock."""
+    key, state, owner, record, age = row
+    return checked_effect(key, session_id, state, owner, record, keyring, age=age)

@@ -21,7 +21,8 @@ long:
   entry leaves an empty id at its position in ``aside_order``, which numbers the entries.
 - receipts: ``effect_index`` swept by ``HSCAN``; ``prune_receipts.lua`` removes the done
   effects of a batch, older than the retention by the stamp ``finish_effect`` put on them on
-  the server's clock, from every effect key.
+  the server's clock, from every effect key, those of a session with an unresolved intent
+  excepted (its batch may hold the output a receipt vouches for).
 - counts: the sessions' count hashes swept by ``SCAN``; ``prune_counts.lua``, once per
   session found, removes its counts when it was last counted longer ago than the retention,
   those under a backend with an unresolved intent of the session excepted, and raises the
@@ -43,10 +44,10 @@ from ..._core.records import BackendIdentity
 from ..._core.retention import Pruned, Retention
 from ..journal import require_limit
 from . import replies
-from .layout import ASIDE_KEYS, EFFECT_INDEX, EFFECT_KEYS, UPGRADED, JournalKeys
+from .layout import ASIDE_KEYS, EFFECT_INDEX, EFFECT_KEYS, SESSION_KEYS, UPGRADED, JournalKeys
 from .pages import by_session
 
-__all__ = ["RETENTION_SCRIPTS", "RedisRetention", "Walks"]
+__all__ = ["RETENTION_SCRIPTS", "RedisRetention", "Walks", "receipt_keys"]
 
 RETENTION_SCRIPTS: Final = (
     "count_write",
@@ -63,6 +64,8 @@ _SCAN_STEP: Final = 1000
 """The ``COUNT`` of each ``SCAN`` and ``HSCAN`` of a sweep."""
 _EFFECT_AT: Final = -len(EFFECT_KEYS)
 """Where a session's own keys begin in ``JournalKeys.effects``."""
+_OPEN_AT: Final = SESSION_KEYS.index("open")
+"""Where a session's unresolved intents are in ``JournalKeys.session``."""
 
 
 @dataclass
@@ -259,7 +262,7 @@ class RedisRetention:
                 str(len(groups)),
             ]
             for session, effect_keys in groups:
-                keys += self._layout.effects(session)[_EFFECT_AT:]
+                keys += receipt_keys(self._layout, session)
                 args += [session, str(len(effect_keys)), *effect_keys]
             gone, freed = _removed(await self._script("prune_receipts", keys, args), "receipts")
             removed, size = removed + gone, size + freed
@@ -297,6 +300,12 @@ class RedisRetention:
         if not dry_run:
             self._walks.counts = Sweep() if sweep.ended else sweep
         return _Kind(removed, size, sweep.ended)
+
+
+def receipt_keys(layout: JournalKeys, session_id: str) -> list[bytes]:
+    """A session's keys as ``prune_receipts.lua`` takes them: its effect keys, then its
+    unresolved intents (``open``: a receipt of a session with one stays)."""
+    return [*layout.effects(session_id)[_EFFECT_AT:], layout.session(session_id)[_OPEN_AT]]
 
 
 async def _next(

@@ -6,7 +6,12 @@ the scripts). A writing script checks the layout version itself, so only reads c
 once per journal object; one refused for an older layout has the journal upgraded and runs
 again. With the replica wait (``replicas.py``) a writing script is sent once and ``WAIT``
 follows it on the same connection. Every driver error becomes the journal's own
-(``replies.translate``): ``JournalUnavailable``, ``JournalCorrupt`` or a schema refusal.
+(``replies.translate``), here and nowhere else: ``JournalUnavailable``, ``JournalCorrupt`` or
+a schema refusal. A connection torn down under the client (a cluster's failover closing a
+node's connections while a command is on its way: the driver's ``AttributeError``, its
+``ConnectionError`` or ``TimeoutError``, ``CLUSTERDOWN``, ``TRYAGAIN``, a slot that keeps
+moving) is ``JournalUnavailable``, which the wrapper's journal calls retry (every operation
+of the journal is safe to run again after a lost reply) and then report.
 """
 
 from __future__ import annotations
@@ -29,9 +34,9 @@ from .replicas import ReplicaWait
 
 __all__ = ["RedisSending"]
 
-_ERRORS: Final = (redis_errors.RedisError, redis_errors.RedisClusterException, OSError)
-"""What the driver raises (a cluster client also raises ``RedisClusterException``, no
-``RedisError``, when it cannot reach the cluster)."""
+_ERRORS: Final = replies.DRIVER_ERRORS
+"""What the driver raises (``replies.DRIVER_ERRORS``); an ``AttributeError`` is the driver's
+only when ``replies.torn_down`` says so, and raised as it is otherwise."""
 
 
 class RedisSending:
@@ -56,9 +61,13 @@ class RedisSending:
 
     @contextmanager
     def _translated(self, operation: str) -> Iterator[None]:
+        """Translate the driver's errors (``replies.is_driver_error``) met inside, once: the
+        one edge every command and script of the journal goes through."""
         try:
             yield
         except _ERRORS as exc:
+            if not replies.is_driver_error(exc):
+                raise  # an AttributeError of ours: a bug, never a journal error
             raise self._translate(exc, operation) from exc
 
     def _translate(self, exc: Exception, operation: str) -> Exception:
@@ -81,7 +90,7 @@ class RedisSending:
     ) -> object:
         """Run a script as one command. A writing script checks the schema version itself
         (and stores it in an empty journal), so only reads check it first, once."""
-        try:
+        with self._translated(name):
             client = await self._connections.get()
             if read_only and not self._schema_checked:
                 await self._migrate(client.execute_command)
@@ -94,8 +103,6 @@ class RedisSending:
             except redis_errors.ResponseError as exc:
                 await self._refused(exc, client)
                 reply = await self._sent(client, script, keys, args, waiting)
-        except _ERRORS as exc:
-            raise self._translate(exc, name) from exc
         if not read_only:
             self._schema_checked = True
         return reply

@@ -9,7 +9,6 @@ connection (``_run``) and opens records with its keyring.
 from __future__ import annotations
 
 import sqlite3
-import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, TypeVar
 
@@ -18,11 +17,17 @@ from ..._effects.records import Effect, EffectState
 from ...errors import IntentConflict
 from ..rows import checked_effect, each
 
-__all__ = ["SQLiteEffects"]
+__all__ = ["EFFECT_COLUMNS", "JOURNAL_NOW", "SQLiteEffects"]
 
 _T = TypeVar("_T")
-_EFFECT_ROW: Final = "SELECT key, session_id, state, owner, record FROM effects WHERE key = ?"
-_EffectRow = tuple[str, str, str, str, bytes]
+JOURNAL_NOW: Final = "((julianday('now') - 2440587.5) * 86400.0)"
+"""The journal's clock in SQL (seconds since the epoch): an effect's row is stamped and aged
+by SQLite's own reading of the time, in the statement that writes or reads it, never by the
+time a writer's process reports."""
+EFFECT_COLUMNS: Final = f"key, session_id, state, owner, record, {JOURNAL_NOW} - updated_at"
+"""An effect's row as ``checked_effect`` takes it, with its age by the journal's clock."""
+_EFFECT_ROW: Final = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE key = ?"
+_EffectRow = tuple[str, str, str, str, bytes, float]
 
 
 class SQLiteEffects:
@@ -36,7 +41,6 @@ class SQLiteEffects:
 
     async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
         row = (effect.key, effect.session_id, effect.state.value, effect.owner)
-        times = (effect.started_at, time.time())
         record = effect.encode()
 
         def begin(conn: sqlite3.Connection) -> tuple[_EffectRow, bool]:
@@ -44,9 +48,9 @@ class SQLiteEffects:
             try:
                 inserted = conn.execute(
                     "INSERT INTO effects (key, session_id, state, owner, started_at,"
-                    " updated_at, record) VALUES (?, ?, ?, ?, ?, ?, ?)"
+                    f" updated_at, record) VALUES (?, ?, ?, ?, ?, {JOURNAL_NOW}, ?)"
                     " ON CONFLICT (key) DO NOTHING",
-                    (*row, *times, record),
+                    (*row, effect.started_at, record),
                 ).rowcount
                 [stored] = conn.execute(_EFFECT_ROW, row[:1]).fetchall()
                 conn.execute("COMMIT")
@@ -60,18 +64,18 @@ class SQLiteEffects:
 
     async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
         sql = (
-            "UPDATE effects SET owner = ?, updated_at = ?, record = ?"
+            f"UPDATE effects SET owner = ?, updated_at = {JOURNAL_NOW}, record = ?"
             " WHERE key = ? AND state = 'started' AND owner = ?"
         )
-        args = (effect.owner, time.time(), effect.encode(), effect.key, expect_owner)
+        args = (effect.owner, effect.encode(), effect.key, expect_owner)
         return bool(await self._run(lambda conn: conn.execute(sql, args).rowcount == 1))
 
     async def finish_effect(self, effect: Effect) -> Effect:
         sql = (
-            "UPDATE effects SET state = 'done', updated_at = ?, record = ?"
+            f"UPDATE effects SET state = 'done', updated_at = {JOURNAL_NOW}, record = ?"
             " WHERE key = ? AND state = 'started' AND owner = ?"
         )
-        args = (time.time(), effect.encode(), effect.key, effect.owner)
+        args = (effect.encode(), effect.key, effect.owner)
 
         def finish(conn: sqlite3.Connection) -> tuple[bool, _EffectRow | None]:
             updated = conn.execute(sql, args).rowcount == 1
@@ -97,16 +101,13 @@ class SQLiteEffects:
         return self._effect(rows[0]) if rows else None
 
     async def effects(self, session_id: str) -> list[Effect]:
-        sql = (
-            "SELECT key, session_id, state, owner, record FROM effects WHERE session_id = ?"
-            " ORDER BY rowid"
-        )
+        sql = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE session_id = ? ORDER BY rowid"
         rows = await self._run(lambda conn: conn.execute(sql, (session_id,)).fetchall())
         return [self._effect(row) for row in rows]
 
     async def started_effects(self, session_id: str | None = None) -> list[Effect]:
         # The partial index effects_started holds the started rows alone.
-        sql = "SELECT key, session_id, state, owner, record FROM effects WHERE state = 'started'"
+        sql = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE state = 'started'"
         args: tuple[str, ...] = ()
         if session_id is not None:
             sql, args = f"{sql} AND session_id = ?", (session_id,)
@@ -114,5 +115,5 @@ class SQLiteEffects:
         return each(rows, self._effect, lambda row: ("effect", row[0], row[1]))
 
     def _effect(self, row: _EffectRow) -> Effect:
-        key, session_id, state, owner, record = row
-        return checked_effect(key, session_id, state, owner, bytes(record), self.keyring)
+        key, session_id, state, owner, record, age = row
+        return checked_effect(key, session_id, state, owner, bytes(record), self.keyring, age=age)

@@ -23,6 +23,7 @@ from ..._effects.records import Effect
 from ..journal import COUNT_LIMIT, JournalEntry, Page, require_limit
 from ..pages import INTENT_CURSOR, WAITING_ACTIONS, page, read_cursor
 from ..rows import checked_decision, checked_effect, checked_entry, each
+from .effects import JOURNAL_NOW
 
 __all__ = ["SQLiteReads"]
 
@@ -65,7 +66,8 @@ def _effect_page(by_session: bool, from_cursor: bool) -> str:
     where = _where(by_session, from_cursor, _EFFECT_KEY, "?, ?")
     return (
         "SELECT e.position, e.key, e.session_id, e.state, e.owner, e.record, d.session_id,"
-        " d.record FROM (SELECT rowid AS position, key, session_id, state, owner, record"
+        " d.record, e.age FROM (SELECT rowid AS position, key, session_id, state, owner, record,"
+        f" {JOURNAL_NOW} - updated_at AS age"
         f" FROM effects WHERE state = 'started' AND {where} ORDER BY session_id, rowid"
         f" LIMIT ?) AS e LEFT JOIN decisions AS d ON d.seq = {_NEWEST.format('e.key')}"
     )
@@ -165,7 +167,9 @@ class SQLiteReads:
         keyring = self.keyring
         effects = each(
             rows,
-            lambda row: checked_effect(row[1], row[2], row[3], row[4], bytes(row[5]), keyring),
+            lambda row: checked_effect(
+                row[1], row[2], row[3], row[4], bytes(row[5]), keyring, age=row[8]
+            ),
             lambda row: ("effect", row[1], row[2]),
         )
         newest = _newest([(row[1], row[6], row[7]) for row in rows if row[7] is not None])

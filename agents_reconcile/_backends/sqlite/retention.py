@@ -13,8 +13,9 @@ effects by rowid, counts by their primary key), from a cursor this object keeps 
 chunks. A chunk is read first, with no lock held; its due rows are then deleted in one write
 transaction, each by its key by a statement that checks its rule again (a count only while it
 is still the one read, still idle and its session has no unresolved intent; a decision only
-while its intent is not unresolved), so what a writer did between the read and the delete
-is kept. Nothing scans a table beyond the rows a chunk examines.
+while its intent is not unresolved; a receipt only while its session has no unresolved
+intent), so what a writer did between the read and the delete is kept. Nothing scans a
+table beyond the rows a chunk examines.
 
 Kept apart from ``SQLiteJournal`` for length; it runs its statements through the journal's own
 connection (``_run``).
@@ -107,7 +108,10 @@ _KINDS: Final = (
         "receipts",
         "effects",
         ("rowid",),
-        "state = 'done' AND updated_at < ?",
+        # A receipt of a session with an unresolved intent stays: that intent's batch may hold
+        # the output it vouches for (checked before the intent is accepted or replayed).
+        "state = 'done' AND updated_at < ? AND NOT EXISTS (SELECT 1 FROM intents AS i"
+        " WHERE i.session_id = effects.session_id)",
         _size("key", "session_id", "state", "owner"),
     ),
     _Kind(

@@ -37,6 +37,7 @@ from ..retention import (
     _next,
     _removed,
     _scanned,
+    receipt_keys,
 )
 from .io import ClusterIO
 from .layout import BucketKeys
@@ -294,7 +295,7 @@ class ClusterRetention(ClusterIO):
             str(len(groups)),
         ]
         for session, effect_keys in groups:
-            keys += bucket.effects(session)[_EFFECT_AT:]
+            keys += receipt_keys(bucket, session)
             args += [session, str(len(effect_keys)), *effect_keys]
         return _removed(await self._script("prune_receipts", keys, args), "receipts")
 

@@ -287,7 +287,12 @@ local function effect_keys(first)
 end
 
 -- An effect as effect_rows.lua, begin_effect.lua and finish_effect.lua answer it:
--- {key, state, owner, record}.
+-- {key, state, owner, record, age by the server's clock ('' when it has no stamp)}.
 local function effect_row(e, key)
-  return {key, field(e.state, key), field(e.owner, key), field(e.record, key)}
+  local updated = tonumber(field(e.updated, key))
+  local age = ''
+  if updated then
+    age = string.format('%.6f', tonumber(now()) - updated)
+  end
+  return {key, field(e.state, key), field(e.owner, key), field(e.record, key), age}
 end
