@@ -28,6 +28,7 @@ from agents.memory import OpenAIConversationsSession
 
 from .._core.fingerprint import CONVERSATION_SCHEME
 from .._core.refusals import refused_outright
+from .._sdk import CONVERSATIONS, Feature, require
 from .inner import InnerSession
 from .refused_writes import RequestRefused
 
@@ -44,15 +45,24 @@ class ConversationCalls(InnerSession):
         super().__init__(session)
         self.chunk = CHUNK
         self.scheme = CONVERSATION_SCHEME
+        require(CONVERSATIONS)
+        if self.direct:
+            # Its writes are made here, through the session's own client: an SDK that keeps
+            # the client elsewhere is named, never worked around with the SDK's own requests.
+            require(
+                Feature(
+                    "agents.memory.OpenAIConversationsSession._openai_client",
+                    CONVERSATIONS.needed_for,
+                    lambda: hasattr(session, "_openai_client"),
+                )
+            )
 
     @property
     def direct(self) -> bool:
         """Whether writes are made here, request by request: the session's ``add_items`` is
         the SDK's own (not overridden, nor replaced on the object)."""
         method = getattr(self.session, "add_items", None)
-        return getattr(method, "__func__", None) is OpenAIConversationsSession.add_items and (
-            hasattr(self.session, "_openai_client")
-        )
+        return getattr(method, "__func__", None) is OpenAIConversationsSession.add_items
 
     @property
     def finishes_own_writes(self) -> bool:

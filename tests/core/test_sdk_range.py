@@ -128,3 +128,15 @@ def test_importing_the_package_without_the_sdk_fails_at_once() -> None:
     )
     assert done.returncode != 0
     assert "UnsupportedSDK" in done.stderr and TESTED in done.stderr
+
+
+def test_a_conversations_session_without_its_client_is_refused_naming_it() -> None:
+    """The wrapper writes a Conversations batch through the session's own client, request by
+    request; an SDK whose session keeps no ``_openai_client`` is named, never worked around."""
+    from agents.memory import OpenAIConversationsSession
+
+    from agents_reconcile._session.conversation_calls import ConversationCalls
+
+    session = OpenAIConversationsSession.__new__(OpenAIConversationsSession)
+    with pytest.raises(UnsupportedSDK, match="_openai_client"):
+        ConversationCalls(session)
