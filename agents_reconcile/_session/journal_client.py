@@ -33,6 +33,7 @@ from ..errors import (
     UnsupportedRecordVersion,
 )
 from .config import ReconcileConfig
+from .sealing_marks import mark_sealed
 
 if TYPE_CHECKING:
     from .pruning import Pruner
@@ -165,6 +166,13 @@ class JournalClient:
         except (JournalUnavailable, RecordError) as failure:
             return None, self.after_failure(failure, opening)
         return None, self._rest_of(call, pending, opening)
+
+    async def mark_sealed(self) -> None:
+        """Mark the journal sealed under this session's payload keys before it writes a
+        record sealed under one (``sealing_marks``): once per journal and key in a process;
+        nothing for a session that does not seal."""
+        if self.keyring:
+            await self.call(mark_sealed, self.journal, self.keyring)
 
     def prune_when_due(self) -> None:
         """Start the journal's background prune when it is due (``pruning``): every append
