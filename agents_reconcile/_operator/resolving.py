@@ -195,8 +195,9 @@ async def judging_resolver(
     names that cannot be read (a password, a server gone) leaves the journal alone to
     resolve, and ``unread`` says why (nothing is judged: ``replay`` is refused)."""
     if address is not None:
-        resolver, store = resolver_for(entry, address, namespace, journal)
+        store = None
         try:
+            resolver, store = resolver_for(entry, address, namespace, journal)
             await resolver.preview(entry.intent.intent_id)
         except ResolutionRefused:
             await close_store(store)
