@@ -193,6 +193,9 @@ class Keyring:
     def __bool__(self) -> bool:
         return bool(self._keys)
 
+    def __len__(self) -> int:
+        return len(self._keys)
+
     def __repr__(self) -> str:
         return f"Keyring(key_ids={list(self._keys)!r}, signer={self.signer!r})"
 
