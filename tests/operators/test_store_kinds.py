@@ -311,7 +311,8 @@ def test_a_postgres_stores_record_keeps_its_user_name_and_never_its_password() -
     """A PostgreSQL store reached as ``app`` (with a password) is recorded with the user
     beside its identity, outside the identity's equality: the record holds ``app`` and not
     the password, reads back with it, and the store address ``show`` prints connects as
-    ``app``. The same store reached as another user has the same identity."""
+    ``app``; a run's context (the RunState copy) holds neither. The same store reached as
+    another user has the same identity."""
     pytest.importorskip("asyncpg")
     store = (
         backend_named("postgres")
@@ -330,6 +331,11 @@ def test_a_postgres_stores_record_keeps_its_user_name_and_never_its_password() -
     record = make_intent("i1", backend=identity).encode()
     assert b'"backend_user":"app"' in record and b"s3cret" not in record
     assert intent.backend.user == "app"
+    from agents_reconcile._session import runstate
+
+    carried: dict[str, Any] = {}
+    runstate.put(carried, make_intent("i1", backend=identity))
+    assert b"app" not in orjson.dumps(carried), "a run's context names its backend opaquely"
     assert recorded_store(intent.backend) == (
         "postgresql://app@db.example:5432/chat",
         "agents_reconcile_store",
