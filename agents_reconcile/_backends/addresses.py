@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Final
-from urllib.parse import SplitResult, parse_qsl, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, parse_qsl, quote, unquote, urlsplit, urlunsplit
 
 from ..errors import ConfigurationError
 from .redaction import Redacted
@@ -45,6 +45,8 @@ __all__ = [
     "replica_wait",
     "single_query",
     "sqlite_file",
+    "user_of",
+    "with_user",
 ]
 
 SQLITE_FORMS: Final = (
@@ -68,6 +70,35 @@ def printable(address: str) -> str:
 
 
 # -- SQLite ------------------------------------------------------------------------------------
+
+
+def user_of(address: str) -> str | None:
+    """The user name a server address connects as (its ``user@``, or a ``?user=`` parameter
+    as libpq's URLs take it), unquoted; None where it names none. Never the password."""
+    if "://" not in address:
+        return None
+    try:
+        parts = urlsplit(address)
+    except ValueError:
+        return None
+    userinfo, at, _ = parts.netloc.rpartition("@")
+    user = unquote(userinfo.partition(":")[0]) if at else ""
+    if not user:
+        given = parse_qs(parts.query).get("user")
+        user = given[-1] if given else ""
+    return user or None
+
+
+def with_user(address: str, user: str | None) -> str:
+    """``address`` connecting as ``user``: the name put before its host where it names no user
+    there (an address that names one already is left as it is)."""
+    if not user or "://" not in address:
+        return address
+    parts = _split(address)
+    if "@" in parts.netloc:
+        return address
+    netloc = f"{quote(user, safe='')}@{parts.netloc}"
+    return urlunsplit((parts.scheme, netloc, parts.path, parts.query, parts.fragment))
 
 
 def sqlite_file(address: str) -> Path:

@@ -37,8 +37,10 @@ __all__ = [
     "PagedEffects",
     "PagedReading",
     "PruningJournal",
+    "SealMarking",
     "capabilities_of",
     "keeps_effects",
+    "marks_sealing",
     "pages_effects",
     "prunes",
     "reads_newest",
@@ -284,6 +286,24 @@ class AsideJournal(IntentJournal, Protocol):
 
 
 @runtime_checkable
+class SealMarking(IntentJournal, Protocol):
+    """A journal that keeps a journal-level mark of the payload keys its deployment seals
+    under (their ids only, never key material): written before the first record sealed under
+    a key is, and never removed, so that a journal once sealed is known to be sealed when no
+    sealed record is left in it (every intent settled, every receipt pruned). An operator's
+    write that would put a payload in it unsealed, or sealed under a key the mark does not
+    name, is refused (``_session/sealing_marks.py``). A journal never sealed holds no mark."""
+
+    async def sealing_keys(self) -> frozenset[str]:
+        """The key ids the journal is marked with (empty: never sealed). Only reads."""
+        ...
+
+    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
+        """Add ``key_ids`` to the mark (ids already there are left as they are)."""
+        ...
+
+
+@runtime_checkable
 class NewestReading(IntentJournal, Protocol):
     """A journal that reads the newest decision about each of many intents in one step."""
 
@@ -423,6 +443,8 @@ class Capabilities:
       one, listing its started effects so too): ``status`` then reads one page, not the
       whole journal.
     - ``prunes``: a ``PruningJournal``, removing what its retention lets go.
+    - ``marks_sealing``: a ``SealMarking`` journal, keeping the ids of the keys its
+      deployment seals under.
     """
 
     effects: bool = False
@@ -433,6 +455,7 @@ class Capabilities:
     newest_decisions: bool = False
     pages: bool = False
     prunes: bool = False
+    marks_sealing: bool = False
 
 
 NOTHING_MORE: Final = Capabilities()
@@ -469,6 +492,11 @@ def pages_effects(journal: object) -> TypeGuard[PagedEffects]:
 def prunes(journal: object) -> TypeGuard[PruningJournal]:
     """Whether ``journal`` declares ``prunes`` (and so is a ``PruningJournal``)."""
     return capabilities_of(journal).prunes
+
+
+def marks_sealing(journal: object) -> TypeGuard[SealMarking]:
+    """Whether ``journal`` declares ``marks_sealing`` (and so is a ``SealMarking``)."""
+    return capabilities_of(journal).marks_sealing
 
 
 def sets_aside(journal: object) -> TypeGuard[AsideJournal]:

@@ -26,7 +26,7 @@ from .redaction import Redacted
 if TYPE_CHECKING:
     from .journal import IntentJournal
 
-__all__ = ["BACKENDS", "Backend", "backend_for", "backend_named", "scheme_of"]
+__all__ = ["BACKENDS", "Backend", "backend_for", "backend_named", "backends_storing", "scheme_of"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +70,18 @@ class Backend:
 
     def store_class(self) -> type[Any]:
         return _load(self.store, f"the {self.name} backend has no revisioned store")
+
+    def stores_kind(self, kind: str) -> bool:
+        """Whether an intent whose identity records ``kind`` was written to this backend's
+        revisioned store: the kind is what ``derive_identity`` records for the store's class
+        (its public name, ``agents_reconcile.RevisionedRedisSession``), never the module path
+        it is registered under. The class is loaded (its driver imported) only when its name
+        is the one ``kind`` ends with."""
+        if self.store is None or kind.rsplit(".", 1)[-1] != self.store.rpartition(":")[2]:
+            return False
+        from .._core.identity import kind_of
+
+        return kind_of(self.store_class()) == kind
 
     def open_journal(self, address: str, *, namespace: str | None = None) -> IntentJournal:
         """Its journal at ``address`` (nothing is connected yet); an address it cannot mean
@@ -162,6 +174,13 @@ def backend_for(address: str, *, what: str = "backend") -> Backend:
             f"unknown {what} URL scheme {scheme!r}: use a file path or one of {known}"
         )
     return found
+
+
+def backends_storing(kind: str) -> tuple[Backend, ...]:
+    """Every backend whose revisioned store records ``kind`` (``Backend.stores_kind``): one
+    store class can serve several backends (a Redis server and a Redis Cluster), so which of
+    them an intent was written to is said by its store's address, never by the first match."""
+    return tuple(backend for backend in BACKENDS if backend.stores_kind(kind))
 
 
 def backend_named(name: str) -> Backend:

@@ -9,7 +9,7 @@ from urllib.parse import urlsplit, urlunsplit
 from .._session.inner import HISTORY_METHODS
 from .records import BackendIdentity
 
-__all__ = ["derive_identity", "session_layers"]
+__all__ = ["derive_identity", "kind_of", "session_layers"]
 
 # Wrappers whose identity is that of the store they wrap.
 _UNDERLYING_ATTRIBUTES = ("underlying_session", "inner", "_inner", "session")
@@ -18,7 +18,20 @@ _UNDERLYING_ATTRIBUTES = ("underlying_session", "inner", "_inner", "session")
 def derive_identity(session: Any) -> BackendIdentity:
     """Identity of the store under ``session`` (through wrapping sessions)."""
     store = session_layers(session)[-1]
-    return BackendIdentity(kind=_qualified(store), namespace=_namespace(store))
+    user = getattr(store, "backend_user", None)
+    return BackendIdentity(
+        kind=kind_of(type(store)),
+        namespace=_namespace(store),
+        user=user if isinstance(user, str) and user else None,
+    )
+
+
+def kind_of(cls: type[Any]) -> str:
+    """The kind an identity records for a store of class ``cls``: its module and qualified
+    name as the class says them (this package's stores say their public name,
+    ``agents_reconcile.RevisionedRedisSession``). What the registry matches a recorded kind
+    with, so the two never disagree."""
+    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def session_layers(session: Any) -> list[Any]:
@@ -44,11 +57,6 @@ def _is_session(value: Any) -> bool:
     return value is not None and all(
         callable(getattr(value, name, None)) for name in HISTORY_METHODS
     )
-
-
-def _qualified(value: Any) -> str:
-    cls = type(value)
-    return f"{cls.__module__}.{cls.__qualname__}"
 
 
 def _namespace(store: Any) -> str:

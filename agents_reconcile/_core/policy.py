@@ -7,10 +7,18 @@ a verdict's outcome and the user's choices (``on_unchanged``, ``on_extended``) g
 from __future__ import annotations
 
 import enum
+from typing import Final
 
 from .records import Outcome
 
-__all__ = ["Resolution", "Step", "refused_append_step", "resolution_step", "settlement_step"]
+__all__ = [
+    "PROVEN_ABSENT",
+    "Resolution",
+    "Step",
+    "refused_append_step",
+    "resolution_step",
+    "settlement_step",
+]
 
 
 class Resolution(enum.Enum):
@@ -65,14 +73,23 @@ def refused_append_step(outcome: Outcome, *, on_extended: str) -> Step:
     return Step.REFUSE
 
 
+PROVEN_ABSENT: Final = (Outcome.UNCHANGED, Outcome.EXTENDED, Outcome.PARTIAL)
+"""The outcomes in which the store shows the batch (or part of it) missing."""
+
+
 def resolution_step(resolution: Resolution, outcome: Outcome | None, *, override: bool) -> Step:
     """The step for an operator's ``resolution`` of an intent judged ``outcome`` now (None:
-    not judged, the store was not read). ``committed`` and ``abandon`` are the operator's word
-    and write nothing. ``replay`` appends only where the rule still sees the history the
-    write was meant for (or, on a revisioned store, others' writes after it); where the rule
-    cannot vouch for the history, ``override`` appends it at the end regardless. Where whole
-    requests of it landed (``PARTIAL``), only the rest is appended. Never where
-    the rule found the batch already written, and never unjudged: those are refused."""
+    not judged, the store was not read). ``abandon`` is the operator's word and writes
+    nothing. ``committed`` writes nothing either, and is refused where the store proves the
+    batch (or part of it) missing (``PROVEN_ABSENT``): settling it as written would lose it;
+    ``override`` settles it regardless. ``replay`` appends only where the rule still sees the
+    history the write was meant for (or, on a revisioned store, others' writes after it);
+    where the rule cannot vouch for the history, ``override`` appends it at the end
+    regardless. Where whole requests of it landed (``PARTIAL``), only the rest is appended.
+    Never where the rule found the batch already written, and never unjudged: those are
+    refused."""
+    if resolution is Resolution.COMMITTED:
+        return Step.REFUSE if outcome in PROVEN_ABSENT and not override else Step.SETTLE
     if resolution is not Resolution.REPLAY:
         return Step.SETTLE
     if outcome is Outcome.UNCHANGED:

@@ -8,6 +8,7 @@ newer release is refused with a typed error instead of being guessed at.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import os
 from collections.abc import Mapping, Sequence
@@ -157,11 +158,17 @@ class BackendIdentity:
     """Which store an intent was written to: never credentials.
 
     ``kind`` names the store's type (module and qualified name); ``namespace`` says which
-    instance (a resolved database file, a URL without credentials, table names).
+    instance (a resolved database file, a URL without credentials, table names). ``user``:
+    the user name the store connects as, where its address names one (a PostgreSQL role, a
+    Redis ACL user), so that an operator reopens it as the application does; never a
+    password. It is how the store is reached, not which store it is: outside equality and
+    ``str()`` (the journals' backend column), and kept in a pending write's record beside
+    the identity (``backend_user``).
     """
 
     kind: str
     namespace: str = ""
+    user: str | None = field(default=None, compare=False)
 
     def __str__(self) -> str:
         return f"{self.kind}|{self.namespace}" if self.namespace else self.kind
@@ -255,6 +262,10 @@ class PendingWrite:
             "ignore_ids": self.ignore_ids,
             "created_at": self.created_at,
         }
+        if self.backend.user is not None:
+            # How the store is reached (never a password): present only when the store's
+            # address names a user, so a record without one reads as before.
+            body["backend_user"] = self.backend.user
         if self.expected_revision is not None:
             body["expected_revision"] = self.expected_revision
         if self.chunk is not None:
@@ -322,7 +333,7 @@ class PendingWrite:
             record = cls(
                 intent_id=_str(body, "intent_id"),
                 session_id=_str(body, "session_id"),
-                backend=BackendIdentity.parse(_str(body, "backend")),
+                backend=_backend(body),
                 batch=batch,
                 batch_digests=tuple(_list(body, "batch_digests")),
                 before_digests=tuple(_list(body, "before_digests")),
@@ -440,6 +451,15 @@ class Decision:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RecordMalformed(f"decision record is missing or mistypes {exc}") from exc
+
+
+def _backend(body: Mapping[str, Any]) -> BackendIdentity:
+    """A pending write's backend identity, with the user its store is reached as when the
+    record names one."""
+    found = BackendIdentity.parse(_str(body, "backend"))
+    if "backend_user" not in body:
+        return found
+    return dataclasses.replace(found, user=_str(body, "backend_user"))
 
 
 def _repeats(body: Mapping[str, Any]) -> int:

@@ -33,6 +33,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ALGORITHM",
+    "SESSION_KEYS",
     "DerivedKey",
     "Keyring",
     "PayloadKey",
@@ -89,16 +90,23 @@ class DerivedKey:
         return hash((type(self).__name__, self.key_id))
 
 
-class PayloadKey(DerivedKey):
-    """A key that seals payloads (``DerivedKey``)."""
+SESSION_KEYS: Final = "encrypted-session"
+"""How a journal's sealing mark names the keys derived from each session's own
+``EncryptedSession`` key (one per session: the mark names them all at once)."""
 
-    __slots__ = ("_cipher",)
+
+class PayloadKey(DerivedKey):
+    """A key that seals payloads (``DerivedKey``). ``mark``: how a journal's sealing mark
+    names it (its id; ``SESSION_KEYS`` for a key derived from an ``EncryptedSession``)."""
+
+    __slots__ = ("_cipher", "mark")
 
     def __init__(self, material: bytes | str) -> None:
         super().__init__(
             material, what="a payload key", key_context=_KEY_CONTEXT, kid_context=_KID_CONTEXT
         )
         self._cipher = _aead(self._key)
+        self.mark: str = self.key_id
 
     @classmethod
     def from_encrypted_session(cls, session: Any) -> PayloadKey:
@@ -113,7 +121,9 @@ class PayloadKey(DerivedKey):
                 "not the SDK's Fernet; pass ReconcileConfig(payload_key=...)"
             )
         material = blake3(signing + encryption, derive_key_context=_FROM_ENCRYPTED_SESSION)
-        return cls(material.digest())
+        key = cls(material.digest())
+        key.mark = SESSION_KEYS
+        return key
 
     def seal(self, plaintext: bytes, associated: bytes) -> dict[str, str]:
         nonce = os.urandom(_NONCE_BYTES)
@@ -182,6 +192,9 @@ class Keyring:
 
     def __bool__(self) -> bool:
         return bool(self._keys)
+
+    def __len__(self) -> int:
+        return len(self._keys)
 
     def __repr__(self) -> str:
         return f"Keyring(key_ids={list(self._keys)!r}, signer={self.signer!r})"

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn
 
 from .._core.ownership import Owner, current_owner, default_actor, holds
 from .._core.records import Action, Decision, Outcome, Reason
+from .._session.sealing_marks import unsealed_write
 from ..errors import ReconcileError, ResolutionRefused
 from .records import Effect, EffectState
 
@@ -57,12 +58,20 @@ async def resolve_effect(
     me = RETRY_OWNER if outcome == "retry" else str(current_owner())
     # Sealed and signed as the session's own records are (a started record holds no key).
     keyring = client.keyring
+    seal_key = keyring.current or stored.seal_key
+    if receipt is not None:
+        # A receipt holds its output: never readable, nor under a key the deployment lacks,
+        # in a journal marked sealed (even with no sealed record left in it).
+        problem = await unsealed_write(journal, seal_key)
+        if problem is not None:
+            raise ResolutionRefused(
+                f"effect {key}: {problem}; give the deployment's payload key "
+                "(--payload-key-file PATH or --payload-key-env NAME); nothing was written",
+                intent_id=key,
+            )
+        await client.mark_sealed()
     taken = dataclasses.replace(
-        stored,
-        owner=me,
-        seal_key=keyring.current or stored.seal_key,
-        sign_key=keyring.signer,
-        age=None,
+        stored, owner=me, seal_key=seal_key, sign_key=keyring.signer, age=None
     )
     if not await journal.restart_effect(taken, expect_owner=stored.owner):
         raise ResolutionRefused(

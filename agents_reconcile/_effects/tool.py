@@ -234,6 +234,8 @@ async def _invoke(
         if begun[1]:  # recorded, and the caller is gone: no body ran
             await holds.release(journal, effect, holds.NEVER_STARTED_OWNER)
 
+    # Its receipt is sealed where the session seals: the journal says so first.
+    await session.journal_client.mark_sealed()
     begin = journal.begin_effect(effect)
     stored, recorded = await holds.step(effect.key, holder, begin, bound, unbegun)
     if not recorded:

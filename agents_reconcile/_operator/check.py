@@ -40,6 +40,7 @@ from .._core.sealing import Keyring, PayloadKey
 from .._session.claims import despite_cancellation
 from .._session.config import ReconcileConfig
 from .._session.journal_client import SESSION_WIDE
+from .._session.sealing_marks import unsealed_write
 from .._session.session import ReconcilingSession
 from ..errors import (
     ConfigurationError,
@@ -204,13 +205,17 @@ async def _ledger(
     exists once it has run (or been migrated), so a journal missing here is a mistyped
     address, a forgotten ``--namespace`` or a misspelled schema, and creating it would record
     the repair where the application never looks."""
-    reading = await opened_journal(journal, namespace=namespace, keyring=Keyring(payload_keys))
+    keys = Keyring(payload_keys)
+    reading = await opened_journal(journal, namespace=namespace, keyring=keys)
     try:
         sealed = await sealed_elsewhere(reading, session_id)
+        unmarked = None if sealed is not None else await unsealed_write(reading, keys.current)
     finally:
         await reading.close()
     if sealed is not None:
         raise RepairRefused(_SEALED.format(sealed=sealed))
+    if unmarked is not None:
+        raise RepairRefused(_MARKED.format(problem=unmarked))
     if namespace is None:
         return journal
     return backend_for(journal, what="journal").open_journal(journal, namespace=namespace)
@@ -222,6 +227,11 @@ _CONVERSATION: Final = (
     "under an id the application does not hold), and the service has no one-write replace. "
     "Nothing was written; remove the items with the API (conversations.items.delete) or start "
     "a new conversation from the repaired history"
+)
+_MARKED: Final = (
+    "{problem}; give the deployment's payload key (--payload-key-file PATH or "
+    "--payload-key-env NAME; in code, payload_keys=...), so the repaired history is sealed "
+    "as the deployment's records are; nothing was written"
 )
 _SEALED: Final = (
     "the journal holds records sealed with a payload key not given here ({sealed}); give the "
@@ -248,10 +258,12 @@ async def repair_session(
     Refused (``RepairRefused``, nothing written) for an OpenAI conversation that needs items
     removed (it cannot be rewritten in place), while an intent of the session is pending in
     the journal, when the session is written during the check, or when the journal holds a
-    record sealed under a key not given (``sealed_elsewhere``): the repaired history would be
-    written readable into a journal the deployment keeps sealed. If the rewrite itself fails,
-    the store's own exception is raised with a note naming the intent, which stays pending: the
-    session's next reconciliation finishes it (or denies it, if the old history is still there)."""
+    record sealed under a key not given (``sealed_elsewhere``), or is marked sealed under keys
+    the one given is not (``sealing_marks``, even with no sealed record left in it): the
+    repaired history would be written readable into a journal the deployment keeps sealed.
+    If the rewrite itself fails, the store's own exception is raised with a note naming the
+    intent, which stays pending: the session's next reconciliation finishes it (or denies it,
+    if the old history is still there)."""
     config = ReconcileConfig(journal=journal, payload_key=list(payload_keys) or None)
     wrapper = ReconcilingSession(session, config=config)
     if not wrapper.enabled:
@@ -266,6 +278,11 @@ async def repair_session(
         sealed = await sealed_elsewhere(ledger, sid)
         if sealed is not None:
             raise RepairRefused(_SEALED.format(sealed=sealed))
+        # The journal's own mark: sealed once, it takes the history only sealed under a key
+        # it names, even when no sealed record is left in it to show it.
+        unmarked = await unsealed_write(ledger, wrapper._client.keyring.current)
+        if unmarked is not None:
+            raise RepairRefused(_MARKED.format(problem=unmarked))
         counted = await ledger.write_count(sid, wrapper.backend_identity)
         ignore_ids = bool(getattr(session, "_ignore_ids_for_matching", False))
         items = list(await session.get_items())
@@ -330,6 +347,7 @@ async def _rewrite(
         sign_key=keyring.signer.current if keyring.signer is not None else None,
     )
     me = current_owner()
+    await wrapper._client.mark_sealed()
     # Recorded only if nothing was written through a write-ahead wrapper since the count was
     # read, and no other intent of the session is unresolved.
     opened = await ledger.open_intent(

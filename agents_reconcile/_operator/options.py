@@ -153,11 +153,14 @@ def add_operator_commands(commands: argparse._SubParsersAction[_P]) -> None:
     resolve.add_argument(
         "--override",
         action="store_true",
-        help="replay even where the rule does not see the history the write was meant for",
+        help="replay even where the rule does not see the history the write was meant for; "
+        "settle as committed even where the store shows the batch missing",
     )
     journal_options(resolve)
     key_options(resolve)
-    store_options(resolve, "the intent's store: needed to replay, and to judge")
+    store_options(
+        resolve, "the intent's store (default: the one its record names): to judge, and to replay"
+    )
     resolve.set_defaults(handler=_resolve)
 
     check = commands.add_parser(

@@ -10,6 +10,7 @@ import sys
 from typing import TYPE_CHECKING, Any, Final
 
 from .._backends.journal import IntentJournal, keeps_effects, sets_aside
+from .._backends.redaction import redacted
 from .._core.records import BackendIdentity
 from .._effects.records import Effect
 from .._session.config import ReconcileConfig
@@ -22,20 +23,30 @@ from .ids import full_id
 from .journals import command_journal
 from .keys import keyring
 from .output import EXIT_ATTENTION, EXIT_OK, print_json, refusal
-from .stores import close_store, store_for
+from .stores import close_store, recorded_store, store_for
 
 if TYPE_CHECKING:
     from .._backends.journal import JournalEntry
 
-__all__ = ["EFFECTS_BACKEND", "find_effect", "pending_entry", "resolve", "resolver_for"]
+__all__ = [
+    "EFFECTS_BACKEND",
+    "find_effect",
+    "judging_resolver",
+    "one_line",
+    "pending_entry",
+    "resolve",
+    "resolver_for",
+    "store_address",
+]
 
 EFFECTS_BACKEND: Final = BackendIdentity("agents_reconcile.effects", "")
 """The backend named by decisions about tool effects resolved from the command line."""
 
 
 def resolve(args: argparse.Namespace) -> int:
+    unread: dict[str, Any] = {}
     try:
-        decision = asyncio.run(_resolve(args))
+        decision = asyncio.run(_resolve(args, unread))
     except ResolutionRefused as refused:
         if args.json:
             print_json(
@@ -49,16 +60,32 @@ def resolve(args: argparse.Namespace) -> int:
             print(f"refused: {refused}", file=sys.stderr)
         return EXIT_ATTENTION
     if args.json:
-        print_json(views.decision_view(decision))
+        print_json({**views.decision_view(decision), **({"store": unread} if unread else {})})
     else:
         print(
             f"intent {decision.intent_id} resolved: {decision.outcome.value} -> "
             f"{decision.action.value} (by {decision.evidence.get('actor')})"
         )
+        if unread:
+            print(f"note: {unread_text(unread)}", file=sys.stderr)
     return EXIT_OK
 
 
-async def _resolve(args: argparse.Namespace) -> Any:
+def unread_text(unread: dict[str, Any]) -> str:
+    """What an operator is told of a resolution made without reading the store."""
+    if unread.get("address") is None:
+        why = "the intent's record names no store this command can open"
+    else:
+        why = f"{unread['address']} (named by the intent's record) could not be read: " + str(
+            unread["problem"]
+        )
+    return (
+        f"the store was not read ({why}): the resolution rests on your word alone, nothing "
+        "was judged; give --store ADDRESS to have it judged against the store"
+    )
+
+
+async def _resolve(args: argparse.Namespace, unread: dict[str, Any]) -> Any:
     journal = await command_journal(args, writing=True)
     try:
         ident = await full_id(journal, args.intent)
@@ -84,7 +111,8 @@ async def _resolve(args: argparse.Namespace) -> Any:
                     ident, args.resolution, reason=args.reason, actor=args.actor
                 )
         entry = await pending_entry(journal, ident)
-        resolver, store = resolver_for(entry, args.store, args.store_namespace, journal)
+        address, namespace, given = store_address(entry, args)
+        resolver, store = await judging_resolver(entry, address, namespace, given, journal, unread)
         try:
             return await resolver.resolve(
                 entry.intent.intent_id,
@@ -138,6 +166,57 @@ async def pending_entry(journal: IntentJournal, intent_id: str) -> JournalEntry:
             intent_id=intent_id,
         )
     return entry
+
+
+def store_address(
+    entry: JournalEntry, args: argparse.Namespace
+) -> tuple[str | None, str | None, str]:
+    """The store to judge the intent against: ``--store`` when given, else the one its record
+    names (where it can name one); and which of them (``--store``, ``the intent's record``,
+    ``none``)."""
+    if args.store is not None:
+        return args.store, args.store_namespace, "--store"
+    found = recorded_store(entry.intent.backend)
+    if found is None:
+        return None, None, "none"
+    return found[0], found[1], "the intent's record"
+
+
+async def judging_resolver(
+    entry: JournalEntry,
+    address: str | None,
+    namespace: str | None,
+    given: str,
+    journal: IntentJournal,
+    unread: dict[str, Any],
+) -> tuple[Resolver, Any]:
+    """``resolver_for`` the store ``store_address`` found, once a first judgement shows it can
+    be read. A store given with ``--store`` that cannot be read is an error; one the record
+    names that cannot be read (a password, a server gone) leaves the journal alone to
+    resolve, and ``unread`` says why (nothing is judged: ``replay`` is refused)."""
+    if address is not None:
+        store = None
+        try:
+            resolver, store = resolver_for(entry, address, namespace, journal)
+            await resolver.preview(entry.intent.intent_id)
+        except ResolutionRefused:
+            await close_store(store)
+            raise
+        except Exception as exc:
+            await close_store(store)
+            if given == "--store":
+                raise
+            unread.update(address=redacted(address), problem=one_line(exc))
+        else:
+            return resolver, store
+    else:
+        unread.update(address=None, problem="no store address in the intent's record")
+    return resolver_for(entry, None, None, journal)
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as one line: its type and its message."""
+    return " ".join(f"{type(exc).__name__}: {exc}".split())
 
 
 def resolver_for(

@@ -38,8 +38,8 @@ from .output import (
     repeats_text,
     utc_time,
 )
-from .resolving import find_effect, pending_entry, resolver_for
-from .stores import close_store, recorded_store
+from .resolving import find_effect, one_line, pending_entry, resolver_for, store_address
+from .stores import close_store
 from .waiting import effect_status, effect_view
 
 if TYPE_CHECKING:
@@ -134,7 +134,7 @@ async def _show_intent(
         "sealed_under": intent.sealed_under,
     }
     shown["batch"] = item_shapes(intent)
-    store, store_namespace, given = _store_address(entry, args)
+    store, store_namespace, given = store_address(entry, args)
     shown["store"] = None if store is None else {"address": redacted(store), "from": given}
     verdict = None
     if store is not None:
@@ -151,7 +151,7 @@ async def _show_intent(
                 raise
             # The store the record names could not be read here (a password, a server
             # gone): said, and the rest is shown.
-            shown["store"]["not_read"] = _one_line(exc)
+            shown["store"]["not_read"] = one_line(exc)
             store = store_namespace = None
     shown["store_now"] = (
         None
@@ -222,20 +222,6 @@ async def _set_aside_entry(journal: IntentJournal, ident: str) -> Any:
         return None
     found = await journal.set_aside_entries(intent_id=ident, limit=1)
     return found[0] if found else None
-
-
-def _store_address(
-    entry: JournalEntry, args: argparse.Namespace
-) -> tuple[str | None, str | None, str]:
-    """The store to judge the intent against: ``--store`` when given, else the one its record
-    names (where it can name one)."""
-    if args.store is not None:
-        return args.store, args.store_namespace, "--store"
-    backend = entry.intent.backend
-    found = recorded_store(backend.kind, backend.namespace)
-    if found is None:
-        return None, None, "none"
-    return found[0], found[1], "the intent's record"
 
 
 def _print_show(found: dict[str, Any]) -> None:
@@ -339,7 +325,3 @@ def _item_line(item: dict[str, Any]) -> str:
         f"{key}={item[key]}" for key in ("type", "role", "name", "call_id", "status") if key in item
     )
     return f"{item['position']}. {named}  {item['size']} B  {item['digest'][:12]}"
-
-
-def _one_line(exc: BaseException) -> str:
-    return " ".join(f"{type(exc).__name__}: {exc}".split())

@@ -16,11 +16,12 @@ import sqlite3
 from pathlib import Path
 from typing import Any, Final
 
-from .._backends.addresses import KNOWN_SCHEMES
+from .._backends.addresses import KNOWN_SCHEMES, with_user
 from .._backends.redaction import redacted
-from .._backends.registry import BACKENDS, backend_for, scheme_of
+from .._backends.registry import Backend, backend_for, backends_storing, scheme_of
 from .._backends.sqlite.backend import path_of
 from .._backends.store_items import decode_item
+from .._core.records import BackendIdentity
 from ..errors import ConfigurationError
 
 __all__ = ["close_store", "open_by_address", "read_history", "recorded_store", "store_for"]
@@ -30,17 +31,25 @@ REVISIONED_SQLITE: Final = "revisioned_sqlite"
 
 
 def store_for(kind: str, address: str, session_id: str, *, namespace: str | None = None) -> Any:
-    """The store of ``kind`` (a recorded backend kind: module and class) for ``session_id``
-    at ``address``; nothing is created there (tables, schemas) that is not there already."""
+    """The store of ``kind`` (a recorded backend kind: what ``derive_identity`` records for
+    the store's class) for ``session_id`` at ``address``; nothing is created there (tables,
+    schemas) that is not there already."""
     name = kind.rsplit(".", 1)[-1]
-    for backend in BACKENDS:
-        if backend.store is not None and backend.store.replace(":", ".") == kind:
-            if backend_for(address, what="store") is not backend:
-                raise ConfigurationError(
-                    f"the intent was written to a {backend.name} store; "
-                    f"{redacted(address)} is not one"
-                )
-            return backend.open_store(session_id, address, namespace=namespace, migrate=False)
+    storing = backends_storing(kind)
+    if storing:
+        serving = backend_for(address, what="store")
+        if serving not in storing:
+            kinds = " or ".join(backend.name for backend in storing)
+            raise ConfigurationError(
+                f"the intent was written to a {kinds} store; {redacted(address)} is not one"
+            )
+        if not serving.durable:
+            raise ConfigurationError(
+                f"the intent was written to a store in memory ({kind}), which lives in its "
+                "own process: resolve its intents from code (ReconcilingSession.resolve) in "
+                "that process"
+            )
+        return serving.open_store(session_id, address, namespace=namespace, migrate=False)
     if name == "SQLiteSession" and kind.startswith("agents."):
         from agents import SQLiteSession
 
@@ -70,34 +79,56 @@ def store_for(kind: str, address: str, session_id: str, *, namespace: str | None
 
 
 _DEFAULT_TABLES: Final = ("sessions_table=agent_sessions;messages_table=agent_messages", "")
-_FILE_KINDS: Final = (
+_SDK_FILE_KINDS: Final = (
     "agents.memory.sqlite_session.SQLiteSession",
     "agents.extensions.memory.async_sqlite_session.AsyncSQLiteSession",
     "agents.extensions.memory.advanced_sqlite_session.AdvancedSQLiteSession",
-    "agents_reconcile.RevisionedSQLiteSession",
 )
 
 
-def recorded_store(kind: str, namespace: str) -> tuple[str, str | None] | None:
+def recorded_store(backend: BackendIdentity) -> tuple[str, str | None] | None:
     """The store address (and key prefix or schema) an intent's backend identity names, where
     it can hold one: an SQLite file that is there, or a revisioned Redis or PostgreSQL store
-    (its address without credentials). None where it cannot (a store in memory, a store
-    recorded without its address); then the operator gives ``--store``."""
+    (its address without credentials, with the user it connects as where the record names
+    one). None where it cannot (a store in memory, a store recorded without its address);
+    then the operator gives ``--store``."""
+    kind, namespace = backend.kind, backend.namespace
     first, _, rest = namespace.partition(";")
-    if kind in _FILE_KINDS:
+    storing = {found.name for found in _storing(kind)}
+    if kind in _SDK_FILE_KINDS or "sqlite" in storing:
         # Only the SDK's own tables: a session opened on other names would create them.
         path = Path(first)
         if rest not in _DEFAULT_TABLES or not path.is_absolute() or not _holds_history(path):
             return None
         return str(path), None
-    if kind == "agents_reconcile.RevisionedRedisSession":
+    if storing & {"redis", "redis-cluster"}:
         where, _, prefix = namespace.partition(" prefix=")
-        redis_schemes = ("redis", "rediss", "redis+cluster", "rediss+cluster")
-        return (where, prefix or None) if scheme_of(where) in redis_schemes else None
-    if kind == "agents_reconcile.RevisionedPostgresSession":
+        if _served_by(where) not in storing:
+            return None
+        return with_user(where, backend.user), prefix or None
+    if "postgres" in storing:
         _, _, schema = namespace.partition(";schema=")
-        return (first, schema or None) if scheme_of(first).startswith("postgres") else None
+        if _served_by(first) != "postgres":
+            return None
+        return with_user(first, backend.user), schema or None
     return None
+
+
+def _storing(kind: str) -> tuple[Backend, ...]:
+    """The backends whose store records ``kind``; none when its driver is not installed here
+    (then the record cannot name an address this process opens)."""
+    try:
+        return backends_storing(kind)
+    except ConfigurationError:
+        return ()
+
+
+def _served_by(address: str) -> str | None:
+    """The name of the backend serving ``address``'s scheme (None for an unknown one)."""
+    try:
+        return backend_for(address, what="store").name
+    except ConfigurationError:
+        return None
 
 
 def _holds_history(path: Path) -> bool:

@@ -195,7 +195,14 @@ def outlook(verdict: Verdict | None, items: int) -> dict[str, str]:
             resolution, None if verdict is None else verdict.outcome, override=False
         )
         if resolution is Resolution.COMMITTED:
-            said[resolution.value] = "settle the intent as written; nothing is appended"
+            if step is Step.REFUSE:
+                assert verdict is not None
+                said[resolution.value] = (
+                    f"refused ({verdict.reason.value}): the store shows the batch missing; "
+                    "--override settles it as written regardless"
+                )
+            else:
+                said[resolution.value] = "settle the intent as written; nothing is appended"
         elif resolution is Resolution.ABANDON:
             said[resolution.value] = "drop the intent; nothing is appended"
         elif step is Step.REFUSE:

@@ -42,6 +42,7 @@ from ..errors import (
     UnsupportedRecordVersion,
 )
 from .config import ReconcileConfig
+from .sealing_marks import mark_sealed
 
 if TYPE_CHECKING:
     from .pruning import Pruner
@@ -105,6 +106,8 @@ class JournalClient:
         self._owner_of: Owner | None = None
         self._owner: Owner | None = None
         self._pruner: Pruner | None = None
+        self._sealing_marked = 0
+        """How many of its keys the journal was marked with (``mark_sealed``)."""
         self.trail = Trail()
         """This session's trail in the run's traces and in logging records."""
 
@@ -170,6 +173,15 @@ class JournalClient:
         except (JournalUnavailable, RecordError) as failure:
             return None, self.after_failure(failure, opening)
         return None, self._rest_of(call, pending, opening)
+
+    async def mark_sealed(self) -> None:
+        """Mark the journal sealed under this session's payload keys before it writes a
+        record sealed under one (``sealing_marks``): once per journal and key in a process;
+        nothing for a session that does not seal."""
+        if self.keyring and self._sealing_marked != len(self.keyring):
+            await self.call(mark_sealed, self.journal, self.keyring)
+            # Done for these keys: an append after it costs a comparison, no lookup.
+            self._sealing_marked = len(self.keyring)
 
     def prune_when_due(self) -> None:
         """Start the journal's background prune when it is due (``pruning``): every append

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Final
 from .. import errors
 from .._backends.journal import ACTIVE_STATES, JournalEntry
 from .._core.ownership import Takeover, current_owner, default_actor, takeover
-from .._core.policy import Resolution, Step, resolution_step
+from .._core.policy import PROVEN_ABSENT, Resolution, Step, resolution_step
 from .._core.records import Action, Decision, Outcome, Reason
 from ..errors import ResolutionRefused, RevisionConflict
 from .claims import despite_cancellation
@@ -127,7 +127,7 @@ class Resolver:
         self._refuse_if_held(entry)
         if self.settler is None and resolution is Resolution.REPLAY:
             # Nothing to judge it against: refused before anything is claimed.
-            raise ResolutionRefused(_refusal(intent_id, None), intent_id=intent_id)
+            raise ResolutionRefused(_refusal(intent_id, None, resolution), intent_id=intent_id)
         if self.settler is None:
             return await self._resolve_claimed(entry, resolution, note, actor, override)
         with self.settler.claims.holding(intent_id):
@@ -151,13 +151,16 @@ class Resolver:
             step = resolution_step(
                 resolution, None if verdict is None else verdict.outcome, override=override
             )
-            forced = step is Step.REPLAY_AFTER_OTHERS and (
-                verdict is None or verdict.outcome is not Outcome.EXTENDED
+            judged = None if verdict is None else verdict.outcome
+            forced = (step is Step.REPLAY_AFTER_OTHERS and judged is not Outcome.EXTENDED) or (
+                resolution is Resolution.COMMITTED and override and judged in PROVEN_ABSENT
             )
             evidence = _evidence(verdict, resolution, actor, note, forced)
             if step is Step.REFUSE:
                 raise ResolutionRefused(
-                    _refusal(intent_id, verdict), intent_id=intent_id, evidence=evidence
+                    _refusal(intent_id, verdict, resolution),
+                    intent_id=intent_id,
+                    evidence=evidence,
                 )
             if step is Step.SETTLE and verdict is not None and verdict.outcome is Outcome.UNCHANGED:
                 # Closed without being written while the store would still take the write:
@@ -419,7 +422,16 @@ def _evidence(
     return evidence
 
 
-def _refusal(intent_id: str, verdict: Verdict | None) -> str:
+def _refusal(intent_id: str, verdict: Verdict | None, resolution: Resolution) -> str:
+    if resolution is Resolution.COMMITTED:
+        assert verdict is not None  # only a batch the store shows missing refuses it
+        return (
+            f"resolving intent {intent_id} as committed is refused: the store shows the batch "
+            f"{'partly ' if verdict.outcome is Outcome.PARTIAL else ''}missing "
+            f"({verdict.outcome.value}, {verdict.reason.value}); settling it as written would "
+            "lose it. Resolve it as replay to append it once, or as abandon to drop it; pass "
+            "override (--override) to settle it as committed regardless."
+        )
     if verdict is None:
         return (
             f"replaying intent {intent_id} needs its store (the rule must see the history "

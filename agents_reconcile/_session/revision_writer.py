@@ -62,6 +62,8 @@ class RevisionWriter(Writer):
         store, known = self.store, self.known
         client = self._client
         client.prune_when_due()
+        # Its intents are sealed where the session seals: the journal says so first.
+        await client.mark_sealed()
         async with self._lock.held():
             seen_write_count = await self._carried.seen_write_count(context)
             fused = await self._fused()

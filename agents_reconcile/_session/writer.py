@@ -161,6 +161,8 @@ class Writer:
         busy = self._in_flight.busy
         capabilities = client.capabilities
         client.prune_when_due()
+        # The intent is sealed where the session seals: the journal says so first.
+        await client.mark_sealed()
         # The previous append's acknowledged intent goes in the same commit, where the
         # journal can fold it (else it is being cleared in the background).
         clearing = self._clearing.take() if capabilities.folds_clearing else None

@@ -48,11 +48,12 @@ JOURNAL_TABLES = {
     "effects",
     "intents",
     "schema_version",
+    "sealing_keys",
     "session_writes",
     "set_aside",
     "write_floor",
 }
-CURRENT = [(1, "0001_initial"), (2, "0002_pruning")]
+CURRENT = [(1, "0001_initial"), (2, "0002_pruning"), (3, "0003_sealing")]
 """The steps a journal of this release has applied."""
 
 
@@ -465,7 +466,7 @@ async def test_first_use_migrates_and_check_creates_nothing(
     assert await journal.pending(None) == []
 
     assert await versions(admin, schema) == CURRENT
-    assert SCHEMA_VERSION == len(MIGRATIONS) == 2
+    assert SCHEMA_VERSION == len(MIGRATIONS) == 3
     tables = await admin.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
     assert {row["tablename"] for row in tables} == JOURNAL_TABLES
     assert await journal.check() is None
@@ -511,7 +512,7 @@ async def test_migrate_false_refuses_a_schema_missing_or_with_no_step(
         await journal.pending(None)
     assert await versions(admin, schema) == []
 
-    assert await journal.migrate() == ["journal schema 1", "journal schema 2"]
+    assert await journal.migrate() == ["journal schema 1", "journal schema 2", "journal schema 3"]
     await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
     assert ids(await journal.pending(None)) == ["i-1"]
 
@@ -531,7 +532,7 @@ async def test_workers_starting_together_migrate_once(
     """Journals migrating one schema at the same moment apply each step once: one returns it,
     the others nothing; on another schema, journals whose first operations race all work."""
     results = await asyncio.gather(*(journals().migrate() for _ in range(4)))
-    every = ["journal schema 1", "journal schema 2"]
+    every = ["journal schema 1", "journal schema 2", "journal schema 3"]
     assert sorted(results) == [[], [], [], every]
     assert await versions(admin, schema) == CURRENT
 

@@ -106,11 +106,11 @@ async def test_a_version_1_journal_keeps_its_counts_stamped_at_the_upgrade(
     try:
         before = time.time()
         if how == "migrate":
-            assert await journal.migrate() == ["journal schema 2"]
+            assert await journal.migrate() == ["journal schema 2", "journal schema 3"]
         else:
             assert [e.intent.intent_id for e in await journal.pending("busy")] == ["open-1"]
         after = time.time()
-        assert await journal.schema_version() == 2
+        assert await journal.schema_version() == 3
         assert await journal.write_count("idle", BACKEND) == 7
         assert await journal.write_count("busy", BACKEND) == 1
         stamps = [at for (at,) in query(path, "SELECT counted_at FROM session_writes")]
@@ -354,7 +354,7 @@ async def test_a_read_only_journal_on_an_older_file_refuses_counts_saying_migrat
             lambda: reader.write_count("idle", BACKEND),
             lambda: reader.prune(IDLE_NOW, dry_run=True),
         ):
-            with pytest.raises(JournalCorrupt, match=r"older than this release's 2.*migrate"):
+            with pytest.raises(JournalCorrupt, match=r"older than this release's 3.*migrate"):
                 await reading()
     finally:
         await reader.close()

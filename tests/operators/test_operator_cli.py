@@ -196,10 +196,6 @@ def test_resolve_replay_through_the_store(case: Case, capsys: pytest.CaptureFixt
     replay --store`` appends it once and the next run goes on after it."""
     intent_id = denied(case, Fault.REJECT, on_unchanged="fail")
     code, out = cli(
-        capsys, "resolve", intent_id, "--as", "replay", "--reason", "checked", *case.args()
-    )
-    assert code == 1 and "--store" in out, "replaying needs the store"
-    code, out = cli(
         capsys,
         "resolve",
         intent_id,
@@ -369,9 +365,11 @@ def test_check_reports_then_repairs_through_the_cli(
 def test_refusals_are_one_line_and_leave_the_intent_untouched(
     case: Case, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """``show`` of an unknown intent and ``resolve --as replay`` without a store are refused
-    with a sentence (exit 1), and the intent's row is as it was: not even claimed."""
+    """``show`` of an unknown intent and ``resolve --as replay`` without a store (the file
+    its record names is gone) are refused with a sentence (exit 1), and the intent's row is
+    as it was: not even claimed."""
     intent_id = denied(case, Fault.REJECT, on_unchanged="fail")
+    case.store.rename(case.store.with_name("moved.db"))
 
     async def row() -> Any:
         journal: Any = case.backend.open_journal(case.journal, namespace=case.space)
@@ -386,6 +384,7 @@ def test_refusals_are_one_line_and_leave_the_intent_untouched(
     code, out = cli(capsys, "resolve", intent_id, "--as", "replay", "--reason", "r", *case.args())
     assert code == 1 and "--store" in out
     assert asyncio.run(row()) == before
+    case.store.with_name("moved.db").rename(case.store)
     code, out = cli(
         capsys, "check", "user-42", "--store", str(case.store), "--repair", "--reason", "r"
     )

@@ -43,8 +43,9 @@ def test_every_hint_status_and_show_print_runs_as_printed(
     case: Case, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """``status`` points at ``show`` (no ``--store``: the record names it), ``show`` judges
-    against that store and prints one ``resolve`` line per resolution it would take; the
-    first run as printed resolves the intent and the next run goes on."""
+    against that store and prints one ``resolve`` line per resolution it would take (not
+    ``committed``: the store shows the batch missing); the first run as printed resolves the
+    intent and the next run goes on."""
     intent_id = denied(case, Fault.REJECT, on_unchanged="fail")
     code, out = cli(capsys, "status", *case.args())
     assert code == 1, out
@@ -55,9 +56,9 @@ def test_every_hint_status_and_show_print_runs_as_printed(
     assert "unchanged (batch_absent)" in shown and "named by the intent's record" in shown
     offered = printed(shown, "resolve")
     chosen = [shlex.split(line)[shlex.split(line).index("--as") + 1] for line in offered]
-    assert chosen == ["committed", "replay", "abandon"]
+    assert chosen == ["replay", "abandon"]
     assert all(f"--store {case.store}" in line for line in offered)
-    code, done = as_printed(capsys, offered[1])
+    code, done = as_printed(capsys, offered[0])
     assert code == 0 and "replayed" in done, done
     next_run(case)
     assert case.history()[-2:] == ["user:next", "assistant:ok"]

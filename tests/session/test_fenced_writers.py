@@ -231,8 +231,13 @@ async def test_closing_a_frozen_workers_write_fences_the_store(
     [entry] = await operator.journal.pending("s1")
     assert entry.owner == ELSEWHERE and entry.owner.lease == 0.3
     await asyncio.sleep(0.5)
+    # Committed against the rule (the store shows the write missing) needs the override.
     decision = await operator.resolve(
-        entry.intent.intent_id, resolution, reason="worker presumed dead", actor="ops"
+        entry.intent.intent_id,
+        resolution,
+        reason="worker presumed dead",
+        actor="ops",
+        override=resolution == "committed",
     )
     assert decision.evidence["fenced_at_revision"] == 2
     assert await operator_store.find_write(void_write_id(entry.intent.intent_id)) is not None

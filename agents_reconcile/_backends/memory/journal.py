@@ -39,6 +39,7 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         newest_decisions=True,
         pages=True,
         prunes=True,
+        marks_sealing=True,
     )
 
     @classmethod
@@ -55,6 +56,7 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         self._effects: dict[str, Effect] = {}
         # When each effect's record was last stored, on this journal's clock (monotonic).
         self._effect_stamps: dict[str, float] = {}
+        self._sealing: set[str] = set()
         self._write_counts: dict[tuple[str, BackendIdentity], int] = {}
         # When each count was last raised, when each receipt was stored, and the highest count
         # pruned (``MemoryRetention``).
@@ -74,6 +76,12 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         if entry is None:
             raise InvariantViolation(f"{operation} on unknown intent {intent_id}")
         return entry
+
+    async def sealing_keys(self) -> frozenset[str]:
+        return frozenset(self._sealing)
+
+    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
+        self._sealing.update(key_ids)
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
         if intent.intent_id in self._settled:

@@ -21,6 +21,7 @@ from typing import Any, Final, Protocol
 from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
 
 from ...errors import ConfigurationError
+from ..addresses import user_of
 from ..connections import Opener
 from ..registry import check_address
 from ..schema import MIGRATE_HINT, Schema
@@ -35,6 +36,7 @@ __all__ = [
     "location",
     "pool_location",
     "pool_opener",
+    "pool_user",
     "quote",
     "server_of",
 ]
@@ -121,6 +123,18 @@ def pool_location(pool: Any) -> str:
     host, port, database = kwargs.get("host"), kwargs.get("port"), kwargs.get("database")
     netloc = "" if host is None else str(host) + ("" if port is None else f":{port}")
     return urlunsplit(("postgresql", netloc.lower(), f"/{database or ''}", "", ""))
+
+
+def pool_user(pool: Any) -> str | None:
+    """The role a pool made by the caller connects as, as far as it tells (its URL's user, or
+    its ``user`` argument); never the password."""
+    args = getattr(pool, "_connect_args", None) or ()
+    kwargs = getattr(pool, "_connect_kwargs", None) or {}
+    user = kwargs.get("user")
+    if isinstance(user, str) and user:
+        return user
+    dsn = args[0] if args and isinstance(args[0], str) else kwargs.get("dsn")
+    return user_of(dsn) if isinstance(dsn, str) else None
 
 
 def server_of(pool: Any) -> tuple[object, ...] | None:

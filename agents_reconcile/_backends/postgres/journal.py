@@ -119,7 +119,7 @@ __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "Postgres
 
 SCHEMA: Final = Schema(
     "journal",
-    ("0001_initial", "0002_pruning"),
+    ("0001_initial", "0002_pruning", "0003_sealing"),
     JournalCorrupt,
     package="agents_reconcile._backends.postgres",
     folder="journal_schema",
@@ -131,7 +131,15 @@ SCHEMA_VERSION: Final = SCHEMA.version
 DEFAULT_SCHEMA: Final = "agents_reconcile"
 
 _T = TypeVar("_T")
-_TABLES: Final = ("decisions", "effects", "intents", "session_writes", "set_aside", "write_floor")
+_TABLES: Final = (
+    "decisions",
+    "effects",
+    "intents",
+    "sealing_keys",
+    "session_writes",
+    "set_aside",
+    "write_floor",
+)
 
 
 def _pool_options(
@@ -187,6 +195,7 @@ class PostgresJournal(
         newest_decisions=True,
         pages=True,
         prunes=True,
+        marks_sealing=True,
     )
 
     def __init__(
@@ -316,6 +325,27 @@ class PostgresJournal(
         open); a later operation opens a new one."""
         self._verified.clear()
         await self._connections.release()
+
+    # -- the mark of a sealed journal (``SealMarking``) --------------------------------
+
+    async def sealing_keys(self) -> frozenset[str]:
+        statement = f"SELECT key_id FROM {quote(self.schema)}.sealing_keys"
+
+        async def work(conn: Connection) -> list[Any]:
+            return list(await conn.fetch(statement))
+
+        return frozenset(row[0] for row in await self._run(work))
+
+    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
+        statement = (
+            f"INSERT INTO {quote(self.schema)}.sealing_keys (key_id)"
+            " SELECT unnest($1::text[]) ON CONFLICT (key_id) DO NOTHING"
+        )
+
+        async def work(conn: Connection) -> None:
+            await conn.execute(statement, list(key_ids))
+
+        await self._run(work)
 
     # -- IntentJournal -----------------------------------------------------------------
 

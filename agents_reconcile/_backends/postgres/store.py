@@ -34,6 +34,7 @@ from typing import Any, Final
 
 from ..._core.revision import WriteRecord
 from ...errors import ConfigurationError, RevisionConflict, SchemaMismatch
+from ..addresses import user_of
 from ..connections import Connections
 from ..schema import Schema
 from ..store_items import ANONYMOUS, decode_item, encode_item, new_write_id, valid_limit
@@ -46,6 +47,7 @@ from .backend import (
     location,
     pool_location,
     pool_opener,
+    pool_user,
     quote,
     server_of,
 )
@@ -150,6 +152,7 @@ class RevisionedPostgresSession:
         shared = isinstance(pool, Connections)
         self._connections: Connections[Any] = pool if shared else Connections(pool)
         self._location = "" if shared else pool_location(pool)
+        self._user = None if shared else pool_user(pool)
         self._sql = _Statements(quote(schema))
         self._schema = self._schema_at(self._location)
 
@@ -187,6 +190,8 @@ class RevisionedPostgresSession:
         key = ("postgres-store", url, repr(sorted(options.items())))
         store = cls(session_id, Connections(key=key, opener=opener), schema=schema, migrate=migrate)
         store._location = location(url)
+        given = options.get("user")
+        store._user = user_of(url) or (given if isinstance(given, str) and given else None)
         store._schema = store._schema_at(store._location)
         return store
 
@@ -211,6 +216,13 @@ class RevisionedPostgresSession:
     def backend_namespace(self) -> str:
         """Which store this is, without credentials: the database address and the schema."""
         return f"{self._location};schema={self.schema}"
+
+    @property
+    def backend_user(self) -> str | None:
+        """The role it connects as, where its address (or pool) names one: kept in its
+        intents' records beside the identity, so that an operator reopens the store as the
+        application does (never the password)."""
+        return self._user
 
     # -- connections and schema ------------------------------------------------------------
 

@@ -41,6 +41,7 @@ __all__ = [
     "VersionKey",
     "client_location",
     "client_secrets",
+    "client_user",
     "shared_client",
     "unlink_matching",
 ]
@@ -112,6 +113,16 @@ def location(kwargs: dict[str, Any]) -> str:
         host = f"[{host}]"
     port = kwargs.get("port") or 6379
     return f"{'rediss' if secure else 'redis'}://{host}:{port}/{db}"
+
+
+def client_user(client: Redis) -> str | None:
+    """The ACL user ``client`` was configured with (None: the default user)."""
+    if isinstance(client, RedisCluster):
+        kwargs: Any = client.get_connection_kwargs()
+    else:
+        kwargs = getattr(client.connection_pool, "connection_kwargs", {})
+    user = kwargs.get("username") if isinstance(kwargs, dict) else None
+    return user if isinstance(user, str) and user else None
 
 
 def client_secrets(client: Redis) -> list[str]:

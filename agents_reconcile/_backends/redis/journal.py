@@ -80,6 +80,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
 from ..._core.ownership import Owner
@@ -181,6 +182,7 @@ class RedisJournal(
         newest_decisions=True,
         pages=True,
         prunes=True,
+        marks_sealing=True,
     )
     _Layout: ClassVar[type[JournalKeys]] = JournalKeys
     """Its key layout (one per prefix)."""
@@ -250,6 +252,21 @@ class RedisJournal(
 
     def __repr__(self) -> str:
         return f"RedisJournal({self._address.shown!r}, prefix={self.prefix!r})"
+
+    # -- the mark of a sealed journal (``SealMarking``) ----------------------------------
+    # A set under ``<prefix>:sealing``: a key that appears with its first member needs no
+    # layout step (a journal without it was never sealed), and goes with the journal's keys.
+
+    async def sealing_keys(self) -> frozenset[str]:
+        found = await self._command("sealing_keys", "SMEMBERS", f"{self.prefix}:sealing")
+        members = found if isinstance(found, list | set | tuple) else ()
+        return frozenset(
+            member.decode() if isinstance(member, bytes) else str(member) for member in members
+        )
+
+    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
+        if key_ids:
+            await self._command("mark_sealing", "SADD", f"{self.prefix}:sealing", *key_ids)
 
     # -- IntentJournal ------------------------------------------------------------------
 

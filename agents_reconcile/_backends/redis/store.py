@@ -37,6 +37,7 @@ from blake3 import blake3
 
 from ..._core.revision import WriteRecord
 from ...errors import ConfigurationError, RevisionConflict, SchemaMismatch
+from ..addresses import user_of
 from ..connections import Connections
 from ..lua import LuaScript, Send, send_once
 from ..registry import check_address
@@ -45,6 +46,7 @@ from ..store_items import ANONYMOUS, decode_item, encode_item, new_write_id, val
 from .backend import (
     VersionKey,
     client_location,
+    client_user,
     location,
     server_of,
     shared_client,
@@ -109,6 +111,7 @@ class RevisionedRedisSession:
         self._setup(
             session_id, prefix, migrate, Connections(client), client_location(client), replica_wait
         )
+        self._user = client_user(client)
 
     @classmethod
     def from_url(
@@ -129,6 +132,7 @@ class RevisionedRedisSession:
         check_address(url, what="store")
         url, wait = split_wait(url)
         options = dict(client_options)
+        user = user_of(url)
         if is_cluster(url):
             where = url_location(url)
         else:
@@ -143,6 +147,8 @@ class RevisionedRedisSession:
         shared = shared_client("redis-store", url, options)
         self = cls.__new__(cls)
         self._setup(session_id, prefix, migrate, shared, where, wait)
+        given = options.get("username")
+        self._user = user or (given if isinstance(given, str) and given else None)
         return self
 
     @classmethod
@@ -195,6 +201,13 @@ class RevisionedRedisSession:
     def backend_namespace(self) -> str:
         """Which server, database and prefix, without credentials: the backend's identity."""
         return self._namespace
+
+    @property
+    def backend_user(self) -> str | None:
+        """The ACL user it connects as, where its address (or client) names one: kept in its
+        intents' records beside the identity, so that an operator reopens the store as the
+        application does (never the password)."""
+        return self._user
 
     # -- client and schema -------------------------------------------------------------------
 

@@ -17,7 +17,7 @@ __all__ = ["FLOOR", "SCHEMA", "SCHEMA_VERSION"]
 
 SCHEMA: Final = Schema(
     "journal",
-    ("0001_initial", "0002_pruning"),
+    ("0001_initial", "0002_pruning", "0003_sealing"),
     JournalCorrupt,
     package="agents_reconcile._backends.sqlite",
     folder="journal_schema",

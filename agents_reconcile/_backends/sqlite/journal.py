@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import ClassVar, Final, TypeVar
 
@@ -64,6 +64,9 @@ def add_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
 
 
 # One journal object per file within a process: every spelling of an address shares it.
+_SEALING_KEYS: Final = "SELECT key_id FROM sealing_keys ORDER BY key_id"
+_MARK_SEALING: Final = "INSERT OR IGNORE INTO sealing_keys (key_id, marked_at) VALUES (?, ?)"
+
 _SHARED: dict[Path, SQLiteJournal] = {}
 
 
@@ -90,6 +93,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
         newest_decisions=True,
         pages=True,
         prunes=True,
+        marks_sealing=True,
     )
 
     def __init__(
@@ -145,6 +149,22 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
         return await self._run(lambda conn: add_write(conn, (session_id, str(backend))))
+
+    async def sealing_keys(self) -> frozenset[str]:
+        if self.read_only:
+            await self._refuse_older()
+        rows = await self._run(lambda conn: conn.execute(_SEALING_KEYS).fetchall())
+        return frozenset(row[0] for row in rows)
+
+    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
+        rows = [(key_id, time.time()) for key_id in key_ids]
+
+        def write(conn: sqlite3.Connection) -> None:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(_MARK_SEALING, rows)
+            conn.execute("COMMIT")
+
+        await self._run(write)
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
         blob = intent.encode()
