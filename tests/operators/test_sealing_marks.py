@@ -46,6 +46,17 @@ KEY_ID = PayloadKey(PAYLOAD_KEY).key_id
 # -- every engine keeps the mark ----------------------------------------------------------------
 
 
+async def test_a_dropped_journal_drops_its_mark_too(place: Place) -> None:
+    """A journal dropped and made again on the same storage is not taken for sealed."""
+    journal = place.journal()
+    drop = getattr(journal, "drop", None)
+    if drop is None:
+        pytest.skip(f"{place.backend.name} journals are not dropped")
+    await journal.mark_sealing(["aaaa000000000001"])
+    await drop()
+    assert await place.journal().sealing_keys() == frozenset()
+
+
 async def test_a_journal_never_sealed_holds_no_mark_and_marks_only_add_up(place: Place) -> None:
     """A new journal of every engine declares the mark and holds none; ids added are kept
     (again is a no-op), and another journal object on the same storage reads them."""

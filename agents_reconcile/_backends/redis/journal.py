@@ -108,7 +108,7 @@ from .backend import (
 )
 from .effects import EFFECT_SCRIPTS, RedisEffects
 from .homes import RedisIntentHomes
-from .layout import IntentHomes, JournalKeys
+from .layout import SEALING, IntentHomes, JournalKeys
 from .reads import RedisReads
 from .replicas import ReplicaWait
 from .replicas import split as split_wait
@@ -258,7 +258,7 @@ class RedisJournal(
     # layout step (a journal without it was never sealed), and goes with the journal's keys.
 
     async def sealing_keys(self) -> frozenset[str]:
-        found = await self._command("sealing_keys", "SMEMBERS", f"{self.prefix}:sealing")
+        found = await self._command("sealing_keys", "SMEMBERS", f"{self.prefix}:{SEALING}")
         members = found if isinstance(found, list | set | tuple) else ()
         return frozenset(
             member.decode() if isinstance(member, bytes) else str(member) for member in members
@@ -266,7 +266,7 @@ class RedisJournal(
 
     async def mark_sealing(self, key_ids: Sequence[str]) -> None:
         if key_ids:
-            await self._command("mark_sealing", "SADD", f"{self.prefix}:sealing", *key_ids)
+            await self._command("mark_sealing", "SADD", f"{self.prefix}:{SEALING}", *key_ids)
 
     # -- IntentJournal ------------------------------------------------------------------
 

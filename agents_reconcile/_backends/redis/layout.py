@@ -91,6 +91,9 @@ STAMP: Final = ""
 """The field of a session's counts holding when one was last raised, on the server's clock (an
 idle session's counts are pruned by it). No backend identity is empty, so it is never a
 backend's; one field for the session keeps the cost of a stamp a field, not a key."""
+SEALING: Final = "sealing"
+"""A set: the ids of the payload keys this journal's records were ever sealed under (the
+journal's mark that it is sealed, kept when no sealed record is left)."""
 UPGRADED: Final = "upgraded"
 """A string: when the journal was moved from layout 1 to 2 (the server's clock). Counts from
 before carry no stamp: this time stands for it, so they are aged from the upgrade, never from
@@ -213,7 +216,7 @@ class JournalKeys:
                 re.escape(self.prefix.encode())
                 + rb":(?:(?:"
                 + "|".join(
-                    (*GLOBAL_KEYS, EFFECT_INDEX, EFFECT_STARTED, UPGRADED, *ASIDE_KEYS)
+                    (*GLOBAL_KEYS, EFFECT_INDEX, EFFECT_STARTED, UPGRADED, SEALING, *ASIDE_KEYS)
                 ).encode()
                 + rb")|\{[0-9a-f]{32}\}:(?:"
                 + "|".join((*SESSION_KEYS, *EFFECT_KEYS)).encode()

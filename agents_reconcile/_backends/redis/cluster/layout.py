@@ -30,6 +30,7 @@ from ..layout import (
     EFFECT_KEYS,
     EFFECT_STARTED,
     GLOBAL_KEYS,
+    SEALING,
     SESSION_KEYS,
     UPGRADED,
     JournalKeys,
@@ -138,4 +139,7 @@ class BucketKeys(JournalKeys):
         return f"{glob_escape(self.prefix)}:{{b*}}:{{*}}:{COUNTS}"
 
     def owns(self, key: bytes) -> bool:
-        return self._bucketed.fullmatch(key) is not None
+        # The sealing mark is one key of the whole journal, outside the buckets.
+        return (
+            self._bucketed.fullmatch(key) is not None or key == f"{self.prefix}:{SEALING}".encode()
+        )
