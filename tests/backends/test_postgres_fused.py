@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from agents import Agent, Runner
@@ -26,7 +28,7 @@ from agents_reconcile._core.records import Action, Outcome, PendingWrite, Reason
 from agents_reconcile._core.retention import Retention
 from agents_reconcile._session.fused import FusedAppend, fused_append
 from agents_reconcile.errors import ContinuationDenied, IntentConflict, JournalUnavailable
-from agents_reconcile.testing import FaultInjectingSession
+from agents_reconcile.testing import FaultInjectingSession, FaultProxy
 
 from ..support.fused_support import killed_child, left_both_or_neither, text
 from ..support.journal_support import BACKEND, make_intent
@@ -35,7 +37,6 @@ from ..support.servers import Wire, postgres_url
 asyncpg = pytest.importorskip("asyncpg")
 
 from agents_reconcile._backends.postgres import fused as pg_fused  # noqa: E402
-from agents_reconcile._backends.postgres.backend import server_of  # noqa: E402
 from agents_reconcile._backends.postgres.journal import PostgresJournal  # noqa: E402
 from agents_reconcile._backends.postgres.store import RevisionedPostgresSession  # noqa: E402
 
@@ -215,33 +216,102 @@ async def test_a_wrapped_store_goes_the_two_step_way(place: Place, wire: Wire) -
     assert text(await faulty.get_items()) == ["one", "re: one"]
 
 
-async def test_the_database_and_role_decide(place: Place) -> None:
-    """One URL: fused, whatever the schemas. Another spelling of the place, another role or
-    a database named apart from the URL: the two-step way."""
+def spelled(
+    url: str,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    path: str | None = None,
+    **query: str,
+) -> str:
+    """``url`` with another host or port, another database, or parameters added."""
+    parts = urlsplit(url)
+    userinfo, at, place = parts.netloc.rpartition("@")
+    name, _, number = place.rpartition(":")
+    place = f"{host or name}:{port or number}"
+    added = "&".join(f"{key}={value}" for key, value in query.items())
+    joined = "&".join(part for part in (parts.query, added) if part)
+    netloc = f"{userinfo}{at}{place}"
+    return urlunsplit(parts._replace(netloc=netloc, path=path or parts.path, query=joined))
+
+
+async def fuses(place: Place, journal_url: str, store_url: str, **pool: Any) -> bool:
+    """Whether a journal on ``journal_url`` and a store on ``store_url`` append in one step."""
+    journal = PostgresJournal.from_url(journal_url, schema=place.journal_schema)
+    store = RevisionedPostgresSession.from_url(
+        place.session_id, store_url, schema=place.store_schema, **pool
+    )
+    try:
+        return await fused_append(journal, store) is not None
+    finally:
+        await journal.close()
+        await store.close()
+
+
+async def test_the_server_says_whether_journal_and_store_are_one_database(place: Place) -> None:
+    """Fusion follows what the server reports of itself, not how the address is spelled: one
+    URL, either spelling of the loopback host, other client options or a proxy in between
+    reach one database and fuse; another database on the same server does not."""
     url = place.url
     assert await fused_append(place.journal, place.store()) is not None
     other_schema = RevisionedPostgresSession.from_url(place.session_id, url, schema="fs_other")
     place.opened.append(other_schema)
     assert await pg_fused.same_database(place.journal, other_schema)
+    local, loopback = spelled(url, host="localhost"), spelled(url, host="127.0.0.1")
+    assert await fuses(place, local, loopback)
+    assert await fuses(place, loopback, local)
+    named = spelled(url, application_name="journal-side")
+    assert await fuses(place, named, spelled(url, application_name="store-side"))
+    assert await fuses(place, url, url, command_timeout=3.0, max_size=2)
+    target = urlsplit(url)
+    proxy = await FaultProxy(target.hostname or "127.0.0.1", target.port or 0).start()
+    try:
+        assert await fuses(place, url, spelled(url, host="127.0.0.1", port=proxy.port))
+    finally:
+        await proxy.close()
+    elsewhere = spelled(url, path="/postgres")
+    assert not await fuses(place, url, elsewhere)
+    assert not await fuses(place, elsewhere, url)
 
-    def pool(dsn: str, **options: Any) -> Any:
-        return asyncpg.create_pool(dsn, min_size=0, **options)  # not opened: nothing connects
 
-    base = server_of(pool(url))
-    assert base is not None and base == server_of(pool(url, command_timeout=3.0))
-    assert base != server_of(pool(url.replace("127.0.0.1", "localhost")))
-    assert base != server_of(pool(url.replace("postgres@", "someone@")))
-    assert base != server_of(pool(url, database="elsewhere"))
-    # Places named out of the address's sight, or a key given twice: never taken for one.
-    for named in ("?service=journal", "?servicefile=/tmp/x", "?host=a&host=b"):
-        assert server_of(pool("postgresql:///" + named)) is None
-    assert server_of(pool("postgresql:///", service="journal")) is None
+async def test_another_role_on_the_same_database_is_not_fused(place: Place) -> None:
+    """A store reached as another role (its rights may differ) goes the two-step way, though
+    the server and the database are the same."""
+    role = f"fr{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(place.url)
+    await admin.execute(f'CREATE ROLE "{role}" LOGIN SUPERUSER')
+    try:
+        other = place.url.replace("postgres@", f"{role}@", 1)
+        assert not await fuses(place, place.url, other)
+        assert await fuses(place, other, other)
+    finally:
+        await admin.execute(f'DROP OWNED BY "{role}" CASCADE')
+        await admin.execute(f'DROP ROLE "{role}"')
+        await admin.close()
 
-    async def connect(*args: Any, **kwargs: Any) -> Any:
-        return await asyncpg.connect(*args, **kwargs)
 
-    assert server_of(pool(url, connect=connect)) is None  # the caller's own way of connecting
-    assert server_of(object()) is None
+async def test_the_servers_identity_is_read_once_per_pool(place: Place, wire: Wire) -> None:
+    """Each pool asks its server who it is once: wrappers made later, on the same pools, decide
+    fusion without a round trip; an identity read before the server started again is read
+    anew on both sides rather than taken for another server."""
+    journal, store = place.journal, place.store()
+    assert await fused_append(journal, store) is not None
+    await wire.settled()
+    asked = [sql for sql in wire.statements if "pg_control_system" in sql]
+    assert len(asked) == 2  # the journal's pool and the store's
+    for _ in range(3):
+        assert await fused_append(journal, place.store()) is not None
+    await wire.settled()
+    assert len([sql for sql in wire.statements if "pg_control_system" in sql]) == 2
+    now = await journal.server()
+    assert now is not None
+    journal._connections.learned["server-identity"] = dataclasses.replace(
+        now, started=now.started - datetime.timedelta(hours=1)
+    )
+    assert await fused_append(journal, store) is not None
+    await wire.settled()
+    assert len([sql for sql in wire.statements if "pg_control_system" in sql]) == 4
+    assert await journal.server() == now
 
 
 async def test_the_journal_commits_as_the_store_does_whatever_the_roles_default(
