@@ -47,6 +47,8 @@ class _Shared:
     users: int = 0
     verified: set[Hashable] = field(default_factory=set)
     """Schemas found current through this client: checked once per client, not per object."""
+    learned: dict[Hashable, object] = field(default_factory=dict)
+    """What the server behind this client said of itself (read once per client)."""
 
 
 # Weak: a client lives while some object holds a share of it, so objects that are never
@@ -111,11 +113,18 @@ class Connections(Generic[_C]):
         self._shared: _Shared | None = None
         self._client: _C | None = None
         self._own_verified: set[Hashable] = set()
+        self._own_learned: dict[Hashable, object] = {}
 
     @property
     def verified(self) -> set[Hashable]:
         """Schemas found current through the client in use (per client, so per share)."""
         return self._shared.verified if self._shared is not None else self._own_verified
+
+    @property
+    def learned(self) -> dict[Hashable, object]:
+        """What the server behind the client in use said of itself (per client, as
+        ``verified``)."""
+        return self._shared.learned if self._shared is not None else self._own_learned
 
     async def get(self) -> _C:
         """The client to use in the running event loop (opened on first use)."""
@@ -155,6 +164,7 @@ class Connections(Generic[_C]):
         takes a new one. A client passed in stays open."""
         shared, self._shared, self._client = self._shared, None, None
         self._own_verified.clear()
+        self._own_learned.clear()
         if shared is None:
             return
         shared.users -= 1

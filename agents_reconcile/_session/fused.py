@@ -10,6 +10,13 @@ journal holds an intent in flight (cleared like any other once acknowledged), th
 write record under the intent's id. A reply lost on the way back leaves both or neither, and
 the record of writes tells which.
 
+A step that raised is left failed in the journal, as a two-step append that raised is. Where
+the backend can (``record_failed``), that is decided under the session's lock with the check
+the step makes: while another intent of the session is unresolved, the step records and
+appends nothing, so its batch was not written and is not recorded either (recorded, it would
+be a second intent expecting the same revision, and be judged extended by the other's write
+once that one is settled).
+
 Only the store itself qualifies: a wrapper around it (a fault injector, say) may change what an
 append does, so its appends go the two-step way.
 """
@@ -20,6 +27,8 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from .._backends.fused import FailedAppend
+from .._backends.journal import IntentState
 from .._backends.store_items import encode_item
 from .._core.ownership import Owner
 from .._core.records import PendingWrite
@@ -28,11 +37,14 @@ __all__ = ["FusedAppend", "fused_append"]
 
 StoreArguments = Callable[[Any, Sequence[Any]], Awaitable[dict[str, Any]]]
 """What the backend's ``open_and_append`` needs of the store for ``items`` (keyword arguments)."""
+RecordFailed = Callable[..., Awaitable[FailedAppend]]
+"""The backend's ``record_failed(journal, intent, *, state, owner, clearing)``."""
 
 
 class FusedAppend:
     """Opens an intent and appends its batch in one step (``run``, the backend's
-    ``open_and_append``; ``arguments`` prepares the store's part)."""
+    ``open_and_append``; ``arguments`` prepares the store's part); ``record_failed``, where
+    the backend has one, leaves the intent of a step that raised in the journal."""
 
     def __init__(
         self,
@@ -40,11 +52,13 @@ class FusedAppend:
         store: Any,
         run: Callable[..., Awaitable[Any]],
         arguments: StoreArguments,
+        record_failed: RecordFailed | None = None,
     ) -> None:
         self._journal = journal
         self._store = store
         self._run = run
         self._arguments = arguments
+        self._record_failed = record_failed
 
     async def __call__(
         self,
@@ -65,6 +79,22 @@ class FusedAppend:
             writer=str(owner),
             **await self._arguments(self._store, items),
         )
+
+    def failed_recording(
+        self, intent: PendingWrite, *, owner: Owner, clearing: str | None
+    ) -> Callable[[IntentState], Awaitable[FailedAppend]] | None:
+        """How to leave ``intent`` failed (or cancelled: the state given) in the journal once
+        its step (under ``owner``, clearing ``clearing``) raised; None where the backend has
+        no such check (the journal's ``record`` serves)."""
+        record_failed = self._record_failed
+        if record_failed is None:
+            return None
+        journal = self._journal
+
+        async def recording(state: IntentState) -> FailedAppend:
+            return await record_failed(journal, intent, state=state, owner=owner, clearing=clearing)
+
+        return recording
 
 
 async def _redis_arguments(store: Any, items: Sequence[Any]) -> dict[str, Any]:
@@ -103,5 +133,7 @@ async def fused_append(journal: Any, store: Any) -> FusedAppend | None:
 
         if not await fused.same_database(journal, store):
             return None
-        return FusedAppend(journal, store, fused.open_and_append, fused.store_arguments)
+        return FusedAppend(
+            journal, store, fused.open_and_append, fused.store_arguments, fused.record_failed
+        )
     return None

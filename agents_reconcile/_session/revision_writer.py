@@ -238,9 +238,14 @@ class RevisionWriter(Writer):
             # run). The intent is recorded failed (moved to failed when the script recorded
             # it) and judged by the record of writes, which a late script cannot fool: its
             # append and any replay of it are compare-and-swaps on one head, under one id.
+            # Where the backend can, that is decided with the step's own check: an intent
+            # of the session in the way refused the step, which then wrote nothing.
             self._clearing.folded(clearing, answered=False)
             busy.discard(intent.intent_id)
-            await self.failures.failed(intent, items, context, exc, recorded=None)
+            recording = fused.failed_recording(intent, owner=self._client.owner, clearing=clearing)
+            await self.failures.failed(
+                intent, items, context, exc, recorded=None, recording=recording
+            )
             raise
         self._clearing.folded(clearing, answered=True)
         busy.discard(intent.intent_id)

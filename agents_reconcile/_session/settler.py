@@ -88,6 +88,11 @@ class Settler:
         await retry_discards(client, self._held, self._in_flight)
         unverified = await self._carried.adopt(context)
         entries = await client.call(client.journal.pending, client.session_id, client.backend)
+        # This wrapper's failed appends pending nowhere were settled elsewhere meanwhile.
+        held = self._held
+        held.failed_here.intersection_update(
+            {e.intent.intent_id for e in entries}.union(held.unjournaled)
+        )
         if entries and self._in_flight.acknowledged:
             entries = await clear_acknowledged(client, self._in_flight, entries)
         if not entries and not self._held.unjournaled and not unverified:

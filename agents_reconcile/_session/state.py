@@ -270,12 +270,17 @@ class HeldIntents:
     """Failed appends the journal could not record: kept here, settled before the next use."""
     undiscarded: set[str] = field(default_factory=set)
     """Acknowledged appends whose intent the journal could not clear yet."""
+    failed_here: set[str] = field(default_factory=set)
+    """This wrapper's failed appends, pending in the journal or here: settled before its next
+    append builds another intent, which is then built on the head they leave. Built beside
+    one, an intent expects the revision that one's replay takes, and is judged extended by
+    it (a one-step append is refused instead, while the other is in the journal)."""
     in_hand: dict[str, list[Any]] = field(default_factory=dict)
     """Copies of the caller's own items for appends that failed here: a replay writes
     exactly what the caller gave, not the journal's copy of it."""
 
     def any(self) -> bool:
-        return bool(self.unjournaled or self.undiscarded)
+        return bool(self.unjournaled or self.undiscarded or self.failed_here)
 
     def keep_in_hand(self, intent: PendingWrite, items: list[Any]) -> None:
         try:
@@ -300,6 +305,7 @@ class HeldIntents:
     def settled(self, intent_id: str) -> None:
         self.unjournaled.pop(intent_id, None)
         self.in_hand.pop(intent_id, None)
+        self.failed_here.discard(intent_id)
 
 
 @dataclass

@@ -20,6 +20,7 @@ from functools import partial
 from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 from .. import errors
+from .._backends.fused import FailedAppend
 from .._backends.journal import IntentState, Opened
 from .._core import crashpoints
 from .._core.crashpoints import CrashPoint
@@ -45,6 +46,9 @@ __all__ = ["FingerprintWriter", "Progress", "Writer"]
 logger = logging.getLogger("agents_reconcile")
 
 Context = MutableMapping[str, Any] | None
+Recording = Callable[[IntentState], Awaitable[FailedAppend]]
+"""How a one-step append's backend leaves the intent of an append that raised in the journal
+(``FusedAppend.failed_recording``)."""
 _T = TypeVar("_T")
 
 MIN_ATTEMPTS = 3
@@ -442,31 +446,48 @@ class Failures:
         exc: BaseException,
         *,
         recorded: bool | None,
+        recording: Recording | None = None,
     ) -> None:
         """An append that raised ``exc`` (its outcome unknown): keep the caller's items, leave
         the intent failed (or cancelled) where it can be found, and note where on ``exc``
-        (``recorded``: whether the journal holds the intent in flight; None: unknown)."""
+        (``recorded``: whether the journal holds the intent in flight; None: unknown;
+        ``recording``: how a one-step append's backend records it, ``FusedAppend``)."""
         state = (
             IntentState.CANCELLED if isinstance(exc, asyncio.CancelledError) else IntentState.FAILED
         )
         self._tail.forget()
         self._held.keep_in_hand(intent, items)
-        note = await despite_cancellation(self.remember(intent, state, context, recorded=recorded))
+        note = await despite_cancellation(
+            self.remember(intent, state, context, recorded=recorded, recording=recording)
+        )
         exc.add_note(note)
         self._client.trail.append_failed(
             self._client.session_id, intent.intent_id, state.value, exc, note
         )
 
     async def remember(
-        self, intent: PendingWrite, state: IntentState, context: Context, *, recorded: bool | None
+        self,
+        intent: PendingWrite,
+        state: IntentState,
+        context: Context,
+        *,
+        recorded: bool | None,
+        recording: Recording | None = None,
     ) -> str:
         if context is not None:
             self._carried.put(context, intent)
         places = ["the RunState context"] if context is not None else []
         me = self._client.owner
         journal = self._client.journal
+        taken = False
         try:
-            if recorded:
+            if recording is not None:
+                left = await recording(state)
+                if left is FailedAppend.REFUSED:
+                    return self._not_made(intent, context)
+                taken = left is FailedAppend.TAKEN
+                places.insert(0, "the journal (claimed by another)" if taken else "the journal")
+            elif recorded:
                 moved = await journal.transition(
                     intent.intent_id,
                     state=state,
@@ -475,6 +496,7 @@ class Failures:
                     expect_owner=me,
                 )
                 places.insert(0, "the journal" if moved else "the journal (claimed by another)")
+                taken = not moved
             else:
                 await journal.record(intent, state=state, owner=me)
                 if recorded is None:
@@ -493,10 +515,25 @@ class Failures:
                 intent.encode(), self._client.keyring
             )
             places.append(f"this session object (the journal failed: {journal_error})")
+        if not taken:
+            self._held.failed_here.add(intent.intent_id)
         return (
             f"agents-reconcile: the outcome of this append is unknown; intent "
             f"{intent.intent_id} for session {self._client.session_id!r} is pending in "
             f"{' and '.join(places)} and will be reconciled before the session is used again"
+        )
+
+    def _not_made(self, intent: PendingWrite, context: Context) -> str:
+        """A one-step append refused by another unresolved intent of its session: nothing of
+        it was written, or will be, so no copy of it is kept to be reconciled."""
+        self._held.settled(intent.intent_id)
+        if context is not None:
+            self._carried.drop(context, intent.intent_id)
+        return (
+            f"agents-reconcile: this append was not made (nothing of its batch was written to "
+            f"session {self._client.session_id!r}): another intent of the session was "
+            f"unresolved, and intent {intent.intent_id}'s one-step append records and writes "
+            "nothing while one is; that intent is settled before the session is used again"
         )
 
 

@@ -824,3 +824,178 @@ async def test_two_clearings_of_one_intent_at_once_count_one_write(
     await asyncio.wait_for(both, 10)
     assert await journal.get(intent.intent_id) is None
     assert await journal.write_count(intent.session_id, intent.backend) == before + 1
+
+
+# -- the driver's errors, translated ------------------------------------------------------------
+
+
+class Dropping(asyncpg.Connection):  # type: ignore[misc]
+    """A real connection that, once ``failure`` is set, raises it from every statement it is
+    asked to run instead of sending it, as a dropped connection makes asyncpg do."""
+
+    failure: BaseException | None = None
+
+    def _failing(self) -> None:
+        if Dropping.failure is not None:
+            raise Dropping.failure
+
+    async def execute(self, *args: Any, **kwargs: Any) -> Any:
+        self._failing()
+        return await super().execute(*args, **kwargs)
+
+    async def executemany(self, *args: Any, **kwargs: Any) -> Any:
+        self._failing()
+        return await super().executemany(*args, **kwargs)
+
+    async def fetch(self, *args: Any, **kwargs: Any) -> Any:
+        self._failing()
+        return await super().fetch(*args, **kwargs)
+
+    async def fetchrow(self, *args: Any, **kwargs: Any) -> Any:
+        self._failing()
+        return await super().fetchrow(*args, **kwargs)
+
+    async def fetchval(self, *args: Any, **kwargs: Any) -> Any:
+        self._failing()
+        return await super().fetchval(*args, **kwargs)
+
+    async def prepare(self, *args: Any, **kwargs: Any) -> Any:
+        self._failing()
+        return await super().prepare(*args, **kwargs)
+
+
+DRIVER_FAILURES: dict[str, Callable[[], BaseException]] = {
+    "another operation in progress": lambda: asyncpg.InternalClientError(
+        "cannot switch to state 11; another operation (2) is in progress"
+    ),
+    "closed mid-operation": lambda: asyncpg.ConnectionDoesNotExistError(
+        "connection was closed in the middle of operation"
+    ),
+    "closed": lambda: asyncpg.InterfaceError("connection is closed"),
+    "terminated by the server": lambda: asyncpg.AdminShutdownError(
+        "terminating connection due to administrator command"
+    ),
+    "reset by peer": lambda: ConnectionResetError(104, "Connection reset by peer"),
+    "timed out": lambda: TimeoutError(),
+}
+
+
+async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any]:
+    """One call of each coroutine the journal (and the one-step append it runs) offers, with
+    arguments it can take as they are (set up while the connections still work)."""
+    from agents_reconcile._backends.aside import SetAside
+    from agents_reconcile._backends.postgres import fused
+    from agents_reconcile._core.records import Action
+    from agents_reconcile._core.retention import Retention
+
+    owner = current_owner()
+    await journal.record(make_intent("held"), state=IntentState.FAILED, owner=owner)
+    raw = await journal.raw_intent("held")
+    assert raw is not None
+    aside = SetAside.of(raw, problem="p", actor="a", reason="r", at=time.time())
+    effect = make_effect("call")
+    await journal.begin_effect(effect)
+    later = make_intent("later", session_id=store.session_id)
+    decision = make_decision(make_intent("held"), action=Action.DROPPED)
+    denial = make_decision(make_intent("held"), action=Action.DENIED)
+    arguments = await fused.store_arguments(store, [{"role": "user", "content": "x"}])
+    later = dataclasses.replace(later, expected_revision=await store.head())
+    return {
+        "begin_effect": lambda: journal.begin_effect(make_effect("other-call")),
+        "check": journal.check,
+        "count_write": lambda: journal.count_write("session-a", BACKEND),
+        "decisions": journal.decisions,
+        "discard": lambda: journal.discard("held", owner=owner),
+        "drop": journal.drop,
+        "effect": lambda: journal.effect("call"),
+        "effects": lambda: journal.effects("session-a"),
+        "finish_effect": lambda: journal.finish_effect(effect.with_receipt("ok", at=time.time())),
+        "get": lambda: journal.get("held"),
+        "is_settled": lambda: journal.is_settled("held"),
+        "journal_schemas": journal.journal_schemas,
+        "migrate": journal.migrate,
+        "newest_decisions": lambda: journal.newest_decisions(["held"]),
+        "note": lambda: journal.note(denial),
+        "note_again": lambda: journal.note_again(denial, denial),
+        "open_intent": lambda: journal.open_intent(
+            make_intent("new"), state=IntentState.IN_FLIGHT, owner=owner
+        ),
+        "pending": lambda: journal.pending(None),
+        "pending_page": lambda: journal.pending_page(limit=5),
+        "prune": lambda: journal.prune(Retention(0, 0, 0)),
+        "raw_intent": lambda: journal.raw_intent("held"),
+        "record": lambda: journal.record(
+            make_intent("recorded"), state=IntentState.FAILED, owner=owner
+        ),
+        "restart_effect": lambda: journal.restart_effect(effect, expect_owner=str(owner)),
+        "schema_tables": journal.schema_tables,
+        "schema_version": journal.schema_version,
+        "server": lambda: journal.server(fresh=True),
+        "set_aside": lambda: journal.set_aside(raw, aside, decision),
+        "set_aside_entries": journal.set_aside_entries,
+        "settle": lambda: journal.settle(decision),
+        "started_effects": journal.started_effects,
+        "started_effects_page": lambda: journal.started_effects_page(limit=5),
+        "transition": lambda: journal.transition("held", state=IntentState.FAILED, owner=owner),
+        "write_count": lambda: journal.write_count("session-a", BACKEND),
+        "one-step append": lambda: fused.open_and_append(
+            journal,
+            later,
+            owner=owner,
+            clearing=None,
+            seen_write_count=None,
+            writer="me",
+            **arguments,
+        ),
+        "record of a failed one-step append": lambda: fused.record_failed(
+            journal, later, state=IntentState.FAILED, owner=owner, clearing=None
+        ),
+        "same database": lambda: fused.same_database(journal, store),
+    }
+
+
+@pytest.mark.parametrize("failure", DRIVER_FAILURES)
+async def test_no_driver_error_reaches_the_caller_untranslated(
+    failure: str, schema: str, admin: Any
+) -> None:
+    """Whatever the driver raises on a connection that dropped (among them asyncpg's internal
+    "another operation is in progress"), every operation of the journal and of the one-step
+    append it runs raises ``JournalUnavailable`` from it instead, naming the journal, and the
+    journal works again once the connection does."""
+    from agents_reconcile._backends.postgres.store import RevisionedPostgresSession
+
+    pool = await asyncpg.create_pool(
+        postgres_url(), min_size=1, max_size=2, connection_class=Dropping
+    )
+    journal = PostgresJournal(pool=pool, schema=schema)
+    store = RevisionedPostgresSession.from_url("guarded", postgres_url(), schema=f"{schema}_s")
+    try:
+        calls = await every_operation(journal, store)
+        offered = {
+            name
+            for name in dir(PostgresJournal)
+            if not name.startswith("_")
+            and name != "close"
+            and asyncio.iscoroutinefunction(getattr(PostgresJournal, name))
+        }
+        assert offered <= set(calls), offered - set(calls)
+        for name, call in calls.items():
+            Dropping.failure = DRIVER_FAILURES[failure]()
+            try:
+                with pytest.raises(JournalUnavailable) as raised:
+                    await call()
+            finally:
+                Dropping.failure = None
+            assert raised.value.__cause__ is not None, name
+            assert type(raised.value.__cause__).__module__.split(".")[0] in (
+                "asyncpg",
+                "builtins",
+            ), name
+            assert "PostgreSQL journal" in str(raised.value), name
+        assert ids(await journal.pending("session-a")) == ["held"]
+    finally:
+        Dropping.failure = None
+        await store.drop()
+        await store.close()
+        await journal.close()
+        await pool.close()

@@ -9,9 +9,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import datetime
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
+from urllib.parse import urlsplit, urlunsplit
 
 import pytest
 from agents import Agent, Runner
@@ -19,6 +21,7 @@ from agents.run_context import RunContextWrapper
 from agents.testing import ScriptedModel, assistant_message
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
+from agents_reconcile._backends.fused import FailedAppend
 from agents_reconcile._backends.journal import IntentState, Opened
 from agents_reconcile._core.identity import derive_identity
 from agents_reconcile._core.ownership import current_owner
@@ -26,16 +29,22 @@ from agents_reconcile._core.records import Action, Outcome, PendingWrite, Reason
 from agents_reconcile._core.retention import Retention
 from agents_reconcile._session.fused import FusedAppend, fused_append
 from agents_reconcile.errors import ContinuationDenied, IntentConflict, JournalUnavailable
-from agents_reconcile.testing import FaultInjectingSession
+from agents_reconcile.testing import FaultInjectingSession, FaultProxy
 
 from ..support.fused_support import killed_child, left_both_or_neither, text
-from ..support.journal_support import BACKEND, make_intent
+from ..support.journal_support import (
+    BACKEND,
+    OTHER_BACKEND,
+    STRANGER,
+    make_decision,
+    make_intent,
+    proxy_to,
+)
 from ..support.servers import Wire, postgres_url
 
 asyncpg = pytest.importorskip("asyncpg")
 
 from agents_reconcile._backends.postgres import fused as pg_fused  # noqa: E402
-from agents_reconcile._backends.postgres.backend import server_of  # noqa: E402
 from agents_reconcile._backends.postgres.journal import PostgresJournal  # noqa: E402
 from agents_reconcile._backends.postgres.store import RevisionedPostgresSession  # noqa: E402
 
@@ -215,33 +224,102 @@ async def test_a_wrapped_store_goes_the_two_step_way(place: Place, wire: Wire) -
     assert text(await faulty.get_items()) == ["one", "re: one"]
 
 
-async def test_the_database_and_role_decide(place: Place) -> None:
-    """One URL: fused, whatever the schemas. Another spelling of the place, another role or
-    a database named apart from the URL: the two-step way."""
+def spelled(
+    url: str,
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    path: str | None = None,
+    **query: str,
+) -> str:
+    """``url`` with another host or port, another database, or parameters added."""
+    parts = urlsplit(url)
+    userinfo, at, place = parts.netloc.rpartition("@")
+    name, _, number = place.rpartition(":")
+    place = f"{host or name}:{port or number}"
+    added = "&".join(f"{key}={value}" for key, value in query.items())
+    joined = "&".join(part for part in (parts.query, added) if part)
+    netloc = f"{userinfo}{at}{place}"
+    return urlunsplit(parts._replace(netloc=netloc, path=path or parts.path, query=joined))
+
+
+async def fuses(place: Place, journal_url: str, store_url: str, **pool: Any) -> bool:
+    """Whether a journal on ``journal_url`` and a store on ``store_url`` append in one step."""
+    journal = PostgresJournal.from_url(journal_url, schema=place.journal_schema)
+    store = RevisionedPostgresSession.from_url(
+        place.session_id, store_url, schema=place.store_schema, **pool
+    )
+    try:
+        return await fused_append(journal, store) is not None
+    finally:
+        await journal.close()
+        await store.close()
+
+
+async def test_the_server_says_whether_journal_and_store_are_one_database(place: Place) -> None:
+    """Fusion follows what the server reports of itself, not how the address is spelled: one
+    URL, either spelling of the loopback host, other client options or a proxy in between
+    reach one database and fuse; another database on the same server does not."""
     url = place.url
     assert await fused_append(place.journal, place.store()) is not None
     other_schema = RevisionedPostgresSession.from_url(place.session_id, url, schema="fs_other")
     place.opened.append(other_schema)
     assert await pg_fused.same_database(place.journal, other_schema)
+    local, loopback = spelled(url, host="localhost"), spelled(url, host="127.0.0.1")
+    assert await fuses(place, local, loopback)
+    assert await fuses(place, loopback, local)
+    named = spelled(url, application_name="journal-side")
+    assert await fuses(place, named, spelled(url, application_name="store-side"))
+    assert await fuses(place, url, url, command_timeout=3.0, max_size=2)
+    target = urlsplit(url)
+    proxy = await FaultProxy(target.hostname or "127.0.0.1", target.port or 0).start()
+    try:
+        assert await fuses(place, url, spelled(url, host="127.0.0.1", port=proxy.port))
+    finally:
+        await proxy.close()
+    elsewhere = spelled(url, path="/postgres")
+    assert not await fuses(place, url, elsewhere)
+    assert not await fuses(place, elsewhere, url)
 
-    def pool(dsn: str, **options: Any) -> Any:
-        return asyncpg.create_pool(dsn, min_size=0, **options)  # not opened: nothing connects
 
-    base = server_of(pool(url))
-    assert base is not None and base == server_of(pool(url, command_timeout=3.0))
-    assert base != server_of(pool(url.replace("127.0.0.1", "localhost")))
-    assert base != server_of(pool(url.replace("postgres@", "someone@")))
-    assert base != server_of(pool(url, database="elsewhere"))
-    # Places named out of the address's sight, or a key given twice: never taken for one.
-    for named in ("?service=journal", "?servicefile=/tmp/x", "?host=a&host=b"):
-        assert server_of(pool("postgresql:///" + named)) is None
-    assert server_of(pool("postgresql:///", service="journal")) is None
+async def test_another_role_on_the_same_database_is_not_fused(place: Place) -> None:
+    """A store reached as another role (its rights may differ) goes the two-step way, though
+    the server and the database are the same."""
+    role = f"fr{uuid.uuid4().hex[:8]}"
+    admin = await asyncpg.connect(place.url)
+    await admin.execute(f'CREATE ROLE "{role}" LOGIN SUPERUSER')
+    try:
+        other = place.url.replace("postgres@", f"{role}@", 1)
+        assert not await fuses(place, place.url, other)
+        assert await fuses(place, other, other)
+    finally:
+        await admin.execute(f'DROP OWNED BY "{role}" CASCADE')
+        await admin.execute(f'DROP ROLE "{role}"')
+        await admin.close()
 
-    async def connect(*args: Any, **kwargs: Any) -> Any:
-        return await asyncpg.connect(*args, **kwargs)
 
-    assert server_of(pool(url, connect=connect)) is None  # the caller's own way of connecting
-    assert server_of(object()) is None
+async def test_the_servers_identity_is_read_once_per_pool(place: Place, wire: Wire) -> None:
+    """Each pool asks its server who it is once: wrappers made later, on the same pools, decide
+    fusion without a round trip; an identity read before the server started again is read
+    anew on both sides rather than taken for another server."""
+    journal, store = place.journal, place.store()
+    assert await fused_append(journal, store) is not None
+    await wire.settled()
+    asked = [sql for sql in wire.statements if "pg_control_system" in sql]
+    assert len(asked) == 2  # the journal's pool and the store's
+    for _ in range(3):
+        assert await fused_append(journal, place.store()) is not None
+    await wire.settled()
+    assert len([sql for sql in wire.statements if "pg_control_system" in sql]) == 2
+    now = await journal.server()
+    assert now is not None
+    journal._connections.learned["server-identity"] = dataclasses.replace(
+        now, started=now.started - datetime.timedelta(hours=1)
+    )
+    assert await fused_append(journal, store) is not None
+    await wire.settled()
+    assert len([sql for sql in wire.statements if "pg_control_system" in sql]) == 4
+    assert await journal.server() == now
 
 
 async def test_the_journal_commits_as_the_store_does_whatever_the_roles_default(
@@ -457,6 +535,244 @@ async def test_a_connection_lost_in_the_statement_leaves_neither(place: Place) -
     assert text(await store.get_items()) == ["one", "two"]
     await session.add_items([user("three")])
     assert text(await store.get_items()) == ["one", "two", "three"]
+
+
+async def record_failed(
+    place: Place, intent: PendingWrite, *, clearing: str | None = None, owner: Any = None
+) -> FailedAppend:
+    return await pg_fused.record_failed(
+        place.journal,
+        intent,
+        state=IntentState.FAILED,
+        owner=owner or current_owner(),
+        clearing=clearing,
+    )
+
+
+async def test_a_failed_statement_is_not_recorded_beside_another_unresolved_intent(
+    place: Place,
+) -> None:
+    """The record of a statement that raised makes the statement's own check: with another
+    intent of the session and backend unresolved, it records nothing (that intent refused the
+    statement, which wrote nothing), so two intents never expect one revision; the intent the
+    statement was to clear, in flight under its owner, is no such intent, and neither is an
+    intent of another session or backend."""
+    store, journal = place.store(), place.journal
+    theirs = intent_for(store, "theirs", 0)
+    await journal.record(theirs, state=IntentState.FAILED, owner=STRANGER)
+    count = await journal.write_count(store.session_id, BACKEND)
+    assert await record_failed(place, intent_for(store, "mine", 0)) is FailedAppend.REFUSED
+    assert [e.intent.intent_id for e in await journal.pending(store.session_id)] == ["theirs"]
+    assert await journal.get("mine") is None
+    assert await journal.write_count(store.session_id, BACKEND) == count
+    assert await store.get_items() == []
+
+    elsewhere = place.store(f"{place.session_id}-elsewhere")
+    other_backend = dataclasses.replace(
+        intent_for(elsewhere, "other-backend", 0), backend=OTHER_BACKEND
+    )
+    await journal.record(other_backend, state=IntentState.FAILED, owner=STRANGER)
+    assert await record_failed(place, intent_for(elsewhere, "alone", 0)) is FailedAppend.RECORDED
+    entry = await journal.get("alone")
+    assert entry is not None and entry.state is IntentState.FAILED
+
+    # The acknowledged intent the statement was to clear does not block it; claimed by
+    # another since, it does.
+    third = place.store(f"{place.session_id}-third")
+    assert (await fused_call(place, third, intent_for(third, "first", 0))).opened.recorded
+    assert (
+        await record_failed(place, intent_for(third, "next", 1), clearing="first")
+        is FailedAppend.RECORDED
+    )
+    fourth = place.store(f"{place.session_id}-fourth")
+    assert (await fused_call(place, fourth, intent_for(fourth, "ack", 0))).opened.recorded
+    assert await journal.transition(
+        "ack", state=IntentState.RECONCILING, owner=STRANGER, expect_state=IntentState.IN_FLIGHT
+    )
+    assert (
+        await record_failed(place, intent_for(fourth, "after", 1), clearing="ack")
+        is FailedAppend.REFUSED
+    )
+
+
+async def test_a_failed_statement_that_committed_is_moved_to_failed(place: Place) -> None:
+    """The statement committed and its reply was lost: its intent, in flight, becomes failed
+    (and a retry of that answers the same); one claimed or settled by another meanwhile is
+    theirs; another content under the id is a conflict."""
+    store, journal = place.store(), place.journal
+    landed = intent_for(store, "landed", 0)
+    assert (await fused_call(place, store, landed)).opened.recorded
+    count = await journal.write_count(store.session_id, BACKEND)
+    assert await record_failed(place, landed) is FailedAppend.RECORDED
+    entry = await journal.get("landed")
+    assert entry is not None and entry.state is IntentState.FAILED
+    assert await record_failed(place, landed) is FailedAppend.RECORDED
+    assert await journal.write_count(store.session_id, BACKEND) == count
+    with pytest.raises(IntentConflict):
+        await record_failed(place, intent_for(store, "landed", 0, text="changed"))
+
+    assert await journal.transition("landed", state=IntentState.RECONCILING, owner=STRANGER)
+    assert await record_failed(place, landed) is FailedAppend.TAKEN
+    await journal.settle(make_decision(landed, action=Action.SETTLED))
+    assert await record_failed(place, landed) is FailedAppend.TAKEN
+    assert await journal.pending(store.session_id) == []
+
+
+async def test_a_failed_statement_meets_an_intent_recorded_while_it_waited(place: Place) -> None:
+    """The check and the record are one step under the session's lock: an intent another
+    transaction records (and commits) while the record waits for the lock is seen, and the
+    failed statement is not recorded beside it."""
+    store, journal = place.store(), place.journal
+    await journal.write_count(store.session_id, BACKEND)  # the schema made
+    theirs = intent_for(store, "theirs", 0)
+    admin = await asyncpg.connect(place.url)
+    watcher = await asyncpg.connect(place.url)
+    try:
+        await fused_call(place, store, intent_for(store, "warm", 0))
+        await journal.discard("warm", owner=current_owner())
+        async with admin.transaction():
+            await admin.execute(
+                f'SELECT 1 FROM "{place.journal_schema}".session_writes WHERE session_id = $1'
+                " FOR UPDATE",
+                store.session_id,
+            )
+            task = asyncio.create_task(record_failed(place, intent_for(store, "mine", 1)))
+            await waiting_pid(watcher, f'"{place.journal_schema}".session_writes', task)
+            row = (theirs.intent_id, theirs.session_id, str(theirs.backend))
+            owner, record = str(STRANGER), theirs.encode()
+            await admin.execute(
+                INSERT_INTENT.format(place.journal_schema), *row, owner, 1.0, record
+            )
+            await admin.execute(
+                f'UPDATE "{place.journal_schema}".session_writes'
+                " SET write_count = write_count + 1 WHERE session_id = $1",
+                store.session_id,
+            )
+        assert await asyncio.wait_for(task, 10) is FailedAppend.REFUSED
+    finally:
+        await admin.close()
+        await watcher.close()
+    assert [e.intent.intent_id for e in await journal.pending(store.session_id)] == ["theirs"]
+
+
+# The faults each append of the lone writer meets, in order: at its statement, and at the
+# record of the statement when that raised. "refuse": the request does not reach the server;
+# "lose": the server runs it and its reply is lost.
+SCHEDULE: tuple[tuple[str | None, str | None], ...] = (
+    (None, None),
+    ("refuse", None),
+    ("lose", "refuse"),
+    (None, None),
+    ("refuse", None),
+    ("lose", None),
+    ("lose", "lose"),
+    ("refuse", "refuse"),
+    ("refuse", None),
+    (None, None),
+)
+
+
+@contextlib.asynccontextmanager
+async def statements_through_a_proxy(
+    place: Place, monkeypatch: pytest.MonkeyPatch, faults: list[tuple[str | None, str | None]]
+) -> AsyncIterator[tuple[PostgresJournal, RevisionedPostgresSession]]:
+    """A journal and a store reached through one ``FaultProxy``; each one-step append takes the
+    next of ``faults`` (None: none) at its statement, and at the record of a statement that
+    raised: the request the proxy passes next."""
+    proxy, proxied = await proxy_to(place.url)
+    journal = PostgresJournal.from_url(proxied, schema=place.journal_schema)
+    store = RevisionedPostgresSession.from_url(place.session_id, proxied, schema=place.store_schema)
+    statement, record = pg_fused.open_and_append, pg_fused.record_failed
+    at_record: list[str | None] = []
+
+    def arm(fault: str | None) -> None:
+        if fault == "refuse":
+            proxy.refuse_next_request()
+        elif fault == "lose":
+            proxy.lose_next_reply()
+
+    async def at_the_statement(*args: Any, **kwargs: Any) -> Any:
+        fault, later = faults.pop(0) if faults else (None, None)
+        at_record[:] = [later]
+        arm(fault)
+        return await statement(*args, **kwargs)
+
+    async def at_the_record(*args: Any, **kwargs: Any) -> Any:
+        arm(at_record.pop() if at_record else None)
+        return await record(*args, **kwargs)
+
+    monkeypatch.setattr(pg_fused, "open_and_append", at_the_statement)
+    monkeypatch.setattr(pg_fused, "record_failed", at_the_record)
+    try:
+        assert await fused_append(journal, store) is not None
+        yield journal, store
+    finally:
+        await journal.close()
+        await store.close()
+        await proxy.close()
+
+
+def fate(exc: BaseException) -> str:
+    """What a failed append's notes say of its batch: ``unknown`` (pending, settled by the next
+    use) or ``unwritten``."""
+    notes = " ".join(getattr(exc, "__notes__", ()))
+    return "unknown" if "outcome of this append is unknown" in notes else "unwritten"
+
+
+async def test_a_lone_writer_whose_statements_drop_is_never_denied_its_own_writes(
+    place: Place, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A lone writer appending in one statement whose connection drops at the statement and at
+    its record (the request lost, or the reply after the server ran it): every append either
+    raised saying nothing of it was written, or its outcome was unknown and the next use
+    settled it as committed or replayed it; the writer is never denied for its own writes,
+    nothing is stored twice, and nothing stays pending, as with the two-step way."""
+    faults = list(SCHEDULE)
+    async with statements_through_a_proxy(place, monkeypatch, faults) as (journal, store):
+        session = ReconcilingSession(store, config=ReconcileConfig(journal=journal))
+        fates: dict[str, str] = {}
+        for number in range(len(SCHEDULE)):
+            name = f"m{number}"
+            try:
+                await session.add_items([user(name)])
+            except ContinuationDenied:
+                raise
+            except Exception as exc:
+                fates[name] = fate(exc)
+            else:
+                fates[name] = "written"
+        await session.reconcile()
+        assert await session.pending() == []
+        stored = text(await store.get_items())
+        assert stored == [name for name, found in fates.items() if found != "unwritten"], fates
+        assert "unknown" in fates.values(), fates  # the schedule met the uncertain window
+
+
+async def test_a_statement_another_intent_refused_is_not_recorded_when_its_reply_is_lost(
+    place: Place, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A writer that died left a failed intent this wrapper knows nothing of; this wrapper's
+    statement is refused by it and the reply is lost: the append raises saying nothing of it
+    was written and nothing of it is recorded, so reconciling replays the other's batch and
+    denies nothing."""
+    faults: list[tuple[str | None, str | None]] = [("lose", None)]
+    async with statements_through_a_proxy(place, monkeypatch, faults) as (journal, store):
+        session = ReconcilingSession(store, config=ReconcileConfig(journal=journal))
+        theirs = dataclasses.replace(
+            intent_for(store, "theirs", 0, text="theirs"), backend=store_backend(session)
+        )
+        await journal.record(theirs, state=IntentState.FAILED, owner=STRANGER)
+        with pytest.raises(JournalUnavailable) as raised:
+            await session.add_items([user("mine")])
+        assert fate(raised.value) == "unwritten" and not faults
+        assert [e.intent.intent_id for e in await journal.pending(store.session_id)] == ["theirs"]
+        [decision] = await session.reconcile()
+        assert (decision.intent_id, decision.action) == ("theirs", Action.REPLAYED)
+        assert await session.pending() == []
+        assert text(await store.get_items()) == ["theirs"]
+        await session.add_items([user("mine")])
+        assert text(await store.get_items()) == ["theirs", "mine"]
+        assert await session.pending() == []
 
 
 CHILD = """

@@ -8,6 +8,7 @@ from urllib.parse import urlsplit, urlunsplit
 from agents_reconcile._core.records import Action
 from agents_reconcile.conformance._records import (
     BACKEND,
+    OTHER_BACKEND,
     STRANGER,
     make_decision,
     make_effect,
@@ -17,6 +18,7 @@ from agents_reconcile.testing import FaultProxy
 
 __all__ = [
     "BACKEND",
+    "OTHER_BACKEND",
     "SETTLING",
     "STRANGER",
     "make_decision",

@@ -14,11 +14,12 @@ import asyncio
 import hashlib
 import importlib
 import re
-import sys
+from collections.abc import Hashable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Final, Protocol
-from urllib.parse import parse_qsl, unquote, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...errors import ConfigurationError
 from ..addresses import user_of
@@ -30,6 +31,7 @@ __all__ = [
     "SCHEMES",
     "Connection",
     "PostgresSchema",
+    "ServerIdentity",
     "check_schema_name",
     "keep_session_state",
     "load_driver",
@@ -38,7 +40,7 @@ __all__ = [
     "pool_opener",
     "pool_user",
     "quote",
-    "server_of",
+    "server_identity",
 ]
 
 SCHEMES: Final = ("postgresql", "postgres")
@@ -46,11 +48,6 @@ INSTALL_HINT: Final = "pip install 'agents-reconcile[postgres]'"
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Connection parameters that say where the database is (and nothing secret).
 _PLACE_PARAMETERS: Final = ("host", "port", "dbname", "database")
-# Connection parameters that say where a connection goes and as whom (asyncpg's names).
-_SERVER_PARAMETERS: Final = ("host", "port", "user", "database")
-_NAMING: Final = frozenset({*_PLACE_PARAMETERS, "user"})
-_ELSEWHERE: Final = frozenset({"service", "servicefile"})
-"""Connection parameters that name the server out of the address's sight (a service file)."""
 
 
 class Connection(Protocol):
@@ -137,44 +134,62 @@ def pool_user(pool: Any) -> str | None:
     return user_of(dsn) if isinstance(dsn, str) else None
 
 
-def server_of(pool: Any) -> tuple[object, ...] | None:
-    """Where an asyncpg pool connects and as whom, as its connection parameters spell it (the
-    address's hosts, ports, database and user, and the keyword arguments that override them):
-    a value two pools can be compared by. Equal values reach one database as one role, so a
-    statement sent through either can touch what the other's can. Spelled differently (a host
-    name and its address, say), they differ: a false "no" only costs a round trip. None for
-    anything else than an asyncpg pool, or a pool that does not tell."""
-    driver = sys.modules.get("asyncpg")
-    if driver is None or not isinstance(pool, driver.Pool):
-        return None
-    args = getattr(pool, "_connect_args", None)
-    kwargs = getattr(pool, "_connect_kwargs", None)
-    if not isinstance(args, (list, tuple)) or not isinstance(kwargs, dict):
-        return None
-    if getattr(pool, "_connect", None) is not driver.connection.connect:
-        return None  # a connect function of the caller's may go anywhere
-    dsn = args[0] if args else kwargs.get("dsn")
-    if dsn is not None and not isinstance(dsn, str):
-        return None
-    if any(name in kwargs for name in _ELSEWHERE):
-        return None
-    place: tuple[object, ...] = ()
-    if dsn:
-        try:
-            parts = urlsplit(dsn)
-            userinfo, _, hosts = parts.netloc.rpartition("@")
-            query = [(k.lower(), v) for k, v in parse_qsl(parts.query)]
-        except ValueError:
-            return None
-        keys = [k for k, _ in query]
-        if any(k in _ELSEWHERE for k in keys) or len(set(keys)) != len(keys):
-            # A service file names the place out of sight; a key given twice is read by
-            # the driver as its last: neither can be told apart from its spelling.
-            return None
-        named = sorted((k, v) for k, v in query if k in _NAMING)
-        place = (hosts.lower(), parts.path, unquote(userinfo.partition(":")[0]), tuple(named))
-    overrides = tuple((name, str(kwargs[name])) for name in _SERVER_PARAMETERS if name in kwargs)
-    return (place, overrides)
+@dataclass(frozen=True, slots=True)
+class ServerIdentity:
+    """Which server, database and role a connection reaches, as the server itself reports it.
+
+    ``system`` is the cluster's system identifier (``pg_control_system()``), fixed when its data
+    directory was made; ``started`` when its postmaster started, which tells apart clusters
+    copied from one data directory (a restored backup, a promoted replica, containers of one
+    image) that run side by side; ``database`` and ``role`` what the connection is in and is
+    (``current_database()``, ``current_user``). Equal values reach one database as one role,
+    so a statement sent through either connection can touch what the other's can, whatever
+    the addresses, host names or client options that led there."""
+
+    system: int
+    started: datetime
+    database: str
+    role: str
+
+    def restarted(self, other: ServerIdentity) -> bool:
+        """Whether ``other`` is this same database and role on this cluster, started again
+        since one of them was read."""
+        return (self.system, self.database, self.role) == (other.system, other.database, other.role)
+
+
+_IDENTITY: Final = (
+    "SELECT c.system_identifier, pg_postmaster_start_time(), current_database(), current_user"
+    " FROM pg_control_system() AS c"
+)
+# What a server answers when the identity cannot be read there (a role not allowed to read
+# the control file's data, a server without the function): no identity, so never fused.
+_NO_IDENTITY: Final = frozenset({"42501", "42883"})
+_LEARNED_KEY: Final = "server-identity"
+
+
+async def server_identity(
+    pool: Any,
+    learned: dict[Hashable, object],
+    *,
+    acquire_timeout: float | None = None,
+    fresh: bool = False,
+) -> ServerIdentity | None:
+    """What ``pool``'s server reports of itself (``ServerIdentity``), read once per pool and
+    kept in ``learned`` (the pool's share's, ``Connections.learned``; ``fresh``: read again);
+    None when the server does not tell. A driver error goes up unchanged, for the caller to
+    translate."""
+    if fresh or _LEARNED_KEY not in learned:
+        async with pool.acquire(timeout=acquire_timeout) as conn:
+            try:
+                row = await conn.fetchrow(_IDENTITY)
+            except Exception as exc:
+                if getattr(exc, "sqlstate", None) not in _NO_IDENTITY:
+                    raise
+                row = None
+        learned[_LEARNED_KEY] = None if row is None else ServerIdentity(*row)
+    found = learned[_LEARNED_KEY]
+    assert found is None or isinstance(found, ServerIdentity)
+    return found
 
 
 def quote(identifier: str) -> str:

@@ -48,11 +48,11 @@ from typing import TYPE_CHECKING, Any, Final
 from ..._core.ownership import Owner
 from ..._core.records import PendingWrite
 from ...errors import JournalUnavailable
-from ..fused import Fused
+from ..fused import FailedAppend, Fused
 from ..journal import IntentState, Opened
 from ..store_items import encode_item
-from .answers import _Asked, _count
-from .backend import Connection, quote, server_of
+from .answers import _Asked, _compare, _count, _other_content
+from .backend import Connection, quote
 from .journal import PostgresJournal
 from .retention import row_known
 from .statements import _NOW, SETTLING, floor_of, intent_args, made_at_floor
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
 
     from .store import RevisionedPostgresSession
 
-__all__ = ["Fused", "open_and_append", "same_database", "store_arguments"]
+__all__ = ["Fused", "open_and_append", "record_failed", "same_database", "store_arguments"]
 
 _ATTEMPTS: Final = 4
 # Unique indexes that fail the statement when another transaction took an id after its snapshot.
@@ -164,14 +164,17 @@ def statement(journal_schema: str, store_schema: str) -> str:
 
 
 async def same_database(journal: PostgresJournal, store: RevisionedPostgresSession) -> bool:
-    """Whether the journal's pool and the store's connect to one database as one role
-    (``backend.server_of``), so that one statement on the journal's connection reaches both."""
-
-    async def pool_of(pool: Any, verified: set[Any]) -> Any:
-        return pool
-
-    here = server_of(await journal._on_pool(pool_of))
-    return here is not None and here == await store.server()
+    """Whether the journal's pool and the store's reach one database as one role, as the
+    server itself reports it (``backend.ServerIdentity``), so that one statement on the
+    journal's connection reaches both: host names or addresses spelled apart, proxies and
+    client options (an application name, timeouts) do not matter. Each side is read once per
+    pool; a cluster seen started again since one side was read is read again on both."""
+    here, there = await journal.server(), await store.server()
+    if here is None or there is None:
+        return False
+    if here != there and here.restarted(there):
+        here, there = await journal.server(fresh=True), await store.server(fresh=True)
+    return here is not None and here == there
 
 
 async def store_arguments(store: RevisionedPostgresSession, items: Sequence[Any]) -> dict[str, Any]:
@@ -264,3 +267,59 @@ async def open_and_append(
     raise JournalUnavailable(
         f"intent {intent.intent_id}: its ids kept being taken meanwhile; nothing was recorded"
     )
+
+
+async def record_failed(
+    journal: PostgresJournal,
+    intent: PendingWrite,
+    *,
+    state: IntentState,
+    owner: Owner,
+    clearing: str | None,
+) -> FailedAppend:
+    """Leave ``intent``, whose ``open_and_append`` (under ``owner``, clearing ``clearing``)
+    raised, where the next use finds it: failed (or cancelled, ``state``) in the journal.
+
+    One transaction, under the session's lock, so that no statement of the session runs
+    between what it reads and what it writes. The statement may have committed (its reply
+    lost): its intent, in flight, is moved to ``state``. It may not have: the intent is
+    recorded as ``record`` records it, but only while no other intent of the session and
+    backend is unresolved (``clearing``, in flight under ``owner``, aside), the check the
+    statement makes. One that is refused the statement: never run, or run and refused, it
+    wrote nothing, and it never will (a statement that ran before that intent was recorded
+    finds the count moved under its lock; one that ran after finds it in its snapshot), so
+    nothing is recorded (``FailedAppend.REFUSED``). Recording it anyway would leave two
+    unresolved intents expecting one revision: the first one settled moves the head, and the
+    other, whose batch was never written, would be judged extended by others."""
+    row = intent_args(intent, state, owner)
+    key = (intent.session_id, str(intent.backend))
+    sql = journal._sql
+    in_flight = IntentState.IN_FLIGHT.value
+    move = sql.transition(True, True, False, False, False)
+
+    async def work(conn: Connection) -> FailedAppend:
+        async with conn.transaction():
+            await conn.fetchval(sql.lock_session, *key)
+            found = await conn.fetchrow(sql.record_alone, *row, clearing)
+            if found["added"]:
+                return FailedAppend.RECORDED
+            prior = found["prior"]
+            if prior is not None:
+                _compare(intent, prior, journal.keyring)
+                held = (found["prior_state"], found["prior_owner"])
+                if held == (in_flight, str(owner)):
+                    # The statement committed: its intent moves from in flight to failed.
+                    args = (state.value, str(owner), intent.intent_id, in_flight, str(owner))
+                    await conn.fetchval(move, *args)
+                    return FailedAppend.RECORDED
+                if held == (state.value, str(owner)):
+                    return FailedAppend.RECORDED  # this very call again, its reply lost
+                return FailedAppend.TAKEN
+            if found["settled"]:
+                return FailedAppend.TAKEN
+            if found["blocked"]:
+                return FailedAppend.REFUSED
+            # Taken after the snapshot by an intent of another session: not this one's.
+            raise _other_content(intent)
+
+    return await journal._run(work)

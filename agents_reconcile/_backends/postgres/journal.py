@@ -100,6 +100,7 @@ from .aside import PostgresAside
 from .backend import (
     Connection,
     PostgresSchema,
+    ServerIdentity,
     check_schema_name,
     check_scheme,
     keep_session_state,
@@ -107,6 +108,7 @@ from .backend import (
     pool_location,
     pool_opener,
     quote,
+    server_identity,
 )
 from .decisions import PostgresDecisions
 from .effects import PostgresEffects
@@ -307,6 +309,18 @@ class PostgresJournal(
             return await work(await self._connections.get(), self._verified)
         except self._errors as exc:
             raise self._translate(exc) from exc
+
+    async def server(self, *, fresh: bool = False) -> ServerIdentity | None:
+        """Which server, database and role this journal's pool reaches, as the server reports
+        it (``backend.server_identity``: read once per pool; ``fresh``: read again)."""
+
+        async def read(pool: Any, verified: set[Any]) -> ServerIdentity | None:
+            learned = self._connections.learned
+            return await server_identity(
+                pool, learned, acquire_timeout=self._connect_timeout, fresh=fresh
+            )
+
+        return await self._on_pool(read)
 
     def _translate(self, exc: BaseException) -> JournalError:
         detail = self._address.scrub(f"{type(exc).__name__}: {exc}")

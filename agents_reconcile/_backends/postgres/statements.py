@@ -198,6 +198,29 @@ class JournalStatements(EffectStatements):
             " EXISTS (SELECT 1 FROM added) AS added,"
             " (SELECT record FROM prior) AS prior"
         )
+        # A one-step append that raised (fused.py), recorded failed as record_locked records
+        # it, but only while the session and backend have no other unresolved intent (the one
+        # that append was to clear, $9, still in flight under its owner $5, aside), the check
+        # open_locked makes: an intent in the way refuses that append, so its batch was never
+        # written. Run after lock_session, so the snapshot shows what the lock's last holder
+        # left; the intent holding the id comes back with its state and owner.
+        self.record_alone = (
+            f"WITH done AS ({settled_check}),"
+            f" prior AS (SELECT record, state, owner FROM {s}.intents WHERE intent_id = $1),"
+            f" blocking AS (SELECT 1 FROM {s}.intents WHERE session_id = $2 AND backend = $3"
+            " AND intent_id <> $1"
+            " AND (intent_id IS DISTINCT FROM $9 OR state <> 'in_flight' OR owner <> $5)),"
+            f" added AS ({insert_intent('0')}"
+            " WHERE NOT (SELECT settled FROM done) AND NOT EXISTS (SELECT 1 FROM prior)"
+            " AND NOT EXISTS (SELECT 1 FROM blocking)"
+            " ON CONFLICT (intent_id) DO NOTHING RETURNING intent_id),"
+            f" counted AS ({count_added})"
+            " SELECT (SELECT settled FROM done) AS settled,"
+            " EXISTS (SELECT 1 FROM added) AS added,"
+            " EXISTS (SELECT 1 FROM blocking) AS blocked,"
+            " p.record AS prior, p.state AS prior_state, p.owner AS prior_owner"
+            " FROM (SELECT 1) AS one LEFT JOIN prior AS p ON true"
+        )
         # What open_intent answers from, the same in both of its statements: flags, the count,
         # the intent holding the id (NULL columns when none does), then the unresolved intents
         # of the session and backend, one per row (oldest first; one row of NULLs when none).

@@ -40,6 +40,7 @@ from ..schema import Schema
 from ..store_items import ANONYMOUS, decode_item, encode_item, new_write_id, valid_limit
 from .backend import (
     PostgresSchema,
+    ServerIdentity,
     check_schema_name,
     check_scheme,
     keep_session_state,
@@ -49,7 +50,7 @@ from .backend import (
     pool_opener,
     pool_user,
     quote,
-    server_of,
+    server_identity,
 )
 
 __all__ = [
@@ -263,9 +264,11 @@ class RevisionedPostgresSession:
         await self._schema.drop(pool, self._connections.verified)
         _forget_rows(self.backend_namespace)
 
-    async def server(self) -> tuple[object, ...] | None:
-        """Where this store's pool connects, and as whom (``backend.server_of``)."""
-        return server_of(await self._connections.get())
+    async def server(self, *, fresh: bool = False) -> ServerIdentity | None:
+        """Which server, database and role this store's pool reaches, as the server reports
+        it (``backend.server_identity``: read once per pool; ``fresh``: read again)."""
+        pool = await self._connections.get()
+        return await server_identity(pool, self._connections.learned, fresh=fresh)
 
     # -- writes --------------------------------------------------------------------------
 
