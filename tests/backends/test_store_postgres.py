@@ -417,6 +417,49 @@ async def test_a_terminated_backend_mid_append_raises_the_drivers_error(place: P
     assert await store.append_if(batch, expected=1, write_id="victim", writer="me") == 2
 
 
+async def test_a_dropped_connection_the_pool_hands_out_again_never_surfaces_as_internal(
+    place: Place,
+) -> None:
+    """Backends terminated over and over under a store: its reads and writes succeed or raise
+    the driver's connection-loss error, never its internal "another operation is in progress"
+    (which the driver's pool raises on a connection the server ended); a read is made again
+    once on a new connection."""
+    name = f"dropped-{uuid.uuid4().hex[:8]}"
+    store = await place.on_own_pool("d", max_size=2, server_settings={"application_name": name})
+    await store.add_items([item("a")])
+    admin = await place.connect()
+    stop = asyncio.Event()
+
+    async def terminate() -> None:
+        rounds = 0
+        while not stop.is_set() and rounds < 2000:
+            rounds += 1
+            await asyncio.sleep(0.003)
+            await admin.fetchval(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity"
+                " WHERE application_name = $1",
+                name,
+            )
+
+    killer = asyncio.ensure_future(terminate())
+    raised: dict[str, int] = {}
+    try:
+        for index in range(400):
+            try:
+                if index % 4 == 3:
+                    await store.add_items([item(f"x{index}")])
+                else:
+                    await store.head()
+                    await store.find_write("none")
+            except Exception as exc:
+                raised[type(exc).__name__] = raised.get(type(exc).__name__, 0) + 1
+    finally:
+        stop.set()
+        await killer
+    assert "InternalClientError" not in raised, raised
+    assert set(raised) <= {"ConnectionDoesNotExistError", "ConnectionResetError"}, raised
+
+
 async def test_a_backend_terminated_around_its_commit_leaves_all_or_nothing(
     place: Place,
 ) -> None:

@@ -14,11 +14,11 @@ import asyncio
 import hashlib
 import importlib
 import re
-from collections.abc import Hashable
+from collections.abc import Awaitable, Callable, Hashable
 from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from ...errors import ConfigurationError
@@ -36,12 +36,15 @@ __all__ = [
     "keep_session_state",
     "load_driver",
     "location",
+    "on_live_connection",
     "pool_location",
     "pool_opener",
     "pool_user",
     "quote",
     "server_identity",
 ]
+
+_T = TypeVar("_T")
 
 SCHEMES: Final = ("postgresql", "postgres")
 INSTALL_HINT: Final = "pip install 'agents-reconcile[postgres]'"
@@ -71,6 +74,31 @@ def load_driver(what: str) -> Any:
         return importlib.import_module("asyncpg")
     except ImportError as exc:
         raise ConfigurationError(f"{what} needs the asyncpg driver: {INSTALL_HINT}") from exc
+
+
+async def on_live_connection(
+    driver: Any, pool: Any, call: Callable[[], Awaitable[_T]], *, again: bool
+) -> _T:
+    """``call()``, through ``pool``, on a connection that is still there.
+
+    A connection the server ended (a terminated backend, a restart) can be handed out again by
+    the driver's pool, which then raises ``InternalClientError`` ("another operation is in
+    progress"), an error that says nothing of the database. The pool's connections are then
+    replaced (expired), and ``call`` made once more when it may be (``again``: a read, or a
+    write that is the same whenever it lands); otherwise, or when it fails the same way again,
+    it is raised as what it is, the driver's ``ConnectionDoesNotExistError``: whether a write
+    landed is then unknown, as after any lost connection."""
+    attempts = 2 if again else 1
+    for attempt in range(attempts):
+        try:
+            return await call()
+        except driver.InternalClientError as exc:
+            await pool.expire_connections()
+            if attempt + 1 == attempts:
+                raise driver.ConnectionDoesNotExistError(
+                    f"the connection was lost and left unusable by the driver ({exc})"
+                ) from exc
+    raise AssertionError("unreachable")  # pragma: no cover
 
 
 def check_schema_name(schema: object) -> str:

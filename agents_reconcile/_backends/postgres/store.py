@@ -22,14 +22,18 @@ statement. ``pop_item`` and ``clear_session`` lock the session row first, then c
 head and record in one statement that sees everything committed before the lock.
 
 Errors. A ``RevisionConflict`` means nothing was written. Anything the driver raises (a lost
-connection, a terminated backend, a timeout) reaches the caller unchanged: such a write may
-or may not have landed, and ``ReconcilingSession`` settles it by its write id.
+connection, a terminated backend, a timeout) reaches the caller as the driver's own error:
+such a write may or may not have landed, and ``ReconcilingSession`` settles it by its write
+id. A connection the server ended that the driver's pool hands out again is replaced, a read
+made again once on a new one, and a lost connection is reported as one
+(``ConnectionDoesNotExistError``), never as the driver's internal error.
 """
 
 from __future__ import annotations
 
 import time
 from collections import OrderedDict
+from functools import partial
 from typing import Any, Final
 
 from ..._core.revision import WriteRecord
@@ -46,6 +50,7 @@ from .backend import (
     keep_session_state,
     load_driver,
     location,
+    on_live_connection,
     pool_location,
     pool_opener,
     pool_user,
@@ -276,7 +281,7 @@ class RevisionedPostgresSession:
         """Create the session's row (at revision 0) once per process."""
         if _row_known(self.backend_namespace, self.session_id):
             return
-        await pool.execute(self._sql.ensure_row, self.session_id)
+        await self._read(pool, "execute", self._sql.ensure_row, self.session_id)
         _remember_row(self.backend_namespace, self.session_id)
 
     async def _append(
@@ -287,11 +292,16 @@ class RevisionedPostgresSession:
         await self._ensure_row(pool)
         for attempt in range(2):
             args: tuple[Any, ...] = (self.session_id, rows, write_id, writer, time.time())
+            statement = (
+                (self._sql.append, *args)
+                if expected is None
+                else (self._sql.append_if, *args, expected)
+            )
             try:
-                if expected is None:
-                    revision = await pool.fetchval(self._sql.append, *args)
-                else:
-                    revision = await pool.fetchval(self._sql.append_if, *args, expected)
+                # Not made again: a write whose connection dropped may have landed.
+                revision = await on_live_connection(
+                    self._driver, pool, partial(pool.fetchval, *statement), again=False
+                )
             except self._driver.UniqueViolationError as exc:
                 if getattr(exc, "constraint_name", None) != _WRITE_ID_CONSTRAINT:
                     raise
@@ -334,13 +344,17 @@ class RevisionedPostgresSession:
         await self._ensure_row(pool)
         write_id = new_write_id()
         for attempt in range(2):
-            try:
+
+            async def locked() -> Any:
                 async with pool.acquire() as conn, conn.transaction(isolation="read_committed"):
                     if await conn.fetchval(self._sql.lock_row, self.session_id) is None:
                         raise _MissingRow
                     return await conn.fetchval(
                         statement, self.session_id, write_id, ANONYMOUS, time.time()
                     )
+
+            try:
+                return await on_live_connection(self._driver, pool, locked, again=False)
             except _MissingRow:
                 if attempt:
                     raise RuntimeError(
@@ -359,8 +373,15 @@ class RevisionedPostgresSession:
 
     # -- reads ---------------------------------------------------------------------------
 
+    async def _read(self, pool: Any, method: str, statement: str, *args: Any) -> Any:
+        """A read, or a write the same whenever it lands, through ``pool`` (``fetch``,
+        ``fetchrow``, ``fetchval``, ``execute``), on a live connection
+        (``backend.on_live_connection``: made again once after a dropped one)."""
+        run = partial(getattr(pool, method), statement, *args)
+        return await on_live_connection(self._driver, pool, run, again=True)
+
     async def _head_or_none(self, pool: Any) -> int | None:
-        found = await pool.fetchval(self._sql.head, self.session_id)
+        found = await self._read(pool, "fetchval", self._sql.head, self.session_id)
         return None if found is None else int(found)
 
     async def head(self) -> int:
@@ -372,21 +393,23 @@ class RevisionedPostgresSession:
             return []
         pool = await self._ready()
         if limit is None:
-            rows = await pool.fetch(self._sql.items, self.session_id)
+            rows = await self._read(pool, "fetch", self._sql.items, self.session_id)
             return [decode_item(row[0]) for row in rows]
-        rows = await pool.fetch(self._sql.tail, self.session_id, limit)
+        rows = await self._read(pool, "fetch", self._sql.tail, self.session_id, limit)
         return [decode_item(row[0]) for row in reversed(rows)]
 
     async def find_write(self, write_id: str) -> WriteRecord | None:
         pool = await self._ready()
-        row = await pool.fetchrow(self._sql.find_write, self.session_id, write_id)
+        row = await self._read(pool, "fetchrow", self._sql.find_write, self.session_id, write_id)
         return None if row is None else _record(row)
 
     async def writes_after(self, revision: int, *, limit: int = 100) -> list[WriteRecord]:
         if limit <= 0:
             return []
         pool = await self._ready()
-        rows = await pool.fetch(self._sql.writes_after, self.session_id, revision, limit)
+        rows = await self._read(
+            pool, "fetch", self._sql.writes_after, self.session_id, revision, limit
+        )
         return [_record(row) for row in rows]
 
 
