@@ -6,7 +6,6 @@ run paths and every store kind. The checkpoint from before the failed resume is 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,19 +14,11 @@ from agents import Runner
 from agents_reconcile import ContinuationDenied, Reason
 from agents_reconcile.testing import BackendFailure, Fault
 
-from ..support.backends import BACKEND_PARAMS, Backend
+from ..support.backends import BACKEND_PARAMS
 from ..support.runner_support import World, resume_state, run
 from .test_approval_composition import interrupted_run
 
 COMPLETE = ["user:hi", "call:c1", "output:c1", "assistant:done"]
-
-
-@pytest.fixture
-async def world(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    backend: Backend = request.param
-    world = World(backend, tmp_path)
-    yield world
-    await world.close()
 
 
 async def failed_resume(world: World, fault: Fault, *, streamed: bool) -> tuple[Any, str, str]:

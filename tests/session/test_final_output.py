@@ -5,7 +5,6 @@ the model again; a new run on the session goes on. Over every store kind, run an
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,16 +14,8 @@ from agents.testing import assistant_message
 from agents_reconcile import ContinuationDenied, Reason, RunFinished
 from agents_reconcile.testing import BackendFailure, Fault
 
-from ..support.backends import BACKEND_PARAMS, Backend
+from ..support.backends import BACKEND_PARAMS
 from ..support.runner_support import World, model_input, resume_state, run
-
-
-@pytest.fixture
-async def world(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    backend: Backend = request.param
-    world = World(backend, tmp_path)
-    yield world
-    await world.close()
 
 
 async def final_save_fails(world: World, fault: Fault) -> str:

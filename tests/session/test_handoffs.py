@@ -6,7 +6,6 @@ streamed, fresh and resumed, over every store kind."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,20 +15,12 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agents_reconcile import ContinuationDenied
 from agents_reconcile.testing import BackendFailure, Fault
 
-from ..support.backends import BACKEND_PARAMS, Backend
+from ..support.backends import BACKEND_PARAMS
 from ..support.runner_support import World, model_input, resume_state, run
 from .test_runner_matrix import EXPECTED_OUTCOME, EXPECTED_REVISIONED, FAULTS, PATHS
 
 HANDED_OFF = ["user:hi", "call:h1", "output:h1", "assistant:billed"]
 """What a complete run stores: the input, the handoff turn, the other agent's answer."""
-
-
-@pytest.fixture
-async def world(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    backend: Backend = request.param
-    world = World(backend, tmp_path)
-    yield world
-    await world.close()
 
 
 def triage(handoff: bool = True, answer: bool = True, tools: list[Any] | None = None) -> Agent[Any]:

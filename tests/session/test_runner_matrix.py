@@ -22,7 +22,7 @@ from agents.testing import assistant_message
 from agents_reconcile import ContinuationDenied, Outcome, Reason
 from agents_reconcile.testing import BackendFailure, Fault
 
-from ..support.backends import BACKEND_PARAMS, Backend
+from ..support.backends import BACKEND_PARAMS
 from ..support.runner_support import (
     FIRST_RUN,
     SAVE_BOUNDS,
@@ -49,14 +49,6 @@ EXPECTED_REVISIONED = {
     Fault.LOST_ACK: (Outcome.COMMITTED, Reason.WRITE_FOUND),
     Fault.CONCURRENT_WRITER: (Outcome.EXTENDED, Reason.EXTENDED_BY_OTHERS),
 }
-
-
-@pytest.fixture
-async def world(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    backend: Backend = request.param
-    world = World(backend, tmp_path)
-    yield world
-    await world.close()
 
 
 async def fail_first_run(world: World, save: int, fault: Fault, *, streamed: bool) -> str | None:

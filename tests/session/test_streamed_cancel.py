@@ -6,15 +6,13 @@ stored once, in order, as the bare session goes on, over every store kind."""
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
-from typing import Any
 
 import pytest
 from agents import Runner
 
 from agents_reconcile.testing import Fault
 
-from ..support.backends import BACKEND_PARAMS, Backend
+from ..support.backends import BACKEND_PARAMS
 from ..support.runner_support import (
     FIRST_RUN,
     SAVE_NAMES,
@@ -24,14 +22,6 @@ from ..support.runner_support import (
     resume_state,
     run,
 )
-
-
-@pytest.fixture
-async def world(request: pytest.FixtureRequest, tmp_path: Path) -> Any:
-    backend: Backend = request.param
-    world = World(backend, tmp_path)
-    yield world
-    await world.close()
 
 
 async def cancel_during_save(world: World, save: int, *, write_first: bool) -> str:
