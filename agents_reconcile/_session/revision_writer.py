@@ -73,6 +73,9 @@ class RevisionWriter(Writer):
                     await self.back_off(progress)
                 first = False
                 await self.settle_first(context, wrapper)
+                if await self.retries_a_write_settled_elsewhere(digests):
+                    known.head = None  # others wrote meanwhile: read it before the next
+                    return
                 if known.head is None:
                     known.head = await store.head()
                 settled, known.settled_at = known.settled_at, None

@@ -535,6 +535,8 @@ class CarriedState:
         entries = carried_entries(context)
         if isinstance(entries, Refusal):
             await self.refuse(entries)
+        # A run under way had what it carries judged when it took its state up.
+        under_way = judged_live(context)
         if entries:
             await self.refuse_if_expired(context)
         client = self._client
@@ -559,7 +561,7 @@ class CarriedState:
             entry = await client.call(journal.get, intent.intent_id)
             if entry is None:
                 # Neither settled nor unresolved here: its decision may have been pruned.
-                if not judged_live(context):
+                if not under_way:
                     await self._refuse_older(intent.created_at, "intent_created_at", intent)
                 if self.signer is None:
                     unverified.append(intent)

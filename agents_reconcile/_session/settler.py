@@ -90,9 +90,9 @@ class Settler:
         entries = await client.call(client.journal.pending, client.session_id, client.backend)
         # This wrapper's failed appends pending nowhere were settled elsewhere meanwhile.
         held = self._held
-        held.failed_here.intersection_update(
-            {e.intent.intent_id for e in entries}.union(held.unjournaled)
-        )
+        if held.failed_here:
+            still = {e.intent.intent_id for e in entries}.union(held.unjournaled)
+            held.settled_by_another([i for i in held.failed_here if i not in still])
         if entries and self._in_flight.acknowledged:
             entries = await clear_acknowledged(client, self._in_flight, entries)
         if not entries and not self._held.unjournaled and not unverified:
@@ -123,6 +123,8 @@ class Settler:
             try:
                 decisions.append(await self._settle_entry(entry, context, wrapper))
             except AlreadySettled:
+                # Settled by another meanwhile (it took the claim over, say).
+                self._held.settled_by_another([entry.intent.intent_id])
                 continue
         for intent in list(self._held.unjournaled.values()):
             decision = await self._settle_unjournaled(intent, context, wrapper)

@@ -28,7 +28,7 @@ import copy
 import logging
 import time
 import weakref
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
@@ -270,11 +270,15 @@ class HeldIntents:
     """Failed appends the journal could not record: kept here, settled before the next use."""
     undiscarded: set[str] = field(default_factory=set)
     """Acknowledged appends whose intent the journal could not clear yet."""
-    failed_here: set[str] = field(default_factory=set)
-    """This wrapper's failed appends, pending in the journal or here: settled before its next
-    append builds another intent, which is then built on the head they leave. Built beside
-    one, an intent expects the revision that one's replay takes, and is judged extended by
-    it (a one-step append is refused instead, while the other is in the journal)."""
+    failed_here: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """This wrapper's failed appends (id -> batch digests), pending in the journal or here:
+    settled before its next append builds another intent, which is then built on the head
+    they leave. Built beside one, an intent expects the revision that one's replay takes, and
+    is judged extended by it (a one-step append is refused instead, while the other is in the
+    journal)."""
+    settled_elsewhere: dict[str, tuple[str, ...]] = field(default_factory=dict)
+    """This wrapper's failed appends that another settled (a worker that took over an expired
+    lease, an operator): the caller's retry of the same batch is that write, not another."""
     in_hand: dict[str, list[Any]] = field(default_factory=dict)
     """Copies of the caller's own items for appends that failed here: a replay writes
     exactly what the caller gave, not the journal's copy of it."""
@@ -305,7 +309,15 @@ class HeldIntents:
     def settled(self, intent_id: str) -> None:
         self.unjournaled.pop(intent_id, None)
         self.in_hand.pop(intent_id, None)
-        self.failed_here.discard(intent_id)
+        self.failed_here.pop(intent_id, None)
+
+    def settled_by_another(self, intent_ids: Iterable[str]) -> None:
+        """These of this wrapper's failed appends were settled by another."""
+        for intent_id in intent_ids:
+            digests = self.failed_here.pop(intent_id, None)
+            if digests is not None:
+                self.settled_elsewhere[intent_id] = digests
+            self.in_hand.pop(intent_id, None)
 
 
 @dataclass

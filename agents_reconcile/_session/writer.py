@@ -25,7 +25,7 @@ from .._backends.journal import IntentState, Opened
 from .._core import crashpoints
 from .._core.crashpoints import CrashPoint
 from .._core.fingerprint import digest_items, journal_batch
-from .._core.records import SESSION_WIDE, Outcome, PendingWrite, Reason
+from .._core.records import SESSION_WIDE, Action, Outcome, PendingWrite, Reason
 from ..errors import (
     FingerprintError,
     JournalError,
@@ -143,6 +143,29 @@ class Writer:
         """Settle what this wrapper or the run still holds (the lock is held)."""
         if self.has_local_work(context):
             await self._settler.settle_pending(context, wrapper, locked=True)
+
+    async def retries_a_write_settled_elsewhere(self, digests: tuple[str, ...]) -> bool:
+        """Whether this append (its batch's ``digests``) is the caller's retry of one of this
+        wrapper's failed writes that another settled with its batch in the history (a worker
+        that took over its expired lease, an operator): it is that write, not another, and is
+        not appended again. Only the append right after can be such a retry."""
+        elsewhere = self._held.settled_elsewhere
+        if not elsewhere:
+            return False
+        same = [intent_id for intent_id, batch in elsewhere.items() if batch == digests]
+        elsewhere.clear()
+        client = self._client
+        for intent_id in same:
+            newest = await client.call(client.journal.decisions, intent_id=intent_id, limit=1)
+            if newest and newest[0].action in (Action.SETTLED, Action.REPLAYED):
+                logger.info(
+                    "session %s: batch equal to failed write %s, which another settled with its "
+                    "batch stored, was not appended again",
+                    client.session_id,
+                    intent_id,
+                )
+                return True
+        return False
 
     def new_intent(
         self, batch: tuple[Any, ...], digests: tuple[str, ...], view: TailView
@@ -516,7 +539,7 @@ class Failures:
             )
             places.append(f"this session object (the journal failed: {journal_error})")
         if not taken:
-            self._held.failed_here.add(intent.intent_id)
+            self._held.failed_here[intent.intent_id] = intent.batch_digests
         return (
             f"agents-reconcile: the outcome of this append is unknown; intent "
             f"{intent.intent_id} for session {self._client.session_id!r} is pending in "
@@ -561,6 +584,9 @@ class FingerprintWriter(Writer):
             )
             while True:
                 await self.settle_first(context, wrapper)
+                if await self.retries_a_write_settled_elsewhere(digests):
+                    self._tail.forget()
+                    return
                 wanted = self._tail.wanted(len(items) + 1)
                 view = self._tail.trusted(wanted) or await self.tail_view(wanted, wrapper)
                 if self._config.merge_retried_input and self._tail.is_retried_batch(

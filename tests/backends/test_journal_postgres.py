@@ -933,6 +933,8 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
         "server": lambda: journal.server(fresh=True),
         "set_aside": lambda: journal.set_aside(raw, aside, decision),
         "set_aside_entries": journal.set_aside_entries,
+        "mark_sealing": lambda: journal.mark_sealing(["aaaa000000000001"]),
+        "sealing_keys": journal.sealing_keys,
         "settle": lambda: journal.settle(decision),
         "started_effects": journal.started_effects,
         "started_effects_page": lambda: journal.started_effects_page(limit=5),

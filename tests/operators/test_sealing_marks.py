@@ -204,7 +204,8 @@ def test_an_effects_receipt_without_the_key_in_a_sealed_journal_is_refused(
     """A journal marked sealed, an effect left started by a gone owner: ``resolve --as
     committed --output`` without the key is refused (exit 1) and its record stays as it was;
     with the key the receipt is written, sealed."""
-    effect = make_effect("c1", session_id="user-42", owner=str(STRANGER))
+    # Its owner's lease (1 ms, judged on the journal's clock) runs out before the resolution.
+    effect = make_effect("c1", session_id="user-42", owner=str(STRANGER.leased(0.001)))
 
     async def prepare() -> None:
         journal: Any = case.backend.open_journal(case.journal, namespace=case.space)
@@ -213,6 +214,7 @@ def test_an_effects_receipt_without_the_key_in_a_sealed_journal_is_refused(
             await journal.begin_effect(effect)
         finally:
             await journal.close()
+        await asyncio.sleep(0.05)
 
     asyncio.run(prepare())
     resolve = ["resolve", effect.key, "--as", "committed", "--output", f"charged {SECRET}"]
