@@ -18,8 +18,8 @@ from .._core.records import (
 )
 
 if TYPE_CHECKING:
+    from .._core.effect_records import Effect
     from .._core.retention import Pruned, Retention
-    from .._effects.records import Effect
     from .aside import RawIntent, SetAside
 
 __all__ = [

@@ -26,7 +26,7 @@ from .._session.claims import not_if_cancelled
 
 if TYPE_CHECKING:
     from .._backends.journal import EffectJournal
-    from .records import Effect
+    from .._core.effect_records import Effect
 
 __all__ = [
     "ENDED_OWNER",

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, overload
 
 from .._backends.journal import keeps_effects
 from .._core.crashpoints import CrashPoint, reached
+from .._core.effect_records import Effect, EffectState, arguments_digest, effect_key, shown_output
 from .._core.fingerprint import item_digest
 from .._core.ownership import current_owner
 from .._session.claims import not_if_cancelled
@@ -43,7 +44,6 @@ from .._session.runstate import context_of
 from ..errors import ReconcileError
 from . import holds
 from .options import checked_check, checked_flag, checked_function_tool_options, checked_tool
-from .records import Effect, EffectState, arguments_digest, effect_key, shown_output
 
 if TYPE_CHECKING:
     from agents import FunctionTool
