@@ -434,7 +434,7 @@ class Capabilities:
       as part of the opening (in its commit, or just before it on the same connection), so an
       append never meets its own previous intent.
     - ``starts_eagerly``: its calls capture nothing of the calling task, so one that answers
-      at once may be started in the caller's task (``_session.claims.outliving_cancellation``).
+      at once may be started in the caller's task (``_core.cancellation.outliving_cancellation``).
     - ``newest_decisions``: a ``NewestReading`` journal, reading the newest decision about each
       of many intents in one step (an operator's ``status`` then makes one read, not one per
       pending intent).

@@ -35,11 +35,11 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, NoReturn, overload
 
 from .._backends.journal import keeps_effects
+from .._core.cancellation import not_if_cancelled
 from .._core.crashpoints import CrashPoint, reached
 from .._core.effect_records import Effect, EffectState, arguments_digest, effect_key, shown_output
 from .._core.fingerprint import item_digest
 from .._core.ownership import current_owner
-from .._session.claims import not_if_cancelled
 from .._session.runstate import context_of
 from ..errors import ReconcileError
 from . import holds
