@@ -292,7 +292,7 @@ class SealMarking(IntentJournal, Protocol):
     a key is, and never removed, so that a journal once sealed is known to be sealed when no
     sealed record is left in it (every intent settled, every receipt pruned). An operator's
     write that would put a payload in it unsealed, or sealed under a key the mark does not
-    name, is refused (``_session/sealing_marks.py``). A journal never sealed holds no mark."""
+    name, is refused (``_backends/sealing_marks.py``). A journal never sealed holds no mark."""
 
     async def sealing_keys(self) -> frozenset[str]:
         """The key ids the journal is marked with (empty: never sealed). Only reads."""

@@ -19,6 +19,7 @@ import orjson
 from .. import errors
 from .._backends.journal import Capabilities, IntentJournal, IntentState, capabilities_of
 from .._backends.opening import journal_path, open_journal
+from .._backends.sealing_marks import mark_sealed
 from .._backends.sqlite.journal import SQLiteJournal
 from .._core.cancellation import resumed
 from .._core.observability import Trail
@@ -42,7 +43,6 @@ from ..errors import (
     UnsupportedRecordVersion,
 )
 from .config import ReconcileConfig
-from .sealing_marks import mark_sealed
 
 if TYPE_CHECKING:
     from .pruning import Pruner
