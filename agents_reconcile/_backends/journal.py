@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from .._core.ownership import Owner
 from .._core.records import (
+    ACTIVE_STATES,
     BackendIdentity,
     Decision,
+    IntentState,
     JournalEntry,
     Opened,
     PendingWrite,
@@ -49,23 +50,6 @@ __all__ = [
     "require_settling",
     "sets_aside",
 ]
-
-
-class IntentState(enum.Enum):
-    """Where an unresolved intent stands."""
-
-    IN_FLIGHT = "in_flight"
-    """The owner's append has started and not returned."""
-    FAILED = "failed"
-    """The append raised; the outcome is unknown."""
-    CANCELLED = "cancelled"
-    """The append was cancelled; the outcome is unknown."""
-    RECONCILING = "reconciling"
-    """An owner is classifying (and perhaps replaying) it now."""
-
-
-ACTIVE_STATES: Final = (IntentState.IN_FLIGHT, IntentState.RECONCILING)
-"""The states in which an intent is held by its owner (appending, or settling it)."""
 
 
 @runtime_checkable
