@@ -26,9 +26,9 @@ from typing import Any, Final
 from blake3 import blake3
 
 from agents_reconcile._backends.journal import IntentState
+from agents_reconcile._core.effect_records import Effect
 from agents_reconcile._core.ownership import Owner
 from agents_reconcile._core.records import BackendIdentity, Decision, PendingWrite
-from agents_reconcile._effects.records import Effect
 from agents_reconcile.conformance._records import make_decision, make_effect, make_intent
 
 BACKEND: Final = BackendIdentity("agents.memory.sqlite_session.SQLiteSession", "/srv/app/chat.db")

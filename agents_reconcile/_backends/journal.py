@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
 
 from .._core.ownership import Owner
 from .._core.records import (
+    ACTIVE_STATES,
     BackendIdentity,
     Decision,
+    IntentState,
     JournalEntry,
     Opened,
     PendingWrite,
@@ -18,8 +19,8 @@ from .._core.records import (
 )
 
 if TYPE_CHECKING:
+    from .._core.effect_records import Effect
     from .._core.retention import Pruned, Retention
-    from .._effects.records import Effect
     from .aside import RawIntent, SetAside
 
 __all__ = [
@@ -49,23 +50,6 @@ __all__ = [
     "require_settling",
     "sets_aside",
 ]
-
-
-class IntentState(enum.Enum):
-    """Where an unresolved intent stands."""
-
-    IN_FLIGHT = "in_flight"
-    """The owner's append has started and not returned."""
-    FAILED = "failed"
-    """The append raised; the outcome is unknown."""
-    CANCELLED = "cancelled"
-    """The append was cancelled; the outcome is unknown."""
-    RECONCILING = "reconciling"
-    """An owner is classifying (and perhaps replaying) it now."""
-
-
-ACTIVE_STATES: Final = (IntentState.IN_FLIGHT, IntentState.RECONCILING)
-"""The states in which an intent is held by its owner (appending, or settling it)."""
 
 
 @runtime_checkable
@@ -292,7 +276,7 @@ class SealMarking(IntentJournal, Protocol):
     a key is, and never removed, so that a journal once sealed is known to be sealed when no
     sealed record is left in it (every intent settled, every receipt pruned). An operator's
     write that would put a payload in it unsealed, or sealed under a key the mark does not
-    name, is refused (``_session/sealing_marks.py``). A journal never sealed holds no mark."""
+    name, is refused (``_backends/sealing_marks.py``). A journal never sealed holds no mark."""
 
     async def sealing_keys(self) -> frozenset[str]:
         """The key ids the journal is marked with (empty: never sealed). Only reads."""
@@ -434,7 +418,7 @@ class Capabilities:
       as part of the opening (in its commit, or just before it on the same connection), so an
       append never meets its own previous intent.
     - ``starts_eagerly``: its calls capture nothing of the calling task, so one that answers
-      at once may be started in the caller's task (``_session.claims.outliving_cancellation``).
+      at once may be started in the caller's task (``_core.cancellation.outliving_cancellation``).
     - ``newest_decisions``: a ``NewestReading`` journal, reading the newest decision about each
       of many intents in one step (an operator's ``status`` then makes one read, not one per
       pending intent).

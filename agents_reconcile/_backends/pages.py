@@ -14,8 +14,8 @@ from typing import Any, Final, TypeVar
 
 import orjson
 
+from .._core.effect_records import Effect
 from .._core.records import Action, Decision
-from .._effects.records import Effect
 from .journal import COUNT_LIMIT, JournalEntry, Page, require_limit
 
 __all__ = [

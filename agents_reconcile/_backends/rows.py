@@ -13,9 +13,9 @@ from contextvars import ContextVar
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Final, TypeVar
 
+from .._core.effect_records import Effect
 from .._core.ownership import Owner
 from .._core.records import Decision, PendingWrite
-from .._effects.records import Effect
 from ..errors import JournalCorrupt, RecordError, RecordMalformed, RecordTampered
 from .journal import IntentState, JournalEntry
 

@@ -6,8 +6,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-from .._session.inner import HISTORY_METHODS
 from .records import BackendIdentity
+from .session_protocol import HISTORY_METHODS
 
 __all__ = ["derive_identity", "kind_of", "session_layers"]
 

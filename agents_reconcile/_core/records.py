@@ -1,5 +1,5 @@
 """The records agents-reconcile keeps: pending writes, decisions, backend identities, and what
-a journal answers about them (``JournalEntry``, ``Opened``).
+a journal answers about them (``IntentState``, ``JournalEntry``, ``Opened``).
 
 Records are frozen dataclasses with a versioned encoding. Every encoded record carries a
 blake3 digest over its other fields, so a record that was edited, truncated or written by a
@@ -37,18 +37,19 @@ from .fingerprint import (
 )
 
 if TYPE_CHECKING:
-    from .._backends.journal import IntentState
     from .ownership import Owner
     from .sealing import Keyring, PayloadKey
     from .signing import SigningKey
 
 __all__ = [
+    "ACTIVE_STATES",
     "RECORD_VERSION",
     "SESSION_WIDE",
     "UNREADABLE",
     "Action",
     "BackendIdentity",
     "Decision",
+    "IntentState",
     "JournalEntry",
     "Opened",
     "Outcome",
@@ -570,6 +571,23 @@ def _list(body: Mapping[str, Any], key: str) -> Sequence[Any]:
     if not isinstance(value, list):
         raise TypeError(f"{key!r}")
     return value
+
+
+class IntentState(enum.Enum):
+    """Where an unresolved intent stands."""
+
+    IN_FLIGHT = "in_flight"
+    """The owner's append has started and not returned."""
+    FAILED = "failed"
+    """The append raised; the outcome is unknown."""
+    CANCELLED = "cancelled"
+    """The append was cancelled; the outcome is unknown."""
+    RECONCILING = "reconciling"
+    """An owner is classifying (and perhaps replaying) it now."""
+
+
+ACTIVE_STATES: Final = (IntentState.IN_FLIGHT, IntentState.RECONCILING)
+"""The states in which an intent is held by its owner (appending, or settling it)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -9,9 +9,9 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
 from .._backends.journal import keeps_effects
+from .._core.effect_records import Effect, EffectState
 from .._core.fingerprint import item_digest
 from .._core.records import Outcome, Reason
-from .records import Effect, EffectState
 
 if TYPE_CHECKING:
     from .._core.classify import Verdict

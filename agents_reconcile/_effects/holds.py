@@ -22,11 +22,11 @@ import time
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from .._session.claims import not_if_cancelled
+from .._core.cancellation import not_if_cancelled
 
 if TYPE_CHECKING:
     from .._backends.journal import EffectJournal
-    from .records import Effect
+    from .._core.effect_records import Effect
 
 __all__ = [
     "ENDED_OWNER",

@@ -12,11 +12,11 @@ import math
 import time
 from typing import TYPE_CHECKING, Any, Final, NoReturn
 
+from .._backends.sealing_marks import unsealed_write
+from .._core.effect_records import Effect, EffectState
 from .._core.ownership import Owner, current_owner, default_actor, holds
 from .._core.records import Action, Decision, Outcome, Reason
-from .._session.sealing_marks import unsealed_write
 from ..errors import ReconcileError, ResolutionRefused
-from .records import Effect, EffectState
 
 if TYPE_CHECKING:
     from .._backends.journal import EffectJournal

@@ -35,15 +35,15 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, NoReturn, overload
 
 from .._backends.journal import keeps_effects
+from .._core.cancellation import not_if_cancelled
 from .._core.crashpoints import CrashPoint, reached
+from .._core.effect_records import Effect, EffectState, arguments_digest, effect_key, shown_output
 from .._core.fingerprint import item_digest
 from .._core.ownership import current_owner
-from .._session.claims import not_if_cancelled
-from .._session.runstate import context_of
+from .._core.run_context import context_of, gated_session
 from ..errors import ReconcileError
 from . import holds
 from .options import checked_check, checked_flag, checked_function_tool_options, checked_tool
-from .records import Effect, EffectState, arguments_digest, effect_key, shown_output
 
 if TYPE_CHECKING:
     from agents import FunctionTool
@@ -467,8 +467,6 @@ def _session_of(ctx: Any) -> ReconcilingSession | None:
     """The run's ``ReconcilingSession``: the one whose gate the run's config holds (given by
     ``session.run_config()`` or the installed runner). Nothing else names it for sure: a
     resumed checkpoint runs its approved tools before it reads the session."""
-    from .._session.gate import gated_session
-
     run_config = getattr(ctx, "run_config", None)
     found: ReconcilingSession | None = gated_session(run_config) if run_config is not None else None
     return found

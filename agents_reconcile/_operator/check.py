@@ -31,16 +31,16 @@ from .._backends.journal import IntentJournal, IntentState, keeps_effects
 from .._backends.redaction import redacted
 from .._backends.registry import backend_for
 from .._backends.rows import collecting_damage
+from .._backends.sealing_marks import unsealed_write
 from .._backends.store_items import new_write_id
+from .._core.cancellation import despite_cancellation
 from .._core.crashpoints import CrashPoint, reached
 from .._core.fingerprint import journal_batch
 from .._core.ownership import current_owner
 from .._core.records import Action, Decision, Outcome, PendingWrite, Reason
 from .._core.sealing import Keyring, PayloadKey
-from .._session.claims import despite_cancellation
 from .._session.config import ReconcileConfig
 from .._session.journal_client import SESSION_WIDE
-from .._session.sealing_marks import unsealed_write
 from .._session.session import ReconcilingSession
 from ..errors import (
     ConfigurationError,

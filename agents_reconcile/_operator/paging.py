@@ -26,8 +26,8 @@ from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
     from .._backends.journal import IntentJournal, JournalEntry
+    from .._core.effect_records import Effect
     from .._core.records import Decision
-    from .._effects.records import Effect
 
 __all__ = [
     "DEFAULT_LIMIT",

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._backends.journal import IntentJournal, keeps_effects, sets_aside
 from .._backends.redaction import redacted
+from .._core.effect_records import Effect
 from .._core.records import BackendIdentity
-from .._effects.records import Effect
 from .._session.config import ReconcileConfig
 from .._session.journal_client import JournalClient
 from .._session.resolver import Resolver

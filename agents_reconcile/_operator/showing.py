@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from .._backends.journal import IntentJournal, sets_aside
 from .._backends.redaction import redacted
 from .._backends.rows import collecting_damage
+from .._core.effect_records import Effect, EffectState
 from .._core.explanations import evidence_text
-from .._effects.records import Effect, EffectState
 from .._session.config import ReconcileConfig
 from ..errors import (
     JournalCorrupt,

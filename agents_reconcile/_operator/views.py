@@ -18,9 +18,9 @@ from .._backends.journal import (
     sets_aside,
 )
 from .._backends.rows import collecting_damage
+from .._core.effect_records import Effect
 from .._core.policy import Resolution, Step, resolution_step
 from .._core.records import Action, Decision, Outcome
-from .._effects.records import Effect
 from .paging import DEFAULT_LIMIT, Position, effects_page, newest_decisions, pending_page
 from .waiting import effect_status
 

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING, Any
 from .._core.records import Reason
 
 if TYPE_CHECKING:
+    from .._core.effect_records import Effect
     from .._core.records import Decision
-    from .._effects.records import Effect
 
 __all__ = ["effect_status", "effect_view"]
 

@@ -26,24 +26,23 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import inspect
 import logging
 import math
-import sys
 import time
 import weakref
 from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from types import TracebackType
-from typing import Any, Final, TypeVar
+from typing import Any, Final
 
 from .._backends.journal import ACTIVE_STATES, IntentState, JournalEntry
+from .._core.cancellation import outliving_cancellation
 from .._core.ownership import Takeover, current_owner, takeover
 from .._core.records import Outcome, PendingWrite, Reason
 from .._core.revision import RevisionedStore
 from ..errors import JournalError, LeaseLost
 from .config import ReconcileConfig
-from .journal_client import JournalClient, resumed
+from .journal_client import JournalClient
 
 __all__ = [
     "HOLDER_SHARE",
@@ -52,14 +51,8 @@ __all__ = [
     "Claims",
     "InFlight",
     "Renewal",
-    "caller_cancelled",
-    "despite_cancellation",
-    "not_if_cancelled",
-    "outliving_cancellation",
     "take",
 ]
-
-_T = TypeVar("_T")
 
 
 @dataclass
@@ -89,115 +82,6 @@ class InFlight:
 
 PROCESS_IN_FLIGHT = InFlight()
 """The registry every wrapper of this process shares unless given another."""
-
-
-async def despite_cancellation(awaitable: Awaitable[_T]) -> _T:
-    """Finish ``awaitable`` even if the caller is cancelled meanwhile, then re-raise that: what
-    records an uncertain write must not be cut short by the cancellation that made it so."""
-    task = asyncio.ensure_future(awaitable)
-    cancelled: asyncio.CancelledError | None = None
-    while not task.done():
-        try:
-            await asyncio.wait({task})
-        except asyncio.CancelledError as exc:
-            cancelled = cancelled or exc
-    result = task.result()
-    if cancelled is not None:
-        raise cancelled
-    return result
-
-
-async def outliving_cancellation(
-    awaitable: Awaitable[_T],
-    in_flight: InFlight,
-    afterwards: Callable[[asyncio.Future[_T]], Awaitable[None]],
-    *,
-    bound: float | None = None,
-    eager: bool = False,
-) -> _T:
-    """Await ``awaitable`` (a journal call or a store write that may land after its caller
-    gave up); if the caller is cancelled meanwhile, it gets its cancellation at once, while
-    the call runs on to its end in the background and ``afterwards(call)`` then puts right
-    what a caller that is gone can no longer act on (an intent recorded for an append that
-    never started is cleared, a claim nobody will use is released, a write that landed is
-    acknowledged); a call the cancellation reached before it started is never started, and
-    ``afterwards`` gets it cancelled. Whenever the caller gets a cancellation, ``afterwards``
-    runs. Kept referenced in ``in_flight`` until done. ``bound``: how long it may run
-    on after the cancellation before it is cancelled too (None: as long as it takes).
-
-    ``eager``: the call (a coroutine that captures nothing of the task running it: no
-    timeouts, no task-local state) is started in the caller's task and handed to a task of
-    its own only if it suspends, so a call that answers at once (an SQLite journal on the
-    event loop) costs no task and no turn of the loop."""
-    handling = sys.exc_info()[1]
-    caller = asyncio.current_task()
-    if caller is not None and caller.cancelling():
-        try:
-            await not_if_cancelled(awaitable)
-        except asyncio.CancelledError:
-            # Never started: ``afterwards`` still hears of it (a call cancelled before it ran).
-            never: asyncio.Future[_T] = asyncio.get_running_loop().create_future()
-            never.cancel()
-            in_flight.keep(asyncio.ensure_future(afterwards(never)))
-            raise
-    if eager and inspect.iscoroutine(awaitable):
-        try:
-            pending = awaitable.send(None)
-        except StopIteration as done:
-            answer: _T = done.value
-            return answer
-        call: asyncio.Future[_T] = asyncio.ensure_future(resumed(awaitable, pending))
-    else:
-        call = asyncio.ensure_future(awaitable)
-    try:
-        return await asyncio.shield(call)
-    except asyncio.CancelledError:
-        if caller_cancelled():
-
-            async def finish() -> None:
-                await asyncio.wait({call}, timeout=bound)
-                if not call.done():
-                    call.cancel()
-                    await asyncio.wait({call})
-                await afterwards(call)
-
-            in_flight.keep(asyncio.ensure_future(finish()))
-            raise
-        if not call.done():
-            raise  # not the caller's, not the call's: pass it on
-    except BaseException:
-        if not call.done():
-            raise  # raised in the caller (an interrupt), not by the call
-    # The call failed (a cancellation of its own included: a store that raised it): its own
-    # exception, raised as if it had been awaited here, chained to what the caller was
-    # handling (the call ran in a task of its own, which handled nothing).
-    try:
-        return call.result()
-    except BaseException as failure:
-        if failure.__context__ is None and handling is not None and handling is not failure:
-            failure.__context__ = handling
-        raise
-
-
-async def not_if_cancelled(awaitable: Awaitable[Any] | None = None) -> None:
-    """Raise the caller's cancellation if one is already on its way, before ``awaitable`` (not
-    started yet, closed then) or anything else is handed to a task or a thread of its own
-    that would outlive it: what never started lands nothing that would need putting right."""
-    caller = asyncio.current_task()
-    if caller is not None and caller.cancelling():
-        try:
-            await asyncio.sleep(0)  # delivers a cancellation still pending; else returns
-        except asyncio.CancelledError:
-            if awaitable is not None and inspect.iscoroutine(awaitable):
-                awaitable.close()
-            raise
-
-
-def caller_cancelled() -> bool:
-    """Whether the running task is being cancelled (not merely meeting a ``CancelledError``
-    that something it awaited raised of its own)."""
-    task = asyncio.current_task()
-    return task is not None and task.cancelling() > 0
 
 
 logger = logging.getLogger("agents_reconcile")

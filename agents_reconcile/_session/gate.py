@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from agents import RunConfig, RunHooks
 from agents.run_config import CallModelData, ModelInputData
 
+from .._core.run_context import GATE_MARK
 from .._sdk import ORPHAN_PRUNING, require
 
 _drop_orphans: Callable[..., Any] | None
@@ -33,15 +34,7 @@ if TYPE_CHECKING:
 
     from .admission import Admission
 
-__all__ = ["gate_hooks", "gated_session", "install_gate"]
-
-_MARK = "__agents_reconcile_session__"
-
-
-def gated_session(config: RunConfig) -> Any:
-    """The ``ReconcilingSession`` whose gate ``config`` holds, or None."""
-    admission = getattr(config.call_model_input_filter, _MARK, None)
-    return getattr(admission, "session", None)
+__all__ = ["gate_hooks", "install_gate"]
 
 
 def install_gate(session: Admission, base: RunConfig | None = None) -> RunConfig:
@@ -51,7 +44,7 @@ def install_gate(session: Admission, base: RunConfig | None = None) -> RunConfig
     plain ``RunConfig()``).
     """
     config = base if base is not None else RunConfig()
-    if not session.enabled or getattr(config.call_model_input_filter, _MARK, None) is session:
+    if not session.enabled or getattr(config.call_model_input_filter, GATE_MARK, None) is session:
         return config
     user_filter = config.call_model_input_filter
 
@@ -63,7 +56,7 @@ def install_gate(session: Admission, base: RunConfig | None = None) -> RunConfig
         return await result if inspect.isawaitable(result) else result
 
     # Marked with its session, so installing the gate twice leaves one gate.
-    setattr(gate, _MARK, session)
+    setattr(gate, GATE_MARK, session)
     if not session.merges_retried_input:
         return dataclasses.replace(config, call_model_input_filter=gate)
     if _drop_orphans is None:

@@ -13,12 +13,12 @@ import inspect
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
-from typing import Any, Final
+from typing import Any
 
 from .._core.fingerprint import FINGERPRINT_SCHEME
+from .._core.session_protocol import HISTORY_METHODS
 
 __all__ = [
-    "HISTORY_METHODS",
     "InnerSession",
     "accepts",
     "finishes_own_writes",
@@ -26,8 +26,6 @@ __all__ = [
     "takes_wrapper",
     "without_reconciling",
 ]
-
-HISTORY_METHODS: Final = ("get_items", "add_items", "pop_item", "clear_session")
 
 _NO_RECONCILE: ContextVar[bool] = ContextVar("agents_reconcile_no_reconcile", default=False)
 

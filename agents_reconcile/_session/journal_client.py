@@ -10,8 +10,7 @@ import dataclasses
 import logging
 import random
 import time
-import types
-from collections.abc import Awaitable, Callable, Coroutine, Generator, Mapping
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from functools import partial
 from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar, cast
 
@@ -20,7 +19,9 @@ import orjson
 from .. import errors
 from .._backends.journal import Capabilities, IntentJournal, IntentState, capabilities_of
 from .._backends.opening import journal_path, open_journal
+from .._backends.sealing_marks import mark_sealed
 from .._backends.sqlite.journal import SQLiteJournal
+from .._core.cancellation import resumed
 from .._core.observability import Trail
 from .._core.ownership import Owner, current_owner
 from .._core.records import (
@@ -42,7 +43,6 @@ from ..errors import (
     UnsupportedRecordVersion,
 )
 from .config import ReconcileConfig
-from .sealing_marks import mark_sealed
 
 if TYPE_CHECKING:
     from .pruning import Pruner
@@ -52,7 +52,6 @@ __all__ = [
     "UNREADABLE",
     "JournalClient",
     "lend_keys",
-    "resumed",
     "same_substance",
 ]
 
@@ -61,29 +60,6 @@ logger = logging.getLogger("agents_reconcile")
 
 _T = TypeVar("_T")
 _FIRST_PAUSE: Final = 0.05
-
-
-@types.coroutine
-def resumed(coroutine: Coroutine[Any, Any, _T], pending: Any) -> Generator[Any, Any, _T]:
-    """The rest of ``coroutine``, which suspended on ``pending`` (what it awaits) when it was
-    started outside a task: driven by the task that runs this as if it had run it from the
-    start (what ``yield from`` does, from a coroutine already under way)."""
-    while True:
-        try:
-            sent = yield pending
-        except GeneratorExit:
-            coroutine.close()
-            raise
-        except BaseException as thrown:  # a cancellation, or what the awaited future raised
-            try:
-                pending = coroutine.throw(thrown)
-            except StopIteration as done:
-                return cast(_T, done.value)
-            continue
-        try:
-            pending = coroutine.send(sent)
-        except StopIteration as done:
-            return cast(_T, done.value)
 
 
 class JournalClient:

@@ -18,13 +18,14 @@ from .._core.identity import derive_identity, session_layers
 from .._core.records import SESSION_WIDE, BackendIdentity, Outcome, Reason
 from .._core.revision import is_revisioned
 from .._core.sealing import keyring_for
+from .._core.session_protocol import HISTORY_METHODS
 from .._core.signing import signer_for
 from ..errors import UnsupportedSession
 from . import default_runner, runstate
 from .admission import Gatekeeper
 from .claims import PROCESS_IN_FLIGHT, InFlight
 from .conversation_calls import ConversationCalls
-from .inner import HISTORY_METHODS, InnerSession
+from .inner import InnerSession
 from .journal_client import JournalClient
 from .journal_place import refuse_journal_in_store
 from .resolver import Resolver

@@ -17,11 +17,11 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .. import errors
 from .._backends.journal import ACTIVE_STATES, JournalEntry
+from .._core.cancellation import despite_cancellation
 from .._core.ownership import Takeover, current_owner, default_actor, takeover
 from .._core.policy import PROVEN_ABSENT, Resolution, Step, resolution_step
 from .._core.records import Action, Decision, Outcome, Reason
 from ..errors import ResolutionRefused, RevisionConflict
-from .claims import despite_cancellation
 from .refused_writes import RequestRefused
 from .setting_aside import damage_of, set_aside
 

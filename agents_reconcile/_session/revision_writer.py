@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from .._backends.journal import IntentState, Opened
 from .._core import crashpoints
+from .._core.cancellation import despite_cancellation
 from .._core.crashpoints import CrashPoint
 from .._core.ownership import current_owner
 from .._core.policy import Step, refused_append_step
 from .._core.records import Outcome, PendingWrite
 from .._core.revision import RevisionedStore
 from ..errors import LeaseLost, RevisionConflict
-from .claims import despite_cancellation
 from .fused import FusedAppend, fused_append
 from .judges import judge_revision
 from .state import SessionState, TailView

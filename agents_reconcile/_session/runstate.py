@@ -60,7 +60,6 @@ __all__ = [
     "Refusal",
     "carried_entries",
     "check_carried",
-    "context_of",
     "drop",
     "final_output",
     "has_pending",
@@ -99,12 +98,6 @@ class Refusal:
     intent: PendingWrite | None = None
     intent_id: str | None = None
     cause: BaseException | None = None
-
-
-def context_of(wrapper: Any) -> MutableMapping[str, Any] | None:
-    """The run's context when it is a mutable mapping (the only kind a copy can live in)."""
-    context = getattr(wrapper, "context", None)
-    return context if isinstance(context, MutableMapping) else None
 
 
 def opaque_backend(backend: BackendIdentity | str) -> BackendIdentity:

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any, Final
 from agents.memory import OpenAIConversationsSession
 
 from .._core.records import BackendIdentity, Decision, PendingWrite
+from .._core.run_context import context_of
 from ..errors import ConfigurationError
 from . import default_runner, runstate
 from .capabilities import FORWARDED, Guard, forwarded
@@ -165,7 +166,7 @@ class ReconcilingSession:
         """The inner history, after settling pending intents (raises ``ContinuationDenied``)."""
         if wrapper is not None and not self._gate_seen:
             self._notice_ungated()
-        context = runstate.context_of(wrapper)
+        context = context_of(wrapper)
         if self._active:
             await self._settler.settle_before_read(context, wrapper)
         own_writes = self._calls.own_writes
@@ -216,7 +217,7 @@ class ReconcilingSession:
             return
         if wrapper is not None and not self._gate_seen:
             self._notice_ungated()
-        await self._writer.add(items, runstate.context_of(wrapper), wrapper)
+        await self._writer.add(items, context_of(wrapper), wrapper)
 
     async def pop_item(
         self, *, wrapper: RunContextWrapper[Any] | None = None
@@ -226,7 +227,7 @@ class ReconcilingSession:
         if not self._active:
             popped = await self._calls.call("pop_item", wrapper)
             return popped
-        context = runstate.context_of(wrapper)
+        context = context_of(wrapper)
         async with self._lock.held():
             await self._settler.settle_pending(context, wrapper, locked=True)
             popped = await self._writer.remove(
@@ -241,7 +242,7 @@ class ReconcilingSession:
         if not self._active:
             await self._calls.call("clear_session", wrapper)
             return
-        context = runstate.context_of(wrapper)
+        context = context_of(wrapper)
         async with self._lock.held():
             await self._settler.settle_pending(context, wrapper, locked=True)
             await self._writer.remove(

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from .._backends.journal import IntentState, JournalEntry
 from .._core import crashpoints
+from .._core.cancellation import despite_cancellation
 from .._core.classify import Verdict
 from .._core.crashpoints import CrashPoint
 from .._core.ownership import current_owner
@@ -24,7 +25,7 @@ from .._core.policy import Step, settlement_step
 from .._core.records import Action, Decision, Outcome, PendingWrite, Reason
 from .._core.revision import extended_write_id, void_write_id
 from ..errors import IntentConflict, LeaseLost, RevisionConflict
-from .claims import AlreadySettled, Claims, Renewal, despite_cancellation
+from .claims import AlreadySettled, Claims, Renewal
 from .inner import reconciling_allowed, without_reconciling
 from .judges import judge
 from .refused_writes import RefusedWrites, RequestRefused

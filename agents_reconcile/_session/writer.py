@@ -23,6 +23,7 @@ from .. import errors
 from .._backends.fused import FailedAppend
 from .._backends.journal import IntentState, Opened
 from .._core import crashpoints
+from .._core.cancellation import caller_cancelled, despite_cancellation, outliving_cancellation
 from .._core.crashpoints import CrashPoint
 from .._core.fingerprint import digest_items, journal_batch
 from .._core.records import SESSION_WIDE, Action, Outcome, PendingWrite, Reason
@@ -32,7 +33,6 @@ from ..errors import (
     RevisionConflict,
 )
 from . import runstate
-from .claims import caller_cancelled, despite_cancellation, outliving_cancellation
 from .refused_writes import RequestRefused
 from .settler import Settler
 from .state import Clearing, SessionState, TailView, built_intent

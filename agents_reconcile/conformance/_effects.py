@@ -10,7 +10,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .._backends.journal import keeps_effects
-from .._effects.records import Effect, EffectState
+from .._core.effect_records import Effect, EffectState
 from ..errors import IntentConflict
 from ._core import Subject, contract, refused, require, skip
 from ._journal import journal_of, worker

@@ -9,8 +9,8 @@ from collections import Counter
 from typing import Any
 
 from .._backends.journal import COUNT_LIMIT, Page, pages_effects, reads_pages
+from .._core.effect_records import Effect
 from .._core.records import Action, Decision, PendingWrite
-from .._effects.records import Effect
 from ._core import Subject, contract, refused, require, skip
 from ._effects import _effect_journal
 from ._journal import FAILED, journal_of

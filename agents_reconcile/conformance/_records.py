@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
+from .._core.effect_records import Effect, arguments_digest, effect_key
 from .._core.fingerprint import digest_items
 from .._core.ownership import Owner
 from .._core.records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
-from .._effects.records import Effect, arguments_digest, effect_key
 
 __all__ = [
     "BACKEND",

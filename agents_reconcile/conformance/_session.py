@@ -13,7 +13,8 @@ import uuid
 from typing import Any, Final
 
 from .._core.fingerprint import digest_items
-from .._session.inner import HISTORY_METHODS, accepts
+from .._core.session_protocol import HISTORY_METHODS
+from .._session.inner import accepts
 from ._core import Subject, contract, fail, require, skip
 
 __all__ = ["ROUND_TRIP_ITEMS", "item", "new_session_id", "session_of"]

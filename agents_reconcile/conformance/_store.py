@@ -14,7 +14,7 @@ import asyncio
 from typing import Any
 
 from .._core.revision import RevisionedStore, WriteRecord
-from .._session.inner import HISTORY_METHODS
+from .._core.session_protocol import HISTORY_METHODS
 from ..errors import RevisionConflict, SchemaMismatch
 from ._core import Subject, contract, fail, refused, require
 from ._journal_reads import newer_schema_refused, schema_holds

@@ -21,11 +21,11 @@ from agents_reconcile._backends.journal import IntentJournal, IntentState, Opene
 from agents_reconcile._backends.memory.journal import InvariantViolation, MemoryJournal
 from agents_reconcile._backends.opening import open_journal
 from agents_reconcile._backends.schema import Unversioned
+from agents_reconcile._core.effect_records import Effect, EffectState
 from agents_reconcile._core.fingerprint import journal_batch
 from agents_reconcile._core.ownership import Owner, current_owner
 from agents_reconcile._core.records import Action, BackendIdentity, Decision, Outcome, Reason
 from agents_reconcile._core.sealing import PayloadKey
-from agents_reconcile._effects.records import Effect, EffectState
 from agents_reconcile.errors import (
     IntentConflict,
     JournalCorrupt,

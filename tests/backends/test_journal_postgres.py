@@ -21,8 +21,8 @@ import pytest
 from agents_reconcile._backends.journal import IntentJournal, IntentState, Opened
 from agents_reconcile._backends.opening import open_journal
 from agents_reconcile._backends.rows import collecting_damage
+from agents_reconcile._core.effect_records import Effect
 from agents_reconcile._core.ownership import current_owner
-from agents_reconcile._effects.records import Effect
 from agents_reconcile.errors import (
     ConfigurationError,
     IntentConflict,

@@ -19,9 +19,9 @@ from blake3 import blake3
 
 from agents_reconcile._backends.journal import IntentState, Opened
 from agents_reconcile._backends.redis.journal import SCHEMA, SCHEMA_VERSION, RedisJournal
+from agents_reconcile._core.effect_records import Effect, EffectState
 from agents_reconcile._core.ownership import current_owner
 from agents_reconcile._core.records import Action
-from agents_reconcile._effects.records import Effect, EffectState
 from agents_reconcile.errors import (
     ConfigurationError,
     IntentConflict,

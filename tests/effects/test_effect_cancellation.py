@@ -27,9 +27,9 @@ from agents import Agent, RunState, SQLiteSession
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
+from agents_reconcile._core.effect_records import EffectState, effect_key
 from agents_reconcile._core.ownership import current_owner
 from agents_reconcile._effects import tool as effect_tools
-from agents_reconcile._effects.records import EffectState, effect_key
 from agents_reconcile._effects.tool import NOT_FOUND, current_effect, effect_tool
 from agents_reconcile.errors import EffectUnknown
 

@@ -11,8 +11,8 @@ from typing import Any
 import pytest
 
 from agents_reconcile._backends.journal import EffectJournal, IntentState
+from agents_reconcile._core.effect_records import Effect, EffectState, effect_key
 from agents_reconcile._core.ownership import current_owner
-from agents_reconcile._effects.records import Effect, EffectState, effect_key
 from agents_reconcile.errors import IntentConflict, RecordError
 
 from ..support.backends import Place

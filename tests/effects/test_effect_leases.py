@@ -15,7 +15,7 @@ from agents import Agent, Runner, SQLiteSession
 from agents.testing import ScriptedModel, assistant_message, function_call
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
-from agents_reconcile._effects.records import Effect, EffectState, arguments_digest, effect_key
+from agents_reconcile._core.effect_records import Effect, EffectState, arguments_digest, effect_key
 from agents_reconcile._effects.resolve_effect import held
 from agents_reconcile._effects.tool import NOT_FOUND, current_effect, effect_tool
 from agents_reconcile.errors import EffectUnknown

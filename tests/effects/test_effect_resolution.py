@@ -13,8 +13,8 @@ import pytest
 from agents import SQLiteSession
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
+from agents_reconcile._core.effect_records import EffectState
 from agents_reconcile._core.records import BackendIdentity
-from agents_reconcile._effects.records import EffectState
 from agents_reconcile._effects.resolve_effect import resolve_effect
 from agents_reconcile._session.journal_client import JournalClient
 from agents_reconcile.errors import ResolutionRefused

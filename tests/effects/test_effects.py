@@ -16,7 +16,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from pydantic import BaseModel
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
-from agents_reconcile._effects.records import EffectState, effect_key
+from agents_reconcile._core.effect_records import EffectState, effect_key
 from agents_reconcile._effects.tool import NOT_FOUND, current_effect, effect_tool
 from agents_reconcile.errors import EffectUnknown
 
@@ -163,7 +163,7 @@ async def test_check_that_finds_nothing_runs_the_body_again_under_the_same_key(
 
     session = session_at(tmp_path)
     key = effect_key("user-42", "c1", "charge_card", '{"amount":5}')
-    from agents_reconcile._effects.records import Effect, arguments_digest
+    from agents_reconcile._core.effect_records import Effect, arguments_digest
 
     # A worker on another host whose lease (1 ms, stamped with its claim) ran out.
     await session.journal.begin_effect(  # type: ignore[attr-defined]
@@ -233,10 +233,10 @@ async def test_an_effect_output_no_receipt_vouches_for_is_denied(tmp_path: Path)
     somewhere the receipt cannot vouch for."""
     from agents_reconcile import ContinuationDenied
     from agents_reconcile._backends.journal import IntentState
+    from agents_reconcile._core.effect_records import Effect, arguments_digest
     from agents_reconcile._core.fingerprint import digest_items
     from agents_reconcile._core.ownership import current_owner
     from agents_reconcile._core.records import PendingWrite
-    from agents_reconcile._effects.records import Effect, arguments_digest
 
     session = session_at(tmp_path)
     await session.add_items([{"role": "user", "content": "pay"}])
@@ -342,7 +342,7 @@ async def test_a_receipt_written_without_the_signing_key_is_refused(tmp_path: Pa
 
     from agents.exceptions import UserError
 
-    from agents_reconcile._effects.records import Effect, arguments_digest
+    from agents_reconcile._core.effect_records import Effect, arguments_digest
     from agents_reconcile.errors import RecordUnsigned
 
     key_material = b"k" * 32

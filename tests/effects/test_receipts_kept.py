@@ -14,10 +14,10 @@ from agents import SQLiteSession
 
 from agents_reconcile import ContinuationDenied, ReconcileConfig, ReconcilingSession, Retention
 from agents_reconcile._backends.journal import IntentState
+from agents_reconcile._core.effect_records import Effect, EffectState, arguments_digest, effect_key
 from agents_reconcile._core.fingerprint import digest_items
 from agents_reconcile._core.ownership import current_owner
 from agents_reconcile._core.records import PendingWrite
-from agents_reconcile._effects.records import Effect, EffectState, arguments_digest, effect_key
 
 ARGUMENTS = '{"amount":5}'
 RECEIPTS_NOW = Retention(decisions=None, receipts=0, idle_sessions=None)

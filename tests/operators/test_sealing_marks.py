@@ -100,8 +100,8 @@ async def test_a_key_derived_from_an_encrypted_session_is_marked_by_one_name(pla
     pytest.importorskip("cryptography")
     from agents.extensions.memory import EncryptedSession
 
+    from agents_reconcile._backends.sealing_marks import mark_sealed
     from agents_reconcile._core.sealing import Keyring
-    from agents_reconcile._session.sealing_marks import mark_sealed
 
     journal = place.journal()
     for session_id in ("a", "b"):

@@ -206,7 +206,8 @@ class Probe:
 async def test_a_call_outliving_its_caller_answers_as_if_awaited(eager: bool) -> None:
     """Started eagerly or in a task of its own, a call answers what it returns and raises what
     it raises, whether it answers at once or after suspending."""
-    from agents_reconcile._session.claims import InFlight, outliving_cancellation
+    from agents_reconcile._core.cancellation import outliving_cancellation
+    from agents_reconcile._session.claims import InFlight
 
     async def nothing(_: Any) -> None:
         raise AssertionError("nobody was cancelled")
@@ -226,7 +227,8 @@ async def test_a_call_outliving_its_caller_answers_as_if_awaited(eager: bool) ->
 async def test_a_call_outlives_its_cancelled_caller_and_is_put_right_after(eager: bool) -> None:
     """The caller is cancelled while the call is suspended: it gets its cancellation at once;
     the call runs to its end, and what comes after it is given the call's outcome."""
-    from agents_reconcile._session.claims import InFlight, outliving_cancellation
+    from agents_reconcile._core.cancellation import outliving_cancellation
+    from agents_reconcile._session.claims import InFlight
 
     probe = Probe()
     after: list[str] = []
@@ -248,7 +250,8 @@ async def test_a_call_outlives_its_cancelled_caller_and_is_put_right_after(eager
 async def test_a_call_whose_caller_is_already_cancelled_never_starts() -> None:
     """A cancellation already on its way when the call would start: nothing starts, so
     nothing lands that would need putting right, and what comes after hears of it."""
-    from agents_reconcile._session.claims import InFlight, outliving_cancellation
+    from agents_reconcile._core.cancellation import outliving_cancellation
+    from agents_reconcile._session.claims import InFlight
 
     probe = Probe()
     in_flight = InFlight()

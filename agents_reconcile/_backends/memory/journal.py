@@ -7,10 +7,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import ClassVar
 
+from ..._core.effect_records import Effect, EffectState
 from ..._core.ownership import Owner
 from ..._core.records import BackendIdentity, Decision, PendingWrite
 from ..._core.sealing import Keyring
-from ..._effects.records import Effect, EffectState
 from ...errors import IntentConflict, LeaseLost
 from ..aside import RawIntent, SetAside
 from ..journal import Capabilities, IntentState, JournalEntry, Opened, require_limit

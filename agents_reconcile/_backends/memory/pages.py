@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
 
+from ..._core.effect_records import Effect
 from ..._core.records import Decision
-from ..._effects.records import Effect
 from ..journal import JournalEntry, Page
 from ..pages import effects_in_memory, intents_in_memory
 

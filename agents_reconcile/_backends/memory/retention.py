@@ -6,9 +6,9 @@ from __future__ import annotations
 import time
 from typing import TypeVar
 
+from ..._core.effect_records import Effect, EffectState
 from ..._core.records import BackendIdentity, Decision
 from ..._core.retention import Kept, Pruned, Retention
-from ..._effects.records import Effect, EffectState
 from ..aside import SetAside
 from ..journal import JournalEntry
 

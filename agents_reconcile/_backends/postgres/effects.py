@@ -33,7 +33,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..._effects.records import Effect, EffectState
+from ..._core.effect_records import Effect, EffectState
 from ...errors import IntentConflict, JournalCorrupt
 from ..rows import checked_effect, each
 

@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from ..._core.effect_records import Effect
 from ..._core.records import BackendIdentity
-from ..._effects.records import Effect
 from ..journal import JournalEntry, Page, require_limit
 from ..pages import EFFECT_CURSOR, INTENT_CURSOR, page, read_cursor
 from ..rows import checked_decision, checked_effect, each

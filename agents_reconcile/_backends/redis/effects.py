@@ -23,8 +23,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from ..._core.effect_records import Effect, EffectState
 from ..._core.sealing import Keyring
-from ..._effects.records import Effect, EffectState
 from ...errors import IntentConflict
 from ..rows import each
 from . import replies

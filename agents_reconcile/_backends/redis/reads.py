@@ -13,9 +13,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
+from ..._core.effect_records import Effect
 from ..._core.records import BackendIdentity, Decision
 from ..._core.sealing import Keyring
-from ..._effects.records import Effect
 from ..journal import COUNT_LIMIT, JournalEntry, Page, require_limit
 from ..pages import page, read_cursor
 from ..rows import each

@@ -15,10 +15,10 @@ from typing import Final, NoReturn, TypeVar
 
 from redis import exceptions as redis_errors
 
+from ..._core.effect_records import Effect
 from ..._core.ownership import Owner
 from ..._core.records import Decision, PendingWrite
 from ..._core.sealing import Keyring
-from ..._effects.records import Effect
 from ...errors import (
     IntentConflict,
     JournalCorrupt,

@@ -12,8 +12,8 @@ import sqlite3
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Final, TypeVar
 
+from ..._core.effect_records import Effect, EffectState
 from ..._core.sealing import Keyring
-from ..._effects.records import Effect, EffectState
 from ...errors import IntentConflict
 from ..rows import checked_effect, each
 

@@ -17,9 +17,9 @@ import sqlite3
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from ..._core.effect_records import Effect
 from ..._core.records import Decision
 from ..._core.sealing import Keyring
-from ..._effects.records import Effect
 from ..journal import COUNT_LIMIT, JournalEntry, Page, require_limit
 from ..pages import INTENT_CURSOR, WAITING_ACTIONS, page, read_cursor
 from ..rows import checked_decision, checked_effect, checked_entry, each

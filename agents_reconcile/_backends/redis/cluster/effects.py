@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-from ...._effects.records import Effect
+from ...._core.effect_records import Effect
 from .. import replies
 from ..layout import IntentHomes
 from .io import ClusterIO

@@ -23,10 +23,10 @@ from __future__ import annotations
 import contextlib
 from typing import Any, ClassVar, Final
 
+from ...._core.effect_records import Effect
 from ...._core.ownership import Owner
 from ...._core.records import Decision
 from ...._core.retention import Pruned, Retention
-from ...._effects.records import Effect
 from ....errors import ConfigurationError, IntentConflict, JournalUnavailable, LeaseLost
 from ...connections import Connections
 from ...journal import IntentState, require_settling

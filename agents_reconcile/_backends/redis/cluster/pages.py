@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from ...._core.effect_records import Effect
 from ...._core.records import Decision
-from ...._effects.records import Effect
 from ...journal import COUNT_LIMIT, JournalEntry, Page, require_limit
 from ...pages import page, read_cursor
 from ...rows import each

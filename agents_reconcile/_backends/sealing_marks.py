@@ -16,8 +16,8 @@ import os
 import weakref
 from typing import Final
 
-from .._backends.journal import IntentJournal, marks_sealing
 from .._core.sealing import SESSION_KEYS, Keyring, PayloadKey
+from .journal import IntentJournal, marks_sealing
 
 __all__ = ["mark_sealed", "unsealed_write"]
 

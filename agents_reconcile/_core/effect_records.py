@@ -13,13 +13,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
-from .._core.fingerprint import exact_json, item_digest
-from .._core.records import RECORD_VERSION, _body_digest, _checked_body, _str
 from ..errors import FingerprintError, RecordMalformed, RecordTampered
+from .fingerprint import exact_json, item_digest
+from .records import RECORD_VERSION, _body_digest, _checked_body, _str
 
 if TYPE_CHECKING:
-    from .._core.sealing import Keyring, PayloadKey
-    from .._core.signing import Signer
+    from .sealing import Keyring, PayloadKey
+    from .signing import Signer
 
 __all__ = ["Effect", "EffectState", "arguments_digest", "effect_key", "shown_output"]
 
