@@ -93,7 +93,8 @@ class Settler:
         held = self._held
         if held.failed_here:
             still = {e.intent.intent_id for e in entries}.union(held.unjournaled)
-            held.settled_by_another([i for i in held.failed_here if i not in still])
+            for gone in [i for i in held.failed_here if i not in still]:
+                held.settled(gone)
         if entries and self._in_flight.acknowledged:
             entries = await clear_acknowledged(client, self._in_flight, entries)
         if not entries and not self._held.unjournaled and not unverified:
@@ -124,7 +125,7 @@ class Settler:
             try:
                 decisions.append(await self._settle_entry(entry, context, wrapper))
             except AlreadySettled:
-                # Settled by another meanwhile (it took the claim over, say).
+                # Settled by another while this call settled it (it took the claim over).
                 self._held.settled_by_another([entry.intent.intent_id])
                 continue
         for intent in list(self._held.unjournaled.values()):

@@ -277,8 +277,9 @@ class HeldIntents:
     is judged extended by it (a one-step append is refused instead, while the other is in the
     journal)."""
     settled_elsewhere: dict[str, tuple[str, ...]] = field(default_factory=dict)
-    """This wrapper's failed appends that another settled (a worker that took over an expired
-    lease, an operator): the caller's retry of the same batch is that write, not another."""
+    """This wrapper's failed appends that another settled while this wrapper was settling them
+    (a worker took its claim over when its lease ran out): the append under way, when it is
+    of the same batch, is the caller's retry of that write, not another."""
     in_hand: dict[str, list[Any]] = field(default_factory=dict)
     """Copies of the caller's own items for appends that failed here: a replay writes
     exactly what the caller gave, not the journal's copy of it."""
@@ -312,7 +313,8 @@ class HeldIntents:
         self.failed_here.pop(intent_id, None)
 
     def settled_by_another(self, intent_ids: Iterable[str]) -> None:
-        """These of this wrapper's failed appends were settled by another."""
+        """These of this wrapper's failed appends were settled by another, which took them
+        over from this wrapper's own settlement."""
         for intent_id in intent_ids:
             digests = self.failed_here.pop(intent_id, None)
             if digests is not None:

@@ -26,7 +26,7 @@ from .._core import crashpoints
 from .._core.cancellation import caller_cancelled, despite_cancellation, outliving_cancellation
 from .._core.crashpoints import CrashPoint
 from .._core.fingerprint import digest_items, journal_batch
-from .._core.records import SESSION_WIDE, Action, Outcome, PendingWrite, Reason
+from .._core.records import SESSION_WIDE, Action, Decision, Outcome, PendingWrite, Reason
 from ..errors import (
     FingerprintError,
     JournalError,
@@ -146,9 +146,10 @@ class Writer:
 
     async def retries_a_write_settled_elsewhere(self, digests: tuple[str, ...]) -> bool:
         """Whether this append (its batch's ``digests``) is the caller's retry of one of this
-        wrapper's failed writes that another settled with its batch in the history (a worker
-        that took over its expired lease, an operator): it is that write, not another, and is
-        not appended again. Only the append right after can be such a retry."""
+        wrapper's failed writes that another took over from this very call's settlement (a
+        worker that claimed it once this one's lease ran out) and stored: it is that write,
+        not another, and is not appended again. A write settled by others before the call
+        began is not: after their writes, the same batch is a new one (``Retried input``)."""
         elsewhere = self._held.settled_elsewhere
         if not elsewhere:
             return False
@@ -157,7 +158,7 @@ class Writer:
         client = self._client
         for intent_id in same:
             newest = await client.call(client.journal.decisions, intent_id=intent_id, limit=1)
-            if newest and newest[0].action in (Action.SETTLED, Action.REPLAYED):
+            if newest and _stored_its_batch(newest[0]):
                 logger.info(
                     "session %s: batch equal to failed write %s, which another settled with its "
                     "batch stored, was not appended again",
@@ -448,6 +449,18 @@ class Writer:
 
     async def refresh_head(self) -> None:
         """A fresh run read the history (revisioned stores: the head to build on)."""
+
+
+def _stored_its_batch(decision: Decision) -> bool:
+    """Whether ``decision`` vouches that its intent's batch is in the history: replayed, or
+    judged landed (an operator's word that it is, against the rule, vouches for nothing)."""
+    if decision.action is Action.REPLAYED:
+        return True
+    return (
+        decision.action is Action.SETTLED
+        and decision.outcome is Outcome.COMMITTED
+        and decision.reason is not Reason.OPERATOR_RESOLVED
+    )
 
 
 class Failures:
