@@ -2,20 +2,18 @@
 (``newest_decisions``), and the pages of its listings (``pending_page``,
 ``started_effects_page``), for an operator's view of every pending intent and started effect.
 
-Each page is one read transaction on the journal's own link (``_run``): the page's rows with
-the newest decision of each, found through ``intents_by_session`` (or ``effects_started``)
+Each page is one read transaction on the journal's file (``files.JournalFile``): the page's
+rows with the newest decision of each, found through ``intents_by_session`` (or ``effects_started``)
 from the cursor on and ``decisions_by_intent``, then what follows the page counted through
 the same index, at most ``COUNT_LIMIT`` of them. Nothing scans a table, so a page costs the
 same among a million sessions as among ten.
-
-Kept apart from ``SQLiteJournal`` for length.
 """
 
 from __future__ import annotations
 
 import sqlite3
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final
 
 from ..._core.effect_records import Effect
 from ..._core.records import Decision
@@ -24,10 +22,9 @@ from ..journal import COUNT_LIMIT, JournalEntry, Page, require_limit
 from ..pages import INTENT_CURSOR, WAITING_ACTIONS, page, read_cursor
 from ..rows import checked_decision, checked_effect, checked_entry, each
 from .effects import JOURNAL_NOW
+from .files import JournalFile
 
 __all__ = ["SQLiteReads"]
-
-_T = TypeVar("_T")
 
 _CHUNK: Final = 500
 """Ids per statement: well under SQLite's limit on bound parameters."""
@@ -91,13 +88,10 @@ def _where(by_session: bool, from_cursor: bool, key: str, marks: str) -> str:
 
 class SQLiteReads:
     """``newest_decisions``, ``pending_page`` and ``started_effects_page`` for
-    ``SQLiteJournal``, which provides ``keyring`` and ``_run``."""
+    ``SQLiteJournal``, over its file ``_file``."""
 
     keyring: Keyring
-
-    if TYPE_CHECKING:
-
-        async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T: ...
+    _file: JournalFile
 
     async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
         ids = list(dict.fromkeys(intent_ids))
@@ -115,7 +109,7 @@ class SQLiteReads:
                 ).fetchall()
             return rows
 
-        rows = await self._run(read) if ids else []
+        rows = await self._file.run(read) if ids else []
         return _newest(rows)
 
     async def pending_page(
@@ -131,7 +125,7 @@ class SQLiteReads:
         def read(conn: sqlite3.Connection) -> tuple[list[Any], tuple[int, int]]:
             return _read_page(conn, page_sql, after_sql, chosen, start, limit, _intent_sort, ())
 
-        rows, (more, waiting) = await self._run(read)
+        rows, (more, waiting) = await self._file.run(read)
         keyring = self.keyring
         entries = each(
             rows,
@@ -163,7 +157,7 @@ class SQLiteReads:
                 conn, page_sql, after_sql, chosen, start, limit, _effect_sort, overdue
             )
 
-        rows, (more, waiting) = await self._run(read)
+        rows, (more, waiting) = await self._file.run(read)
         keyring = self.keyring
         effects = each(
             rows,

@@ -1,20 +1,49 @@
-"""The SQLite journal's statements on its decisions that its halves share: recording a
-decision, whether an intent is settled (and by which decision), and the ``AND column = ?``
-filter of its listings.
-
-Kept apart from ``SQLiteJournal`` for length.
+"""The SQL the SQLite journal and its components share: reading and counting a session's
+writes, recording a decision, whether an intent is settled (and by which decision), and the
+``AND column = ?`` filter of its listings. Each takes the connection it runs on.
 """
 
 from __future__ import annotations
 
 import sqlite3
+import time
 from typing import Final
 
 from ..._core.records import Decision
+from .files import FLOOR
 
-__all__ = ["SETTLING_ACTIONS", "insert_decision", "matching", "settled", "settled_by"]
+__all__ = [
+    "SETTLING_ACTIONS",
+    "add_write",
+    "insert_decision",
+    "matching",
+    "read_count",
+    "settled",
+    "settled_by",
+]
 
 SETTLING_ACTIONS: Final = ("settled", "replayed", "dropped")
+_WRITE_COUNT_SQL: Final = (
+    "SELECT coalesce((SELECT write_count FROM session_writes WHERE session_id = ?"
+    f" AND backend = ?), {FLOOR})"
+)
+_COUNT_WRITE_SQL: Final = (
+    "INSERT INTO session_writes (session_id, backend, write_count, counted_at)"
+    f" VALUES (?, ?, {FLOOR} + 1, ?) ON CONFLICT (session_id, backend) DO UPDATE"
+    " SET write_count = write_count + 1, counted_at = excluded.counted_at RETURNING write_count"
+)
+
+
+def read_count(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
+    """The count of ``key`` (session id, backend), the floor when it has none."""
+    (write_count,) = conn.execute(_WRITE_COUNT_SQL, key).fetchone()
+    return int(write_count)
+
+
+def add_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
+    """Count one more write of ``key`` (above the floor when it has no count), stamped now."""
+    (write_count,) = conn.execute(_COUNT_WRITE_SQL, (*key, time.time())).fetchone()
+    return int(write_count)
 
 
 def matching(args: list[object], **columns: object) -> str:
