@@ -102,7 +102,7 @@ def before_script(
     """Has ``meddle`` run once, right before the journal's next script ``name``: between what
     pruning found and the step that removes it. Returns a list that notes each run."""
     ran: list[int] = []
-    original = journal._script
+    original = journal._link.script
 
     async def spy(script: str, *args: Any, **kwargs: Any) -> object:
         if script == name and not ran:
@@ -110,7 +110,7 @@ def before_script(
             await meddle()
         return await original(script, *args, **kwargs)
 
-    journal._script = spy  # type: ignore[method-assign]
+    journal._link.script = spy  # type: ignore[method-assign]
     return ran
 
 
@@ -500,7 +500,7 @@ async def test_a_decision_whose_intent_came_back_after_it_was_found_is_kept(
 
     # 'find' and 'remove' are one script file: the second run of it is the removal.
     runs: list[str] = []
-    original = journal._script
+    original = journal._link.script
 
     async def spy(script: str, keys: list[bytes], args: list[Any], **kwargs: Any) -> object:
         if script == "prune_decisions" and args[1] == "remove":
@@ -508,7 +508,7 @@ async def test_a_decision_whose_intent_came_back_after_it_was_found_is_kept(
             await again()
         return await original(script, keys, args, **kwargs)
 
-    journal._script = spy
+    journal._link.script = spy
     assert (await journal.prune(DECISIONS_DAY)).decisions == 0
     assert runs == ["remove"]
     assert [d.intent_id for d in await journal.decisions(intent_id="i-1")] == ["i-1"]

@@ -6,8 +6,8 @@ description and to the bytes (an entry pruned leaves an empty id at its position
 positions of the others stay theirs: ``retention.py``). Entries are rare, so listing reads
 them all.
 
-Kept apart from ``RedisJournal`` for length; it speaks through the journal's own script
-runner, command sender, key layout and intent routing.
+Every command and script goes through the journal's link (``link.RedisLink``); an intent is
+found where ``homes`` says its session is.
 """
 
 from __future__ import annotations
@@ -18,11 +18,12 @@ from ..._core.records import Decision
 from ..aside import RawIntent, SetAside
 from ..journal import require_limit, require_settling
 from . import replies
-from .homes import Retry
+from .homes import IndexedHomes, Retry
 from .layout import ASIDE_KEYS, JournalKeys
+from .link import VERSION, RedisLink
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    pass
 
 __all__ = ["ASIDE_SCRIPTS", "RedisAside"]
 
@@ -34,22 +35,9 @@ class RedisAside:
     """Setting damaged intents aside, for ``RedisJournal``, which provides what is declared
     here."""
 
+    _link: RedisLink
+    _homes: IndexedHomes
     _layout: JournalKeys
-    _version_arg: bytes
-
-    if TYPE_CHECKING:
-
-        async def _script(
-            self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
-        ) -> object: ...
-
-        async def _command(self, operation: str, *args: str | bytes | int) -> object: ...
-
-        async def _on_intent(
-            self,
-            intent_id: str,
-            attempt: Callable[[str | None], Awaitable[object]],
-        ) -> object: ...
 
     async def raw_intent(self, intent_id: str) -> RawIntent | None:
         async def attempt(session_id: str | None) -> RawIntent | Retry | None:
@@ -58,7 +46,7 @@ class RedisAside:
             keys = self._layout.scripted(session_id)
             args: list[str | bytes] = [session_id, "one", intent_id]
             found = replies.rows(
-                await self._script("entries", keys, args, read_only=True), "raw_intent"
+                await self._link.script("entries", keys, args, read_only=True), "raw_intent"
             )
             if not found:
                 return Retry.MOVED
@@ -67,7 +55,7 @@ class RedisAside:
                 (found_id, session_id, backend, state, owner, updated, record), age
             )
 
-        found = await self._on_intent(intent_id, attempt)
+        found = await self._homes.on_intent(intent_id, attempt)
         assert found is None or isinstance(found, RawIntent)
         return found
 
@@ -78,7 +66,7 @@ class RedisAside:
             *(self._layout.names[name].encode() for name in ASIDE_KEYS),
         ]
         args: list[str | bytes] = [
-            self._version_arg,
+            VERSION,
             raw.intent_id,
             raw.session_id,
             raw.record,
@@ -89,7 +77,7 @@ class RedisAside:
             aside.encode(),
             str(raw.stored[3]),
         ]
-        word, _ = replies.status(await self._script("set_aside", keys, args), "set_aside")
+        word, _ = replies.status(await self._link.script("set_aside", keys, args), "set_aside")
         if word not in ("done", "changed"):
             raise replies.unexpected("set_aside", word)
         return word == "done"
@@ -98,7 +86,9 @@ class RedisAside:
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[SetAside]:
         require_limit(limit)
-        reply = await self._command("set_aside_entries", "HGETALL", self._layout.names["aside"])
+        reply = await self._link.command(
+            "set_aside_entries", "HGETALL", self._layout.names["aside"]
+        )
         if isinstance(reply, dict):
             pairs = list(reply.items())
         else:

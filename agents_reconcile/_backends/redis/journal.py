@@ -57,7 +57,7 @@ Keys, each under ``{prefix}:`` (``layout.py`` builds their names)::
 
 The layout version is only a number: ``migrate`` (and the first use of a journal object, a
 read or a write) stores it in an empty journal and upgrades one of layout 1 or 2
-(``schema.py``), and a journal holding any other version is refused.
+(``link.py``), and a journal holding any other version is refused.
 
 An address may ask every writing script to wait for replicas (``?replicas=N``): the script is
 then sent once, and ``WAIT`` follows it on the same connection (``replicas.py``).
@@ -78,7 +78,6 @@ beside the sessions' own, and runs the same scripts.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final
@@ -96,25 +95,17 @@ from ..journal import (
 )
 from ..lua import LuaScript
 from ..redaction import Redacted
-from . import replies, wire
+from . import replies
 from .aside import ASIDE_SCRIPTS, RedisAside
-from .backend import (
-    VersionKey,
-    client_location,
-    client_secrets,
-    server_of,
-    shared_client,
-    unlink_matching,
-)
+from .backend import client_location, client_secrets, shared_client, unlink_matching
 from .effects import EFFECT_SCRIPTS, RedisEffects
-from .homes import RedisIntentHomes
-from .layout import SEALING, IntentHomes, JournalKeys
+from .homes import ClaimedHomes, IndexedHomes
+from .layout import SEALING, JournalKeys
+from .link import SCHEMA, SCHEMA_VERSION, VERSION, RedisLink
 from .reads import RedisReads
 from .replicas import ReplicaWait
 from .replicas import split as split_wait
 from .retention import RETENTION_SCRIPTS, RedisRetention, Walks
-from .schema import _VERSION, SCHEMA, SCHEMA_VERSION, RedisSchemaSteps
-from .sending import RedisSending
 from .survey import RedisSurvey
 
 try:
@@ -155,9 +146,6 @@ _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
 
 
 class RedisJournal(
-    RedisSending,
-    RedisIntentHomes,
-    RedisSchemaSteps,
     RedisReads,
     RedisEffects,
     RedisAside,
@@ -188,8 +176,8 @@ class RedisJournal(
     """Its key layout (one per prefix)."""
     _scripts: ClassVar[dict[str, LuaScript]] = _SCRIPTS
     _on_cluster: ClassVar[bool] = False
-    _version_arg = _VERSION
-    """The version every writing script is given (the effect half, ``RedisEffects``, too)."""
+    _named: ClassVar[str] = "Redis journal"
+    """What messages call it."""
 
     def __init__(
         self,
@@ -211,18 +199,22 @@ class RedisJournal(
             address = Redacted.of(where or "redis")
         if connections is None:
             raise ConfigurationError("a Redis journal needs a client (or use from_url)")
-        self._connections = connections
         self._address = address
-        self._where = f"Redis journal {address} (prefix {prefix!r})"
-        self._version = VersionKey(self._layout.version_key, SCHEMA, self._where)
-        self._schema_checked = False
-        self._homes = IntentHomes()
+        self._link = RedisLink(
+            connections,
+            self._layout,
+            address=address,
+            where=f"{self._named} {address} (prefix {prefix!r})",
+            wait=replica_wait,
+            scripts=self._scripts,
+            on_cluster=self._on_cluster,
+        )
+        self._homes = (
+            IndexedHomes(self._link, self._layout)
+            if self._layout.claims("") is None
+            else ClaimedHomes(self._link, self._layout, self._scripts["claim"])
+        )
         self._walks = Walks()
-        self._wait = replica_wait
-        """After each writing script, wait for this many replicas (``replicas``), or None."""
-        self._scripted: tuple[aioredis.Redis, asyncio.AbstractEventLoop] | None = None
-        """The client the last script went through, and its loop: the connection kept for the
-        scripts (``wire``) goes back to its pool on close, from that loop."""
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX, **options: Any) -> RedisJournal:
@@ -258,7 +250,7 @@ class RedisJournal(
     # layout step (a journal without it was never sealed), and goes with the journal's keys.
 
     async def sealing_keys(self) -> frozenset[str]:
-        found = await self._command("sealing_keys", "SMEMBERS", f"{self.prefix}:{SEALING}")
+        found = await self._link.command("sealing_keys", "SMEMBERS", f"{self.prefix}:{SEALING}")
         members = found if isinstance(found, list | set | tuple) else ()
         return frozenset(
             member.decode() if isinstance(member, bytes) else str(member) for member in members
@@ -266,13 +258,13 @@ class RedisJournal(
 
     async def mark_sealing(self, key_ids: Sequence[str]) -> None:
         if key_ids:
-            await self._command("mark_sealing", "SADD", f"{self.prefix}:{SEALING}", *key_ids)
+            await self._link.command("mark_sealing", "SADD", f"{self.prefix}:{SEALING}", *key_ids)
 
     # -- IntentJournal ------------------------------------------------------------------
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
         args = _intent_args(intent, state, owner)
-        reply = await self._script("record", self._layout.scripted(intent.session_id), args)
+        reply = await self._link.script("record", self._layout.scripted(intent.session_id), args)
         word, parts = replies.status(reply, "record")
         if word == "exists" and len(parts) == 2:
             replies.compare(intent, parts[1], self.keyring)
@@ -293,7 +285,7 @@ class RedisJournal(
         args.append("" if expect_write_count is None else str(expect_write_count))
         args.append(clearing or "")
         keys = self._layout.scripted(intent.session_id)
-        reply = await self._script("open_intent", keys, args)
+        reply = await self._link.script("open_intent", keys, args)
         opened, home = replies.opened(intent, state, owner, reply, self.keyring)
         if home:
             self._homes.remember(intent.intent_id, intent.session_id)
@@ -302,11 +294,28 @@ class RedisJournal(
     @property
     def replica_wait(self) -> ReplicaWait | None:
         """How many replicas each write waits for, and how long (``replicas.py``); None: none."""
-        return self._wait
+        return self._link.wait
 
     async def server(self) -> tuple[object, ...] | None:
         """The server and database this journal lives on (``backend.server_of``)."""
-        return server_of(await self._connections.get())
+        return await self._link.server()
+
+    # -- the schema ------------------------------------------------------------------------
+
+    async def migrate(self) -> list[str]:
+        """Store the schema version if the journal has none, or upgrade an older one; returns
+        the steps applied (none when the journal is current). Any other version, newer or
+        unreadable, raises ``JournalCorrupt`` and is left as it is."""
+        return await self._link.migrate()
+
+    async def check(self) -> str | None:
+        """None when the journal's schema is current, else a sentence saying what is missing
+        or wrong. Only reads."""
+        return await self._link.check()
+
+    async def schema_version(self) -> int | None:
+        """The version stored (None when the journal holds none); only reads."""
+        return await self._link.schema_version()
 
     async def transition(
         self,
@@ -323,7 +332,7 @@ class RedisJournal(
             if session_id is None:
                 return False
             args: list[str | bytes] = [
-                _VERSION,
+                VERSION,
                 intent_id,
                 session_id,
                 state.value,
@@ -338,12 +347,12 @@ class RedisJournal(
                 "0" if expect_updated_at is None else "1",
                 "" if expect_updated_at is None else repr(float(expect_updated_at)),
             ]
-            reply = await self._script("transition", self._layout.scripted(session_id), args)
+            reply = await self._link.script("transition", self._layout.scripted(session_id), args)
             if reply == 1 or reply == 0:
                 return reply == 1
             return replies.moved(reply, "transition")
 
-        return await self._on_intent(intent_id, attempt)
+        return await self._homes.on_intent(intent_id, attempt)
 
     async def discard(
         self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
@@ -354,7 +363,9 @@ class RedisJournal(
             if session_id is None:
                 return None
             keys = self._layout.scripted(session_id)
-            reply = await self._script("discard", keys, [_VERSION, intent_id, session_id, *held])
+            reply = await self._link.script(
+                "discard", keys, [VERSION, intent_id, session_id, *held]
+            )
             if reply != 1:
                 if replies.is_word(reply, "lost"):
                     raise LeaseLost(
@@ -365,7 +376,7 @@ class RedisJournal(
             self._homes.forget(intent_id)
             return None
 
-        await self._on_intent(intent_id, attempt)
+        await self._homes.on_intent(intent_id, attempt)
 
     async def settle(
         self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
@@ -377,7 +388,7 @@ class RedisJournal(
 
         async def attempt(session_id: str | None) -> replies.Moved | None:
             args: list[str | bytes] = [
-                _VERSION,
+                VERSION,
                 intent_id,
                 "0" if session_id is None else "1",
                 "" if session_id is None else session_id,
@@ -390,7 +401,7 @@ class RedisJournal(
             ]
             holding = deciding if session_id is None else self._layout.session(session_id)
             keys = self._layout.globals + holding + deciding
-            word, parts = replies.status(await self._script("settle", keys, args), "settle")
+            word, parts = replies.status(await self._link.script("settle", keys, args), "settle")
             if word == "moved":
                 return replies.moved(parts, "settle")
             if len(parts) != 1:
@@ -408,13 +419,13 @@ class RedisJournal(
                 )
             raise replies.unexpected("settle", parts)
 
-        await self._on_intent(intent_id, attempt)
+        await self._homes.on_intent(intent_id, attempt)
 
     async def note(self, decision: Decision) -> None:
         require_settling(decision, settling=False)
         keys = self._layout.scripted(decision.session_id)
-        args: list[str | bytes] = [_VERSION, decision.intent_id, decision.encode()]
-        replies.count(await self._script("note", keys, args), "note")
+        args: list[str | bytes] = [VERSION, decision.intent_id, decision.encode()]
+        replies.count(await self._link.script("note", keys, args), "note")
 
     async def note_again(self, previous: Decision, again: Decision) -> bool:
         """Replace the newest decision about ``previous``'s intent with ``again`` (the same
@@ -422,22 +433,17 @@ class RedisJournal(
         require_settling(again, settling=False)
         keys = self._layout.scripted(previous.session_id)
         args: list[str | bytes] = [
-            _VERSION,
+            VERSION,
             previous.intent_id,
             previous.encode(),
             again.encode(),
         ]
-        return replies.count(await self._script("note_again", keys, args), "note_again") == 1
+        return replies.count(await self._link.script("note_again", keys, args), "note_again") == 1
 
     async def close(self) -> None:
         """Release the connections (a client passed in stays open); a later operation opens
         them again."""
-        self._schema_checked = False
-        with self._translated("close"):
-            scripted, self._scripted = self._scripted, None
-            if scripted is not None and scripted[1] is asyncio.get_running_loop():
-                await wire.give_back(scripted[0])
-            await self._connections.release()
+        await self._link.close()
 
     # -- for tests and operators ----------------------------------------------------------
 
@@ -447,10 +453,10 @@ class RedisJournal(
 
         Deletes only keys laid out as this journal's, so a journal whose prefix extends this
         one's (``app`` and ``app:x``) keeps its keys."""
-        with self._translated("drop"):
-            client = await self._connections.get()
+        with self._link.translated("drop"):
+            client = await self._link.client()
             deleted = await unlink_matching(client, self.prefix, self._layout.owns)
-        self._schema_checked = False
+        self._link.schema_checked = False
         self._homes.clear()
         self._walks = Walks()
         return deleted
@@ -463,7 +469,7 @@ def _token(fence: int | None) -> str:
 def _intent_args(intent: PendingWrite, state: IntentState, owner: Owner) -> list[str | bytes]:
     """``record`` and ``open_intent``'s ARGV (``store_intent`` in ``prelude.lua``)."""
     return [
-        _VERSION,
+        VERSION,
         intent.intent_id,
         intent.session_id,
         str(intent.backend),

@@ -5,31 +5,23 @@ of one bucket only)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from ...._core.records import Decision
 from ...aside import RawIntent, SetAside
 from ...journal import require_limit, require_settling
 from .. import replies
 from ..layout import ASIDE_KEYS
-from .io import ClusterIO
+from ..link import VERSION, RedisLink
 from .layout import BucketKeys
 
 __all__ = ["ClusterAside"]
 
 
-class ClusterAside(ClusterIO):
+class ClusterAside:
     """``set_aside`` and ``set_aside_entries`` for ``RedisClusterJournal``, which provides what
     is declared here."""
 
+    _link: RedisLink
     _layout: BucketKeys
-    _version_arg: bytes
-
-    if TYPE_CHECKING:
-
-        async def _script(
-            self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
-        ) -> object: ...
 
     async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
         require_settling(decision, settling=True)
@@ -39,7 +31,7 @@ class ClusterAside(ClusterIO):
             *(bucket.names[name].encode() for name in ASIDE_KEYS),
         ]
         args: list[str | bytes] = [
-            self._version_arg,
+            VERSION,
             raw.intent_id,
             raw.session_id,
             raw.record,
@@ -50,7 +42,7 @@ class ClusterAside(ClusterIO):
             aside.encode(),
             str(raw.stored[3]),
         ]
-        word, _ = replies.status(await self._script("set_aside", keys, args), "set_aside")
+        word, _ = replies.status(await self._link.script("set_aside", keys, args), "set_aside")
         if word not in ("done", "changed"):
             raise replies.unexpected("set_aside", word)
         return word == "done"
@@ -61,7 +53,7 @@ class ClusterAside(ClusterIO):
         require_limit(limit)
         numbered: list[tuple[float, int, int, SetAside]] = []
         for bucket, reply in enumerate(
-            await self._every_bucket("set_aside_entries", "HGETALL", "aside")
+            await self._link.every_bucket("set_aside_entries", "HGETALL", "aside")
         ):
             if isinstance(reply, dict):
                 pairs = list(reply.items())

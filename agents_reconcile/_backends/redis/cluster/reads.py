@@ -18,7 +18,8 @@ from ...._core.records import BackendIdentity, Decision
 from ...journal import JournalEntry, require_limit
 from ...rows import each
 from .. import replies
-from .io import ClusterIO
+from ..link import RedisLink
+from ..reads import RedisReads
 from .layout import BUCKETS, BucketKeys
 
 if TYPE_CHECKING:
@@ -44,28 +45,19 @@ def newest_first(lists: Sequence[list[Decision]], limit: int) -> list[Decision]:
     return merged
 
 
-class ClusterReads(ClusterIO):
+class ClusterReads(RedisReads):
     """``pending``, ``decisions`` and ``newest_decisions`` for ``RedisClusterJournal``, which
     provides what is declared here."""
 
+    _link: RedisLink
     keyring: Keyring
     _layout: BucketKeys
     _scripts: ClassVar[dict[str, LuaScript]]
 
-    if TYPE_CHECKING:
-
-        async def _script(
-            self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
-        ) -> object: ...
-
-        async def _session_entries(
-            self, session_id: str, backend: BackendIdentity | None
-        ) -> list[JournalEntry]: ...
-
     async def _sessions(self, operation: str) -> list[str]:
         """Every session holding an unresolved intent (by every bucket's ``index``), sorted."""
         found: set[str] = set()
-        for reply in await self._every_bucket(operation, "HVALS", "index"):
+        for reply in await self._link.every_bucket(operation, "HVALS", "index"):
             found.update(
                 replies.text(value, "an intent's session")
                 for value in replies.as_list(reply, operation)
@@ -80,11 +72,17 @@ class ClusterReads(ClusterIO):
         sessions = await self._sessions("pending")
         filtered = ["0", ""] if backend is None else ["1", str(backend)]
         calls = [
-            (self._scripts["entries"], self._layout.scripted(session), [session, "all", *filtered])
+            (
+                self._link.scripts["entries"],
+                self._layout.scripted(session),
+                [session, "all", *filtered],
+            )
             for session in sessions
         ]
         found: list[JournalEntry] = []
-        for session, reply in zip(sessions, await self._fan_scripts("pending", calls), strict=True):
+        for session, reply in zip(
+            sessions, await self._link.fan_scripts("pending", calls), strict=True
+        ):
             found.extend(self._entries_of(session, reply))
         # Each session's rows are oldest first already; a stable sort merges them.
         found.sort(key=lambda entry: entry.intent.created_at)
@@ -111,16 +109,16 @@ class ClusterReads(ClusterIO):
             if intent_id is None:
                 keys += bucket.session(session_id)
             args: list[str | bytes] = [*by_intent, str(limit), "0" if intent_id else "1"]
-            reply = await self._script("decisions", keys, args, read_only=True)
+            reply = await self._link.script("decisions", keys, args, read_only=True)
             return replies.decisions(reply, session_id=session_id, intent_id=intent_id, limit=limit)
-        script = self._scripts["decisions"]
+        script = self._link.scripts["decisions"]
         calls = [
             (script, self._layout.bucket(number).globals, [*by_intent, str(limit), "0"])
             for number in range(BUCKETS)
         ]
         lists = [
             replies.decisions(reply, session_id=None, intent_id=intent_id, limit=limit)
-            for reply in await self._fan_scripts("decisions", calls)
+            for reply in await self._link.fan_scripts("decisions", calls)
         ]
         return newest_first(lists, limit)
 
@@ -128,10 +126,10 @@ class ClusterReads(ClusterIO):
         ids = list(dict.fromkeys(intent_ids))
         if not ids:
             return {}
-        script = self._scripts["newest_decisions"]
+        script = self._link.scripts["newest_decisions"]
         calls = [(script, self._layout.bucket(number).globals, ids) for number in range(BUCKETS)]
         newest: dict[str, Decision] = {}
-        for reply in await self._fan_scripts("newest_decisions", calls):
+        for reply in await self._link.fan_scripts("newest_decisions", calls):
             for intent_id, decision in replies.newest_decisions(reply).items():
                 kept = newest.get(intent_id)
                 if kept is None or decision.decided_at > kept.decided_at:
