@@ -17,16 +17,18 @@ from .._core.records import (
     PendingWrite,
     require_settling,
 )
+from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
     from .._core.effect_records import Effect
     from .._core.retention import Pruned, Retention
-    from .aside import RawIntent, SetAside
+    from .components import JournalAside
 
 __all__ = [
     "ACTIVE_STATES",
     "COUNT_LIMIT",
-    "AsideJournal",
+    "JOURNAL_COMPONENTS",
+    "JOURNAL_METHODS",
     "Capabilities",
     "EffectJournal",
     "IntentJournal",
@@ -40,15 +42,17 @@ __all__ = [
     "PruningJournal",
     "SealMarking",
     "capabilities_of",
+    "journal_gaps",
     "keeps_effects",
     "marks_sealing",
+    "meant_as_journal",
     "pages_effects",
     "prunes",
     "reads_newest",
     "reads_pages",
+    "require_journal",
     "require_limit",
     "require_settling",
-    "sets_aside",
 ]
 
 
@@ -196,6 +200,14 @@ class IntentJournal(Protocol):
         newer schema is refused before anything touches it."""
         ...
 
+    # Components: each an object of its own (``components.py``), None when the journal has
+    # none. A plain attribute meets each (``aside = None`` declares there is none).
+
+    @property
+    def aside(self) -> JournalAside | None:
+        """Setting damaged intents aside (``JournalAside``), or None."""
+        ...
+
 
 @runtime_checkable
 class EffectJournal(IntentJournal, Protocol):
@@ -243,29 +255,6 @@ class EffectJournal(IntentJournal, Protocol):
         their owner is gone. Reads only; the work grows with how many are started, not with
         how many effects the journal keeps. Under ``collecting_damage`` a row that fails its
         checks is reported there and left out, like ``pending``."""
-        ...
-
-
-@runtime_checkable
-class AsideJournal(IntentJournal, Protocol):
-    """A journal that can set a damaged intent aside (``_backends/aside.py``): every journal of this
-    package is one. The row's bytes are kept as they were; only its description is read back."""
-
-    async def raw_intent(self, intent_id: str) -> RawIntent | None:
-        """The unresolved intent's row as stored, unchecked (None when unknown or settled)."""
-        ...
-
-    async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
-        """In one atomic step, only while the intent's row still holds exactly ``raw``'s
-        record, state and owner: remove the row, keep its bytes with ``aside``, store
-        ``decision`` (which settles the intent) and count a write of the row's session.
-        False, and nothing changed, when the row is gone or changed."""
-        ...
-
-    async def set_aside_entries(
-        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
-    ) -> list[SetAside]:
-        """Set-aside entries, newest first (descriptions only, never the bytes)."""
         ...
 
 
@@ -408,11 +397,10 @@ class PruningJournal(IntentJournal, Protocol):
 class Capabilities:
     """What a journal offers beyond ``IntentJournal``, declared by the journal as its class
     attribute ``capabilities`` (never guessed from the methods it happens to have). A journal
-    that declares nothing offers the protocol alone: effect tools, set-aside and counted
+    that declares nothing offers the protocol alone: effect tools and counted
     repeats are then refused or left out, with the reason, and appends take the general path.
 
     - ``effects``: an ``EffectJournal``, keeping tools' effect intents and receipts.
-    - ``set_aside``: an ``AsideJournal``, moving a damaged intent aside with its bytes kept.
     - ``counts_again``: ``note_again(previous, again)`` counts a repeated decision in place.
     - ``folds_clearing``: ``open_intent(clearing=...)`` clears the previous acknowledged intent
       as part of the opening (in its commit, or just before it on the same connection), so an
@@ -432,7 +420,6 @@ class Capabilities:
     """
 
     effects: bool = False
-    set_aside: bool = False
     counts_again: bool = False
     folds_clearing: bool = False
     starts_eagerly: bool = False
@@ -483,9 +470,62 @@ def marks_sealing(journal: object) -> TypeGuard[SealMarking]:
     return capabilities_of(journal).marks_sealing
 
 
-def sets_aside(journal: object) -> TypeGuard[AsideJournal]:
-    """Whether ``journal`` declares ``set_aside`` (and so is an ``AsideJournal``)."""
-    return capabilities_of(journal).set_aside
+JOURNAL_METHODS: Final = (
+    "record",
+    "open_intent",
+    "write_count",
+    "count_write",
+    "transition",
+    "discard",
+    "pending",
+    "get",
+    "is_settled",
+    "settle",
+    "note",
+    "decisions",
+    "close",
+    "schema_version",
+    "check",
+    "migrate",
+)
+"""The methods of ``IntentJournal``: every one the wrapper may call."""
+JOURNAL_COMPONENTS: Final = ("aside",)
+"""The components of ``IntentJournal``: attributes, each an object or None."""
+
+
+def journal_gaps(journal: object) -> list[str]:
+    """What ``journal`` lacks of ``IntentJournal`` (nothing: it is one), as a reader would
+    write it: ``name()`` for a method, ``name`` for a component."""
+    return [
+        f"{name}()" for name in JOURNAL_METHODS if not callable(getattr(journal, name, None))
+    ] + [name for name in JOURNAL_COMPONENTS if not hasattr(journal, name)]
+
+
+def meant_as_journal(value: object) -> bool:
+    """Whether ``value`` is meant as a journal (it records and opens intents), whatever else it
+    lacks: one that lacks something is refused by ``require_journal``, saying what."""
+    return all(callable(getattr(value, method, None)) for method in ("record", "open_intent"))
+
+
+def require_journal(journal: object) -> None:
+    """``ConfigurationError`` naming what ``journal`` lacks of ``IntentJournal``, and what to
+    add, when it lacks anything: a journal written for an earlier release is refused before
+    it is used, never met with an ``AttributeError`` in the middle of an append."""
+    gaps = journal_gaps(journal)
+    if not gaps:
+        return
+    methods = [gap for gap in gaps if gap.endswith("()")]
+    components = [gap for gap in gaps if not gap.endswith("()")]
+    add = []
+    if methods:
+        add.append(f"the method{'s' if len(methods) > 1 else ''} {', '.join(methods)}")
+    if components:
+        declared = ", ".join(f"{name} = None" for name in components)
+        add.append(f"{' and '.join(components)} (the component, or {declared} for none)")
+    raise ConfigurationError(
+        f"journal {type(journal).__name__} is not an IntentJournal of this release: it lacks "
+        f"{', '.join(gaps)}; add {'; and '.join(add)} (docs/backends.md: Adding a backend)"
+    )
 
 
 def require_limit(limit: int) -> None:

@@ -15,7 +15,6 @@ from .._backends.journal import (
     JournalEntry,
     Page,
     keeps_effects,
-    sets_aside,
 )
 from .._backends.rows import collecting_damage
 from .._core.effect_records import Effect
@@ -174,9 +173,9 @@ async def trail(
             journal, session_id=session_id, now=time.time(), lease_seconds=lease_seconds
         )
     aside = (
-        await journal.set_aside_entries(session_id=session_id, limit=limit)
-        if sets_aside(journal)
-        else []
+        []
+        if journal.aside is None
+        else await journal.aside.entries(session_id=session_id, limit=limit)
     )
     return {
         "session": session_id,

@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar, cast
 import orjson
 
 from .. import errors
-from .._backends.journal import Capabilities, IntentJournal, IntentState, capabilities_of
+from .._backends.journal import (
+    Capabilities,
+    IntentJournal,
+    IntentState,
+    capabilities_of,
+    require_journal,
+)
 from .._backends.opening import journal_path, open_journal
 from .._backends.sealing_marks import mark_sealed
 from .._backends.sqlite.journal import SQLiteJournal
@@ -101,7 +107,11 @@ class JournalClient:
     def journal(self) -> IntentJournal:
         """The intent journal, opened on first use."""
         if self._journal is None:
-            self._journal = self._with_keys(open_journal(self.config.journal))
+            opened = open_journal(self.config.journal)
+            # A custom journal written for an earlier release is refused here, naming what to
+            # add, rather than failing on a missing method in the middle of an append.
+            require_journal(opened)
+            self._journal = self._with_keys(opened)
             if self.config.active:
                 from .pruning import pruner_for
 

@@ -27,8 +27,9 @@ __all__ = [
 _T = TypeVar("_T")
 
 KINDS: Final = ("journal", "effects", "aside", "store", "session")
-"""The kinds of contract: an ``IntentJournal``'s, an ``EffectJournal``'s, an ``AsideJournal``'s,
-a revisioned store's, and a plain SDK ``Session``'s."""
+"""The kinds of contract: an ``IntentJournal``'s, an ``EffectJournal``'s, an aside
+component's (``JournalAside``, ``journal.aside``), a revisioned store's, and a plain SDK
+``Session``'s."""
 
 
 class ContractViolation(AssertionError):

@@ -890,7 +890,7 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
 
     owner = current_owner()
     await journal.record(make_intent("held"), state=IntentState.FAILED, owner=owner)
-    raw = await journal.raw_intent("held")
+    raw = await journal.aside.raw("held")
     assert raw is not None
     aside = SetAside.of(raw, problem="p", actor="a", reason="r", at=time.time())
     effect = make_effect("call")
@@ -923,7 +923,7 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
         "pending": lambda: journal.pending(None),
         "pending_page": lambda: journal.pending_page(limit=5),
         "prune": lambda: journal.prune(Retention(0, 0, 0)),
-        "raw_intent": lambda: journal.raw_intent("held"),
+        "raw_intent": lambda: journal.aside.raw("held"),
         "record": lambda: journal.record(
             make_intent("recorded"), state=IntentState.FAILED, owner=owner
         ),
@@ -931,8 +931,8 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
         "schema_tables": journal.schema_tables,
         "schema_version": journal.schema_version,
         "server": lambda: journal.server(fresh=True),
-        "set_aside": lambda: journal.set_aside(raw, aside, decision),
-        "set_aside_entries": journal.set_aside_entries,
+        "set_aside": lambda: journal.aside.set_aside(raw, aside, decision),
+        "set_aside_entries": journal.aside.entries,
         "mark_sealing": lambda: journal.mark_sealing(["aaaa000000000001"]),
         "sealing_keys": journal.sealing_keys,
         "settle": lambda: journal.settle(decision),

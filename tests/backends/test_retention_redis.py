@@ -273,9 +273,9 @@ async def test_every_script_that_counts_a_write_stamps_it(
 
     async def set_aside() -> None:
         await journal.record(make_intent("i-4"), state=IntentState.FAILED, owner=owner)
-        found = await journal.raw_intent("i-4")
+        found = await journal.aside.raw("i-4")
         assert found is not None
-        await journal.set_aside(found, *aside_of(found, time.time()))
+        await journal.aside.set_aside(found, *aside_of(found, time.time()))
 
     await stamped(set_aside)
 
@@ -352,9 +352,9 @@ async def test_pruning_removes_receipts_counts_and_set_aside_entries_everywhere(
         await journal.begin_effect(effect)
     await journal.finish_effect(done.with_receipt("ok", at=done.started_at + 1.0))
     await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=owner)
-    found = await journal.raw_intent("i-1")
+    found = await journal.aside.raw("i-1")
     assert found is not None
-    assert await journal.set_aside(found, *aside_of(found, time.time() - 3 * DAY))
+    assert await journal.aside.set_aside(found, *aside_of(found, time.time() - 3 * DAY))
 
     everything = Retention(0, 0, 0)
     pruned = await journal.prune(everything)
@@ -384,10 +384,10 @@ async def test_pruning_removes_receipts_counts_and_set_aside_entries_everywhere(
 
     # The next entry set aside takes a position of its own.
     await journal.record(make_intent("i-2"), state=IntentState.FAILED, owner=owner)
-    again = await journal.raw_intent("i-2")
+    again = await journal.aside.raw("i-2")
     assert again is not None
-    assert await journal.set_aside(again, *aside_of(again, time.time()))
-    assert [e.intent_id for e in await journal.set_aside_entries()] == ["i-2"]
+    assert await journal.aside.set_aside(again, *aside_of(again, time.time()))
+    assert [e.intent_id for e in await journal.aside.entries()] == ["i-2"]
     assert await raw.lrange(f"{prefix}:aside_order", 0, -1) == [b"", b"i-2"]
     assert await journal.drop() > 0
     assert await prefix_keys(raw, prefix) == set()

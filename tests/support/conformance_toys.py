@@ -11,6 +11,7 @@ from functools import partial
 from typing import Any
 
 from agents_reconcile._backends.journal import IntentState, JournalEntry, Opened, Page
+from agents_reconcile._backends.memory.aside import MemoryAside
 from agents_reconcile._backends.memory.journal import MemoryJournal
 from agents_reconcile._backends.memory.store import MemoryRevisionedSession
 from agents_reconcile._backends.store_items import decode_item, encode_item
@@ -539,28 +540,41 @@ class ListsDoneEffectsAsStarted(MemoryJournal):
         return [e for e in self._rows.effects.values() if session_id in (None, e.session_id)]
 
 
-class SetsAsideChangedRows(MemoryJournal):
-    """``set_aside()`` moves the row whatever changed since it was read."""
-
+class _MovesChangedRows(MemoryAside):
     async def set_aside(self, raw: Any, aside: Any, decision: Decision) -> bool:
-        now = await self.raw_intent(raw.intent_id)
+        now = await self.raw(raw.intent_id)
         if now is None:
             return False
         return await super().set_aside(now, aside, decision)
 
 
-class AsideEntriesIgnoreLimit(MemoryJournal):
-    """``set_aside_entries()`` ignores ``limit``."""
+class SetsAsideChangedRows(MemoryJournal):
+    """``aside.set_aside()`` moves the row whatever changed since it was read."""
 
-    async def set_aside_entries(self, *, limit: int = 100, **filters: Any) -> list[Any]:
-        return await super().set_aside_entries(**filters)
+    def __init__(self) -> None:
+        super().__init__()
+        self.aside = _MovesChangedRows(self._rows)
+
+
+class _ListsPastTheLimit(MemoryAside):
+    async def entries(self, *, limit: int = 100, **filters: Any) -> list[Any]:
+        return await super().entries(**filters)
+
+
+class AsideEntriesIgnoreLimit(MemoryJournal):
+    """``aside.entries()`` ignores ``limit``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.aside = _ListsPastTheLimit(self._rows)
 
 
 class IntentsOnly:
-    """An ``IntentJournal`` and nothing more (no effects, no setting aside): the in-memory
+    """An ``IntentJournal`` and nothing more (no effects, no components): the in-memory
     journal's intent methods, delegated."""
 
     METHODS = JOURNAL_METHODS
+    aside = None
 
     def __init__(self) -> None:
         inner = MemoryJournal()

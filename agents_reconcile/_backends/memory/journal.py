@@ -12,9 +12,9 @@ from ..._core.ownership import Owner
 from ..._core.records import BackendIdentity, Decision, PendingWrite
 from ..._core.sealing import Keyring
 from ...errors import IntentConflict, LeaseLost
-from ..aside import RawIntent, SetAside
 from ..journal import Capabilities, IntentState, JournalEntry, Opened, require_limit
 from ..schema import Unversioned
+from .aside import MemoryAside
 from .pages import MemoryPages
 from .retention import MemoryRetention
 from .rows import MemoryRows
@@ -33,7 +33,6 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         effects=True,
-        set_aside=True,
         counts_again=True,
         folds_clearing=True,
         starts_eagerly=True,
@@ -52,6 +51,8 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         # Records are kept as objects here, never encoded: the keys are held for the contract.
         self.keyring = Keyring()
         self._rows = MemoryRows()
+        self.aside = MemoryAside(self._rows)
+        """Damaged intents set aside (``JournalAside``)."""
         self.closed = False
 
     def _open_entry(self, intent_id: str, operation: str) -> JournalEntry:
@@ -329,39 +330,6 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
             if decision.intent_id in wanted and decision.intent_id not in newest:
                 newest[decision.intent_id] = decision
         return newest
-
-    async def raw_intent(self, intent_id: str) -> RawIntent | None:
-        # Records are objects here and never damaged: the row as a stored journal would hold it.
-        entry = self._rows.entries.get(intent_id)
-        if entry is None:
-            return None
-        intent = entry.intent
-        row = (intent_id, intent.session_id, str(intent.backend), entry.state.value)
-        return RawIntent.of_row((*row, str(entry.owner), entry.updated_at, intent.encode()))
-
-    async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
-        now = await self.raw_intent(raw.intent_id)
-        if now is None or now.stored != raw.stored:
-            return False
-        del self._rows.entries[raw.intent_id]
-        self._rows.opened_at.pop(raw.intent_id, None)
-        self._rows.settled.add(raw.intent_id)
-        await self.count_write(decision.session_id, decision.backend)
-        self._rows.decisions.append(decision)
-        self._rows.aside.append((aside, raw.record))
-        return True
-
-    async def set_aside_entries(
-        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
-    ) -> list[SetAside]:
-        require_limit(limit)
-        chosen = [
-            aside
-            for aside, _ in reversed(self._rows.aside)
-            if (session_id is None or aside.session_id == session_id)
-            and (intent_id is None or aside.intent_id == intent_id)
-        ]
-        return chosen[:limit]
 
     async def close(self) -> None:
         self.closed = True

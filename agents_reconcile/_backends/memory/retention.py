@@ -38,10 +38,7 @@ class MemoryRetention:
         return self._rows.write_counts.get((session_id, backend), self._rows.floor)
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
-        key = (session_id, backend)
-        self._rows.write_counts[key] = self._rows.write_counts.get(key, self._rows.floor) + 1
-        self._rows.counted_at[key] = time.time()
-        return self._rows.write_counts[key]
+        return self._rows.count(session_id, backend)
 
     async def prune(
         self, retention: Retention, *, limit: int | None = None, dry_run: bool = False

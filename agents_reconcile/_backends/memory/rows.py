@@ -4,6 +4,7 @@ parts read and change, as a stored journal's parts share one file or server."""
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass, field
 
 from ..._core.effect_records import Effect
@@ -43,3 +44,11 @@ class MemoryRows:
     answers with it. Intents stored by ``record`` have none, and read as 0 like elsewhere."""
     aside: list[tuple[SetAside, bytes]] = field(default_factory=list)
     """The entries set aside, oldest first, each with the bytes of its intent."""
+
+    def count(self, session_id: str, backend: BackendIdentity) -> int:
+        """Count one more write of the session (above the floor when it has no count), stamped
+        now; the new count."""
+        key = (session_id, backend)
+        self.write_counts[key] = self.write_counts.get(key, self.floor) + 1
+        self.counted_at[key] = time.time()
+        return self.write_counts[key]

@@ -1,5 +1,5 @@
-"""The PostgreSQL journal's damaged intents set aside (``_backends/aside.py``) over the
-``set_aside`` table, mixed into ``PostgresJournal``. ``set_aside`` is one transaction under the
+"""The PostgreSQL journal's aside component (``JournalAside``): damaged intents set aside
+(``_backends/aside.py``) in the ``set_aside`` table. ``set_aside`` is one transaction under the
 session's lock: the row goes only while it holds the bytes, state and owner read, then the
 write is counted, the decision stored and the bytes kept."""
 
@@ -20,11 +20,12 @@ __all__ = ["PostgresAside"]
 
 
 class PostgresAside:
-    """``AsideJournal`` for ``PostgresJournal``, over its database ``_db``."""
+    """``JournalAside`` in a journal's database."""
 
-    _db: JournalDatabase
+    def __init__(self, db: JournalDatabase) -> None:
+        self._db = db
 
-    async def raw_intent(self, intent_id: str) -> RawIntent | None:
+    async def raw(self, intent_id: str) -> RawIntent | None:
         async def work(conn: Connection) -> Any:
             return await conn.fetchrow(self._db.sql.raw_intent, intent_id)
 
@@ -55,7 +56,7 @@ class PostgresAside:
 
         return await self._db.run(work)
 
-    async def set_aside_entries(
+    async def entries(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[SetAside]:
         require_limit(limit)

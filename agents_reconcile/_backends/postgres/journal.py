@@ -104,7 +104,6 @@ class PostgresJournal(
     PostgresReads,
     PostgresDecisions,
     PostgresEffects,
-    PostgresAside,
     PostgresRetention,
 ):
     """``IntentJournal`` (and ``EffectJournal``, from ``PostgresEffects``) in a PostgreSQL
@@ -121,7 +120,6 @@ class PostgresJournal(
     # It clears with a statement of its own just before the opening, on the same connection.
     capabilities: ClassVar[Capabilities] = Capabilities(
         effects=True,
-        set_aside=True,
         counts_again=True,
         folds_clearing=True,
         starts_eagerly=False,
@@ -152,6 +150,8 @@ class PostgresJournal(
         self.keyring = Keyring()
         """The keys that open sealed batches: those of every wrapper using this journal."""
         self.schema = schema
+        self.aside = PostgresAside(self._db)
+        """Damaged intents set aside (``JournalAside``)."""
         self._prune_cursors: dict[str, tuple[Any, ...]] = {}
 
     @classmethod

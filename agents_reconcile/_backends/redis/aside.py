@@ -1,10 +1,12 @@
-"""The Redis journal's damaged intents set aside (``_backends/aside.py``): ``set_aside`` is one Lua
-script (``scripts/set_aside.lua``) that removes the intent only while its row still
-holds the bytes, state and owner read, settles it and keeps the bytes. Three global keys hold
-what was set aside: a list of intent ids in order, and two hashes from a position in it to a
-description and to the bytes (an entry pruned leaves an empty id at its position, so the
+"""The Redis journal's aside component (``JournalAside``): damaged intents set aside
+(``_backends/aside.py``). ``set_aside`` is one Lua script (``scripts/set_aside.lua``), run in
+the bucket of the intent's session, that removes the intent only while its row still holds the
+bytes, state and owner read, settles it and keeps the bytes. Three keys of each bucket hold
+what was set aside there: a list of intent ids in order, and two hashes from a position in it
+to a description and to the bytes (an entry pruned leaves an empty id at its position, so the
 positions of the others stay theirs: ``retention.py``). Entries are rare, so listing reads
-them all.
+them all, every bucket's at once: on one server in the order they were set aside, on a
+cluster newest first by when they were set aside (positions number one bucket's entries only).
 
 Every command and script goes through the journal's link (``link.RedisLink``); an intent is
 found where ``homes`` says its session is.
@@ -19,7 +21,7 @@ from ..aside import RawIntent, SetAside
 from ..journal import require_limit, require_settling
 from . import replies
 from .homes import IndexedHomes, Retry
-from .layout import ASIDE_KEYS, JournalKeys
+from .layout import ASIDE_KEYS, KeyLayout
 from .link import VERSION, RedisLink
 
 if TYPE_CHECKING:
@@ -32,14 +34,15 @@ ASIDE_SCRIPTS: Final = ("set_aside",)
 
 
 class RedisAside:
-    """Setting damaged intents aside, for ``RedisJournal``, which provides what is declared
-    here."""
+    """``JournalAside`` through a journal's link, over its layout (one bucket or many); an
+    intent is found where ``homes`` says its session is."""
 
-    _link: RedisLink
-    _homes: IndexedHomes
-    _layout: JournalKeys
+    def __init__(self, link: RedisLink, layout: KeyLayout, homes: IndexedHomes) -> None:
+        self._link = link
+        self._layout = layout
+        self._homes = homes
 
-    async def raw_intent(self, intent_id: str) -> RawIntent | None:
+    async def raw(self, intent_id: str) -> RawIntent | None:
         async def attempt(session_id: str | None) -> RawIntent | Retry | None:
             if session_id is None:
                 return None
@@ -61,9 +64,10 @@ class RedisAside:
 
     async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
         require_settling(decision, settling=True)
+        bucket = self._layout.of(raw.session_id)
         keys = [
-            *self._layout.scripted(raw.session_id),
-            *(self._layout.names[name].encode() for name in ASIDE_KEYS),
+            *bucket.scripted(raw.session_id),
+            *(bucket.names[name].encode() for name in ASIDE_KEYS),
         ]
         args: list[str | bytes] = [
             VERSION,
@@ -82,26 +86,28 @@ class RedisAside:
             raise replies.unexpected("set_aside", word)
         return word == "done"
 
-    async def set_aside_entries(
+    async def entries(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[SetAside]:
         require_limit(limit)
-        reply = await self._link.command(
-            "set_aside_entries", "HGETALL", self._layout.names["aside"]
-        )
-        if isinstance(reply, dict):
-            pairs = list(reply.items())
-        else:
-            flat = replies.as_list(reply, "set_aside_entries")
-            pairs = list(zip(flat[::2], flat[1::2], strict=False))
-        numbered = sorted(
-            ((int(replies.text(number, "a position")), meta) for number, meta in pairs),
-            reverse=True,
-        )
-        found = [SetAside.decode(meta) for _, meta in numbered]
+        found = await self._link.every_bucket("set_aside_entries", "HGETALL", "aside")
+        numbered: list[tuple[float, int, int, SetAside]] = []
+        for bucket, reply in enumerate(found):
+            if isinstance(reply, dict):
+                pairs = list(reply.items())
+            else:
+                flat = replies.as_list(reply, "set_aside_entries")
+                pairs = list(zip(flat[::2], flat[1::2], strict=False))
+            for number, meta in pairs:
+                entry = SetAside.decode(meta)
+                position = int(replies.text(number, "a position"))
+                # One bucket: its positions are the order they were set aside in.
+                at = entry.set_aside_at if len(found) > 1 else 0.0
+                numbered.append((at, position, bucket, entry))
+        numbered.sort(key=lambda each: each[:3], reverse=True)
         return [
             entry
-            for entry in found
+            for _, _, _, entry in numbered
             if (session_id is None or entry.session_id == session_id)
             and (intent_id is None or entry.intent_id == intent_id)
         ][:limit]

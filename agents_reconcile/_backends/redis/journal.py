@@ -148,7 +148,6 @@ _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
 class RedisJournal(
     RedisReads,
     RedisEffects,
-    RedisAside,
     RedisRetention,
     RedisSurvey,
 ):
@@ -163,7 +162,6 @@ class RedisJournal(
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         effects=True,
-        set_aside=True,
         counts_again=True,
         folds_clearing=True,
         starts_eagerly=False,
@@ -214,6 +212,8 @@ class RedisJournal(
             if self._layout.claims("") is None
             else ClaimedHomes(self._link, self._layout, self._scripts["claim"])
         )
+        self.aside = RedisAside(self._link, self._layout, self._homes)
+        """Damaged intents set aside (``JournalAside``)."""
         self._walks = Walks()
 
     @classmethod

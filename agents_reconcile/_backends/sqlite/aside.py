@@ -1,4 +1,4 @@
-"""The SQLite journal's damaged intents set aside (``AsideJournal``): an intent's row moved,
+"""The SQLite journal's aside component (``JournalAside``): a damaged intent's row moved,
 its bytes as they were, to the ``set_aside`` table, with the decision that settles it and its
 session's write counted, in one transaction on the journal's file (``files.JournalFile``).
 """
@@ -17,12 +17,12 @@ __all__ = ["SQLiteAside"]
 
 
 class SQLiteAside:
-    """``raw_intent``, ``set_aside`` and ``set_aside_entries`` for ``SQLiteJournal``, over
-    its file ``_file``."""
+    """``JournalAside`` on a journal's file."""
 
-    _file: JournalFile
+    def __init__(self, file: JournalFile) -> None:
+        self._file = file
 
-    async def raw_intent(self, intent_id: str) -> RawIntent | None:
+    async def raw(self, intent_id: str) -> RawIntent | None:
         sql = (
             "SELECT intent_id, session_id, backend, state, owner, updated_at, record"
             " FROM intents WHERE intent_id = ?"
@@ -56,7 +56,7 @@ class SQLiteAside:
 
         return await self._file.run(write)
 
-    async def set_aside_entries(
+    async def entries(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[SetAside]:
         require_limit(limit)

@@ -53,7 +53,7 @@ _MARK_SEALING: Final = "INSERT OR IGNORE INTO sealing_keys (key_id, marked_at) V
 _SHARED: dict[Path, SQLiteJournal] = {}
 
 
-class SQLiteJournal(SQLiteRetention, SQLiteAside, SQLiteEffects, SQLiteReads):
+class SQLiteJournal(SQLiteRetention, SQLiteEffects, SQLiteReads):
     """``IntentJournal`` (and ``EffectJournal``, from ``SQLiteEffects``; ``PruningJournal``,
     from ``SQLiteRetention``) in one SQLite file (created with its schema on first use).
 
@@ -66,7 +66,6 @@ class SQLiteJournal(SQLiteRetention, SQLiteAside, SQLiteEffects, SQLiteReads):
     # file's lock), so it starts eagerly; it clears in the opening's own commit.
     capabilities: ClassVar[Capabilities] = Capabilities(
         effects=True,
-        set_aside=True,
         counts_again=True,
         folds_clearing=True,
         starts_eagerly=True,
@@ -91,6 +90,8 @@ class SQLiteJournal(SQLiteRetention, SQLiteAside, SQLiteEffects, SQLiteReads):
         self.read_only = read_only
         self.keyring = Keyring()
         """The keys that open sealed batches: those of every wrapper using this journal."""
+        self.aside = SQLiteAside(self._file)
+        """Damaged intents set aside (``JournalAside``)."""
         self._prune_cursors = {}
 
     @classmethod

@@ -11,8 +11,8 @@ one bucket is done in steps, none of them a script across slots:
   the intent is removed (and marked settled) where its session is (``scripts/release.lua``,
   under the same claim check), then the decision stored and counted where its session is;
 - the journal-wide reads ask every bucket at once, one pipeline per node (``reads.py``,
-  ``pages.py``, ``effects.py``, ``aside.py``), and so do pruning (``retention.py``) and the
-  schema's version (``link.py``).
+  ``pages.py``, ``effects.py``; the aside component, ``redis/aside.py``), and so do pruning
+  (``retention.py``) and the schema's version (``link.py``).
 
 The one-step append of a journal and a store on one server (``fused.py``) is not used: a
 cluster client names no single server (``backend.server_of``).
@@ -41,7 +41,6 @@ from ..link import SCHEMA, SCHEMA_VERSION, VERSION
 from ..nodes import RedisCluster, cluster_client
 from ..replicas import ReplicaWait
 from ..replicas import split as split_wait
-from .aside import ClusterAside
 from .claims import ClusterClaims
 from .effects import ClusterEffects
 from .layout import BucketKeys
@@ -69,7 +68,6 @@ class RedisClusterJournal(
     ClusterReads,
     ClusterPages,
     ClusterEffects,
-    ClusterAside,
     ClusterRetention,
     RedisJournal,
 ):
