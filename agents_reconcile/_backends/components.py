@@ -7,12 +7,13 @@ and the journal's own keyring, so a component is one concept beside the core
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol, runtime_checkable
 
 from .._core.records import Decision
 from .aside import RawIntent, SetAside
 
-__all__ = ["JournalAside"]
+__all__ = ["JournalAside", "JournalSealing"]
 
 
 @runtime_checkable
@@ -35,4 +36,23 @@ class JournalAside(Protocol):
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[SetAside]:
         """Set-aside entries, newest first (descriptions only, never the bytes)."""
+        ...
+
+
+@runtime_checkable
+class JournalSealing(Protocol):
+    """The journal's mark that it is sealed: the ids of the payload keys its deployment seals
+    under (never key material), written before the first record sealed under a key is, and
+    never removed (pruning leaves it), so that a journal once sealed is known to be sealed
+    when no sealed record is left in it (every intent settled, every receipt pruned). An
+    operator's write that would put a payload in it unsealed, or sealed under a key the mark
+    does not name, is refused (``_backends/sealing_marks.py``). A journal never sealed holds
+    no mark; dropping a journal drops its mark with it."""
+
+    async def keys(self) -> frozenset[str]:
+        """The key ids the journal is marked with (empty: never sealed). Only reads."""
+        ...
+
+    async def mark(self, key_ids: Sequence[str]) -> None:
+        """Add ``key_ids`` to the mark (ids already there are left as they are)."""
         ...

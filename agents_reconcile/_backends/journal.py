@@ -22,7 +22,7 @@ from ..errors import ConfigurationError
 if TYPE_CHECKING:
     from .._core.effect_records import Effect
     from .._core.retention import Pruned, Retention
-    from .components import JournalAside
+    from .components import JournalAside, JournalSealing
 
 __all__ = [
     "ACTIVE_STATES",
@@ -40,11 +40,9 @@ __all__ = [
     "PagedEffects",
     "PagedReading",
     "PruningJournal",
-    "SealMarking",
     "capabilities_of",
     "journal_gaps",
     "keeps_effects",
-    "marks_sealing",
     "meant_as_journal",
     "pages_effects",
     "prunes",
@@ -208,6 +206,11 @@ class IntentJournal(Protocol):
         """Setting damaged intents aside (``JournalAside``), or None."""
         ...
 
+    @property
+    def sealing(self) -> JournalSealing | None:
+        """The mark of a sealed journal (``JournalSealing``), or None."""
+        ...
+
 
 @runtime_checkable
 class EffectJournal(IntentJournal, Protocol):
@@ -255,24 +258,6 @@ class EffectJournal(IntentJournal, Protocol):
         their owner is gone. Reads only; the work grows with how many are started, not with
         how many effects the journal keeps. Under ``collecting_damage`` a row that fails its
         checks is reported there and left out, like ``pending``."""
-        ...
-
-
-@runtime_checkable
-class SealMarking(IntentJournal, Protocol):
-    """A journal that keeps a journal-level mark of the payload keys its deployment seals
-    under (their ids only, never key material): written before the first record sealed under
-    a key is, and never removed, so that a journal once sealed is known to be sealed when no
-    sealed record is left in it (every intent settled, every receipt pruned). An operator's
-    write that would put a payload in it unsealed, or sealed under a key the mark does not
-    name, is refused (``_backends/sealing_marks.py``). A journal never sealed holds no mark."""
-
-    async def sealing_keys(self) -> frozenset[str]:
-        """The key ids the journal is marked with (empty: never sealed). Only reads."""
-        ...
-
-    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
-        """Add ``key_ids`` to the mark (ids already there are left as they are)."""
         ...
 
 
@@ -415,8 +400,6 @@ class Capabilities:
       one, listing its started effects so too): ``status`` then reads one page, not the
       whole journal.
     - ``prunes``: a ``PruningJournal``, removing what its retention lets go.
-    - ``marks_sealing``: a ``SealMarking`` journal, keeping the ids of the keys its
-      deployment seals under.
     """
 
     effects: bool = False
@@ -426,7 +409,6 @@ class Capabilities:
     newest_decisions: bool = False
     pages: bool = False
     prunes: bool = False
-    marks_sealing: bool = False
 
 
 NOTHING_MORE: Final = Capabilities()
@@ -465,11 +447,6 @@ def prunes(journal: object) -> TypeGuard[PruningJournal]:
     return capabilities_of(journal).prunes
 
 
-def marks_sealing(journal: object) -> TypeGuard[SealMarking]:
-    """Whether ``journal`` declares ``marks_sealing`` (and so is a ``SealMarking``)."""
-    return capabilities_of(journal).marks_sealing
-
-
 JOURNAL_METHODS: Final = (
     "record",
     "open_intent",
@@ -489,7 +466,7 @@ JOURNAL_METHODS: Final = (
     "migrate",
 )
 """The methods of ``IntentJournal``: every one the wrapper may call."""
-JOURNAL_COMPONENTS: Final = ("aside",)
+JOURNAL_COMPONENTS: Final = ("aside", "sealing")
 """The components of ``IntentJournal``: attributes, each an object or None."""
 
 

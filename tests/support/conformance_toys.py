@@ -13,6 +13,7 @@ from typing import Any
 from agents_reconcile._backends.journal import IntentState, JournalEntry, Opened, Page
 from agents_reconcile._backends.memory.aside import MemoryAside
 from agents_reconcile._backends.memory.journal import MemoryJournal
+from agents_reconcile._backends.memory.sealing import MemorySealing
 from agents_reconcile._backends.memory.store import MemoryRevisionedSession
 from agents_reconcile._backends.store_items import decode_item, encode_item
 from agents_reconcile._core.records import Action, BackendIdentity, Decision, PendingWrite
@@ -569,12 +570,34 @@ class AsideEntriesIgnoreLimit(MemoryJournal):
         self.aside = _ListsPastTheLimit(self._rows)
 
 
+class _MarkReplaced(MemorySealing):
+    async def mark(self, key_ids: Sequence[str]) -> None:
+        self._rows.sealing = set(key_ids)
+
+
+class ForgetsEarlierMarks(MemoryJournal):
+    """``sealing.mark()`` replaces the mark with the ids given instead of adding them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sealing = _MarkReplaced(self._rows)
+
+
+class PruneDropsTheMark(MemoryJournal):
+    """``prune()`` removes the sealing mark with everything else it lets go."""
+
+    async def prune(self, retention: Retention, **options: Any) -> Pruned:
+        self._rows.sealing.clear()
+        return await super().prune(retention, **options)
+
+
 class IntentsOnly:
     """An ``IntentJournal`` and nothing more (no effects, no components): the in-memory
     journal's intent methods, delegated."""
 
     METHODS = JOURNAL_METHODS
     aside = None
+    sealing = None
 
     def __init__(self) -> None:
         inner = MemoryJournal()
@@ -1049,6 +1072,16 @@ BROKEN = [
         "a journal whose set-aside entries ignore limit",
         AsideEntriesIgnoreLimit,
         "set_aside_entries_are_newest_first_and_limited",
+    ),
+    _journal(
+        "a journal whose sealing mark forgets earlier ids",
+        ForgetsEarlierMarks,
+        "sealing_marks_only_add_up_and_read_back",
+    ),
+    _journal(
+        "a journal whose prune drops the sealing mark",
+        PruneDropsTheMark,
+        "pruning_keeps_the_sealing_mark",
     ),
     # revisioned stores
     _store("a store without find_write", WithoutFindWrite, "is_a_session_and_revisioned"),

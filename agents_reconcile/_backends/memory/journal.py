@@ -18,6 +18,7 @@ from .aside import MemoryAside
 from .pages import MemoryPages
 from .retention import MemoryRetention
 from .rows import MemoryRows
+from .sealing import MemorySealing
 
 __all__ = ["InvariantViolation", "MemoryJournal"]
 
@@ -39,7 +40,6 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         newest_decisions=True,
         pages=True,
         prunes=True,
-        marks_sealing=True,
     )
 
     @classmethod
@@ -53,6 +53,8 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         self._rows = MemoryRows()
         self.aside = MemoryAside(self._rows)
         """Damaged intents set aside (``JournalAside``)."""
+        self.sealing = MemorySealing(self._rows)
+        """The mark of a sealed journal (``JournalSealing``)."""
         self.closed = False
 
     def _open_entry(self, intent_id: str, operation: str) -> JournalEntry:
@@ -62,12 +64,6 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         if entry is None:
             raise InvariantViolation(f"{operation} on unknown intent {intent_id}")
         return entry
-
-    async def sealing_keys(self) -> frozenset[str]:
-        return frozenset(self._rows.sealing)
-
-    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
-        self._rows.sealing.update(key_ids)
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
         if intent.intent_id in self._rows.settled:

@@ -87,12 +87,13 @@ from ...errors import LeaseLost
 from ..journal import Capabilities, IntentState, Opened, require_settling
 from .answers import _already_settled, _Asked, _compare, _count, _other_content
 from .aside import PostgresAside
-from .backend import Connection, ServerIdentity, quote
+from .backend import Connection, ServerIdentity
 from .database import DEFAULT_SCHEMA, MIGRATIONS, SCHEMA, SCHEMA_VERSION, JournalDatabase
 from .decisions import PostgresDecisions
 from .effects import PostgresEffects
 from .reads import PostgresReads
 from .retention import PostgresRetention, row_known
+from .sealing import PostgresSealing
 from .statements import decision_args, intent_args
 
 __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "PostgresJournal"]
@@ -126,7 +127,6 @@ class PostgresJournal(
         newest_decisions=True,
         pages=True,
         prunes=True,
-        marks_sealing=True,
     )
 
     def __init__(
@@ -152,6 +152,8 @@ class PostgresJournal(
         self.schema = schema
         self.aside = PostgresAside(self._db)
         """Damaged intents set aside (``JournalAside``)."""
+        self.sealing = PostgresSealing(self._db)
+        """The mark of a sealed journal (``JournalSealing``)."""
         self._prune_cursors: dict[str, tuple[Any, ...]] = {}
 
     @classmethod
@@ -234,27 +236,6 @@ class PostgresJournal(
     async def drop(self) -> None:
         """Drop this journal's schema and everything in it (for tests and operators)."""
         await self._db.drop()
-
-    # -- the mark of a sealed journal (``SealMarking``) --------------------------------
-
-    async def sealing_keys(self) -> frozenset[str]:
-        statement = f"SELECT key_id FROM {quote(self.schema)}.sealing_keys"
-
-        async def work(conn: Connection) -> list[Any]:
-            return list(await conn.fetch(statement))
-
-        return frozenset(row[0] for row in await self._db.run(work))
-
-    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
-        statement = (
-            f"INSERT INTO {quote(self.schema)}.sealing_keys (key_id)"
-            " SELECT unnest($1::text[]) ON CONFLICT (key_id) DO NOTHING"
-        )
-
-        async def work(conn: Connection) -> None:
-            await conn.execute(statement, list(key_ids))
-
-        await self._db.run(work)
 
     # -- IntentJournal -----------------------------------------------------------------
 

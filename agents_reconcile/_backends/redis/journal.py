@@ -79,7 +79,6 @@ beside the sessions' own, and runs the same scripts.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
 from ..._core.ownership import Owner
@@ -100,12 +99,13 @@ from .aside import ASIDE_SCRIPTS, RedisAside
 from .backend import client_location, client_secrets, shared_client, unlink_matching
 from .effects import EFFECT_SCRIPTS, RedisEffects
 from .homes import ClaimedHomes, IndexedHomes
-from .layout import SEALING, JournalKeys
+from .layout import JournalKeys
 from .link import SCHEMA, SCHEMA_VERSION, VERSION, RedisLink
 from .reads import RedisReads
 from .replicas import ReplicaWait
 from .replicas import split as split_wait
 from .retention import RETENTION_SCRIPTS, RedisRetention, Walks
+from .sealing import RedisSealing
 from .survey import RedisSurvey
 
 try:
@@ -168,7 +168,6 @@ class RedisJournal(
         newest_decisions=True,
         pages=True,
         prunes=True,
-        marks_sealing=True,
     )
     _Layout: ClassVar[type[JournalKeys]] = JournalKeys
     """Its key layout (one per prefix)."""
@@ -214,6 +213,8 @@ class RedisJournal(
         )
         self.aside = RedisAside(self._link, self._layout, self._homes)
         """Damaged intents set aside (``JournalAside``)."""
+        self.sealing = RedisSealing(self._link, prefix)
+        """The mark of a sealed journal (``JournalSealing``)."""
         self._walks = Walks()
 
     @classmethod
@@ -244,21 +245,6 @@ class RedisJournal(
 
     def __repr__(self) -> str:
         return f"RedisJournal({self._address.shown!r}, prefix={self.prefix!r})"
-
-    # -- the mark of a sealed journal (``SealMarking``) ----------------------------------
-    # A set under ``<prefix>:sealing``: a key that appears with its first member needs no
-    # layout step (a journal without it was never sealed), and goes with the journal's keys.
-
-    async def sealing_keys(self) -> frozenset[str]:
-        found = await self._link.command("sealing_keys", "SMEMBERS", f"{self.prefix}:{SEALING}")
-        members = found if isinstance(found, list | set | tuple) else ()
-        return frozenset(
-            member.decode() if isinstance(member, bytes) else str(member) for member in members
-        )
-
-    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
-        if key_ids:
-            await self._link.command("mark_sealing", "SADD", f"{self.prefix}:{SEALING}", *key_ids)
 
     # -- IntentJournal ------------------------------------------------------------------
 

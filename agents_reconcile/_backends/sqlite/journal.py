@@ -11,7 +11,6 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, Final
 
@@ -34,6 +33,7 @@ from .effects import SQLiteEffects
 from .files import FLOOR, SCHEMA, SCHEMA_VERSION, JournalFile
 from .reads import SQLiteReads
 from .retention import SQLiteRetention
+from .sealing import SQLiteSealing
 from .statements import (
     SETTLING_ACTIONS,
     add_write,
@@ -45,9 +45,6 @@ from .statements import (
 )
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "SQLiteJournal"]
-
-_SEALING_KEYS: Final = "SELECT key_id FROM sealing_keys ORDER BY key_id"
-_MARK_SEALING: Final = "INSERT OR IGNORE INTO sealing_keys (key_id, marked_at) VALUES (?, ?)"
 
 # One journal object per file within a process: every spelling of an address shares it.
 _SHARED: dict[Path, SQLiteJournal] = {}
@@ -72,7 +69,6 @@ class SQLiteJournal(SQLiteRetention, SQLiteEffects, SQLiteReads):
         newest_decisions=True,
         pages=True,
         prunes=True,
-        marks_sealing=True,
     )
 
     def __init__(
@@ -92,6 +88,8 @@ class SQLiteJournal(SQLiteRetention, SQLiteEffects, SQLiteReads):
         """The keys that open sealed batches: those of every wrapper using this journal."""
         self.aside = SQLiteAside(self._file)
         """Damaged intents set aside (``JournalAside``)."""
+        self.sealing = SQLiteSealing(self._file)
+        """The mark of a sealed journal (``JournalSealing``)."""
         self._prune_cursors = {}
 
     @classmethod
@@ -131,21 +129,6 @@ class SQLiteJournal(SQLiteRetention, SQLiteEffects, SQLiteReads):
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
         return await self._file.run(lambda conn: add_write(conn, (session_id, str(backend))))
-
-    async def sealing_keys(self) -> frozenset[str]:
-        await self._file.refuse_older()
-        rows = await self._file.run(lambda conn: conn.execute(_SEALING_KEYS).fetchall())
-        return frozenset(row[0] for row in rows)
-
-    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
-        rows = [(key_id, time.time()) for key_id in key_ids]
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(_MARK_SEALING, rows)
-            conn.execute("COMMIT")
-
-        await self._file.run(write)
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
         blob = intent.encode()
