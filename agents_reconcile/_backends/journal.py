@@ -34,7 +34,6 @@ __all__ = [
     "IntentJournal",
     "IntentState",
     "JournalEntry",
-    "NewestReading",
     "Opened",
     "Page",
     "PagedEffects",
@@ -46,7 +45,6 @@ __all__ = [
     "meant_as_journal",
     "pages_effects",
     "prunes",
-    "reads_newest",
     "reads_pages",
     "require_journal",
     "require_limit",
@@ -173,10 +171,26 @@ class IntentJournal(Protocol):
         """Store a decision that leaves its intent unresolved (a denial)."""
         ...
 
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        """Replace the newest decision about ``previous``'s intent with ``again`` (the same
+        decision, counted once more: ``Decision.repeats``, ``last_seen``), only while it is
+        still ``previous``, byte for byte; whether it was (False, and nothing changed, when
+        another decision about the intent came since, or there is none). ``again`` settles
+        nothing, as ``note``'s."""
+        ...
+
     async def decisions(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[Decision]:
         """Stored decisions, newest first."""
+        ...
+
+    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        """The newest decision about each of ``intent_ids`` that has one (an id without a
+        decision is left out), read in one step whatever their number (an operator's
+        ``status`` makes one read, not one per pending intent). Under ``collecting_damage`` a
+        decision that fails its checks is reported there and left out, as ``decisions``
+        does."""
         ...
 
     async def close(self) -> None:
@@ -258,18 +272,6 @@ class EffectJournal(IntentJournal, Protocol):
         their owner is gone. Reads only; the work grows with how many are started, not with
         how many effects the journal keeps. Under ``collecting_damage`` a row that fails its
         checks is reported there and left out, like ``pending``."""
-        ...
-
-
-@runtime_checkable
-class NewestReading(IntentJournal, Protocol):
-    """A journal that reads the newest decision about each of many intents in one step."""
-
-    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
-        """The newest decision about each of ``intent_ids`` that has one (an id without a
-        decision is left out), read in one step whatever their number. Under
-        ``collecting_damage`` a decision that fails its checks is reported there and left
-        out, as ``decisions`` does."""
         ...
 
 
@@ -382,19 +384,15 @@ class PruningJournal(IntentJournal, Protocol):
 class Capabilities:
     """What a journal offers beyond ``IntentJournal``, declared by the journal as its class
     attribute ``capabilities`` (never guessed from the methods it happens to have). A journal
-    that declares nothing offers the protocol alone: effect tools and counted
-    repeats are then refused or left out, with the reason, and appends take the general path.
+    that declares nothing offers the protocol alone: effect tools are then refused, with the
+    reason, and appends take the general path.
 
     - ``effects``: an ``EffectJournal``, keeping tools' effect intents and receipts.
-    - ``counts_again``: ``note_again(previous, again)`` counts a repeated decision in place.
     - ``folds_clearing``: ``open_intent(clearing=...)`` clears the previous acknowledged intent
       as part of the opening (in its commit, or just before it on the same connection), so an
       append never meets its own previous intent.
     - ``starts_eagerly``: its calls capture nothing of the calling task, so one that answers
       at once may be started in the caller's task (``_core.cancellation.outliving_cancellation``).
-    - ``newest_decisions``: a ``NewestReading`` journal, reading the newest decision about each
-      of many intents in one step (an operator's ``status`` then makes one read, not one per
-      pending intent).
     - ``pages``: a ``PagedReading`` journal, listing its unresolved intents a page at a time
       through an index, each page in one step (and, with ``effects``, a ``PagedEffects``
       one, listing its started effects so too): ``status`` then reads one page, not the
@@ -403,10 +401,8 @@ class Capabilities:
     """
 
     effects: bool = False
-    counts_again: bool = False
     folds_clearing: bool = False
     starts_eagerly: bool = False
-    newest_decisions: bool = False
     pages: bool = False
     prunes: bool = False
 
@@ -424,11 +420,6 @@ def capabilities_of(journal: object) -> Capabilities:
 def keeps_effects(journal: object) -> TypeGuard[EffectJournal]:
     """Whether ``journal`` declares ``effects`` (and so is an ``EffectJournal``)."""
     return capabilities_of(journal).effects
-
-
-def reads_newest(journal: object) -> TypeGuard[NewestReading]:
-    """Whether ``journal`` declares ``newest_decisions`` (and so is a ``NewestReading``)."""
-    return capabilities_of(journal).newest_decisions
 
 
 def reads_pages(journal: object) -> TypeGuard[PagedReading]:
@@ -459,7 +450,9 @@ JOURNAL_METHODS: Final = (
     "is_settled",
     "settle",
     "note",
+    "note_again",
     "decisions",
+    "newest_decisions",
     "close",
     "schema_version",
     "check",

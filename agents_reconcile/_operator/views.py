@@ -20,7 +20,7 @@ from .._backends.rows import collecting_damage
 from .._core.effect_records import Effect
 from .._core.policy import Resolution, Step, resolution_step
 from .._core.records import Action, Decision, Outcome
-from .paging import DEFAULT_LIMIT, Position, effects_page, newest_decisions, pending_page
+from .paging import DEFAULT_LIMIT, Position, effects_page, pending_page
 from .waiting import effect_status
 
 if TYPE_CHECKING:
@@ -240,7 +240,9 @@ async def started_effects(
     if not keeps_effects(journal):
         return []
     effects = await journal.started_effects(session_id)
-    newest = await newest_decisions(journal, [effect.key for effect in effects])
+    if not effects:
+        return []
+    newest = await journal.newest_decisions([effect.key for effect in effects])
     return [started_view(effect, newest.get(effect.key), now, lease_seconds) for effect in effects]
 
 

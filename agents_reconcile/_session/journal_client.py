@@ -280,20 +280,17 @@ class JournalClient:
         """Store a denial in the trail, unless the newest decision about its intent says the
         very same thing (outcome, reason, action and evidence): a run retried against the same
         unresolved intent adds nothing new, so the trail keeps the first denial, counted
-        (``Decision.repeats``, ``last_seen``) where the journal declares ``counts_again``."""
+        (``Decision.repeats``, ``last_seen``)."""
         journal = self.journal
         newest = await journal.decisions(
             session_id=decision.session_id, intent_id=decision.intent_id, limit=1
         )
         if newest and same_substance(newest[0], decision):
             previous = newest[0]
-            if not self.capabilities.counts_again:
-                return  # a journal that cannot count keeps the first alone
-            count_again = journal.note_again  # type: ignore[attr-defined]
             again = dataclasses.replace(
                 previous, repeats=previous.repeats + 1, last_seen=decision.decided_at
             )
-            if await count_again(previous, again):
+            if await journal.note_again(previous, again):
                 return
             # Another decision came in meanwhile: this one is news again.
         await journal.note(decision)

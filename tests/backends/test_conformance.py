@@ -163,8 +163,6 @@ async def test_a_journal_declaring_nothing_skips_the_contracts_of_what_it_lacks_
     assert "has no aside component" in by_kind["aside"]
     assert "has no sealing component" in by_kind["sealing"]
     assert "no schema" in skipped["schema_check_writes_nothing_and_migrate_is_idempotent"]
-    newest = skipped["newest_decisions_are_each_intents_newest"]
-    assert "does not declare Capabilities(newest_decisions=True)" in newest
     paged = skipped["pending_pages_list_every_intent_once_with_what_follows"]
     assert "does not declare Capabilities(pages=True)" in paged
     pruned = skipped["pruned_write_counts_never_go_down"]
@@ -173,7 +171,6 @@ async def test_a_journal_declaring_nothing_skips_the_contracts_of_what_it_lacks_
         applies = (
             result.contract.kind == "journal"
             and "schema" not in result.contract.name
-            and "newest_decisions" not in result.contract.name
             and "pages" not in result.contract.name
             and "prun" not in result.contract.name
         )

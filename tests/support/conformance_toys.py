@@ -357,6 +357,13 @@ class NewestIsTheOldest(MemoryJournal):
         return found
 
 
+class CountsAgainOverAnything(MemoryJournal):
+    """``note_again()`` answers True, and replaces nothing, whatever the newest decision is."""
+
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        return True
+
+
 class PagesIgnoreTheCursor(MemoryJournal):
     """``pending_page()`` lists from the first intent whatever cursor it is given."""
 
@@ -970,6 +977,11 @@ BROKEN = [
         "a journal giving each intent's oldest decision as its newest",
         NewestIsTheOldest,
         "newest_decisions_are_each_intents_newest",
+    ),
+    _journal(
+        "a journal that counts any decision again",
+        CountsAgainOverAnything,
+        "note_again_counts_the_newest_decision_in_place",
     ),
     _journal(
         "a journal whose pages ignore the cursor",

@@ -34,10 +34,8 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         effects=True,
-        counts_again=True,
         folds_clearing=True,
         starts_eagerly=True,
-        newest_decisions=True,
         pages=True,
         prunes=True,
     )

@@ -84,12 +84,12 @@ from ..._core.ownership import Owner
 from ..._core.records import Decision, PendingWrite
 from ..._core.sealing import Keyring
 from ...errors import LeaseLost
-from ..journal import Capabilities, IntentState, Opened, require_settling
-from .answers import _already_settled, _Asked, _compare, _count, _other_content
+from ..journal import Capabilities, IntentState, Opened, require_limit, require_settling
+from ..rows import each
+from .answers import _already_settled, _Asked, _compare, _count, _decision, _other_content
 from .aside import PostgresAside
 from .backend import Connection, ServerIdentity
 from .database import DEFAULT_SCHEMA, MIGRATIONS, SCHEMA, SCHEMA_VERSION, JournalDatabase
-from .decisions import PostgresDecisions
 from .effects import PostgresEffects
 from .reads import PostgresReads
 from .retention import PostgresRetention, row_known
@@ -103,7 +103,6 @@ _T = TypeVar("_T")
 
 class PostgresJournal(
     PostgresReads,
-    PostgresDecisions,
     PostgresEffects,
     PostgresRetention,
 ):
@@ -121,10 +120,8 @@ class PostgresJournal(
     # It clears with a statement of its own just before the opening, on the same connection.
     capabilities: ClassVar[Capabilities] = Capabilities(
         effects=True,
-        counts_again=True,
         folds_clearing=True,
         starts_eagerly=False,
-        newest_decisions=True,
         pages=True,
         prunes=True,
     )
@@ -426,3 +423,47 @@ class PostgresJournal(
                 )
 
         await self._db.run(work)
+
+    async def note(self, decision: Decision) -> None:
+        require_settling(decision, settling=False)
+
+        async def work(conn: Connection) -> None:
+            await conn.execute(self._db.sql.note, *decision_args(decision))
+
+        await self._db.run(work)
+
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        """Replace the newest decision about ``previous``'s intent with ``again`` (the same
+        decision, counted once more), only while it is still ``previous``; whether it was."""
+        require_settling(again, settling=False)
+        args = (previous.intent_id, previous.encode(), again.encode())
+
+        async def work(conn: Connection) -> bool:
+            return await conn.fetchval(self._db.sql.note_again, *args) is not None
+
+        return await self._db.run(work)
+
+    async def decisions(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[Decision]:
+        require_limit(limit)
+        sql = self._db.sql.decisions(session_id is not None, intent_id is not None)
+        args: list[object] = [value for value in (session_id, intent_id) if value is not None]
+        args.append(limit)
+
+        async def work(conn: Connection) -> list[Any]:
+            return await conn.fetch(sql, *args)
+
+        return each(await self._db.run(work), _decision, lambda row: ("decision", row[0], row[1]))
+
+    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        ids = list(dict.fromkeys(intent_ids))
+        if not ids:
+            return {}
+        sql = self._db.sql.newest_decisions
+
+        async def work(conn: Connection) -> list[Any]:
+            return await conn.fetch(sql, ids)
+
+        found = each(await self._db.run(work), _decision, lambda row: ("decision", row[0], row[1]))
+        return {decision.intent_id: decision for decision in found}

@@ -78,7 +78,9 @@ beside the sessions' own, and runs the same scripts.
 
 from __future__ import annotations
 
+import heapq
 import time
+from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
 from ..._core.ownership import Owner
@@ -86,12 +88,7 @@ from ..._core.records import Decision, PendingWrite
 from ..._core.sealing import Keyring
 from ...errors import ConfigurationError, IntentConflict, LeaseLost
 from ..connections import Connections
-from ..journal import (
-    Capabilities,
-    IntentState,
-    Opened,
-    require_settling,
-)
+from ..journal import Capabilities, IntentState, Opened, require_limit, require_settling
 from ..lua import LuaScript
 from ..redaction import Redacted
 from . import replies
@@ -162,10 +159,8 @@ class RedisJournal(
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         effects=True,
-        counts_again=True,
         folds_clearing=True,
         starts_eagerly=False,
-        newest_decisions=True,
         pages=True,
         prunes=True,
     )
@@ -426,6 +421,51 @@ class RedisJournal(
         ]
         return replies.count(await self._link.script("note_again", keys, args), "note_again") == 1
 
+    async def decisions(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[Decision]:
+        require_limit(limit)
+        by_intent = ["0", ""] if intent_id is None else ["1", intent_id]
+        buckets = self._layout.buckets()
+        if session_id is not None or len(buckets) == 1:
+            # Decisions filed under a session are in its bucket: one script.
+            bucket = buckets[0] if session_id is None else self._layout.of(session_id)
+            keys = list(bucket.globals)
+            by_session = session_id is not None and intent_id is None
+            if by_session:
+                assert session_id is not None
+                keys += bucket.session(session_id)
+            args: list[str | bytes] = [*by_intent, str(limit), "1" if by_session else "0"]
+            reply = await self._link.script("decisions", keys, args, read_only=True)
+            return replies.decisions(reply, session_id=session_id, intent_id=intent_id, limit=limit)
+        script = self._scripts["decisions"]
+        calls = [(script, bucket.globals, [*by_intent, str(limit), "0"]) for bucket in buckets]
+        lists = [
+            replies.decisions(reply, session_id=None, intent_id=intent_id, limit=limit)
+            for reply in await self._link.fan_scripts("decisions", calls)
+        ]
+        return newest_first(lists, limit)
+
+    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        ids = list(dict.fromkeys(intent_ids))
+        if not ids:
+            return {}
+        buckets = self._layout.buckets()
+        if len(buckets) == 1:
+            reply = await self._link.script(
+                "newest_decisions", list(buckets[0].globals), list(ids), read_only=True
+            )
+            return replies.newest_decisions(reply)
+        script = self._scripts["newest_decisions"]
+        calls = [(script, bucket.globals, ids) for bucket in buckets]
+        newest: dict[str, Decision] = {}
+        for reply in await self._link.fan_scripts("newest_decisions", calls):
+            for found_id, decision in replies.newest_decisions(reply).items():
+                kept = newest.get(found_id)
+                if kept is None or decision.decided_at > kept.decided_at:
+                    newest[found_id] = decision
+        return newest
+
     async def close(self) -> None:
         """Release the connections (a client passed in stays open); a later operation opens
         them again."""
@@ -446,6 +486,22 @@ class RedisJournal(
         self._homes.clear()
         self._walks = Walks()
         return deleted
+
+
+def newest_first(lists: Sequence[list[Decision]], limit: int) -> list[Decision]:
+    """The first ``limit`` of several lists of decisions, each newest first, merged by
+    ``decided_at`` (the newest head first; the lists' own order kept)."""
+    heap: list[tuple[float, int, int]] = [
+        (-found[0].decided_at, number, 0) for number, found in enumerate(lists) if found
+    ]
+    heapq.heapify(heap)
+    merged: list[Decision] = []
+    while heap and len(merged) < limit:
+        _, number, at = heapq.heappop(heap)
+        merged.append(lists[number][at])
+        if at + 1 < len(lists[number]):
+            heapq.heappush(heap, (-lists[number][at + 1].decided_at, number, at + 1))
+    return merged
 
 
 def _token(fence: int | None) -> str:

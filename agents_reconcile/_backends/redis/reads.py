@@ -10,7 +10,6 @@ found where ``homes`` says its session is.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from ..._core.effect_records import Effect
@@ -117,32 +116,6 @@ class RedisReads:
         if reply not in (0, 1):
             raise replies.unexpected("is_settled", reply)
         return reply == 1
-
-    async def decisions(
-        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
-    ) -> list[Decision]:
-        require_limit(limit)
-        by_session = session_id is not None and intent_id is None
-        keys = list(self._layout.globals)
-        if session_id is not None and intent_id is None:
-            keys += self._layout.session(session_id)
-        args: list[str | bytes] = [
-            "0" if intent_id is None else "1",
-            "" if intent_id is None else intent_id,
-            str(limit),
-            "1" if by_session else "0",
-        ]
-        reply = await self._link.script("decisions", keys, args, read_only=True)
-        return replies.decisions(reply, session_id=session_id, intent_id=intent_id, limit=limit)
-
-    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
-        ids = list(dict.fromkeys(intent_ids))
-        if not ids:
-            return {}
-        reply = await self._link.script(
-            "newest_decisions", list(self._layout.globals), list(ids), read_only=True
-        )
-        return replies.newest_decisions(reply)
 
     # -- pages (``pages.py``) ---------------------------------------------------------------
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
+from collections.abc import Sequence
 from pathlib import Path
 from typing import ClassVar, Final
 
@@ -39,7 +40,9 @@ from .statements import (
     add_write,
     insert_decision,
     matching,
+    newest_by_intent,
     read_count,
+    read_newest,
     settled,
     settled_by,
 )
@@ -63,10 +66,8 @@ class SQLiteJournal(SQLiteRetention, SQLiteEffects, SQLiteReads):
     # file's lock), so it starts eagerly; it clears in the opening's own commit.
     capabilities: ClassVar[Capabilities] = Capabilities(
         effects=True,
-        counts_again=True,
         folds_clearing=True,
         starts_eagerly=True,
-        newest_decisions=True,
         pages=True,
         prunes=True,
     )
@@ -325,6 +326,11 @@ class SQLiteJournal(SQLiteRetention, SQLiteEffects, SQLiteReads):
         args.append(limit)
         rows = await self._file.run(lambda conn: conn.execute(sql, args).fetchall())
         return each(rows, lambda row: _decision(*row), lambda row: ("decision", row[0], row[1]))
+
+    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        ids = list(dict.fromkeys(intent_ids))
+        rows = await self._file.run(lambda conn: read_newest(conn, ids)) if ids else []
+        return newest_by_intent(rows)
 
     async def close(self) -> None:
         """Close the connection. The journal is shared per file within a process, so a later

@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import sqlite3
 import time
+from collections.abc import Sequence
 from typing import Final
 
 from ..._core.records import Decision
+from ..rows import checked_decision, each
 from .files import FLOOR
 
 __all__ = [
@@ -17,12 +19,16 @@ __all__ = [
     "add_write",
     "insert_decision",
     "matching",
+    "newest_by_intent",
     "read_count",
+    "read_newest",
     "settled",
     "settled_by",
 ]
 
 SETTLING_ACTIONS: Final = ("settled", "replayed", "dropped")
+_CHUNK: Final = 500
+"""Ids per statement: well under SQLite's limit on bound parameters."""
 _WRITE_COUNT_SQL: Final = (
     "SELECT coalesce((SELECT write_count FROM session_writes WHERE session_id = ?"
     f" AND backend = ?), {FLOOR})"
@@ -87,3 +93,28 @@ def insert_decision(conn: sqlite3.Connection, decision: Decision) -> None:
             decision.encode(),
         ),
     )
+
+
+def read_newest(
+    conn: sqlite3.Connection, intent_ids: Sequence[str]
+) -> list[tuple[str, str, bytes]]:
+    """The newest decision's row (intent id, session id, record) of each of ``intent_ids``
+    that has one, through ``decisions_by_intent``, a chunk of ids per statement."""
+    rows: list[tuple[str, str, bytes]] = []
+    for start in range(0, len(intent_ids), _CHUNK):
+        chunk = intent_ids[start : start + _CHUNK]
+        marks = ", ".join("?" * len(chunk))
+        rows += conn.execute(
+            "SELECT intent_id, session_id, record FROM decisions WHERE seq IN"
+            " (SELECT max(seq) FROM decisions"
+            f" WHERE intent_id IN ({marks}) GROUP BY intent_id)",
+            list(chunk),
+        ).fetchall()
+    return rows
+
+
+def newest_by_intent(rows: Sequence[tuple[str, str, bytes]]) -> dict[str, Decision]:
+    """Decisions' rows (intent id, session id, record), each checked, by intent id (a row that
+    fails its checks is reported under ``collecting_damage`` and left out)."""
+    found = each(rows, lambda row: checked_decision(*row), lambda row: ("decision", row[0], row[1]))
+    return {decision.intent_id: decision for decision in found}
