@@ -146,7 +146,6 @@ class RedisJournal(
     RedisReads,
     RedisEffects,
     RedisRetention,
-    RedisSurvey,
 ):
     """``IntentJournal`` and ``EffectJournal`` on a Redis server, shared by every worker that
     uses the same server and ``prefix``.
@@ -210,6 +209,7 @@ class RedisJournal(
         """Damaged intents set aside (``JournalAside``)."""
         self.sealing = RedisSealing(self._link, prefix)
         """The mark of a sealed journal (``JournalSealing``)."""
+        self._survey = RedisSurvey(self._link, self._layout, prefix)
         self._walks = Walks()
 
     @classmethod
@@ -280,6 +280,20 @@ class RedisJournal(
     async def server(self) -> tuple[object, ...] | None:
         """The server and database this journal lives on (``backend.server_of``)."""
         return await self._link.server()
+
+    # -- an operator's look ----------------------------------------------------------------
+
+    async def keys_held(self, *, most: int = 3, budget: int = 10_000) -> list[str]:
+        """Up to ``most`` names of keys under this journal's prefix, found by ``SCAN`` over at
+        most ``budget`` keys (none: the prefix holds nothing, as far as seen)."""
+        return await self._survey.keys_held(most=most, budget=budget)
+
+    async def journal_prefixes(
+        self, *, most: int = 20, budget: int = 10_000
+    ) -> tuple[list[str], bool]:
+        """The prefixes under which the server holds a journal, up to ``most``, sorted, found
+        by ``SCAN`` over at most ``budget`` keys; and whether the scan saw every key."""
+        return await self._survey.journal_prefixes(most=most, budget=budget)
 
     # -- the schema ------------------------------------------------------------------------
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from .backend import glob_escape
-from .layout import JournalKeys
+from .layout import KeyLayout
 from .link import RedisLink
 from .nodes import run_all
 
@@ -17,11 +17,13 @@ __all__ = ["RedisSurvey"]
 
 
 class RedisSurvey:
-    """The operator's look at the server, for ``RedisJournal``, over its link ``_link``."""
+    """The operator's look at a server or cluster, through a journal's link, for the journal
+    laid out under ``prefix`` (``layout``)."""
 
-    _link: RedisLink
-    prefix: str
-    _layout: JournalKeys
+    def __init__(self, link: RedisLink, layout: KeyLayout, prefix: str) -> None:
+        self._link = link
+        self._layout = layout
+        self.prefix = prefix
 
     async def keys_held(self, *, most: int = 3, budget: int = 10_000) -> list[str]:
         """Up to ``most`` names of keys under this journal's prefix, found by ``SCAN`` over at
