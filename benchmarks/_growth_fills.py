@@ -138,8 +138,8 @@ def sqlite_fill(path: Path, chunks: Iterable[list[Left]]) -> None:
     """Write ``chunks`` into the (migrated) SQLite journal at ``path``, a transaction each."""
     # The journal's own row builders and statements: what open_intent, settle and the
     # effects' begin and finish write.
-    from agents_reconcile._backends.sqlite.decisions import insert_decision
     from agents_reconcile._backends.sqlite.journal import _INSERT_INTENT_SQL, _intent_row
+    from agents_reconcile._backends.sqlite.statements import insert_decision
 
     conn = sqlite3.connect(path, isolation_level=None)
     try:

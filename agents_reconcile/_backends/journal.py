@@ -17,38 +17,38 @@ from .._core.records import (
     PendingWrite,
     require_settling,
 )
+from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
     from .._core.effect_records import Effect
     from .._core.retention import Pruned, Retention
-    from .aside import RawIntent, SetAside
+    from .components import JournalAside, JournalSealing
 
 __all__ = [
     "ACTIVE_STATES",
     "COUNT_LIMIT",
-    "AsideJournal",
+    "JOURNAL_COMPONENTS",
+    "JOURNAL_METHODS",
     "Capabilities",
     "EffectJournal",
     "IntentJournal",
     "IntentState",
     "JournalEntry",
-    "NewestReading",
     "Opened",
     "Page",
     "PagedEffects",
     "PagedReading",
     "PruningJournal",
-    "SealMarking",
     "capabilities_of",
+    "journal_gaps",
     "keeps_effects",
-    "marks_sealing",
+    "meant_as_journal",
     "pages_effects",
     "prunes",
-    "reads_newest",
     "reads_pages",
+    "require_journal",
     "require_limit",
     "require_settling",
-    "sets_aside",
 ]
 
 
@@ -171,10 +171,26 @@ class IntentJournal(Protocol):
         """Store a decision that leaves its intent unresolved (a denial)."""
         ...
 
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        """Replace the newest decision about ``previous``'s intent with ``again`` (the same
+        decision, counted once more: ``Decision.repeats``, ``last_seen``), only while it is
+        still ``previous``, byte for byte; whether it was (False, and nothing changed, when
+        another decision about the intent came since, or there is none). ``again`` settles
+        nothing, as ``note``'s."""
+        ...
+
     async def decisions(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[Decision]:
         """Stored decisions, newest first."""
+        ...
+
+    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        """The newest decision about each of ``intent_ids`` that has one (an id without a
+        decision is left out), read in one step whatever their number (an operator's
+        ``status`` makes one read, not one per pending intent). Under ``collecting_damage`` a
+        decision that fails its checks is reported there and left out, as ``decisions``
+        does."""
         ...
 
     async def close(self) -> None:
@@ -194,6 +210,19 @@ class IntentJournal(Protocol):
     async def migrate(self) -> list[str]:
         """Create or upgrade the schema; return the steps applied (none when current). A
         newer schema is refused before anything touches it."""
+        ...
+
+    # Components: each an object of its own (``components.py``), None when the journal has
+    # none. A plain attribute meets each (``aside = None`` declares there is none).
+
+    @property
+    def aside(self) -> JournalAside | None:
+        """Setting damaged intents aside (``JournalAside``), or None."""
+        ...
+
+    @property
+    def sealing(self) -> JournalSealing | None:
+        """The mark of a sealed journal (``JournalSealing``), or None."""
         ...
 
 
@@ -243,59 +272,6 @@ class EffectJournal(IntentJournal, Protocol):
         their owner is gone. Reads only; the work grows with how many are started, not with
         how many effects the journal keeps. Under ``collecting_damage`` a row that fails its
         checks is reported there and left out, like ``pending``."""
-        ...
-
-
-@runtime_checkable
-class AsideJournal(IntentJournal, Protocol):
-    """A journal that can set a damaged intent aside (``_backends/aside.py``): every journal of this
-    package is one. The row's bytes are kept as they were; only its description is read back."""
-
-    async def raw_intent(self, intent_id: str) -> RawIntent | None:
-        """The unresolved intent's row as stored, unchecked (None when unknown or settled)."""
-        ...
-
-    async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
-        """In one atomic step, only while the intent's row still holds exactly ``raw``'s
-        record, state and owner: remove the row, keep its bytes with ``aside``, store
-        ``decision`` (which settles the intent) and count a write of the row's session.
-        False, and nothing changed, when the row is gone or changed."""
-        ...
-
-    async def set_aside_entries(
-        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
-    ) -> list[SetAside]:
-        """Set-aside entries, newest first (descriptions only, never the bytes)."""
-        ...
-
-
-@runtime_checkable
-class SealMarking(IntentJournal, Protocol):
-    """A journal that keeps a journal-level mark of the payload keys its deployment seals
-    under (their ids only, never key material): written before the first record sealed under
-    a key is, and never removed, so that a journal once sealed is known to be sealed when no
-    sealed record is left in it (every intent settled, every receipt pruned). An operator's
-    write that would put a payload in it unsealed, or sealed under a key the mark does not
-    name, is refused (``_backends/sealing_marks.py``). A journal never sealed holds no mark."""
-
-    async def sealing_keys(self) -> frozenset[str]:
-        """The key ids the journal is marked with (empty: never sealed). Only reads."""
-        ...
-
-    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
-        """Add ``key_ids`` to the mark (ids already there are left as they are)."""
-        ...
-
-
-@runtime_checkable
-class NewestReading(IntentJournal, Protocol):
-    """A journal that reads the newest decision about each of many intents in one step."""
-
-    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
-        """The newest decision about each of ``intent_ids`` that has one (an id without a
-        decision is left out), read in one step whatever their number. Under
-        ``collecting_damage`` a decision that fails its checks is reported there and left
-        out, as ``decisions`` does."""
         ...
 
 
@@ -408,38 +384,27 @@ class PruningJournal(IntentJournal, Protocol):
 class Capabilities:
     """What a journal offers beyond ``IntentJournal``, declared by the journal as its class
     attribute ``capabilities`` (never guessed from the methods it happens to have). A journal
-    that declares nothing offers the protocol alone: effect tools, set-aside and counted
-    repeats are then refused or left out, with the reason, and appends take the general path.
+    that declares nothing offers the protocol alone: effect tools are then refused, with the
+    reason, and appends take the general path.
 
     - ``effects``: an ``EffectJournal``, keeping tools' effect intents and receipts.
-    - ``set_aside``: an ``AsideJournal``, moving a damaged intent aside with its bytes kept.
-    - ``counts_again``: ``note_again(previous, again)`` counts a repeated decision in place.
     - ``folds_clearing``: ``open_intent(clearing=...)`` clears the previous acknowledged intent
       as part of the opening (in its commit, or just before it on the same connection), so an
       append never meets its own previous intent.
     - ``starts_eagerly``: its calls capture nothing of the calling task, so one that answers
       at once may be started in the caller's task (``_core.cancellation.outliving_cancellation``).
-    - ``newest_decisions``: a ``NewestReading`` journal, reading the newest decision about each
-      of many intents in one step (an operator's ``status`` then makes one read, not one per
-      pending intent).
     - ``pages``: a ``PagedReading`` journal, listing its unresolved intents a page at a time
       through an index, each page in one step (and, with ``effects``, a ``PagedEffects``
       one, listing its started effects so too): ``status`` then reads one page, not the
       whole journal.
     - ``prunes``: a ``PruningJournal``, removing what its retention lets go.
-    - ``marks_sealing``: a ``SealMarking`` journal, keeping the ids of the keys its
-      deployment seals under.
     """
 
     effects: bool = False
-    set_aside: bool = False
-    counts_again: bool = False
     folds_clearing: bool = False
     starts_eagerly: bool = False
-    newest_decisions: bool = False
     pages: bool = False
     prunes: bool = False
-    marks_sealing: bool = False
 
 
 NOTHING_MORE: Final = Capabilities()
@@ -455,11 +420,6 @@ def capabilities_of(journal: object) -> Capabilities:
 def keeps_effects(journal: object) -> TypeGuard[EffectJournal]:
     """Whether ``journal`` declares ``effects`` (and so is an ``EffectJournal``)."""
     return capabilities_of(journal).effects
-
-
-def reads_newest(journal: object) -> TypeGuard[NewestReading]:
-    """Whether ``journal`` declares ``newest_decisions`` (and so is a ``NewestReading``)."""
-    return capabilities_of(journal).newest_decisions
 
 
 def reads_pages(journal: object) -> TypeGuard[PagedReading]:
@@ -478,14 +438,64 @@ def prunes(journal: object) -> TypeGuard[PruningJournal]:
     return capabilities_of(journal).prunes
 
 
-def marks_sealing(journal: object) -> TypeGuard[SealMarking]:
-    """Whether ``journal`` declares ``marks_sealing`` (and so is a ``SealMarking``)."""
-    return capabilities_of(journal).marks_sealing
+JOURNAL_METHODS: Final = (
+    "record",
+    "open_intent",
+    "write_count",
+    "count_write",
+    "transition",
+    "discard",
+    "pending",
+    "get",
+    "is_settled",
+    "settle",
+    "note",
+    "note_again",
+    "decisions",
+    "newest_decisions",
+    "close",
+    "schema_version",
+    "check",
+    "migrate",
+)
+"""The methods of ``IntentJournal``: every one the wrapper may call."""
+JOURNAL_COMPONENTS: Final = ("aside", "sealing")
+"""The components of ``IntentJournal``: attributes, each an object or None."""
 
 
-def sets_aside(journal: object) -> TypeGuard[AsideJournal]:
-    """Whether ``journal`` declares ``set_aside`` (and so is an ``AsideJournal``)."""
-    return capabilities_of(journal).set_aside
+def journal_gaps(journal: object) -> list[str]:
+    """What ``journal`` lacks of ``IntentJournal`` (nothing: it is one), as a reader would
+    write it: ``name()`` for a method, ``name`` for a component."""
+    return [
+        f"{name}()" for name in JOURNAL_METHODS if not callable(getattr(journal, name, None))
+    ] + [name for name in JOURNAL_COMPONENTS if not hasattr(journal, name)]
+
+
+def meant_as_journal(value: object) -> bool:
+    """Whether ``value`` is meant as a journal (it records and opens intents), whatever else it
+    lacks: one that lacks something is refused by ``require_journal``, saying what."""
+    return all(callable(getattr(value, method, None)) for method in ("record", "open_intent"))
+
+
+def require_journal(journal: object) -> None:
+    """``ConfigurationError`` naming what ``journal`` lacks of ``IntentJournal``, and what to
+    add, when it lacks anything: a journal written for an earlier release is refused before
+    it is used, never met with an ``AttributeError`` in the middle of an append."""
+    gaps = journal_gaps(journal)
+    if not gaps:
+        return
+    methods = [gap for gap in gaps if gap.endswith("()")]
+    components = [gap for gap in gaps if not gap.endswith("()")]
+    add = []
+    if methods:
+        add.append(f"the method{'s' if len(methods) > 1 else ''} {', '.join(methods)}")
+    if components:
+        declared = ", ".join(f"{name} = None" for name in components)
+        add.append(f"{' and '.join(components)} (the component, or {declared} for none)")
+    raise ConfigurationError(
+        f"journal {type(journal).__name__} is not an IntentJournal of this release: it lacks "
+        f"{', '.join(gaps)}; add {'; and '.join(add)} (docs/backends.md: Adding a backend)"
+    )
 
 
 def require_limit(limit: int) -> None:

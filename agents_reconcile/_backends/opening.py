@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Final
 
 from ..errors import ConfigurationError
-from .journal import IntentJournal
+from .journal import IntentJournal, meant_as_journal, require_journal
 from .registry import backend_for, scheme_of
 from .sqlite.backend import path_of
 
@@ -36,6 +36,8 @@ def open_journal(spec: IntentJournal | str | os.PathLike[str] | None) -> IntentJ
     if not isinstance(spec, str):
         if isinstance(spec, IntentJournal):
             return spec
+        if meant_as_journal(spec):
+            require_journal(spec)  # a journal written for an earlier release: says what to add
         raise ConfigurationError(f"journal must be an IntentJournal, a path or a URL, not {spec!r}")
     return backend_for(spec, what="journal").open_journal(spec)
 

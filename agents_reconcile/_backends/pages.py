@@ -157,7 +157,9 @@ async def _in_memory(
     keyed = sorted(((key(row), row) for row in rows), key=lambda pair: pair[0])
     following = [pair for pair in keyed if start is None or pair[0] > start]
     shown, rest = following[:limit], following[limit : limit + COUNT_LIMIT]
-    found: dict[str, Decision] = await newest([ident(row) for _, row in shown + rest])
+    ids = [ident(row) for _, row in shown + rest]
+    # Nothing to read for an empty page: no call at all, not even one that finds nothing.
+    found: dict[str, Decision] = await newest(ids) if ids else {}
     return page(
         [row for _, row in shown],
         {ident(row): found[ident(row)] for _, row in shown if ident(row) in found},

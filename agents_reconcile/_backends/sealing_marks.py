@@ -1,5 +1,5 @@
-"""The mark of a sealed journal (``SealMarking``): the ids of the payload keys a deployment
-seals under, kept by the journal itself.
+"""The mark of a sealed journal (its sealing component, ``JournalSealing``): the ids of the
+payload keys a deployment seals under, kept by the journal itself.
 
 What writes a sealed record (an append's intent, an effect's record, an operator's repair or
 receipt) marks the journal first, under the keys of its keyring (``mark_sealed``), so that a
@@ -7,7 +7,7 @@ journal once sealed says so when no sealed record is left in it. What an operato
 a journal that holds a payload is checked against the mark first (``unsealed_write``): a
 journal marked sealed takes it only sealed under a key the mark names, never readable and
 never under a key the deployment does not hold. A journal never sealed holds no mark and
-takes what it took before; a journal that declares no ``marks_sealing`` is left alone.
+takes what it took before; a journal without the component (``sealing`` None) is left alone.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import weakref
 from typing import Final
 
 from .._core.sealing import SESSION_KEYS, Keyring, PayloadKey
-from .journal import IntentJournal, marks_sealing
+from .journal import IntentJournal
 
 __all__ = ["mark_sealed", "unsealed_write"]
 
@@ -38,13 +38,14 @@ async def mark_sealed(journal: IntentJournal, keyring: Keyring) -> None:
     """Mark ``journal`` sealed under ``keyring``'s payload keys, before a record sealed under
     one of them is written (nothing for a keyring without keys). Once per journal and key in
     a process: afterwards this costs a set lookup."""
-    if not keyring or not marks_sealing(journal):
+    sealing = journal.sealing
+    if not keyring or sealing is None:
         return
     wanted = {key.mark for key in keyring}
     done = _marked(journal)
     if wanted <= done:
         return
-    await journal.mark_sealing(sorted(wanted - done))
+    await sealing.mark(sorted(wanted - done))
     done |= wanted
 
 
@@ -52,9 +53,10 @@ async def unsealed_write(journal: IntentJournal, key: PayloadKey | None) -> str 
     """Why a payload sealed with ``key`` (None: readable) may not be written into
     ``journal``, or None when it may: a journal marked sealed takes a payload only sealed
     under a key its mark names. Reads the mark; writes nothing."""
-    if not marks_sealing(journal):
+    sealing = journal.sealing
+    if sealing is None:
         return None
-    marked = await journal.sealing_keys()
+    marked = await sealing.keys()
     if not marked or (key is not None and key.mark in marked):
         return None
     named = ", ".join(sorted(marked))

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from .._backends.journal import keeps_effects, sets_aside
+from .._backends.journal import keeps_effects
 from .._backends.rows import collecting_damage
 from ..errors import ResolutionRefused
 
@@ -36,7 +36,7 @@ async def full_id(journal: Any, typed: str) -> str:
 
 
 async def _known(journal: Any, ident: str) -> bool:
-    if sets_aside(journal) and await journal.raw_intent(ident) is not None:
+    if journal.aside is not None and await journal.aside.raw(ident) is not None:
         return True
     if keeps_effects(journal) and await journal.effect(ident) is not None:
         return True
@@ -51,6 +51,6 @@ async def _candidates(journal: Any) -> set[str]:
             found.update(effect.key for effect in await journal.started_effects(None))
         found.update(d.intent_id for d in await journal.decisions(limit=_RECENT))
     found.update(record.ident for record in damaged)
-    if sets_aside(journal):
-        found.update(entry.intent_id for entry in await journal.set_aside_entries(limit=_RECENT))
+    if journal.aside is not None:
+        found.update(entry.intent_id for entry in await journal.aside.entries(limit=_RECENT))
     return found

@@ -20,20 +20,18 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
-from .._backends.journal import Page, keeps_effects, pages_effects, reads_newest, reads_pages
+from .._backends.journal import Page, keeps_effects, pages_effects, reads_pages
 from .._backends.pages import effects_in_memory, intents_in_memory
 from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
     from .._backends.journal import IntentJournal, JournalEntry
     from .._core.effect_records import Effect
-    from .._core.records import Decision
 
 __all__ = [
     "DEFAULT_LIMIT",
     "Position",
     "effects_page",
-    "newest_decisions",
     "pending_page",
 ]
 
@@ -113,7 +111,7 @@ async def pending_page(
         await journal.pending(session_id),
         limit=limit,
         after=after,
-        newest=lambda ids: newest_decisions(journal, ids),
+        newest=journal.newest_decisions,
     )
 
 
@@ -137,21 +135,6 @@ async def effects_page(
         await journal.started_effects(session_id),
         limit=limit,
         after=after,
-        newest=lambda ids: newest_decisions(journal, ids),
+        newest=journal.newest_decisions,
         overdue_before=overdue_before,
     )
-
-
-async def newest_decisions(journal: IntentJournal, ids: list[str]) -> dict[str, Decision]:
-    """The newest decision of each of ``ids`` that has one: one read where the journal declares
-    ``newest_decisions``, else one per id."""
-    if not ids:
-        return {}
-    if reads_newest(journal):
-        return await journal.newest_decisions(ids)
-    found: dict[str, Decision] = {}
-    for ident in ids:
-        newest = await journal.decisions(intent_id=ident, limit=1)
-        if newest:
-            found[ident] = newest[0]
-    return found

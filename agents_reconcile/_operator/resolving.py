@@ -9,7 +9,7 @@ import asyncio
 import sys
 from typing import TYPE_CHECKING, Any, Final
 
-from .._backends.journal import IntentJournal, keeps_effects, sets_aside
+from .._backends.journal import IntentJournal, keeps_effects
 from .._backends.redaction import redacted
 from .._core.effect_records import Effect
 from .._core.records import BackendIdentity
@@ -100,8 +100,8 @@ async def _resolve(args: argparse.Namespace, unread: dict[str, Any]) -> Any:
         effect = await find_effect(journal, ident)
         if effect is not None:
             return await _resolve_effect(args, journal, effect)
-        if await damage_of(journal, ident) is not None and sets_aside(journal):
-            raw = await journal.raw_intent(ident)
+        if await damage_of(journal, ident) is not None and journal.aside is not None:
+            raw = await journal.aside.raw(ident)
             if raw is not None:
                 # Only abandon clears it (set aside, its bytes kept); the resolver says so.
                 client = JournalClient(

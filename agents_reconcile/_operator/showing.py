@@ -10,7 +10,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
-from .._backends.journal import IntentJournal, sets_aside
+from .._backends.journal import IntentJournal
 from .._backends.redaction import redacted
 from .._backends.rows import collecting_damage
 from .._core.effect_records import Effect, EffectState
@@ -185,7 +185,7 @@ async def _show_row(
 ) -> dict[str, Any]:
     """An intent whose record cannot be read here: damaged (only ``abandon``, which sets it
     aside), or sealed under a key not given (what the seal leaves readable)."""
-    raw = await journal.raw_intent(ident) if sets_aside(journal) else None
+    raw = None if journal.aside is None else await journal.aside.raw(ident)
     if raw is None:
         raise ResolutionRefused(f"intent {ident}: {damaged or sealed}", intent_id=ident)
     with collecting_damage():
@@ -218,9 +218,9 @@ async def _show_row(
 
 
 async def _set_aside_entry(journal: IntentJournal, ident: str) -> Any:
-    if not sets_aside(journal):
+    if journal.aside is None:
         return None
-    found = await journal.set_aside_entries(intent_id=ident, limit=1)
+    found = await journal.aside.entries(intent_id=ident, limit=1)
     return found[0] if found else None
 
 

@@ -15,13 +15,12 @@ from .._backends.journal import (
     JournalEntry,
     Page,
     keeps_effects,
-    sets_aside,
 )
 from .._backends.rows import collecting_damage
 from .._core.effect_records import Effect
 from .._core.policy import Resolution, Step, resolution_step
 from .._core.records import Action, Decision, Outcome
-from .paging import DEFAULT_LIMIT, Position, effects_page, newest_decisions, pending_page
+from .paging import DEFAULT_LIMIT, Position, effects_page, pending_page
 from .waiting import effect_status
 
 if TYPE_CHECKING:
@@ -174,9 +173,9 @@ async def trail(
             journal, session_id=session_id, now=time.time(), lease_seconds=lease_seconds
         )
     aside = (
-        await journal.set_aside_entries(session_id=session_id, limit=limit)
-        if sets_aside(journal)
-        else []
+        []
+        if journal.aside is None
+        else await journal.aside.entries(session_id=session_id, limit=limit)
     )
     return {
         "session": session_id,
@@ -241,7 +240,9 @@ async def started_effects(
     if not keeps_effects(journal):
         return []
     effects = await journal.started_effects(session_id)
-    newest = await newest_decisions(journal, [effect.key for effect in effects])
+    if not effects:
+        return []
+    newest = await journal.newest_decisions([effect.key for effect in effects])
     return [started_view(effect, newest.get(effect.key), now, lease_seconds) for effect in effects]
 
 

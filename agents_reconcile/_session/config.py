@@ -9,7 +9,7 @@ from dataclasses import dataclass, fields
 from typing import Any, Final, Literal, get_args
 
 from .._backends.addresses import printable, sqlite_file
-from .._backends.journal import IntentJournal
+from .._backends.journal import IntentJournal, meant_as_journal, require_journal
 from .._backends.redaction import Redacted
 from .._backends.registry import parse_address
 from .._core.records import BackendIdentity
@@ -230,6 +230,8 @@ def _journal(name: str, value: object) -> None:
         if isinstance(path, str):
             _address(name, path, path, check=sqlite_file)
         return
+    if meant_as_journal(value):
+        require_journal(value)  # a journal written for an earlier release: says what to add
     if not isinstance(value, str):
         # Bytes may hold a URL with its password: only their type is named.
         shown = type(value).__name__ if isinstance(value, bytes | bytearray) else _shown(value)

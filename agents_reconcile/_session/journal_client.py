@@ -17,7 +17,13 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, TypeVar, cast
 import orjson
 
 from .. import errors
-from .._backends.journal import Capabilities, IntentJournal, IntentState, capabilities_of
+from .._backends.journal import (
+    Capabilities,
+    IntentJournal,
+    IntentState,
+    capabilities_of,
+    require_journal,
+)
 from .._backends.opening import journal_path, open_journal
 from .._backends.sealing_marks import mark_sealed
 from .._backends.sqlite.journal import SQLiteJournal
@@ -101,7 +107,11 @@ class JournalClient:
     def journal(self) -> IntentJournal:
         """The intent journal, opened on first use."""
         if self._journal is None:
-            self._journal = self._with_keys(open_journal(self.config.journal))
+            opened = open_journal(self.config.journal)
+            # A custom journal written for an earlier release is refused here, naming what to
+            # add, rather than failing on a missing method in the middle of an append.
+            require_journal(opened)
+            self._journal = self._with_keys(opened)
             if self.config.active:
                 from .pruning import pruner_for
 
@@ -270,20 +280,17 @@ class JournalClient:
         """Store a denial in the trail, unless the newest decision about its intent says the
         very same thing (outcome, reason, action and evidence): a run retried against the same
         unresolved intent adds nothing new, so the trail keeps the first denial, counted
-        (``Decision.repeats``, ``last_seen``) where the journal declares ``counts_again``."""
+        (``Decision.repeats``, ``last_seen``)."""
         journal = self.journal
         newest = await journal.decisions(
             session_id=decision.session_id, intent_id=decision.intent_id, limit=1
         )
         if newest and same_substance(newest[0], decision):
             previous = newest[0]
-            if not self.capabilities.counts_again:
-                return  # a journal that cannot count keeps the first alone
-            count_again = journal.note_again  # type: ignore[attr-defined]
             again = dataclasses.replace(
                 previous, repeats=previous.repeats + 1, last_seen=decision.decided_at
             )
-            if await count_again(previous, again):
+            if await journal.note_again(previous, again):
                 return
             # Another decision came in meanwhile: this one is news again.
         await journal.note(decision)

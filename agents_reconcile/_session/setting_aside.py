@@ -27,7 +27,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from .._backends.aside import RawIntent, SetAside
-from .._backends.journal import IntentState, sets_aside
+from .._backends.journal import IntentState
 from .._core.ownership import Owner, Takeover, current_owner, takeover
 from .._core.records import Action, BackendIdentity, Decision, Outcome, Reason
 from ..errors import (
@@ -101,13 +101,14 @@ async def set_aside(
     problem = await damage_of(journal, intent_id)
     if problem is None:
         return None
-    if not sets_aside(journal):
+    component = journal.aside
+    if component is None:
         raise ResolutionRefused(
             f"intent {intent_id}'s record is damaged ({problem}) and this journal cannot set "
             "it aside",
             intent_id=intent_id,
         )
-    raw = await journal.raw_intent(intent_id)
+    raw = await component.raw(intent_id)
     if raw is None:
         raise ResolutionRefused(f"intent {intent_id} is gone meanwhile", intent_id=intent_id)
     if (session_id is not None and raw.session_id != session_id) or (
@@ -144,7 +145,7 @@ async def set_aside(
         decided_at=now,
         evidence=evidence,
     )
-    if not await journal.set_aside(raw, aside, decision):
+    if not await component.set_aside(raw, aside, decision):
         raise ResolutionRefused(
             f"intent {intent_id}'s row changed while it was being set aside; look again "
             "(agents-reconcile show)",

@@ -1,6 +1,6 @@
-"""The ``AsideJournal`` contracts, checked on a journal that declares
-``Capabilities(set_aside=True)``; skipped, with the reason, on one that does not: a damaged intent's
-record then has to be cleared by other means."""
+"""The aside component's contracts (``JournalAside``), checked on a journal whose ``aside`` is
+one; skipped, with the reason, on one whose ``aside`` is None: a damaged intent's record then
+has to be cleared by other means."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import time
 from typing import Any
 
 from .._backends.aside import RawIntent, SetAside
-from .._backends.journal import IntentState, sets_aside
+from .._backends.journal import IntentState
 from .._core.records import Action, BackendIdentity, Decision, Outcome, Reason
 from ._core import Subject, contract, fail, refused, require, skip
 from ._journal import journal_of
@@ -20,18 +20,18 @@ __all__: list[str] = []
 
 async def _aside_journal(subject: Subject) -> Any:
     journal = await journal_of(subject)
-    if not sets_aside(journal):
+    if journal.aside is None:
         skip(
-            "the journal does not declare Capabilities(set_aside=True) (an AsideJournal: "
-            "raw_intent, set_aside, set_aside_entries): a damaged intent cannot be set aside"
+            "the journal has no aside component (journal.aside is None; a JournalAside: raw, "
+            "set_aside, entries): a damaged intent cannot be set aside"
         )
     return journal
 
 
 async def _raw(journal: Any, intent_id: str) -> RawIntent:
-    raw: RawIntent | None = await journal.raw_intent(intent_id)
+    raw: RawIntent | None = await journal.aside.raw(intent_id)
     if raw is None or raw.intent_id != intent_id:
-        fail(f"raw_intent({intent_id!r}) answered {raw!r} for an unresolved intent")
+        fail(f"aside.raw({intent_id!r}) answered {raw!r} for an unresolved intent")
     return raw
 
 
@@ -53,42 +53,45 @@ def _aside(raw: RawIntent, decided_at: float) -> tuple[SetAside, Decision]:
 
 @contract("aside")
 async def set_aside_moves_only_a_row_unchanged_since_read(subject: Subject) -> None:
-    """``set_aside()`` moves an unresolved intent's row only while it still holds exactly what
-    ``raw_intent()`` read (a renewal or any change since keeps it, answering False); moved, the
+    """``aside.set_aside()`` moves an unresolved intent's row only while it still holds exactly what
+    ``aside.raw()`` read (a renewal or any change since keeps it, answering False); moved, the
     intent is settled, its decision stored and its session's count moved, once."""
     journal = await _aside_journal(subject)
     intent = make_intent("i-1")
     await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=ME)
-    require(await journal.raw_intent("never") is None, "raw_intent() of an unknown id found one")
+    require(await journal.aside.raw("never") is None, "aside.raw() of an unknown id found one")
     raw = await _raw(journal, "i-1")
     await asyncio.sleep(0.02)
     await journal.transition("i-1", state=IntentState.IN_FLIGHT, owner=ME)
     stale_aside, stale_decision = _aside(raw, time.time())
-    moved = await journal.set_aside(raw, stale_aside, stale_decision)
-    require(moved is False, "set_aside() moved a row renewed since it was read")
-    require(await journal.get("i-1") is not None, "a refused set_aside() removed the intent")
-    require(not await journal.is_settled("i-1"), "a refused set_aside() settled the intent")
-    require(await journal.decisions(intent_id="i-1") == [], "a refused set_aside() stored")
-    require(await journal.set_aside_entries() == [], "a refused set_aside() listed an entry")
+    moved = await journal.aside.set_aside(raw, stale_aside, stale_decision)
+    require(moved is False, "aside.set_aside() moved a row renewed since it was read")
+    require(await journal.get("i-1") is not None, "a refused aside.set_aside() removed the intent")
+    require(not await journal.is_settled("i-1"), "a refused aside.set_aside() settled the intent")
+    require(await journal.decisions(intent_id="i-1") == [], "a refused aside.set_aside() stored")
+    require(await journal.aside.entries() == [], "a refused aside.set_aside() listed an entry")
     require(await journal.write_count("session-a", intent.backend) == 1, "a refusal counted")
     fresh = await _raw(journal, "i-1")
     aside, decision = _aside(fresh, time.time())
-    require(await journal.set_aside(fresh, aside, decision) is True, "set_aside() did not move it")
+    require(
+        await journal.aside.set_aside(fresh, aside, decision) is True,
+        "aside.set_aside() did not move it",
+    )
     require(await journal.get("i-1") is None, "the row set aside is still an intent")
     require(await journal.is_settled("i-1"), "the intent set aside is not settled")
     require(await journal.decisions(intent_id="i-1") == [decision], "its decision is not stored")
-    require(await journal.set_aside_entries() == [aside], "set_aside_entries() lacks it")
+    require(await journal.aside.entries() == [aside], "aside.entries() lacks it")
     require(await journal.write_count("session-a", intent.backend) == 2, "it was not counted")
     require(
-        await journal.set_aside(fresh, aside, decision) is False,
-        "set_aside() again (a retry) moved something",
+        await journal.aside.set_aside(fresh, aside, decision) is False,
+        "aside.set_aside() again (a retry) moved something",
     )
     require(await journal.write_count("session-a", intent.backend) == 2, "a retry counted")
 
 
 @contract("aside")
 async def set_aside_entries_are_newest_first_and_limited(subject: Subject) -> None:
-    """``set_aside_entries()`` lists what was set aside newest first, only a session's or an
+    """``aside.entries()`` lists what was set aside newest first, only a session's or an
     intent's when asked, at most ``limit``, refusing a limit below 1 (``ValueError``)."""
     journal = await _aside_journal(subject)
     entries: list[SetAside] = []
@@ -97,21 +100,24 @@ async def set_aside_entries_are_newest_first_and_limited(subject: Subject) -> No
         await journal.record(intent, state=IntentState.FAILED, owner=ME)
         raw = await _raw(journal, intent.intent_id)
         aside, decision = _aside(raw, 1_700_000_000.0 + n)
-        require(await journal.set_aside(raw, aside, decision), "set_aside() did not move a row")
+        require(
+            await journal.aside.set_aside(raw, aside, decision),
+            "aside.set_aside() did not move a row",
+        )
         entries.append(aside)
     first, second, third = entries
     for what, filters, wanted in (
-        ("set_aside_entries()", {}, [third, second, first]),
-        ("set_aside_entries(session_id='session-a')", {"session_id": "session-a"}, [third, first]),
-        ("set_aside_entries(intent_id='i-1')", {"intent_id": "i-1"}, [second]),
-        ("set_aside_entries(limit=2)", {"limit": 2}, [third, second]),
+        ("aside.entries()", {}, [third, second, first]),
+        ("aside.entries(session_id='session-a')", {"session_id": "session-a"}, [third, first]),
+        ("aside.entries(intent_id='i-1')", {"intent_id": "i-1"}, [second]),
+        ("aside.entries(limit=2)", {"limit": 2}, [third, second]),
         (
-            "set_aside_entries(session_id='session-a', limit=1)",
+            "aside.entries(session_id='session-a', limit=1)",
             {"session_id": "session-a", "limit": 1},
             [third],
         ),
     ):
-        found = await journal.set_aside_entries(**filters)
+        found = await journal.aside.entries(**filters)
         names = [entry.intent_id for entry in found]
         require(found == wanted, f"{what} lists {names}, not {[e.intent_id for e in wanted]}")
-    await refused(ValueError, journal.set_aside_entries(limit=0), "set_aside_entries(limit=0)")
+    await refused(ValueError, journal.aside.entries(limit=0), "aside.entries(limit=0)")

@@ -26,9 +26,10 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-KINDS: Final = ("journal", "effects", "aside", "store", "session")
-"""The kinds of contract: an ``IntentJournal``'s, an ``EffectJournal``'s, an ``AsideJournal``'s,
-a revisioned store's, and a plain SDK ``Session``'s."""
+KINDS: Final = ("journal", "effects", "aside", "sealing", "store", "session")
+"""The kinds of contract: an ``IntentJournal``'s, an ``EffectJournal``'s, an aside
+component's (``JournalAside``, ``journal.aside``), a sealing component's (``JournalSealing``,
+``journal.sealing``), a revisioned store's, and a plain SDK ``Session``'s."""
 
 
 class ContractViolation(AssertionError):

@@ -14,32 +14,20 @@ import asyncio
 from collections.abc import Sequence
 from typing import Any, Final
 
-from .._backends.journal import IntentJournal, IntentState, JournalEntry, Opened
+from .._backends.journal import (
+    JOURNAL_COMPONENTS,
+    JOURNAL_METHODS,
+    IntentJournal,
+    IntentState,
+    JournalEntry,
+    Opened,
+)
 from .._core.records import Action
 from ..errors import IntentConflict, LeaseLost
 from ._core import Subject, contract, fail, refused, require
 from ._records import BACKEND, ME, OTHER_BACKEND, OTHER_KIND, STRANGER, make_decision, make_intent
 
 __all__ = ["FAILED", "IN_FLIGHT", "JOURNAL_METHODS", "RECONCILING", "ids", "journal_of", "worker"]
-
-JOURNAL_METHODS: Final = (
-    "record",
-    "open_intent",
-    "write_count",
-    "count_write",
-    "transition",
-    "discard",
-    "pending",
-    "get",
-    "is_settled",
-    "settle",
-    "note",
-    "decisions",
-    "close",
-    "schema_version",
-    "check",
-    "migrate",
-)
 
 FAILED: Final = IntentState.FAILED
 IN_FLIGHT: Final = IntentState.IN_FLIGHT
@@ -79,9 +67,12 @@ async def _entry(journal: Any, intent_id: str) -> JournalEntry:
 @contract("journal")
 async def implements_the_intent_journal_protocol(subject: Subject) -> None:
     """The journal is an ``IntentJournal`` (the runtime-checkable protocol): every method the
-    wrapper calls is there."""
+    wrapper calls is there, and every component is an attribute (the component, or None)."""
     journal = await journal_of(subject)
     missing = [name for name in JOURNAL_METHODS if not callable(getattr(journal, name, None))]
+    missing += [
+        f"the attribute {name}" for name in JOURNAL_COMPONENTS if not hasattr(journal, name)
+    ]
     require(not missing, f"it lacks {', '.join(missing)}")
     require(isinstance(journal, IntentJournal), "isinstance(journal, IntentJournal) is False")
 

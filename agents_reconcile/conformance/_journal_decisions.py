@@ -4,6 +4,7 @@ once, for the same decision) and noting a decision that leaves it unresolved. Th
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Final
 
 from .._backends.journal import JournalEntry
@@ -149,3 +150,38 @@ async def settle_and_note_take_only_their_kind_of_decision(subject: Subject) -> 
     require(await _entry(journal, "i-1") == before, "a refused decision changed the intent")
     require(await journal.decisions() == [], "a refused decision was stored")
     require(await _count(journal) == 1, "a refused decision was counted")
+
+
+@contract("journal")
+async def note_again_counts_the_newest_decision_in_place(subject: Subject) -> None:
+    """``note_again(previous, again)`` replaces the newest decision about an intent with
+    ``again`` (the same decision counted once more) only while that newest decision is still
+    ``previous``, and answers whether it did: one stored decision, not one per repeat."""
+    journal = await journal_of(subject)
+    intent = make_intent("i-1")
+    await journal.record(intent, state=FAILED, owner=ME)
+    denial = make_decision(intent, action=Action.DENIED)
+    await journal.note(denial)
+    twice = dataclasses.replace(denial, repeats=2, last_seen=1_700_000_200.0)
+    require(await journal.note_again(denial, twice) is True, "note_again() did not count it")
+    found = await journal.decisions(intent_id="i-1")
+    require(found == [twice], f"after note_again() the decisions are {found}, not [the count]")
+    thrice = dataclasses.replace(denial, repeats=3, last_seen=1_700_000_300.0)
+    require(
+        await journal.note_again(denial, thrice) is False,
+        "note_again() counted over a decision that is no longer the one read",
+    )
+    other = make_decision(intent, action=Action.LEFT_PENDING, decided_at=1_700_000_400.0)
+    await journal.note(other)
+    require(
+        await journal.note_again(twice, thrice) is False,
+        "note_again() counted over a decision that is no longer the newest",
+    )
+    found = await journal.decisions(intent_id="i-1")
+    require(found == [other, twice], f"after the refused counts the decisions are {found}")
+    stranger = make_decision(make_intent("i-9"), action=Action.DENIED)
+    require(
+        await journal.note_again(stranger, thrice) is False,
+        "note_again() of an intent without decisions answered True",
+    )
+    require(await journal.decisions(intent_id="i-9") == [], "note_again() stored a decision")

@@ -10,7 +10,7 @@ import time
 from datetime import timedelta
 from typing import Any, Final
 
-from .._backends.journal import keeps_effects, prunes, sets_aside
+from .._backends.journal import keeps_effects, prunes
 from .._core.fingerprint import digest_items
 from .._core.records import Action, PendingWrite
 from .._core.retention import Pruned, Retention
@@ -210,21 +210,23 @@ async def pruning_removes_old_set_aside_entries(subject: Subject) -> None:
     """``prune()`` removes set-aside entries set aside longer ago than the decisions'
     retention, with their decisions, and keeps younger ones."""
     journal = await _pruning_journal(subject)
-    if not sets_aside(journal):
-        skip("the journal does not set intents aside")
+    if journal.aside is None:
+        skip("the journal has no aside component (journal.aside is None)")
     from ._aside import _aside, _raw
 
     now = time.time()
     for name, at in (("aside-old", now - 3 * DAY), ("aside-young", now - 60.0)):
         await journal.record(make_intent(name), state=FAILED, owner=ME)
         aside, decision = _aside(await _raw(journal, name), at)
-        require(await journal.set_aside(await _raw(journal, name), aside, decision), "set aside")
+        require(
+            await journal.aside.set_aside(await _raw(journal, name), aside, decision), "set aside"
+        )
     pruned = await _prune(journal, _DECISIONS)
     require(
         (pruned.set_aside, pruned.decisions) == (1, 1),
         f"prune() answered {pruned}, not the old entry and its decision",
     )
-    left = [entry.intent_id for entry in await journal.set_aside_entries()]
+    left = [entry.intent_id for entry in await journal.aside.entries()]
     require(left == ["aside-young"], f"set-aside entries left: {left}")
 
 

@@ -160,10 +160,9 @@ async def test_a_journal_declaring_nothing_skips_the_contracts_of_what_it_lacks_
     skipped = {result.contract.name: result.detail for result in report.skipped}
     by_kind = {result.contract.kind: result.detail for result in report.skipped}
     assert "does not declare Capabilities(effects=True)" in by_kind["effects"]
-    assert "does not declare Capabilities(set_aside=True)" in by_kind["aside"]
+    assert "has no aside component" in by_kind["aside"]
+    assert "has no sealing component" in by_kind["sealing"]
     assert "no schema" in skipped["schema_check_writes_nothing_and_migrate_is_idempotent"]
-    newest = skipped["newest_decisions_are_each_intents_newest"]
-    assert "does not declare Capabilities(newest_decisions=True)" in newest
     paged = skipped["pending_pages_list_every_intent_once_with_what_follows"]
     assert "does not declare Capabilities(pages=True)" in paged
     pruned = skipped["pruned_write_counts_never_go_down"]
@@ -172,7 +171,6 @@ async def test_a_journal_declaring_nothing_skips_the_contracts_of_what_it_lacks_
         applies = (
             result.contract.kind == "journal"
             and "schema" not in result.contract.name
-            and "newest_decisions" not in result.contract.name
             and "pages" not in result.contract.name
             and "prun" not in result.contract.name
         )
@@ -268,7 +266,7 @@ def test_the_docs_example_runs_as_written(tmp_path: Path) -> None:
         )
         # The toy journal breaks one contract; it has no schema (two skipped); the SDK's
         # SQLiteSession keeps every session contract.
-        journal_contracts = len(contracts("journal", "effects", "aside"))
+        journal_contracts = len(contracts("journal", "effects", "aside", "sealing"))
         passed = journal_contracts - 3 + len(contracts("session"))
         assert f"1 failed, {passed} passed, 2 skipped" in done.stdout, done.stdout
         failed = "FAILED test_my_journal.py::TestForgetfulJournal::test_decisions_honour_limit"

@@ -312,27 +312,6 @@ async def test_record_after_settle_conflicts(journal: IntentJournal, same_conten
     assert await journal.pending("session-a") == []
 
 
-async def test_note_again_counts_the_newest_decision_in_place(journal: IntentJournal) -> None:
-    """``note_again`` replaces the newest decision about an intent with the same decision
-    counted once more, only while it is still the one read: one row, not one per attempt."""
-    intent = make_intent("i-1")
-    await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
-    denial = make_decision(intent, action=Action.DENIED)
-    await journal.note(denial)
-    twice = dataclasses.replace(denial, repeats=2, last_seen=1_700_000_200.0)
-    assert await journal.note_again(denial, twice)  # type: ignore[attr-defined]
-    assert await journal.decisions(intent_id="i-1") == [twice]
-    [found] = await journal.decisions(session_id="session-a")
-    assert (found.repeats, found.last_seen) == (2, 1_700_000_200.0)
-    thrice = dataclasses.replace(denial, repeats=3, last_seen=1_700_000_300.0)
-    assert not await journal.note_again(denial, thrice), "no longer the one read"  # type: ignore[attr-defined]
-    other = make_decision(intent, action=Action.LEFT_PENDING, decided_at=1_700_000_400.0)
-    await journal.note(other)
-    assert not await journal.note_again(twice, thrice), "no longer the newest"  # type: ignore[attr-defined]
-    assert await journal.decisions(intent_id="i-1") == [other, twice]
-    assert not await journal.note_again(make_decision(make_intent("i-9")), thrice)  # type: ignore[attr-defined]
-
-
 @pytest.mark.parametrize("action", NOT_SETTLING, ids=[a.value for a in NOT_SETTLING])
 async def test_note_keeps_the_intent_pending(journal: IntentJournal, action: Action) -> None:
     """note() stores a non-settling decision while the intent stays pending and unsettled."""

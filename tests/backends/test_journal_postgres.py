@@ -890,7 +890,7 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
 
     owner = current_owner()
     await journal.record(make_intent("held"), state=IntentState.FAILED, owner=owner)
-    raw = await journal.raw_intent("held")
+    raw = await journal.aside.raw("held")
     assert raw is not None
     aside = SetAside.of(raw, problem="p", actor="a", reason="r", at=time.time())
     effect = make_effect("call")
@@ -923,7 +923,7 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
         "pending": lambda: journal.pending(None),
         "pending_page": lambda: journal.pending_page(limit=5),
         "prune": lambda: journal.prune(Retention(0, 0, 0)),
-        "raw_intent": lambda: journal.raw_intent("held"),
+        "aside.raw": lambda: journal.aside.raw("held"),
         "record": lambda: journal.record(
             make_intent("recorded"), state=IntentState.FAILED, owner=owner
         ),
@@ -931,10 +931,10 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
         "schema_tables": journal.schema_tables,
         "schema_version": journal.schema_version,
         "server": lambda: journal.server(fresh=True),
-        "set_aside": lambda: journal.set_aside(raw, aside, decision),
-        "set_aside_entries": journal.set_aside_entries,
-        "mark_sealing": lambda: journal.mark_sealing(["aaaa000000000001"]),
-        "sealing_keys": journal.sealing_keys,
+        "aside.set_aside": lambda: journal.aside.set_aside(raw, aside, decision),
+        "aside.entries": journal.aside.entries,
+        "sealing.mark": lambda: journal.sealing.mark(["aaaa000000000001"]),
+        "sealing.keys": journal.sealing.keys,
         "settle": lambda: journal.settle(decision),
         "started_effects": journal.started_effects,
         "started_effects_page": lambda: journal.started_effects_page(limit=5),
@@ -979,6 +979,13 @@ async def test_no_driver_error_reaches_the_caller_untranslated(
             if not name.startswith("_")
             and name != "close"
             and asyncio.iscoroutinefunction(getattr(PostgresJournal, name))
+        }
+        offered |= {
+            f"{part}.{name}"
+            for part in ("aside", "sealing")
+            for name in dir(getattr(journal, part))
+            if not name.startswith("_")
+            and asyncio.iscoroutinefunction(getattr(getattr(journal, part), name))
         }
         assert offered <= set(calls), offered - set(calls)
         for name, call in calls.items():

@@ -276,7 +276,7 @@ async def test_opening_an_intent_is_one_statement_until_something_is_in_the_way(
     owner = current_owner()
     await journal.open_intent(make_intent("warm"), state=IntentState.IN_FLIGHT, owner=owner)
     await journal.discard("warm")
-    conn = journal._link._conn
+    conn = journal._file.link._conn
     assert conn is not None
     statements: list[str] = []
     conn.set_trace_callback(statements.append)
@@ -504,7 +504,7 @@ def test_fork_child_writes_and_parent_keeps_working(tmp_path: Path) -> None:
     child_intent = make_intent("child-1", created_at=2.0, text="from the child")
     # White-box: SQLite forbids carrying a connection across fork, which rarely fails visibly,
     # so the child also checks that it did not reuse the parent's connection object.
-    parent_connection = journal._link._conn
+    parent_connection = journal._file.link._conn
     assert parent_connection is not None
     pid = os.fork()
     if pid == 0:  # pragma: no cover - runs in the child
@@ -516,7 +516,7 @@ def test_fork_child_writes_and_parent_keeps_working(tmp_path: Path) -> None:
                     journal.record(child_intent, state=IntentState.IN_FLIGHT, owner=current_owner())
                 )
                 entry = loop.run_until_complete(journal.get("parent-1"))
-                reused = journal._link._conn is parent_connection
+                reused = journal._file.link._conn is parent_connection
                 code = 2 if entry is None else 3 if reused else 0
             finally:
                 loop.close()
@@ -641,7 +641,7 @@ async def test_no_statement_of_an_append_or_a_reconcile_scans_a_table(tmp_path: 
     session = ReconcilingSession(inner, config=ReconcileConfig(journal=journal))
     await session.add_items([{"role": "user", "content": "first"}])
     ran: list[str] = []
-    journal._link._connection().set_trace_callback(ran.append)
+    journal._file.link._connection().set_trace_callback(ran.append)
     try:
         for n in range(3):
             await session.add_items([{"role": "user", "content": f"next {n}"}])
@@ -651,7 +651,7 @@ async def test_no_statement_of_an_append_or_a_reconcile_scans_a_table(tmp_path: 
         await session.reconcile()
         await session.add_items([{"role": "user", "content": "after"}])
     finally:
-        journal._link._connection().set_trace_callback(None)
+        journal._file.link._connection().set_trace_callback(None)
     statements = {
         s
         for s in ran

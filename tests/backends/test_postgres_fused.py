@@ -313,7 +313,7 @@ async def test_the_servers_identity_is_read_once_per_pool(place: Place, wire: Wi
     assert len([sql for sql in wire.statements if "pg_control_system" in sql]) == 2
     now = await journal.server()
     assert now is not None
-    journal._connections.learned["server-identity"] = dataclasses.replace(
+    journal._db.connections.learned["server-identity"] = dataclasses.replace(
         now, started=now.started - datetime.timedelta(hours=1)
     )
     assert await fused_append(journal, store) is not None
@@ -341,7 +341,7 @@ async def test_the_journal_commits_as_the_store_does_whatever_the_roles_default(
         for given, expected in ((url, "read committed"), (named, "serializable")):
             journal = PostgresJournal.from_url(given, schema=place.journal_schema + "rr")
             try:
-                shown = await journal._run(
+                shown = await journal._db.run(
                     lambda conn: conn.fetchval("SHOW default_transaction_isolation")
                 )
             finally:

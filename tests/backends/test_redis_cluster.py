@@ -175,10 +175,10 @@ async def test_every_command_a_journal_sends_touches_one_slot_of_its_own_buckets
         await journal.note_again(denial, dataclasses.replace(denial, repeats=2))
         await journal.count_write("session-c", BACKEND)
         await journal.write_count("session-c", BACKEND)
-        raw = await journal.raw_intent("i-2")
+        raw = await journal.aside.raw("i-2")
         assert raw is not None
         aside = SetAside.of(raw, problem="p", actor="t", reason="r", at=time.time())
-        await journal.set_aside(raw, aside, make_decision(second, action=Action.DROPPED))
+        await journal.aside.set_aside(raw, aside, make_decision(second, action=Action.DROPPED))
         effect = make_effect("c1")
         await journal.begin_effect(effect)
         await journal.restart_effect(
@@ -198,7 +198,7 @@ async def test_every_command_a_journal_sends_touches_one_slot_of_its_own_buckets
         await journal.decisions(intent_id="i-2")
         await journal.decisions(session_id="session-a")
         await journal.newest_decisions(["i-2", "b-1"])
-        await journal.set_aside_entries()
+        await journal.aside.entries()
         await journal.prune(Retention(0, 0, 0), dry_run=True)
         await journal.prune(Retention(0, 0, 0))
         await journal.prune(Retention(0, 0, 0), limit=3)

@@ -244,7 +244,7 @@ async def test_pruning_removes_the_rows_from_the_tables(
         make_intent("aside", session_id="damaged"), state=IntentState.FAILED, owner=owner
     )
     entry, decision = _aside(await _raw(journal, "aside"), old)
-    assert await journal.set_aside(await _raw(journal, "aside"), entry, decision)
+    assert await journal.aside.set_aside(await _raw(journal, "aside"), entry, decision)
     done, started = make_effect("done-call"), make_effect("started-call")
     for effect in (done, started):
         await journal.begin_effect(effect)

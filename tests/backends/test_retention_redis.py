@@ -102,7 +102,7 @@ def before_script(
     """Has ``meddle`` run once, right before the journal's next script ``name``: between what
     pruning found and the step that removes it. Returns a list that notes each run."""
     ran: list[int] = []
-    original = journal._script
+    original = journal._link.script
 
     async def spy(script: str, *args: Any, **kwargs: Any) -> object:
         if script == name and not ran:
@@ -110,7 +110,7 @@ def before_script(
             await meddle()
         return await original(script, *args, **kwargs)
 
-    journal._script = spy  # type: ignore[method-assign]
+    journal._link.script = spy  # type: ignore[method-assign]
     return ran
 
 
@@ -273,9 +273,9 @@ async def test_every_script_that_counts_a_write_stamps_it(
 
     async def set_aside() -> None:
         await journal.record(make_intent("i-4"), state=IntentState.FAILED, owner=owner)
-        found = await journal.raw_intent("i-4")
+        found = await journal.aside.raw("i-4")
         assert found is not None
-        await journal.set_aside(found, *aside_of(found, time.time()))
+        await journal.aside.set_aside(found, *aside_of(found, time.time()))
 
     await stamped(set_aside)
 
@@ -352,9 +352,9 @@ async def test_pruning_removes_receipts_counts_and_set_aside_entries_everywhere(
         await journal.begin_effect(effect)
     await journal.finish_effect(done.with_receipt("ok", at=done.started_at + 1.0))
     await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=owner)
-    found = await journal.raw_intent("i-1")
+    found = await journal.aside.raw("i-1")
     assert found is not None
-    assert await journal.set_aside(found, *aside_of(found, time.time() - 3 * DAY))
+    assert await journal.aside.set_aside(found, *aside_of(found, time.time() - 3 * DAY))
 
     everything = Retention(0, 0, 0)
     pruned = await journal.prune(everything)
@@ -384,10 +384,10 @@ async def test_pruning_removes_receipts_counts_and_set_aside_entries_everywhere(
 
     # The next entry set aside takes a position of its own.
     await journal.record(make_intent("i-2"), state=IntentState.FAILED, owner=owner)
-    again = await journal.raw_intent("i-2")
+    again = await journal.aside.raw("i-2")
     assert again is not None
-    assert await journal.set_aside(again, *aside_of(again, time.time()))
-    assert [e.intent_id for e in await journal.set_aside_entries()] == ["i-2"]
+    assert await journal.aside.set_aside(again, *aside_of(again, time.time()))
+    assert [e.intent_id for e in await journal.aside.entries()] == ["i-2"]
     assert await raw.lrange(f"{prefix}:aside_order", 0, -1) == [b"", b"i-2"]
     assert await journal.drop() > 0
     assert await prefix_keys(raw, prefix) == set()
@@ -500,7 +500,7 @@ async def test_a_decision_whose_intent_came_back_after_it_was_found_is_kept(
 
     # 'find' and 'remove' are one script file: the second run of it is the removal.
     runs: list[str] = []
-    original = journal._script
+    original = journal._link.script
 
     async def spy(script: str, keys: list[bytes], args: list[Any], **kwargs: Any) -> object:
         if script == "prune_decisions" and args[1] == "remove":
@@ -508,7 +508,7 @@ async def test_a_decision_whose_intent_came_back_after_it_was_found_is_kept(
             await again()
         return await original(script, keys, args, **kwargs)
 
-    journal._script = spy
+    journal._link.script = spy
     assert (await journal.prune(DECISIONS_DAY)).decisions == 0
     assert runs == ["remove"]
     assert [d.intent_id for d in await journal.decisions(intent_id="i-1")] == ["i-1"]

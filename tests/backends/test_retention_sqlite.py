@@ -200,7 +200,7 @@ async def test_pruned_rows_leave_the_file(journal: SQLiteJournal) -> None:
     assert query(path, "SELECT session_id FROM session_writes") == [("kept-session",)]
     assert query(path, "SELECT intent_id FROM intents") == [("kept-open",)]
 
-    await journal._run(lambda conn: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
+    await journal._file.run(lambda conn: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
     assert b"marker" not in path.read_bytes()
 
 

@@ -179,9 +179,9 @@ async def _one_failed_append(tmp_path: Path, journal: Path) -> None:
 
 async def test_status_reads_the_newest_decisions_of_every_pending_intent_in_one_step() -> None:
     """However many intents are pending, ``status`` reads their newest decisions in one step
-    from a journal that declares ``newest_decisions`` and does not page itself (each journal
-    of this package pages, its page carrying them), never once per intent, and shows the same
-    as reading them one by one."""
+    (``newest_decisions``, which every journal has) from a journal that does not page itself
+    (each journal of this package pages, its page carrying them), never once per intent, and
+    shows the same as reading them one by one."""
     from typing import ClassVar
 
     from agents_reconcile import MemoryJournal
@@ -193,7 +193,7 @@ async def test_status_reads_the_newest_decisions_of_every_pending_intent_in_one_
     from ..support.journal_support import make_decision, make_intent
 
     class Counting(MemoryJournal):
-        capabilities: ClassVar[Capabilities] = Capabilities(effects=True, newest_decisions=True)
+        capabilities: ClassVar[Capabilities] = Capabilities(effects=True)
 
         def __init__(self) -> None:
             super().__init__()

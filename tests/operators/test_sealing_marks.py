@@ -20,7 +20,6 @@ import pytest
 from agents import SQLiteSession
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
-from agents_reconcile._backends.journal import marks_sealing
 from agents_reconcile._core.sealing import SESSION_KEYS, PayloadKey
 from agents_reconcile._operator.check import RepairRefused, repair_session
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
@@ -52,23 +51,23 @@ async def test_a_dropped_journal_drops_its_mark_too(place: Place) -> None:
     drop = getattr(journal, "drop", None)
     if drop is None:
         pytest.skip(f"{place.backend.name} journals are not dropped")
-    await journal.mark_sealing(["aaaa000000000001"])
+    await journal.sealing.mark(["aaaa000000000001"])
     await drop()
-    assert await place.journal().sealing_keys() == frozenset()
+    assert await place.journal().sealing.keys() == frozenset()
 
 
 async def test_a_journal_never_sealed_holds_no_mark_and_marks_only_add_up(place: Place) -> None:
-    """A new journal of every engine declares the mark and holds none; ids added are kept
-    (again is a no-op), and another journal object on the same storage reads them."""
+    """A new journal of every engine has the sealing component and holds no mark; ids added
+    are kept (again is a no-op), and another journal object on the same storage reads them."""
     journal = place.journal()
-    assert marks_sealing(journal)
-    assert await journal.sealing_keys() == frozenset()
-    await journal.mark_sealing(["aaaa000000000001", "bbbb000000000002"])
-    await journal.mark_sealing(["bbbb000000000002", "cccc000000000003"])
+    assert journal.sealing is not None
+    assert await journal.sealing.keys() == frozenset()
+    await journal.sealing.mark(["aaaa000000000001", "bbbb000000000002"])
+    await journal.sealing.mark(["bbbb000000000002", "cccc000000000003"])
     expected = {"aaaa000000000001", "bbbb000000000002", "cccc000000000003"}
-    assert await journal.sealing_keys() == expected
+    assert await journal.sealing.keys() == expected
     if place.backend.durable:
-        assert await place.journal().sealing_keys() == expected
+        assert await place.journal().sealing.keys() == expected
 
 
 async def test_a_session_that_seals_marks_the_journal_with_its_key_ids_only(
@@ -81,7 +80,7 @@ async def test_a_session_that_seals_marks_the_journal_with_its_key_ids_only(
         SQLiteSession("plain", tmp_path / "chat.db"), config=ReconcileConfig(journal=journal)
     )
     await plain.add_items([{"role": "user", "content": "hi"}])
-    assert await journal.sealing_keys() == frozenset()
+    assert await journal.sealing.keys() == frozenset()
     faulty = FaultInjectingSession(SQLiteSession("sealed", tmp_path / "chat.db"))
     sealing = ReconcilingSession(
         faulty, config=ReconcileConfig(journal=journal, payload_key=PAYLOAD_KEY)
@@ -89,7 +88,7 @@ async def test_a_session_that_seals_marks_the_journal_with_its_key_ids_only(
     faulty.plan(Fault.REJECT)
     with pytest.raises(BackendFailure):
         await sealing.add_items([{"role": "user", "content": SECRET}])
-    assert await journal.sealing_keys() == {KEY_ID}
+    assert await journal.sealing.keys() == {KEY_ID}
     [pending] = await journal.pending("sealed")
     assert pending.intent.sealed_under == KEY_ID
 
@@ -111,7 +110,7 @@ async def test_a_key_derived_from_an_encrypted_session_is_marked_by_one_name(pla
             encryption_key="k" * 40,
         )
         await mark_sealed(journal, Keyring([PayloadKey.from_encrypted_session(inner)]))
-    assert await journal.sealing_keys() == {SESSION_KEYS}
+    assert await journal.sealing.keys() == {SESSION_KEYS}
 
 
 # -- an operator's writes ----------------------------------------------------------------------
@@ -190,7 +189,7 @@ def test_a_journal_never_sealed_takes_a_repair_without_a_key_as_before(
     async def mark() -> frozenset[str]:
         journal: Any = case.backend.open_journal(case.journal, namespace=case.space)
         try:
-            found: frozenset[str] = await journal.sealing_keys()
+            found: frozenset[str] = await journal.sealing.keys()
             return found
         finally:
             await journal.close()
@@ -210,7 +209,7 @@ def test_an_effects_receipt_without_the_key_in_a_sealed_journal_is_refused(
     async def prepare() -> None:
         journal: Any = case.backend.open_journal(case.journal, namespace=case.space)
         try:
-            await journal.mark_sealing([KEY_ID])
+            await journal.sealing.mark([KEY_ID])
             await journal.begin_effect(effect)
         finally:
             await journal.close()
@@ -235,7 +234,7 @@ async def test_repair_session_from_code_is_refused_without_the_key_in_a_marked_j
     """The library's ``repair_session`` makes the same check: given no payload key on a
     journal marked sealed, it refuses (``RepairRefused``) and writes nothing."""
     journal = place.journal()
-    await journal.mark_sealing([KEY_ID])
+    await journal.sealing.mark([KEY_ID])
     call = {"type": "function_call", "call_id": "c1", "name": "charge", "arguments": "{}"}
     output = {"type": "function_call_output", "call_id": "c1", "output": SECRET}
     store = SQLiteSession("alice", tmp_path / "chat.db")
@@ -297,4 +296,4 @@ async def test_migrate_marks_a_journal_sealed_before_the_mark_existed(
         older = place.journal()
     assert "older" in (await older.check() or "")
     assert await older.migrate() == ["journal schema 3"]
-    assert await older.sealing_keys() == {key.key_id}
+    assert await older.sealing.keys() == {key.key_id}

@@ -105,7 +105,7 @@ def test_a_damaged_entry_is_set_aside_with_its_evidence_kept_and_the_session_run
     async def kept() -> Any:
         journal = case.backend.open_journal(case.journal, namespace=case.space)
         try:
-            return await journal.set_aside_entries(intent_id=intent_id)
+            return await journal.aside.entries(intent_id=intent_id)
         finally:
             await journal.close()
 
@@ -210,7 +210,7 @@ def test_a_row_renewed_after_it_was_read_is_not_set_aside(case: Case) -> None:
     async def go() -> None:
         journal = case.backend.open_journal(case.journal, namespace=case.space)
         try:
-            raw = await journal.raw_intent(intent_id)
+            raw = await journal.aside.raw(intent_id)
             assert raw is not None
             await asyncio.sleep(0.01)
             owner = Owner.parse(raw.owner)
@@ -231,8 +231,8 @@ def test_a_row_renewed_after_it_was_read_is_not_set_aside(case: Case) -> None:
                 Action.DROPPED,
                 0.0,
             )
-            assert not await journal.set_aside(raw, aside, decision)
-            assert await journal.raw_intent(intent_id) is not None
+            assert not await journal.aside.set_aside(raw, aside, decision)
+            assert await journal.aside.raw(intent_id) is not None
         finally:
             await journal.close()
 

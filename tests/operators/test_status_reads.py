@@ -67,11 +67,11 @@ def traced(path: Path, run: Any) -> list[str]:
     async def go() -> None:
         journal = SQLiteJournal(path, read_only=True)
         await journal.check()
-        journal._link._connection().set_trace_callback(ran.append)
+        journal._file.link._connection().set_trace_callback(ran.append)
         try:
             await run(journal)
         finally:
-            journal._link._connection().set_trace_callback(None)
+            journal._file.link._connection().set_trace_callback(None)
             await journal.close()
 
     asyncio.run(go())

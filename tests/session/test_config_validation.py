@@ -505,3 +505,78 @@ def test_the_light_modules_do_not_load_the_sdk() -> None:
     done = run_python(code)
     assert done.returncode == 0, done.stderr
     assert done.stdout.split("\n")[:2] == ["[]", "True"]
+
+
+# -- a journal written for an earlier release -------------------------------------------------
+
+
+class _EarlierJournal:
+    """A custom journal as written for an earlier release: every method it had then (an
+    in-memory journal's, delegated), but neither ``note_again`` nor ``newest_decisions``, and
+    no component attributes."""
+
+    _HAD = (
+        "record",
+        "open_intent",
+        "write_count",
+        "count_write",
+        "transition",
+        "discard",
+        "pending",
+        "get",
+        "is_settled",
+        "settle",
+        "note",
+        "decisions",
+        "close",
+        "schema_version",
+        "check",
+        "migrate",
+    )
+
+    def __init__(self) -> None:
+        inner = MemoryJournal()
+        for name in self._HAD:
+            setattr(self, name, getattr(inner, name))
+
+
+def test_a_journal_without_the_decision_methods_is_refused_naming_what_to_add() -> None:
+    """A custom journal lacking ``note_again`` and ``newest_decisions`` (and the components) is
+    refused when configured, with a message that names each and says what to add."""
+    message = refusal(journal=_EarlierJournal())
+    assert "_EarlierJournal is not an IntentJournal of this release" in message
+    assert "note_again(), newest_decisions()" in message
+    assert "aside = None, sealing = None" in message
+
+
+def test_a_journal_complete_but_for_its_components_is_refused_naming_them() -> None:
+    """A custom journal with every method but no component attributes is refused, saying to
+    declare each as None."""
+    journal = _EarlierJournal()
+    inner = MemoryJournal()
+    journal.note_again = inner.note_again  # type: ignore[attr-defined]
+    journal.newest_decisions = inner.newest_decisions  # type: ignore[attr-defined]
+    message = refusal(journal=journal)
+    assert "it lacks aside, sealing;" in message
+    assert "()" not in message.split("lacks", 1)[1].split(";", 1)[0]
+
+
+async def test_a_journal_that_lost_a_method_after_configuring_is_refused_when_first_used(
+    tmp_path: Path,
+) -> None:
+    """A journal that lacks ``newest_decisions`` by the time the wrapper first uses it is
+    refused there, with the same message, before anything is written."""
+    journal = _EarlierJournal()
+    inner = MemoryJournal()
+    journal.note_again = inner.note_again  # type: ignore[attr-defined]
+    journal.newest_decisions = inner.newest_decisions  # type: ignore[attr-defined]
+    journal.aside = None  # type: ignore[attr-defined]
+    journal.sealing = None  # type: ignore[attr-defined]
+    session = ReconcilingSession(
+        SQLiteSession("s", tmp_path / "chat.db"), config=ReconcileConfig(journal=journal)
+    )
+    del journal.newest_decisions  # type: ignore[attr-defined]
+    with pytest.raises(ConfigurationError, match=r"lacks newest_decisions\(\); add the method"):
+        await session.add_items([{"role": "user", "content": "hi"}])
+    assert await SQLiteSession("s", tmp_path / "chat.db").get_items() == []
+    assert await journal.pending(None) == []  # type: ignore[attr-defined]

@@ -62,14 +62,14 @@ async def place() -> AsyncIterator[Place]:
 def counting(journal: Any) -> dict[str, int]:
     """How often each opening script is sent to the server."""
     calls = {"open_intent": 0, "open_and_append": 0}
-    original = journal._script
+    original = journal._link.script
 
     async def spy(name: str, *args: Any, **kwargs: Any) -> Any:
         if name in calls:
             calls[name] += 1
         return await original(name, *args, **kwargs)
 
-    journal._script = spy
+    journal._link.script = spy
     return calls
 
 
@@ -124,7 +124,7 @@ async def test_a_lost_reply_is_judged_committed(place: Place) -> None:
     store = place.store()
     session = place.wrapped(store)
     journal = place.journal
-    original = journal._script
+    original = journal._link.script
 
     async def lost(name: str, *args: Any, **kwargs: Any) -> Any:
         reply = await original(name, *args, **kwargs)
@@ -132,10 +132,10 @@ async def test_a_lost_reply_is_judged_committed(place: Place) -> None:
             raise JournalUnavailable("injected: the reply was lost")
         return reply
 
-    journal._script = lost  # type: ignore[method-assign]
+    journal._link.script = lost  # type: ignore[method-assign]
     with pytest.raises(JournalUnavailable):
         await session.add_items([{"role": "user", "content": "one"}])
-    journal._script = original  # type: ignore[method-assign]
+    journal._link.script = original  # type: ignore[method-assign]
     [pending] = await session.pending()
     [decision] = await session.reconcile()
     assert (decision.outcome, decision.action) == (Outcome.COMMITTED, Action.SETTLED)

@@ -11,7 +11,9 @@ from functools import partial
 from typing import Any
 
 from agents_reconcile._backends.journal import IntentState, JournalEntry, Opened, Page
+from agents_reconcile._backends.memory.aside import MemoryAside
 from agents_reconcile._backends.memory.journal import MemoryJournal
+from agents_reconcile._backends.memory.sealing import MemorySealing
 from agents_reconcile._backends.memory.store import MemoryRevisionedSession
 from agents_reconcile._backends.store_items import decode_item, encode_item
 from agents_reconcile._core.records import Action, BackendIdentity, Decision, PendingWrite
@@ -130,11 +132,13 @@ class RecordOverwrites(MemoryJournal):
     """``record()`` of a known id replaces it (content, state and owner)."""
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Any) -> None:
-        held = self._entries.get(intent.intent_id)
+        held = self._rows.entries.get(intent.intent_id)
         if held is None:
             await super().record(intent, state=state, owner=owner)
         else:
-            self._entries[intent.intent_id] = replace(held, intent=intent, state=state, owner=owner)
+            self._rows.entries[intent.intent_id] = replace(
+                held, intent=intent, state=state, owner=owner
+            )
 
 
 class RetriedOpeningAnswersTheCountNow(MemoryJournal):
@@ -160,7 +164,7 @@ class OpensASecondIntent(MemoryJournal):
         expect_write_count: int | None = None,
         clearing: str | None = None,
     ) -> Opened:
-        known = intent.intent_id in self._entries or intent.intent_id in self._settled
+        known = intent.intent_id in self._rows.entries or intent.intent_id in self._rows.settled
         if known or clearing is not None:
             return await super().open_intent(
                 intent,
@@ -184,8 +188,10 @@ async def _record_opening(
     if expect_write_count is not None and writes != expect_write_count:
         return Opened(recorded=False, write_count=writes)
     await journal.record(intent, state=state, owner=owner)
-    journal._entries[intent.intent_id] = replace(journal._entries[intent.intent_id], fence=writes)
-    journal._opened_at[intent.intent_id] = writes
+    journal._rows.entries[intent.intent_id] = replace(
+        journal._rows.entries[intent.intent_id], fence=writes
+    )
+    journal._rows.opened_at[intent.intent_id] = writes
     return Opened(recorded=True, write_count=writes)
 
 
@@ -203,7 +209,7 @@ class RacyOpenings(MemoryJournal):
         clearing: str | None = None,
     ) -> Opened:
         blocking = await self.pending(intent.session_id, intent.backend)
-        if blocking or clearing is not None or intent.intent_id in self._settled:
+        if blocking or clearing is not None or intent.intent_id in self._rows.settled:
             return await super().open_intent(
                 intent,
                 state=state,
@@ -229,7 +235,7 @@ class ClaimsCountAWrite(MemoryJournal):
     async def transition(self, intent_id: str, **kwargs: Any) -> bool:
         changed = await super().transition(intent_id, **kwargs)
         if changed and kwargs["state"] is IntentState.RECONCILING:
-            entry = self._entries[intent_id]
+            entry = self._rows.entries[intent_id]
             await self.count_write(entry.intent.session_id, entry.intent.backend)
         return changed
 
@@ -246,10 +252,12 @@ class FenceNeverGrows(MemoryJournal):
     """A claim keeps the intent's fencing token."""
 
     async def transition(self, intent_id: str, **kwargs: Any) -> bool:
-        before = self._entries.get(intent_id)
+        before = self._rows.entries.get(intent_id)
         changed = await super().transition(intent_id, **kwargs)
         if changed and before is not None:
-            self._entries[intent_id] = replace(self._entries[intent_id], fence=before.fence)
+            self._rows.entries[intent_id] = replace(
+                self._rows.entries[intent_id], fence=before.fence
+            )
         return changed
 
 
@@ -271,18 +279,18 @@ class DroppedIntentsStay(MemoryJournal):
     """An intent settled with a ``dropped`` decision stays unresolved."""
 
     async def settle(self, decision: Decision, **kwargs: Any) -> None:
-        entry = self._entries.get(decision.intent_id)
+        entry = self._rows.entries.get(decision.intent_id)
         await super().settle(decision, **kwargs)
         if entry is not None and decision.action is Action.DROPPED:
-            self._entries[decision.intent_id] = entry
+            self._rows.entries[decision.intent_id] = entry
 
 
 class SettlesAgain(MemoryJournal):
     """``settle()`` of a settled intent stores the decision and counts again."""
 
     async def settle(self, decision: Decision, **kwargs: Any) -> None:
-        if decision.intent_id in self._settled:
-            self._decisions.append(decision)
+        if decision.intent_id in self._rows.settled:
+            self._rows.decisions.append(decision)
             await self.count_write(decision.session_id, decision.backend)
             return
         await super().settle(decision, **kwargs)
@@ -300,7 +308,7 @@ class NotesAnything(MemoryJournal):
     """``note()`` takes a settling decision too."""
 
     async def note(self, decision: Decision) -> None:
-        self._decisions.append(decision)
+        self._rows.decisions.append(decision)
 
 
 class PendingInRecordingOrder(MemoryJournal):
@@ -310,7 +318,7 @@ class PendingInRecordingOrder(MemoryJournal):
         self, session_id: str | None, backend: BackendIdentity | None = None
     ) -> list[JournalEntry]:
         listed = await super().pending(session_id, backend)
-        order = list(self._entries)
+        order = list(self._rows.entries)
         return sorted(listed, key=lambda entry: order.index(entry.intent.intent_id))
 
 
@@ -349,6 +357,13 @@ class NewestIsTheOldest(MemoryJournal):
         return found
 
 
+class CountsAgainOverAnything(MemoryJournal):
+    """``note_again()`` answers True, and replaces nothing, whatever the newest decision is."""
+
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        return True
+
+
 class PagesIgnoreTheCursor(MemoryJournal):
     """``pending_page()`` lists from the first intent whatever cursor it is given."""
 
@@ -379,18 +394,18 @@ class EffectPagesListFinishedEffects(MemoryJournal):
     """``started_effects_page()`` lists effects that have their receipt too."""
 
     async def started_effects(self, session_id: str | None = None) -> list[Any]:
-        return [e for e in self._effects.values() if session_id in (None, e.session_id)]
+        return [e for e in self._rows.effects.values() if session_id in (None, e.session_id)]
 
 
 class PrunesDenialsOfOpenIntents(MemoryJournal):
     """``prune()`` removes old decisions whether or not their intent is still unresolved."""
 
     async def prune(self, retention: Retention, **options: Any) -> Pruned:
-        entries, self._entries = self._entries, {}
+        entries, self._rows.entries = self._rows.entries, {}
         try:
             return await super().prune(retention, **options)
         finally:
-            self._entries = entries
+            self._rows.entries = entries
 
 
 class PrunedCountsStartAgain(MemoryJournal):
@@ -398,7 +413,7 @@ class PrunedCountsStartAgain(MemoryJournal):
 
     async def prune(self, retention: Retention, **options: Any) -> Pruned:
         pruned = await super().prune(retention, **options)
-        self._floor = 0
+        self._rows.floor = 0
         return pruned
 
 
@@ -408,7 +423,7 @@ class PrunesStartedEffects(MemoryJournal):
     async def prune(self, retention: Retention, **options: Any) -> Pruned:
         pruned = await super().prune(retention, **options)
         if retention.receipts is not None and not options.get("dry_run"):
-            self._effects.clear()
+            self._rows.effects.clear()
         return pruned
 
 
@@ -417,22 +432,22 @@ class PrunesVouchingReceipts(MemoryJournal):
     them."""
 
     async def prune(self, retention: Retention, **options: Any) -> Pruned:
-        entries, self._entries = self._entries, {}
+        entries, self._rows.entries = self._rows.entries, {}
         try:
             return await super().prune(retention, **options)
         finally:
-            self._entries = entries
+            self._rows.entries = entries
 
 
 class KeepsSetAsideEntries(MemoryJournal):
     """``prune()`` never removes a set-aside entry."""
 
     async def prune(self, retention: Retention, **options: Any) -> Pruned:
-        kept, self._aside = self._aside, []
+        kept, self._rows.aside = self._rows.aside, []
         try:
             return await super().prune(retention, **options)
         finally:
-            self._aside = kept + self._aside
+            self._rows.aside = kept + self._rows.aside
 
 
 class PruneIgnoresLimit(MemoryJournal):
@@ -450,9 +465,9 @@ class PrunesBusySessions(MemoryJournal):
     async def prune(self, retention: Retention, **options: Any) -> Pruned:
         found = await super().prune(retention, **options)
         if retention.idle_sessions is not None and not options.get("dry_run"):
-            self._write_counts.clear()
-            self._counted_at.clear()
-            self._floor = 0
+            self._rows.write_counts.clear()
+            self._rows.counted_at.clear()
+            self._rows.floor = 0
         return found
 
 
@@ -461,7 +476,7 @@ class ClearsAnyIntent(MemoryJournal):
 
     async def open_intent(self, intent: PendingWrite, **kwargs: Any) -> Opened:
         clearing = kwargs.pop("clearing", None)
-        if clearing in self._entries:
+        if clearing in self._rows.entries:
             await self.discard(clearing)
         return await super().open_intent(intent, **kwargs)
 
@@ -474,7 +489,7 @@ class RetriedDiscardCountsAgain(MemoryJournal):
         self.gone: dict[str, tuple[str, BackendIdentity]] = {}
 
     async def discard(self, intent_id: str, *, owner: Any = None, fence: int | None = None) -> None:
-        entry = self._entries.get(intent_id)
+        entry = self._rows.entries.get(intent_id)
         if entry is None and intent_id in self.gone:
             await self.count_write(*self.gone[intent_id])
             return
@@ -504,7 +519,7 @@ class BeginsEveryEffect(MemoryJournal):
     """``begin_effect()`` records over a known key."""
 
     async def begin_effect(self, effect: Any) -> tuple[Any, bool]:
-        self._effects[effect.key] = effect
+        self._rows.effects[effect.key] = effect
         return effect, True
 
 
@@ -512,7 +527,7 @@ class RestartIgnoresTheOwner(MemoryJournal):
     """``restart_effect()`` takes a started effect from any owner."""
 
     async def restart_effect(self, effect: Any, *, expect_owner: str) -> bool:
-        stored = self._effects.get(effect.key)
+        stored = self._rows.effects.get(effect.key)
         return await super().restart_effect(
             effect, expect_owner=stored.owner if stored else expect_owner
         )
@@ -522,7 +537,7 @@ class FinishesAnything(MemoryJournal):
     """``finish_effect()`` stores any receipt."""
 
     async def finish_effect(self, effect: Any) -> Any:
-        self._effects[effect.key] = effect
+        self._rows.effects[effect.key] = effect
         return effect
 
 
@@ -530,31 +545,66 @@ class ListsDoneEffectsAsStarted(MemoryJournal):
     """``started_effects()`` lists done effects too."""
 
     async def started_effects(self, session_id: str | None = None) -> list[Any]:
-        return [e for e in self._effects.values() if session_id in (None, e.session_id)]
+        return [e for e in self._rows.effects.values() if session_id in (None, e.session_id)]
 
 
-class SetsAsideChangedRows(MemoryJournal):
-    """``set_aside()`` moves the row whatever changed since it was read."""
-
+class _MovesChangedRows(MemoryAside):
     async def set_aside(self, raw: Any, aside: Any, decision: Decision) -> bool:
-        now = await self.raw_intent(raw.intent_id)
+        now = await self.raw(raw.intent_id)
         if now is None:
             return False
         return await super().set_aside(now, aside, decision)
 
 
-class AsideEntriesIgnoreLimit(MemoryJournal):
-    """``set_aside_entries()`` ignores ``limit``."""
+class SetsAsideChangedRows(MemoryJournal):
+    """``aside.set_aside()`` moves the row whatever changed since it was read."""
 
-    async def set_aside_entries(self, *, limit: int = 100, **filters: Any) -> list[Any]:
-        return await super().set_aside_entries(**filters)
+    def __init__(self) -> None:
+        super().__init__()
+        self.aside = _MovesChangedRows(self._rows)
+
+
+class _ListsPastTheLimit(MemoryAside):
+    async def entries(self, *, limit: int = 100, **filters: Any) -> list[Any]:
+        return await super().entries(**filters)
+
+
+class AsideEntriesIgnoreLimit(MemoryJournal):
+    """``aside.entries()`` ignores ``limit``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.aside = _ListsPastTheLimit(self._rows)
+
+
+class _MarkReplaced(MemorySealing):
+    async def mark(self, key_ids: Sequence[str]) -> None:
+        self._rows.sealing = set(key_ids)
+
+
+class ForgetsEarlierMarks(MemoryJournal):
+    """``sealing.mark()`` replaces the mark with the ids given instead of adding them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.sealing = _MarkReplaced(self._rows)
+
+
+class PruneDropsTheMark(MemoryJournal):
+    """``prune()`` removes the sealing mark with everything else it lets go."""
+
+    async def prune(self, retention: Retention, **options: Any) -> Pruned:
+        self._rows.sealing.clear()
+        return await super().prune(retention, **options)
 
 
 class IntentsOnly:
-    """An ``IntentJournal`` and nothing more (no effects, no setting aside): the in-memory
+    """An ``IntentJournal`` and nothing more (no effects, no components): the in-memory
     journal's intent methods, delegated."""
 
     METHODS = JOURNAL_METHODS
+    aside = None
+    sealing = None
 
     def __init__(self) -> None:
         inner = MemoryJournal()
@@ -929,6 +979,11 @@ BROKEN = [
         "newest_decisions_are_each_intents_newest",
     ),
     _journal(
+        "a journal that counts any decision again",
+        CountsAgainOverAnything,
+        "note_again_counts_the_newest_decision_in_place",
+    ),
+    _journal(
         "a journal whose pages ignore the cursor",
         PagesIgnoreTheCursor,
         "pending_pages_list_every_intent_once_with_what_follows",
@@ -1029,6 +1084,16 @@ BROKEN = [
         "a journal whose set-aside entries ignore limit",
         AsideEntriesIgnoreLimit,
         "set_aside_entries_are_newest_first_and_limited",
+    ),
+    _journal(
+        "a journal whose sealing mark forgets earlier ids",
+        ForgetsEarlierMarks,
+        "sealing_marks_only_add_up_and_read_back",
+    ),
+    _journal(
+        "a journal whose prune drops the sealing mark",
+        PruneDropsTheMark,
+        "pruning_keeps_the_sealing_mark",
     ),
     # revisioned stores
     _store("a store without find_write", WithoutFindWrite, "is_a_session_and_revisioned"),

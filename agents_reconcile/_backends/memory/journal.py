@@ -12,11 +12,13 @@ from ..._core.ownership import Owner
 from ..._core.records import BackendIdentity, Decision, PendingWrite
 from ..._core.sealing import Keyring
 from ...errors import IntentConflict, LeaseLost
-from ..aside import RawIntent, SetAside
 from ..journal import Capabilities, IntentState, JournalEntry, Opened, require_limit
 from ..schema import Unversioned
+from .aside import MemoryAside
 from .pages import MemoryPages
 from .retention import MemoryRetention
+from .rows import MemoryRows
+from .sealing import MemorySealing
 
 __all__ = ["InvariantViolation", "MemoryJournal"]
 
@@ -32,14 +34,10 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         effects=True,
-        set_aside=True,
-        counts_again=True,
         folds_clearing=True,
         starts_eagerly=True,
-        newest_decisions=True,
         pages=True,
         prunes=True,
-        marks_sealing=True,
     )
 
     @classmethod
@@ -50,45 +48,27 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
     def __init__(self) -> None:
         # Records are kept as objects here, never encoded: the keys are held for the contract.
         self.keyring = Keyring()
-        self._entries: dict[str, JournalEntry] = {}
-        self._settled: set[str] = set()
-        self._decisions: list[Decision] = []
-        self._effects: dict[str, Effect] = {}
-        # When each effect's record was last stored, on this journal's clock (monotonic).
-        self._effect_stamps: dict[str, float] = {}
-        self._sealing: set[str] = set()
-        self._write_counts: dict[tuple[str, BackendIdentity], int] = {}
-        # When each count was last raised, when each receipt was stored, and the highest count
-        # pruned (``MemoryRetention``).
-        self._counted_at: dict[tuple[str, BackendIdentity], float] = {}
-        self._done_at: dict[str, float] = {}
-        self._floor = 0
-        # The session's count before each intent open_intent recorded: a retried opening
-        # answers with it. Intents stored by record() have none, and read as 0 like elsewhere.
-        self._opened_at: dict[str, int] = {}
-        self._aside: list[tuple[SetAside, bytes]] = []
+        self._rows = MemoryRows()
+        self.aside = MemoryAside(self._rows)
+        """Damaged intents set aside (``JournalAside``)."""
+        self.sealing = MemorySealing(self._rows)
+        """The mark of a sealed journal (``JournalSealing``)."""
         self.closed = False
 
     def _open_entry(self, intent_id: str, operation: str) -> JournalEntry:
-        if intent_id in self._settled:
+        if intent_id in self._rows.settled:
             raise InvariantViolation(f"{operation} on settled intent {intent_id}")
-        entry = self._entries.get(intent_id)
+        entry = self._rows.entries.get(intent_id)
         if entry is None:
             raise InvariantViolation(f"{operation} on unknown intent {intent_id}")
         return entry
 
-    async def sealing_keys(self) -> frozenset[str]:
-        return frozenset(self._sealing)
-
-    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
-        self._sealing.update(key_ids)
-
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
-        if intent.intent_id in self._settled:
+        if intent.intent_id in self._rows.settled:
             raise IntentConflict(
                 f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
             )
-        existing = self._entries.get(intent.intent_id)
+        existing = self._rows.entries.get(intent.intent_id)
         if existing is not None:
             if not existing.intent.same_content(intent):
                 raise IntentConflict(
@@ -96,7 +76,7 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
                     intent_id=intent.intent_id,
                 )
             return
-        self._entries[intent.intent_id] = JournalEntry(intent, state, owner, time.time())
+        self._rows.entries[intent.intent_id] = JournalEntry(intent, state, owner, time.time())
         await self.count_write(intent.session_id, intent.backend)
 
     async def open_intent(
@@ -108,7 +88,7 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         expect_write_count: int | None = None,
         clearing: str | None = None,
     ) -> Opened:
-        cleared = self._entries.get(clearing) if clearing is not None else None
+        cleared = self._rows.entries.get(clearing) if clearing is not None else None
         if (
             cleared is not None
             and cleared.state is IntentState.IN_FLIGHT
@@ -118,7 +98,7 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         ):
             await self.discard(cleared.intent.intent_id)
         write_count = await self.write_count(intent.session_id, intent.backend)
-        held = self._entries.get(intent.intent_id)
+        held = self._rows.entries.get(intent.intent_id)
         if held is not None:
             if not held.intent.same_content(intent):
                 raise IntentConflict(
@@ -126,21 +106,23 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
                     intent_id=intent.intent_id,
                 )
             if held.state is state and held.owner == owner:
-                return Opened(recorded=True, write_count=self._opened_at.get(intent.intent_id, 0))
+                return Opened(
+                    recorded=True, write_count=self._rows.opened_at.get(intent.intent_id, 0)
+                )
             return Opened(recorded=False, write_count=write_count, blocking=[held])
         found = await self.pending(intent.session_id, intent.backend)
         if found:
             return Opened(recorded=False, write_count=write_count, blocking=found)
-        if intent.intent_id in self._settled:
+        if intent.intent_id in self._rows.settled:
             raise IntentConflict(
                 f"intent {intent.intent_id} was already settled", intent_id=intent.intent_id
             )
         if expect_write_count is not None and write_count != expect_write_count:
             return Opened(recorded=False, write_count=write_count)
         await self.record(intent, state=state, owner=owner)
-        opened = replace(self._entries[intent.intent_id], fence=write_count)
-        self._entries[intent.intent_id] = opened
-        self._opened_at[intent.intent_id] = write_count
+        opened = replace(self._rows.entries[intent.intent_id], fence=write_count)
+        self._rows.entries[intent.intent_id] = opened
+        self._rows.opened_at[intent.intent_id] = write_count
         return Opened(recorded=True, write_count=write_count)
 
     async def transition(
@@ -168,14 +150,14 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
             # A claim: a new token (see ``IntentJournal.transition``).
             write_count = await self.write_count(entry.intent.session_id, entry.intent.backend)
             fence = max(entry.fence + 1, write_count)
-        self._entries[intent_id] = JournalEntry(entry.intent, state, owner, time.time(), fence)
+        self._rows.entries[intent_id] = JournalEntry(entry.intent, state, owner, time.time(), fence)
         return True
 
     async def discard(
         self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
     ) -> None:
-        if owner is not None and intent_id not in self._settled:
-            held = self._entries.get(intent_id)
+        if owner is not None and intent_id not in self._rows.settled:
+            held = self._rows.entries.get(intent_id)
             if held is None:
                 return
             if (held.state, held.owner) != (IntentState.IN_FLIGHT, owner) or (
@@ -186,8 +168,8 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
                     intent_id=intent_id,
                 )
         entry = self._open_entry(intent_id, "discard")
-        del self._entries[intent_id]
-        self._opened_at.pop(intent_id, None)
+        del self._rows.entries[intent_id]
+        self._rows.opened_at.pop(intent_id, None)
         await self.count_write(entry.intent.session_id, entry.intent.backend)
 
     async def pending(
@@ -196,7 +178,7 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         return sorted(
             (
                 entry
-                for entry in self._entries.values()
+                for entry in self._rows.entries.values()
                 if (session_id is None or entry.intent.session_id == session_id)
                 and (backend is None or entry.intent.backend == backend)
             ),
@@ -204,22 +186,22 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         )
 
     async def get(self, intent_id: str) -> JournalEntry | None:
-        return self._entries.get(intent_id)
+        return self._rows.entries.get(intent_id)
 
     async def is_settled(self, intent_id: str) -> bool:
-        return intent_id in self._settled
+        return intent_id in self._rows.settled
 
     async def settle(
         self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
     ) -> None:
         if not decision.settled:
             raise InvariantViolation(f"settle() with a {decision.action.value} decision")
-        if decision.intent_id in self._settled:
+        if decision.intent_id in self._rows.settled:
             if self._settled_by(decision):
                 # The same call again, its first reply lost: already done.
                 return
             raise InvariantViolation(f"intent {decision.intent_id} settled twice")
-        entry = self._entries.get(decision.intent_id)
+        entry = self._rows.entries.get(decision.intent_id)
         claimed = entry is None or (
             entry.state is IntentState.RECONCILING
             and entry.owner == owner
@@ -230,48 +212,48 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
                 f"intent {decision.intent_id} is not claimed by {owner}",
                 intent_id=decision.intent_id,
             )
-        self._entries.pop(decision.intent_id, None)
-        self._opened_at.pop(decision.intent_id, None)
-        self._settled.add(decision.intent_id)
+        self._rows.entries.pop(decision.intent_id, None)
+        self._rows.opened_at.pop(decision.intent_id, None)
+        self._rows.settled.add(decision.intent_id)
         await self.count_write(decision.session_id, decision.backend)
-        self._decisions.append(decision)
+        self._rows.decisions.append(decision)
 
     def _settled_by(self, decision: Decision) -> bool:
         """Whether ``decision`` itself, byte for byte, is what settled its intent."""
         record = decision.encode()
         return any(
             stored.settled and stored.intent_id == decision.intent_id and stored.encode() == record
-            for stored in self._decisions
+            for stored in self._rows.decisions
         )
 
     async def note(self, decision: Decision) -> None:
         if decision.settled:
             raise InvariantViolation("note() with a settling decision; use settle()")
-        if decision.intent_id in self._settled:
+        if decision.intent_id in self._rows.settled:
             raise InvariantViolation(f"decision noted on settled intent {decision.intent_id}")
-        self._decisions.append(decision)
+        self._rows.decisions.append(decision)
 
     # -- EffectJournal -------------------------------------------------------------------
 
     def _stored_effect(self, effect: Effect) -> Effect:
         """``effect`` stored, stamped with this journal's clock (a monotonic one: no writer's
         wall clock moves it)."""
-        self._effects[effect.key] = replace(effect, age=None)
-        self._effect_stamps[effect.key] = time.monotonic()
-        return self._aged(self._effects[effect.key])
+        self._rows.effects[effect.key] = replace(effect, age=None)
+        self._rows.effect_stamps[effect.key] = time.monotonic()
+        return self._aged(self._rows.effects[effect.key])
 
     def _aged(self, effect: Effect) -> Effect:
         """``effect`` as a read answers it: with its age by this journal's clock."""
-        return replace(effect, age=time.monotonic() - self._effect_stamps[effect.key])
+        return replace(effect, age=time.monotonic() - self._rows.effect_stamps[effect.key])
 
     async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
-        stored = self._effects.get(effect.key)
+        stored = self._rows.effects.get(effect.key)
         if stored is not None:
             return self._aged(stored), False
         return self._stored_effect(effect), True
 
     async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
-        stored = self._effects.get(effect.key)
+        stored = self._rows.effects.get(effect.key)
         if stored is None or stored.state is not EffectState.STARTED:
             return False
         if stored.owner != expect_owner:
@@ -280,11 +262,11 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         return True
 
     async def finish_effect(self, effect: Effect) -> Effect:
-        stored = self._effects.get(effect.key)
+        stored = self._rows.effects.get(effect.key)
         if stored is not None and stored.state is EffectState.STARTED:
             if stored.owner == effect.owner:
                 done = self._stored_effect(effect)
-                self._done_at[effect.key] = time.time()
+                self._rows.done_at[effect.key] = time.time()
                 return done
         elif stored is not None and (stored.owner, stored.output_digest) == (
             effect.owner,
@@ -297,16 +279,16 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         )
 
     async def effect(self, key: str) -> Effect | None:
-        stored = self._effects.get(key)
+        stored = self._rows.effects.get(key)
         return None if stored is None else self._aged(stored)
 
     async def effects(self, session_id: str) -> list[Effect]:
-        return [self._aged(e) for e in self._effects.values() if e.session_id == session_id]
+        return [self._aged(e) for e in self._rows.effects.values() if e.session_id == session_id]
 
     async def started_effects(self, session_id: str | None = None) -> list[Effect]:
         return [
             self._aged(e)
-            for e in self._effects.values()
+            for e in self._rows.effects.values()
             if e.state is EffectState.STARTED and session_id in (None, e.session_id)
         ]
 
@@ -315,11 +297,11 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         it is still ``previous``; whether it was."""
         if again.settled:
             raise InvariantViolation("note_again() with a settling decision")
-        for index in range(len(self._decisions) - 1, -1, -1):
-            if self._decisions[index].intent_id == previous.intent_id:
-                if self._decisions[index] != previous:
+        for index in range(len(self._rows.decisions) - 1, -1, -1):
+            if self._rows.decisions[index].intent_id == previous.intent_id:
+                if self._rows.decisions[index] != previous:
                     return False
-                self._decisions[index] = again
+                self._rows.decisions[index] = again
                 return True
         return False
 
@@ -329,7 +311,7 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         require_limit(limit)
         chosen = [
             d
-            for d in reversed(self._decisions)
+            for d in reversed(self._rows.decisions)
             if (session_id is None or d.session_id == session_id)
             and (intent_id is None or d.intent_id == intent_id)
         ]
@@ -338,43 +320,10 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
     async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
         wanted = set(intent_ids)
         newest: dict[str, Decision] = {}
-        for decision in reversed(self._decisions):
+        for decision in reversed(self._rows.decisions):
             if decision.intent_id in wanted and decision.intent_id not in newest:
                 newest[decision.intent_id] = decision
         return newest
-
-    async def raw_intent(self, intent_id: str) -> RawIntent | None:
-        # Records are objects here and never damaged: the row as a stored journal would hold it.
-        entry = self._entries.get(intent_id)
-        if entry is None:
-            return None
-        intent = entry.intent
-        row = (intent_id, intent.session_id, str(intent.backend), entry.state.value)
-        return RawIntent.of_row((*row, str(entry.owner), entry.updated_at, intent.encode()))
-
-    async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
-        now = await self.raw_intent(raw.intent_id)
-        if now is None or now.stored != raw.stored:
-            return False
-        del self._entries[raw.intent_id]
-        self._opened_at.pop(raw.intent_id, None)
-        self._settled.add(raw.intent_id)
-        await self.count_write(decision.session_id, decision.backend)
-        self._decisions.append(decision)
-        self._aside.append((aside, raw.record))
-        return True
-
-    async def set_aside_entries(
-        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
-    ) -> list[SetAside]:
-        require_limit(limit)
-        chosen = [
-            aside
-            for aside, _ in reversed(self._aside)
-            if (session_id is None or aside.session_id == session_id)
-            and (intent_id is None or aside.intent_id == intent_id)
-        ]
-        return chosen[:limit]
 
     async def close(self) -> None:
         self.closed = True

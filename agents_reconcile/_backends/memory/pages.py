@@ -9,6 +9,7 @@ from ..._core.effect_records import Effect
 from ..._core.records import Decision
 from ..journal import JournalEntry, Page
 from ..pages import effects_in_memory, intents_in_memory
+from .rows import MemoryRows
 
 __all__ = ["MemoryPages"]
 
@@ -16,7 +17,7 @@ __all__ = ["MemoryPages"]
 class MemoryPages:
     """``pending_page`` and ``started_effects_page`` over the journal's own rows."""
 
-    _entries: dict[str, JournalEntry]
+    _rows: MemoryRows
     newest_decisions: Callable[[Sequence[str]], Awaitable[dict[str, Decision]]]
     started_effects: Callable[..., Awaitable[list[Effect]]]
 
@@ -24,7 +25,7 @@ class MemoryPages:
         self, *, limit: int, after: str | None = None, session_id: str | None = None
     ) -> Page[JournalEntry]:
         return await intents_in_memory(
-            [e for e in self._entries.values() if session_id in (None, e.intent.session_id)],
+            [e for e in self._rows.entries.values() if session_id in (None, e.intent.session_id)],
             limit=limit,
             after=after,
             newest=self.newest_decisions,

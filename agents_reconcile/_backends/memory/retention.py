@@ -6,11 +6,10 @@ from __future__ import annotations
 import time
 from typing import TypeVar
 
-from ..._core.effect_records import Effect, EffectState
-from ..._core.records import BackendIdentity, Decision
+from ..._core.effect_records import EffectState
+from ..._core.records import BackendIdentity
 from ..._core.retention import Kept, Pruned, Retention
-from ..aside import SetAside
-from ..journal import JournalEntry
+from .rows import MemoryRows
 
 __all__ = ["MemoryRetention"]
 
@@ -30,65 +29,54 @@ def _first(wanted: list[_T], limit: int | None) -> tuple[list[_T], bool]:
 
 
 class MemoryRetention:
-    """Counts that read as the floor once pruned, and ``prune``."""
+    """Counts that read as the floor once pruned, and ``prune``, over the journal's rows
+    ``_rows``."""
 
-    _entries: dict[str, JournalEntry]
-    _settled: set[str]
-    _decisions: list[Decision]
-    _effects: dict[str, Effect]
-    _write_counts: dict[tuple[str, BackendIdentity], int]
-    _aside: list[tuple[SetAside, bytes]]
-    _counted_at: dict[tuple[str, BackendIdentity], float]
-    _done_at: dict[str, float]
-    _effect_stamps: dict[str, float]
-    _floor: int
+    _rows: MemoryRows
 
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
-        return self._write_counts.get((session_id, backend), self._floor)
+        return self._rows.write_counts.get((session_id, backend), self._rows.floor)
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
-        key = (session_id, backend)
-        self._write_counts[key] = self._write_counts.get(key, self._floor) + 1
-        self._counted_at[key] = time.time()
-        return self._write_counts[key]
+        return self._rows.count(session_id, backend)
 
     async def prune(
         self, retention: Retention, *, limit: int | None = None, dry_run: bool = False
     ) -> Pruned:
         now = time.time()
-        open_ids = set(self._entries)
-        busy = {(e.intent.session_id, e.intent.backend) for e in self._entries.values()}
+        open_ids = set(self._rows.entries)
+        busy = {(e.intent.session_id, e.intent.backend) for e in self._rows.entries.values()}
         decided = _due(retention, "decisions", now)
         stored = _due(retention, "receipts", now)
         idle = _due(retention, "idle_sessions", now)
 
         old_decisions = [
             n
-            for n, d in enumerate(self._decisions)
+            for n, d in enumerate(self._rows.decisions)
             if decided is not None and d.decided_at < decided and d.intent_id not in open_ids
         ]
         old_decisions, done = _first(old_decisions, limit)
         old_aside = [
             n
-            for n, (aside, _) in enumerate(self._aside)
+            for n, (aside, _) in enumerate(self._rows.aside)
             if decided is not None and aside.set_aside_at < decided
         ]
         old_aside, aside_done = _first(old_aside, limit)
         # A receipt of a session with an unresolved intent stays: that intent's batch may hold
         # the output it vouches for.
-        vouching = {e.intent.session_id for e in self._entries.values()}
+        vouching = {e.intent.session_id for e in self._rows.entries.values()}
         receipts = [
             key
-            for key, effect in self._effects.items()
+            for key, effect in self._rows.effects.items()
             if stored is not None
             and effect.state is EffectState.DONE
-            and self._done_at.get(key, now) < stored
+            and self._rows.done_at.get(key, now) < stored
             and effect.session_id not in vouching
         ]
         receipts, receipts_done = _first(receipts, limit)
         counts = [
             key
-            for key, at in self._counted_at.items()
+            for key, at in self._rows.counted_at.items()
             if idle is not None and at < idle and key not in busy
         ]
         counts, counts_done = _first(counts, limit)
@@ -97,24 +85,24 @@ class MemoryRetention:
             set_aside=len(old_aside),
             receipts=len(receipts),
             write_counts=len(counts),
-            bytes=sum(len(self._decisions[n].encode()) for n in old_decisions)
-            + sum(len(self._aside[n][1]) for n in old_aside)
-            + sum(len(self._effects[key].encode()) for key in receipts),
+            bytes=sum(len(self._rows.decisions[n].encode()) for n in old_decisions)
+            + sum(len(self._rows.aside[n][1]) for n in old_aside)
+            + sum(len(self._rows.effects[key].encode()) for key in receipts),
             done=done and aside_done and receipts_done and counts_done,
         )
         if dry_run:
             return removed
         gone = set(old_decisions)
-        kept_ids = {d.intent_id for n, d in enumerate(self._decisions) if n not in gone}
-        self._settled -= {self._decisions[n].intent_id for n in gone} - kept_ids
-        self._decisions = [d for n, d in enumerate(self._decisions) if n not in gone]
+        kept_ids = {d.intent_id for n, d in enumerate(self._rows.decisions) if n not in gone}
+        self._rows.settled -= {self._rows.decisions[n].intent_id for n in gone} - kept_ids
+        self._rows.decisions = [d for n, d in enumerate(self._rows.decisions) if n not in gone]
         aside_gone = set(old_aside)
-        self._aside = [a for n, a in enumerate(self._aside) if n not in aside_gone]
+        self._rows.aside = [a for n, a in enumerate(self._rows.aside) if n not in aside_gone]
         for key in receipts:
-            del self._effects[key]
-            self._done_at.pop(key, None)
-            self._effect_stamps.pop(key, None)
+            del self._rows.effects[key]
+            self._rows.done_at.pop(key, None)
+            self._rows.effect_stamps.pop(key, None)
         for count in counts:
-            self._floor = max(self._floor, self._write_counts.pop(count))
-            del self._counted_at[count]
+            self._rows.floor = max(self._rows.floor, self._rows.write_counts.pop(count))
+            del self._rows.counted_at[count]
         return removed

@@ -1,9 +1,7 @@
 """What the PostgreSQL journal's rows say: an intent's row as a ``JournalEntry``, a decision's
 row, a write count checked as one, and the answer ``open_intent``'s statements give
 (``_Asked``), with the conflicts they raise. Every record is decoded, and so checked, with the
-journal's keyring.
-
-Kept apart from ``PostgresJournal`` for length.
+journal's keyring. Functions of the rows alone: they run no statement.
 """
 
 from __future__ import annotations

@@ -1,12 +1,11 @@
-"""The PostgreSQL journal's damaged intents set aside (``_backends/aside.py``) over the
-``set_aside`` table, mixed into ``PostgresJournal``. ``set_aside`` is one transaction under the
+"""The PostgreSQL journal's aside component (``JournalAside``): damaged intents set aside
+(``_backends/aside.py``) in the ``set_aside`` table. ``set_aside`` is one transaction under the
 session's lock: the row goes only while it holds the bytes, state and owner read, then the
 write is counted, the decision stored and the bytes kept."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from ..._core.records import Decision
 from ..aside import RawIntent, SetAside
@@ -15,34 +14,27 @@ from .statements import decision_args
 
 if TYPE_CHECKING:
     from .backend import Connection
-    from .statements import JournalStatements
+    from .database import JournalDatabase
 
 __all__ = ["PostgresAside"]
 
-_T = TypeVar("_T")
-
 
 class PostgresAside:
-    """``AsideJournal`` for ``PostgresJournal``, which provides ``_sql`` and ``_run``."""
+    """``JournalAside`` in a journal's database."""
 
-    _sql: JournalStatements
+    def __init__(self, db: JournalDatabase) -> None:
+        self._db = db
 
-    if TYPE_CHECKING:
-
-        async def _run(
-            self, work: Callable[[Connection], Awaitable[_T]], *, prepare: bool = True
-        ) -> _T: ...
-
-    async def raw_intent(self, intent_id: str) -> RawIntent | None:
+    async def raw(self, intent_id: str) -> RawIntent | None:
         async def work(conn: Connection) -> Any:
-            return await conn.fetchrow(self._sql.raw_intent, intent_id)
+            return await conn.fetchrow(self._db.sql.raw_intent, intent_id)
 
-        row = await self._run(work)
+        row = await self._db.run(work)
         return None if row is None else RawIntent.of_row(tuple(row), row["age"])
 
     async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
         require_settling(decision, settling=True)
-        sql = self._sql
+        sql = self._db.sql
 
         async def work(conn: Connection) -> bool:
             async with conn.transaction():
@@ -62,16 +54,16 @@ class PostgresAside:
                 )
                 return True
 
-        return await self._run(work)
+        return await self._db.run(work)
 
-    async def set_aside_entries(
+    async def entries(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[SetAside]:
         require_limit(limit)
-        sql = self._sql.aside_entries[session_id is not None, intent_id is not None]
+        sql = self._db.sql.aside_entries[session_id is not None, intent_id is not None]
         args: list[object] = [value for value in (session_id, intent_id) if value is not None]
 
         async def work(conn: Connection) -> list[Any]:
             return await conn.fetch(sql, *args, limit)
 
-        return [SetAside.decode(bytes(row[0])) for row in await self._run(work)]
+        return [SetAside.decode(bytes(row[0])) for row in await self._db.run(work)]

@@ -29,9 +29,9 @@ with its record, because the updates select by those columns.
 from __future__ import annotations
 
 import time
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
 from ..._core.effect_records import Effect, EffectState
 from ...errors import IntentConflict, JournalCorrupt
@@ -40,29 +40,21 @@ from ..rows import checked_effect, each
 if TYPE_CHECKING:
     from ..._core.sealing import Keyring
     from .backend import Connection
-    from .statements import JournalStatements
+    from .database import JournalDatabase
 
 __all__ = ["PostgresEffects"]
 
-_T = TypeVar("_T")
 # How many times begin_effect tries before giving up on a key whose row keeps vanishing
 # between its two statements (only a schema dropped meanwhile can do that).
 _BEGIN_TRIES: Final = 3
 
 
 class PostgresEffects:
-    """``EffectJournal`` for ``PostgresJournal``, which provides ``keyring``, ``_sql`` and
-    ``_run`` (a pooled connection, the schema checked or migrated first, the driver's errors
-    translated)."""
+    """``EffectJournal`` for ``PostgresJournal``, over its database ``_db`` (a pooled
+    connection, the schema checked or migrated first, the driver's errors translated)."""
 
     keyring: Keyring
-    _sql: JournalStatements
-
-    if TYPE_CHECKING:
-
-        async def _run(
-            self, work: Callable[[Connection], Awaitable[_T]], *, prepare: bool = True
-        ) -> _T: ...
+    _db: JournalDatabase
 
     async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
         _require_state(effect, EffectState.STARTED, "begin_effect")
@@ -70,16 +62,16 @@ class PostgresEffects:
 
         async def work(conn: Connection) -> tuple[Any, bool]:
             for _ in range(_BEGIN_TRIES):
-                row = await conn.fetchrow(self._sql.begin_effect, *args)
+                row = await conn.fetchrow(self._db.sql.begin_effect, *args)
                 if row is not None:
                     return row, bool(row["added"])
                 # Recorded by a transaction that committed after that statement's snapshot.
-                row = await conn.fetchrow(self._sql.effect, effect.key)
+                row = await conn.fetchrow(self._db.sql.effect, effect.key)
                 if row is not None:
                     return row, False
             raise JournalCorrupt(f"effect {effect.key}: its row keeps vanishing")
 
-        row, recorded = await self._run(work)
+        row, recorded = await self._db.run(work)
         if recorded:
             return replace(effect, age=_age(row)), True
         return _checked(row, self.keyring), False
@@ -95,9 +87,9 @@ class PostgresEffects:
         )
 
         async def work(conn: Connection) -> bool:
-            return await conn.fetchval(self._sql.restart_effect, *args) is not None
+            return await conn.fetchval(self._db.sql.restart_effect, *args) is not None
 
-        return await self._run(work)
+        return await self._db.run(work)
 
     async def finish_effect(self, effect: Effect) -> Effect:
         _require_state(effect, EffectState.DONE, "finish_effect")
@@ -105,12 +97,12 @@ class PostgresEffects:
         args = (effect.key, effect.session_id, effect.owner, time.time(), record)
 
         async def work(conn: Connection) -> tuple[bool, Any]:
-            if await conn.fetchval(self._sql.finish_effect, *args) is not None:
+            if await conn.fetchval(self._db.sql.finish_effect, *args) is not None:
                 return True, None
             # Nothing matched: the row as it is now, in a new snapshot.
-            return False, await conn.fetchrow(self._sql.effect, effect.key)
+            return False, await conn.fetchrow(self._db.sql.effect, effect.key)
 
-        stored, row = await self._run(work)
+        stored, row = await self._db.run(work)
         if stored:
             return effect
         if row is None:
@@ -129,18 +121,18 @@ class PostgresEffects:
 
     async def effect(self, key: str) -> Effect | None:
         async def work(conn: Connection) -> Any:
-            return await conn.fetchrow(self._sql.effect, key)
+            return await conn.fetchrow(self._db.sql.effect, key)
 
-        row = await self._run(work)
+        row = await self._db.run(work)
         return None if row is None else _checked(row, self.keyring)
 
     async def effects(self, session_id: str) -> list[Effect]:
         async def work(conn: Connection) -> list[Any]:
-            return await conn.fetch(self._sql.effects, session_id)
+            return await conn.fetch(self._db.sql.effects, session_id)
 
         keyring = self.keyring
         return each(
-            await self._run(work),
+            await self._db.run(work),
             lambda row: _checked(row, keyring),
             lambda row: ("effect", row["key"], row["session_id"]),
         )
@@ -148,12 +140,12 @@ class PostgresEffects:
     async def started_effects(self, session_id: str | None = None) -> list[Effect]:
         async def work(conn: Connection) -> list[Any]:
             if session_id is None:
-                return await conn.fetch(self._sql.started_effects)
-            return await conn.fetch(self._sql.started_effects_of, session_id)
+                return await conn.fetch(self._db.sql.started_effects)
+            return await conn.fetch(self._db.sql.started_effects_of, session_id)
 
         keyring = self.keyring
         return each(
-            await self._run(work),
+            await self._db.run(work),
             lambda row: _checked(row, keyring),
             lambda row: ("effect", row["key"], row["session_id"]),
         )

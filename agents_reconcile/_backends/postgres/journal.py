@@ -78,102 +78,32 @@ it is, and the call succeeds. It runs only while reconciling, off the append pat
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, ClassVar, Final, TypeVar
-from urllib.parse import parse_qs, urlsplit
+from typing import Any, ClassVar, TypeVar
 
 from ..._core.ownership import Owner
 from ..._core.records import Decision, PendingWrite
 from ..._core.sealing import Keyring
-from ...errors import (
-    ConfigurationError,
-    JournalCorrupt,
-    JournalError,
-    JournalUnavailable,
-    LeaseLost,
-)
-from ..connections import Connections
-from ..journal import Capabilities, IntentState, Opened, require_settling
-from ..redaction import Redacted
-from ..schema import Schema
-from .answers import _already_settled, _Asked, _compare, _count, _other_content
+from ...errors import LeaseLost
+from ..journal import Capabilities, IntentState, Opened, require_limit, require_settling
+from ..rows import each
+from .answers import _already_settled, _Asked, _compare, _count, _decision, _other_content
 from .aside import PostgresAside
-from .backend import (
-    Connection,
-    PostgresSchema,
-    ServerIdentity,
-    check_schema_name,
-    check_scheme,
-    keep_session_state,
-    load_driver,
-    pool_location,
-    pool_opener,
-    quote,
-    server_identity,
-)
-from .decisions import PostgresDecisions
+from .backend import Connection, ServerIdentity
+from .database import DEFAULT_SCHEMA, MIGRATIONS, SCHEMA, SCHEMA_VERSION, JournalDatabase
 from .effects import PostgresEffects
 from .reads import PostgresReads
 from .retention import PostgresRetention, row_known
-from .schema import PostgresSchemaSteps
-from .statements import JournalStatements, decision_args, intent_args
+from .sealing import PostgresSealing
+from .statements import decision_args, intent_args
 
 __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "PostgresJournal"]
 
-SCHEMA: Final = Schema(
-    "journal",
-    ("0001_initial", "0002_pruning", "0003_sealing"),
-    JournalCorrupt,
-    package="agents_reconcile._backends.postgres",
-    folder="journal_schema",
-)
-MIGRATIONS: Final = SCHEMA.steps
-"""The schema's migration steps, oldest first: files ``journal_schema/<name>.sql``."""
-SCHEMA_VERSION: Final = SCHEMA.version
-"""The schema version this release reads and writes."""
-DEFAULT_SCHEMA: Final = "agents_reconcile"
-
 _T = TypeVar("_T")
-_TABLES: Final = (
-    "decisions",
-    "effects",
-    "intents",
-    "sealing_keys",
-    "session_writes",
-    "set_aside",
-    "write_floor",
-)
-
-
-def _pool_options(
-    url: str, connect_timeout: float, command_timeout: float | None
-) -> dict[str, Any]:
-    """The asyncpg pool a journal on ``url`` opens: one to four connections, statements kept
-    prepared, the application named and read committed unless the URL says otherwise."""
-    query = parse_qs(urlsplit(url).query)
-    settings = {} if "application_name" in query else {"application_name": "agents-reconcile"}
-    if "default_transaction_isolation" not in query:
-        # As the store's: a one-step append (``fused``) runs its compare-and-swap here.
-        settings["default_transaction_isolation"] = "read committed"
-    return {
-        "min_size": 1,
-        "max_size": 4,
-        "timeout": connect_timeout,
-        "command_timeout": command_timeout,
-        "max_inactive_connection_lifetime": 60.0,
-        # The journal's statements are a fixed set: keep them prepared for as long as the
-        # connection lives, rather than re-preparing every five minutes.
-        "max_cached_statement_lifetime": 0,
-        "reset": keep_session_state,
-        "server_settings": settings,
-    }
 
 
 class PostgresJournal(
-    PostgresSchemaSteps,
     PostgresReads,
-    PostgresDecisions,
     PostgresEffects,
-    PostgresAside,
     PostgresRetention,
 ):
     """``IntentJournal`` (and ``EffectJournal``, from ``PostgresEffects``) in a PostgreSQL
@@ -190,14 +120,10 @@ class PostgresJournal(
     # It clears with a statement of its own just before the opening, on the same connection.
     capabilities: ClassVar[Capabilities] = Capabilities(
         effects=True,
-        set_aside=True,
-        counts_again=True,
         folds_clearing=True,
         starts_eagerly=False,
-        newest_decisions=True,
         pages=True,
         prunes=True,
-        marks_sealing=True,
     )
 
     def __init__(
@@ -210,49 +136,22 @@ class PostgresJournal(
         command_timeout: float | None = 30.0,
         pool: Any = None,
     ) -> None:
-        if url is None and pool is None:
-            raise ConfigurationError("a PostgreSQL journal needs a URL or a pool")
+        self._db = JournalDatabase(
+            url,
+            schema=schema,
+            migrate=migrate,
+            connect_timeout=connect_timeout,
+            command_timeout=command_timeout,
+            pool=pool,
+        )
         self.keyring = Keyring()
         """The keys that open sealed batches: those of every wrapper using this journal."""
-        if url is not None:
-            check_scheme(url, "journal")
-        check_schema_name(schema)
-        if connect_timeout <= 0:
-            raise ConfigurationError(f"connect_timeout must be positive, not {connect_timeout}")
-        if command_timeout is not None and command_timeout <= 0:
-            raise ConfigurationError(f"command_timeout must be positive, not {command_timeout}")
-        self._driver = load_driver("the PostgreSQL journal")
-        self._errors: tuple[type[BaseException], ...] = (
-            self._driver.PostgresError,
-            self._driver.InterfaceError,
-            self._driver.InternalClientError,
-            OSError,
-            TimeoutError,
-        )
-        self._address = Redacted.of(url) if url is not None else Redacted(pool_location(pool))
         self.schema = schema
-        self.migrate_on_use = migrate
-        self._connect_timeout = connect_timeout
-        # Checked once per journal object, as a fresh worker would: a schema a newer release
-        # upgraded meanwhile is refused by every journal made after it.
-        self._verified: set[object] = set()
+        self.aside = PostgresAside(self._db)
+        """Damaged intents set aside (``JournalAside``)."""
+        self.sealing = PostgresSealing(self._db)
+        """The mark of a sealed journal (``JournalSealing``)."""
         self._prune_cursors: dict[str, tuple[Any, ...]] = {}
-        self._sql = JournalStatements(quote(schema))
-        self._schema = PostgresSchema(
-            SCHEMA,
-            schema,
-            version_table="schema_version",
-            tables=_TABLES,
-            location=self._address.shown,
-            acquire_timeout=connect_timeout,
-        )
-        if pool is not None:
-            self._connections: Connections[Any] = Connections(pool)
-            return
-        assert url is not None
-        options = _pool_options(url, connect_timeout, command_timeout)
-        key = ("postgres-journal", url, repr(sorted(options.items())))
-        self._connections = Connections(key=key, opener=pool_opener(self._driver, url, options))
 
     @classmethod
     def from_url(
@@ -280,86 +179,60 @@ class PostgresJournal(
         return cls.from_url(address, schema=namespace or DEFAULT_SCHEMA)
 
     def __repr__(self) -> str:
-        return f"PostgresJournal({self._address.shown!r}, schema={self.schema!r})"
+        return f"PostgresJournal({self._db.location!r}, schema={self.schema!r})"
 
     @property
     def location(self) -> str:
         """The database address without its password, fit for messages."""
-        return self._address.shown
+        return self._db.location
 
-    # -- connections and errors --------------------------------------------------------
-
-    async def _run(
-        self, work: Callable[[Connection], Awaitable[_T]], *, prepare: bool = True
-    ) -> _T:
-        """Run ``work`` on a pooled connection (the schema checked or migrated first), with
-        the driver's errors translated."""
-        try:
-            pool = await self._connections.get()
-            if prepare:
-                await self._schema.ensure(pool, self._verified, migrate=self.migrate_on_use)
-            async with pool.acquire(timeout=self._connect_timeout) as conn:
-                return await work(conn)
-        except self._errors as exc:
-            raise self._translate(exc) from exc
-
-    async def _on_pool(self, work: Callable[[Any, set[Any]], Awaitable[_T]]) -> _T:
-        """Run ``work`` with the pool itself (and what it verified), errors translated."""
-        try:
-            return await work(await self._connections.get(), self._verified)
-        except self._errors as exc:
-            raise self._translate(exc) from exc
+    @property
+    def migrate_on_use(self) -> bool:
+        """Whether the schema is migrated on first use (else only checked, and refused when
+        missing or older)."""
+        return self._db.migrate_on_use
 
     async def server(self, *, fresh: bool = False) -> ServerIdentity | None:
         """Which server, database and role this journal's pool reaches, as the server reports
         it (``backend.server_identity``: read once per pool; ``fresh``: read again)."""
-
-        async def read(pool: Any, verified: set[Any]) -> ServerIdentity | None:
-            learned = self._connections.learned
-            return await server_identity(
-                pool, learned, acquire_timeout=self._connect_timeout, fresh=fresh
-            )
-
-        return await self._on_pool(read)
-
-    def _translate(self, exc: BaseException) -> JournalError:
-        detail = self._address.scrub(f"{type(exc).__name__}: {exc}")
-        state = getattr(exc, "sqlstate", None)
-        where = f"PostgreSQL journal {self._address} (schema {self.schema})"
-        if isinstance(state, str) and (
-            state[:2] in ("22", "23", "3F") or (state[:2] == "42" and state != "42501")
-        ):
-            # A value, a table or a column is not what this release wrote: not a journal, or
-            # one changed behind its back. Retrying will not help.
-            return JournalCorrupt(f"{where} does not hold what this release expects: {detail}")
-        return JournalUnavailable(f"{where} cannot be used: {detail}")
+        return await self._db.server(fresh=fresh)
 
     async def close(self) -> None:
         """Give back the pool (the last journal using it closes it; one passed in stays
         open); a later operation opens a new one."""
-        self._verified.clear()
-        await self._connections.release()
+        await self._db.close()
 
-    # -- the mark of a sealed journal (``SealMarking``) --------------------------------
+    # -- the schema ----------------------------------------------------------------------
 
-    async def sealing_keys(self) -> frozenset[str]:
-        statement = f"SELECT key_id FROM {quote(self.schema)}.sealing_keys"
+    async def migrate(self) -> list[str]:
+        """Apply the missing migration steps; return what was applied (empty when current).
 
-        async def work(conn: Connection) -> list[Any]:
-            return list(await conn.fetch(statement))
+        Refuses (``JournalCorrupt``) a schema newer than this release, or one whose version
+        is current but whose tables are missing."""
+        return await self._db.migrate()
 
-        return frozenset(row[0] for row in await self._run(work))
+    async def check(self) -> str | None:
+        """None when the schema is at this release's version; otherwise a sentence saying
+        what is missing or newer. Runs no DDL and writes nothing (a read-only transaction)."""
+        return await self._db.check()
 
-    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
-        statement = (
-            f"INSERT INTO {quote(self.schema)}.sealing_keys (key_id)"
-            " SELECT unnest($1::text[]) ON CONFLICT (key_id) DO NOTHING"
-        )
+    async def schema_version(self) -> int | None:
+        """The version recorded in the schema (None when it holds none); writes nothing."""
+        return await self._db.schema_version()
 
-        async def work(conn: Connection) -> None:
-            await conn.execute(statement, list(key_ids))
+    async def schema_tables(self) -> list[str] | None:
+        """The tables the journal's schema holds, sorted (None when there is no such schema),
+        for an operator told there is no journal. Only reads."""
+        return await self._db.schema_tables()
 
-        await self._run(work)
+    async def journal_schemas(self, *, most: int = 20) -> list[str]:
+        """The schemas of this database holding a journal, sorted, up to ``most``. Only
+        reads."""
+        return await self._db.journal_schemas(most=most)
+
+    async def drop(self) -> None:
+        """Drop this journal's schema and everything in it (for tests and operators)."""
+        await self._db.drop()
 
     # -- IntentJournal -----------------------------------------------------------------
 
@@ -368,7 +241,7 @@ class PostgresJournal(
         key = (intent.session_id, str(intent.backend))
 
         async def work(conn: Connection) -> None:
-            found = await self._fenced(conn.fetchrow, self._sql.record, row, key)
+            found = await self._fenced(conn.fetchrow, self._db.sql.record, row, key)
             if found is not None:
                 if found["added"]:
                     return
@@ -380,8 +253,8 @@ class PostgresJournal(
             # The fence fell (the session changed since the snapshot) or the id was taken
             # meanwhile: decide under the session's lock.
             async with conn.transaction():
-                await conn.fetchval(self._sql.lock_session, *key)
-                found = await conn.fetchrow(self._sql.record_locked, *row)
+                await conn.fetchval(self._db.sql.lock_session, *key)
+                found = await conn.fetchrow(self._db.sql.record_locked, *row)
                 if found["settled"]:
                     raise _already_settled(intent.intent_id)
                 if found["added"]:
@@ -389,10 +262,10 @@ class PostgresJournal(
                 prior = found["prior"]
                 if prior is None:
                     # Recorded a moment ago under another session's lock: read it now.
-                    prior = await conn.fetchval(self._sql.intent_record, intent.intent_id)
+                    prior = await conn.fetchval(self._db.sql.intent_record, intent.intent_id)
                 _compare(intent, prior, self.keyring)
 
-        await self._run(work)
+        await self._db.run(work)
 
     async def open_intent(
         self,
@@ -412,10 +285,10 @@ class PostgresJournal(
                 # A statement of its own just before the opening, on its connection: the same
                 # as discard() first, so the opening never meets this wrapper's previous intent.
                 await conn.execute(
-                    self._sql.clear, clearing, *key, IntentState.IN_FLIGHT.value, str(owner)
+                    self._db.sql.clear, clearing, *key, IntentState.IN_FLIGHT.value, str(owner)
                 )
             rows = await self._fenced(
-                conn.fetch, self._sql.open_intent, (*row, expect_write_count), key
+                conn.fetch, self._db.sql.open_intent, (*row, expect_write_count), key
             )
             if rows:
                 # Everything below was read from one snapshot: a state the journal was in.
@@ -426,22 +299,22 @@ class PostgresJournal(
             async with conn.transaction():
                 # The session's lock, and its count as of now: nothing of this session can
                 # be opened, recorded, settled or counted until this transaction ends.
-                write_count = _count(await conn.fetchval(self._sql.lock_session, *key))
+                write_count = _count(await conn.fetchval(self._db.sql.lock_session, *key))
                 rows = await conn.fetch(
-                    self._sql.open_locked, *row, write_count, expect_write_count
+                    self._db.sql.open_locked, *row, write_count, expect_write_count
                 )
                 opened = asked.answer(rows[0], rows, write_count)
                 if opened is not None:
                     return opened
                 # Not inserted, and nothing in the snapshot said why: another transaction
                 # took the id after it (only another session's can, this one's lock held).
-                held = await conn.fetchrow(self._sql.held, intent.intent_id)
+                held = await conn.fetchrow(self._db.sql.held, intent.intent_id)
                 opened = None if held is None else asked.holding(held, write_count)
                 if opened is None:
                     raise _other_content(intent)
                 return opened
 
-        return await self._run(work)
+        return await self._db.run(work)
 
     async def _fenced(
         self,
@@ -453,10 +326,10 @@ class PostgresJournal(
         """Run a fenced statement (autocommit), the variant taking the session's row to be
         there once this process made or met it (``retention.row_known``); None when another
         transaction took the intent's id after its snapshot (the statement changed nothing)."""
-        counted = (self.location, self.schema, *key)
+        counted = (self._db.location, self.schema, *key)
         try:
             found = await run(sql[row_known(counted)], *row)
-        except self._driver.UniqueViolationError as exc:
+        except self._db.driver.UniqueViolationError as exc:
             if getattr(exc, "constraint_name", None) != "intents_pkey":
                 raise
             return None
@@ -475,7 +348,7 @@ class PostgresJournal(
         expect_updated_at: float | None = None,
     ) -> bool:
         claim = state is IntentState.RECONCILING and expect_fence is None
-        sql = self._sql.transition(
+        sql = self._db.sql.transition(
             expect_state is not None,
             expect_owner is not None,
             expect_fence is not None,
@@ -497,23 +370,23 @@ class PostgresJournal(
             # the row, so two claims racing cannot both succeed.
             return await conn.fetchval(sql, *args) is not None
 
-        return await self._run(work)
+        return await self._db.run(work)
 
     async def discard(
         self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
     ) -> None:
         async def work(conn: Connection) -> None:
             if owner is None:
-                await conn.execute(self._sql.discard, intent_id)
+                await conn.execute(self._db.sql.discard, intent_id)
                 return
-            gone = await conn.fetchval(self._sql.discard_held, intent_id, str(owner), fence)
-            if not gone and await conn.fetchval(self._sql.exists, intent_id) is not None:
+            gone = await conn.fetchval(self._db.sql.discard_held, intent_id, str(owner), fence)
+            if not gone and await conn.fetchval(self._db.sql.exists, intent_id) is not None:
                 raise LeaseLost(
                     f"intent {intent_id} is no longer in flight under {owner}",
                     intent_id=intent_id,
                 )
 
-        await self._run(work)
+        await self._db.run(work)
 
     async def settle(
         self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
@@ -522,18 +395,18 @@ class PostgresJournal(
         intent_id = decision.intent_id
         key = (decision.session_id, str(decision.backend))
         args = (*decision_args(decision), None if owner is None else str(owner), fence)
-        unique_violation = self._driver.UniqueViolationError
+        unique_violation = self._db.driver.UniqueViolationError
 
         async def work(conn: Connection) -> None:
             try:
                 async with conn.transaction():
-                    await conn.fetchval(self._sql.lock_session, *key)
-                    found = await conn.fetchrow(self._sql.settle, *args)
+                    await conn.fetchval(self._db.sql.lock_session, *key)
+                    found = await conn.fetchrow(self._db.sql.settle, *args)
             except unique_violation as exc:
                 if getattr(exc, "constraint_name", None) != "decisions_settle_once":
                     raise
                 # Settled by another transaction meanwhile: perhaps with this very decision.
-                again = await conn.fetchval(self._sql.settled_as, intent_id, decision.encode())
+                again = await conn.fetchval(self._db.sql.settled_as, intent_id, decision.encode())
                 if again is not None:
                     return
                 raise _already_settled(intent_id) from None
@@ -549,4 +422,48 @@ class PostgresJournal(
                     intent_id=intent_id,
                 )
 
-        await self._run(work)
+        await self._db.run(work)
+
+    async def note(self, decision: Decision) -> None:
+        require_settling(decision, settling=False)
+
+        async def work(conn: Connection) -> None:
+            await conn.execute(self._db.sql.note, *decision_args(decision))
+
+        await self._db.run(work)
+
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        """Replace the newest decision about ``previous``'s intent with ``again`` (the same
+        decision, counted once more), only while it is still ``previous``; whether it was."""
+        require_settling(again, settling=False)
+        args = (previous.intent_id, previous.encode(), again.encode())
+
+        async def work(conn: Connection) -> bool:
+            return await conn.fetchval(self._db.sql.note_again, *args) is not None
+
+        return await self._db.run(work)
+
+    async def decisions(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[Decision]:
+        require_limit(limit)
+        sql = self._db.sql.decisions(session_id is not None, intent_id is not None)
+        args: list[object] = [value for value in (session_id, intent_id) if value is not None]
+        args.append(limit)
+
+        async def work(conn: Connection) -> list[Any]:
+            return await conn.fetch(sql, *args)
+
+        return each(await self._db.run(work), _decision, lambda row: ("decision", row[0], row[1]))
+
+    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        ids = list(dict.fromkeys(intent_ids))
+        if not ids:
+            return {}
+        sql = self._db.sql.newest_decisions
+
+        async def work(conn: Connection) -> list[Any]:
+            return await conn.fetch(sql, ids)
+
+        found = each(await self._db.run(work), _decision, lambda row: ("decision", row[0], row[1]))
+        return {decision.intent_id: decision for decision in found}

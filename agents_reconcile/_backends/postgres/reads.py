@@ -1,15 +1,12 @@
 """The PostgreSQL journal's reads: unresolved intents (of a session and backend, or all), one
 intent, whether an intent is settled, a session's write count, and the pages of the listings
 of unresolved intents and started effects (``pages``). Each is one statement from
-``statements`` (or ``pages``); records are decoded, and so checked, with the journal's keyring.
-
-Kept apart from ``PostgresJournal`` for length; it works through the journal's own connections
-(``_run``: the schema checked or migrated first, the driver's errors translated).
+``statements`` (or ``pages``) run on the journal's database (``database.JournalDatabase``);
+records are decoded, and so checked, with the journal's keyring.
 """
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..._core.effect_records import Effect
@@ -23,31 +20,22 @@ from .pages import page_statements
 if TYPE_CHECKING:
     from ..._core.sealing import Keyring
     from .backend import Connection
-    from .statements import JournalStatements
+    from .database import JournalDatabase
 
 __all__ = ["PostgresReads"]
-
-_T = TypeVar("_T")
 
 
 class PostgresReads:
     """``pending``, ``get``, ``is_settled``, ``write_count``, ``pending_page`` and
-    ``started_effects_page`` for ``PostgresJournal``, which provides ``keyring``, ``_sql`` and
-    ``_run``."""
+    ``started_effects_page`` for ``PostgresJournal``, over its database ``_db``."""
 
     keyring: Keyring
-    _sql: JournalStatements
-
-    if TYPE_CHECKING:
-
-        async def _run(
-            self, work: Callable[[Connection], Awaitable[_T]], *, prepare: bool = True
-        ) -> _T: ...
+    _db: JournalDatabase
 
     async def pending(
         self, session_id: str | None, backend: BackendIdentity | None = None
     ) -> list[JournalEntry]:
-        sql = self._sql.pending(session_id is not None, backend is not None)
+        sql = self._db.sql.pending(session_id is not None, backend is not None)
         args = [value for value in (session_id, backend) if value is not None]
 
         async def work(conn: Connection) -> list[Any]:
@@ -55,45 +43,45 @@ class PostgresReads:
 
         keyring = self.keyring
         return each(
-            await self._run(work),
+            await self._db.run(work),
             lambda row: _entry(row, keyring),
             lambda row: ("intent", row[0], row[1]),
         )
 
     async def get(self, intent_id: str) -> JournalEntry | None:
         async def work(conn: Connection) -> Any:
-            return await conn.fetchrow(self._sql.get, intent_id)
+            return await conn.fetchrow(self._db.sql.get, intent_id)
 
-        row = await self._run(work)
+        row = await self._db.run(work)
         return None if row is None else _entry(row, self.keyring)
 
     async def is_settled(self, intent_id: str) -> bool:
         async def work(conn: Connection) -> bool:
-            return await conn.fetchval(self._sql.is_settled, intent_id) is not None
+            return await conn.fetchval(self._db.sql.is_settled, intent_id) is not None
 
-        return await self._run(work)
+        return await self._db.run(work)
 
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
         async def work(conn: Connection) -> int:
             # The session's count, or the journal's floor when it has none (never counted,
             # or pruned): one snapshot, so a count pruned meanwhile reads as the floor it
             # raised.
-            return _count(await conn.fetchval(self._sql.write_count, session_id, str(backend)))
+            return _count(await conn.fetchval(self._db.sql.write_count, session_id, str(backend)))
 
-        return await self._run(work)
+        return await self._db.run(work)
 
     async def pending_page(
         self, *, limit: int, after: str | None = None, session_id: str | None = None
     ) -> Page[JournalEntry]:
         require_limit(limit)
         start = () if after is None else read_cursor(after, INTENT_CURSOR)
-        sql = page_statements(self._sql.schema).intents(session_id is not None, bool(start))
+        sql = page_statements(self._db.sql.schema).intents(session_id is not None, bool(start))
         args = [*([] if session_id is None else [session_id]), *start, limit]
 
         async def work(conn: Connection) -> list[Any]:
             return await conn.fetch(sql, *args)
 
-        rows = await self._run(work)
+        rows = await self._db.run(work)
         keyring = self.keyring
         entries = each(
             rows,
@@ -113,13 +101,13 @@ class PostgresReads:
     ) -> Page[Effect]:
         require_limit(limit)
         start = () if after is None else read_cursor(after, EFFECT_CURSOR)
-        sql = page_statements(self._sql.schema).effects(session_id is not None, bool(start))
+        sql = page_statements(self._db.sql.schema).effects(session_id is not None, bool(start))
         args = [*([] if session_id is None else [session_id]), *start, limit, overdue_before]
 
         async def work(conn: Connection) -> list[Any]:
             return await conn.fetch(sql, *args)
 
-        rows = await self._run(work)
+        rows = await self._db.run(work)
         keyring = self.keyring
         effects = each(
             rows,

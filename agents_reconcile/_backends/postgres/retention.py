@@ -40,10 +40,8 @@ chunk is tried again a moment later, then left for the next call, which is then 
 ``done``), and a session's row that a writer holds is passed over (``SKIP LOCKED``: it is
 not idle; a decision of its session waits for the next pass). The decisions' transaction,
 the one that holds the floor between statements, ends the pruner's connection if it stalls
-there (``idle_in_transaction_session_timeout``), which gives the floor back.
-
-Kept apart from ``PostgresJournal`` for length; it works through the journal's own connections
-(``_run``: the schema checked or migrated first, the driver's errors translated).
+there (``idle_in_transaction_session_timeout``), which gives the floor back. Every statement
+runs on the journal's database (``database.JournalDatabase``).
 """
 
 from __future__ import annotations
@@ -51,9 +49,9 @@ from __future__ import annotations
 import asyncio
 import functools
 from collections import OrderedDict
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
 from ..._core.records import BackendIdentity
 from ..._core.retention import Kept, Pruned, Retention
@@ -64,11 +62,10 @@ from .statements import _NOW
 
 if TYPE_CHECKING:
     from .backend import Connection
-    from .statements import JournalStatements
+    from .database import JournalDatabase
 
 __all__ = ["PostgresRetention", "row_known"]
 
-_T = TypeVar("_T")
 
 _CHUNK: Final = 500
 """Rows examined per read (and deleted per statement) while pruning."""
@@ -325,27 +322,21 @@ async def _held(conn: Connection) -> None:
 
 
 class PostgresRetention:
-    """``count_write`` and ``prune`` for ``PostgresJournal``, which provides ``_sql``, ``_run``
-    and the cursors."""
+    """``count_write`` and ``prune`` for ``PostgresJournal``, over its database ``_db``, with
+    the cursors it keeps."""
 
-    _sql: JournalStatements
+    _db: JournalDatabase
     _prune_cursors: dict[str, tuple[Any, ...]]
     """Where the sweep of each kind goes on from (the key of the last row examined); an
     absent kind starts from its first row."""
-
-    if TYPE_CHECKING:
-
-        async def _run(
-            self, work: Callable[[Connection], Awaitable[_T]], *, prepare: bool = True
-        ) -> _T: ...
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
         # One more write of the session, stamped now; a session without a row gets one at
         # the floor plus this write (``statements.made_at_floor``).
         async def work(conn: Connection) -> int:
-            return _count(await conn.fetchval(self._sql.count_write, session_id, str(backend)))
+            return _count(await conn.fetchval(self._db.sql.count_write, session_id, str(backend)))
 
-        return await self._run(work)
+        return await self._db.run(work)
 
     async def prune(
         self, retention: Retention, *, limit: int | None = None, dry_run: bool = False
@@ -371,7 +362,7 @@ class PostgresRetention:
         """Examine at most ``limit`` rows of ``kind`` (all of them when None), a chunk at a
         time, and remove (or, ``dry_run``, count) those due."""
         cursors = self._prune_cursors
-        schema = self._sql.schema
+        schema = self._db.sql.schema
         after = None if limit is None else cursors.get(kind.name)
         if after == _FINISHED:
             return Swept()
@@ -380,7 +371,7 @@ class PostgresRetention:
         whole = True  # False once a chunk's due rows were left (the floor was taken)
         while True:
             most = _CHUNK if left is None else min(_CHUNK, left)
-            rows = await self._run(
+            rows = await self._db.run(
                 functools.partial(
                     _examine, kind=kind, after=after, span=span, most=most, schema=schema
                 )
@@ -411,11 +402,11 @@ class PostgresRetention:
 
     async def _remove(self, kind: _Kind, due: list[Any], span: float) -> tuple[int, int] | None:
         """``_remove`` of a chunk, tried again a moment later while the floor is taken."""
-        work = functools.partial(_remove, kind=kind, due=due, span=span, schema=self._sql.schema)
+        work = functools.partial(_remove, kind=kind, due=due, span=span, schema=self._db.sql.schema)
         for attempt in range(_TRIES):
             if attempt:
                 await asyncio.sleep(_PAUSE)
-            freed = await self._run(work)
+            freed = await self._db.run(work)
             if freed is not None:
                 return freed
         return None

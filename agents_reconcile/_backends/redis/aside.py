@@ -1,13 +1,15 @@
-"""The Redis journal's damaged intents set aside (``_backends/aside.py``): ``set_aside`` is one Lua
-script (``scripts/set_aside.lua``) that removes the intent only while its row still
-holds the bytes, state and owner read, settles it and keeps the bytes. Three global keys hold
-what was set aside: a list of intent ids in order, and two hashes from a position in it to a
-description and to the bytes (an entry pruned leaves an empty id at its position, so the
+"""The Redis journal's aside component (``JournalAside``): damaged intents set aside
+(``_backends/aside.py``). ``set_aside`` is one Lua script (``scripts/set_aside.lua``), run in
+the bucket of the intent's session, that removes the intent only while its row still holds the
+bytes, state and owner read, settles it and keeps the bytes. Three keys of each bucket hold
+what was set aside there: a list of intent ids in order, and two hashes from a position in it
+to a description and to the bytes (an entry pruned leaves an empty id at its position, so the
 positions of the others stay theirs: ``retention.py``). Entries are rare, so listing reads
-them all.
+them all, every bucket's at once: on one server in the order they were set aside, on a
+cluster newest first by when they were set aside (positions number one bucket's entries only).
 
-Kept apart from ``RedisJournal`` for length; it speaks through the journal's own script
-runner, command sender, key layout and intent routing.
+Every command and script goes through the journal's link (``link.RedisLink``); an intent is
+found where ``homes`` says its session is.
 """
 
 from __future__ import annotations
@@ -18,11 +20,12 @@ from ..._core.records import Decision
 from ..aside import RawIntent, SetAside
 from ..journal import require_limit, require_settling
 from . import replies
-from .homes import Retry
-from .layout import ASIDE_KEYS, JournalKeys
+from .homes import IndexedHomes, Retry
+from .layout import ASIDE_KEYS, KeyLayout
+from .link import VERSION, RedisLink
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    pass
 
 __all__ = ["ASIDE_SCRIPTS", "RedisAside"]
 
@@ -31,34 +34,22 @@ ASIDE_SCRIPTS: Final = ("set_aside",)
 
 
 class RedisAside:
-    """Setting damaged intents aside, for ``RedisJournal``, which provides what is declared
-    here."""
+    """``JournalAside`` through a journal's link, over its layout (one bucket or many); an
+    intent is found where ``homes`` says its session is."""
 
-    _layout: JournalKeys
-    _version_arg: bytes
+    def __init__(self, link: RedisLink, layout: KeyLayout, homes: IndexedHomes) -> None:
+        self._link = link
+        self._layout = layout
+        self._homes = homes
 
-    if TYPE_CHECKING:
-
-        async def _script(
-            self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
-        ) -> object: ...
-
-        async def _command(self, operation: str, *args: str | bytes | int) -> object: ...
-
-        async def _on_intent(
-            self,
-            intent_id: str,
-            attempt: Callable[[str | None], Awaitable[object]],
-        ) -> object: ...
-
-    async def raw_intent(self, intent_id: str) -> RawIntent | None:
+    async def raw(self, intent_id: str) -> RawIntent | None:
         async def attempt(session_id: str | None) -> RawIntent | Retry | None:
             if session_id is None:
                 return None
             keys = self._layout.scripted(session_id)
             args: list[str | bytes] = [session_id, "one", intent_id]
             found = replies.rows(
-                await self._script("entries", keys, args, read_only=True), "raw_intent"
+                await self._link.script("entries", keys, args, read_only=True), "raw_intent"
             )
             if not found:
                 return Retry.MOVED
@@ -67,18 +58,19 @@ class RedisAside:
                 (found_id, session_id, backend, state, owner, updated, record), age
             )
 
-        found = await self._on_intent(intent_id, attempt)
+        found = await self._homes.on_intent(intent_id, attempt)
         assert found is None or isinstance(found, RawIntent)
         return found
 
     async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
         require_settling(decision, settling=True)
+        bucket = self._layout.of(raw.session_id)
         keys = [
-            *self._layout.scripted(raw.session_id),
-            *(self._layout.names[name].encode() for name in ASIDE_KEYS),
+            *bucket.scripted(raw.session_id),
+            *(bucket.names[name].encode() for name in ASIDE_KEYS),
         ]
         args: list[str | bytes] = [
-            self._version_arg,
+            VERSION,
             raw.intent_id,
             raw.session_id,
             raw.record,
@@ -89,29 +81,33 @@ class RedisAside:
             aside.encode(),
             str(raw.stored[3]),
         ]
-        word, _ = replies.status(await self._script("set_aside", keys, args), "set_aside")
+        word, _ = replies.status(await self._link.script("set_aside", keys, args), "set_aside")
         if word not in ("done", "changed"):
             raise replies.unexpected("set_aside", word)
         return word == "done"
 
-    async def set_aside_entries(
+    async def entries(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[SetAside]:
         require_limit(limit)
-        reply = await self._command("set_aside_entries", "HGETALL", self._layout.names["aside"])
-        if isinstance(reply, dict):
-            pairs = list(reply.items())
-        else:
-            flat = replies.as_list(reply, "set_aside_entries")
-            pairs = list(zip(flat[::2], flat[1::2], strict=False))
-        numbered = sorted(
-            ((int(replies.text(number, "a position")), meta) for number, meta in pairs),
-            reverse=True,
-        )
-        found = [SetAside.decode(meta) for _, meta in numbered]
+        found = await self._link.every_bucket("set_aside_entries", "HGETALL", "aside")
+        numbered: list[tuple[float, int, int, SetAside]] = []
+        for bucket, reply in enumerate(found):
+            if isinstance(reply, dict):
+                pairs = list(reply.items())
+            else:
+                flat = replies.as_list(reply, "set_aside_entries")
+                pairs = list(zip(flat[::2], flat[1::2], strict=False))
+            for number, meta in pairs:
+                entry = SetAside.decode(meta)
+                position = int(replies.text(number, "a position"))
+                # One bucket: its positions are the order they were set aside in.
+                at = entry.set_aside_at if len(found) > 1 else 0.0
+                numbered.append((at, position, bucket, entry))
+        numbered.sort(key=lambda each: each[:3], reverse=True)
         return [
             entry
-            for entry in found
+            for _, _, _, entry in numbered
             if (session_id is None or entry.session_id == session_id)
             and (intent_id is None or entry.intent_id == intent_id)
         ][:limit]

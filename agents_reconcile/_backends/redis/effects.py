@@ -15,13 +15,12 @@ clock (``Effect.age``): an effect's lease is judged on it, never on a writer's c
 effect key, and a started effect is never removed, so a key stays in the session it was begun
 in while it is kept.
 
-Kept apart from ``RedisJournal`` for length; it speaks through the journal's own script
-runner, command sender, key layout and keyring.
+Every command and script goes through the journal's link (``link.RedisLink``).
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from ..._core.effect_records import Effect, EffectState
 from ..._core.sealing import Keyring
@@ -29,6 +28,7 @@ from ...errors import IntentConflict
 from ..rows import each
 from . import replies
 from .layout import EFFECT_INDEX, EFFECT_STARTED, JournalKeys
+from .link import VERSION, RedisLink
 
 __all__ = ["EFFECT_SCRIPTS", "RedisEffects"]
 
@@ -39,21 +39,13 @@ EFFECT_SCRIPTS: Final = ("begin_effect", "effect_rows", "finish_effect", "restar
 class RedisEffects:
     """``EffectJournal`` for ``RedisJournal``, which provides what is declared here."""
 
+    _link: RedisLink
     keyring: Keyring
     _layout: JournalKeys
-    _version_arg: bytes
-
-    if TYPE_CHECKING:
-
-        async def _script(
-            self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
-        ) -> object: ...
-
-        async def _command(self, operation: str, *args: str | bytes | int) -> object: ...
 
     async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
         args: list[str | bytes] = [
-            self._version_arg,
+            VERSION,
             effect.key,
             effect.session_id,
             effect.state.value,
@@ -62,7 +54,9 @@ class RedisEffects:
             effect.encode(),
         ]
         keys = self._layout.effects(effect.session_id)
-        word, parts = replies.status(await self._script("begin_effect", keys, args), "begin_effect")
+        word, parts = replies.status(
+            await self._link.script("begin_effect", keys, args), "begin_effect"
+        )
         if word in ("recorded", "exists") and len(parts) == 2:
             row = replies.effect_row(parts[1], "begin_effect")
             return replies.effect(effect.session_id, row, self.keyring), word == "recorded"
@@ -79,7 +73,7 @@ class RedisEffects:
         if effect.state is not EffectState.STARTED:
             raise ValueError("restart_effect() takes a started effect, not one with its receipt")
         args: list[str | bytes] = [
-            self._version_arg,
+            VERSION,
             effect.key,
             effect.session_id,
             expect_owner,
@@ -88,7 +82,7 @@ class RedisEffects:
             effect.encode(),
         ]
         keys = self._layout.effects(effect.session_id)
-        reply = await self._script("restart_effect", keys, args)
+        reply = await self._link.script("restart_effect", keys, args)
         if reply not in (0, 1):
             raise replies.unexpected("restart_effect", reply)
         return reply == 1
@@ -97,7 +91,7 @@ class RedisEffects:
         if effect.state is not EffectState.DONE:
             raise ValueError("finish_effect() takes an effect with its receipt (state done)")
         args: list[str | bytes] = [
-            self._version_arg,
+            VERSION,
             effect.key,
             effect.session_id,
             effect.owner,
@@ -105,7 +99,7 @@ class RedisEffects:
             effect.encode(),
         ]
         keys = self._layout.effects(effect.session_id)
-        reply = await self._script("finish_effect", keys, args)
+        reply = await self._link.script("finish_effect", keys, args)
         word, parts = replies.status(reply, "finish_effect")
         if word in ("done", "same") and len(parts) == 1:
             # What is stored now is this very record.
@@ -132,14 +126,14 @@ class RedisEffects:
         raise replies.unexpected("finish_effect", reply)
 
     async def effect(self, key: str) -> Effect | None:
-        reply = await self._command("effect", "HGET", self._layout.names["effect_index"], key)
+        reply = await self._link.command("effect", "HGET", self._layout.names["effect_index"], key)
         if reply is None:
             return None
         return await self._effect_in(replies.text(reply, "an effect's session"), key)
 
     async def effects(self, session_id: str) -> list[Effect]:
         keys = self._layout.effects(session_id)
-        reply = await self._script("effect_rows", keys, [session_id, "all"], read_only=True)
+        reply = await self._link.script("effect_rows", keys, [session_id, "all"], read_only=True)
         keyring = self.keyring
         return each(
             replies.effect_rows(reply, "effects"),
@@ -151,11 +145,11 @@ class RedisEffects:
         # The started keys, oldest first, from their own sorted set; then each one's session
         # from the index, and the rows from each session's slot, still started when read.
         names = self._layout.names
-        reply = await self._command("started_effects", "ZRANGE", names[EFFECT_STARTED], 0, -1)
+        reply = await self._link.command("started_effects", "ZRANGE", names[EFFECT_STARTED], 0, -1)
         started = [replies.text(key, "an effect key") for key in replies.as_list(reply, "ZRANGE")]
         if not started:
             return []
-        reply = await self._command("started_effects", "HMGET", names[EFFECT_INDEX], *started)
+        reply = await self._link.command("started_effects", "HMGET", names[EFFECT_INDEX], *started)
         by_session: dict[str, list[str]] = {}
         for key, holder in zip(started, replies.as_list(reply, "HMGET"), strict=True):
             if holder is not None:
@@ -171,7 +165,7 @@ class RedisEffects:
     async def _started_in(self, session_id: str, keys: list[str]) -> list[Effect]:
         """The effects of ``keys`` that are ``session_id``'s and still started."""
         args: list[str | bytes] = [session_id, "some", *keys]
-        reply = await self._script(
+        reply = await self._link.script(
             "effect_rows", self._layout.effects(session_id), args, read_only=True
         )
         keyring = self.keyring
@@ -186,7 +180,7 @@ class RedisEffects:
         keys = self._layout.effects(session_id)
         args: list[str | bytes] = [session_id, "one", key]
         found = replies.effect_rows(
-            await self._script("effect_rows", keys, args, read_only=True), "effect"
+            await self._link.script("effect_rows", keys, args, read_only=True), "effect"
         )
         if not found:
             return None

@@ -45,7 +45,7 @@ async def open_and_append(
     args.append("" if seen_write_count is None else str(seen_write_count))
     args += rows
     keys = journal._layout.scripted(intent.session_id) + store_keys
-    reply = await journal._script(_SCRIPT, keys, args)
+    reply = await journal._link.script(_SCRIPT, keys, args)
     if type(reply) is list and len(reply) == 3:
         word = reply[0]
         word = word.decode("utf-8", "replace") if type(word) is bytes else word

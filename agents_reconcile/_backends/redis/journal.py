@@ -57,7 +57,7 @@ Keys, each under ``{prefix}:`` (``layout.py`` builds their names)::
 
 The layout version is only a number: ``migrate`` (and the first use of a journal object, a
 read or a write) stores it in an empty journal and upgrades one of layout 1 or 2
-(``schema.py``), and a journal holding any other version is refused.
+(``link.py``), and a journal holding any other version is refused.
 
 An address may ask every writing script to wait for replicas (``?replicas=N``): the script is
 then sent once, and ``WAIT`` follows it on the same connection (``replicas.py``).
@@ -78,7 +78,7 @@ beside the sessions' own, and runs the same scripts.
 
 from __future__ import annotations
 
-import asyncio
+import heapq
 import time
 from collections.abc import Sequence
 from typing import Any, ClassVar, Final
@@ -88,33 +88,21 @@ from ..._core.records import Decision, PendingWrite
 from ..._core.sealing import Keyring
 from ...errors import ConfigurationError, IntentConflict, LeaseLost
 from ..connections import Connections
-from ..journal import (
-    Capabilities,
-    IntentState,
-    Opened,
-    require_settling,
-)
+from ..journal import Capabilities, IntentState, Opened, require_limit, require_settling
 from ..lua import LuaScript
 from ..redaction import Redacted
-from . import replies, wire
+from . import replies
 from .aside import ASIDE_SCRIPTS, RedisAside
-from .backend import (
-    VersionKey,
-    client_location,
-    client_secrets,
-    server_of,
-    shared_client,
-    unlink_matching,
-)
+from .backend import client_location, client_secrets, shared_client, unlink_matching
 from .effects import EFFECT_SCRIPTS, RedisEffects
-from .homes import RedisIntentHomes
-from .layout import SEALING, IntentHomes, JournalKeys
+from .homes import ClaimedHomes, IndexedHomes
+from .layout import JournalKeys
+from .link import SCHEMA, SCHEMA_VERSION, VERSION, RedisLink
 from .reads import RedisReads
 from .replicas import ReplicaWait
 from .replicas import split as split_wait
 from .retention import RETENTION_SCRIPTS, RedisRetention, Walks
-from .schema import _VERSION, SCHEMA, SCHEMA_VERSION, RedisSchemaSteps
-from .sending import RedisSending
+from .sealing import RedisSealing
 from .survey import RedisSurvey
 
 try:
@@ -155,14 +143,9 @@ _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
 
 
 class RedisJournal(
-    RedisSending,
-    RedisIntentHomes,
-    RedisSchemaSteps,
     RedisReads,
     RedisEffects,
-    RedisAside,
     RedisRetention,
-    RedisSurvey,
 ):
     """``IntentJournal`` and ``EffectJournal`` on a Redis server, shared by every worker that
     uses the same server and ``prefix``.
@@ -175,21 +158,17 @@ class RedisJournal(
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         effects=True,
-        set_aside=True,
-        counts_again=True,
         folds_clearing=True,
         starts_eagerly=False,
-        newest_decisions=True,
         pages=True,
         prunes=True,
-        marks_sealing=True,
     )
     _Layout: ClassVar[type[JournalKeys]] = JournalKeys
     """Its key layout (one per prefix)."""
     _scripts: ClassVar[dict[str, LuaScript]] = _SCRIPTS
     _on_cluster: ClassVar[bool] = False
-    _version_arg = _VERSION
-    """The version every writing script is given (the effect half, ``RedisEffects``, too)."""
+    _named: ClassVar[str] = "Redis journal"
+    """What messages call it."""
 
     def __init__(
         self,
@@ -211,18 +190,27 @@ class RedisJournal(
             address = Redacted.of(where or "redis")
         if connections is None:
             raise ConfigurationError("a Redis journal needs a client (or use from_url)")
-        self._connections = connections
         self._address = address
-        self._where = f"Redis journal {address} (prefix {prefix!r})"
-        self._version = VersionKey(self._layout.version_key, SCHEMA, self._where)
-        self._schema_checked = False
-        self._homes = IntentHomes()
+        self._link = RedisLink(
+            connections,
+            self._layout,
+            address=address,
+            where=f"{self._named} {address} (prefix {prefix!r})",
+            wait=replica_wait,
+            scripts=self._scripts,
+            on_cluster=self._on_cluster,
+        )
+        self._homes = (
+            IndexedHomes(self._link, self._layout)
+            if self._layout.claims("") is None
+            else ClaimedHomes(self._link, self._layout, self._scripts["claim"])
+        )
+        self.aside = RedisAside(self._link, self._layout, self._homes)
+        """Damaged intents set aside (``JournalAside``)."""
+        self.sealing = RedisSealing(self._link, prefix)
+        """The mark of a sealed journal (``JournalSealing``)."""
+        self._survey = RedisSurvey(self._link, self._layout, prefix)
         self._walks = Walks()
-        self._wait = replica_wait
-        """After each writing script, wait for this many replicas (``replicas``), or None."""
-        self._scripted: tuple[aioredis.Redis, asyncio.AbstractEventLoop] | None = None
-        """The client the last script went through, and its loop: the connection kept for the
-        scripts (``wire``) goes back to its pool on close, from that loop."""
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX, **options: Any) -> RedisJournal:
@@ -253,26 +241,11 @@ class RedisJournal(
     def __repr__(self) -> str:
         return f"RedisJournal({self._address.shown!r}, prefix={self.prefix!r})"
 
-    # -- the mark of a sealed journal (``SealMarking``) ----------------------------------
-    # A set under ``<prefix>:sealing``: a key that appears with its first member needs no
-    # layout step (a journal without it was never sealed), and goes with the journal's keys.
-
-    async def sealing_keys(self) -> frozenset[str]:
-        found = await self._command("sealing_keys", "SMEMBERS", f"{self.prefix}:{SEALING}")
-        members = found if isinstance(found, list | set | tuple) else ()
-        return frozenset(
-            member.decode() if isinstance(member, bytes) else str(member) for member in members
-        )
-
-    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
-        if key_ids:
-            await self._command("mark_sealing", "SADD", f"{self.prefix}:{SEALING}", *key_ids)
-
     # -- IntentJournal ------------------------------------------------------------------
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
         args = _intent_args(intent, state, owner)
-        reply = await self._script("record", self._layout.scripted(intent.session_id), args)
+        reply = await self._link.script("record", self._layout.scripted(intent.session_id), args)
         word, parts = replies.status(reply, "record")
         if word == "exists" and len(parts) == 2:
             replies.compare(intent, parts[1], self.keyring)
@@ -293,7 +266,7 @@ class RedisJournal(
         args.append("" if expect_write_count is None else str(expect_write_count))
         args.append(clearing or "")
         keys = self._layout.scripted(intent.session_id)
-        reply = await self._script("open_intent", keys, args)
+        reply = await self._link.script("open_intent", keys, args)
         opened, home = replies.opened(intent, state, owner, reply, self.keyring)
         if home:
             self._homes.remember(intent.intent_id, intent.session_id)
@@ -302,11 +275,42 @@ class RedisJournal(
     @property
     def replica_wait(self) -> ReplicaWait | None:
         """How many replicas each write waits for, and how long (``replicas.py``); None: none."""
-        return self._wait
+        return self._link.wait
 
     async def server(self) -> tuple[object, ...] | None:
         """The server and database this journal lives on (``backend.server_of``)."""
-        return server_of(await self._connections.get())
+        return await self._link.server()
+
+    # -- an operator's look ----------------------------------------------------------------
+
+    async def keys_held(self, *, most: int = 3, budget: int = 10_000) -> list[str]:
+        """Up to ``most`` names of keys under this journal's prefix, found by ``SCAN`` over at
+        most ``budget`` keys (none: the prefix holds nothing, as far as seen)."""
+        return await self._survey.keys_held(most=most, budget=budget)
+
+    async def journal_prefixes(
+        self, *, most: int = 20, budget: int = 10_000
+    ) -> tuple[list[str], bool]:
+        """The prefixes under which the server holds a journal, up to ``most``, sorted, found
+        by ``SCAN`` over at most ``budget`` keys; and whether the scan saw every key."""
+        return await self._survey.journal_prefixes(most=most, budget=budget)
+
+    # -- the schema ------------------------------------------------------------------------
+
+    async def migrate(self) -> list[str]:
+        """Store the schema version if the journal has none, or upgrade an older one; returns
+        the steps applied (none when the journal is current). Any other version, newer or
+        unreadable, raises ``JournalCorrupt`` and is left as it is."""
+        return await self._link.migrate()
+
+    async def check(self) -> str | None:
+        """None when the journal's schema is current, else a sentence saying what is missing
+        or wrong. Only reads."""
+        return await self._link.check()
+
+    async def schema_version(self) -> int | None:
+        """The version stored (None when the journal holds none); only reads."""
+        return await self._link.schema_version()
 
     async def transition(
         self,
@@ -323,7 +327,7 @@ class RedisJournal(
             if session_id is None:
                 return False
             args: list[str | bytes] = [
-                _VERSION,
+                VERSION,
                 intent_id,
                 session_id,
                 state.value,
@@ -338,12 +342,12 @@ class RedisJournal(
                 "0" if expect_updated_at is None else "1",
                 "" if expect_updated_at is None else repr(float(expect_updated_at)),
             ]
-            reply = await self._script("transition", self._layout.scripted(session_id), args)
+            reply = await self._link.script("transition", self._layout.scripted(session_id), args)
             if reply == 1 or reply == 0:
                 return reply == 1
             return replies.moved(reply, "transition")
 
-        return await self._on_intent(intent_id, attempt)
+        return await self._homes.on_intent(intent_id, attempt)
 
     async def discard(
         self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
@@ -354,7 +358,9 @@ class RedisJournal(
             if session_id is None:
                 return None
             keys = self._layout.scripted(session_id)
-            reply = await self._script("discard", keys, [_VERSION, intent_id, session_id, *held])
+            reply = await self._link.script(
+                "discard", keys, [VERSION, intent_id, session_id, *held]
+            )
             if reply != 1:
                 if replies.is_word(reply, "lost"):
                     raise LeaseLost(
@@ -365,7 +371,7 @@ class RedisJournal(
             self._homes.forget(intent_id)
             return None
 
-        await self._on_intent(intent_id, attempt)
+        await self._homes.on_intent(intent_id, attempt)
 
     async def settle(
         self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
@@ -377,7 +383,7 @@ class RedisJournal(
 
         async def attempt(session_id: str | None) -> replies.Moved | None:
             args: list[str | bytes] = [
-                _VERSION,
+                VERSION,
                 intent_id,
                 "0" if session_id is None else "1",
                 "" if session_id is None else session_id,
@@ -390,7 +396,7 @@ class RedisJournal(
             ]
             holding = deciding if session_id is None else self._layout.session(session_id)
             keys = self._layout.globals + holding + deciding
-            word, parts = replies.status(await self._script("settle", keys, args), "settle")
+            word, parts = replies.status(await self._link.script("settle", keys, args), "settle")
             if word == "moved":
                 return replies.moved(parts, "settle")
             if len(parts) != 1:
@@ -408,13 +414,13 @@ class RedisJournal(
                 )
             raise replies.unexpected("settle", parts)
 
-        await self._on_intent(intent_id, attempt)
+        await self._homes.on_intent(intent_id, attempt)
 
     async def note(self, decision: Decision) -> None:
         require_settling(decision, settling=False)
         keys = self._layout.scripted(decision.session_id)
-        args: list[str | bytes] = [_VERSION, decision.intent_id, decision.encode()]
-        replies.count(await self._script("note", keys, args), "note")
+        args: list[str | bytes] = [VERSION, decision.intent_id, decision.encode()]
+        replies.count(await self._link.script("note", keys, args), "note")
 
     async def note_again(self, previous: Decision, again: Decision) -> bool:
         """Replace the newest decision about ``previous``'s intent with ``again`` (the same
@@ -422,22 +428,62 @@ class RedisJournal(
         require_settling(again, settling=False)
         keys = self._layout.scripted(previous.session_id)
         args: list[str | bytes] = [
-            _VERSION,
+            VERSION,
             previous.intent_id,
             previous.encode(),
             again.encode(),
         ]
-        return replies.count(await self._script("note_again", keys, args), "note_again") == 1
+        return replies.count(await self._link.script("note_again", keys, args), "note_again") == 1
+
+    async def decisions(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[Decision]:
+        require_limit(limit)
+        by_intent = ["0", ""] if intent_id is None else ["1", intent_id]
+        buckets = self._layout.buckets()
+        if session_id is not None or len(buckets) == 1:
+            # Decisions filed under a session are in its bucket: one script.
+            bucket = buckets[0] if session_id is None else self._layout.of(session_id)
+            keys = list(bucket.globals)
+            by_session = session_id is not None and intent_id is None
+            if by_session:
+                assert session_id is not None
+                keys += bucket.session(session_id)
+            args: list[str | bytes] = [*by_intent, str(limit), "1" if by_session else "0"]
+            reply = await self._link.script("decisions", keys, args, read_only=True)
+            return replies.decisions(reply, session_id=session_id, intent_id=intent_id, limit=limit)
+        script = self._scripts["decisions"]
+        calls = [(script, bucket.globals, [*by_intent, str(limit), "0"]) for bucket in buckets]
+        lists = [
+            replies.decisions(reply, session_id=None, intent_id=intent_id, limit=limit)
+            for reply in await self._link.fan_scripts("decisions", calls)
+        ]
+        return newest_first(lists, limit)
+
+    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        ids = list(dict.fromkeys(intent_ids))
+        if not ids:
+            return {}
+        buckets = self._layout.buckets()
+        if len(buckets) == 1:
+            reply = await self._link.script(
+                "newest_decisions", list(buckets[0].globals), list(ids), read_only=True
+            )
+            return replies.newest_decisions(reply)
+        script = self._scripts["newest_decisions"]
+        calls = [(script, bucket.globals, ids) for bucket in buckets]
+        newest: dict[str, Decision] = {}
+        for reply in await self._link.fan_scripts("newest_decisions", calls):
+            for found_id, decision in replies.newest_decisions(reply).items():
+                kept = newest.get(found_id)
+                if kept is None or decision.decided_at > kept.decided_at:
+                    newest[found_id] = decision
+        return newest
 
     async def close(self) -> None:
         """Release the connections (a client passed in stays open); a later operation opens
         them again."""
-        self._schema_checked = False
-        with self._translated("close"):
-            scripted, self._scripted = self._scripted, None
-            if scripted is not None and scripted[1] is asyncio.get_running_loop():
-                await wire.give_back(scripted[0])
-            await self._connections.release()
+        await self._link.close()
 
     # -- for tests and operators ----------------------------------------------------------
 
@@ -447,13 +493,29 @@ class RedisJournal(
 
         Deletes only keys laid out as this journal's, so a journal whose prefix extends this
         one's (``app`` and ``app:x``) keeps its keys."""
-        with self._translated("drop"):
-            client = await self._connections.get()
+        with self._link.translated("drop"):
+            client = await self._link.client()
             deleted = await unlink_matching(client, self.prefix, self._layout.owns)
-        self._schema_checked = False
+        self._link.schema_checked = False
         self._homes.clear()
         self._walks = Walks()
         return deleted
+
+
+def newest_first(lists: Sequence[list[Decision]], limit: int) -> list[Decision]:
+    """The first ``limit`` of several lists of decisions, each newest first, merged by
+    ``decided_at`` (the newest head first; the lists' own order kept)."""
+    heap: list[tuple[float, int, int]] = [
+        (-found[0].decided_at, number, 0) for number, found in enumerate(lists) if found
+    ]
+    heapq.heapify(heap)
+    merged: list[Decision] = []
+    while heap and len(merged) < limit:
+        _, number, at = heapq.heappop(heap)
+        merged.append(lists[number][at])
+        if at + 1 < len(lists[number]):
+            heapq.heappush(heap, (-lists[number][at + 1].decided_at, number, at + 1))
+    return merged
 
 
 def _token(fence: int | None) -> str:
@@ -463,7 +525,7 @@ def _token(fence: int | None) -> str:
 def _intent_args(intent: PendingWrite, state: IntentState, owner: Owner) -> list[str | bytes]:
     """``record`` and ``open_intent``'s ARGV (``store_intent`` in ``prelude.lua``)."""
     return [
-        _VERSION,
+        VERSION,
         intent.intent_id,
         intent.session_id,
         str(intent.backend),

@@ -17,7 +17,7 @@ session's hash tag.
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import Final, Protocol
 
 from blake3 import blake3
 
@@ -36,6 +36,7 @@ __all__ = [
     "UPGRADED",
     "IntentHomes",
     "JournalKeys",
+    "KeyLayout",
     "checked_prefix",
     "listed",
     "unlisted",
@@ -134,8 +135,65 @@ def checked_prefix(prefix: object) -> str:
     return prefix
 
 
+class KeyLayout(Protocol):
+    """Where a journal keeps what, as its link and parts ask it: a number of buckets, each laid
+    out as a ``JournalKeys`` (one on a server, ``JournalKeys`` itself; 256 on a cluster,
+    ``cluster.layout.BucketKeys``), the bucket of a session or of an intent id's claim, and
+    the keys a session's scripts take (its bucket's global keys, then its own)."""
+
+    prefix: str
+    version_key: str
+    """The version key's name (on a cluster, the names of every bucket's, in short)."""
+
+    def buckets(self) -> list[JournalKeys]:
+        """Every bucket's keys, bucket 0 first."""
+        ...
+
+    def number(self, name: str) -> int:
+        """The bucket of a session (or of an intent id, for its claim)."""
+        ...
+
+    def of(self, session_id: str) -> JournalKeys:
+        """The keys of the bucket ``session_id`` is in."""
+        ...
+
+    def session(self, session_id: str) -> list[bytes]:
+        """A session's keys, in ``SESSION_KEYS`` order."""
+        ...
+
+    def effects(self, session_id: str) -> list[bytes]:
+        """The keys every effect script takes for a session's effects."""
+        ...
+
+    def scripted(self, session_id: str) -> list[bytes]:
+        """Its bucket's global keys, then the session's: what every script but settle takes."""
+        ...
+
+    def claims(self, intent_id: str) -> list[bytes] | None:
+        """The keys a claim of ``intent_id`` takes (the version and the claims of its bucket);
+        None where an id needs no claim (one bucket: its ``index`` says it for the journal)."""
+        ...
+
+    def tagged(self, counts: bytes) -> list[bytes] | None:
+        """The keys of the session whose counts are at ``counts`` (None: not this journal's)."""
+        ...
+
+    def counts_pattern(self) -> str:
+        """A ``SCAN`` pattern for every session's counts."""
+        ...
+
+    def bucket_of_key(self, key: bytes) -> int | None:
+        """The bucket of a key laid out as this journal's (None for any other key)."""
+        ...
+
+    def owns(self, key: bytes) -> bool:
+        """Whether ``key`` is laid out as one of this journal's."""
+        ...
+
+
 class JournalKeys:
-    """The key names of one journal (one ``prefix``), encoded once rather than per command."""
+    """The key names of one journal (one ``prefix``), encoded once rather than per command:
+    the layout on one server (``KeyLayout``, one bucket), and each bucket's on a cluster."""
 
     def __init__(self, prefix: str) -> None:
         self._build(checked_prefix(prefix))
@@ -162,6 +220,25 @@ class JournalKeys:
         self._sessions: dict[str, list[bytes]] = {}
         self._effects: dict[str, list[bytes]] = {}
         self._pattern: re.Pattern[bytes] | None = None
+
+    # -- as a KeyLayout of one bucket ---------------------------------------------------------
+
+    def buckets(self) -> list[JournalKeys]:
+        return [self]
+
+    def number(self, name: str) -> int:
+        return 0
+
+    def of(self, session_id: str) -> JournalKeys:
+        return self
+
+    def claims(self, intent_id: str) -> list[bytes] | None:
+        return None
+
+    def bucket_of_key(self, key: bytes) -> int | None:
+        return 0 if self.owns(key) else None
+
+    # -- a bucket's keys -----------------------------------------------------------------------
 
     def session(self, session_id: str) -> list[bytes]:
         """A session's keys, in ``SESSION_KEYS`` order."""

@@ -2,15 +2,14 @@
 ``index``), one intent where its session holds it, whether an intent is settled, the decision
 log, and the pages of the listings of unresolved intents and started effects (``pages``). As
 every read does, each first makes sure of the schema version, once per journal object (the
-journal's ``_script`` and ``_command``, and ``_page_script`` here).
+link's ``script`` and ``command``, and ``_page_script`` here).
 
-Kept apart from ``RedisJournal`` for length; it speaks through the journal's own script
-runner, command sender, key layout, intent routing and keyring.
+Every command and script goes through the journal's link (``link.RedisLink``); an intent is
+found where ``homes`` says its session is.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, TypeVar
 
 from ..._core.effect_records import Effect
@@ -20,8 +19,9 @@ from ..journal import COUNT_LIMIT, JournalEntry, Page, require_limit
 from ..pages import page, read_cursor
 from ..rows import each
 from . import replies
-from .homes import Retry
+from .homes import IndexedHomes, Retry
 from .layout import EFFECT_INDEX, EFFECT_STARTED, LISTING, JournalKeys
+from .link import RedisLink
 from .pages import (
     INTENT_CURSOR,
     PAGE_SCRIPTS,
@@ -37,10 +37,7 @@ from .pages import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
-    from contextlib import AbstractContextManager
-
-    from ..lua import Send
+    pass
 
 __all__ = ["RedisReads"]
 
@@ -51,36 +48,17 @@ class RedisReads:
     """``pending``, ``get``, ``is_settled`` and ``decisions`` for ``RedisJournal``, which
     provides what is declared here."""
 
+    _link: RedisLink
+    _homes: IndexedHomes
     keyring: Keyring
     _layout: JournalKeys
-    _schema_checked: bool
-
-    if TYPE_CHECKING:
-
-        def _translated(self, operation: str) -> AbstractContextManager[None]: ...
-
-        async def _send(self) -> Send: ...
-
-        async def _migrate(self, send: Send) -> list[str]: ...
-
-        async def _script(
-            self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
-        ) -> object: ...
-
-        async def _command(self, operation: str, *args: str | bytes | int) -> object: ...
-
-        async def _on_intent(
-            self,
-            intent_id: str,
-            attempt: Callable[[str | None], Awaitable[_T | Retry | replies.Moved]],
-        ) -> _T: ...
 
     async def pending(
         self, session_id: str | None, backend: BackendIdentity | None = None
     ) -> list[JournalEntry]:
         if session_id is not None:
             return await self._session_entries(session_id, backend)
-        reply = await self._command("pending", "HVALS", self._layout.names["index"])
+        reply = await self._link.command("pending", "HVALS", self._layout.names["index"])
         sessions = sorted(
             {
                 replies.text(value, "an intent's session")
@@ -104,7 +82,9 @@ class RedisReads:
             "" if backend is None else str(backend),
         ]
         keys = self._layout.scripted(session_id)
-        found = replies.rows(await self._script("entries", keys, args, read_only=True), "pending")
+        found = replies.rows(
+            await self._link.script("entries", keys, args, read_only=True), "pending"
+        )
         keyring = self.keyring
         return each(
             found,
@@ -118,57 +98,33 @@ class RedisReads:
                 return None
             keys = self._layout.scripted(session_id)
             args: list[str | bytes] = [session_id, "one", intent_id]
-            found = replies.rows(await self._script("entries", keys, args, read_only=True), "get")
+            found = replies.rows(
+                await self._link.script("entries", keys, args, read_only=True), "get"
+            )
             if not found:
                 return Retry.MOVED
             if len(found) != 1 or found[0][0] != intent_id:
                 raise replies.unexpected("get", found)
             return replies.entry(session_id, found[0], self.keyring)
 
-        return await self._on_intent(intent_id, attempt)
+        return await self._homes.on_intent(intent_id, attempt)
 
     async def is_settled(self, intent_id: str) -> bool:
-        reply = await self._command(
+        reply = await self._link.command(
             "is_settled", "SISMEMBER", self._layout.names["settled"], intent_id
         )
         if reply not in (0, 1):
             raise replies.unexpected("is_settled", reply)
         return reply == 1
 
-    async def decisions(
-        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
-    ) -> list[Decision]:
-        require_limit(limit)
-        by_session = session_id is not None and intent_id is None
-        keys = list(self._layout.globals)
-        if session_id is not None and intent_id is None:
-            keys += self._layout.session(session_id)
-        args: list[str | bytes] = [
-            "0" if intent_id is None else "1",
-            "" if intent_id is None else intent_id,
-            str(limit),
-            "1" if by_session else "0",
-        ]
-        reply = await self._script("decisions", keys, args, read_only=True)
-        return replies.decisions(reply, session_id=session_id, intent_id=intent_id, limit=limit)
-
-    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
-        ids = list(dict.fromkeys(intent_ids))
-        if not ids:
-            return {}
-        reply = await self._script(
-            "newest_decisions", list(self._layout.globals), list(ids), read_only=True
-        )
-        return replies.newest_decisions(reply)
-
     # -- pages (``pages.py``) ---------------------------------------------------------------
 
     async def _page_script(self, name: str, keys: list[bytes], args: list[str | bytes]) -> object:
         """Run a read-only script of ``pages.py``, the schema version checked first, once."""
-        with self._translated(name):
-            send = await self._send()
-            if not self._schema_checked:
-                await self._migrate(send)
+        with self._link.translated(name):
+            send = await self._link.send()
+            if not self._link.schema_checked:
+                await self._link.ensure_schema(send)
             return await PAGE_SCRIPTS[name].run(send, keys, args)
 
     async def pending_page(
@@ -178,7 +134,7 @@ class RedisReads:
         start = None if after is None else read_cursor(after, INTENT_CURSOR)
         layout = self._layout
         if session_id is None:
-            reply = await self._command(
+            reply = await self._link.command(
                 "pending_page", *listing_range(layout.names[LISTING], start, limit)
             )
             chosen = listed_pairs(reply)

@@ -38,13 +38,14 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
 from ..._core.records import BackendIdentity
 from ..._core.retention import Pruned, Retention
 from ..journal import require_limit
 from . import replies
 from .layout import ASIDE_KEYS, EFFECT_INDEX, EFFECT_KEYS, SESSION_KEYS, UPGRADED, JournalKeys
+from .link import VERSION, RedisLink
 from .pages import by_session
 
 __all__ = ["RETENTION_SCRIPTS", "RedisRetention", "Walks", "receipt_keys"]
@@ -111,26 +112,18 @@ class RedisRetention:
     """Write counts read as the floor once pruned, and ``prune``, for ``RedisJournal``, which
     provides what is declared here."""
 
+    _link: RedisLink
     _layout: JournalKeys
-    _version_arg: bytes
     _walks: Walks
-
-    if TYPE_CHECKING:
-
-        async def _script(
-            self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
-        ) -> object: ...
-
-        async def _command(self, operation: str, *args: str | bytes | int) -> object: ...
 
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
         keys = self._layout.scripted(session_id)
-        reply = await self._script("write_count", keys, [str(backend)], read_only=True)
+        reply = await self._link.script("write_count", keys, [str(backend)], read_only=True)
         return replies.count(reply, "write_count")
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
         keys = self._layout.scripted(session_id)
-        reply = await self._script("count_write", keys, [self._version_arg, str(backend)])
+        reply = await self._link.script("count_write", keys, [VERSION, str(backend)])
         return replies.count(reply, "count_write")
 
     async def prune(
@@ -168,13 +161,13 @@ class RedisRetention:
         while more and (limit is None or examined < limit):
             step = _STEP if limit is None else min(_STEP, limit - examined)
             args: list[str | bytes] = [
-                self._version_arg,
+                VERSION,
                 "find",
                 repr(seconds),
                 str(after),
                 str(step),
             ]
-            reply = await self._script("prune_decisions", list(self._layout.globals), args)
+            reply = await self._link.script("prune_decisions", list(self._layout.globals), args)
             last, more, due, seen = _found_decisions(reply)
             examined += seen
             after = last or after
@@ -195,11 +188,11 @@ class RedisRetention:
             sorted(((session, number) for number, session, _, _ in due), key=lambda pair: pair[0])
         )
         keys = list(self._layout.globals)
-        args: list[str | bytes] = [self._version_arg, "remove", repr(seconds), str(len(groups))]
+        args: list[str | bytes] = [VERSION, "remove", repr(seconds), str(len(groups))]
         for session, numbers in groups:
             keys += self._layout.session(session)
             args += [session, str(len(numbers)), *numbers]
-        return _removed(await self._script("prune_decisions", keys, args), "prune_decisions")
+        return _removed(await self._link.script("prune_decisions", keys, args), "prune_decisions")
 
     async def _prune_aside(self, seconds: float, limit: int | None, dry_run: bool) -> _Kind:
         after = 0 if limit is None else self._walks.aside
@@ -212,13 +205,15 @@ class RedisRetention:
         while more and (limit is None or examined < limit):
             step = _STEP if limit is None else min(_STEP, limit - examined)
             args: list[str | bytes] = [
-                self._version_arg,
+                VERSION,
                 repr(seconds),
                 str(after),
                 str(step),
                 "1" if dry_run else "0",
             ]
-            parts = replies.as_list(await self._script("prune_aside", keys, args), "prune_aside")
+            parts = replies.as_list(
+                await self._link.script("prune_aside", keys, args), "prune_aside"
+            )
             if len(parts) != 5:
                 raise replies.unexpected("prune_aside", parts)
             last, ending, gone, freed, seen = (replies.count(part, "prune_aside") for part in parts)
@@ -234,7 +229,7 @@ class RedisRetention:
         index = self._layout.names[EFFECT_INDEX]
 
         async def scan(cursor: int) -> tuple[int, list[bytes]]:
-            reply = await self._command("prune", "HSCAN", index, cursor, "COUNT", _SCAN_STEP)
+            reply = await self._link.command("prune", "HSCAN", index, cursor, "COUNT", _SCAN_STEP)
             return _scanned(reply, "HSCAN")
 
         sweep = Sweep() if limit is None else self._walks.receipts.copy()
@@ -256,7 +251,7 @@ class RedisRetention:
             groups = by_session(sorted(pairs))
             keys = self._layout.effects(groups[0][0])[:_EFFECT_AT]
             args: list[str | bytes] = [
-                self._version_arg,
+                VERSION,
                 repr(seconds),
                 "1" if dry_run else "0",
                 str(len(groups)),
@@ -264,7 +259,9 @@ class RedisRetention:
             for session, effect_keys in groups:
                 keys += receipt_keys(self._layout, session)
                 args += [session, str(len(effect_keys)), *effect_keys]
-            gone, freed = _removed(await self._script("prune_receipts", keys, args), "receipts")
+            gone, freed = _removed(
+                await self._link.script("prune_receipts", keys, args), "receipts"
+            )
             removed, size = removed + gone, size + freed
         if not dry_run:
             self._walks.receipts = Sweep() if sweep.ended else sweep
@@ -274,15 +271,15 @@ class RedisRetention:
         pattern = self._layout.counts_pattern()
 
         async def scan(cursor: int) -> tuple[int, list[bytes]]:
-            reply = await self._command(
+            reply = await self._link.command(
                 "prune", "SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_STEP
             )
             cursor, keys = _scanned(reply, "SCAN")
             return cursor, [key for key in keys if self._layout.tagged(key) is not None]
 
-        upgraded = await self._command("prune", "GET", self._layout.names[UPGRADED])
+        upgraded = await self._link.command("prune", "GET", self._layout.names[UPGRADED])
         stamp = b"" if upgraded is None else replies.blob(upgraded, "the upgrade time")
-        args: list[str | bytes] = [self._version_arg, repr(seconds), stamp, "1" if dry_run else "0"]
+        args: list[str | bytes] = [VERSION, repr(seconds), stamp, "1" if dry_run else "0"]
         sweep = Sweep() if limit is None else self._walks.counts.copy()
         removed = size = examined = 0
         while limit is None or examined < limit:
@@ -295,7 +292,9 @@ class RedisRetention:
                 session = self._layout.tagged(counts)
                 assert session is not None
                 keys = [*self._layout.globals, *session]
-                gone, freed = _removed(await self._script("prune_counts", keys, args), "counts")
+                gone, freed = _removed(
+                    await self._link.script("prune_counts", keys, args), "counts"
+                )
                 removed, size = removed + gone, size + freed
         if not dry_run:
             self._walks.counts = Sweep() if sweep.ended else sweep

@@ -1,77 +1,58 @@
-"""What a Redis server holds, for an operator told there is no journal where one was expected:
-the keys under a journal's prefix and the prefixes under which the server holds a journal.
-Only reads, with ``SCAN`` over a bounded number of keys, so a large server is never walked in
-full.
-
-Kept apart from ``RedisJournal`` for length; it speaks through the journal's own command
-sender and key layout.
+"""What a Redis server or cluster holds, for an operator told there is no journal where one was
+expected: the keys under a journal's prefix and the prefixes under which it holds a journal.
+Only reads, with ``SCAN`` (on every primary of a cluster) over a bounded number of keys, so a
+large server is never walked in full; nothing is written, not even a layout version.
 """
 
 from __future__ import annotations
 
-from contextlib import AbstractContextManager
-from typing import TYPE_CHECKING, Final
+import re
 
-from ..lua import Send
-from .layout import JournalKeys
+from .backend import glob_escape
+from .layout import KeyLayout
+from .link import RedisLink
+from .nodes import run_all
 
 __all__ = ["RedisSurvey"]
 
-_SCAN_STEP: Final = 1000
-"""Keys a ``SCAN`` looks at per call while an operator's diagnosis looks for journals."""
-
 
 class RedisSurvey:
-    """The operator's look at the server, for ``RedisJournal``, which provides what is declared
-    here."""
+    """The operator's look at a server or cluster, through a journal's link, for the journal
+    laid out under ``prefix`` (``layout``)."""
 
-    prefix: str
-    _layout: JournalKeys
-
-    if TYPE_CHECKING:
-
-        def _translated(self, operation: str) -> AbstractContextManager[None]: ...
-
-        async def _send(self) -> Send: ...
+    def __init__(self, link: RedisLink, layout: KeyLayout, prefix: str) -> None:
+        self._link = link
+        self._layout = layout
+        self.prefix = prefix
 
     async def keys_held(self, *, most: int = 3, budget: int = 10_000) -> list[str]:
         """Up to ``most`` names of keys under this journal's prefix, found by ``SCAN`` over at
-        most ``budget`` keys of the server (none: the prefix holds nothing, as far as seen)."""
-        from .backend import glob_escape
-
-        found, _ = await self._scan(f"{glob_escape(self.prefix)}:*", most, budget)
+        most ``budget`` keys (none: the prefix holds nothing, as far as seen)."""
+        found, _ = await self._link.scan(f"{glob_escape(self.prefix)}:*", most, budget)
         return [key.decode("utf-8", "backslashreplace") for key in found]
 
     async def journal_prefixes(
         self, *, most: int = 20, budget: int = 10_000
     ) -> tuple[list[str], bool]:
-        """The prefixes under which this server holds a journal (a ``PREFIX:schema`` key
-        holding a version), found by ``SCAN`` over at most ``budget`` keys, up to ``most`` of
-        them, sorted; and whether the scan saw every key of the server."""
-        suffix = self._layout.names["schema"][len(self.prefix) :].encode()  # b":schema"
-        keys, complete = await self._scan(f"*{suffix.decode()}", most, budget)
-        found: list[str] = []
-        with self._translated("journal_prefixes"):
-            send = await self._send()
-            for key in sorted(keys):
-                raw = await send("GET", key)
-                if isinstance(raw, bytes) and raw.strip().isdigit():
-                    found.append(key[: -len(suffix)].decode("utf-8", "backslashreplace"))
-        return found, complete
-
-    async def _scan(self, pattern: str, most: int, budget: int) -> tuple[list[bytes], bool]:
-        """Keys matching ``pattern``, up to ``most``, over at most ``budget`` keys scanned; and
-        whether the scan went through every key."""
-        found: list[bytes] = []
-        with self._translated("scan"):
-            send = await self._send()
-            cursor = 0
-            for _ in range(max(1, budget // _SCAN_STEP)):
-                reply, keys = await send("SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_STEP)
-                found.extend(key for key in keys if key not in found)
-                cursor = int(reply)
-                if cursor == 0:
-                    return found[:most], len(found) <= most
-                if len(found) >= most:
-                    break
-        return found[:most], False
+        """The prefixes under which the server holds a journal (a version key holding a
+        version: ``PREFIX:schema`` on a server, a bucket's ``PREFIX:{bNNN}:schema`` on a
+        cluster), found by ``SCAN`` over at most ``budget`` keys, up to ``most`` of them,
+        sorted; and whether the scan saw every key."""
+        buckets = self._layout.buckets()
+        # How a version key ends after its prefix (any bucket's: the same length).
+        suffix = buckets[0].version_key[len(self.prefix) :]
+        pattern = "*" + re.sub(r"[0-9]", "[0-9]", suffix)
+        # A cluster's journal has a version key per bucket: look at more to find ``most``.
+        keys, complete = await self._link.scan(
+            pattern, most if len(buckets) == 1 else budget, budget
+        )
+        with self._link.translated("journal_prefixes"):
+            values = await run_all(await self._link.client(), [("GET", key) for key in keys])
+        prefixes = sorted(
+            {
+                key[: -len(suffix)].decode("utf-8", "backslashreplace")
+                for key, value in zip(keys, values, strict=True)
+                if isinstance(value, bytes) and value.strip().isdigit()
+            }
+        )
+        return prefixes[:most], complete and len(prefixes) <= most

@@ -1,44 +1,33 @@
-"""The SQLite journal's damaged intents set aside (``AsideJournal``): an intent's row moved,
+"""The SQLite journal's aside component (``JournalAside``): a damaged intent's row moved,
 its bytes as they were, to the ``set_aside`` table, with the decision that settles it and its
-session's write counted, in one transaction.
-
-Kept apart from ``SQLiteJournal`` for length; it runs its statements through the journal's own
-connection (``_run``).
+session's write counted, in one transaction on the journal's file (``files.JournalFile``).
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from typing import TYPE_CHECKING, TypeVar
 
 from ..._core.records import Decision
 from ..aside import RawIntent, SetAside
 from ..journal import require_limit, require_settling
-from .decisions import insert_decision, matching
+from .files import JournalFile
+from .statements import add_write, insert_decision, matching
 
 __all__ = ["SQLiteAside"]
 
-_T = TypeVar("_T")
-
 
 class SQLiteAside:
-    """``raw_intent``, ``set_aside`` and ``set_aside_entries`` for ``SQLiteJournal``, which
-    provides ``_run`` and ``_add_write`` (``journal.add_write``)."""
+    """``JournalAside`` on a journal's file."""
 
-    if TYPE_CHECKING:
+    def __init__(self, file: JournalFile) -> None:
+        self._file = file
 
-        async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T: ...
-
-        @staticmethod
-        def _add_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int: ...
-
-    async def raw_intent(self, intent_id: str) -> RawIntent | None:
+    async def raw(self, intent_id: str) -> RawIntent | None:
         sql = (
             "SELECT intent_id, session_id, backend, state, owner, updated_at, record"
             " FROM intents WHERE intent_id = ?"
         )
-        row = await self._run(lambda conn: conn.execute(sql, (intent_id,)).fetchone())
+        row = await self._file.run(lambda conn: conn.execute(sql, (intent_id,)).fetchone())
         return None if row is None else RawIntent.of_row(row)
 
     async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
@@ -55,7 +44,7 @@ class SQLiteAside:
             if gone != 1:
                 conn.execute("ROLLBACK")
                 return False
-            self._add_write(conn, (raw.session_id, raw.backend))
+            add_write(conn, (raw.session_id, raw.backend))
             insert_decision(conn, decision)
             conn.execute(
                 "INSERT INTO set_aside (intent_id, session_id, set_aside_at, meta, record)"
@@ -65,9 +54,9 @@ class SQLiteAside:
             conn.execute("COMMIT")
             return True
 
-        return await self._run(write)
+        return await self._file.run(write)
 
-    async def set_aside_entries(
+    async def entries(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[SetAside]:
         require_limit(limit)
@@ -76,5 +65,5 @@ class SQLiteAside:
         sql += matching(args, session_id=session_id, intent_id=intent_id)
         sql += " ORDER BY seq DESC LIMIT ?"
         args.append(limit)
-        rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
+        rows = await self._file.run(lambda conn: conn.execute(sql, args).fetchall())
         return [SetAside.decode(row[0]) for row in rows]

@@ -1,25 +1,23 @@
 """The SQLite journal's effect half (``EffectJournal``): tools' external effects, one row each in
 the ``effects`` table, keyed by the effect key and kept beside the intents (an effect is not a
 session write, so it takes no part in the write counts).
-
-Kept apart from ``SQLiteJournal`` for length; it runs its statements through the journal's own
-connection (``_run``) and opens records with its keyring.
+Its statements run on the journal's file (``files.JournalFile``); records open with the
+journal's keyring.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable
-from typing import TYPE_CHECKING, Final, TypeVar
+from typing import Final
 
 from ..._core.effect_records import Effect, EffectState
 from ..._core.sealing import Keyring
 from ...errors import IntentConflict
 from ..rows import checked_effect, each
+from .files import JournalFile
 
 __all__ = ["EFFECT_COLUMNS", "JOURNAL_NOW", "SQLiteEffects"]
 
-_T = TypeVar("_T")
 JOURNAL_NOW: Final = "((julianday('now') - 2440587.5) * 86400.0)"
 """The journal's clock in SQL (seconds since the epoch): an effect's row is stamped and aged
 by SQLite's own reading of the time, in the statement that writes or reads it, never by the
@@ -31,13 +29,10 @@ _EffectRow = tuple[str, str, str, str, bytes, float]
 
 
 class SQLiteEffects:
-    """``EffectJournal`` for ``SQLiteJournal``, which provides what is declared here."""
+    """``EffectJournal`` for ``SQLiteJournal``, over its file ``_file``."""
 
     keyring: Keyring
-
-    if TYPE_CHECKING:
-
-        async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T: ...
+    _file: JournalFile
 
     async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
         row = (effect.key, effect.session_id, effect.state.value, effect.owner)
@@ -59,7 +54,7 @@ class SQLiteEffects:
                 raise
             return stored, inserted == 1
 
-        stored, recorded = await self._run(begin)
+        stored, recorded = await self._file.run(begin)
         return self._effect(stored), recorded
 
     async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
@@ -68,7 +63,7 @@ class SQLiteEffects:
             " WHERE key = ? AND state = 'started' AND owner = ?"
         )
         args = (effect.owner, effect.encode(), effect.key, expect_owner)
-        return bool(await self._run(lambda conn: conn.execute(sql, args).rowcount == 1))
+        return bool(await self._file.run(lambda conn: conn.execute(sql, args).rowcount == 1))
 
     async def finish_effect(self, effect: Effect) -> Effect:
         sql = (
@@ -81,7 +76,7 @@ class SQLiteEffects:
             updated = conn.execute(sql, args).rowcount == 1
             return updated, conn.execute(_EFFECT_ROW, (effect.key,)).fetchone()
 
-        updated, stored = await self._run(finish)
+        updated, stored = await self._file.run(finish)
         if stored is not None:
             held = self._effect(stored)
             done = (held.state, held.owner, held.output_digest) == (
@@ -97,12 +92,12 @@ class SQLiteEffects:
         )
 
     async def effect(self, key: str) -> Effect | None:
-        rows = await self._run(lambda conn: conn.execute(_EFFECT_ROW, (key,)).fetchall())
+        rows = await self._file.run(lambda conn: conn.execute(_EFFECT_ROW, (key,)).fetchall())
         return self._effect(rows[0]) if rows else None
 
     async def effects(self, session_id: str) -> list[Effect]:
         sql = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE session_id = ? ORDER BY rowid"
-        rows = await self._run(lambda conn: conn.execute(sql, (session_id,)).fetchall())
+        rows = await self._file.run(lambda conn: conn.execute(sql, (session_id,)).fetchall())
         return [self._effect(row) for row in rows]
 
     async def started_effects(self, session_id: str | None = None) -> list[Effect]:
@@ -111,7 +106,9 @@ class SQLiteEffects:
         args: tuple[str, ...] = ()
         if session_id is not None:
             sql, args = f"{sql} AND session_id = ?", (session_id,)
-        rows = await self._run(lambda conn: conn.execute(f"{sql} ORDER BY rowid", args).fetchall())
+        rows = await self._file.run(
+            lambda conn: conn.execute(f"{sql} ORDER BY rowid", args).fetchall()
+        )
         return each(rows, self._effect, lambda row: ("effect", row[0], row[1]))
 
     def _effect(self, row: _EffectRow) -> Effect:

@@ -1,20 +1,25 @@
-"""The SQLite journal's file: its schema steps, how a command reads it without leaving a trace
-(``_reader``), what it holds when it holds no journal (``_inspect``), and what SQLite's errors
-mean for it (``_translate``). Kept apart from ``SQLiteJournal`` for length."""
+"""The SQLite journal's file (``JournalFile``): where it is, the one connection this process
+keeps to it, its schema steps (checked, migrated, refused when newer), how a command reads it
+without leaving a trace (``_reader``), what it holds when it holds no journal (``_inspect``),
+and what SQLite's errors mean for it (``_translate``). The journal and each of its components
+run their statements through it."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from ...errors import JournalCorrupt, JournalUnavailable
 from ..schema import Schema
-from .backend import SQLiteSchema
+from .backend import SQLiteLink, SQLiteSchema, enable_wal
 
-__all__ = ["FLOOR", "SCHEMA", "SCHEMA_VERSION"]
+__all__ = ["FLOOR", "SCHEMA", "SCHEMA_VERSION", "JournalFile"]
 
+_T = TypeVar("_T")
 SCHEMA: Final = Schema(
     "journal",
     ("0001_initial", "0002_pruning", "0003_sealing"),
@@ -29,6 +34,125 @@ _VERSIONS: Final = SQLiteSchema(SCHEMA, "journal_schema")
 FLOOR: Final = "coalesce((SELECT write_count FROM write_floor WHERE id = 0), 0)"
 """The journal's floor (the highest write count pruned), as an SQL expression: what a session
 without a count reads."""
+
+
+class JournalFile:
+    """One journal file and this process's connection to it (``link``): opened on first use,
+    in WAL mode with the schema migrated, or, ``read_only``, as a reader that never creates,
+    migrates or writes the file. ``synchronous`` is the commit's durability (``NORMAL``
+    survives the process being killed; ``FULL`` power loss too)."""
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        busy_timeout: float,
+        synchronous: str,
+        read_only: bool,
+    ) -> None:
+        self.path = Path(path).expanduser().resolve()
+        self.read_only = read_only
+        self.busy_timeout = busy_timeout
+        if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA"):
+            raise ValueError(f"synchronous must be NORMAL, FULL or EXTRA, not {synchronous!r}")
+        self.synchronous = synchronous.upper()
+        self.link = SQLiteLink(
+            self.open,
+            busy_timeout=busy_timeout,
+            translate=lambda exc: _translate(exc, self.path),
+        )
+
+    async def run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
+        """Run ``operation`` on the connection (``SQLiteLink.run``: on the event loop while
+        the file is free, in a thread while another process holds its lock)."""
+        return await self.link.run(operation)
+
+    def close(self) -> None:
+        """Close the connection; a later operation opens a new one."""
+        self.link.close()
+
+    def open(self) -> sqlite3.Connection:
+        """The journal's connection (the link's ``connect``): a reader that leaves no trace
+        when ``read_only``, else a connection in WAL mode with the schema migrated."""
+        if self.read_only:
+            try:
+                there = self.path.is_file()
+            except OSError:
+                there = True  # a directory this user may not search: _reader says so
+            if not there:
+                raise JournalUnavailable(f"no journal file at {self.path}")
+            # Inspecting a journal never creates, migrates or writes it, even when the path
+            # is mistyped or a live process is using it, and leaves no file beside it.
+            conn = _reader(self.path)
+        else:
+            try:
+                conn = sqlite3.connect(
+                    str(self.path), timeout=0, isolation_level=None, check_same_thread=False
+                )
+            except sqlite3.Error as exc:
+                raise _translate(exc, self.path) from exc
+        try:
+            # The timeout first: switching to WAL takes the file's lock, which another process
+            # opening the journal at the same moment may hold.
+            conn.execute(f"PRAGMA busy_timeout={int(self.busy_timeout * 1000)}")
+            if self.read_only:
+                self._check_read_only(conn)
+            else:
+                # WAL lets readers run beside the one writer; NORMAL commits reach the OS
+                # before returning, which is what surviving SIGKILL needs.
+                enable_wal(conn, self.busy_timeout)
+                conn.execute(f"PRAGMA synchronous={self.synchronous}")
+                # Pending batches hold conversation content: overwrite it when a row goes.
+                conn.execute("PRAGMA secure_delete=ON")
+                _VERSIONS.ensure(conn, str(self.path), migrate=True)
+                conn.execute("PRAGMA busy_timeout=0")
+        except BaseException:
+            conn.close()
+            raise
+        return conn
+
+    def _check_read_only(self, conn: sqlite3.Connection) -> None:
+        """An inspected file must be a journal this release reads."""
+        found = _VERSIONS.version(conn, str(self.path))
+        if found is None:
+            raise JournalCorrupt(f"{self.path} is not an agents-reconcile journal")
+        if found > SCHEMA_VERSION:
+            SCHEMA.refuse(str(self.path), found)
+
+    async def schema_version(self) -> int | None:
+        """The schema version recorded in the file (None without one); writes nothing."""
+        return await asyncio.to_thread(_VERSIONS.read_file, self.path)
+
+    async def migrate(self) -> list[str]:
+        """Create or upgrade the schema; return the steps applied (none when current)."""
+        if self.read_only:
+            raise JournalUnavailable(f"journal {self.path} is open read-only")
+        try:
+            return await asyncio.to_thread(_VERSIONS.migrate_file, self.path, self.busy_timeout)
+        except sqlite3.Error as exc:
+            raise _translate(exc, self.path) from exc
+
+    async def check(self) -> str | None:
+        """None when the file holds this release's schema; else what is missing or newer,
+        what stops this user reading it, or what the file holds instead of a journal.
+        Creates and writes nothing, and leaves no file beside the journal (``_reader``)."""
+        try:
+            if not self.path.is_file():
+                return f"{self.path}: no journal file (migrate creates it)"
+        except OSError as exc:  # a directory on the way this user may not search
+            return _access_problem(self.path, writing=False) or f"{self.path}: {exc}"
+        return await asyncio.to_thread(_inspect, self.path)
+
+    async def refuse_older(self) -> None:
+        """A file opened read-only that an earlier release wrote lacks what counts, pruning
+        and the sealing mark read (it is never migrated): refused, saying what ``migrate``
+        adds. Does nothing on a file opened to write (migrated when opened)."""
+        if not self.read_only:
+            return
+        where = str(self.path)
+        found = await self.run(lambda conn: _VERSIONS.version(conn, where))
+        if found is not None and found < SCHEMA.version:
+            SCHEMA.refuse(where, found)
 
 
 def _translate(exc: sqlite3.Error, path: Path) -> Exception:

@@ -11,9 +11,9 @@ from __future__ import annotations
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import ClassVar, Final, TypeVar
+from typing import ClassVar, Final
 
 from ..._core.ownership import Owner
 from ..._core.records import BackendIdentity, Decision, PendingWrite
@@ -29,48 +29,31 @@ from ..journal import (
 )
 from ..rows import checked_decision, checked_entry, each
 from .aside import SQLiteAside
-from .backend import SQLiteLink, path_of
-from .decisions import SETTLING_ACTIONS, insert_decision, matching, settled, settled_by
+from .backend import path_of
 from .effects import SQLiteEffects
-from .files import FLOOR, SCHEMA, SCHEMA_VERSION, _translate
+from .files import FLOOR, SCHEMA, SCHEMA_VERSION, JournalFile
 from .reads import SQLiteReads
 from .retention import SQLiteRetention
-from .schema import SQLiteSchemaSteps
+from .sealing import SQLiteSealing
+from .statements import (
+    SETTLING_ACTIONS,
+    add_write,
+    insert_decision,
+    matching,
+    newest_by_intent,
+    read_count,
+    read_newest,
+    settled,
+    settled_by,
+)
 
 __all__ = ["SCHEMA", "SCHEMA_VERSION", "SQLiteJournal"]
 
-_T = TypeVar("_T")
-_WRITE_COUNT_SQL: Final = (
-    "SELECT coalesce((SELECT write_count FROM session_writes WHERE session_id = ?"
-    f" AND backend = ?), {FLOOR})"
-)
-_COUNT_WRITE_SQL: Final = (
-    "INSERT INTO session_writes (session_id, backend, write_count, counted_at)"
-    f" VALUES (?, ?, {FLOOR} + 1, ?) ON CONFLICT (session_id, backend) DO UPDATE"
-    " SET write_count = write_count + 1, counted_at = excluded.counted_at RETURNING write_count"
-)
-
-
-def read_count(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
-    """The count of ``key`` (session id, backend), the floor when it has none."""
-    (write_count,) = conn.execute(_WRITE_COUNT_SQL, key).fetchone()
-    return int(write_count)
-
-
-def add_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
-    """Count one more write of ``key`` (above the floor when it has no count), stamped now."""
-    (write_count,) = conn.execute(_COUNT_WRITE_SQL, (*key, time.time())).fetchone()
-    return int(write_count)
-
-
 # One journal object per file within a process: every spelling of an address shares it.
-_SEALING_KEYS: Final = "SELECT key_id FROM sealing_keys ORDER BY key_id"
-_MARK_SEALING: Final = "INSERT OR IGNORE INTO sealing_keys (key_id, marked_at) VALUES (?, ?)"
-
 _SHARED: dict[Path, SQLiteJournal] = {}
 
 
-class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffects, SQLiteReads):
+class SQLiteJournal(SQLiteRetention, SQLiteEffects, SQLiteReads):
     """``IntentJournal`` (and ``EffectJournal``, from ``SQLiteEffects``; ``PruningJournal``,
     from ``SQLiteRetention``) in one SQLite file (created with its schema on first use).
 
@@ -81,19 +64,12 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
 
     # Its calls run on the event loop (in a thread only while another process holds the
     # file's lock), so it starts eagerly; it clears in the opening's own commit.
-    _add_write = staticmethod(add_write)
-    """Counting a write, for the halves kept apart (``SQLiteAside``)."""
-
     capabilities: ClassVar[Capabilities] = Capabilities(
         effects=True,
-        set_aside=True,
-        counts_again=True,
         folds_clearing=True,
         starts_eagerly=True,
-        newest_decisions=True,
         pages=True,
         prunes=True,
-        marks_sealing=True,
     )
 
     def __init__(
@@ -104,19 +80,17 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
         synchronous: str = "NORMAL",
         read_only: bool = False,
     ) -> None:
-        self.path = Path(path).expanduser().resolve()
+        self._file = JournalFile(
+            path, busy_timeout=busy_timeout, synchronous=synchronous, read_only=read_only
+        )
+        self.path = self._file.path
         self.read_only = read_only
         self.keyring = Keyring()
         """The keys that open sealed batches: those of every wrapper using this journal."""
-        self._busy_timeout = busy_timeout
-        if synchronous.upper() not in ("NORMAL", "FULL", "EXTRA"):
-            raise ValueError(f"synchronous must be NORMAL, FULL or EXTRA, not {synchronous!r}")
-        self._synchronous = synchronous.upper()
-        self._link = SQLiteLink(
-            self._open,
-            busy_timeout=busy_timeout,
-            translate=lambda exc: _translate(exc, self.path),
-        )
+        self.aside = SQLiteAside(self._file)
+        """Damaged intents set aside (``JournalAside``)."""
+        self.sealing = SQLiteSealing(self._file)
+        """The mark of a sealed journal (``JournalSealing``)."""
         self._prune_cursors = {}
 
     @classmethod
@@ -132,39 +106,30 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
     def __repr__(self) -> str:
         return f"SQLiteJournal({str(self.path)!r})"
 
-    # -- connection ---------------------------------------------------------------------
+    # -- schema ---------------------------------------------------------------------------
 
-    def _sync(self, operation: Callable[[sqlite3.Connection], _T], *, patient: bool = False) -> _T:
-        return self._link.sync(operation, patient=patient)
+    async def schema_version(self) -> int | None:
+        """The schema version recorded in the file (None without one); writes nothing."""
+        return await self._file.schema_version()
 
-    async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T:
-        return await self._link.run(operation)
+    async def migrate(self) -> list[str]:
+        """Create or upgrade the schema; return the steps applied (none when current)."""
+        return await self._file.migrate()
+
+    async def check(self) -> str | None:
+        """None when the file holds this release's schema; else what is missing or newer,
+        what stops this user reading it, or what the file holds instead of a journal.
+        Creates and writes nothing, and leaves no file beside the journal."""
+        return await self._file.check()
 
     # -- IntentJournal ------------------------------------------------------------------
 
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
-        if self.read_only:
-            await self._refuse_older()
-        return await self._run(lambda conn: read_count(conn, (session_id, str(backend))))
+        await self._file.refuse_older()
+        return await self._file.run(lambda conn: read_count(conn, (session_id, str(backend))))
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
-        return await self._run(lambda conn: add_write(conn, (session_id, str(backend))))
-
-    async def sealing_keys(self) -> frozenset[str]:
-        if self.read_only:
-            await self._refuse_older()
-        rows = await self._run(lambda conn: conn.execute(_SEALING_KEYS).fetchall())
-        return frozenset(row[0] for row in rows)
-
-    async def mark_sealing(self, key_ids: Sequence[str]) -> None:
-        rows = [(key_id, time.time()) for key_id in key_ids]
-
-        def write(conn: sqlite3.Connection) -> None:
-            conn.execute("BEGIN IMMEDIATE")
-            conn.executemany(_MARK_SEALING, rows)
-            conn.execute("COMMIT")
-
-        await self._run(write)
+        return await self._file.run(lambda conn: add_write(conn, (session_id, str(backend))))
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
         blob = intent.encode()
@@ -180,7 +145,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
             _insert_or_compare(conn, intent, row, self.keyring)
             conn.execute("COMMIT")
 
-        await self._run(write)
+        await self._file.run(write)
 
     async def open_intent(
         self,
@@ -228,7 +193,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
             conn.execute("COMMIT")
             return opened
 
-        return await self._run(write)
+        return await self._file.run(write)
 
     async def transition(
         self,
@@ -259,7 +224,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
                 f" {FLOOR})) WHERE intent_id",
                 1,
             )
-        return await self._run(lambda conn: conn.execute(sql, args).rowcount == 1)
+        return await self._file.run(lambda conn: conn.execute(sql, args).rowcount == 1)
 
     async def discard(
         self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
@@ -278,7 +243,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
                 add_write(conn, (gone[0], gone[1]))
             conn.execute("COMMIT")
 
-        await self._run(write)
+        await self._file.run(write)
 
     async def pending(
         self, session_id: str | None, backend: BackendIdentity | None = None
@@ -294,13 +259,13 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
 
         keyring = self.keyring
         return each(
-            await self._run(read),
+            await self._file.run(read),
             lambda row: _entry(*row, keyring=keyring),
             lambda row: ("intent", row[0], row[1]),
         )
 
     async def get(self, intent_id: str) -> JournalEntry | None:
-        row = await self._run(
+        row = await self._file.run(
             lambda conn: conn.execute(
                 _SELECT_INTENTS + " WHERE intent_id = ?", (intent_id,)
             ).fetchone()
@@ -308,7 +273,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
         return None if row is None else _entry(*row, keyring=self.keyring)
 
     async def is_settled(self, intent_id: str) -> bool:
-        return await self._run(lambda conn: settled(conn, intent_id))
+        return await self._file.run(lambda conn: settled(conn, intent_id))
 
     async def settle(
         self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
@@ -333,11 +298,11 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
             insert_decision(conn, decision)
             conn.execute("COMMIT")
 
-        await self._run(write)
+        await self._file.run(write)
 
     async def note(self, decision: Decision) -> None:
         require_settling(decision, settling=False)
-        await self._run(lambda conn: insert_decision(conn, decision))
+        await self._file.run(lambda conn: insert_decision(conn, decision))
 
     async def note_again(self, previous: Decision, again: Decision) -> bool:
         """Replace the newest decision about ``previous``'s intent with ``again`` (the same
@@ -348,7 +313,7 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
             " (SELECT max(seq) FROM decisions WHERE intent_id = ?)"
         )
         args = (again.encode(), previous.encode(), previous.intent_id)
-        return bool(await self._run(lambda conn: conn.execute(sql, args).rowcount == 1))
+        return bool(await self._file.run(lambda conn: conn.execute(sql, args).rowcount == 1))
 
     async def decisions(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
@@ -359,13 +324,18 @@ class SQLiteJournal(SQLiteSchemaSteps, SQLiteRetention, SQLiteAside, SQLiteEffec
         require_limit(limit)
         sql += " ORDER BY seq DESC LIMIT ?"
         args.append(limit)
-        rows = await self._run(lambda conn: conn.execute(sql, args).fetchall())
+        rows = await self._file.run(lambda conn: conn.execute(sql, args).fetchall())
         return each(rows, lambda row: _decision(*row), lambda row: ("decision", row[0], row[1]))
+
+    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        ids = list(dict.fromkeys(intent_ids))
+        rows = await self._file.run(lambda conn: read_newest(conn, ids)) if ids else []
+        return newest_by_intent(rows)
 
     async def close(self) -> None:
         """Close the connection. The journal is shared per file within a process, so a later
         operation (by this or another session) opens a new one instead of failing."""
-        self._link.close()
+        self._file.close()
 
 
 # Inserts only when the session and backend have no unresolved intent, the id was never

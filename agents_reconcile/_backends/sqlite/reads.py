@@ -1,36 +1,29 @@
-"""The SQLite journal's reads over many intents at once: the newest decision of each
-(``newest_decisions``), and the pages of its listings (``pending_page``,
-``started_effects_page``), for an operator's view of every pending intent and started effect.
+"""The SQLite journal's pages of its listings (``pending_page``, ``started_effects_page``), for
+an operator's view of every pending intent and started effect.
 
-Each page is one read transaction on the journal's own link (``_run``): the page's rows with
-the newest decision of each, found through ``intents_by_session`` (or ``effects_started``)
+Each page is one read transaction on the journal's file (``files.JournalFile``): the page's
+rows with the newest decision of each, found through ``intents_by_session`` (or ``effects_started``)
 from the cursor on and ``decisions_by_intent``, then what follows the page counted through
 the same index, at most ``COUNT_LIMIT`` of them. Nothing scans a table, so a page costs the
 same among a million sessions as among ten.
-
-Kept apart from ``SQLiteJournal`` for length.
 """
 
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from collections.abc import Callable
+from typing import Any, Final
 
 from ..._core.effect_records import Effect
-from ..._core.records import Decision
 from ..._core.sealing import Keyring
 from ..journal import COUNT_LIMIT, JournalEntry, Page, require_limit
 from ..pages import INTENT_CURSOR, WAITING_ACTIONS, page, read_cursor
-from ..rows import checked_decision, checked_effect, checked_entry, each
+from ..rows import checked_effect, checked_entry, each
 from .effects import JOURNAL_NOW
+from .files import JournalFile
+from .statements import newest_by_intent
 
 __all__ = ["SQLiteReads"]
-
-_T = TypeVar("_T")
-
-_CHUNK: Final = 500
-"""Ids per statement: well under SQLite's limit on bound parameters."""
 
 _INTENT_KEY: Final = "(session_id, backend, created_at, intent_id)"
 _EFFECT_KEY: Final = "(session_id, rowid)"
@@ -90,33 +83,11 @@ def _where(by_session: bool, from_cursor: bool, key: str, marks: str) -> str:
 
 
 class SQLiteReads:
-    """``newest_decisions``, ``pending_page`` and ``started_effects_page`` for
-    ``SQLiteJournal``, which provides ``keyring`` and ``_run``."""
+    """``pending_page`` and ``started_effects_page`` for ``SQLiteJournal``, over its file
+    ``_file``."""
 
     keyring: Keyring
-
-    if TYPE_CHECKING:
-
-        async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T: ...
-
-    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
-        ids = list(dict.fromkeys(intent_ids))
-
-        def read(conn: sqlite3.Connection) -> list[tuple[str, str, bytes]]:
-            rows: list[tuple[str, str, bytes]] = []
-            for start in range(0, len(ids), _CHUNK):
-                chunk = ids[start : start + _CHUNK]
-                marks = ", ".join("?" * len(chunk))
-                rows += conn.execute(
-                    "SELECT intent_id, session_id, record FROM decisions WHERE seq IN"
-                    " (SELECT max(seq) FROM decisions"
-                    f" WHERE intent_id IN ({marks}) GROUP BY intent_id)",
-                    chunk,
-                ).fetchall()
-            return rows
-
-        rows = await self._run(read) if ids else []
-        return _newest(rows)
+    _file: JournalFile
 
     async def pending_page(
         self, *, limit: int, after: str | None = None, session_id: str | None = None
@@ -131,14 +102,16 @@ class SQLiteReads:
         def read(conn: sqlite3.Connection) -> tuple[list[Any], tuple[int, int]]:
             return _read_page(conn, page_sql, after_sql, chosen, start, limit, _intent_sort, ())
 
-        rows, (more, waiting) = await self._run(read)
+        rows, (more, waiting) = await self._file.run(read)
         keyring = self.keyring
         entries = each(
             rows,
             lambda row: _entry(row, keyring),
             lambda row: ("intent", row[0], row[1]),
         )
-        newest = _newest([(row[0], row[9], row[10]) for row in rows if row[10] is not None])
+        newest = newest_by_intent(
+            [(row[0], row[9], row[10]) for row in rows if row[10] is not None]
+        )
         last = _intent_sort(rows[-1]) if rows else None
         return page(entries, newest, more=more, waiting=waiting, last=last)
 
@@ -163,7 +136,7 @@ class SQLiteReads:
                 conn, page_sql, after_sql, chosen, start, limit, _effect_sort, overdue
             )
 
-        rows, (more, waiting) = await self._run(read)
+        rows, (more, waiting) = await self._file.run(read)
         keyring = self.keyring
         effects = each(
             rows,
@@ -172,7 +145,7 @@ class SQLiteReads:
             ),
             lambda row: ("effect", row[1], row[2]),
         )
-        newest = _newest([(row[1], row[6], row[7]) for row in rows if row[7] is not None])
+        newest = newest_by_intent([(row[1], row[6], row[7]) for row in rows if row[7] is not None])
         last = _effect_sort(rows[-1]) if rows else None
         return page(effects, newest, more=more, waiting=waiting, last=last)
 
@@ -208,11 +181,6 @@ def _intent_sort(row: Any) -> tuple[str, str, float, str]:
 
 def _effect_sort(row: Any) -> tuple[str, int]:
     return (row[2], row[0])
-
-
-def _newest(rows: Sequence[tuple[str, str, bytes]]) -> dict[str, Decision]:
-    found = each(rows, lambda row: checked_decision(*row), lambda row: ("decision", row[0], row[1]))
-    return {decision.intent_id: decision for decision in found}
 
 
 def _entry(row: Any, keyring: Keyring) -> JournalEntry:

@@ -15,10 +15,8 @@ transaction, each by its key by a statement that checks its rule again (a count 
 is still the one read, still idle and its session has no unresolved intent; a decision only
 while its intent is not unresolved; a receipt only while its session has no unresolved
 intent), so what a writer did between the read and the delete is kept. Nothing scans a
-table beyond the rows a chunk examines.
-
-Kept apart from ``SQLiteJournal`` for length; it runs its statements through the journal's own
-connection (``_run``).
+table beyond the rows a chunk examines. Every statement runs on the journal's file
+(``files.JournalFile``).
 """
 
 from __future__ import annotations
@@ -26,20 +24,17 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import Any, Final
 
 from ..._core.retention import Kept, Pruned, Retention
 from ..journal import require_limit
 from ..sweeps import Swept, pruned_of
-from .files import _VERSIONS, SCHEMA
+from .files import JournalFile
 
 __all__ = ["SQLiteRetention"]
-
-_T = TypeVar("_T")
 
 _CHUNK: Final = 500
 """Rows examined per read (and deleted per write transaction) while pruning."""
@@ -161,16 +156,9 @@ def _remove(
 
 
 class SQLiteRetention:
-    """``write_count``, ``count_write`` and ``prune`` for ``SQLiteJournal``, which provides
-    ``path``, ``read_only`` and ``_run``."""
+    """``prune`` for ``SQLiteJournal``, over its file ``_file``."""
 
-    path: Path
-    read_only: bool
-
-    if TYPE_CHECKING:
-
-        async def _run(self, operation: Callable[[sqlite3.Connection], _T]) -> _T: ...
-
+    _file: JournalFile
     _prune_cursors: dict[str, tuple[Any, ...]]
     """Where the limited sweep of each kind goes on from: the key of the last row examined,
     or ``_FINISHED`` once it reached the end of its table in the current round (an absent
@@ -186,8 +174,7 @@ class SQLiteRetention:
         run reads from the same place and moves nothing."""
         if limit is not None:
             require_limit(limit)
-        if self.read_only:
-            await self._refuse_older()
+        await self._file.refuse_older()
         now = time.time()
         found: dict[str, Swept] = {}
         for kind in _KINDS:
@@ -209,14 +196,16 @@ class SQLiteRetention:
         removed = size = 0
         while True:
             most = _CHUNK if left is None else min(_CHUNK, left)
-            rows = await self._run(
+            rows = await self._file.run(
                 partial(_examine, kind=kind, after=after, cutoff=cutoff, most=most)
             )
             due = [row for row in rows if row[-2]]
             if dry_run:
                 removed, size = removed + len(due), size + sum(int(row[-1]) for row in due)
             elif due:
-                gone, freed = await self._run(partial(_remove, kind=kind, due=due, cutoff=cutoff))
+                gone, freed = await self._file.run(
+                    partial(_remove, kind=kind, due=due, cutoff=cutoff)
+                )
                 removed, size = removed + gone, size + freed
             # Let the event loop run between two steps: a sweep must not hold it for long.
             await asyncio.sleep(0)
@@ -229,11 +218,3 @@ class SQLiteRetention:
         if not dry_run and limit is not None:
             self._prune_cursors[kind.name] = _FINISHED if after is None else after
         return Swept(removed, size, done=after is None)
-
-    async def _refuse_older(self) -> None:
-        """A journal opened read-only on a file an earlier release wrote lacks what counts and
-        pruning read (it is never migrated): refused, saying what ``migrate`` adds."""
-        where = str(self.path)
-        found = await self._run(lambda conn: _VERSIONS.version(conn, where))
-        if found is not None and found < SCHEMA.version:
-            SCHEMA.refuse(where, found)

@@ -10,30 +10,26 @@ by hand; such a key is kept apart in each bucket, as two effects.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ...._core.effect_records import Effect
 from .. import replies
+from ..effects import RedisEffects
 from ..layout import IntentHomes
-from .io import ClusterIO
+from ..link import RedisLink
 from .layout import BUCKETS, BucketKeys
 
 __all__ = ["ClusterEffects"]
 
 
-class ClusterEffects(ClusterIO):
+class ClusterEffects(RedisEffects):
     """``effect`` and ``started_effects`` for ``RedisClusterJournal``, which provides what is
     declared here."""
 
+    _link: RedisLink
     _layout: BucketKeys
     _effect_homes: IntentHomes
     """The session of each effect key this object last saw."""
-
-    if TYPE_CHECKING:
-
-        async def _effect_in(self, session_id: str, key: str) -> Effect | None: ...
-
-        async def _started_in(self, session_id: str, keys: list[str]) -> list[Effect]: ...
 
     async def effect(self, key: str) -> Effect | None:
         session_id = self._effect_homes.get(key)
@@ -43,7 +39,7 @@ class ClusterEffects(ClusterIO):
                 return found
         holders = [
             replies.text(reply, "an effect's session")
-            for reply in await self._every_bucket("effect", "HGET", "effect_index", key)
+            for reply in await self._link.every_bucket("effect", "HGET", "effect_index", key)
             if reply is not None
         ]
         if not holders:
@@ -65,7 +61,7 @@ class ClusterEffects(ClusterIO):
             commands.append(("ZRANGE", names["effect_started"], 0, -1, "WITHSCORES"))
         started: list[tuple[float, int, str]] = []
         for number, reply in zip(
-            numbers, await self._fan("started_effects", commands), strict=True
+            numbers, await self._link.fan("started_effects", commands), strict=True
         ):
             for key, score in _scored(reply):
                 started.append((score, number, key))
@@ -81,7 +77,7 @@ class ClusterEffects(ClusterIO):
         ]
         by_session: dict[str, list[str]] = {}
         for keys, reply in zip(
-            by_bucket.values(), await self._fan("started_effects", lookups), strict=True
+            by_bucket.values(), await self._link.fan("started_effects", lookups), strict=True
         ):
             for key, holder in zip(keys, replies.as_list(reply, "HMGET"), strict=True):
                 if holder is not None:

@@ -6,13 +6,13 @@ slot, so the cluster client sends each script to the node owning that slot. What
 one bucket is done in steps, none of them a script across slots:
 
 - an intent id is claimed for its session in the id's own bucket before it is recorded
-  (``claims.py``), which keeps an id one session's in the whole journal;
+  (``homes.ClaimedHomes``), which keeps an id one session's in the whole journal;
 - a settlement by a decision of a session in another bucket than the intent's is two steps:
   the intent is removed (and marked settled) where its session is (``scripts/release.lua``,
   under the same claim check), then the decision stored and counted where its session is;
 - the journal-wide reads ask every bucket at once, one pipeline per node (``reads.py``,
-  ``pages.py``, ``effects.py``, ``aside.py``), and so do pruning (``retention.py``) and the
-  schema's version (``schema.py``).
+  ``pages.py``, ``effects.py``; the aside component, ``redis/aside.py``), and so do pruning
+  (``retention.py``) and the schema's version (``link.py``).
 
 The one-step append of a journal and a store on one server (``fused.py``) is not used: a
 cluster client names no single server (``backend.server_of``).
@@ -37,18 +37,16 @@ from ..backend import shared_client
 from ..effects import RedisEffects
 from ..journal import _DEFAULT_OPTIONS, _SCRIPTS, DEFAULT_PREFIX, RedisJournal
 from ..layout import IntentHomes
+from ..link import SCHEMA, SCHEMA_VERSION, VERSION
 from ..nodes import RedisCluster, cluster_client
 from ..replicas import ReplicaWait
 from ..replicas import split as split_wait
-from ..schema import SCHEMA, SCHEMA_VERSION
-from .aside import ClusterAside
 from .claims import ClusterClaims
 from .effects import ClusterEffects
 from .layout import BucketKeys
 from .pages import ClusterPages
 from .reads import ClusterReads
 from .retention import ClusterRetention, ClusterWalks
-from .schema import ClusterSchema
 
 try:
     from redis import exceptions as redis_errors
@@ -70,9 +68,7 @@ class RedisClusterJournal(
     ClusterReads,
     ClusterPages,
     ClusterEffects,
-    ClusterAside,
     ClusterRetention,
-    ClusterSchema,
     RedisJournal,
 ):
     """``IntentJournal`` and ``EffectJournal`` on a Redis Cluster, shared by every worker that
@@ -84,6 +80,7 @@ class RedisClusterJournal(
 
     _Layout: ClassVar[type[BucketKeys]] = BucketKeys
     _on_cluster: ClassVar[bool] = True
+    _named: ClassVar[str] = "Redis Cluster journal"
     _scripts: ClassVar[dict[str, LuaScript]] = {**_SCRIPTS, **_CLUSTER_SCRIPTS}
     _layout: BucketKeys
 
@@ -100,9 +97,6 @@ class RedisClusterJournal(
         super().__init__(
             given, prefix=prefix, where=where, connections=connections, replica_wait=replica_wait
         )
-        self._where = f"Redis Cluster journal {self._address} (prefix {prefix!r})"
-        self._version.where = self._where
-        self._drops = {}
         self._effect_homes = IntentHomes()
         self._cluster_walks = ClusterWalks()
 
@@ -168,7 +162,7 @@ class RedisClusterJournal(
                 # Held in another bucket: removed there first (the claim checked), then settled
                 # here as an intent no session holds.
                 args: list[str | bytes] = [
-                    self._version_arg,
+                    VERSION,
                     intent_id,
                     session_id,
                     "1" if fenced else "0",
@@ -177,7 +171,9 @@ class RedisClusterJournal(
                     token,
                 ]
                 keys = self._layout.scripted(session_id)
-                word, parts = replies.status(await self._script("release", keys, args), "settle")
+                word, parts = replies.status(
+                    await self._link.script("release", keys, args), "settle"
+                )
                 if word == "moved":
                     return replies.moved(parts, "settle")
                 if word == "unclaimed" and len(parts) == 1:
@@ -186,7 +182,7 @@ class RedisClusterJournal(
                     raise replies.unexpected("settle", parts)
                 session_id, fenced = None, False
             args = [
-                self._version_arg,
+                VERSION,
                 intent_id,
                 "0" if session_id is None else "1",
                 "" if session_id is None else session_id,
@@ -199,7 +195,7 @@ class RedisClusterJournal(
             ]
             holding = bucket.session(deciding if session_id is None else session_id)
             keys = [*bucket.globals, *holding, *bucket.session(deciding)]
-            word, parts = replies.status(await self._script("settle", keys, args), "settle")
+            word, parts = replies.status(await self._link.script("settle", keys, args), "settle")
             if word == "moved":
                 return replies.moved(parts, "settle")
             if len(parts) != 1:
@@ -213,7 +209,7 @@ class RedisClusterJournal(
                 raise unclaimed()
             raise replies.unexpected("settle", parts)
 
-        await self._on_intent(intent_id, attempt)
+        await self._homes.on_intent(intent_id, attempt)
 
     async def prune(
         self, retention: Retention, *, limit: int | None = None, dry_run: bool = False
@@ -227,12 +223,11 @@ class RedisClusterJournal(
         open); a later operation opens them again."""
         # One left behind only keeps its id from other sessions.
         with contextlib.suppress(JournalUnavailable):
-            await self._drop_now()
+            await self._homes.let_go_now()
         await super().close()
 
     async def drop(self) -> int:
         """Delete every key of this journal, on every primary; for tests and operators."""
-        self._drops = {}
         deleted = await super().drop()
         self._effect_homes.clear()
         self._cluster_walks = ClusterWalks()

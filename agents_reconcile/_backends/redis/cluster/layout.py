@@ -13,7 +13,7 @@ id (the same digest its own tag is cut from), so every script of the journal run
 given the bucket's global keys where it would be given the journal's.
 
 One key per bucket has no counterpart on one server: ``claims``, a hash from an intent id to the
-session that recorded it, kept in the bucket of the intent id itself (``claims.py``).
+session that recorded it, kept in the bucket of the intent id itself (``homes.ClaimedHomes``).
 """
 
 from __future__ import annotations
@@ -106,7 +106,7 @@ class BucketKeys(JournalKeys):
         number = self.number(intent_id)
         return [self.bucket(number).globals[0], self._claims[number]]
 
-    def all(self) -> list[JournalKeys]:
+    def buckets(self) -> list[JournalKeys]:
         """Every bucket's keys, bucket 0 first."""
         return [self.bucket(number) for number in range(BUCKETS)]
 

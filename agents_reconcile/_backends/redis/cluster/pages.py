@@ -21,6 +21,7 @@ from ...pages import page, read_cursor
 from ...rows import each
 from .. import replies
 from ..layout import EFFECT_INDEX, EFFECT_STARTED, LISTING, JournalKeys, unlisted
+from ..link import RedisLink
 from ..pages import (
     INTENT_CURSOR,
     PAGE_SCRIPTS,
@@ -33,7 +34,6 @@ from ..pages import (
     waits_raw,
 )
 from ..reads import _triple, started_rows
-from .io import ClusterIO
 from .layout import BUCKETS, BucketKeys
 
 if TYPE_CHECKING:
@@ -51,10 +51,11 @@ def _effect_globals(bucket: JournalKeys) -> list[bytes]:
     ]
 
 
-class ClusterPages(ClusterIO):
+class ClusterPages:
     """``pending_page`` and ``started_effects_page`` for ``RedisClusterJournal``, which
     provides what is declared here."""
 
+    _link: RedisLink
     keyring: Keyring
     _layout: BucketKeys
 
@@ -73,7 +74,7 @@ class ClusterPages(ClusterIO):
             for number in range(BUCKETS)
         ]
         members: list[bytes] = []
-        for reply in await self._fan("pending_page", ranges):
+        for reply in await self._link.fan("pending_page", ranges):
             members += [
                 replies.blob(m, "a listed intent") for m in replies.as_list(reply, "pending_page")
             ]
@@ -104,7 +105,7 @@ class ClusterPages(ClusterIO):
         found: list[tuple[str, replies.Row]] = []
         decided: list[object] = []
         waiting = 0
-        for reply in await self._fan_scripts("pending_page", calls):
+        for reply in await self._link.fan_scripts("pending_page", calls):
             parts = replies.as_list(reply, "pending_page")
             if len(parts) != 2:
                 raise replies.unexpected("pending_page", reply)
@@ -120,7 +121,7 @@ class ClusterPages(ClusterIO):
     ) -> Page[JournalEntry]:
         bucket = self._layout.of(session_id)
         keys = [*bucket.globals, *bucket.session(session_id)]
-        [reply] = await self._fan_scripts(
+        [reply] = await self._link.fan_scripts(
             "pending_page", [(PAGE_SCRIPTS["pending_page"], keys, ["1", session_id, "all"])]
         )
         parts = replies.as_list(reply, "pending_page")
@@ -191,7 +192,7 @@ class ClusterPages(ClusterIO):
             ]
             candidates: list[Started] = []
             counted = late = 0
-            for reply in await self._fan_scripts("started_effects_page", calls):
+            for reply in await self._link.fan_scripts("started_effects_page", calls):
                 parts = replies.as_list(reply, "started_effects_page")
                 if len(parts) != 4:
                     raise replies.unexpected("started_effects_page", reply)
@@ -208,7 +209,7 @@ class ClusterPages(ClusterIO):
             waiting = late - sum(1 for found in shown if overdue(found))
         else:
             call = (script, _effect_globals(self._layout.of(session_id)), ["session"])
-            [reply] = await self._fan_scripts("started_effects_page", [call])
+            [reply] = await self._link.fan_scripts("started_effects_page", [call])
             mine = sorted(
                 (found for found in triples(reply) if found.session_id == session_id),
                 key=lambda found: found.sort_key,
@@ -241,5 +242,5 @@ class ClusterPages(ClusterIO):
                 keys += bucket.effects(session)[len(globals_) :]
                 args += [session, str(len(wanted)), *wanted]
             calls.append((PAGE_SCRIPTS["started_rows"], keys, args))
-        found = await self._fan_scripts("started_effects_page", calls)
+        found = await self._link.fan_scripts("started_effects_page", calls)
         return started_rows(list(found), shown, self.keyring)

@@ -10,62 +10,36 @@ number).
 
 from __future__ import annotations
 
-import heapq
-from collections.abc import Sequence
 from typing import TYPE_CHECKING, ClassVar
 
-from ...._core.records import BackendIdentity, Decision
-from ...journal import JournalEntry, require_limit
+from ...._core.records import BackendIdentity
+from ...journal import JournalEntry
 from ...rows import each
 from .. import replies
-from .io import ClusterIO
-from .layout import BUCKETS, BucketKeys
+from ..link import RedisLink
+from ..reads import RedisReads
+from .layout import BucketKeys
 
 if TYPE_CHECKING:
     from ...._core.sealing import Keyring
     from ...lua import LuaScript
 
-__all__ = ["ClusterReads", "newest_first"]
+__all__ = ["ClusterReads"]
 
 
-def newest_first(lists: Sequence[list[Decision]], limit: int) -> list[Decision]:
-    """The first ``limit`` of several lists of decisions, each newest first, merged by
-    ``decided_at`` (the newest head first; the lists' own order kept)."""
-    heap: list[tuple[float, int, int]] = [
-        (-found[0].decided_at, number, 0) for number, found in enumerate(lists) if found
-    ]
-    heapq.heapify(heap)
-    merged: list[Decision] = []
-    while heap and len(merged) < limit:
-        _, number, at = heapq.heappop(heap)
-        merged.append(lists[number][at])
-        if at + 1 < len(lists[number]):
-            heapq.heappush(heap, (-lists[number][at + 1].decided_at, number, at + 1))
-    return merged
-
-
-class ClusterReads(ClusterIO):
+class ClusterReads(RedisReads):
     """``pending``, ``decisions`` and ``newest_decisions`` for ``RedisClusterJournal``, which
     provides what is declared here."""
 
+    _link: RedisLink
     keyring: Keyring
     _layout: BucketKeys
     _scripts: ClassVar[dict[str, LuaScript]]
 
-    if TYPE_CHECKING:
-
-        async def _script(
-            self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
-        ) -> object: ...
-
-        async def _session_entries(
-            self, session_id: str, backend: BackendIdentity | None
-        ) -> list[JournalEntry]: ...
-
     async def _sessions(self, operation: str) -> list[str]:
         """Every session holding an unresolved intent (by every bucket's ``index``), sorted."""
         found: set[str] = set()
-        for reply in await self._every_bucket(operation, "HVALS", "index"):
+        for reply in await self._link.every_bucket(operation, "HVALS", "index"):
             found.update(
                 replies.text(value, "an intent's session")
                 for value in replies.as_list(reply, operation)
@@ -80,11 +54,17 @@ class ClusterReads(ClusterIO):
         sessions = await self._sessions("pending")
         filtered = ["0", ""] if backend is None else ["1", str(backend)]
         calls = [
-            (self._scripts["entries"], self._layout.scripted(session), [session, "all", *filtered])
+            (
+                self._link.scripts["entries"],
+                self._layout.scripted(session),
+                [session, "all", *filtered],
+            )
             for session in sessions
         ]
         found: list[JournalEntry] = []
-        for session, reply in zip(sessions, await self._fan_scripts("pending", calls), strict=True):
+        for session, reply in zip(
+            sessions, await self._link.fan_scripts("pending", calls), strict=True
+        ):
             found.extend(self._entries_of(session, reply))
         # Each session's rows are oldest first already; a stable sort merges them.
         found.sort(key=lambda entry: entry.intent.created_at)
@@ -98,42 +78,3 @@ class ClusterReads(ClusterIO):
             lambda row: replies.entry(session_id, row, keyring),
             lambda row: ("intent", row[0], session_id),
         )
-
-    async def decisions(
-        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
-    ) -> list[Decision]:
-        require_limit(limit)
-        by_intent = ["0", ""] if intent_id is None else ["1", intent_id]
-        if session_id is not None:
-            # Decisions filed under a session are in its bucket.
-            bucket = self._layout.of(session_id)
-            keys = list(bucket.globals)
-            if intent_id is None:
-                keys += bucket.session(session_id)
-            args: list[str | bytes] = [*by_intent, str(limit), "0" if intent_id else "1"]
-            reply = await self._script("decisions", keys, args, read_only=True)
-            return replies.decisions(reply, session_id=session_id, intent_id=intent_id, limit=limit)
-        script = self._scripts["decisions"]
-        calls = [
-            (script, self._layout.bucket(number).globals, [*by_intent, str(limit), "0"])
-            for number in range(BUCKETS)
-        ]
-        lists = [
-            replies.decisions(reply, session_id=None, intent_id=intent_id, limit=limit)
-            for reply in await self._fan_scripts("decisions", calls)
-        ]
-        return newest_first(lists, limit)
-
-    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
-        ids = list(dict.fromkeys(intent_ids))
-        if not ids:
-            return {}
-        script = self._scripts["newest_decisions"]
-        calls = [(script, self._layout.bucket(number).globals, ids) for number in range(BUCKETS)]
-        newest: dict[str, Decision] = {}
-        for reply in await self._fan_scripts("newest_decisions", calls):
-            for intent_id, decision in replies.newest_decisions(reply).items():
-                kept = newest.get(intent_id)
-                if kept is None or decision.decided_at > kept.decided_at:
-                    newest[intent_id] = decision
-        return newest

@@ -24,7 +24,9 @@ from typing import TYPE_CHECKING, Final
 
 from ...lua import LuaScript
 from .. import replies
+from ..homes import IndexedHomes
 from ..layout import ASIDE_KEYS
+from ..link import VERSION, RedisLink
 from ..nodes import ClusterNode, each_primary, scan
 from ..pages import by_session
 from ..retention import (
@@ -39,7 +41,6 @@ from ..retention import (
     _scanned,
     receipt_keys,
 )
-from .io import ClusterIO
 from .layout import BucketKeys
 
 if TYPE_CHECKING:
@@ -94,23 +95,14 @@ class ClusterWalks:
     """The kinds whose walk reached its end in this round."""
 
 
-class ClusterRetention(ClusterIO):
+class ClusterRetention:
     """The four kinds of ``prune`` for ``RedisClusterJournal``, which provides what is declared
     here (``RedisRetention.prune`` calls these)."""
 
+    _link: RedisLink
+    _homes: IndexedHomes
     _layout: BucketKeys
-    _version_arg: bytes
     _cluster_walks: ClusterWalks
-
-    if TYPE_CHECKING:
-
-        async def _script(
-            self, name: str, keys: list[bytes], args: list[str | bytes], *, read_only: bool = False
-        ) -> object: ...
-
-        def _drop(self, intent_id: str, session_id: str) -> None: ...
-
-        async def _drop_now(self) -> None: ...
 
     def _waiting(self, kind: str, limit: int | None) -> bool:
         """Whether ``kind`` reached its end in this round of limited prunes."""
@@ -127,7 +119,7 @@ class ClusterRetention(ClusterIO):
 
     async def _holding(self, command: str, key: str) -> list[int]:
         """The buckets whose ``key`` holds something (``command`` its size: LLEN, HLEN)."""
-        sizes = await self._every_bucket("prune", command, key)
+        sizes = await self._link.every_bucket("prune", command, key)
         return [number for number, size in enumerate(sizes) if size]
 
     # -- decisions and set-aside entries: walks by number, bucket by bucket -----------------
@@ -147,13 +139,13 @@ class ClusterRetention(ClusterIO):
             while more and (limit is None or examined < limit):
                 step = _STEP if limit is None else min(_STEP, limit - examined)
                 args: list[str | bytes] = [
-                    self._version_arg,
+                    VERSION,
                     "find",
                     repr(seconds),
                     str(walk.after),
                     str(step),
                 ]
-                reply = await self._script("prune_decisions", list(bucket.globals), args)
+                reply = await self._link.script("prune_decisions", list(bucket.globals), args)
                 last, more, due, seen = _found_decisions(reply)
                 examined += seen
                 walk.after = last or walk.after
@@ -168,7 +160,7 @@ class ClusterRetention(ClusterIO):
         done = limit is None or examined < limit
         if not dry_run:
             self._cluster_walks.decisions = Walk() if done else walk
-            await self._drop_now()
+            await self._homes.let_go_now()
         self._ended("decisions", limit, dry_run, done)
         return _Kind(removed, size, done)
 
@@ -179,11 +171,11 @@ class ClusterRetention(ClusterIO):
             sorted(((session, number) for number, session, _, _ in due), key=lambda pair: pair[0])
         )
         keys = list(bucket.globals)
-        args: list[str | bytes] = [self._version_arg, "remove", repr(seconds), str(len(groups))]
+        args: list[str | bytes] = [VERSION, "remove", repr(seconds), str(len(groups))]
         for session, numbers in groups:
             keys += bucket.session(session)
             args += [session, str(len(numbers)), *numbers]
-        found = _removed(await self._script("prune_decisions", keys, args), "prune_decisions")
+        found = _removed(await self._link.script("prune_decisions", keys, args), "prune_decisions")
         # An intent left without a decision is settled no more: its claim goes with it.
         intents = sorted({(intent, session) for _, session, intent, _ in due})
         names = bucket.names
@@ -195,10 +187,10 @@ class ClusterRetention(ClusterIO):
                 ("HEXISTS", names["index"], intent),
             )
         ]
-        flags = await self._fan("prune", checks)
+        flags = await self._link.fan("prune", checks)
         for at, (intent, session) in enumerate(intents):
             if flags[2 * at] == 0 and flags[2 * at + 1] == 0:
-                self._drop(intent, session)
+                self._homes.let_go(intent, session)
         return found
 
     async def _prune_aside(self, seconds: float, limit: int | None, dry_run: bool) -> _Kind:
@@ -217,13 +209,13 @@ class ClusterRetention(ClusterIO):
             while more and (limit is None or examined < limit):
                 step = _STEP if limit is None else min(_STEP, limit - examined)
                 args: list[str | bytes] = [
-                    self._version_arg,
+                    VERSION,
                     repr(seconds),
                     str(walk.after),
                     str(step),
                     "1" if dry_run else "0",
                 ]
-                reply = await self._script("prune_aside", keys, args)
+                reply = await self._link.script("prune_aside", keys, args)
                 parts = replies.as_list(reply, "prune_aside")
                 if len(parts) != 5:
                     raise replies.unexpected("prune_aside", parts)
@@ -256,7 +248,9 @@ class ClusterRetention(ClusterIO):
             index = bucket.names["effect_index"]
 
             async def hscan(cursor: int, index: str = index) -> tuple[int, list[bytes]]:
-                reply = await self._fan("prune", [("HSCAN", index, cursor, "COUNT", _SCAN_STEP)])
+                reply = await self._link.fan(
+                    "prune", [("HSCAN", index, cursor, "COUNT", _SCAN_STEP)]
+                )
                 return _scanned(reply[0], "HSCAN")
 
             while limit is None or examined < limit:
@@ -289,7 +283,7 @@ class ClusterRetention(ClusterIO):
         groups = by_session(sorted(pairs))
         keys = bucket.effects(groups[0][0])[:_EFFECT_AT]
         args: list[str | bytes] = [
-            self._version_arg,
+            VERSION,
             repr(seconds),
             "1" if dry_run else "0",
             str(len(groups)),
@@ -297,26 +291,26 @@ class ClusterRetention(ClusterIO):
         for session, effect_keys in groups:
             keys += receipt_keys(bucket, session)
             args += [session, str(len(effect_keys)), *effect_keys]
-        return _removed(await self._script("prune_receipts", keys, args), "receipts")
+        return _removed(await self._link.script("prune_receipts", keys, args), "receipts")
 
     async def _prune_counts(self, seconds: float, limit: int | None, dry_run: bool) -> _Kind:
         if self._waiting("counts", limit):
             return _Kind()
-        with self._translated("prune"):
-            client = await self._cluster()
+        with self._link.translated("prune"):
+            client = await self._link.client()
             primaries = await each_primary(client)
         names = tuple(str(node.name) for node in primaries)
         state = NodeSweep(names) if limit is None else self._cluster_walks.counts.copy()
         if state.nodes != names:
             state = NodeSweep(names)
         pattern = self._layout.counts_pattern()
-        args: list[str | bytes] = [self._version_arg, repr(seconds), "", "1" if dry_run else "0"]
+        args: list[str | bytes] = [VERSION, repr(seconds), "", "1" if dry_run else "0"]
         removed = size = examined = 0
         while state.at < len(primaries) and (limit is None or examined < limit):
             node = primaries[state.at]
 
             async def scanned(cursor: int, node: ClusterNode = node) -> tuple[int, list[bytes]]:
-                with self._translated("prune"):
+                with self._link.translated("prune"):
                     following, keys = await scan(client, node, cursor, pattern, _SCAN_STEP)
                 return following, [key for key in keys if self._layout.tagged(key) is not None]
 
@@ -328,7 +322,9 @@ class ClusterRetention(ClusterIO):
                 number = self._layout.bucket_of_key(counts)
                 assert session is not None and number is not None
                 keys = [*self._layout.bucket(number).globals, *session]
-                gone, freed = _removed(await self._script("prune_counts", keys, args), "counts")
+                gone, freed = _removed(
+                    await self._link.script("prune_counts", keys, args), "counts"
+                )
                 removed, size = removed + gone, size + freed
             if state.sweep.ended:
                 state = NodeSweep(names, state.at + 1)
@@ -343,9 +339,10 @@ class ClusterRetention(ClusterIO):
         """Raise every bucket's floor to the highest of them: a session without a count reads
         its bucket's floor (so its count never goes down, whatever happens meanwhile), and
         after a prune, every count pruned anywhere, as on one server."""
-        floors = [bucket.names["floor"] for bucket in self._layout.all()]
+        floors = [bucket.names["floor"] for bucket in self._layout.buckets()]
         found = [
-            int(value or 0) for value in await self._fan("prune", [("GET", key) for key in floors])
+            int(value or 0)
+            for value in await self._link.fan("prune", [("GET", key) for key in floors])
         ]
         highest = max(found, default=0)
         calls = [
@@ -353,4 +350,4 @@ class ClusterRetention(ClusterIO):
             for key, value in zip(floors, found, strict=True)
             if value < highest
         ]
-        await self._fan_scripts("prune", calls)
+        await self._link.fan_scripts("prune", calls)

@@ -1,4 +1,4 @@
--- On a Redis Cluster (cluster/claims.py): the session an intent id belongs to, kept in the
+-- On a Redis Cluster (homes.py, ClaimedHomes): the session an intent id belongs to, kept in the
 -- bucket of the intent id itself, so that an id is one session's in the whole journal whatever
 -- bucket that session's keys are in. KEYS[1] the bucket's schema version (GLOBAL.schema),
 -- KEYS[2] its claims (a hash: intent id -> session id).
