@@ -9,7 +9,7 @@ from typing import Any, Final
 
 from _common import percentile, print_table, verdict
 
-from agents_reconcile._backends.journal import COUNT_LIMIT
+from agents_reconcile._backends.components import COUNT_LIMIT
 
 OPERATIONS: Final = (
     ("append", "us"),

@@ -8,12 +8,49 @@ and the journal's own keyring, so a component is one concept beside the core
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Protocol, runtime_checkable
+from dataclasses import dataclass, field
+from typing import Final, Generic, Protocol, TypeVar, runtime_checkable
 
-from .._core.records import Decision
+from .._core.effect_records import Effect
+from .._core.records import Decision, JournalEntry
 from .aside import RawIntent, SetAside
 
-__all__ = ["JournalAside", "JournalSealing"]
+__all__ = ["COUNT_LIMIT", "JournalAside", "JournalPages", "JournalSealing", "Page"]
+
+_Row = TypeVar("_Row")
+
+COUNT_LIMIT: Final = 1000
+"""How many of the rows that follow a page a journal counts at most (``Page.more``): more than
+that many unresolved intents is an operator's matter whatever the exact number, and counting
+them all would make a page cost more as the journal grows."""
+
+
+@dataclass(frozen=True)
+class Page(Generic[_Row]):
+    """One page of a journal's listing (``JournalPages``): at most ``limit`` rows in the order
+    the journal lists them, what follows them, and where the next page starts."""
+
+    rows: list[_Row]
+    """The page's rows. Under ``collecting_damage`` a row that fails its checks is reported
+    there and left out (the page then holds fewer), and the cursor moves past it all the
+    same."""
+    newest: dict[str, Decision] = field(default_factory=dict)
+    """The newest decision about each row (by intent id, or effect key) that has one."""
+    more: int = 0
+    """How many rows follow this page in the listing (of the session asked, if one was),
+    counted up to ``COUNT_LIMIT``: at that number, at least that many."""
+    more_waiting: int = 0
+    """Of the rows counted in ``more``, how many may wait for an operator: intents whose
+    newest decision denied them or left them pending; effects begun before the time given as
+    ``overdue_before``."""
+
+    @property
+    def counted_all(self) -> bool:
+        """Whether ``more`` is every row that follows (below ``COUNT_LIMIT``), not a floor."""
+        return self.more < COUNT_LIMIT
+
+    after: str | None = None
+    """The cursor that lists the next page (``after=``); None when nothing follows."""
 
 
 @runtime_checkable
@@ -55,4 +92,42 @@ class JournalSealing(Protocol):
 
     async def mark(self, key_ids: Sequence[str]) -> None:
         """Add ``key_ids`` to the mark (ids already there are left as they are)."""
+        ...
+
+
+@runtime_checkable
+class JournalPages(Protocol):
+    """Listing a journal's unresolved intents and started effects a page at a time, each page
+    in one step through an index, with the newest decision of each row and a count of what
+    follows, so that an operator's ``status`` costs the same on a journal of a million
+    sessions as on an empty one. Every journal of this package has one."""
+
+    async def intents(
+        self, *, limit: int, after: str | None = None, session_id: str | None = None
+    ) -> Page[JournalEntry]:
+        """Up to ``limit`` unresolved intents (of one session when given), those that follow
+        the cursor ``after`` (from the first when None) in the journal's listing order: a
+        total order the journal keeps the same from call to call, which it chooses (this
+        package's SQL journals list by session, backend, creation time and id; Redis by
+        session and id). Paging on with each page's ``after`` lists every intent exactly
+        once; one recorded or settled meanwhile may be listed or not, any other is listed
+        exactly once. A cursor this journal did not give raises ``ValueError``, and so does
+        a ``limit`` below 1. Read in one step, whatever the journal holds beside the page
+        (counting what follows reads at most ``COUNT_LIMIT`` index entries, no record)."""
+        ...
+
+    async def started_effects(
+        self,
+        *,
+        limit: int,
+        after: str | None = None,
+        session_id: str | None = None,
+        overdue_before: float | None = None,
+    ) -> Page[Effect]:
+        """Up to ``limit`` effects started with no receipt (of one session when given), those
+        that follow the cursor ``after``, as ``intents`` lists intents (an empty page from a
+        journal that keeps no effects); ``more_waiting`` counts those that follow the page
+        and were begun (or last taken over) before ``overdue_before``, a time (none when
+        None), by the journal's own record of when: one that keeps only when an effect was
+        first begun counts by that, so more, never fewer."""
         ...

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Final, Generic, Protocol, TypeGuard, TypeVar, runtime_checkable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, Protocol, TypeGuard, runtime_checkable
 
 from .._core.ownership import Owner
 from .._core.records import (
@@ -22,11 +22,10 @@ from ..errors import ConfigurationError
 if TYPE_CHECKING:
     from .._core.effect_records import Effect
     from .._core.retention import Pruned, Retention
-    from .components import JournalAside, JournalSealing
+    from .components import JournalAside, JournalPages, JournalSealing
 
 __all__ = [
     "ACTIVE_STATES",
-    "COUNT_LIMIT",
     "JOURNAL_COMPONENTS",
     "JOURNAL_METHODS",
     "Capabilities",
@@ -35,17 +34,12 @@ __all__ = [
     "IntentState",
     "JournalEntry",
     "Opened",
-    "Page",
-    "PagedEffects",
-    "PagedReading",
     "PruningJournal",
     "capabilities_of",
     "journal_gaps",
     "keeps_effects",
     "meant_as_journal",
-    "pages_effects",
     "prunes",
-    "reads_pages",
     "require_journal",
     "require_limit",
     "require_settling",
@@ -221,6 +215,12 @@ class IntentJournal(Protocol):
         ...
 
     @property
+    def pages(self) -> JournalPages | None:
+        """Listing unresolved intents and started effects a page at a time (``JournalPages``),
+        or None: ``status`` then pages the whole listings itself."""
+        ...
+
+    @property
     def sealing(self) -> JournalSealing | None:
         """The mark of a sealed journal (``JournalSealing``), or None."""
         ...
@@ -275,85 +275,6 @@ class EffectJournal(IntentJournal, Protocol):
         ...
 
 
-_Row = TypeVar("_Row")
-
-COUNT_LIMIT: Final = 1000
-"""How many of the rows that follow a page a journal counts at most (``Page.more``): more than
-that many unresolved intents is an operator's matter whatever the exact number, and counting
-them all would make a page cost more as the journal grows."""
-
-
-@dataclass(frozen=True)
-class Page(Generic[_Row]):
-    """One page of a journal's listing (``PagedReading``): at most ``limit`` rows in the order
-    the journal lists them, what follows them, and where the next page starts."""
-
-    rows: list[_Row]
-    """The page's rows. Under ``collecting_damage`` a row that fails its checks is reported
-    there and left out (the page then holds fewer), and the cursor moves past it all the
-    same."""
-    newest: dict[str, Decision] = field(default_factory=dict)
-    """The newest decision about each row (by intent id, or effect key) that has one."""
-    more: int = 0
-    """How many rows follow this page in the listing (of the session asked, if one was),
-    counted up to ``COUNT_LIMIT``: at that number, at least that many."""
-    more_waiting: int = 0
-    """Of the rows counted in ``more``, how many may wait for an operator: intents whose
-    newest decision denied them or left them pending; effects begun before the time given as
-    ``overdue_before``."""
-
-    @property
-    def counted_all(self) -> bool:
-        """Whether ``more`` is every row that follows (below ``COUNT_LIMIT``), not a floor."""
-        return self.more < COUNT_LIMIT
-
-    after: str | None = None
-    """The cursor that lists the next page (``after=``); None when nothing follows."""
-
-
-@runtime_checkable
-class PagedReading(IntentJournal, Protocol):
-    """A journal that lists its unresolved intents a page at a time, each page in one step
-    through an index, with the newest decision of each row and a count of what follows, so
-    that an operator's ``status`` costs the same on a journal of a million sessions as on an
-    empty one."""
-
-    async def pending_page(
-        self, *, limit: int, after: str | None = None, session_id: str | None = None
-    ) -> Page[JournalEntry]:
-        """Up to ``limit`` unresolved intents (of one session when given), those that follow
-        the cursor ``after`` (from the first when None) in the journal's listing order: a
-        total order the journal keeps the same from call to call, which it chooses (this
-        package's SQL journals list by session, backend, creation time and id; Redis by
-        session and id). Paging on with each page's ``after`` lists every intent exactly
-        once; one recorded or settled meanwhile may be listed or not, any other is listed
-        exactly once. A cursor this journal did not give raises ``ValueError``, and so does
-        a ``limit`` below 1. Read in one step, whatever the journal holds beside the page
-        (counting what follows reads at most ``COUNT_LIMIT`` index entries, no record)."""
-        ...
-
-
-@runtime_checkable
-class PagedEffects(PagedReading, EffectJournal, Protocol):
-    """A paged journal that keeps effects: its started effects listed a page at a time too."""
-
-    async def started_effects_page(
-        self,
-        *,
-        limit: int,
-        after: str | None = None,
-        session_id: str | None = None,
-        overdue_before: float | None = None,
-    ) -> Page[Effect]:
-        """Up to ``limit`` effects started with no receipt (of one session when given), those
-        that follow the cursor ``after``, as ``pending_page`` lists intents;
-        ``more_waiting`` counts those that follow the page and were begun (or last taken
-        over) before ``overdue_before``, a time (none when None), by the journal's own record
-        of when: one that keeps only when an effect was first begun counts by that, so more,
-        never fewer."""
-        ...
-
-
 @runtime_checkable
 class PruningJournal(IntentJournal, Protocol):
     """A journal that removes what its retention lets go and no guarantee needs (the table in
@@ -393,17 +314,12 @@ class Capabilities:
       append never meets its own previous intent.
     - ``starts_eagerly``: its calls capture nothing of the calling task, so one that answers
       at once may be started in the caller's task (``_core.cancellation.outliving_cancellation``).
-    - ``pages``: a ``PagedReading`` journal, listing its unresolved intents a page at a time
-      through an index, each page in one step (and, with ``effects``, a ``PagedEffects``
-      one, listing its started effects so too): ``status`` then reads one page, not the
-      whole journal.
     - ``prunes``: a ``PruningJournal``, removing what its retention lets go.
     """
 
     effects: bool = False
     folds_clearing: bool = False
     starts_eagerly: bool = False
-    pages: bool = False
     prunes: bool = False
 
 
@@ -420,17 +336,6 @@ def capabilities_of(journal: object) -> Capabilities:
 def keeps_effects(journal: object) -> TypeGuard[EffectJournal]:
     """Whether ``journal`` declares ``effects`` (and so is an ``EffectJournal``)."""
     return capabilities_of(journal).effects
-
-
-def reads_pages(journal: object) -> TypeGuard[PagedReading]:
-    """Whether ``journal`` declares ``pages`` (and so is a ``PagedReading``)."""
-    return capabilities_of(journal).pages
-
-
-def pages_effects(journal: object) -> TypeGuard[PagedEffects]:
-    """Whether ``journal`` declares ``pages`` and ``effects`` (so is a ``PagedEffects``)."""
-    declared = capabilities_of(journal)
-    return declared.pages and declared.effects
 
 
 def prunes(journal: object) -> TypeGuard[PruningJournal]:
@@ -459,7 +364,7 @@ JOURNAL_METHODS: Final = (
     "migrate",
 )
 """The methods of ``IntentJournal``: every one the wrapper may call."""
-JOURNAL_COMPONENTS: Final = ("aside", "sealing")
+JOURNAL_COMPONENTS: Final = ("aside", "pages", "sealing")
 """The components of ``IntentJournal``: attributes, each an object or None."""
 
 

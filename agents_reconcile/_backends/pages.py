@@ -1,6 +1,6 @@
-"""Paging a journal's listings (``PagedReading``): the cursors journals give as ``Page.after``,
+"""Paging a journal's listings (``JournalPages``): the cursors journals give as ``Page.after``,
 a page built from its last row's key (``page``), and the paging of rows held in memory, shared
-by ``MemoryJournal`` and by ``status`` on a journal that does not page itself.
+by the memory journal's pages and by ``status`` on a journal that has none.
 
 A cursor is the sort key of the last row of a page, as a JSON array: the journal that gave it
 reads it back with ``read_cursor`` and lists what follows that key. Nothing else is in it, so
@@ -16,7 +16,8 @@ import orjson
 
 from .._core.effect_records import Effect
 from .._core.records import Action, Decision
-from .journal import COUNT_LIMIT, JournalEntry, Page, require_limit
+from .components import COUNT_LIMIT, Page
+from .journal import JournalEntry, require_limit
 
 __all__ = [
     "EFFECT_CURSOR",

@@ -1,14 +1,14 @@
 """How ``status`` pages: a page of pending intents and a page of started effects at a time,
-each read in one step from a journal that pages itself (``Capabilities(pages=True)``: every
-journal of this package), and the token that names the next page (``--after``).
+each read in one step from a journal's pages component (``journal.pages``: every journal of
+this package has one), and the token that names the next page (``--after``).
 
 The token carries each listing's own cursor (``Page.after``: the sort key of the last row
 shown, never a position, so an intent settled between two pages moves no other from one page
 to the next), or that the listing has nothing more, and the session the listing is of. It is
 base64url, so it passes through a shell as printed.
 
-A journal that does not page is paged here, from its whole listings: correct, and as costly
-as reading them whole.
+A journal without one (``pages`` None) is paged here, from its whole listings: correct, and as
+costly as reading them whole.
 """
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import orjson
 
-from .._backends.journal import Page, keeps_effects, pages_effects, reads_pages
+from .._backends.components import Page
+from .._backends.journal import keeps_effects
 from .._backends.pages import effects_in_memory, intents_in_memory
 from ..errors import ConfigurationError
 
@@ -103,10 +104,10 @@ def _is_token(body: Any) -> bool:
 async def pending_page(
     journal: IntentJournal, *, limit: int, after: str | None, session_id: str | None
 ) -> Page[JournalEntry]:
-    """A page of the journal's unresolved intents: in one step from a journal that pages,
-    else paged here from ``pending()``."""
-    if reads_pages(journal):
-        return await journal.pending_page(limit=limit, after=after, session_id=session_id)
+    """A page of the journal's unresolved intents: in one step from its pages component, else
+    paged here from ``pending()``."""
+    if journal.pages is not None:
+        return await journal.pages.intents(limit=limit, after=after, session_id=session_id)
     return await intents_in_memory(
         await journal.pending(session_id),
         limit=limit,
@@ -125,8 +126,8 @@ async def effects_page(
 ) -> Page[Effect]:
     """A page of the journal's started effects, as ``pending_page`` pages intents; an empty
     one from a journal that keeps no effects."""
-    if pages_effects(journal):
-        return await journal.started_effects_page(
+    if journal.pages is not None:
+        return await journal.pages.started_effects(
             limit=limit, after=after, session_id=session_id, overdue_before=overdue_before
         )
     if not keeps_effects(journal):

@@ -10,12 +10,8 @@ from __future__ import annotations
 import time
 from typing import TYPE_CHECKING, Any, Final
 
-from .._backends.journal import (
-    ACTIVE_STATES,
-    JournalEntry,
-    Page,
-    keeps_effects,
-)
+from .._backends.components import Page
+from .._backends.journal import ACTIVE_STATES, JournalEntry, keeps_effects
 from .._backends.rows import collecting_damage
 from .._core.effect_records import Effect
 from .._core.policy import Resolution, Step, resolution_step

@@ -21,13 +21,18 @@ __all__: list[str] = []
 
 async def _effect_journal(subject: Subject) -> Any:
     journal = await journal_of(subject)
+    _require_effects(journal)
+    return journal
+
+
+def _require_effects(journal: Any) -> None:
+    """Skip the contract, saying why, unless ``journal`` keeps effects."""
     if not keeps_effects(journal):
         skip(
             "the journal does not declare Capabilities(effects=True) (an EffectJournal: "
             "begin_effect, restart_effect, finish_effect, effect, effects, started_effects): "
             "it cannot serve effect tools"
         )
-    return journal
 
 
 def _owned(effect: Effect, owner: str, **changes: Any) -> Effect:

@@ -1,6 +1,6 @@
-"""The contracts of a journal that lists a page at a time (``Capabilities(pages=True)``):
-``pending_page`` and, where the journal keeps effects, ``started_effects_page``. Checked only
-where declared; skipped, with the reason, elsewhere (``status`` then pages in memory)."""
+"""The pages component's contracts (``JournalPages``): ``pages.intents`` and, where the journal
+keeps effects, ``pages.started_effects``. Checked on a journal whose ``pages`` is one; skipped,
+with the reason, on one whose ``pages`` is None (``status`` then pages in memory)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,11 @@ import time
 from collections import Counter
 from typing import Any
 
-from .._backends.journal import COUNT_LIMIT, Page, pages_effects, reads_pages
+from .._backends.components import COUNT_LIMIT, Page
 from .._core.effect_records import Effect
 from .._core.records import Action, Decision, PendingWrite
 from ._core import Subject, contract, refused, require, skip
-from ._effects import _effect_journal
+from ._effects import _require_effects
 from ._journal import FAILED, journal_of
 from ._records import BACKEND, ME, OTHER_BACKEND, make_decision, make_effect, make_intent
 
@@ -37,10 +37,21 @@ def _made() -> dict[str, PendingWrite]:
     }
 
 
-async def _paging_journal(subject: Subject) -> Any:
+_NO_PAGES = (
+    "the journal has no pages component (journal.pages is None; a JournalPages: intents, "
+    "started_effects): status pages its whole listings itself"
+)
+
+
+async def _paged(subject: Subject) -> Any:
     journal = await journal_of(subject)
-    if not reads_pages(journal):
-        skip("the journal does not declare Capabilities(pages=True)")
+    if journal.pages is None:
+        skip(_NO_PAGES)
+    return journal
+
+
+async def _paging_journal(subject: Subject) -> Any:
+    journal = await _paged(subject)
     for intent in _made().values():
         await journal.record(intent, state=FAILED, owner=ME)
     return journal
@@ -84,19 +95,19 @@ def _twice(listed: list[str]) -> list[str]:
     return sorted(ident for ident, seen in Counter(listed).items() if seen > 1)
 
 
-@contract("journal")
+@contract("pages")
 async def pending_pages_list_every_intent_once_with_what_follows(subject: Subject) -> None:
-    """``pending_page()``, paged on with each page's cursor, lists every unresolved intent (of
+    """``pages.intents()``, paged on with each page's cursor, lists every unresolved intent (of
     the session asked, when one is) exactly once, at most ``limit`` a page, each page counting
     the intents that follow it and giving a cursor exactly when some do; an intent settled
     between pages moves no other; a limit below 1 or a cursor it did not give is refused."""
     journal = await _paging_journal(subject)
     every = sorted(name for name, *_ in _INTENTS)
     for limit in (1, 2, 3, len(every), 100):
-        listed, pages = await _every_page(journal.pending_page, limit)
+        listed, pages = await _every_page(journal.pages.intents, limit)
         require(
             sorted(listed) == every,
-            f"pending_page(limit={limit}) pages list {listed}, not each of {every} once",
+            f"pages.intents(limit={limit}) pages list {listed}, not each of {every} once",
         )
         counted = [page.more for page in pages]
         expected = [
@@ -109,14 +120,14 @@ async def pending_pages_list_every_intent_once_with_what_follows(subject: Subjec
         wanted = sorted(name for name, owner, *_ in _INTENTS if owner == session)
 
         async def read(limit: int, after: str | None, session: str = session) -> Any:
-            return await journal.pending_page(limit=limit, after=after, session_id=session)
+            return await journal.pages.intents(limit=limit, after=after, session_id=session)
 
         listed, _ = await _every_page(read, 1)
         require(
             sorted(listed) == wanted,
-            f"pending_page(session_id={session!r}) pages list {listed}, not {wanted}",
+            f"pages.intents(session_id={session!r}) pages list {listed}, not {wanted}",
         )
-    first = await journal.pending_page(limit=2)
+    first = await journal.pages.intents(limit=2)
     shown = [_ident(row) for row in first.rows]
     unseen = [name for name in every if name not in shown]
     gone = [shown[0], unseen[-1]]
@@ -124,7 +135,7 @@ async def pending_pages_list_every_intent_once_with_what_follows(subject: Subjec
         await journal.settle(make_decision(_made()[name], decided_at=2_000_000.0))
 
     async def rest(limit: int, after: str | None) -> Any:
-        return await journal.pending_page(limit=limit, after=after or first.after)
+        return await journal.pages.intents(limit=limit, after=after or first.after)
 
     listed, _ = await _every_page(rest, 2)
     wanted = sorted(name for name in unseen if name not in gone)
@@ -133,15 +144,17 @@ async def pending_pages_list_every_intent_once_with_what_follows(subject: Subjec
         f"after {gone} were settled, the pages that follow list {listed}, not {wanted}",
     )
     for limit in (0, -1):
-        await refused(ValueError, journal.pending_page(limit=limit), f"pending_page(limit={limit})")
+        await refused(
+            ValueError, journal.pages.intents(limit=limit), f"pages.intents(limit={limit})"
+        )
     await refused(
-        ValueError, journal.pending_page(limit=1, after="not a cursor"), "pending_page(after=...)"
+        ValueError, journal.pages.intents(limit=1, after="not a cursor"), "pages.intents(after=...)"
     )
 
 
-@contract("journal")
+@contract("pages")
 async def pending_pages_carry_each_intents_newest_decision(subject: Subject) -> None:
-    """Each row of ``pending_page()`` comes with the newest decision about it (none for one
+    """Each row of ``pages.intents()`` comes with the newest decision about it (none for one
     without), and ``more_waiting`` counts the intents after the page whose newest decision
     denied them or left them pending."""
     journal = await _paging_journal(subject)
@@ -162,7 +175,7 @@ async def pending_pages_carry_each_intents_newest_decision(subject: Subject) -> 
         decision = make_decision(intents[name], action=action, decided_at=1_000_000.0 + at)
         await journal.note(decision)
         decided[name] = decision
-    _, pages = await _every_page(journal.pending_page, 2)
+    _, pages = await _every_page(journal.pages.intents, 2)
     for at, page in enumerate(pages):
         names = [_ident(row) for row in page.rows]
         expected = {name: decided[name] for name in names if name in decided}
@@ -178,14 +191,12 @@ async def pending_pages_carry_each_intents_newest_decision(subject: Subject) -> 
         )
 
 
-@contract("journal")
+@contract("pages")
 async def pending_pages_count_what_follows_up_to_a_bound(subject: Subject) -> None:
     """Of the unresolved intents that follow a page, a journal counts ``COUNT_LIMIT`` at most
     (``Page.more`` at the bound: at least that many, ``counted_all`` false), and
     ``more_waiting`` among those it counted; a page nearer the end counts every one."""
-    journal = await journal_of(subject)
-    if not reads_pages(journal):
-        skip("the journal does not declare Capabilities(pages=True)")
+    journal = await _paged(subject)
     total = COUNT_LIMIT + 8
     made = [
         make_intent(f"m-{n:05d}", session_id=f"many-{n:05d}", created_at=1000.0 + n)
@@ -195,7 +206,7 @@ async def pending_pages_count_what_follows_up_to_a_bound(subject: Subject) -> No
         await journal.record(intent, state=FAILED, owner=ME)
     for intent in made[-3:]:  # last in every listing order: sessions sort by their number
         await journal.note(make_decision(intent, action=Action.DENIED, decided_at=1_000_000.0))
-    first = await journal.pending_page(limit=5)
+    first = await journal.pages.intents(limit=5)
     require(
         first.more == COUNT_LIMIT and not first.counted_all,
         f"with {total - 5} intents after a page, more is {first.more} (counted_all "
@@ -206,7 +217,7 @@ async def pending_pages_count_what_follows_up_to_a_bound(subject: Subject) -> No
         f"the {first.more_waiting} waiting counted after the first page are not among the "
         f"first {COUNT_LIMIT} that follow it",
     )
-    near = await journal.pending_page(limit=COUNT_LIMIT)
+    near = await journal.pages.intents(limit=COUNT_LIMIT)
     require(
         (near.more, near.more_waiting, near.counted_all) == (8, 3, True),
         f"after a page of {COUNT_LIMIT}, more is {near.more} and more_waiting "
@@ -214,15 +225,14 @@ async def pending_pages_count_what_follows_up_to_a_bound(subject: Subject) -> No
     )
 
 
-@contract("effects")
+@contract("pages")
 async def started_effect_pages_list_every_started_effect_once(subject: Subject) -> None:
-    """``started_effects_page()``, paged on with each page's cursor, lists every started effect
+    """``pages.started_effects()``, paged on with each page's cursor, lists every started effect
     without a receipt (of the session asked, when one is) exactly once, at most ``limit`` a
     page, counting those that follow and, of them, those begun before ``overdue_before``
     (every one for a time to come, none for a time long past or for None)."""
-    journal = await _effect_journal(subject)
-    if not pages_effects(journal):
-        skip("the journal does not declare Capabilities(pages=True)")
+    journal = await _paged(subject)
+    _require_effects(journal)
     made = [
         make_effect(f"call-{n}", session_id=session)
         for n, session in enumerate(("s-1", "s-2", "s-1", "s-2", "s-3"))
@@ -237,14 +247,14 @@ async def started_effect_pages_list_every_started_effect_once(subject: Subject) 
         async def read(
             limit: int, after: str | None, overdue: float | None = overdue_before
         ) -> Any:
-            return await journal.started_effects_page(
+            return await journal.pages.started_effects(
                 limit=limit, after=after, overdue_before=overdue
             )
 
         listed, pages = await _every_page(read, limit)
         require(
             sorted(listed) == started,
-            f"started_effects_page(limit={limit}) pages list {listed}, not each of {started}",
+            f"pages.started_effects(limit={limit}) pages list {listed}, not each of {started}",
         )
         for page in pages:
             late = page.more if overdue_before == soon else 0
@@ -257,13 +267,13 @@ async def started_effect_pages_list_every_started_effect_once(subject: Subject) 
         wanted = sorted(e.key for e in made[:4] if e.session_id == session)
 
         async def mine(limit: int, after: str | None, session: str = session) -> Any:
-            return await journal.started_effects_page(limit=limit, after=after, session_id=session)
+            return await journal.pages.started_effects(limit=limit, after=after, session_id=session)
 
         listed, _ = await _every_page(mine, 1)
         require(
             sorted(listed) == wanted,
-            f"started_effects_page(session_id={session!r}) pages list {listed}, not {wanted}",
+            f"pages.started_effects(session_id={session!r}) pages list {listed}, not {wanted}",
         )
     await refused(
-        ValueError, journal.started_effects_page(limit=0), "started_effects_page(limit=0)"
+        ValueError, journal.pages.started_effects(limit=0), "pages.started_effects(limit=0)"
     )

@@ -18,7 +18,12 @@ from typing import Any
 
 import pytest
 
-from agents_reconcile._backends.journal import IntentJournal, IntentState, Opened
+from agents_reconcile._backends.journal import (
+    JOURNAL_COMPONENTS,
+    IntentJournal,
+    IntentState,
+    Opened,
+)
 from agents_reconcile._backends.opening import open_journal
 from agents_reconcile._backends.rows import collecting_damage
 from agents_reconcile._core.effect_records import Effect
@@ -921,7 +926,7 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
             make_intent("new"), state=IntentState.IN_FLIGHT, owner=owner
         ),
         "pending": lambda: journal.pending(None),
-        "pending_page": lambda: journal.pending_page(limit=5),
+        "pages.intents": lambda: journal.pages.intents(limit=5),
         "prune": lambda: journal.prune(Retention(0, 0, 0)),
         "aside.raw": lambda: journal.aside.raw("held"),
         "record": lambda: journal.record(
@@ -937,7 +942,7 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
         "sealing.keys": journal.sealing.keys,
         "settle": lambda: journal.settle(decision),
         "started_effects": journal.started_effects,
-        "started_effects_page": lambda: journal.started_effects_page(limit=5),
+        "pages.started_effects": lambda: journal.pages.started_effects(limit=5),
         "transition": lambda: journal.transition("held", state=IntentState.FAILED, owner=owner),
         "write_count": lambda: journal.write_count("session-a", BACKEND),
         "one-step append": lambda: fused.open_and_append(
@@ -982,7 +987,8 @@ async def test_no_driver_error_reaches_the_caller_untranslated(
         }
         offered |= {
             f"{part}.{name}"
-            for part in ("aside", "sealing")
+            for part in JOURNAL_COMPONENTS
+            if getattr(journal, part) is not None
             for name in dir(getattr(journal, part))
             if not name.startswith("_")
             and asyncio.iscoroutinefunction(getattr(getattr(journal, part), name))

@@ -186,12 +186,12 @@ async def test_every_command_a_journal_sends_touches_one_slot_of_its_own_buckets
         )
         await journal.effect(effect.key)
         await journal.started_effects()
-        await journal.started_effects_page(limit=5)
+        await journal.pages.started_effects(limit=5)
         await journal.effects("session-a")
         await journal.pending(None)
         await journal.pending("session-a")
-        await journal.pending_page(limit=2)
-        await journal.pending_page(limit=2, session_id="session-a")
+        await journal.pages.intents(limit=2)
+        await journal.pages.intents(limit=2, session_id="session-a")
         await journal.get("i-2")
         await journal.is_settled("b-1")
         await journal.decisions()
@@ -268,7 +268,7 @@ async def test_journal_wide_views_see_sessions_on_every_primary(
     paged: list[str] = []
     after = None
     while True:
-        page = await journal.pending_page(limit=2, after=after)
+        page = await journal.pages.intents(limit=2, after=after)
         paged += [entry.intent.session_id for entry in page.rows]
         if page.after is None:
             assert page.more == 0
@@ -277,7 +277,7 @@ async def test_journal_wide_views_see_sessions_on_every_primary(
         after = page.after
     assert paged == sessions
     assert len(await journal.started_effects()) == len(sessions)
-    started = await journal.started_effects_page(limit=len(sessions))
+    started = await journal.pages.started_effects(limit=len(sessions))
     assert {effect.session_id for effect in started.rows} == set(sessions)
     newest = await journal.decisions(limit=3)
     assert [decision.decided_at for decision in newest] == sorted(

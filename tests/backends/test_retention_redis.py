@@ -183,7 +183,7 @@ async def test_a_layout_2_journal_upgraded_lists_every_pending_intent_once(
     assert await raw.zcard(f"{prefix}:listing") == len(made)
     listed, after = [], None
     while True:
-        page = await upgrading.pending_page(limit=1, after=after)
+        page = await upgrading.pages.intents(limit=1, after=after)
         listed += [(row.intent.session_id, row.intent.intent_id) for row in page.rows]
         if page.after is None:
             break
@@ -191,7 +191,7 @@ async def test_a_layout_2_journal_upgraded_lists_every_pending_intent_once(
     assert sorted(listed) == sorted((i.session_id, i.intent_id) for i in made)
     await upgrading.settle(make_decision(made[1]))
     assert await raw.zcard(f"{prefix}:listing") == len(made) - 1
-    page = await upgrading.pending_page(limit=10)
+    page = await upgrading.pages.intents(limit=10)
     assert "i-1" not in [row.intent.intent_id for row in page.rows]
 
 

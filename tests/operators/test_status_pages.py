@@ -13,7 +13,8 @@ from typing import Any
 import orjson
 import pytest
 
-from agents_reconcile._backends.journal import COUNT_LIMIT, IntentState
+from agents_reconcile._backends.components import COUNT_LIMIT
+from agents_reconcile._backends.journal import IntentState
 from agents_reconcile._backends.sqlite.journal import SQLiteJournal
 from agents_reconcile._cli import main
 from agents_reconcile._core.records import Action

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 
 from agents_reconcile import MemoryJournal
+from agents_reconcile._backends.journal import JOURNAL_COMPONENTS
 from agents_reconcile._backends.sqlite.journal import SQLiteJournal
 from agents_reconcile._operator import views
 
@@ -26,18 +27,22 @@ _TABLES = ("intents", "decisions", "session_writes", "effects", "set_aside")
 
 
 class Counting:
-    """The in-memory journal, behind a front that counts the calls made to it."""
+    """The in-memory journal (or one of its components), behind a front that counts the calls
+    made to it, a component's by its attribute and method (``pages.intents``)."""
 
     capabilities = MemoryJournal.capabilities
 
-    def __init__(self) -> None:
-        self.inner = MemoryJournal()
-        self.calls: list[str] = []
+    def __init__(self, inner: Any = None, calls: list[str] | None = None, named: str = "") -> None:
+        self.inner = MemoryJournal() if inner is None else inner
+        self.calls: list[str] = [] if calls is None else calls
+        self.named = named
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self.inner, name)
+        if name in JOURNAL_COMPONENTS and found is not None:
+            return Counting(found, self.calls, f"{name}.")
         if callable(found):
-            self.calls.append(name)
+            self.calls.append(self.named + name)
         return found
 
 
@@ -51,13 +56,13 @@ async def test_a_status_page_reads_the_journal_once_per_listing_however_many_are
         await journal.begin_effect(make_effect(f"call-{n}", owner="gone-host#1/2/3"))
     journal.calls.clear()
     first = await views.status(journal, session_id=None, lease_seconds=LEASE, limit=10)
-    assert journal.calls == ["pending_page", "started_effects_page"]
+    assert journal.calls == ["pages.intents", "pages.started_effects"]
     journal.calls.clear()
     await views.status(journal, session_id="user-3", lease_seconds=LEASE, limit=10, after=None)
     await views.status(
         journal, session_id=None, lease_seconds=LEASE, limit=10, after=first["page"]["next"]
     )
-    assert journal.calls == ["pending_page", "started_effects_page"] * 2
+    assert journal.calls == ["pages.intents", "pages.started_effects"] * 2
 
 
 def traced(path: Path, run: Any) -> list[str]:

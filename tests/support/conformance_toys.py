@@ -10,11 +10,14 @@ from dataclasses import dataclass, replace
 from functools import partial
 from typing import Any
 
-from agents_reconcile._backends.journal import IntentState, JournalEntry, Opened, Page
+from agents_reconcile._backends.components import Page
+from agents_reconcile._backends.journal import IntentState, JournalEntry, Opened
 from agents_reconcile._backends.memory.aside import MemoryAside
 from agents_reconcile._backends.memory.journal import MemoryJournal
+from agents_reconcile._backends.memory.pages import MemoryPages
 from agents_reconcile._backends.memory.sealing import MemorySealing
 from agents_reconcile._backends.memory.store import MemoryRevisionedSession
+from agents_reconcile._backends.pages import effects_in_memory
 from agents_reconcile._backends.store_items import decode_item, encode_item
 from agents_reconcile._core.records import Action, BackendIdentity, Decision, PendingWrite
 from agents_reconcile._core.retention import Pruned, Retention
@@ -364,37 +367,70 @@ class CountsAgainOverAnything(MemoryJournal):
         return True
 
 
+class _PagesFromTheFirst(MemoryPages):
+    async def intents(self, *, limit: int, **asked: Any) -> Page[JournalEntry]:
+        return await super().intents(limit=limit, session_id=asked.get("session_id"))
+
+
 class PagesIgnoreTheCursor(MemoryJournal):
-    """``pending_page()`` lists from the first intent whatever cursor it is given."""
+    """``pages.intents()`` lists from the first intent whatever cursor it is given."""
 
-    async def pending_page(self, *, limit: int, **asked: Any) -> Page[JournalEntry]:
-        return await super().pending_page(limit=limit, session_id=asked.get("session_id"))
+    def __init__(self) -> None:
+        super().__init__()
+        self.pages = _PagesFromTheFirst(self._rows)
 
 
-class PagesWithoutDecisions(MemoryJournal):
-    """``pending_page()`` gives no newest decisions, and counts none waiting."""
-
-    async def pending_page(self, **asked: Any) -> Page[JournalEntry]:
-        page = await super().pending_page(**asked)
+class _PagesWithoutDecisions(MemoryPages):
+    async def intents(self, **asked: Any) -> Page[JournalEntry]:
+        page = await super().intents(**asked)
         return replace(page, newest={}, more_waiting=0)
 
 
-class PagesCountEverything(MemoryJournal):
-    """``pending_page()`` counts every intent that follows a page, however many."""
+class PagesWithoutDecisions(MemoryJournal):
+    """``pages.intents()`` gives no newest decisions, and counts none waiting."""
 
-    async def pending_page(self, **asked: Any) -> Page[JournalEntry]:
-        page = await super().pending_page(**asked)
+    def __init__(self) -> None:
+        super().__init__()
+        self.pages = _PagesWithoutDecisions(self._rows)
+
+
+class _PagesCountEverything(MemoryPages):
+    async def intents(self, **asked: Any) -> Page[JournalEntry]:
+        page = await super().intents(**asked)
         if page.counted_all:
             return page
-        every = await super().pending_page(limit=10**9)
+        every = await super().intents(limit=10**9)
         return replace(page, more=len(every.rows) - len(page.rows))
 
 
-class EffectPagesListFinishedEffects(MemoryJournal):
-    """``started_effects_page()`` lists effects that have their receipt too."""
+class PagesCountEverything(MemoryJournal):
+    """``pages.intents()`` counts every intent that follows a page, however many."""
 
-    async def started_effects(self, session_id: str | None = None) -> list[Any]:
-        return [e for e in self._rows.effects.values() if session_id in (None, e.session_id)]
+    def __init__(self) -> None:
+        super().__init__()
+        self.pages = _PagesCountEverything(self._rows)
+
+
+class _PagesListFinishedEffects(MemoryPages):
+    async def started_effects(
+        self, *, limit: int, session_id: str | None = None, **asked: Any
+    ) -> Page[Any]:
+        every = [e for e in self._rows.effects.values() if session_id in (None, e.session_id)]
+        return await effects_in_memory(
+            [self._rows.aged(effect) for effect in every],
+            limit=limit,
+            after=asked.get("after"),
+            newest=self._newest,
+            overdue_before=asked.get("overdue_before"),
+        )
+
+
+class EffectPagesListFinishedEffects(MemoryJournal):
+    """``pages.started_effects()`` lists effects that have their receipt too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pages = _PagesListFinishedEffects(self._rows)
 
 
 class PrunesDenialsOfOpenIntents(MemoryJournal):
@@ -604,6 +640,7 @@ class IntentsOnly:
 
     METHODS = JOURNAL_METHODS
     aside = None
+    pages = None
     sealing = None
 
     def __init__(self) -> None:

@@ -27,7 +27,7 @@ class InvariantViolation(AssertionError):
     """A caller broke a journal invariant (for example, touched a settled intent)."""
 
 
-class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
+class MemoryJournal(MemoryRetention, Unversioned):
     """``IntentJournal`` in a dict. Settling, noting or moving a settled or unknown intent
     raises ``InvariantViolation`` instead of being ignored; settling again with the very
     decision that settled it is a retried call, and a no-op."""
@@ -36,7 +36,6 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         effects=True,
         folds_clearing=True,
         starts_eagerly=True,
-        pages=True,
         prunes=True,
     )
 
@@ -51,6 +50,8 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         self._rows = MemoryRows()
         self.aside = MemoryAside(self._rows)
         """Damaged intents set aside (``JournalAside``)."""
+        self.pages = MemoryPages(self._rows)
+        """Its listings a page at a time (``JournalPages``)."""
         self.sealing = MemorySealing(self._rows)
         """The mark of a sealed journal (``JournalSealing``)."""
         self.closed = False
@@ -240,16 +241,12 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         wall clock moves it)."""
         self._rows.effects[effect.key] = replace(effect, age=None)
         self._rows.effect_stamps[effect.key] = time.monotonic()
-        return self._aged(self._rows.effects[effect.key])
-
-    def _aged(self, effect: Effect) -> Effect:
-        """``effect`` as a read answers it: with its age by this journal's clock."""
-        return replace(effect, age=time.monotonic() - self._rows.effect_stamps[effect.key])
+        return self._rows.aged(self._rows.effects[effect.key])
 
     async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
         stored = self._rows.effects.get(effect.key)
         if stored is not None:
-            return self._aged(stored), False
+            return self._rows.aged(stored), False
         return self._stored_effect(effect), True
 
     async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
@@ -272,7 +269,7 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
             effect.owner,
             effect.output_digest,
         ):
-            return self._aged(stored)
+            return self._rows.aged(stored)
         raise IntentConflict(
             f"effect {effect.key}: no started effect of owner {effect.owner} to finish",
             intent_id=effect.key,
@@ -280,17 +277,15 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
 
     async def effect(self, key: str) -> Effect | None:
         stored = self._rows.effects.get(key)
-        return None if stored is None else self._aged(stored)
+        return None if stored is None else self._rows.aged(stored)
 
     async def effects(self, session_id: str) -> list[Effect]:
-        return [self._aged(e) for e in self._rows.effects.values() if e.session_id == session_id]
+        return [
+            self._rows.aged(e) for e in self._rows.effects.values() if e.session_id == session_id
+        ]
 
     async def started_effects(self, session_id: str | None = None) -> list[Effect]:
-        return [
-            self._aged(e)
-            for e in self._rows.effects.values()
-            if e.state is EffectState.STARTED and session_id in (None, e.session_id)
-        ]
+        return self._rows.started(session_id)
 
     async def note_again(self, previous: Decision, again: Decision) -> bool:
         """Replace the newest decision about ``previous``'s intent with ``again``, only while
@@ -318,12 +313,7 @@ class MemoryJournal(MemoryRetention, MemoryPages, Unversioned):
         return chosen[:limit]
 
     async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
-        wanted = set(intent_ids)
-        newest: dict[str, Decision] = {}
-        for decision in reversed(self._rows.decisions):
-            if decision.intent_id in wanted and decision.intent_id not in newest:
-                newest[decision.intent_id] = decision
-        return newest
+        return self._rows.newest(intent_ids)
 
     async def close(self) -> None:
         self.closed = True

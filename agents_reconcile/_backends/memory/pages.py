@@ -1,13 +1,14 @@
-"""Paging ``MemoryJournal``'s listings (``PagedReading``): its rows sorted in memory by the
+"""The memory journal's pages component (``JournalPages``): its rows sorted in memory by the
 keys the SQL journals page by (``_backends.pages``)."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 
 from ..._core.effect_records import Effect
 from ..._core.records import Decision
-from ..journal import JournalEntry, Page
+from ..components import Page
+from ..journal import JournalEntry
 from ..pages import effects_in_memory, intents_in_memory
 from .rows import MemoryRows
 
@@ -15,23 +16,25 @@ __all__ = ["MemoryPages"]
 
 
 class MemoryPages:
-    """``pending_page`` and ``started_effects_page`` over the journal's own rows."""
+    """``JournalPages`` over a memory journal's rows."""
 
-    _rows: MemoryRows
-    newest_decisions: Callable[[Sequence[str]], Awaitable[dict[str, Decision]]]
-    started_effects: Callable[..., Awaitable[list[Effect]]]
+    def __init__(self, rows: MemoryRows) -> None:
+        self._rows = rows
 
-    async def pending_page(
+    async def _newest(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        return self._rows.newest(intent_ids)
+
+    async def intents(
         self, *, limit: int, after: str | None = None, session_id: str | None = None
     ) -> Page[JournalEntry]:
         return await intents_in_memory(
             [e for e in self._rows.entries.values() if session_id in (None, e.intent.session_id)],
             limit=limit,
             after=after,
-            newest=self.newest_decisions,
+            newest=self._newest,
         )
 
-    async def started_effects_page(
+    async def started_effects(
         self,
         *,
         limit: int,
@@ -40,9 +43,9 @@ class MemoryPages:
         overdue_before: float | None = None,
     ) -> Page[Effect]:
         return await effects_in_memory(
-            await self.started_effects(session_id),
+            self._rows.started(session_id),
             limit=limit,
             after=after,
-            newest=self.newest_decisions,
+            newest=self._newest,
             overdue_before=overdue_before,
         )

@@ -5,9 +5,10 @@ parts read and change, as a stored journal's parts share one file or server."""
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 
-from ..._core.effect_records import Effect
+from ..._core.effect_records import Effect, EffectState
 from ..._core.records import BackendIdentity, Decision
 from ..aside import SetAside
 from ..journal import JournalEntry
@@ -52,3 +53,25 @@ class MemoryRows:
         self.write_counts[key] = self.write_counts.get(key, self.floor) + 1
         self.counted_at[key] = time.time()
         return self.write_counts[key]
+
+    def aged(self, effect: Effect) -> Effect:
+        """``effect`` as a read answers it: with its age by this journal's clock (monotonic: no
+        writer's wall clock moves it), from when its record was last stored."""
+        return replace(effect, age=time.monotonic() - self.effect_stamps[effect.key])
+
+    def started(self, session_id: str | None) -> list[Effect]:
+        """The started effects (of one session when given), in the order they were begun."""
+        return [
+            self.aged(effect)
+            for effect in self.effects.values()
+            if effect.state is EffectState.STARTED and session_id in (None, effect.session_id)
+        ]
+
+    def newest(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        """The newest decision about each of ``intent_ids`` that has one."""
+        wanted = set(intent_ids)
+        found: dict[str, Decision] = {}
+        for decision in reversed(self.decisions):
+            if decision.intent_id in wanted and decision.intent_id not in found:
+                found[decision.intent_id] = decision
+        return found

@@ -81,17 +81,24 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any, ClassVar, TypeVar
 
 from ..._core.ownership import Owner
-from ..._core.records import Decision, PendingWrite
+from ..._core.records import BackendIdentity, Decision, PendingWrite
 from ..._core.sealing import Keyring
 from ...errors import LeaseLost
-from ..journal import Capabilities, IntentState, Opened, require_limit, require_settling
+from ..journal import (
+    Capabilities,
+    IntentState,
+    JournalEntry,
+    Opened,
+    require_limit,
+    require_settling,
+)
 from ..rows import each
-from .answers import _already_settled, _Asked, _compare, _count, _decision, _other_content
+from .answers import _already_settled, _Asked, _compare, _count, _decision, _entry, _other_content
 from .aside import PostgresAside
 from .backend import Connection, ServerIdentity
 from .database import DEFAULT_SCHEMA, MIGRATIONS, SCHEMA, SCHEMA_VERSION, JournalDatabase
 from .effects import PostgresEffects
-from .reads import PostgresReads
+from .pages import PostgresPages
 from .retention import PostgresRetention, row_known
 from .sealing import PostgresSealing
 from .statements import decision_args, intent_args
@@ -101,11 +108,7 @@ __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "Postgres
 _T = TypeVar("_T")
 
 
-class PostgresJournal(
-    PostgresReads,
-    PostgresEffects,
-    PostgresRetention,
-):
+class PostgresJournal(PostgresEffects, PostgresRetention):
     """``IntentJournal`` (and ``EffectJournal``, from ``PostgresEffects``) in a PostgreSQL
     schema shared by any number of processes and hosts.
 
@@ -122,7 +125,6 @@ class PostgresJournal(
         effects=True,
         folds_clearing=True,
         starts_eagerly=False,
-        pages=True,
         prunes=True,
     )
 
@@ -149,6 +151,8 @@ class PostgresJournal(
         self.schema = schema
         self.aside = PostgresAside(self._db)
         """Damaged intents set aside (``JournalAside``)."""
+        self.pages = PostgresPages(self._db, self.keyring)
+        """Its listings a page at a time (``JournalPages``)."""
         self.sealing = PostgresSealing(self._db)
         """The mark of a sealed journal (``JournalSealing``)."""
         self._prune_cursors: dict[str, tuple[Any, ...]] = {}
@@ -387,6 +391,44 @@ class PostgresJournal(
                 )
 
         await self._db.run(work)
+
+    async def pending(
+        self, session_id: str | None, backend: BackendIdentity | None = None
+    ) -> list[JournalEntry]:
+        sql = self._db.sql.pending(session_id is not None, backend is not None)
+        args = [value for value in (session_id, backend) if value is not None]
+
+        async def work(conn: Connection) -> list[Any]:
+            return await conn.fetch(sql, *(str(value) for value in args))
+
+        keyring = self.keyring
+        return each(
+            await self._db.run(work),
+            lambda row: _entry(row, keyring),
+            lambda row: ("intent", row[0], row[1]),
+        )
+
+    async def get(self, intent_id: str) -> JournalEntry | None:
+        async def work(conn: Connection) -> Any:
+            return await conn.fetchrow(self._db.sql.get, intent_id)
+
+        row = await self._db.run(work)
+        return None if row is None else _entry(row, self.keyring)
+
+    async def is_settled(self, intent_id: str) -> bool:
+        async def work(conn: Connection) -> bool:
+            return await conn.fetchval(self._db.sql.is_settled, intent_id) is not None
+
+        return await self._db.run(work)
+
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
+        async def work(conn: Connection) -> int:
+            # The session's count, or the journal's floor when it has none (never counted,
+            # or pruned): one snapshot, so a count pruned meanwhile reads as the floor it
+            # raised.
+            return _count(await conn.fetchval(self._db.sql.write_count, session_id, str(backend)))
+
+        return await self._db.run(work)
 
     async def settle(
         self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None

@@ -1,5 +1,7 @@
-"""The PostgreSQL journal's paged listings (``pending_page``, ``started_effects_page``): one
-statement per page, built once per schema and variant.
+"""The PostgreSQL journal's pages component (``JournalPages``): its listings of unresolved
+intents and started effects a page at a time, one statement per page, built once per schema and
+variant, run on the journal's database (``database.JournalDatabase``); records are decoded,
+and so checked, with the journal's keyring.
 
 A page's statement finds its rows through an index from the cursor on (``intents_by_session``,
 whose order is the listing's: session, backend, creation time, then the id to break ties;
@@ -13,13 +15,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cache
-from typing import Final
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
-from ..journal import COUNT_LIMIT
-from ..pages import WAITING_ACTIONS
+from ..._core.effect_records import Effect
+from ..._core.sealing import Keyring
+from ..components import COUNT_LIMIT, Page
+from ..journal import JournalEntry, require_limit
+from ..pages import EFFECT_CURSOR, INTENT_CURSOR, WAITING_ACTIONS, page, read_cursor
+from ..rows import checked_decision, checked_effect, each
+from .answers import _entry
 from .statements import _NOW
 
-__all__ = ["PageStatements", "page_statements"]
+if TYPE_CHECKING:
+    from .backend import Connection
+    from .database import JournalDatabase
+
+__all__ = ["PageStatements", "PostgresPages", "page_statements"]
 
 _WAITING: Final = ", ".join(f"'{action}'" for action in WAITING_ACTIONS)
 _INTENT_ORDER: Final = ("session_id", "backend", "created_at", "intent_id")
@@ -138,3 +149,83 @@ def _all(*conditions: str) -> str:
 
 def _descending(columns: tuple[str, ...]) -> str:
     return ", ".join(f"{column} DESC" for column in columns)
+
+
+class PostgresPages:
+    """``JournalPages`` in a journal's database, its records opened with the journal's
+    keyring."""
+
+    def __init__(self, db: JournalDatabase, keyring: Keyring) -> None:
+        self._db = db
+        self._keyring = keyring
+        self._statements = page_statements(db.sql.schema)
+
+    async def intents(
+        self, *, limit: int, after: str | None = None, session_id: str | None = None
+    ) -> Page[JournalEntry]:
+        require_limit(limit)
+        start = () if after is None else read_cursor(after, INTENT_CURSOR)
+        sql = self._statements.intents(session_id is not None, bool(start))
+        args = [*([] if session_id is None else [session_id]), *start, limit]
+
+        async def work(conn: Connection) -> list[Any]:
+            return await conn.fetch(sql, *args)
+
+        rows = await self._db.run(work)
+        keyring = self._keyring
+        entries = each(
+            rows,
+            lambda row: _entry(tuple(row)[:9], keyring),
+            lambda row: ("intent", row[0], row[1]),
+        )
+        last = rows[-1] if rows else None
+        return _page(entries, rows, None if last is None else (last[1], last[2], last[9], last[0]))
+
+    async def started_effects(
+        self,
+        *,
+        limit: int,
+        after: str | None = None,
+        session_id: str | None = None,
+        overdue_before: float | None = None,
+    ) -> Page[Effect]:
+        require_limit(limit)
+        start = () if after is None else read_cursor(after, EFFECT_CURSOR)
+        sql = self._statements.effects(session_id is not None, bool(start))
+        args = [*([] if session_id is None else [session_id]), *start, limit, overdue_before]
+
+        async def work(conn: Connection) -> list[Any]:
+            return await conn.fetch(sql, *args)
+
+        rows = await self._db.run(work)
+        keyring = self._keyring
+        effects = each(
+            rows,
+            lambda row: checked_effect(
+                row[0], row[1], row[2], row[3], row[4], keyring, age=row["age"]
+            ),
+            lambda row: ("effect", row[0], row[1]),
+        )
+        last = rows[-1] if rows else None
+        return _page(effects, rows, None if last is None else (last[5], last[0]))
+
+
+_R = TypeVar("_R")
+
+
+def _page(found: list[_R], rows: list[Any], last: tuple[str | float, ...] | None) -> Page[_R]:
+    """A page of ``found`` (the rows decoded; ``last``, the last row's sort key), with the
+    newest decisions and counts its statement's ``rows`` carry (the first column the id, the
+    last four the decision's session and record, the count of what follows and of those
+    waiting)."""
+    decided = [(row[0], row["decided_in"], row["decision"]) for row in rows if row["decision"]]
+    newest = each(
+        decided, lambda row: checked_decision(*row), lambda row: ("decision", row[0], row[1])
+    )
+    return page(
+        found,
+        {decision.intent_id: decision for decision in newest},
+        more=int(rows[0]["more"]) if rows else 0,
+        waiting=int(rows[0]["waiting"]) if rows else 0,
+        last=last,
+    )

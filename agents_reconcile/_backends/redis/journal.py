@@ -98,6 +98,7 @@ from .effects import EFFECT_SCRIPTS, RedisEffects
 from .homes import ClaimedHomes, IndexedHomes
 from .layout import JournalKeys
 from .link import SCHEMA, SCHEMA_VERSION, VERSION, RedisLink
+from .pages import RedisPages
 from .reads import RedisReads
 from .replicas import ReplicaWait
 from .replicas import split as split_wait
@@ -160,7 +161,6 @@ class RedisJournal(
         effects=True,
         folds_clearing=True,
         starts_eagerly=False,
-        pages=True,
         prunes=True,
     )
     _Layout: ClassVar[type[JournalKeys]] = JournalKeys
@@ -207,6 +207,8 @@ class RedisJournal(
         )
         self.aside = RedisAside(self._link, self._layout, self._homes)
         """Damaged intents set aside (``JournalAside``)."""
+        self.pages = RedisPages(self._link, self._layout, self.keyring)
+        """Its listings a page at a time (``JournalPages``)."""
         self.sealing = RedisSealing(self._link, prefix)
         """The mark of a sealed journal (``JournalSealing``)."""
         self._survey = RedisSurvey(self._link, self._layout, prefix)

@@ -149,6 +149,10 @@ class KeyLayout(Protocol):
         """Every bucket's keys, bucket 0 first."""
         ...
 
+    def bucket(self, number: int) -> JournalKeys:
+        """Bucket ``number``'s keys."""
+        ...
+
     def number(self, name: str) -> int:
         """The bucket of a session (or of an intent id, for its claim)."""
         ...
@@ -225,6 +229,9 @@ class JournalKeys:
 
     def buckets(self) -> list[JournalKeys]:
         return [self]
+
+    def bucket(self, number: int) -> JournalKeys:
+        return self
 
     def number(self, name: str) -> int:
         return 0

@@ -202,11 +202,13 @@ class RedisLink:
 
     async def fan(self, operation: str, commands: Sequence[Sequence[Any]]) -> list[Any]:
         """The replies of read-only (or idempotent) ``commands``, run at once (one pipeline per
-        node: ``nodes.run_all``)."""
+        node: ``nodes.run_all``; a single command is sent as it is)."""
         with self.translated(operation):
             client = await self.connections.get()
             if not self.schema_checked:
                 await self.ensure_schema(client.execute_command)
+            if len(commands) == 1:
+                return [await client.execute_command(*commands[0])]
             return await run_all(client, commands)
 
     async def fan_scripts(
@@ -214,11 +216,15 @@ class RedisLink:
         operation: str,
         calls: Sequence[tuple[LuaScript, Sequence[bytes], Sequence[str | bytes]]],
     ) -> list[Any]:
-        """The replies of read-only (or idempotent) scripts, run at once."""
+        """The replies of read-only (or idempotent) scripts, run at once (a single script is
+        sent as it is)."""
         with self.translated(operation):
             client = await self.connections.get()
             if not self.schema_checked:
                 await self.ensure_schema(client.execute_command)
+            if len(calls) == 1:
+                [(script, keys, args)] = calls
+                return [await script.run(client.execute_command, keys, args)]
             return await scripts_all(client, calls)
 
     async def every_bucket(

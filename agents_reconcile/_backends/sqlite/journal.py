@@ -32,7 +32,7 @@ from .aside import SQLiteAside
 from .backend import path_of
 from .effects import SQLiteEffects
 from .files import FLOOR, SCHEMA, SCHEMA_VERSION, JournalFile
-from .reads import SQLiteReads
+from .pages import SQLitePages
 from .retention import SQLiteRetention
 from .sealing import SQLiteSealing
 from .statements import (
@@ -53,7 +53,7 @@ __all__ = ["SCHEMA", "SCHEMA_VERSION", "SQLiteJournal"]
 _SHARED: dict[Path, SQLiteJournal] = {}
 
 
-class SQLiteJournal(SQLiteRetention, SQLiteEffects, SQLiteReads):
+class SQLiteJournal(SQLiteRetention, SQLiteEffects):
     """``IntentJournal`` (and ``EffectJournal``, from ``SQLiteEffects``; ``PruningJournal``,
     from ``SQLiteRetention``) in one SQLite file (created with its schema on first use).
 
@@ -68,7 +68,6 @@ class SQLiteJournal(SQLiteRetention, SQLiteEffects, SQLiteReads):
         effects=True,
         folds_clearing=True,
         starts_eagerly=True,
-        pages=True,
         prunes=True,
     )
 
@@ -89,6 +88,8 @@ class SQLiteJournal(SQLiteRetention, SQLiteEffects, SQLiteReads):
         """The keys that open sealed batches: those of every wrapper using this journal."""
         self.aside = SQLiteAside(self._file)
         """Damaged intents set aside (``JournalAside``)."""
+        self.pages = SQLitePages(self._file, self.keyring)
+        """Its listings a page at a time (``JournalPages``)."""
         self.sealing = SQLiteSealing(self._file)
         """The mark of a sealed journal (``JournalSealing``)."""
         self._prune_cursors = {}

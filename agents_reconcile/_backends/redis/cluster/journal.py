@@ -11,8 +11,8 @@ one bucket is done in steps, none of them a script across slots:
   the intent is removed (and marked settled) where its session is (``scripts/release.lua``,
   under the same claim check), then the decision stored and counted where its session is;
 - the journal-wide reads ask every bucket at once, one pipeline per node (``reads.py``,
-  ``pages.py``, ``effects.py``; the aside component, ``redis/aside.py``), and so do pruning
-  (``retention.py``) and the schema's version (``link.py``).
+  ``effects.py``; the aside and pages components, ``redis/aside.py``, ``redis/pages.py``),
+  and so do pruning (``retention.py``) and the schema's version (``link.py``).
 
 The one-step append of a journal and a store on one server (``fused.py``) is not used: a
 cluster client names no single server (``backend.server_of``).
@@ -44,7 +44,6 @@ from ..replicas import split as split_wait
 from .claims import ClusterClaims
 from .effects import ClusterEffects
 from .layout import BucketKeys
-from .pages import ClusterPages
 from .reads import ClusterReads
 from .retention import ClusterRetention, ClusterWalks
 
@@ -66,7 +65,6 @@ _CLUSTER_SCRIPTS: Final = {
 class RedisClusterJournal(
     ClusterClaims,
     ClusterReads,
-    ClusterPages,
     ClusterEffects,
     ClusterRetention,
     RedisJournal,

@@ -1,5 +1,6 @@
-"""The SQLite journal's pages of its listings (``pending_page``, ``started_effects_page``), for
-an operator's view of every pending intent and started effect.
+"""The SQLite journal's pages component (``JournalPages``): its listings of unresolved intents
+and started effects a page at a time, for an operator's view of every pending intent and
+started effect.
 
 Each page is one read transaction on the journal's file (``files.JournalFile``): the page's
 rows with the newest decision of each, found through ``intents_by_session`` (or ``effects_started``)
@@ -16,14 +17,15 @@ from typing import Any, Final
 
 from ..._core.effect_records import Effect
 from ..._core.sealing import Keyring
-from ..journal import COUNT_LIMIT, JournalEntry, Page, require_limit
+from ..components import COUNT_LIMIT, Page
+from ..journal import JournalEntry, require_limit
 from ..pages import INTENT_CURSOR, WAITING_ACTIONS, page, read_cursor
 from ..rows import checked_effect, checked_entry, each
 from .effects import JOURNAL_NOW
 from .files import JournalFile
 from .statements import newest_by_intent
 
-__all__ = ["SQLiteReads"]
+__all__ = ["SQLitePages"]
 
 _INTENT_KEY: Final = "(session_id, backend, created_at, intent_id)"
 _EFFECT_KEY: Final = "(session_id, rowid)"
@@ -82,14 +84,14 @@ def _where(by_session: bool, from_cursor: bool, key: str, marks: str) -> str:
     return " AND ".join(conditions)
 
 
-class SQLiteReads:
-    """``pending_page`` and ``started_effects_page`` for ``SQLiteJournal``, over its file
-    ``_file``."""
+class SQLitePages:
+    """``JournalPages`` on a journal's file, its records opened with the journal's keyring."""
 
-    keyring: Keyring
-    _file: JournalFile
+    def __init__(self, file: JournalFile, keyring: Keyring) -> None:
+        self._file = file
+        self._keyring = keyring
 
-    async def pending_page(
+    async def intents(
         self, *, limit: int, after: str | None = None, session_id: str | None = None
     ) -> Page[JournalEntry]:
         require_limit(limit)
@@ -103,7 +105,7 @@ class SQLiteReads:
             return _read_page(conn, page_sql, after_sql, chosen, start, limit, _intent_sort, ())
 
         rows, (more, waiting) = await self._file.run(read)
-        keyring = self.keyring
+        keyring = self._keyring
         entries = each(
             rows,
             lambda row: _entry(row, keyring),
@@ -115,7 +117,7 @@ class SQLiteReads:
         last = _intent_sort(rows[-1]) if rows else None
         return page(entries, newest, more=more, waiting=waiting, last=last)
 
-    async def started_effects_page(
+    async def started_effects(
         self,
         *,
         limit: int,
@@ -137,7 +139,7 @@ class SQLiteReads:
             )
 
         rows, (more, waiting) = await self._file.run(read)
-        keyring = self.keyring
+        keyring = self._keyring
         effects = each(
             rows,
             lambda row: checked_effect(
