@@ -78,7 +78,7 @@ async def prune_all(journal: Any, rows: int) -> tuple[Pruned, int, float, bool]:
     total, calls = Pruned(), 0
     started = time.perf_counter()
     while calls < most:
-        answer = await journal.prune(KEPT, limit=LIMIT)
+        answer = await journal.retention.prune(KEPT, limit=LIMIT)
         total, calls = total + answer, calls + 1
         if answer.done:
             break

@@ -273,7 +273,7 @@ async def check_stamps(journal: Any, size: int) -> None:
 
     async def idle(hours: int) -> int:
         kept = Retention(decisions=None, receipts=None, idle_sessions=timedelta(hours=hours))
-        return int((await journal.prune(kept, limit=most, dry_run=True)).write_counts)
+        return int((await journal.retention.prune(kept, limit=most, dry_run=True)).write_counts)
 
     none, nearly_all = await idle(25), await idle(23)
     if none or not 0.95 * most <= nearly_all <= most:

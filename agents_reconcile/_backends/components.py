@@ -13,9 +13,17 @@ from typing import Final, Generic, Protocol, TypeVar, runtime_checkable
 
 from .._core.effect_records import Effect
 from .._core.records import Decision, JournalEntry
+from .._core.retention import Pruned, Retention
 from .aside import RawIntent, SetAside
 
-__all__ = ["COUNT_LIMIT", "JournalAside", "JournalPages", "JournalSealing", "Page"]
+__all__ = [
+    "COUNT_LIMIT",
+    "JournalAside",
+    "JournalPages",
+    "JournalRetention",
+    "JournalSealing",
+    "Page",
+]
 
 _Row = TypeVar("_Row")
 
@@ -130,4 +138,31 @@ class JournalPages(Protocol):
         and were begun (or last taken over) before ``overdue_before``, a time (none when
         None), by the journal's own record of when: one that keeps only when an effect was
         first begun counts by that, so more, never fewer."""
+        ...
+
+
+@runtime_checkable
+class JournalRetention(Protocol):
+    """Removing what a journal's retention lets go and no guarantee needs (the table in
+    ``_core/retention.py``). Every journal of this package has one; the sealing mark is never
+    removed."""
+
+    async def prune(
+        self, retention: Retention, *, limit: int | None = None, dry_run: bool = False
+    ) -> Pruned:
+        """Remove the decisions, set-aside entries, receipts and idle sessions' write counts
+        older than ``retention`` keeps them, never one a guarantee still needs: a decision
+        about an unresolved intent, a started effect, a receipt or the count of a session
+        with an unresolved intent (its batch may hold an effect's output, checked against the
+        receipt before the intent is accepted or replayed). Ages are judged on the journal's
+        clock for what it stamps itself (receipts, counts, set-aside entries) and by
+        ``decided_at`` for decisions. A pruned count raises the journal's floor to it
+        (``write_count``) in the same atomic step.
+
+        Each removal checks its rule again in the step that removes (a session counted, or an
+        intent opened, since the call began keeps what it needs), so a pruner that is
+        frozen, cancelled or on another host removes nothing still needed. ``limit``: at most
+        that many rows of each kind are examined, oldest first (None: everything due); the
+        answer's ``done`` is False while more may be due. ``dry_run``: count, remove nothing.
+        """
         ...

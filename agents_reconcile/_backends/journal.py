@@ -21,8 +21,7 @@ from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
     from .._core.effect_records import Effect
-    from .._core.retention import Pruned, Retention
-    from .components import JournalAside, JournalPages, JournalSealing
+    from .components import JournalAside, JournalPages, JournalRetention, JournalSealing
 
 __all__ = [
     "ACTIVE_STATES",
@@ -34,12 +33,10 @@ __all__ = [
     "IntentState",
     "JournalEntry",
     "Opened",
-    "PruningJournal",
     "capabilities_of",
     "journal_gaps",
     "keeps_effects",
     "meant_as_journal",
-    "prunes",
     "require_journal",
     "require_limit",
     "require_settling",
@@ -94,7 +91,7 @@ class IntentJournal(Protocol):
         """How many writes of this session the journal has counted (intents recorded, their
         acknowledgements (``discard``), settlements, and ``count_write`` calls): a tail read
         when the count was N is current while it is N. A count never goes down: a journal
-        that prunes idle sessions' counts (``PruningJournal``) reads a session without one as
+        that prunes idle sessions' counts (``journal.retention``) reads a session without one as
         the highest count it pruned, and counts its next write above that."""
         ...
 
@@ -221,6 +218,12 @@ class IntentJournal(Protocol):
         ...
 
     @property
+    def retention(self) -> JournalRetention | None:
+        """Pruning what the retention lets go (``JournalRetention``), or None: the journal
+        keeps everything."""
+        ...
+
+    @property
     def sealing(self) -> JournalSealing | None:
         """The mark of a sealed journal (``JournalSealing``), or None."""
         ...
@@ -275,32 +278,6 @@ class EffectJournal(IntentJournal, Protocol):
         ...
 
 
-@runtime_checkable
-class PruningJournal(IntentJournal, Protocol):
-    """A journal that removes what its retention lets go and no guarantee needs (the table in
-    ``_core/retention.py``)."""
-
-    async def prune(
-        self, retention: Retention, *, limit: int | None = None, dry_run: bool = False
-    ) -> Pruned:
-        """Remove the decisions, set-aside entries, receipts and idle sessions' write counts
-        older than ``retention`` keeps them, never one a guarantee still needs: a decision
-        about an unresolved intent, a started effect, a receipt or the count of a session
-        with an unresolved intent (its batch may hold an effect's output, checked against the
-        receipt before the intent is accepted or replayed). Ages are judged on the journal's
-        clock for what it stamps itself (receipts, counts, set-aside entries) and by
-        ``decided_at`` for decisions. A pruned count raises the journal's floor to it
-        (``write_count``) in the same atomic step.
-
-        Each removal checks its rule again in the step that removes (a session counted, or an
-        intent opened, since the call began keeps what it needs), so a pruner that is
-        frozen, cancelled or on another host removes nothing still needed. ``limit``: at most
-        that many rows of each kind are examined, oldest first (None: everything due); the
-        answer's ``done`` is False while more may be due. ``dry_run``: count, remove nothing.
-        """
-        ...
-
-
 @dataclass(frozen=True)
 class Capabilities:
     """What a journal offers beyond ``IntentJournal``, declared by the journal as its class
@@ -314,13 +291,11 @@ class Capabilities:
       append never meets its own previous intent.
     - ``starts_eagerly``: its calls capture nothing of the calling task, so one that answers
       at once may be started in the caller's task (``_core.cancellation.outliving_cancellation``).
-    - ``prunes``: a ``PruningJournal``, removing what its retention lets go.
     """
 
     effects: bool = False
     folds_clearing: bool = False
     starts_eagerly: bool = False
-    prunes: bool = False
 
 
 NOTHING_MORE: Final = Capabilities()
@@ -336,11 +311,6 @@ def capabilities_of(journal: object) -> Capabilities:
 def keeps_effects(journal: object) -> TypeGuard[EffectJournal]:
     """Whether ``journal`` declares ``effects`` (and so is an ``EffectJournal``)."""
     return capabilities_of(journal).effects
-
-
-def prunes(journal: object) -> TypeGuard[PruningJournal]:
-    """Whether ``journal`` declares ``prunes`` (and so is a ``PruningJournal``)."""
-    return capabilities_of(journal).prunes
 
 
 JOURNAL_METHODS: Final = (
@@ -364,7 +334,7 @@ JOURNAL_METHODS: Final = (
     "migrate",
 )
 """The methods of ``IntentJournal``: every one the wrapper may call."""
-JOURNAL_COMPONENTS: Final = ("aside", "pages", "sealing")
+JOURNAL_COMPONENTS: Final = ("aside", "pages", "retention", "sealing")
 """The components of ``IntentJournal``: attributes, each an object or None."""
 
 

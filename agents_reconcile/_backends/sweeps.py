@@ -1,5 +1,5 @@
 """What the SQL journals' limited sweeps found, kind by kind, and the ``Pruned`` they add up to
-(``PruningJournal.prune``)."""
+(``JournalRetention.prune``)."""
 
 from __future__ import annotations
 

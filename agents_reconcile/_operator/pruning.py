@@ -9,7 +9,6 @@ import argparse
 import asyncio
 from typing import Any, Final
 
-from .._backends.journal import prunes
 from .._backends.redaction import redacted
 from .._core.retention import KINDS, Pruned, Retention
 from ..errors import ConfigurationError
@@ -29,16 +28,17 @@ def prune(args: argparse.Namespace) -> int:
     async def run() -> tuple[Pruned, int]:
         journal = await command_journal(args, writing=not args.dry_run)
         try:
-            if not prunes(journal):
+            pruning = journal.retention
+            if pruning is None:
                 raise ConfigurationError(
-                    f"{type(journal).__qualname__} does not prune (it declares no "
-                    "Capabilities(prunes=True)): it keeps everything"
+                    f"{type(journal).__qualname__} does not prune (it has no retention "
+                    "component: journal.retention is None): it keeps everything"
                 )
             if args.dry_run:
-                return await journal.prune(retention, dry_run=True), 1
+                return await pruning.prune(retention, dry_run=True), 1
             total, steps = Pruned(), 0
             while steps < _MOST_BATCHES:
-                total, steps = total + await journal.prune(retention, limit=args.batch), steps + 1
+                total, steps = total + await pruning.prune(retention, limit=args.batch), steps + 1
                 if total.done:
                     break
             return total, steps

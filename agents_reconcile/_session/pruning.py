@@ -4,7 +4,7 @@ One ``Pruner`` per journal object in a process. A wrapper's append asks it (a cl
 comparison) whether a prune is due; when one is, a task prunes a bounded batch
 (``BATCH`` rows of each kind) and the next is due ``INTERVAL`` later, or ``AGAIN`` later when
 the batch stopped at its bound with more due. The journal checks its rule again in each step
-that removes (``PruningJournal.prune``), so a prune that is slow, cancelled or overtaken by
+that removes (``journal.retention.prune``), so a prune that is slow, cancelled or overtaken by
 writes removes nothing still needed; a prune that fails is logged and tried again later.
 """
 
@@ -16,7 +16,7 @@ import time
 import weakref
 from typing import Final
 
-from .._backends.journal import IntentJournal, prunes
+from .._backends.journal import IntentJournal
 from .._core.retention import KINDS, Pruned, Retention
 
 __all__ = ["AGAIN", "BATCH", "INTERVAL", "Pruner", "pruner_for"]
@@ -46,10 +46,10 @@ class Pruner:
     def kick(self) -> None:
         """Start a prune now, unless one is running (call when ``due`` has passed)."""
         journal = self._journal()
-        if journal is None or not prunes(journal) or self._task is not None:
+        if journal is None or journal.retention is None or self._task is not None:
             return
         self.due = time.monotonic() + INTERVAL
-        task = asyncio.ensure_future(journal.prune(self.retention, limit=BATCH))
+        task = asyncio.ensure_future(journal.retention.prune(self.retention, limit=BATCH))
         self._task = task
         task.add_done_callback(self._finished)
 
@@ -75,11 +75,11 @@ _PRUNERS: weakref.WeakKeyDictionary[IntentJournal, Pruner] = weakref.WeakKeyDict
 
 
 def pruner_for(journal: IntentJournal, retention: Retention | None) -> Pruner | None:
-    """The journal's pruner in this process (made on first use), or None when the journal
-    does not prune or ``retention`` keeps everything. Wrappers sharing a journal object with
-    different retentions have it pruned by the longest of each (None, kept for good, the
-    longest of all): one wrapper's shorter retention never removes what another's keeps."""
-    if retention is None or retention.keeps_everything or not prunes(journal):
+    """The journal's pruner in this process (made on first use), or None when the journal has no
+    retention component or ``retention`` keeps everything. Wrappers sharing a journal object with
+    different retentions have it pruned by the longest of each (None, kept for good, the longest of
+    all): one wrapper's shorter retention never removes what another's keeps."""
+    if retention is None or retention.keeps_everything or journal.retention is None:
         return None
     try:
         found = _PRUNERS.get(journal)

@@ -31,9 +31,9 @@ __all__ = [
     "check_store",
 ]
 
-JOURNAL_KINDS = ("journal", "effects", "aside", "pages", "sealing")
-"""What a journal is checked for: the intent journal contracts, and the effect, aside, pages
-and sealing ones where it offers them."""
+JOURNAL_KINDS = ("journal", "effects", "aside", "pages", "retention", "sealing")
+"""What a journal is checked for: the intent journal contracts, and the effect, aside, pages,
+retention and sealing ones where it offers them."""
 STORE_KINDS = ("store", "session")
 """What a revisioned store is checked for: its own contracts, and a plain session's."""
 SESSION_KINDS = ("session",)

@@ -26,11 +26,21 @@ __all__ = [
 
 _T = TypeVar("_T")
 
-KINDS: Final = ("journal", "effects", "aside", "pages", "sealing", "store", "session")
+KINDS: Final = (
+    "journal",
+    "effects",
+    "aside",
+    "pages",
+    "retention",
+    "sealing",
+    "store",
+    "session",
+)
 """The kinds of contract: an ``IntentJournal``'s, an ``EffectJournal``'s, an aside
 component's (``JournalAside``, ``journal.aside``), a pages component's (``JournalPages``,
-``journal.pages``), a sealing component's (``JournalSealing``, ``journal.sealing``), a
-revisioned store's, and a plain SDK ``Session``'s."""
+``journal.pages``), a retention component's (``JournalRetention``, ``journal.retention``), a
+sealing component's (``JournalSealing``, ``journal.sealing``), a revisioned store's, and a
+plain SDK ``Session``'s."""
 
 
 class ContractViolation(AssertionError):

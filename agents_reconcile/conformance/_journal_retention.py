@@ -1,7 +1,7 @@
-"""The contracts of a journal that prunes (``Capabilities(prunes=True)``): it removes what its
-retention lets go, never what a guarantee still needs, and a session's write count never goes
-down. Checked only where declared; skipped, with the reason, elsewhere (such a journal keeps
-everything)."""
+"""The retention component's contracts (``JournalRetention``, ``journal.retention``): it removes
+what its retention lets go, never what a guarantee still needs, and a session's write count
+never goes down. Checked on a journal whose ``retention`` is one; skipped, with the reason, on
+one whose ``retention`` is None (such a journal keeps everything)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import time
 from datetime import timedelta
 from typing import Any, Final
 
-from .._backends.journal import keeps_effects, prunes
+from .._backends.journal import keeps_effects
 from .._core.fingerprint import digest_items
 from .._core.records import Action, PendingWrite
 from .._core.retention import Pruned, Retention
@@ -20,6 +20,11 @@ from ._records import BACKEND, ME, make_decision, make_effect, make_intent
 
 __all__: list[str] = []
 
+NO_RETENTION: Final = (
+    "the journal has no retention component (journal.retention is None; a JournalRetention: "
+    "prune): it keeps everything"
+)
+
 DAY: Final = 86_400.0
 # Only the kind a check is about is let go; the others are kept for good.
 _DECISIONS: Final = Retention(decisions=timedelta(days=1), receipts=None, idle_sessions=None)
@@ -28,14 +33,14 @@ _EVERYTHING_NOW: Final = Retention(0, 0, 0)
 
 async def _pruning_journal(subject: Subject) -> Any:
     journal = await journal_of(subject)
-    if not prunes(journal):
-        skip("the journal does not declare Capabilities(prunes=True): it keeps everything")
+    if journal.retention is None:
+        skip(NO_RETENTION)
     return journal
 
 
 async def _prune(journal: Any, retention: Retention, **options: Any) -> Pruned:
-    pruned = await journal.prune(retention, **options)
-    require(isinstance(pruned, Pruned), f"prune() answered {pruned!r}, not a Pruned")
+    pruned = await journal.retention.prune(retention, **options)
+    require(isinstance(pruned, Pruned), f"retention.prune() answered {pruned!r}, not a Pruned")
     return pruned  # type: ignore[no-any-return]
 
 
@@ -45,11 +50,11 @@ async def _settled(journal: Any, name: str, at: float, session_id: str = "sessio
     await journal.settle(make_decision(intent, decided_at=at))
 
 
-@contract("journal")
+@contract("retention")
 async def pruning_removes_old_decisions_and_keeps_those_of_unresolved_intents(
     subject: Subject,
 ) -> None:
-    """``prune()`` removes the decisions decided longer ago than the retention keeps them,
+    """``retention.prune()`` removes the decisions decided longer ago than the retention keeps them,
     unless their intent is unresolved: a denial nobody resolved stays, however old, and so
     does its intent; younger decisions stay. A dry run counts the same and removes nothing."""
     journal = await _pruning_journal(subject)
@@ -69,7 +74,7 @@ async def pruning_removes_old_decisions_and_keeps_those_of_unresolved_intents(
     pruned = await _prune(journal, _DECISIONS)
     require(
         (pruned.decisions, pruned.done) == (2, True) and pruned.bytes > 0,
-        f"prune() answered {pruned}, not two decisions removed (with their bytes), done",
+        f"retention.prune() answered {pruned}, not two decisions removed (with their bytes), done",
     )
     kept = {d.intent_id for d in await journal.decisions(limit=100)}
     require(kept == {"young", "denied"}, f"after pruning, decisions about {sorted(kept)} remain")
@@ -78,17 +83,17 @@ async def pruning_removes_old_decisions_and_keeps_those_of_unresolved_intents(
         "pruning touched an unresolved intent",
     )
     again = await _prune(journal, _DECISIONS)
-    require(again.rows == 0, f"a second prune() removed {again} more")
+    require(again.rows == 0, f"a second retention.prune() removed {again} more")
     kept_all = await _prune(journal, Retention(decisions=10 * DAY))
     require(kept_all.decisions == 0, "a retention longer than every age removed decisions")
 
 
-@contract("journal")
+@contract("retention")
 async def pruned_write_counts_never_go_down(subject: Subject) -> None:
-    """``prune()`` removes the write counts of sessions idle longer than the retention keeps
-    them, never that of a session with an unresolved intent; a session whose count was pruned
-    reads at least the count it had (the journal's floor), and its next write counts above it,
-    as does a new session's. A retention longer than the idle time removes none."""
+    """``retention.prune()`` removes the write counts of sessions idle longer than the retention
+    keeps them, never that of a session with an unresolved intent; a session whose count was pruned
+    reads at least the count it had (the journal's floor), and its next write counts above it, as
+    does a new session's. A retention longer than the idle time removes none."""
     journal = await _pruning_journal(subject)
     for _ in range(3):
         await journal.count_write("idle-a", BACKEND)
@@ -102,7 +107,8 @@ async def pruned_write_counts_never_go_down(subject: Subject) -> None:
     pruned = await _prune(journal, Retention(None, None, 0))
     require(
         (pruned.write_counts, pruned.done) == (2, True),
-        f"prune() of idle counts answered {pruned}, not the two idle sessions' counts, done",
+        f"retention.prune() of idle counts answered {pruned}, not the two idle sessions' "
+        "counts, done",
     )
     require(
         await journal.write_count("busy", BACKEND) == busy_count,
@@ -124,10 +130,11 @@ async def pruned_write_counts_never_go_down(subject: Subject) -> None:
     )
 
 
-@contract("journal")
+@contract("retention")
 async def pruning_keeps_started_effects_and_young_receipts(subject: Subject) -> None:
-    """``prune()`` removes receipts stored longer ago than the retention keeps them; a started
-    effect (no receipt) stays however old, and so does a receipt younger than the retention."""
+    """``retention.prune()`` removes receipts stored longer ago than the retention keeps them; a
+    started effect (no receipt) stays however old, and so does a receipt younger than the
+    retention."""
     journal = await _pruning_journal(subject)
     if not keeps_effects(journal):
         skip("the journal keeps no effects")
@@ -139,7 +146,9 @@ async def pruning_keeps_started_effects_and_young_receipts(subject: Subject) -> 
     require((await _prune(journal, receipts)).receipts == 0, "a young receipt was pruned")
     await asyncio.sleep(0.05)
     pruned = await _prune(journal, Retention(None, 0, None))
-    require(pruned.receipts == 1, f"prune() answered {pruned}, not one old receipt removed")
+    require(
+        pruned.receipts == 1, f"retention.prune() answered {pruned}, not one old receipt removed"
+    )
     require(await journal.effect(done.key) is None, "the pruned receipt still reads back")
     require(
         [e.key for e in await journal.started_effects()] == [started.key],
@@ -167,9 +176,9 @@ def _tool_turn(intent_id: str, session_id: str, call_id: str, output: str) -> Pe
     )
 
 
-@contract("journal")
+@contract("retention")
 async def pruning_keeps_receipts_an_unresolved_intent_needs(subject: Subject) -> None:
-    """``prune()`` keeps, however old, the receipt of an effect whose output a write still
+    """``retention.prune()`` keeps, however old, the receipt of an effect whose output a write still
     unresolved holds (its session's unresolved intent is checked against it before it is
     accepted or replayed), and removes it once that intent is settled; an old receipt no
     unresolved intent needs goes as ever. A dry run counts the same."""
@@ -188,26 +197,29 @@ async def pruning_keeps_receipts_an_unresolved_intent_needs(subject: Subject) ->
     dry = await _prune(journal, receipts_now, dry_run=True)
     require(dry.receipts == 1, f"a dry run counts {dry.receipts} receipts, not the idle one")
     pruned = await _prune(journal, receipts_now)
-    require(pruned.receipts == 1, f"prune() removed {pruned.receipts} receipts, not the idle one")
+    require(
+        pruned.receipts == 1,
+        f"retention.prune() removed {pruned.receipts} receipts, not the idle one",
+    )
     kept = await journal.effect(needed.key)
     require(
         kept is not None
         and kept.output_digest == needed.with_receipt("charged 5", at=0).output_digest,
-        "prune() removed the receipt of an effect whose output an unresolved intent holds: the "
-        "check of that output before it is accepted would pass for want of the receipt",
+        "retention.prune() removed the receipt of an effect whose output an unresolved intent "
+        "holds: the check of that output before it is accepted would pass for want of the receipt",
     )
     require(await journal.effect(idle.key) is None, "the receipt nobody needs was kept")
     await journal.settle(make_decision(pending))
     after = await _prune(journal, receipts_now)
     require(
         after.receipts == 1 and await journal.effect(needed.key) is None,
-        f"once its intent settled, prune() answered {after} and kept the old receipt",
+        f"once its intent settled, retention.prune() answered {after} and kept the old receipt",
     )
 
 
-@contract("journal")
+@contract("retention")
 async def pruning_removes_old_set_aside_entries(subject: Subject) -> None:
-    """``prune()`` removes set-aside entries set aside longer ago than the decisions'
+    """``retention.prune()`` removes set-aside entries set aside longer ago than the decisions'
     retention, with their decisions, and keeps younger ones."""
     journal = await _pruning_journal(subject)
     if journal.aside is None:
@@ -224,13 +236,13 @@ async def pruning_removes_old_set_aside_entries(subject: Subject) -> None:
     pruned = await _prune(journal, _DECISIONS)
     require(
         (pruned.set_aside, pruned.decisions) == (1, 1),
-        f"prune() answered {pruned}, not the old entry and its decision",
+        f"retention.prune() answered {pruned}, not the old entry and its decision",
     )
     left = [entry.intent_id for entry in await journal.aside.entries()]
     require(left == ["aside-young"], f"set-aside entries left: {left}")
 
 
-@contract("journal")
+@contract("retention")
 async def pruning_is_bounded_by_its_limit(subject: Subject) -> None:
     """``prune(limit=n)`` removes at most ``n`` rows of each kind and says it is not done while
     more are due; called again, it removes the rest and says so, also when the kinds it
@@ -259,9 +271,9 @@ async def pruning_is_bounded_by_its_limit(subject: Subject) -> None:
     require(left == ["young-0", "young-1", "young-2"], f"after pruning ended, left: {left}")
 
 
-@contract("journal")
+@contract("retention")
 async def pruning_beside_writers_loses_nothing_they_need(subject: Subject) -> None:
-    """``prune()`` with nothing kept, run again and again while other workers open, claim,
+    """``retention.prune()`` with nothing kept, run again and again while other workers open, claim,
     acknowledge and settle intents, never removes an unresolved intent, a denial of one, or a
     count a writer still reads: each writer's counts only grow."""
     journal = await _pruning_journal(subject)
@@ -294,7 +306,7 @@ async def pruning_beside_writers_loses_nothing_they_need(subject: Subject) -> No
 
     async def pruner() -> None:
         while not stop.is_set():
-            await journal.prune(_EVERYTHING_NOW, limit=50)
+            await journal.retention.prune(_EVERYTHING_NOW, limit=50)
             await asyncio.sleep(0)
 
     running = asyncio.ensure_future(pruner())

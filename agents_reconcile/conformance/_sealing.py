@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from .._backends.journal import prunes
 from .._core.retention import Retention
 from ._core import Subject, contract, require, skip
 from ._journal import FAILED, journal_of, worker
+from ._journal_retention import NO_RETENTION
 from ._records import ME, make_intent
 
 __all__: list[str] = []
@@ -54,15 +54,15 @@ async def sealing_marks_only_add_up_and_read_back(subject: Subject) -> None:
 
 @contract("sealing")
 async def pruning_keeps_the_sealing_mark(subject: Subject) -> None:
-    """``prune()`` with every retention at zero leaves the sealing mark whole: a journal once
-    sealed is known to be sealed when no sealed record is left in it."""
+    """``retention.prune()`` with every retention at zero leaves the sealing mark whole: a journal
+    once sealed is known to be sealed when no sealed record is left in it."""
     journal = await _sealing_journal(subject)
     sealing = journal.sealing
-    if not prunes(journal):
-        skip("the journal does not declare Capabilities(prunes=True): it keeps everything")
+    if journal.retention is None:
+        skip(NO_RETENTION)
     await sealing.mark(list(_FIRST))
     intent = make_intent("i-1")
     await journal.record(intent, state=FAILED, owner=ME)
-    await journal.prune(Retention(0, 0, 0))
+    await journal.retention.prune(Retention(0, 0, 0))
     found = await _keys(journal)
-    require(found == frozenset(_FIRST), f"after prune(), keys() is {set(found)}")
+    require(found == frozenset(_FIRST), f"after retention.prune(), keys() is {set(found)}")

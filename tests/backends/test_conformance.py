@@ -164,14 +164,9 @@ async def test_a_journal_declaring_nothing_skips_the_contracts_of_what_it_lacks_
     assert "has no sealing component" in by_kind["sealing"]
     assert "no schema" in skipped["schema_check_writes_nothing_and_migrate_is_idempotent"]
     assert "has no pages component" in by_kind["pages"]
-    pruned = skipped["pruned_write_counts_never_go_down"]
-    assert "does not declare Capabilities(prunes=True)" in pruned
+    assert "has no retention component" in by_kind["retention"]
     for result in report.results:
-        applies = (
-            result.contract.kind == "journal"
-            and "schema" not in result.contract.name
-            and "prun" not in result.contract.name
-        )
+        applies = result.contract.kind == "journal" and "schema" not in result.contract.name
         assert result.status == ("passed" if applies else "skipped"), result.contract.name
 
 
@@ -264,7 +259,9 @@ def test_the_docs_example_runs_as_written(tmp_path: Path) -> None:
         )
         # The toy journal breaks one contract; it has no schema (two skipped); the SDK's
         # SQLiteSession keeps every session contract.
-        journal_contracts = len(contracts("journal", "effects", "aside", "pages", "sealing"))
+        journal_contracts = len(
+            contracts("journal", "effects", "aside", "pages", "retention", "sealing")
+        )
         passed = journal_contracts - 3 + len(contracts("session"))
         assert f"1 failed, {passed} passed, 2 skipped" in done.stdout, done.stdout
         failed = "FAILED test_my_journal.py::TestForgetfulJournal::test_decisions_honour_limit"

@@ -927,7 +927,7 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
         ),
         "pending": lambda: journal.pending(None),
         "pages.intents": lambda: journal.pages.intents(limit=5),
-        "prune": lambda: journal.prune(Retention(0, 0, 0)),
+        "retention.prune": lambda: journal.retention.prune(Retention(0, 0, 0)),
         "aside.raw": lambda: journal.aside.raw("held"),
         "record": lambda: journal.record(
             make_intent("recorded"), state=IntentState.FAILED, owner=owner

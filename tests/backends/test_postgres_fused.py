@@ -945,7 +945,7 @@ async def test_an_append_after_its_count_was_pruned_counts_above_the_floor(place
     for _ in range(5):
         await journal.count_write("other", BACKEND)
     await asyncio.sleep(0.02)
-    assert (await journal.prune(Retention(None, None, 0))).write_counts == 2
+    assert (await journal.retention.prune(Retention(None, None, 0))).write_counts == 2
     assert await journal.write_count(store.session_id, BACKEND) == 5  # the floor
 
     admin = await asyncpg.connect(place.url)

@@ -199,9 +199,9 @@ async def test_every_command_a_journal_sends_touches_one_slot_of_its_own_buckets
         await journal.decisions(session_id="session-a")
         await journal.newest_decisions(["i-2", "b-1"])
         await journal.aside.entries()
-        await journal.prune(Retention(0, 0, 0), dry_run=True)
-        await journal.prune(Retention(0, 0, 0))
-        await journal.prune(Retention(0, 0, 0), limit=3)
+        await journal.retention.prune(Retention(0, 0, 0), dry_run=True)
+        await journal.retention.prune(Retention(0, 0, 0))
+        await journal.retention.prune(Retention(0, 0, 0), limit=3)
         await journal.keys_held()
         await store.append_if(
             [{"role": "user", "content": "hi"}], expected=0, write_id="w", writer="t"
@@ -350,7 +350,7 @@ async def test_pruned_counts_raise_every_buckets_floor(journal: RedisClusterJour
     for _ in range(4):
         await journal.count_write("idle", BACKEND)
     await asyncio.sleep(0.02)
-    pruned = await journal.prune(Retention(None, None, 0))
+    pruned = await journal.retention.prune(Retention(None, None, 0))
     assert pruned.write_counts == 1
     layout = journal._layout
     stranger = next(

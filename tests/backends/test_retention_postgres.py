@@ -133,7 +133,7 @@ async def test_a_version_1_journal_keeps_its_counts_stamped_at_the_upgrade(
     assert len(stamps) == 2
     assert all(before <= row["counted_at"] <= after for row in stamps), (before, stamps, after)
     assert await floor(admin, schema) == 0
-    kept = await journal.prune(Retention(None, None, timedelta(hours=1)))
+    kept = await journal.retention.prune(Retention(None, None, timedelta(hours=1)))
     assert kept.rows == 0 and kept.done
     assert await counts(admin, schema) == {"idle": 5, "busy": 2}
     assert await journal.write_count("busy", BACKEND) == 2
@@ -201,7 +201,7 @@ async def test_the_floor_is_kept_in_the_database(
         await journal.count_write("idle-a", BACKEND)
     await journal.count_write("idle-b", BACKEND)
     await asyncio.sleep(0.02)
-    pruned = await journal.prune(IDLE_NOW)
+    pruned = await journal.retention.prune(IDLE_NOW)
     assert (pruned.write_counts, pruned.done) == (2, True)
     assert pruned.bytes == 2 * len(str(BACKEND)) + len("idle-a") + len("idle-b")
     assert await counts(admin, schema) == {}
@@ -221,7 +221,7 @@ async def test_the_floor_is_kept_in_the_database(
     await reopened.discard("new-1")
     await admin.execute(f'UPDATE "{schema}".write_floor SET write_count = 9')
     await asyncio.sleep(0.02)
-    assert (await reopened.prune(IDLE_NOW)).write_counts == 2
+    assert (await reopened.retention.prune(IDLE_NOW)).write_counts == 2
     assert await floor(admin, schema) == 9
 
 
@@ -264,8 +264,8 @@ async def test_pruning_removes_the_rows_from_the_tables(
     )
     await asyncio.sleep(0.02)
 
-    dry = await journal.prune(EVERYTHING_NOW, dry_run=True)
-    pruned = await journal.prune(EVERYTHING_NOW)
+    dry = await journal.retention.prune(EVERYTHING_NOW, dry_run=True)
+    pruned = await journal.retention.prune(EVERYTHING_NOW)
     assert dry == pruned
     assert (pruned.decisions, pruned.set_aside, pruned.receipts, pruned.write_counts) == (
         2,
@@ -282,7 +282,7 @@ async def test_pruning_removes_the_rows_from_the_tables(
     assert await counts(admin, schema) == {"open": 1}
     assert await floor(admin, schema) == 2  # settled: recorded, then settled
     assert [e.intent.intent_id for e in await journal.pending(None)] == ["denied"]
-    assert (await journal.prune(EVERYTHING_NOW)).rows == 0
+    assert (await journal.retention.prune(EVERYTHING_NOW)).rows == 0
 
 
 async def test_a_limited_prune_sweeps_on_past_what_it_keeps(
@@ -303,8 +303,8 @@ async def test_a_limited_prune_sweeps_on_past_what_it_keeps(
     decisions_only = Retention(decisions=timedelta(days=1), receipts=None, idle_sessions=None)
     answers = []
     for _ in range(5):
-        dry = await journal.prune(decisions_only, limit=1, dry_run=True)
-        pruned = await journal.prune(decisions_only, limit=1)
+        dry = await journal.retention.prune(decisions_only, limit=1, dry_run=True)
+        pruned = await journal.retention.prune(decisions_only, limit=1)
         assert dry.decisions == pruned.decisions
         answers.append((pruned.decisions, pruned.done))
         if pruned.done:
@@ -344,7 +344,7 @@ async def test_a_write_after_the_count_was_read_keeps_it(
         return rows
 
     monkeypatch.setattr(pg_retention, "_examine", then_write)
-    pruned = await journal.prune(IDLE_NOW)
+    pruned = await journal.retention.prune(IDLE_NOW)
     assert read and pruned.write_counts == 0
     assert await floor(admin, schema) == 0
     assert await counts(admin, schema) == {"session-a": read[0] + 1}
@@ -367,7 +367,7 @@ async def test_a_count_whose_row_a_writer_holds_is_passed_over(
             f'SELECT 1 FROM "{schema}".session_writes WHERE session_id = $1 FOR UPDATE',
             "session-a",
         )
-        pruned = await asyncio.wait_for(journal.prune(IDLE_NOW), 5)
+        pruned = await asyncio.wait_for(journal.retention.prune(IDLE_NOW), 5)
         await admin.execute(
             f'INSERT INTO "{schema}".intents (intent_id, session_id, backend, state, owner,'
             " created_at, updated_at, record) VALUES ($1, $2, $3, 'failed', $4, 1, 1, $5)",
@@ -387,7 +387,7 @@ async def test_a_count_whose_row_a_writer_holds_is_passed_over(
     assert await floor(admin, schema) == 1
     await journal.discard("theirs")
     await asyncio.sleep(0.02)
-    assert (await journal.prune(IDLE_NOW)).write_counts == 1
+    assert (await journal.retention.prune(IDLE_NOW)).write_counts == 1
     assert await counts(admin, schema) == {} and await floor(admin, schema) == 3
 
 
@@ -402,12 +402,12 @@ async def test_a_floor_taken_by_a_row_being_made_is_not_waited_for(
     await asyncio.sleep(0.02)
     async with admin.transaction():
         await admin.execute(f'SELECT 1 FROM "{schema}".write_floor FOR SHARE')
-        pruned = await asyncio.wait_for(journal.prune(IDLE_NOW), 5)
+        pruned = await asyncio.wait_for(journal.retention.prune(IDLE_NOW), 5)
         assert (pruned.write_counts, pruned.done) == (0, False)
         # Another row is made meanwhile, at the floor as it stands.
         assert await asyncio.wait_for(journal.count_write("new", BACKEND), 5) == 1
     assert await counts(admin, schema) == {"idle": 1, "new": 1}
-    pruned = await journal.prune(IDLE_NOW)
+    pruned = await journal.retention.prune(IDLE_NOW)
     assert (pruned.write_counts, pruned.done) == (2, True)
 
 
@@ -425,13 +425,13 @@ async def test_a_decision_of_a_session_a_writer_holds_waits_for_a_later_pass(
     await journal.note(make_decision(denied, action=Action.DENIED, decided_at=old))
     await journal.discard("denied", owner=owner)
     decisions_only = Retention(decisions=timedelta(days=1), receipts=None, idle_sessions=None)
-    assert (await journal.prune(decisions_only, dry_run=True)).decisions == 1
+    assert (await journal.retention.prune(decisions_only, dry_run=True)).decisions == 1
     async with admin.transaction():
         await admin.execute(
             f'SELECT 1 FROM "{schema}".session_writes WHERE session_id = $1 FOR UPDATE',
             "session-a",
         )
-        pruned = await asyncio.wait_for(journal.prune(decisions_only), 5)
+        pruned = await asyncio.wait_for(journal.retention.prune(decisions_only), 5)
         assert pruned.decisions == 0
         await admin.execute(
             f'INSERT INTO "{schema}".intents (intent_id, session_id, backend, state, owner,'
@@ -447,10 +447,10 @@ async def test_a_decision_of_a_session_a_writer_holds_waits_for_a_later_pass(
             " WHERE session_id = $1",
             "session-a",
         )
-    assert (await journal.prune(decisions_only)).decisions == 0
+    assert (await journal.retention.prune(decisions_only)).decisions == 0
     assert [d.action for d in await journal.decisions(intent_id="denied")] == [Action.DENIED]
     await journal.discard("denied", owner=owner)
-    assert (await journal.prune(decisions_only)).decisions == 1
+    assert (await journal.retention.prune(decisions_only)).decisions == 1
     assert await journal.decisions(intent_id="denied") == []
 
 
@@ -474,7 +474,7 @@ async def test_a_pruner_stalled_holding_the_floor_loses_its_connection(
     monkeypatch.setattr(pg_retention, "_STALL_LIMIT_MS", 300)
     monkeypatch.setattr(pg_retention, "_held", stall)
     decisions_only = Retention(decisions=timedelta(days=1), receipts=None, idle_sessions=None)
-    task = asyncio.create_task(journal.prune(decisions_only))
+    task = asyncio.create_task(journal.retention.prune(decisions_only))
     await asyncio.wait_for(stalled.wait(), 5)
     started = time.monotonic()
     assert await asyncio.wait_for(writer.count_write("new", BACKEND), 5) == 1

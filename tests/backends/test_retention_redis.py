@@ -157,8 +157,8 @@ async def test_a_layout_1_journal_upgraded_keeps_its_counts_aged_from_the_upgrad
     assert await upgrading.write_count("old", BACKEND) == 3
     assert await upgrading.migrate() == []
 
-    assert (await upgrading.prune(IDLE_HOUR)).write_counts == 0
-    due = await upgrading.prune(IDLE_NOW, dry_run=True)
+    assert (await upgrading.retention.prune(IDLE_HOUR)).write_counts == 0
+    due = await upgrading.retention.prune(IDLE_NOW, dry_run=True)
     assert due.write_counts == 1  # "old"; "busy" has an unresolved intent
     assert await upgrading.write_count("old", BACKEND) == 3
 
@@ -227,7 +227,7 @@ async def test_the_floor_is_a_key_a_new_journal_object_reads(
     for _ in range(5):
         await journal.count_write("five", BACKEND)
     await journal.count_write("one", BACKEND)
-    assert (await journal.prune(IDLE_NOW)).write_counts == 2
+    assert (await journal.retention.prune(IDLE_NOW)).write_counts == 2
     assert await raw.get(f"{prefix}:floor") == b"5"
 
     reopened = worker()
@@ -326,7 +326,7 @@ async def test_pruning_removes_decisions_from_every_key_that_held_them(
     await journal.note(make_decision(denied, action=Action.DENIED, decided_at=old))
     assert await raw.llen(f"{prefix}:log") == 3
 
-    pruned = await journal.prune(DECISIONS_DAY)
+    pruned = await journal.retention.prune(DECISIONS_DAY)
     assert (pruned.decisions, pruned.done) == (2, True) and pruned.bytes > 0
     assert await raw.lrange(f"{prefix}:log", 0, -1) == [b"3"]
     assert await raw.hkeys(f"{prefix}:decision") == [b"3"]
@@ -357,7 +357,7 @@ async def test_pruning_removes_receipts_counts_and_set_aside_entries_everywhere(
     assert await journal.aside.set_aside(found, *aside_of(found, time.time() - 3 * DAY))
 
     everything = Retention(0, 0, 0)
-    pruned = await journal.prune(everything)
+    pruned = await journal.retention.prune(everything)
     assert (pruned.receipts, pruned.set_aside, pruned.write_counts) == (1, 1, 1)
     assert pruned.decisions == 1 and pruned.done
     assert await raw.hkeys(f"{prefix}:effect_index") == [started.key.encode()]
@@ -408,9 +408,9 @@ async def test_a_dry_run_counts_what_pruning_would_remove_and_removes_nothing(
     await journal.finish_effect(effect.with_receipt("ok", at=2.0))
     kept = {key: await raw.dump(key) for key in await prefix_keys(raw, prefix)}
     everything = Retention(0, 0, 0)
-    dry = await journal.prune(everything, dry_run=True)
+    dry = await journal.retention.prune(everything, dry_run=True)
     assert {key: await raw.dump(key) for key in await prefix_keys(raw, prefix)} == kept
-    pruned = await journal.prune(everything)
+    pruned = await journal.retention.prune(everything)
     assert dry == pruned
     assert (pruned.decisions, pruned.receipts, pruned.write_counts) == (1, 1, 1)
 
@@ -426,7 +426,7 @@ async def test_a_count_under_a_backend_with_an_unresolved_intent_stays_with_the_
     for _ in range(4):
         await journal.count_write("session-a", other)
     await age(raw, prefix, "session-a", 2 * HOUR)
-    pruned = await journal.prune(IDLE_HOUR)
+    pruned = await journal.retention.prune(IDLE_HOUR)
     assert pruned.write_counts == 1
     counts = session_key(prefix, "session-a", "write_count")
     assert set(await raw.hkeys(counts)) == {str(BACKEND).encode(), STAMP.encode()}
@@ -449,13 +449,13 @@ async def test_a_count_raised_after_it_was_found_idle_is_kept(
     await age(raw, prefix, "raced", 2 * HOUR)
 
     ran = before_script(journal, "prune_counts", lambda: other.count_write("raced", BACKEND))
-    pruned = await journal.prune(IDLE_HOUR)
+    pruned = await journal.retention.prune(IDLE_HOUR)
     assert ran and pruned.write_counts == 0
     assert await raw.hget(session_key(prefix, "raced", "write_count"), str(BACKEND)) == b"3"
     assert await raw.exists(f"{prefix}:floor") == 0
 
     await age(raw, prefix, "raced", 2 * HOUR)
-    pruned = await other.prune(IDLE_HOUR)
+    pruned = await other.retention.prune(IDLE_HOUR)
     assert pruned.write_counts == 1
     assert await raw.get(f"{prefix}:floor") == b"3"
 
@@ -476,7 +476,7 @@ async def test_a_count_whose_session_opened_an_intent_after_it_was_found_is_kept
         await age(raw, prefix, "raced", 2 * HOUR)
 
     ran = before_script(journal, "prune_counts", opening)
-    assert (await journal.prune(IDLE_HOUR)).write_counts == 0
+    assert (await journal.retention.prune(IDLE_HOUR)).write_counts == 0
     assert ran and await journal.write_count("raced", BACKEND) == 2
 
 
@@ -493,7 +493,7 @@ async def test_a_decision_whose_intent_came_back_after_it_was_found_is_kept(
         make_decision(intent, action=Action.DENIED, decided_at=time.time() - DAY * 3)
     )
     await journal.discard("i-1")
-    assert (await journal.prune(DECISIONS_DAY, dry_run=True)).decisions == 1
+    assert (await journal.retention.prune(DECISIONS_DAY, dry_run=True)).decisions == 1
 
     async def again() -> None:
         await other.record(intent, state=IntentState.FAILED, owner=owner)
@@ -509,7 +509,7 @@ async def test_a_decision_whose_intent_came_back_after_it_was_found_is_kept(
         return await original(script, keys, args, **kwargs)
 
     journal._link.script = spy
-    assert (await journal.prune(DECISIONS_DAY)).decisions == 0
+    assert (await journal.retention.prune(DECISIONS_DAY)).decisions == 0
     assert runs == ["remove"]
     assert [d.intent_id for d in await journal.decisions(intent_id="i-1")] == ["i-1"]
     assert await raw.llen(f"{prefix}:log") == 1
@@ -527,12 +527,13 @@ async def test_a_limited_sweep_resumes_where_the_last_call_stopped(
     journal = worker()
     for n in range(4):
         await journal.count_write(f"s-{n}", BACKEND)
-    dry = await journal.prune(IDLE_NOW, limit=1, dry_run=True)
+    dry = await journal.retention.prune(IDLE_NOW, limit=1, dry_run=True)
     assert dry.write_counts <= 1 and not dry.done
-    assert journal._walks.counts.cursor == 0 and not journal._walks.counts.begun
+    counts = journal.retention._walks.counts
+    assert counts.sweep.cursor == 0 and not counts.sweep.begun
     removed, calls = 0, 0
     while True:
-        pruned = await journal.prune(IDLE_NOW, limit=1)
+        pruned = await journal.retention.prune(IDLE_NOW, limit=1)
         assert pruned.write_counts <= 1
         removed, calls = removed + pruned.write_counts, calls + 1
         if pruned.done:
@@ -540,7 +541,7 @@ async def test_a_limited_sweep_resumes_where_the_last_call_stopped(
         assert calls < 20
     assert removed == 4 and calls >= 4
     assert await raw.get(f"{prefix}:floor") == b"1"
-    assert not journal._walks.counts.begun
+    assert not journal.retention._walks.counts.sweep.begun
 
 
 async def test_a_limited_walk_of_decisions_goes_past_those_it_keeps(
@@ -561,7 +562,7 @@ async def test_a_limited_walk_of_decisions_goes_past_those_it_keeps(
         await journal.settle(make_decision(old, decided_at=now - 3 * DAY))
     removed = 0
     for _ in range(10):
-        pruned = await journal.prune(DECISIONS_DAY, limit=2)
+        pruned = await journal.retention.prune(DECISIONS_DAY, limit=2)
         removed += pruned.decisions
         if pruned.done:
             break

@@ -118,7 +118,7 @@ async def test_a_version_1_journal_keeps_its_counts_stamped_at_the_upgrade(
         assert len(stamps) == 2 and all(before - 0.002 <= at <= after + 0.002 for at in stamps)
         assert floor_of(path) == 0
 
-        kept = await journal.prune(Retention(None, None, timedelta(minutes=1)))
+        kept = await journal.retention.prune(Retention(None, None, timedelta(minutes=1)))
         assert kept.write_counts == 0, "counts stamped at the upgrade were taken for idle"
         assert await journal.count_write("idle", BACKEND) == 8
         opened = await journal.open_intent(
@@ -145,7 +145,7 @@ async def test_the_floor_is_kept_in_the_file(tmp_path: Path) -> None:
     for _ in range(2):
         await first.count_write("b", BACKEND)
     await asyncio.sleep(0.01)
-    pruned = await first.prune(IDLE_NOW)
+    pruned = await first.retention.prune(IDLE_NOW)
     assert (pruned.write_counts, pruned.done) == (2, True)
     assert query(path, "SELECT count(*) FROM session_writes") == [(0,)]
     assert floor_of(path) == 5
@@ -190,8 +190,8 @@ async def test_pruned_rows_leave_the_file(journal: SQLiteJournal) -> None:
     await journal.begin_effect(started)
     await asyncio.sleep(0.01)
 
-    dry = await journal.prune(Retention(timedelta(days=1), 0, 0), dry_run=True)
-    pruned = await journal.prune(Retention(timedelta(days=1), 0, 0))
+    dry = await journal.retention.prune(Retention(timedelta(days=1), 0, 0), dry_run=True)
+    pruned = await journal.retention.prune(Retention(timedelta(days=1), 0, 0))
     assert (pruned.decisions, pruned.receipts, pruned.write_counts) == (1, 1, 1)
     assert pruned.bytes == dry.bytes
     assert pruned.bytes > len(settled.encode()) + len(done.encode()) + len("marker-session")
@@ -248,7 +248,7 @@ async def test_a_count_written_while_being_pruned_is_kept(
         await other.close()
 
     raced = race(monkeypatch, "write_counts", written)
-    pruned = await journal.prune(IDLE_NOW)
+    pruned = await journal.retention.prune(IDLE_NOW)
     assert raced == [True]
     assert pruned.write_counts == 0
     assert await journal.write_count("s", BACKEND) == 4
@@ -272,7 +272,7 @@ async def test_a_decision_whose_intent_is_recorded_again_while_being_pruned_is_k
         await other.close()
 
     raced = race(monkeypatch, "decisions", recorded)
-    pruned = await journal.prune(Retention(timedelta(days=1), None, None))
+    pruned = await journal.retention.prune(Retention(timedelta(days=1), None, None))
     assert raced == [True]
     assert pruned.decisions == 0
     assert await journal.decisions(intent_id=intent.intent_id) == [denial]
@@ -292,20 +292,20 @@ async def test_a_limited_prune_sweeps_on_in_key_order(journal: SQLiteJournal) ->
     def left() -> list[str]:
         return [s for (s,) in query(journal.path, "SELECT session_id FROM session_writes")]
 
-    first = await journal.prune(IDLE_NOW, limit=3)
+    first = await journal.retention.prune(IDLE_NOW, limit=3)
     assert (first.write_counts, first.done) == (3, False)
     assert left() == [f"session-{name}" for name in "defg"]
-    dry = await journal.prune(IDLE_NOW, limit=3, dry_run=True)
+    dry = await journal.retention.prune(IDLE_NOW, limit=3, dry_run=True)
     assert (dry.write_counts, dry.done) == (3, False)
-    second = await journal.prune(IDLE_NOW, limit=3)
+    second = await journal.retention.prune(IDLE_NOW, limit=3)
     assert (second.write_counts, second.done) == (3, False)
     assert left() == ["session-g"]
     await journal.count_write("session-a", BACKEND)
-    third = await journal.prune(IDLE_NOW, limit=3)
+    third = await journal.retention.prune(IDLE_NOW, limit=3)
     assert (third.write_counts, third.done) == (1, True)
     assert left() == ["session-a"]
     await asyncio.sleep(0.01)
-    whole = await journal.prune(IDLE_NOW)
+    whole = await journal.retention.prune(IDLE_NOW)
     assert (whole.write_counts, whole.done) == (1, True)
     assert left() == []
     assert floor_of(journal.path) == 2
@@ -325,7 +325,7 @@ async def test_a_kind_swept_to_its_end_waits_for_the_others(journal: SQLiteJourn
         await journal.count_write(f"idle-{n}", BACKEND)
     await asyncio.sleep(0.01)
     everything = Retention(timedelta(days=1), None, 0)
-    answers = [await journal.prune(everything, limit=2) for _ in range(2)]
+    answers = [await journal.retention.prune(everything, limit=2) for _ in range(2)]
     assert [(p.decisions, p.write_counts, p.done) for p in answers] == [
         (2, 2, False),
         (0, 2, False),
@@ -333,9 +333,9 @@ async def test_a_kind_swept_to_its_end_waits_for_the_others(journal: SQLiteJourn
     late = make_intent("late", session_id="a-decided")
     await journal.record(late, state=IntentState.FAILED, owner=current_owner())
     await journal.settle(make_decision(late, decided_at=now - 2 * DAY))
-    last = await journal.prune(everything, limit=2)
+    last = await journal.retention.prune(everything, limit=2)
     assert (last.decisions, last.write_counts, last.done) == (0, 1, True)
-    following = await journal.prune(everything, limit=2)
+    following = await journal.retention.prune(everything, limit=2)
     assert (following.decisions, following.write_counts, following.done) == (1, 1, True)
 
 
@@ -352,7 +352,7 @@ async def test_a_read_only_journal_on_an_older_file_refuses_counts_saying_migrat
         assert [e.intent.intent_id for e in await reader.pending(None)] == ["open-1"]
         for reading in (
             lambda: reader.write_count("idle", BACKEND),
-            lambda: reader.prune(IDLE_NOW, dry_run=True),
+            lambda: reader.retention.prune(IDLE_NOW, dry_run=True),
         ):
             with pytest.raises(JournalCorrupt, match=r"older than this release's 3.*migrate"):
                 await reading()

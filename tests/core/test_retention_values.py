@@ -94,5 +94,5 @@ async def test_the_longest_retention_appends_and_prunes_on_every_journal(
     intent = make_intent("old", created_at=time.time() - 3600)
     await journal.record(intent, state=IntentState.FAILED, owner=ME)
     await journal.settle(make_decision(intent, decided_at=time.time() - 86_400 * 365 * 50))
-    pruned = await journal.prune(longest)
+    pruned = await journal.retention.prune(longest)
     assert (pruned.rows, pruned.done) == (0, True)

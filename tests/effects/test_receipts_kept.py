@@ -59,7 +59,7 @@ async def test_a_pending_output_its_receipt_does_not_hold_is_denied_after_a_prun
     )
     done = await pending_tool_turn(session, journal, shown="charged 5")
     await asyncio.sleep(0.05)
-    pruned = await journal.prune(RECEIPTS_NOW)
+    pruned = await journal.retention.prune(RECEIPTS_NOW)
     assert pruned.receipts == 0, "the receipt a pending write needs was pruned"
     kept = await journal.effect(done.key)
     assert kept is not None and kept.state is EffectState.DONE
@@ -80,9 +80,9 @@ async def test_a_receipt_goes_once_the_write_it_vouches_for_is_resolved(
     )
     done = await pending_tool_turn(session, journal, shown="charged 6")
     await asyncio.sleep(0.05)
-    assert (await journal.prune(RECEIPTS_NOW)).receipts == 0
+    assert (await journal.retention.prune(RECEIPTS_NOW)).receipts == 0
     [decision] = await session.reconcile()
     assert decision.action.value == "replayed"
     assert len(await session.get_items()) == 3
-    assert (await journal.prune(RECEIPTS_NOW)).receipts == 1
+    assert (await journal.retention.prune(RECEIPTS_NOW)).receipts == 1
     assert await journal.effect(done.key) is None

@@ -15,6 +15,7 @@ from agents_reconcile._backends.journal import IntentState, JournalEntry, Opened
 from agents_reconcile._backends.memory.aside import MemoryAside
 from agents_reconcile._backends.memory.journal import MemoryJournal
 from agents_reconcile._backends.memory.pages import MemoryPages
+from agents_reconcile._backends.memory.retention import MemoryRetention
 from agents_reconcile._backends.memory.sealing import MemorySealing
 from agents_reconcile._backends.memory.store import MemoryRevisionedSession
 from agents_reconcile._backends.pages import effects_in_memory
@@ -433,9 +434,7 @@ class EffectPagesListFinishedEffects(MemoryJournal):
         self.pages = _PagesListFinishedEffects(self._rows)
 
 
-class PrunesDenialsOfOpenIntents(MemoryJournal):
-    """``prune()`` removes old decisions whether or not their intent is still unresolved."""
-
+class _PrunesDenialsOfOpenIntents(MemoryRetention):
     async def prune(self, retention: Retention, **options: Any) -> Pruned:
         entries, self._rows.entries = self._rows.entries, {}
         try:
@@ -444,18 +443,31 @@ class PrunesDenialsOfOpenIntents(MemoryJournal):
             self._rows.entries = entries
 
 
-class PrunedCountsStartAgain(MemoryJournal):
-    """A session whose count was pruned counts from 0 again (no floor)."""
+class PrunesDenialsOfOpenIntents(MemoryJournal):
+    """``retention.prune()`` removes old decisions whether or not their intent is still
+    unresolved."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.retention = _PrunesDenialsOfOpenIntents(self._rows)
+
+
+class _PrunedCountsStartAgain(MemoryRetention):
     async def prune(self, retention: Retention, **options: Any) -> Pruned:
         pruned = await super().prune(retention, **options)
         self._rows.floor = 0
         return pruned
 
 
-class PrunesStartedEffects(MemoryJournal):
-    """``prune()`` removes started effects as if they were receipts."""
+class PrunedCountsStartAgain(MemoryJournal):
+    """A session whose count was pruned counts from 0 again (no floor)."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.retention = _PrunedCountsStartAgain(self._rows)
+
+
+class _PrunesStartedEffects(MemoryRetention):
     async def prune(self, retention: Retention, **options: Any) -> Pruned:
         pruned = await super().prune(retention, **options)
         if retention.receipts is not None and not options.get("dry_run"):
@@ -463,10 +475,15 @@ class PrunesStartedEffects(MemoryJournal):
         return pruned
 
 
-class PrunesVouchingReceipts(MemoryJournal):
-    """``prune()`` removes old receipts whatever unresolved intent of their session needs
-    them."""
+class PrunesStartedEffects(MemoryJournal):
+    """``retention.prune()`` removes started effects as if they were receipts."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.retention = _PrunesStartedEffects(self._rows)
+
+
+class _PrunesVouchingReceipts(MemoryRetention):
     async def prune(self, retention: Retention, **options: Any) -> Pruned:
         entries, self._rows.entries = self._rows.entries, {}
         try:
@@ -475,9 +492,16 @@ class PrunesVouchingReceipts(MemoryJournal):
             self._rows.entries = entries
 
 
-class KeepsSetAsideEntries(MemoryJournal):
-    """``prune()`` never removes a set-aside entry."""
+class PrunesVouchingReceipts(MemoryJournal):
+    """``retention.prune()`` removes old receipts whatever unresolved intent of their session needs
+    them."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.retention = _PrunesVouchingReceipts(self._rows)
+
+
+class _KeepsSetAsideEntries(MemoryRetention):
     async def prune(self, retention: Retention, **options: Any) -> Pruned:
         kept, self._rows.aside = self._rows.aside, []
         try:
@@ -486,18 +510,30 @@ class KeepsSetAsideEntries(MemoryJournal):
             self._rows.aside = kept + self._rows.aside
 
 
-class PruneIgnoresLimit(MemoryJournal):
-    """``prune(limit=n)`` removes everything due at once."""
+class KeepsSetAsideEntries(MemoryJournal):
+    """``retention.prune()`` never removes a set-aside entry."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.retention = _KeepsSetAsideEntries(self._rows)
+
+
+class _PruneIgnoresLimit(MemoryRetention):
     async def prune(self, retention: Retention, **options: Any) -> Pruned:
         options.pop("limit", None)
         found = await super().prune(retention, **options)
         return replace(found, done=False) if found.rows else found
 
 
-class PrunesBusySessions(MemoryJournal):
-    """``prune()`` forgets every idle count, a busy session's too, and raises no floor."""
+class PruneIgnoresLimit(MemoryJournal):
+    """``retention.prune(limit=n)`` removes everything due at once."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self.retention = _PruneIgnoresLimit(self._rows)
+
+
+class _PrunesBusySessions(MemoryRetention):
     async def prune(self, retention: Retention, **options: Any) -> Pruned:
         found = await super().prune(retention, **options)
         if retention.idle_sessions is not None and not options.get("dry_run"):
@@ -505,6 +541,14 @@ class PrunesBusySessions(MemoryJournal):
             self._rows.counted_at.clear()
             self._rows.floor = 0
         return found
+
+
+class PrunesBusySessions(MemoryJournal):
+    """``retention.prune()`` forgets every idle count, a busy session's too, and raises no floor."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.retention = _PrunesBusySessions(self._rows)
 
 
 class ClearsAnyIntent(MemoryJournal):
@@ -626,12 +670,18 @@ class ForgetsEarlierMarks(MemoryJournal):
         self.sealing = _MarkReplaced(self._rows)
 
 
-class PruneDropsTheMark(MemoryJournal):
-    """``prune()`` removes the sealing mark with everything else it lets go."""
-
+class _PruneDropsTheMark(MemoryRetention):
     async def prune(self, retention: Retention, **options: Any) -> Pruned:
         self._rows.sealing.clear()
         return await super().prune(retention, **options)
+
+
+class PruneDropsTheMark(MemoryJournal):
+    """``retention.prune()`` removes the sealing mark with everything else it lets go."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.retention = _PruneDropsTheMark(self._rows)
 
 
 class IntentsOnly:
@@ -641,6 +691,7 @@ class IntentsOnly:
     METHODS = JOURNAL_METHODS
     aside = None
     pages = None
+    retention = None
     sealing = None
 
     def __init__(self) -> None:

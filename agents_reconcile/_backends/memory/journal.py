@@ -27,7 +27,7 @@ class InvariantViolation(AssertionError):
     """A caller broke a journal invariant (for example, touched a settled intent)."""
 
 
-class MemoryJournal(MemoryRetention, Unversioned):
+class MemoryJournal(Unversioned):
     """``IntentJournal`` in a dict. Settling, noting or moving a settled or unknown intent
     raises ``InvariantViolation`` instead of being ignored; settling again with the very
     decision that settled it is a retried call, and a no-op."""
@@ -36,7 +36,6 @@ class MemoryJournal(MemoryRetention, Unversioned):
         effects=True,
         folds_clearing=True,
         starts_eagerly=True,
-        prunes=True,
     )
 
     @classmethod
@@ -52,6 +51,8 @@ class MemoryJournal(MemoryRetention, Unversioned):
         """Damaged intents set aside (``JournalAside``)."""
         self.pages = MemoryPages(self._rows)
         """Its listings a page at a time (``JournalPages``)."""
+        self.retention = MemoryRetention(self._rows)
+        """Pruning what the retention lets go (``JournalRetention``)."""
         self.sealing = MemorySealing(self._rows)
         """The mark of a sealed journal (``JournalSealing``)."""
         self.closed = False
@@ -125,6 +126,12 @@ class MemoryJournal(MemoryRetention, Unversioned):
         self._rows.entries[intent.intent_id] = opened
         self._rows.opened_at[intent.intent_id] = write_count
         return Opened(recorded=True, write_count=write_count)
+
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
+        return self._rows.write_counts.get((session_id, backend), self._rows.floor)
+
+    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
+        return self._rows.count(session_id, backend)
 
     async def transition(
         self,

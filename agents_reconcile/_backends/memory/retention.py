@@ -1,5 +1,6 @@
-"""Pruning ``MemoryJournal`` (``PruningJournal``): the rule of ``_core/retention.py`` over the
-journal's own dicts, oldest first, at most ``limit`` of each kind a call."""
+"""The memory journal's retention component (``JournalRetention``): the rule of
+``_core/retention.py`` over the journal's rows, oldest first, at most ``limit`` of each kind a
+call."""
 
 from __future__ import annotations
 
@@ -7,7 +8,6 @@ import time
 from typing import TypeVar
 
 from ..._core.effect_records import EffectState
-from ..._core.records import BackendIdentity
 from ..._core.retention import Kept, Pruned, Retention
 from .rows import MemoryRows
 
@@ -29,16 +29,11 @@ def _first(wanted: list[_T], limit: int | None) -> tuple[list[_T], bool]:
 
 
 class MemoryRetention:
-    """Counts that read as the floor once pruned, and ``prune``, over the journal's rows
-    ``_rows``."""
+    """``JournalRetention`` over a memory journal's rows: a pruned count raises the floor that
+    a session without one reads."""
 
-    _rows: MemoryRows
-
-    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
-        return self._rows.write_counts.get((session_id, backend), self._rows.floor)
-
-    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
-        return self._rows.count(session_id, backend)
+    def __init__(self, rows: MemoryRows) -> None:
+        self._rows = rows
 
     async def prune(
         self, retention: Retention, *, limit: int | None = None, dry_run: bool = False

@@ -108,7 +108,7 @@ __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "Postgres
 _T = TypeVar("_T")
 
 
-class PostgresJournal(PostgresEffects, PostgresRetention):
+class PostgresJournal(PostgresEffects):
     """``IntentJournal`` (and ``EffectJournal``, from ``PostgresEffects``) in a PostgreSQL
     schema shared by any number of processes and hosts.
 
@@ -125,7 +125,6 @@ class PostgresJournal(PostgresEffects, PostgresRetention):
         effects=True,
         folds_clearing=True,
         starts_eagerly=False,
-        prunes=True,
     )
 
     def __init__(
@@ -153,9 +152,10 @@ class PostgresJournal(PostgresEffects, PostgresRetention):
         """Damaged intents set aside (``JournalAside``)."""
         self.pages = PostgresPages(self._db, self.keyring)
         """Its listings a page at a time (``JournalPages``)."""
+        self.retention = PostgresRetention(self._db)
+        """Pruning what the retention lets go (``JournalRetention``)."""
         self.sealing = PostgresSealing(self._db)
         """The mark of a sealed journal (``JournalSealing``)."""
-        self._prune_cursors: dict[str, tuple[Any, ...]] = {}
 
     @classmethod
     def from_url(
@@ -427,6 +427,14 @@ class PostgresJournal(PostgresEffects, PostgresRetention):
             # or pruned): one snapshot, so a count pruned meanwhile reads as the floor it
             # raised.
             return _count(await conn.fetchval(self._db.sql.write_count, session_id, str(backend)))
+
+        return await self._db.run(work)
+
+    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
+        # One more write of the session, stamped now; a session without a row gets one at
+        # the floor plus this write (``statements.made_at_floor``).
+        async def work(conn: Connection) -> int:
+            return _count(await conn.fetchval(self._db.sql.count_write, session_id, str(backend)))
 
         return await self._db.run(work)
 

@@ -1,5 +1,5 @@
-"""Pruning the PostgreSQL journal (``PruningJournal``): the rule of ``_core/retention.py``, by
-sweeps that add nothing to an append's work.
+"""The PostgreSQL journal's retention component (``JournalRetention``): the rule of
+``_core/retention.py``, by sweeps that add nothing to an append's work.
 
 Counts and the floor. Every statement that raises a session's count stamps its row's
 ``counted_at`` with the journal's clock (the server's). A session without a row reads as the
@@ -53,11 +53,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from ..._core.records import BackendIdentity
 from ..._core.retention import Kept, Pruned, Retention
 from ..journal import require_limit
 from ..sweeps import Swept, pruned_of
-from .answers import _count
 from .statements import _NOW
 
 if TYPE_CHECKING:
@@ -322,26 +320,18 @@ async def _held(conn: Connection) -> None:
 
 
 class PostgresRetention:
-    """``count_write`` and ``prune`` for ``PostgresJournal``, over its database ``_db``, with
-    the cursors it keeps."""
+    """``JournalRetention`` in a journal's database, with the cursors it keeps."""
 
-    _db: JournalDatabase
-    _prune_cursors: dict[str, tuple[Any, ...]]
-    """Where the sweep of each kind goes on from (the key of the last row examined); an
-    absent kind starts from its first row."""
-
-    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
-        # One more write of the session, stamped now; a session without a row gets one at
-        # the floor plus this write (``statements.made_at_floor``).
-        async def work(conn: Connection) -> int:
-            return _count(await conn.fetchval(self._db.sql.count_write, session_id, str(backend)))
-
-        return await self._db.run(work)
+    def __init__(self, db: JournalDatabase) -> None:
+        self._db = db
+        self._prune_cursors: dict[str, tuple[Any, ...]] = {}
+        """Where the sweep of each kind goes on from (the key of the last row examined); an
+        absent kind starts from its first row."""
 
     async def prune(
         self, retention: Retention, *, limit: int | None = None, dry_run: bool = False
     ) -> Pruned:
-        """``PruningJournal.prune``. Without a ``limit`` every table is swept whole. With one,
+        """``JournalRetention.prune``. Without a ``limit`` every table is swept whole. With one,
         the calls sweep the tables in rounds: each call goes on from where the previous one
         stopped, a kind whose sweep reached the end of its table waits for the others, and
         the call that ends the round answers ``done`` (the next starts a new round). A dry

@@ -37,7 +37,7 @@ from typing import Final, TypeVar
 from ...errors import JournalUnavailable
 from ..lua import LuaScript
 from . import replies
-from .layout import IntentHomes, KeyLayout
+from .layout import IntentHomes, JournalKeys, KeyLayout
 from .link import VERSION, RedisLink
 
 __all__ = ["ClaimedHomes", "IndexedHomes", "Retry"]
@@ -81,6 +81,10 @@ class IndexedHomes(IntentHomes):
     async def claimed_by(self, intent_id: str) -> str | None:
         """The session the claim of ``intent_id`` names (None: no claim). Only reads."""
         return None
+
+    async def let_go_unsettled(self, bucket: JournalKeys, intents: list[tuple[str, str]]) -> None:
+        """After pruning decisions in ``bucket``: let the claims of ``intents`` (id, session)
+        go that are neither settled nor unresolved there any more (their last decision went)."""
 
     async def lookup(self, intent_id: str) -> str | None:
         """The session holding ``intent_id`` (None: none), remembered from now on."""
@@ -188,6 +192,21 @@ class ClaimedHomes(IndexedHomes):
             "is_settled", "HGET", self._claims(intent_id)[1], intent_id
         )
         return None if reply is None else replies.text(reply, "an intent's session")
+
+    async def let_go_unsettled(self, bucket: JournalKeys, intents: list[tuple[str, str]]) -> None:
+        names = bucket.names
+        checks = [
+            command
+            for intent, _ in intents
+            for command in (
+                ("SISMEMBER", names["settled"], intent),
+                ("HEXISTS", names["index"], intent),
+            )
+        ]
+        flags = await self._link.fan("prune", checks)
+        for at, (intent, session) in enumerate(intents):
+            if flags[2 * at] == 0 and flags[2 * at + 1] == 0:
+                self.let_go(intent, session)
 
     async def holder(self, intent_id: str) -> str | None:
         """The session holding ``intent_id`` by every bucket's ``index`` (None: none)."""

@@ -84,7 +84,7 @@ from collections.abc import Sequence
 from typing import Any, ClassVar, Final
 
 from ..._core.ownership import Owner
-from ..._core.records import Decision, PendingWrite
+from ..._core.records import BackendIdentity, Decision, PendingWrite
 from ..._core.sealing import Keyring
 from ...errors import ConfigurationError, IntentConflict, LeaseLost
 from ..connections import Connections
@@ -102,7 +102,7 @@ from .pages import RedisPages
 from .reads import RedisReads
 from .replicas import ReplicaWait
 from .replicas import split as split_wait
-from .retention import RETENTION_SCRIPTS, RedisRetention, Walks
+from .retention import RETENTION_SCRIPTS, RedisRetention
 from .sealing import RedisSealing
 from .survey import RedisSurvey
 
@@ -143,11 +143,7 @@ _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
 }
 
 
-class RedisJournal(
-    RedisReads,
-    RedisEffects,
-    RedisRetention,
-):
+class RedisJournal(RedisReads, RedisEffects):
     """``IntentJournal`` and ``EffectJournal`` on a Redis server, shared by every worker that
     uses the same server and ``prefix``.
 
@@ -161,7 +157,6 @@ class RedisJournal(
         effects=True,
         folds_clearing=True,
         starts_eagerly=False,
-        prunes=True,
     )
     _Layout: ClassVar[type[JournalKeys]] = JournalKeys
     """Its key layout (one per prefix)."""
@@ -209,10 +204,11 @@ class RedisJournal(
         """Damaged intents set aside (``JournalAside``)."""
         self.pages = RedisPages(self._link, self._layout, self.keyring)
         """Its listings a page at a time (``JournalPages``)."""
+        self.retention = RedisRetention(self._link, self._layout, self._homes)
+        """Pruning what the retention lets go (``JournalRetention``)."""
         self.sealing = RedisSealing(self._link, prefix)
         """The mark of a sealed journal (``JournalSealing``)."""
         self._survey = RedisSurvey(self._link, self._layout, prefix)
-        self._walks = Walks()
 
     @classmethod
     def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX, **options: Any) -> RedisJournal:
@@ -418,6 +414,16 @@ class RedisJournal(
 
         await self._homes.on_intent(intent_id, attempt)
 
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
+        keys = self._layout.scripted(session_id)
+        reply = await self._link.script("write_count", keys, [str(backend)], read_only=True)
+        return replies.count(reply, "write_count")
+
+    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
+        keys = self._layout.scripted(session_id)
+        reply = await self._link.script("count_write", keys, [VERSION, str(backend)])
+        return replies.count(reply, "count_write")
+
     async def note(self, decision: Decision) -> None:
         require_settling(decision, settling=False)
         keys = self._layout.scripted(decision.session_id)
@@ -500,7 +506,7 @@ class RedisJournal(
             deleted = await unlink_matching(client, self.prefix, self._layout.owns)
         self._link.schema_checked = False
         self._homes.clear()
-        self._walks = Walks()
+        self.retention.restart()
         return deleted
 
 

@@ -235,41 +235,52 @@ class RedisLink:
         buckets = self.layout.buckets()
         return await self.fan(operation, [(command, keys.names[key], *args) for keys in buckets])
 
-    async def scan(self, pattern: str, most: int, budget: int) -> tuple[list[bytes], bool]:
-        """Keys matching ``pattern``, up to ``most``, found by ``SCAN`` over at most ``budget``
-        keys (of every primary, on a cluster); and whether the scan saw every key. Only reads."""
-        found: list[bytes] = []
+    async def primaries(self) -> list[tuple[str, Any]]:
+        """What a ``SCAN`` of every key goes over, each node with its name: the server itself
+        (None) on one server, every primary (by name) on a cluster."""
+        if not self.on_cluster:
+            return [("server", None)]
+        with self.translated("scan"):
+            found = await each_primary(await self.connections.get())
+        return [(str(node.name), node) for node in found]
+
+    async def scan_from(
+        self, node: Any, cursor: int, pattern: str, count: int
+    ) -> tuple[int, list[bytes]]:
+        """One ``SCAN`` step on ``node`` (of ``primaries``): the next cursor and the keys
+        found. Only reads."""
         with self.translated("scan"):
             client = await self.connections.get()
-            if not self.on_cluster:
-                cursor = 0
-                for _ in range(max(1, budget // _SCAN_STEP)):
-                    reply, keys = await client.execute_command(
-                        "SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_STEP
-                    )
-                    found.extend(key for key in keys if key not in found)
-                    cursor = int(reply)
-                    if cursor == 0:
-                        return found[:most], len(found) <= most
-                    if len(found) >= most:
-                        break
-                return found[:most], False
-            primaries = await each_primary(client)
-            share = max(_SCAN_STEP, budget // max(1, len(primaries)))
-            complete = True
-            for node in primaries:
-                cursor, seen = 0, 0
-                while True:
-                    cursor, keys = await scan(client, node, cursor, pattern, _SCAN_STEP)
-                    found.extend(key for key in keys if key not in found)
-                    seen += _SCAN_STEP
-                    if cursor == 0:
-                        break
-                    if seen >= share or len(found) >= most:
-                        complete = False
-                        break
-                if len(found) >= most:
+            if node is not None:
+                return await scan(client, node, cursor, pattern, count)
+            following, keys = await client.execute_command(
+                "SCAN", cursor, "MATCH", pattern, "COUNT", count
+            )
+        return int(following), [
+            key.encode() if isinstance(key, str) else bytes(key) for key in keys or []
+        ]
+
+    async def scan(self, pattern: str, most: int, budget: int) -> tuple[list[bytes], bool]:
+        """Keys matching ``pattern``, up to ``most``, found by ``SCAN`` over at most ``budget``
+        keys (shared among the primaries of a cluster); and whether the scan saw every key.
+        Only reads."""
+        found: list[bytes] = []
+        primaries = await self.primaries()
+        share = max(_SCAN_STEP, budget // len(primaries))
+        complete = True
+        for _, node in primaries:
+            cursor, seen = 0, 0
+            while True:
+                cursor, keys = await self.scan_from(node, cursor, pattern, _SCAN_STEP)
+                found.extend(key for key in keys if key not in found)
+                seen += _SCAN_STEP
+                if cursor == 0:
                     break
+                if seen >= share or len(found) >= most:
+                    complete = False
+                    break
+            if len(found) >= most:
+                break
         return found[:most], complete and len(found) <= most
 
     # -- the layout version -----------------------------------------------------------------

@@ -1,5 +1,5 @@
-"""Pruning the Redis journal (``PruningJournal``): the rule of ``_core/retention.py`` over its
-keys, and the write counts that read as the journal's floor once pruned.
+"""The Redis journal's retention component (``JournalRetention``): the rule of
+``_core/retention.py`` over its keys, on a server or a cluster alike.
 
 Every script that raises a count stamps the session's counts with the server's time
 (``raise_count`` in ``scripts/prelude.lua``: the field ``layout.STAMP`` of ``{T}:write_count``,
@@ -28,27 +28,51 @@ long:
   those under a backend with an unresolved intent of the session excepted, and raises the
   floor to the highest, in one step.
 
-With a ``limit``, a walk or sweep resumes where this object's last call stopped (positions and
-cursors kept in memory: another object, or this one after ``drop``, begins at the oldest) and
-wraps around at the end; without one it goes from the oldest to the end. A dry run moves
-neither. A session's counts (all its backends) are examined as one row.
+Buckets. Each bucket is pruned as a journal of its own would be (its log, its set-aside
+entries, its ``effect_index``), with its own keys, so every script touches one slot; on a
+cluster, buckets with nothing of a kind are passed over (their sizes read first, at once). The
+sessions' counts are swept by ``SCAN`` on every primary in turn (a primary's keyspace holds its
+buckets' keys), each session's counts pruned with its bucket's global keys: the floor a pruned
+count raises is its bucket's, in the same step, the one every session of the bucket reads, so a
+session's count never goes down. Then every bucket's floor is raised to the highest
+(``scripts/even_floor.lua``), so that once a prune returns, a session never counted reads at
+least every count pruned, in whichever bucket, as on one server. On a cluster an intent whose
+last decision was pruned is no longer settled, and its claim goes (``homes.ClaimedHomes``).
+
+With a ``limit``, each walk resumes where this object's last call stopped (a bucket and a
+position in it; for counts, a primary and its cursor, begun again when the primaries changed:
+positions and cursors kept in memory, so another object, or this one after ``drop``, begins at
+the oldest), in rounds: a kind whose walk reached its end examines nothing more until every
+kind has reached its own, and the call that ends the round answers ``done``, so that repeated
+calls end however differently the kinds are sized. Without one every walk goes from the oldest
+to the end. A dry run moves none. A session's counts (all its backends) are examined as one
+row.
 """
 
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Final
+from dataclasses import dataclass, field, replace
+from typing import Any, Final
 
-from ..._core.records import BackendIdentity
 from ..._core.retention import Pruned, Retention
 from ..journal import require_limit
+from ..lua import LuaScript
 from . import replies
-from .layout import ASIDE_KEYS, EFFECT_INDEX, EFFECT_KEYS, SESSION_KEYS, UPGRADED, JournalKeys
+from .homes import IndexedHomes
+from .layout import (
+    ASIDE_KEYS,
+    EFFECT_INDEX,
+    EFFECT_KEYS,
+    SESSION_KEYS,
+    UPGRADED,
+    JournalKeys,
+    KeyLayout,
+)
 from .link import VERSION, RedisLink
 from .pages import by_session
 
-__all__ = ["RETENTION_SCRIPTS", "RedisRetention", "Walks", "receipt_keys"]
+__all__ = ["RETENTION_SCRIPTS", "RedisRetention", "receipt_keys"]
 
 RETENTION_SCRIPTS: Final = (
     "count_write",
@@ -58,7 +82,9 @@ RETENTION_SCRIPTS: Final = (
     "prune_receipts",
     "write_count",
 )
-"""The scripts this half runs (``scripts/<name>.lua``), for the journal's runner."""
+"""The scripts of the journal's counts and of pruning (``scripts/<name>.lua``), for the
+journal's runner."""
+_EVEN_FLOOR: Final = LuaScript("agents_reconcile._backends.redis", "scripts", "even_floor")
 _STEP: Final = 500
 """Rows one script examines at most."""
 _SCAN_STEP: Final = 1000
@@ -87,15 +113,48 @@ class Sweep:
 
 
 @dataclass
-class Walks:
-    """Where this journal object's last ``prune`` with a limit stopped, for the next."""
+class Walk:
+    """Where a walk of buckets stands: the bucket, and the last position examined in it (the
+    number of a decision, or of a set-aside entry; 0: none)."""
 
-    decisions: int = 0
-    """The number of the last decision examined (0: none)."""
-    aside: int = 0
-    """The position of the last set-aside entry examined (0: none)."""
-    receipts: Sweep = field(default_factory=Sweep)
-    counts: Sweep = field(default_factory=Sweep)
+    bucket: int = 0
+    after: int = 0
+
+
+@dataclass
+class BucketSweep:
+    """Where an ``HSCAN`` sweep of buckets stands: the bucket, and its sweep."""
+
+    bucket: int = 0
+    sweep: Sweep = field(default_factory=Sweep)
+
+    def copy(self) -> BucketSweep:
+        return BucketSweep(self.bucket, self.sweep.copy())
+
+
+@dataclass
+class NodeSweep:
+    """Where a ``SCAN`` sweep of the primaries stands: their names when it began, which one it
+    is on, and that one's sweep."""
+
+    nodes: tuple[str, ...] = ()
+    at: int = 0
+    sweep: Sweep = field(default_factory=Sweep)
+
+    def copy(self) -> NodeSweep:
+        return NodeSweep(self.nodes, self.at, self.sweep.copy())
+
+
+@dataclass
+class Walks:
+    """Where this object's last ``prune`` with a limit stopped, for the next."""
+
+    decisions: Walk = field(default_factory=Walk)
+    aside: Walk = field(default_factory=Walk)
+    receipts: BucketSweep = field(default_factory=BucketSweep)
+    counts: NodeSweep = field(default_factory=NodeSweep)
+    ended: set[str] = field(default_factory=set)
+    """The kinds whose walk reached its end in this round."""
 
 
 @dataclass(frozen=True)
@@ -109,22 +168,18 @@ class _Kind:
 
 
 class RedisRetention:
-    """Write counts read as the floor once pruned, and ``prune``, for ``RedisJournal``, which
-    provides what is declared here."""
+    """``JournalRetention`` through a journal's link, over its layout (one bucket or many); the
+    claims of intents whose last decision goes are let go through ``homes``."""
 
-    _link: RedisLink
-    _layout: JournalKeys
-    _walks: Walks
+    def __init__(self, link: RedisLink, layout: KeyLayout, homes: IndexedHomes) -> None:
+        self._link = link
+        self._layout = layout
+        self._homes = homes
+        self._walks = Walks()
 
-    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
-        keys = self._layout.scripted(session_id)
-        reply = await self._link.script("write_count", keys, [str(backend)], read_only=True)
-        return replies.count(reply, "write_count")
-
-    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
-        keys = self._layout.scripted(session_id)
-        reply = await self._link.script("count_write", keys, [VERSION, str(backend)])
-        return replies.count(reply, "count_write")
+    def restart(self) -> None:
+        """Forget where the last limited ``prune`` stopped (the journal was dropped)."""
+        self._walks = Walks()
 
     async def prune(
         self, retention: Retention, *, limit: int | None = None, dry_run: bool = False
@@ -135,15 +190,21 @@ class RedisRetention:
         stored = retention.seconds("receipts")
         idle = retention.seconds("idle_sessions")
         kinds: list[_Kind] = []
-        for seconds, prune_kind in (
-            (decided, self._prune_decisions),
-            (decided, self._prune_aside),
-            (stored, self._prune_receipts),
-            (idle, self._prune_counts),
+        for name, seconds, prune_kind in (
+            ("decisions", decided, self._prune_decisions),
+            ("aside", decided, self._prune_aside),
+            ("receipts", stored, self._prune_receipts),
+            ("counts", idle, self._prune_counts),
         ):
-            kinds.append(_Kind() if seconds is None else await prune_kind(seconds, limit, dry_run))
+            if seconds is None or (limit is not None and name in self._walks.ended):
+                kinds.append(_Kind())
+                continue
+            found = await prune_kind(seconds, limit, dry_run)
+            if limit is not None and found.done and not dry_run:
+                self._walks.ended.add(name)
+            kinds.append(found)
         decisions, aside, receipts, counts = kinds
-        return Pruned(
+        pruned = Pruned(
             decisions=decisions.removed,
             set_aside=aside.removed,
             receipts=receipts.removed,
@@ -151,154 +212,252 @@ class RedisRetention:
             bytes=sum(kind.size for kind in kinds),
             done=all(kind.done for kind in kinds),
         )
+        if not dry_run and (pruned.done or limit is None):
+            # The round ends once every kind reached its end.
+            self._walks.ended.clear()
+        return pruned
 
-    # -- decisions and set-aside entries: walks by number ----------------------------------
+    async def _holding(self, command: str, key: str) -> list[int]:
+        """The buckets whose ``key`` holds something (``command`` its size: LLEN, HLEN); on one
+        server, its one bucket, unasked."""
+        if len(self._layout.buckets()) == 1:
+            return [0]
+        sizes = await self._link.every_bucket("prune", command, key)
+        return [number for number, size in enumerate(sizes) if size]
+
+    # -- decisions and set-aside entries: walks by number, bucket by bucket -----------------
 
     async def _prune_decisions(self, seconds: float, limit: int | None, dry_run: bool) -> _Kind:
-        after = 0 if limit is None else self._walks.decisions
+        walk = Walk() if limit is None else replace(self._walks.decisions)
         examined = removed = size = 0
-        more = True
-        while more and (limit is None or examined < limit):
-            step = _STEP if limit is None else min(_STEP, limit - examined)
-            args: list[str | bytes] = [
-                VERSION,
-                "find",
-                repr(seconds),
-                str(after),
-                str(step),
-            ]
-            reply = await self._link.script("prune_decisions", list(self._layout.globals), args)
-            last, more, due, seen = _found_decisions(reply)
-            examined += seen
-            after = last or after
-            if dry_run:
-                removed += len(due)
-                size += sum(found[3] for found in due)
-            elif due:
-                gone, freed = await self._remove_decisions(seconds, due)
-                removed, size = removed + gone, size + freed
+        ended = True
+        for number in await self._holding("LLEN", "log"):
+            if number < walk.bucket:
+                continue
+            if limit is not None and examined >= limit:
+                ended = False
+                break
+            if number > walk.bucket:
+                walk = Walk(number)
+            bucket = self._layout.bucket(number)
+            more = True
+            while more and (limit is None or examined < limit):
+                step = _STEP if limit is None else min(_STEP, limit - examined)
+                args: list[str | bytes] = [
+                    VERSION,
+                    "find",
+                    repr(seconds),
+                    str(walk.after),
+                    str(step),
+                ]
+                reply = await self._link.script("prune_decisions", list(bucket.globals), args)
+                last, more, due, seen = _found_decisions(reply)
+                examined += seen
+                walk.after = last or walk.after
+                if dry_run:
+                    removed += len(due)
+                    size += sum(found[3] for found in due)
+                elif due:
+                    gone, freed = await self._remove_decisions(bucket, seconds, due)
+                    removed, size = removed + gone, size + freed
+            if more:
+                ended = False
+                break
+            walk = Walk(number + 1)
         if not dry_run:
-            self._walks.decisions = after if more else 0
-        return _Kind(removed, size, not more)
+            self._walks.decisions = Walk() if ended else walk
+            await self._homes.let_go_now()
+        return _Kind(removed, size, ended)
 
     async def _remove_decisions(
-        self, seconds: float, due: list[tuple[str, str, str, int]]
+        self, bucket: JournalKeys, seconds: float, due: list[tuple[str, str, str, int]]
     ) -> tuple[int, int]:
         groups = by_session(
             sorted(((session, number) for number, session, _, _ in due), key=lambda pair: pair[0])
         )
-        keys = list(self._layout.globals)
+        keys = list(bucket.globals)
         args: list[str | bytes] = [VERSION, "remove", repr(seconds), str(len(groups))]
         for session, numbers in groups:
-            keys += self._layout.session(session)
+            keys += bucket.session(session)
             args += [session, str(len(numbers)), *numbers]
-        return _removed(await self._link.script("prune_decisions", keys, args), "prune_decisions")
+        found = _removed(await self._link.script("prune_decisions", keys, args), "prune_decisions")
+        # An intent left without a decision is settled no more: its claim goes with it.
+        await self._homes.let_go_unsettled(
+            bucket, sorted({(intent, session) for _, session, intent, _ in due})
+        )
+        return found
 
     async def _prune_aside(self, seconds: float, limit: int | None, dry_run: bool) -> _Kind:
-        after = 0 if limit is None else self._walks.aside
-        keys = [
-            *self._layout.globals,
-            *(self._layout.names[name].encode() for name in ASIDE_KEYS),
-        ]
+        walk = Walk() if limit is None else replace(self._walks.aside)
         examined = removed = size = 0
-        more = True
-        while more and (limit is None or examined < limit):
-            step = _STEP if limit is None else min(_STEP, limit - examined)
-            args: list[str | bytes] = [
-                VERSION,
-                repr(seconds),
-                str(after),
-                str(step),
-                "1" if dry_run else "0",
-            ]
-            parts = replies.as_list(
-                await self._link.script("prune_aside", keys, args), "prune_aside"
-            )
-            if len(parts) != 5:
-                raise replies.unexpected("prune_aside", parts)
-            last, ending, gone, freed, seen = (replies.count(part, "prune_aside") for part in parts)
-            examined, removed, size = examined + seen, removed + gone, size + freed
-            after, more = last or after, ending == 1
+        ended = True
+        for number in await self._holding("HLEN", "aside"):
+            if number < walk.bucket:
+                continue
+            if limit is not None and examined >= limit:
+                ended = False
+                break
+            if number > walk.bucket:
+                walk = Walk(number)
+            bucket = self._layout.bucket(number)
+            keys = [*bucket.globals, *(bucket.names[name].encode() for name in ASIDE_KEYS)]
+            more = True
+            while more and (limit is None or examined < limit):
+                step = _STEP if limit is None else min(_STEP, limit - examined)
+                args: list[str | bytes] = [
+                    VERSION,
+                    repr(seconds),
+                    str(walk.after),
+                    str(step),
+                    "1" if dry_run else "0",
+                ]
+                reply = await self._link.script("prune_aside", keys, args)
+                parts = replies.as_list(reply, "prune_aside")
+                if len(parts) != 5:
+                    raise replies.unexpected("prune_aside", parts)
+                last, ending, gone, freed, seen = (
+                    replies.count(part, "prune_aside") for part in parts
+                )
+                examined, removed, size = examined + seen, removed + gone, size + freed
+                walk.after, more = last or walk.after, ending == 1
+            if more:
+                ended = False
+                break
+            walk = Walk(number + 1)
         if not dry_run:
-            self._walks.aside = after if more else 0
-        return _Kind(removed, size, not more)
+            self._walks.aside = Walk() if ended else walk
+        return _Kind(removed, size, ended)
 
-    # -- receipts and counts: sweeps ------------------------------------------------------
+    # -- receipts and counts: sweeps -------------------------------------------------------
 
     async def _prune_receipts(self, seconds: float, limit: int | None, dry_run: bool) -> _Kind:
-        index = self._layout.names[EFFECT_INDEX]
-
-        async def scan(cursor: int) -> tuple[int, list[bytes]]:
-            reply = await self._link.command("prune", "HSCAN", index, cursor, "COUNT", _SCAN_STEP)
-            return _scanned(reply, "HSCAN")
-
-        sweep = Sweep() if limit is None else self._walks.receipts.copy()
+        state = BucketSweep() if limit is None else self._walks.receipts.copy()
         removed = size = examined = 0
-        while limit is None or examined < limit:
-            # An HSCAN answers keys and sessions in turn: two items a row.
-            step = _STEP if limit is None else min(_STEP, limit - examined)
-            found = await _next(sweep, 2 * step, scan)
-            if not found:
+        ended = True
+        for number in await self._holding("HLEN", EFFECT_INDEX):
+            if number < state.bucket:
+                continue
+            if limit is not None and examined >= limit:
+                ended = False
                 break
-            examined += len(found) // 2
-            pairs = [
-                (
-                    replies.text(found[at + 1], "an effect's session"),
-                    replies.text(found[at], "an effect key"),
+            if number > state.bucket:
+                state = BucketSweep(number)
+            bucket = self._layout.bucket(number)
+            index = bucket.names[EFFECT_INDEX]
+
+            async def hscan(cursor: int, index: str = index) -> tuple[int, list[bytes]]:
+                reply = await self._link.fan(
+                    "prune", [("HSCAN", index, cursor, "COUNT", _SCAN_STEP)]
                 )
-                for at in range(0, len(found) - 1, 2)
-            ]
-            groups = by_session(sorted(pairs))
-            keys = self._layout.effects(groups[0][0])[:_EFFECT_AT]
-            args: list[str | bytes] = [
-                VERSION,
-                repr(seconds),
-                "1" if dry_run else "0",
-                str(len(groups)),
-            ]
-            for session, effect_keys in groups:
-                keys += receipt_keys(self._layout, session)
-                args += [session, str(len(effect_keys)), *effect_keys]
-            gone, freed = _removed(
-                await self._link.script("prune_receipts", keys, args), "receipts"
-            )
-            removed, size = removed + gone, size + freed
+                return _scanned(reply[0], "HSCAN")
+
+            while limit is None or examined < limit:
+                # An HSCAN answers keys and sessions in turn: two items a row.
+                step = _STEP if limit is None else min(_STEP, limit - examined)
+                found = await _next(state.sweep, 2 * step, hscan)
+                if not found:
+                    break
+                examined += len(found) // 2
+                gone, freed = await self._remove_receipts(bucket, seconds, dry_run, found)
+                removed, size = removed + gone, size + freed
+            if not state.sweep.ended:
+                ended = False
+                break
+            state = BucketSweep(number + 1)
         if not dry_run:
-            self._walks.receipts = Sweep() if sweep.ended else sweep
-        return _Kind(removed, size, sweep.ended)
+            self._walks.receipts = BucketSweep() if ended else state
+        return _Kind(removed, size, ended)
+
+    async def _remove_receipts(
+        self, bucket: JournalKeys, seconds: float, dry_run: bool, found: list[bytes]
+    ) -> tuple[int, int]:
+        pairs = [
+            (
+                replies.text(found[at + 1], "an effect's session"),
+                replies.text(found[at], "an effect key"),
+            )
+            for at in range(0, len(found) - 1, 2)
+        ]
+        groups = by_session(sorted(pairs))
+        keys = bucket.effects(groups[0][0])[:_EFFECT_AT]
+        args: list[str | bytes] = [
+            VERSION,
+            repr(seconds),
+            "1" if dry_run else "0",
+            str(len(groups)),
+        ]
+        for session, effect_keys in groups:
+            keys += receipt_keys(bucket, session)
+            args += [session, str(len(effect_keys)), *effect_keys]
+        return _removed(await self._link.script("prune_receipts", keys, args), "receipts")
 
     async def _prune_counts(self, seconds: float, limit: int | None, dry_run: bool) -> _Kind:
-        pattern = self._layout.counts_pattern()
-
-        async def scan(cursor: int) -> tuple[int, list[bytes]]:
-            reply = await self._link.command(
-                "prune", "SCAN", cursor, "MATCH", pattern, "COUNT", _SCAN_STEP
-            )
-            cursor, keys = _scanned(reply, "SCAN")
-            return cursor, [key for key in keys if self._layout.tagged(key) is not None]
-
-        upgraded = await self._link.command("prune", "GET", self._layout.names[UPGRADED])
-        stamp = b"" if upgraded is None else replies.blob(upgraded, "the upgrade time")
-        args: list[str | bytes] = [VERSION, repr(seconds), stamp, "1" if dry_run else "0"]
-        sweep = Sweep() if limit is None else self._walks.counts.copy()
+        layout = self._layout
+        primaries = await self._link.primaries()
+        names = tuple(name for name, _ in primaries)
+        state = NodeSweep(names) if limit is None else self._walks.counts.copy()
+        if state.nodes != names:
+            state = NodeSweep(names)
+        pattern = layout.counts_pattern()
+        # Counts from before layout 2 carry no stamp: the upgrade's time stands for it (a
+        # bucket never of layout 1 has none).
+        upgraded = await self._link.every_bucket("prune", "GET", UPGRADED)
+        stamps = [
+            b"" if found is None else replies.blob(found, "the upgrade time") for found in upgraded
+        ]
         removed = size = examined = 0
-        while limit is None or examined < limit:
+        while state.at < len(primaries) and (limit is None or examined < limit):
+            node = primaries[state.at][1]
+
+            async def scanned(cursor: int, node: Any = node) -> tuple[int, list[bytes]]:
+                following, keys = await self._link.scan_from(node, cursor, pattern, _SCAN_STEP)
+                return following, [key for key in keys if layout.tagged(key) is not None]
+
             step = _STEP if limit is None else min(_STEP, limit - examined)
-            found = await _next(sweep, step, scan)
-            if not found:
-                break
+            found = await _next(state.sweep, step, scanned)
             examined += len(found)
             for counts in found:
-                session = self._layout.tagged(counts)
-                assert session is not None
-                keys = [*self._layout.globals, *session]
+                session = layout.tagged(counts)
+                number = layout.bucket_of_key(counts)
+                assert session is not None and number is not None
+                keys = [*layout.bucket(number).globals, *session]
+                args: list[str | bytes] = [
+                    VERSION,
+                    repr(seconds),
+                    stamps[number],
+                    "1" if dry_run else "0",
+                ]
                 gone, freed = _removed(
                     await self._link.script("prune_counts", keys, args), "counts"
                 )
                 removed, size = removed + gone, size + freed
+            if state.sweep.ended:
+                state = NodeSweep(names, state.at + 1)
+        ended = state.at >= len(primaries)
         if not dry_run:
-            self._walks.counts = Sweep() if sweep.ended else sweep
-        return _Kind(removed, size, sweep.ended)
+            self._walks.counts = NodeSweep() if ended else state
+            await self._even_floors()
+        return _Kind(removed, size, ended)
+
+    async def _even_floors(self) -> None:
+        """Raise every bucket's floor to the highest of them: a session without a count reads
+        its bucket's floor (so its count never goes down, whatever happens meanwhile), and
+        after a prune, every count pruned anywhere, as on one server (which has one floor)."""
+        buckets = self._layout.buckets()
+        if len(buckets) == 1:
+            return
+        floors = [bucket.names["floor"] for bucket in buckets]
+        found = [
+            int(value or 0)
+            for value in await self._link.fan("prune", [("GET", key) for key in floors])
+        ]
+        highest = max(found, default=0)
+        calls = [
+            (_EVEN_FLOOR, [key.encode()], [str(highest)])
+            for key, value in zip(floors, found, strict=True)
+            if value < highest
+        ]
+        await self._link.fan_scripts("prune", calls)
 
 
 def receipt_keys(layout: JournalKeys, session_id: str) -> list[bytes]:

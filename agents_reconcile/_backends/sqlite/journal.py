@@ -53,9 +53,9 @@ __all__ = ["SCHEMA", "SCHEMA_VERSION", "SQLiteJournal"]
 _SHARED: dict[Path, SQLiteJournal] = {}
 
 
-class SQLiteJournal(SQLiteRetention, SQLiteEffects):
-    """``IntentJournal`` (and ``EffectJournal``, from ``SQLiteEffects``; ``PruningJournal``,
-    from ``SQLiteRetention``) in one SQLite file (created with its schema on first use).
+class SQLiteJournal(SQLiteEffects):
+    """``IntentJournal`` (and ``EffectJournal``, from ``SQLiteEffects``) in one SQLite file (created
+    with its schema on first use).
 
     ``synchronous="NORMAL"`` (the default) makes every commit survive the process being
     killed; ``"FULL"`` also survives power loss, at an fsync per commit. ``read_only=True``
@@ -68,7 +68,6 @@ class SQLiteJournal(SQLiteRetention, SQLiteEffects):
         effects=True,
         folds_clearing=True,
         starts_eagerly=True,
-        prunes=True,
     )
 
     def __init__(
@@ -90,9 +89,10 @@ class SQLiteJournal(SQLiteRetention, SQLiteEffects):
         """Damaged intents set aside (``JournalAside``)."""
         self.pages = SQLitePages(self._file, self.keyring)
         """Its listings a page at a time (``JournalPages``)."""
+        self.retention = SQLiteRetention(self._file)
+        """Pruning what the retention lets go (``JournalRetention``)."""
         self.sealing = SQLiteSealing(self._file)
         """The mark of a sealed journal (``JournalSealing``)."""
-        self._prune_cursors = {}
 
     @classmethod
     def from_address(cls, address: str, *, namespace: str | None = None) -> SQLiteJournal:

@@ -1,4 +1,5 @@
-"""Pruning the SQLite journal (``PruningJournal``), and the floor its write counts read from.
+"""The SQLite journal's retention component (``JournalRetention``), and the floor its write
+counts read from.
 
 The floor is the ``write_floor`` row: the highest count pruned. Every statement that reads a
 session's count reads the floor where the session has none (``files.FLOOR``), and every
@@ -156,18 +157,19 @@ def _remove(
 
 
 class SQLiteRetention:
-    """``prune`` for ``SQLiteJournal``, over its file ``_file``."""
+    """``JournalRetention`` on a journal's file."""
 
-    _file: JournalFile
-    _prune_cursors: dict[str, tuple[Any, ...]]
-    """Where the limited sweep of each kind goes on from: the key of the last row examined,
-    or ``_FINISHED`` once it reached the end of its table in the current round (an absent
-    kind starts from its first row)."""
+    def __init__(self, file: JournalFile) -> None:
+        self._file = file
+        self._prune_cursors: dict[str, tuple[Any, ...]] = {}
+        """Where the limited sweep of each kind goes on from: the key of the last row
+        examined, or ``_FINISHED`` once it reached the end of its table in the current round
+        (an absent kind starts from its first row)."""
 
     async def prune(
         self, retention: Retention, *, limit: int | None = None, dry_run: bool = False
     ) -> Pruned:
-        """``PruningJournal.prune``. Without a ``limit`` every table is swept whole. With one,
+        """``JournalRetention.prune``. Without a ``limit`` every table is swept whole. With one,
         the calls sweep the tables in rounds: each call goes on from where the previous one
         stopped, a kind whose sweep reached the end of its table waits for the others, and
         the call that ends the round answers ``done`` (the next starts a new round). A dry

@@ -12,7 +12,8 @@ one bucket is done in steps, none of them a script across slots:
   under the same claim check), then the decision stored and counted where its session is;
 - the journal-wide reads ask every bucket at once, one pipeline per node (``reads.py``,
   ``effects.py``; the aside and pages components, ``redis/aside.py``, ``redis/pages.py``),
-  and so do pruning (``retention.py``) and the schema's version (``link.py``).
+  and so do the retention component (``redis/retention.py``) and the schema's version
+  (``link.py``).
 
 The one-step append of a journal and a store on one server (``fused.py``) is not used: a
 cluster client names no single server (``backend.server_of``).
@@ -26,7 +27,6 @@ from typing import Any, ClassVar, Final
 from ...._core.effect_records import Effect
 from ...._core.ownership import Owner
 from ...._core.records import Decision
-from ...._core.retention import Pruned, Retention
 from ....errors import ConfigurationError, IntentConflict, JournalUnavailable, LeaseLost
 from ...connections import Connections
 from ...journal import IntentState, require_settling
@@ -45,7 +45,6 @@ from .claims import ClusterClaims
 from .effects import ClusterEffects
 from .layout import BucketKeys
 from .reads import ClusterReads
-from .retention import ClusterRetention, ClusterWalks
 
 try:
     from redis import exceptions as redis_errors
@@ -66,7 +65,6 @@ class RedisClusterJournal(
     ClusterClaims,
     ClusterReads,
     ClusterEffects,
-    ClusterRetention,
     RedisJournal,
 ):
     """``IntentJournal`` and ``EffectJournal`` on a Redis Cluster, shared by every worker that
@@ -96,7 +94,6 @@ class RedisClusterJournal(
             given, prefix=prefix, where=where, connections=connections, replica_wait=replica_wait
         )
         self._effect_homes = IntentHomes()
-        self._cluster_walks = ClusterWalks()
 
     @classmethod
     def from_url(
@@ -209,13 +206,6 @@ class RedisClusterJournal(
 
         await self._homes.on_intent(intent_id, attempt)
 
-    async def prune(
-        self, retention: Retention, *, limit: int | None = None, dry_run: bool = False
-    ) -> Pruned:
-        found = await super().prune(retention, limit=limit, dry_run=dry_run)
-        self._round(limit, dry_run, found.done)
-        return found
-
     async def close(self) -> None:
         """Let the claims that wait go, then release the connections (a client passed in stays
         open); a later operation opens them again."""
@@ -228,5 +218,4 @@ class RedisClusterJournal(
         """Delete every key of this journal, on every primary; for tests and operators."""
         deleted = await super().drop()
         self._effect_homes.clear()
-        self._cluster_walks = ClusterWalks()
         return deleted
