@@ -338,6 +338,6 @@ async def check_sample(journal: Any, sample: Iterable[Left]) -> None:
         else:
             assert found == [], found
         if left.receipt is not None:
-            assert await journal.effect(left.receipt.key) == left.receipt
-            assert await journal.effects(left.session_id) == [left.receipt]
+            assert await journal.effects.get(left.receipt.key) == left.receipt
+            assert await journal.effects.of_session(left.session_id) == [left.receipt]
         assert await journal.write_count(left.session_id, BACKEND) == left.writes

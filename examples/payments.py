@@ -137,14 +137,14 @@ async def demo(directory: Path) -> int:
         f"(exit {child.returncode}): the processor holds {len(processor.charges())} charge(s)"
     )
     journal: Any = session(directory).journal
-    [effect] = await journal.effects(SESSION_ID)
+    [effect] = await journal.effects.of_session(SESSION_ID)
     print(f"   the journal holds the effect's intent, no receipt: {effect.state.value}")
 
     result = await resume(directory, [[assistant_message("Your card is charged.")]])
     print(f"3. The recovery resumes the same checkpoint: {result.final_output!r}")
     charges = processor.charges()
     print(f"   the processor holds {len(charges)} charge(s): {charges}")
-    for effect in await journal.effects(SESSION_ID):
+    for effect in await journal.effects.of_session(SESSION_ID):
         print(
             f"   receipt: key {effect.key[:12]}, tool {effect.tool}, call {effect.call_id}, "
             f"{effect.state.value}, attempts {effect.attempts}, output {effect.output!r}"

@@ -19,6 +19,7 @@ from .aside import RawIntent, SetAside
 __all__ = [
     "COUNT_LIMIT",
     "JournalAside",
+    "JournalEffects",
     "JournalPages",
     "JournalRetention",
     "JournalSealing",
@@ -59,6 +60,55 @@ class Page(Generic[_Row]):
 
     after: str | None = None
     """The cursor that lists the next page (``after=``); None when nothing follows."""
+
+
+@runtime_checkable
+class JournalEffects(Protocol):
+    """Tools' external effects (``agents_reconcile._effects``): an effect's intent before its
+    tool body runs, and its receipt after. Every journal of this package has one; a journal
+    without one (``effects`` None) cannot serve effect tools.
+
+    A row per effect key: the key, its session, its state (``started``, ``done``), its owner,
+    when it last changed, and the encoded ``Effect`` (its output sealed with the journal's
+    keyring where payloads are sealed; signed where the deployment signs, checked on reading).
+    An effect is not a session write: it takes no part in the write counts.
+    """
+
+    async def begin(self, effect: Effect) -> tuple[Effect, bool]:
+        """Record ``effect`` (state started) unless its key is known; return the record the
+        journal holds for the key afterwards, and whether this call recorded it. Atomic: of
+        callers racing with one key, exactly one records."""
+        ...
+
+    async def restart(self, effect: Effect, *, expect_owner: str) -> bool:
+        """Replace the started record of ``effect.key`` whose owner is ``expect_owner`` with
+        ``effect`` (a new owner, one more attempt), for another run of the body; False (and
+        nothing changed) when the key is unknown, done, or started under another owner."""
+        ...
+
+    async def finish(self, effect: Effect) -> Effect:
+        """Store ``effect``'s receipt (state done) over the started record of its key, which
+        must be owned by ``effect.owner``; return the stored record. The very same receipt
+        again (a retried call whose reply was lost) is a no-op returning it; for a key that
+        is unknown, done with another output, or started under another owner, raise
+        ``IntentConflict``."""
+        ...
+
+    async def get(self, key: str) -> Effect | None:
+        """The record of one effect key, or None."""
+        ...
+
+    async def of_session(self, session_id: str) -> list[Effect]:
+        """Every effect of a session, oldest first."""
+        ...
+
+    async def started(self, session_id: str | None = None) -> list[Effect]:
+        """The effects that are started and have no receipt, of one session (every session
+        when None), in the order they were begun: those that may wait for an operator once
+        their owner is gone. Reads only; the work grows with how many are started, not with
+        how many effects the journal keeps. Under ``collecting_damage`` a row that fails its
+        checks is reported there and left out, like ``pending``."""
+        ...
 
 
 @runtime_checkable

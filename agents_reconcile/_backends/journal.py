@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final, Protocol, TypeGuard, runtime_checkable
+from typing import TYPE_CHECKING, Final, Protocol, runtime_checkable
 
 from .._core.ownership import Owner
 from .._core.records import (
@@ -20,22 +21,25 @@ from .._core.records import (
 from ..errors import ConfigurationError
 
 if TYPE_CHECKING:
-    from .._core.effect_records import Effect
-    from .components import JournalAside, JournalPages, JournalRetention, JournalSealing
+    from .components import (
+        JournalAside,
+        JournalEffects,
+        JournalPages,
+        JournalRetention,
+        JournalSealing,
+    )
 
 __all__ = [
     "ACTIVE_STATES",
     "JOURNAL_COMPONENTS",
     "JOURNAL_METHODS",
     "Capabilities",
-    "EffectJournal",
     "IntentJournal",
     "IntentState",
     "JournalEntry",
     "Opened",
     "capabilities_of",
     "journal_gaps",
-    "keeps_effects",
     "meant_as_journal",
     "require_journal",
     "require_limit",
@@ -207,6 +211,12 @@ class IntentJournal(Protocol):
     # none. A plain attribute meets each (``aside = None`` declares there is none).
 
     @property
+    def effects(self) -> JournalEffects | None:
+        """Tools' external effects, their intents and receipts (``JournalEffects``), or None:
+        effect tools are then refused."""
+        ...
+
+    @property
     def aside(self) -> JournalAside | None:
         """Setting damaged intents aside (``JournalAside``), or None."""
         ...
@@ -229,63 +239,14 @@ class IntentJournal(Protocol):
         ...
 
 
-@runtime_checkable
-class EffectJournal(IntentJournal, Protocol):
-    """A journal that also keeps tools' external effects (``agents_reconcile._effects``): an
-    effect's intent before its tool body runs, and its receipt after. Every journal of this
-    package is one; a custom journal that does not declare ``Capabilities(effects=True)``
-    cannot serve effect tools.
-
-    A row per effect key: the key, its session, its state (``started``, ``done``), its owner,
-    when it last changed, and the encoded ``Effect`` (its output sealed with the journal's
-    keyring where payloads are sealed; signed where the deployment signs, checked on reading).
-    """
-
-    async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
-        """Record ``effect`` (state started) unless its key is known; return the record the
-        journal holds for the key afterwards, and whether this call recorded it. Atomic: of
-        callers racing with one key, exactly one records."""
-        ...
-
-    async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
-        """Replace the started record of ``effect.key`` whose owner is ``expect_owner`` with
-        ``effect`` (a new owner, one more attempt), for another run of the body; False (and
-        nothing changed) when the key is unknown, done, or started under another owner."""
-        ...
-
-    async def finish_effect(self, effect: Effect) -> Effect:
-        """Store ``effect``'s receipt (state done) over the started record of its key, which
-        must be owned by ``effect.owner``; return the stored record. The very same receipt
-        again (a retried call whose reply was lost) is a no-op returning it; for a key that
-        is unknown, done with another output, or started under another owner, raise
-        ``IntentConflict``."""
-        ...
-
-    async def effect(self, key: str) -> Effect | None:
-        """The record of one effect key, or None."""
-        ...
-
-    async def effects(self, session_id: str) -> list[Effect]:
-        """Every effect of a session, oldest first."""
-        ...
-
-    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
-        """The effects that are started and have no receipt, of one session (every session
-        when None), in the order they were begun: those that may wait for an operator once
-        their owner is gone. Reads only; the work grows with how many are started, not with
-        how many effects the journal keeps. Under ``collecting_damage`` a row that fails its
-        checks is reported there and left out, like ``pending``."""
-        ...
-
-
 @dataclass(frozen=True)
 class Capabilities:
-    """What a journal offers beyond ``IntentJournal``, declared by the journal as its class
-    attribute ``capabilities`` (never guessed from the methods it happens to have). A journal
-    that declares nothing offers the protocol alone: effect tools are then refused, with the
-    reason, and appends take the general path.
+    """How a journal behaves where ``IntentJournal`` leaves it a choice that the wrapper can use,
+    declared by the journal as its class attribute ``capabilities`` (never guessed from the
+    methods it happens to have): two flags. A journal that declares nothing has appends take
+    the general path. What a journal offers beyond its core is a component (``effects``,
+    ``aside``, ``pages``, ``retention``, ``sealing``), never a flag.
 
-    - ``effects``: an ``EffectJournal``, keeping tools' effect intents and receipts.
     - ``folds_clearing``: ``open_intent(clearing=...)`` clears the previous acknowledged intent
       as part of the opening (in its commit, or just before it on the same connection), so an
       append never meets its own previous intent.
@@ -293,24 +254,18 @@ class Capabilities:
       at once may be started in the caller's task (``_core.cancellation.outliving_cancellation``).
     """
 
-    effects: bool = False
     folds_clearing: bool = False
     starts_eagerly: bool = False
 
 
 NOTHING_MORE: Final = Capabilities()
-"""What a journal that declares nothing offers: the ``IntentJournal`` protocol alone."""
+"""What a journal that declares nothing is taken to do: neither flag."""
 
 
 def capabilities_of(journal: object) -> Capabilities:
     """What ``journal`` declares it offers (``NOTHING_MORE`` when it declares nothing)."""
     declared = getattr(type(journal), "capabilities", None)
     return declared if isinstance(declared, Capabilities) else NOTHING_MORE
-
-
-def keeps_effects(journal: object) -> TypeGuard[EffectJournal]:
-    """Whether ``journal`` declares ``effects`` (and so is an ``EffectJournal``)."""
-    return capabilities_of(journal).effects
 
 
 JOURNAL_METHODS: Final = (
@@ -334,16 +289,21 @@ JOURNAL_METHODS: Final = (
     "migrate",
 )
 """The methods of ``IntentJournal``: every one the wrapper may call."""
-JOURNAL_COMPONENTS: Final = ("aside", "pages", "retention", "sealing")
+JOURNAL_COMPONENTS: Final = ("effects", "aside", "pages", "retention", "sealing")
 """The components of ``IntentJournal``: attributes, each an object or None."""
 
 
 def journal_gaps(journal: object) -> list[str]:
     """What ``journal`` lacks of ``IntentJournal`` (nothing: it is one), as a reader would
-    write it: ``name()`` for a method, ``name`` for a component."""
+    write it: ``name()`` for a method, ``name`` for a component. A method where a component
+    belongs (an earlier release's ``effects(session_id)``) is no component: it is a gap."""
     return [
         f"{name}()" for name in JOURNAL_METHODS if not callable(getattr(journal, name, None))
-    ] + [name for name in JOURNAL_COMPONENTS if not hasattr(journal, name)]
+    ] + [
+        name
+        for name in JOURNAL_COMPONENTS
+        if not hasattr(journal, name) or inspect.ismethod(getattr(journal, name))
+    ]
 
 
 def meant_as_journal(value: object) -> bool:
@@ -367,6 +327,12 @@ def require_journal(journal: object) -> None:
     if components:
         declared = ", ".join(f"{name} = None" for name in components)
         add.append(f"{' and '.join(components)} (the component, or {declared} for none)")
+    if inspect.ismethod(getattr(journal, "effects", None)):
+        add.append(
+            "its effects as an object (a JournalEffects: begin, restart, finish, get, "
+            "of_session, started), in place of the earlier release's methods begin_effect, "
+            "restart_effect, finish_effect, effect, effects, started_effects"
+        )
     raise ConfigurationError(
         f"journal {type(journal).__name__} is not an IntentJournal of this release: it lacks "
         f"{', '.join(gaps)}; add {'; and '.join(add)} (docs/backends.md: Adding a backend)"

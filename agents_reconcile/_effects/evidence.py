@@ -8,7 +8,6 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, Final
 
-from .._backends.journal import keeps_effects
 from .._core.effect_records import Effect, EffectState
 from .._core.fingerprint import item_digest
 from .._core.records import Outcome, Reason
@@ -94,10 +93,12 @@ async def vouched_by_receipts(
 
     if verdict.outcome is Outcome.AMBIGUOUS or not outputs_by_call(intent.batch):
         return verdict
-    journal = client.journal
-    if not keeps_effects(journal):
+    effects = client.journal.effects
+    if effects is None:
         return verdict
-    problem = effect_problems(intent.batch, await client.call(journal.effects, intent.session_id))
+    problem = effect_problems(
+        intent.batch, await client.call(effects.of_session, intent.session_id)
+    )
     if problem is None:
         return verdict
     evidence = {**verdict.evidence, "judged": verdict.outcome.value, **problem}

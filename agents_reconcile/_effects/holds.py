@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 from .._core.cancellation import not_if_cancelled
 
 if TYPE_CHECKING:
-    from .._backends.journal import EffectJournal
+    from .._backends.components import JournalEffects
     from .._core.effect_records import Effect
 
 __all__ = [
@@ -135,7 +135,7 @@ async def step(
 
 
 async def release(
-    journal: EffectJournal, effect: Effect, owner: str, error_digest: str | None = None
+    effects: JournalEffects, effect: Effect, owner: str, error_digest: str | None = None
 ) -> bool:
     """Record that nobody runs ``effect``'s body any more (``owner`` says why), with the
     digest of the error output the model was shown, if any; whether it was recorded."""
@@ -143,4 +143,4 @@ async def release(
     if error_digest is not None and error_digest not in errors:
         errors = (*errors, error_digest)
     released = dataclasses.replace(effect, owner=owner, error_digests=errors, age=None)
-    return await journal.restart_effect(released, expect_owner=effect.owner)
+    return await effects.restart(released, expect_owner=effect.owner)

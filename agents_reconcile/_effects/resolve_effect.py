@@ -19,7 +19,7 @@ from .._core.records import Action, Decision, Outcome, Reason
 from ..errors import ReconcileError, ResolutionRefused
 
 if TYPE_CHECKING:
-    from .._backends.journal import EffectJournal
+    from .._backends.components import JournalEffects
     from .._session.journal_client import JournalClient
 
 __all__ = ["RETRY_OWNER", "held", "resolve_effect"]
@@ -32,7 +32,7 @@ _MAX_TEXT: Final = 500
 
 async def resolve_effect(
     client: JournalClient,
-    journal: EffectJournal,
+    effects: JournalEffects,
     key: str,
     outcome: str,
     *,
@@ -45,7 +45,7 @@ async def resolve_effect(
     is unknown, has its receipt, is held by a live owner, or an argument is not one it takes
     (every argument is checked before anything is read or written)."""
     note, who, receipt = _checked(key, outcome, reason, actor, output, lease_seconds)
-    stored = await journal.effect(key)
+    stored = await effects.get(key)
     if stored is None or stored.session_id != client.session_id:
         raise ResolutionRefused(f"no effect {key} in session {client.session_id!r}", intent_id=key)
     if stored.state is EffectState.DONE:
@@ -62,7 +62,7 @@ async def resolve_effect(
     if receipt is not None:
         # A receipt holds its output: never readable, nor under a key the deployment lacks,
         # in a journal marked sealed (even with no sealed record left in it).
-        problem = await unsealed_write(journal, seal_key)
+        problem = await unsealed_write(client.journal, seal_key)
         if problem is not None:
             raise ResolutionRefused(
                 f"effect {key}: {problem}; give the deployment's payload key "
@@ -73,13 +73,13 @@ async def resolve_effect(
     taken = dataclasses.replace(
         stored, owner=me, seal_key=seal_key, sign_key=keyring.signer, age=None
     )
-    if not await journal.restart_effect(taken, expect_owner=stored.owner):
+    if not await effects.restart(taken, expect_owner=stored.owner):
         raise ResolutionRefused(
             f"effect {key} changed while this resolution looked at it; look again",
             intent_id=key,
         )
     if receipt is not None:
-        await journal.finish_effect(taken.with_receipt(receipt, at=time.time()))
+        await effects.finish(taken.with_receipt(receipt, at=time.time()))
     decision = client.decision(
         None,
         Outcome.COMMITTED if outcome == "committed" else Outcome.AMBIGUOUS,

@@ -34,7 +34,6 @@ from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, NoReturn, overload
 
-from .._backends.journal import keeps_effects
 from .._core.cancellation import not_if_cancelled
 from .._core.crashpoints import CrashPoint, reached
 from .._core.effect_records import Effect, EffectState, arguments_digest, effect_key, shown_output
@@ -49,7 +48,8 @@ if TYPE_CHECKING:
     from agents import FunctionTool
     from agents.tool_context import ToolContext
 
-    from .._backends.journal import EffectJournal, IntentJournal
+    from .._backends.components import JournalEffects
+    from .._backends.journal import IntentJournal
     from .._session.session import ReconcilingSession
 
 __all__ = [
@@ -57,8 +57,8 @@ __all__ = [
     "EffectCall",
     "as_effect_tool",
     "current_effect",
-    "effect_journal",
     "effect_tool",
+    "effects_of",
 ]
 
 NOT_FOUND: Final = object()
@@ -84,7 +84,7 @@ class EffectCall:
     call_id: str
     attempt: int
     _effect: Effect
-    _journal: Any
+    _effects: JournalEffects
     _receipt_error: BaseException | None = None
     _started: bool = False
     """The body was entered."""
@@ -205,7 +205,7 @@ async def _invoke(
             "effects need the session's journal (run_config=session.run_config(), or "
             "agents_reconcile.install())"
         )
-    journal = effect_journal(session.journal)
+    effects = effects_of(session.journal)
     # A resumed state older than the retention may have lost this call's receipt: refused
     # before anything is recorded, never run again on a missing receipt's word.
     await session.carried.refuse_if_expired(context_of(ctx))
@@ -232,19 +232,19 @@ async def _invoke(
 
     async def unbegun(begun: tuple[Effect, bool]) -> None:
         if begun[1]:  # recorded, and the caller is gone: no body ran
-            await holds.release(journal, effect, holds.NEVER_STARTED_OWNER)
+            await holds.release(effects, effect, holds.NEVER_STARTED_OWNER)
 
     # Its receipt is sealed where the session seals: the journal says so first.
     await session.journal_client.mark_sealed()
-    begin = journal.begin_effect(effect)
+    begin = effects.begin(effect)
     stored, recorded = await holds.step(effect.key, holder, begin, bound, unbegun)
     if not recorded:
         if stored.state is EffectState.DONE:
             return stored.output
-        effect = await _unknown(session, journal, stored, effect, check, idempotent, holder)
+        effect = await _unknown(session, effects, stored, effect, check, idempotent, holder)
         if effect.state is EffectState.DONE:
             return effect.output
-    call = EffectCall(effect.key, name, effect.call_id, effect.attempts, effect, journal)
+    call = EffectCall(effect.key, name, effect.call_id, effect.attempts, effect, effects)
     reached(CrashPoint.BEFORE_EFFECT)
     token = _CALL.set(call)
     holds.hold(effect.key, holder)
@@ -265,7 +265,7 @@ async def _run(
     holder: object,
 ) -> Any:
     """The tool's own invocation under ``call``, and what its end leaves in the journal."""
-    effect, journal = call._effect, call._journal
+    effect, effects = call._effect, call._effects
     bound = session.config.lease_seconds
     try:
         output = await original(ctx, input_json)
@@ -280,7 +280,7 @@ async def _run(
             # No output was made of it: the body ended (or never started) without a receipt.
             owner = _ended(call, recorded_inside)
             with contextlib.suppress(ReconcileError):  # the tool's own error matters more
-                await holds.step(effect.key, holder, holds.release(journal, effect, owner), bound)
+                await holds.step(effect.key, holder, holds.release(effects, effect, owner), bound)
             raise
         # The body returned (the effect happened) and its receipt was not written, cancelled
         # or failed: never an ordinary tool error the run would go on from.
@@ -289,13 +289,13 @@ async def _run(
         await _refuse(session, effect, "its receipt could not be written", call._receipt_error)
     if not recorded_inside:
         receipt = effect.with_receipt(output, at=time.time())
-        await holds.step(effect.key, holder, journal.finish_effect(receipt), bound)
+        await holds.step(effect.key, holder, effects.finish(receipt), bound)
     elif call._receipt is None:
         # The SDK's failure handling made an error output of a body that raised (or of
         # arguments refused before it): what the model was shown is vouched for by its
         # digest (a failure receipt); the outcome stays unknown, and nobody runs the body.
         digest = item_digest({"output": shown_output(output)})
-        release = holds.release(journal, effect, _ended(call, recorded_inside), digest)
+        release = holds.release(effects, effect, _ended(call, recorded_inside), digest)
         with contextlib.suppress(ReconcileError):  # unrecorded, the turn may be denied later
             await holds.step(effect.key, holder, release, bound)
     return output
@@ -311,7 +311,7 @@ async def _after_cancel(call: EffectCall, recorded_inside: bool, bound: float) -
     """The call's caller was cancelled: settle the effect's record once what the body
     started has ended (in the background: a sync body runs on in its worker thread, and the
     key stays held until it returns and its receipt is written)."""
-    effect, journal = call._effect, call._journal
+    effect, effects = call._effect, call._effects
     try:
         if call._receipt is not None:  # the body returned: its receipt lands
             await asyncio.wait_for(asyncio.shield(call._receipt), bound)
@@ -319,19 +319,19 @@ async def _after_cancel(call: EffectCall, recorded_inside: bool, bound: float) -
         if call._thread is not None:
             output = await call._thread  # no bound: the body is running
             receipt = effect.with_receipt(output, at=time.time())
-            await asyncio.wait_for(journal.finish_effect(receipt), bound)
+            await asyncio.wait_for(effects.finish(receipt), bound)
             return
     except asyncio.CancelledError:
         raise
     except BaseException:  # the body raised, or its receipt failed: the outcome is unknown
-        await asyncio.wait_for(holds.release(journal, effect, holds.ENDED_OWNER), bound)
+        await asyncio.wait_for(holds.release(effects, effect, holds.ENDED_OWNER), bound)
         return
-    await asyncio.wait_for(holds.release(journal, effect, _ended(call, recorded_inside)), bound)
+    await asyncio.wait_for(holds.release(effects, effect, _ended(call, recorded_inside)), bound)
 
 
 async def _unknown(
     session: ReconcilingSession,
-    journal: EffectJournal,
+    effects: JournalEffects,
     stored: Effect,
     mine: Effect,
     check: Check | None,
@@ -369,14 +369,14 @@ async def _unknown(
     async def untaken(took: bool) -> None:
         # The caller is gone before the body ran: as it was, less a check's answer.
         if took and found is NOT_FOUND:
-            await holds.release(journal, taken, holds.NEVER_STARTED_OWNER)
+            await holds.release(effects, taken, holds.NEVER_STARTED_OWNER)
         elif took:
-            await journal.finish_effect(taken.with_receipt(found, at=time.time()))
+            await effects.finish(taken.with_receipt(found, at=time.time()))
 
-    restart = journal.restart_effect(taken, expect_owner=stored.owner)
+    restart = effects.restart(taken, expect_owner=stored.owner)
     if not await holds.step(stored.key, holder, restart, bound, untaken):
         # Someone else took it meanwhile (or finished it): judged again, from what is there.
-        again = await journal.effect(stored.key)
+        again = await effects.get(stored.key)
         if again is not None and again.state is EffectState.DONE:
             return again
         await _refuse(session, again or stored, "another worker took it over meanwhile")
@@ -384,7 +384,7 @@ async def _unknown(
         return taken
     # The external system holds the effect: its answer becomes the receipt; nothing runs.
     receipt = taken.with_receipt(found, at=time.time())
-    done: Effect = await holds.step(stored.key, holder, journal.finish_effect(receipt), bound)
+    done: Effect = await holds.step(stored.key, holder, effects.finish(receipt), bound)
     return done
 
 
@@ -472,17 +472,18 @@ def _session_of(ctx: Any) -> ReconcilingSession | None:
     return found
 
 
-def effect_journal(journal: IntentJournal) -> EffectJournal:
-    """``journal``, refused unless it keeps effects."""
+def effects_of(journal: IntentJournal) -> JournalEffects:
+    """``journal``'s effects component, refused when it has none."""
     from ..errors import ConfigurationError
 
-    if not keeps_effects(journal):
+    effects = journal.effects
+    if effects is None:
         raise ConfigurationError(
-            f"{type(journal).__qualname__} does not declare Capabilities(effects=True) (an "
-            "EffectJournal): an effect tool needs a journal that does (every journal of this "
-            "package does)"
+            f"{type(journal).__qualname__} has no effects component (its effects is None): an "
+            "effect tool needs a journal that keeps effects (every journal of this package "
+            "does)"
         )
-    return journal
+    return effects
 
 
 def _recording(body: Callable[..., Any]) -> Callable[..., Any]:
@@ -509,7 +510,7 @@ def _recording(body: Callable[..., Any]) -> Callable[..., Any]:
         reached(CrashPoint.BEFORE_RECEIPT)
         try:
             receipt = call._effect.with_receipt(output, at=time.time())
-            call._receipt = asyncio.ensure_future(call._journal.finish_effect(receipt))
+            call._receipt = asyncio.ensure_future(call._effects.finish(receipt))
             await asyncio.shield(call._receipt)
         except asyncio.CancelledError:
             raise  # the receipt's write is waited out in the background

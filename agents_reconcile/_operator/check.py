@@ -27,7 +27,7 @@ from typing import Any, Final
 
 from agents.memory import OpenAIConversationsSession
 
-from .._backends.journal import IntentJournal, IntentState, keeps_effects
+from .._backends.journal import IntentJournal, IntentState
 from .._backends.redaction import redacted
 from .._backends.registry import backend_for
 from .._backends.rows import collecting_damage
@@ -418,9 +418,9 @@ async def sealed_elsewhere(journal: IntentJournal, session_id: str) -> str | Non
     sealed receipt shows nothing; a damaged record shows nothing either (it is reported by
     the reads that list it)."""
     reads: list[Callable[[], Awaitable[object]]] = [lambda: journal.pending(None)]
-    if keeps_effects(journal):
-        effects = journal
-        reads.append(lambda: effects.effects(session_id))
+    effects = journal.effects
+    if effects is not None:
+        reads.append(lambda: effects.of_session(session_id))
     for read in reads:
         try:
             await read()

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from .._backends.journal import keeps_effects
 from .._backends.rows import collecting_damage
 from ..errors import ResolutionRefused
 
@@ -38,7 +37,7 @@ async def full_id(journal: Any, typed: str) -> str:
 async def _known(journal: Any, ident: str) -> bool:
     if journal.aside is not None and await journal.aside.raw(ident) is not None:
         return True
-    if keeps_effects(journal) and await journal.effect(ident) is not None:
+    if journal.effects is not None and await journal.effects.get(ident) is not None:
         return True
     return bool(await journal.is_settled(ident))
 
@@ -47,8 +46,8 @@ async def _candidates(journal: Any) -> set[str]:
     found: set[str] = set()
     with collecting_damage() as damaged:
         found.update(entry.intent.intent_id for entry in await journal.pending(None))
-        if keeps_effects(journal):
-            found.update(effect.key for effect in await journal.started_effects(None))
+        if journal.effects is not None:
+            found.update(effect.key for effect in await journal.effects.started(None))
         found.update(d.intent_id for d in await journal.decisions(limit=_RECENT))
     found.update(record.ident for record in damaged)
     if journal.aside is not None:

@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING, Any, Final
 import orjson
 
 from .._backends.components import Page
-from .._backends.journal import keeps_effects
 from .._backends.pages import effects_in_memory, intents_in_memory
 from ..errors import ConfigurationError
 
@@ -130,10 +129,10 @@ async def effects_page(
         return await journal.pages.started_effects(
             limit=limit, after=after, session_id=session_id, overdue_before=overdue_before
         )
-    if not keeps_effects(journal):
+    if journal.effects is None:
         return Page(rows=[])
     return await effects_in_memory(
-        await journal.started_effects(session_id),
+        await journal.effects.started(session_id),
         limit=limit,
         after=after,
         newest=journal.newest_decisions,

@@ -9,7 +9,7 @@ import asyncio
 import sys
 from typing import TYPE_CHECKING, Any, Final
 
-from .._backends.journal import IntentJournal, keeps_effects
+from .._backends.journal import IntentJournal
 from .._backends.redaction import redacted
 from .._core.effect_records import Effect
 from .._core.records import BackendIdentity
@@ -130,9 +130,9 @@ async def _resolve(args: argparse.Namespace, unread: dict[str, Any]) -> Any:
 async def find_effect(journal: IntentJournal, key: str) -> Effect | None:
     """The tool effect ``key`` names, when it names one (an effect key, not an intent id)."""
 
-    if not keeps_effects(journal):
+    if journal.effects is None:
         return None
-    return await journal.effect(key)
+    return await journal.effects.get(key)
 
 
 async def _resolve_effect(args: argparse.Namespace, journal: Any, effect: Effect) -> Any:
@@ -144,7 +144,7 @@ async def _resolve_effect(args: argparse.Namespace, journal: Any, effect: Effect
     client = JournalClient(effect.session_id, EFFECTS_BACKEND, config, keyring=keyring(args))
     return await resolve_effect(
         client,
-        journal,
+        journal.effects,
         effect.key,
         outcome,
         reason=args.reason,

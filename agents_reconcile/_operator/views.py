@@ -11,7 +11,7 @@ import time
 from typing import TYPE_CHECKING, Any, Final
 
 from .._backends.components import Page
-from .._backends.journal import ACTIVE_STATES, JournalEntry, keeps_effects
+from .._backends.journal import ACTIVE_STATES, JournalEntry
 from .._backends.rows import collecting_damage
 from .._core.effect_records import Effect
 from .._core.policy import Resolution, Step, resolution_step
@@ -233,9 +233,9 @@ async def started_effects(
     newest decision and whether it waits for an operator (``waiting.effect_status``); none for
     a journal that keeps no effects. Run it under ``collecting_damage`` to have damaged rows
     reported, not raised."""
-    if not keeps_effects(journal):
+    if journal.effects is None:
         return []
-    effects = await journal.started_effects(session_id)
+    effects = await journal.effects.started(session_id)
     if not effects:
         return []
     newest = await journal.newest_decisions([effect.key for effect in effects])

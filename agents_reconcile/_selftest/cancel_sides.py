@@ -22,7 +22,8 @@ from agents import Agent, RunConfig, RunState, function_tool
 from agents.testing import ModelStep, ScriptedModel
 from agents.tool_context import ToolContext
 
-from .._backends.journal import ACTIVE_STATES, EffectJournal, keeps_effects
+from .._backends.components import JournalEffects
+from .._backends.journal import ACTIVE_STATES
 from .._core.crashpoints import CrashPoint, reached
 from .._core.ownership import current_owner
 from .._effects import holds
@@ -169,15 +170,15 @@ class _Talk:
     async def history(self) -> list[str]:
         return [item_name(item) for item in await self.inner.get_items()]
 
-    def journal(self) -> EffectJournal | None:
+    def journal_effects(self) -> JournalEffects | None:
         if self.wrapped is None:
             return None
-        journal = self.wrapped.journal
-        assert keeps_effects(journal), "the self-test's journal keeps effects"
-        return journal
+        effects = self.wrapped.journal.effects
+        assert effects is not None, "the self-test's journal keeps effects"
+        return effects
 
     async def effects(self) -> list[dict[str, Any]]:
-        journal = self.journal()
+        journal = self.journal_effects()
         if journal is None:
             return []
         return [
@@ -189,7 +190,7 @@ class _Talk:
                 "output": effect.output,
                 "owner": effect.owner,
             }
-            for effect in await journal.effects(self.session_id)
+            for effect in await journal.of_session(self.session_id)
         ]
 
     @property

@@ -46,7 +46,6 @@ from agents.testing import ModelStep, ScriptedModel, assistant_message, function
 from agents.testing.model import ModelCall
 from agents.tool_context import ToolContext
 
-from .._backends.journal import keeps_effects
 from .._backends.sqlite.journal import SQLiteJournal
 from .._core import crashpoints
 from .._core.crashpoints import CrashPoint
@@ -419,8 +418,8 @@ async def _crash(job: Job, inner: Any) -> None:
 
 async def _effects(session: ReconcilingSession) -> list[dict[str, Any]]:
     """The session's effects as the journal holds them: enough to judge by."""
-    journal = session.journal
-    assert keeps_effects(journal), "the self-test's journal keeps effects"
+    effects = session.journal.effects
+    assert effects is not None, "the self-test's journal keeps effects"
     return [
         {
             "key": effect.key,
@@ -429,7 +428,7 @@ async def _effects(session: ReconcilingSession) -> list[dict[str, Any]]:
             "attempts": effect.attempts,
             "output": effect.output,
         }
-        for effect in await journal.effects(session.session_id)
+        for effect in await effects.of_session(session.session_id)
     ]
 
 

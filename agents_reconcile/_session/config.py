@@ -9,7 +9,12 @@ from dataclasses import dataclass, fields
 from typing import Any, Final, Literal, get_args
 
 from .._backends.addresses import printable, sqlite_file
-from .._backends.journal import IntentJournal, meant_as_journal, require_journal
+from .._backends.journal import (
+    IntentJournal,
+    journal_gaps,
+    meant_as_journal,
+    require_journal,
+)
 from .._backends.redaction import Redacted
 from .._backends.registry import parse_address
 from .._core.records import BackendIdentity
@@ -223,7 +228,7 @@ def _attempts(name: str, value: object) -> None:
 
 
 def _journal(name: str, value: object) -> None:
-    if value is None or isinstance(value, IntentJournal):
+    if value is None or (isinstance(value, IntentJournal) and not journal_gaps(value)):
         return
     if isinstance(value, os.PathLike):
         path = os.fspath(value)

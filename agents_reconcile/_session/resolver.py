@@ -97,12 +97,12 @@ class Resolver:
         """An operator's resolution of a tool effect whose outcome is unknown
         (``ReconcilingSession.resolve_effect``)."""
         from .._effects.resolve_effect import resolve_effect
-        from .._effects.tool import effect_journal
+        from .._effects.tool import effects_of
 
         client = self.client
         return await resolve_effect(
             client,
-            effect_journal(client.journal),
+            effects_of(client.journal),
             key,
             outcome,
             reason=reason,

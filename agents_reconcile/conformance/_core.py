@@ -36,7 +36,8 @@ KINDS: Final = (
     "store",
     "session",
 )
-"""The kinds of contract: an ``IntentJournal``'s, an ``EffectJournal``'s, an aside
+"""The kinds of contract: an ``IntentJournal``'s, an effects component's (``JournalEffects``,
+``journal.effects``), an aside
 component's (``JournalAside``, ``journal.aside``), a pages component's (``JournalPages``,
 ``journal.pages``), a retention component's (``JournalRetention``, ``journal.retention``), a
 sealing component's (``JournalSealing``, ``journal.sealing``), a revisioned store's, and a

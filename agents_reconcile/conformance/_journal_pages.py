@@ -238,8 +238,8 @@ async def started_effect_pages_list_every_started_effect_once(subject: Subject) 
         for n, session in enumerate(("s-1", "s-2", "s-1", "s-2", "s-3"))
     ]
     for effect in made:
-        await journal.begin_effect(effect)
-    await journal.finish_effect(made[4].with_receipt("done", at=made[4].started_at + 1.0))
+        await journal.effects.begin(effect)
+    await journal.effects.finish(made[4].with_receipt("done", at=made[4].started_at + 1.0))
     started = sorted(effect.key for effect in made[:4])
     soon = time.time() + 3600.0
     for limit, overdue_before in ((1, soon), (2, 1.0), (3, None), (10, soon)):

@@ -10,11 +10,11 @@ import time
 from datetime import timedelta
 from typing import Any, Final
 
-from .._backends.journal import keeps_effects
 from .._core.fingerprint import digest_items
 from .._core.records import Action, PendingWrite
 from .._core.retention import Pruned, Retention
 from ._core import Subject, contract, require, skip
+from ._effects import _require_effects
 from ._journal import FAILED, IN_FLIGHT, journal_of, worker
 from ._records import BACKEND, ME, make_decision, make_effect, make_intent
 
@@ -136,12 +136,11 @@ async def pruning_keeps_started_effects_and_young_receipts(subject: Subject) -> 
     started effect (no receipt) stays however old, and so does a receipt younger than the
     retention."""
     journal = await _pruning_journal(subject)
-    if not keeps_effects(journal):
-        skip("the journal keeps no effects")
+    _require_effects(journal)
     done, started = make_effect("done-call"), make_effect("started-call")
     for effect in (done, started):
-        await journal.begin_effect(effect)
-    await journal.finish_effect(done.with_receipt("charged", at=done.started_at + 1.0))
+        await journal.effects.begin(effect)
+    await journal.effects.finish(done.with_receipt("charged", at=done.started_at + 1.0))
     receipts = Retention(None, timedelta(hours=1), None)
     require((await _prune(journal, receipts)).receipts == 0, "a young receipt was pruned")
     await asyncio.sleep(0.05)
@@ -149,9 +148,9 @@ async def pruning_keeps_started_effects_and_young_receipts(subject: Subject) -> 
     require(
         pruned.receipts == 1, f"retention.prune() answered {pruned}, not one old receipt removed"
     )
-    require(await journal.effect(done.key) is None, "the pruned receipt still reads back")
+    require(await journal.effects.get(done.key) is None, "the pruned receipt still reads back")
     require(
-        [e.key for e in await journal.started_effects()] == [started.key],
+        [e.key for e in await journal.effects.started()] == [started.key],
         "pruning removed a started effect",
     )
 
@@ -183,13 +182,12 @@ async def pruning_keeps_receipts_an_unresolved_intent_needs(subject: Subject) ->
     accepted or replayed), and removes it once that intent is settled; an old receipt no
     unresolved intent needs goes as ever. A dry run counts the same."""
     journal = await _pruning_journal(subject)
-    if not keeps_effects(journal):
-        skip("the journal keeps no effects")
+    _require_effects(journal)
     needed = make_effect("vouching-call", session_id="session-a")
     idle = make_effect("idle-call", session_id="session-b")
     for effect in (needed, idle):
-        await journal.begin_effect(effect)
-        await journal.finish_effect(effect.with_receipt("charged 5", at=effect.started_at + 1.0))
+        await journal.effects.begin(effect)
+        await journal.effects.finish(effect.with_receipt("charged 5", at=effect.started_at + 1.0))
     pending = _tool_turn("tool-turn", "session-a", needed.call_id, "charged 5")
     await journal.record(pending, state=FAILED, owner=ME)
     await asyncio.sleep(0.05)
@@ -201,18 +199,18 @@ async def pruning_keeps_receipts_an_unresolved_intent_needs(subject: Subject) ->
         pruned.receipts == 1,
         f"retention.prune() removed {pruned.receipts} receipts, not the idle one",
     )
-    kept = await journal.effect(needed.key)
+    kept = await journal.effects.get(needed.key)
     require(
         kept is not None
         and kept.output_digest == needed.with_receipt("charged 5", at=0).output_digest,
         "retention.prune() removed the receipt of an effect whose output an unresolved intent "
         "holds: the check of that output before it is accepted would pass for want of the receipt",
     )
-    require(await journal.effect(idle.key) is None, "the receipt nobody needs was kept")
+    require(await journal.effects.get(idle.key) is None, "the receipt nobody needs was kept")
     await journal.settle(make_decision(pending))
     after = await _prune(journal, receipts_now)
     require(
-        after.receipts == 1 and await journal.effect(needed.key) is None,
+        after.receipts == 1 and await journal.effects.get(needed.key) is None,
         f"once its intent settled, retention.prune() answered {after} and kept the old receipt",
     )
 

@@ -159,7 +159,7 @@ async def test_a_journal_declaring_nothing_skips_the_contracts_of_what_it_lacks_
     assert report.ok, str(report)
     skipped = {result.contract.name: result.detail for result in report.skipped}
     by_kind = {result.contract.kind: result.detail for result in report.skipped}
-    assert "does not declare Capabilities(effects=True)" in by_kind["effects"]
+    assert "has no effects component" in by_kind["effects"]
     assert "has no aside component" in by_kind["aside"]
     assert "has no sealing component" in by_kind["sealing"]
     assert "no schema" in skipped["schema_check_writes_nothing_and_migrate_is_idempotent"]

@@ -1057,13 +1057,13 @@ async def test_a_record_filed_under_another_id_is_refused(place: Place, journal:
         await journal.get("i-2")
 
     first, second = make_effect("c1"), make_effect("c2")
-    await journal.begin_effect(first)
-    await journal.begin_effect(second)
+    await journal.effects.begin(first)
+    await journal.effects.begin(second)
     copied = await storage.effect_record("session-a", first.key)
     await storage.replace_effect_record("session-a", second.key, copied)
     with pytest.raises(RecordTampered):
-        await journal.effect(second.key)
-    assert await journal.effect(first.key) == first
+        await journal.effects.get(second.key)
+    assert await journal.effects.get(first.key) == first
 
 
 def test_open_journal_passes_a_journal_object_through(journal: IntentJournal) -> None:
@@ -1083,10 +1083,10 @@ async def test_effects_count_no_write_of_their_session(journal: Any) -> None:
     """Beginning, restarting and finishing effects count no write of the session and list no
     intent."""
     effect = make_effect()
-    await journal.begin_effect(effect)
+    await journal.effects.begin(effect)
     mine = taken_by(effect, "me/3/3")
-    assert await journal.restart_effect(mine, expect_owner=effect.owner)
-    await journal.finish_effect(mine.with_receipt("ok", at=2.0))
+    assert await journal.effects.restart(mine, expect_owner=effect.owner)
+    await journal.effects.finish(mine.with_receipt("ok", at=2.0))
     assert await journal.write_count("session-a", BACKEND) == 0
     assert await journal.pending(None) == []
 
@@ -1100,17 +1100,17 @@ async def test_racing_receipts_store_one(place: Place, journal: Any, same: bool)
     await first.migrate()
     for round_ in range(15):
         effect = make_effect(f"c{round_}")
-        await first.begin_effect(effect)
+        await first.effects.begin(effect)
         receipts = [effect.with_receipt(f"ok {n * (not same)}", at=10.0) for n in range(2)]
         results = await asyncio.gather(
-            first.finish_effect(receipts[0]),
-            second.finish_effect(receipts[1]),
+            first.effects.finish(receipts[0]),
+            second.effects.finish(receipts[1]),
             return_exceptions=True,
         )
         kinds = sorted(type(result).__name__ for result in results)
         assert kinds == (["Effect", "Effect"] if same else ["Effect", "IntentConflict"])
         winner = next(result for result in results if isinstance(result, Effect))
-        assert await second.effect(effect.key) == winner
+        assert await second.effects.get(effect.key) == winner
 
 
 async def test_racing_restarts_take_the_effect_once(place: Place, journal: Any) -> None:
@@ -1120,16 +1120,16 @@ async def test_racing_restarts_take_the_effect_once(place: Place, journal: Any) 
     await journal.migrate()
     for round_ in range(15):
         effect = make_effect(f"c{round_}")
-        await journal.begin_effect(effect)
+        await journal.effects.begin(effect)
         mine = [taken_by(effect, f"worker/{n}/1") for n in range(4)]
         taken = await asyncio.gather(
             *(
-                each.restart_effect(record, expect_owner=effect.owner)
+                each.effects.restart(record, expect_owner=effect.owner)
                 for each, record in zip(racing, mine, strict=True)
             )
         )
         assert sum(taken) == 1
-        assert await racing[1].effect(effect.key) == mine[taken.index(True)]
+        assert await racing[1].effects.get(effect.key) == mine[taken.index(True)]
 
 
 async def test_a_receipt_sealed_anew_is_the_same_receipt(place: Place, journal: Any) -> None:
@@ -1139,16 +1139,16 @@ async def test_a_receipt_sealed_anew_is_the_same_receipt(place: Place, journal: 
     key = PayloadKey(os.urandom(32))
     journal.keyring.add([key])
     effect = make_effect(seal_key=key)
-    await journal.begin_effect(effect)
+    await journal.effects.begin(effect)
     done = effect.with_receipt("charged 5 (SECRET)", at=10.0)
     assert done.encode() != done.encode()
-    assert await journal.finish_effect(done) == done
-    assert await journal.finish_effect(done) == done
+    assert await journal.effects.finish(done) == done
+    assert await journal.effects.finish(done) == done
     with pytest.raises(IntentConflict):
-        await journal.finish_effect(effect.with_receipt("charged 6", at=10.0))
+        await journal.effects.finish(effect.with_receipt("charged 6", at=10.0))
     _, reader = workers(place, journal, 2)
     reader.keyring.add([key])
-    stored = await reader.effect(effect.key)
+    stored = await reader.effects.get(effect.key)
     assert stored == done and stored is not None and stored.state is EffectState.DONE
     assert stored.output == "charged 5 (SECRET)"
 
@@ -1162,10 +1162,10 @@ async def test_a_sealed_receipt_is_stored_sealed_and_left_by_its_retry(
     key = PayloadKey(os.urandom(32))
     journal.keyring.add([key])
     effect = make_effect(seal_key=key)
-    await journal.begin_effect(effect)
+    await journal.effects.begin(effect)
     done = effect.with_receipt("charged 5 (SECRET-sealed-output)", at=3.0)
-    await journal.finish_effect(done)
+    await journal.effects.finish(done)
     stored = await storage.effect_record("session-a", effect.key)
     assert b"SECRET-sealed-output" not in stored
-    assert await journal.finish_effect(done) == done
+    assert await journal.effects.finish(done) == done
     assert await storage.effect_record("session-a", effect.key) == stored

@@ -570,12 +570,12 @@ async def test_an_effect_is_stored_as_encoded(journals: Factory, admin: Any, sch
     Effect.encode(); finishing turns the row done in place."""
     journal = journals()
     effect = make_effect()
-    await journal.begin_effect(effect)
+    await journal.effects.begin(effect)
     query = f'SELECT key, session_id, state, owner, record FROM "{schema}".effects'
     row = await admin.fetchrow(query)
     assert tuple(row) == (effect.key, "session-a", "started", effect.owner, effect.encode())
     done = effect.with_receipt("charged 5", at=1_700_000_010.0)
-    assert await journal.finish_effect(done) == done
+    assert await journal.effects.finish(done) == done
     row = await admin.fetchrow(query)
     assert tuple(row) == (effect.key, "session-a", "done", effect.owner, done.encode())
 
@@ -589,7 +589,7 @@ INSERT_EFFECT = (
 async def test_a_key_recorded_after_the_snapshot_is_read_afresh(
     journals: Factory, admin: Any, schema: str
 ) -> None:
-    """A begin_effect that waits on a key another transaction is inserting, and finds it
+    """An effects.begin() that waits on a key another transaction is inserting, and finds it
     committed, answers with that transaction's record (read in a new snapshot), not recorded."""
     journal = journals()
     await journal.migrate()
@@ -605,7 +605,7 @@ async def test_a_key_recorded_after_the_snapshot_is_read_afresh(
                 time.time(),
                 theirs.encode(),
             )
-            task = asyncio.create_task(journal.begin_effect(mine))
+            task = asyncio.create_task(journal.effects.begin(mine))
             await waiting_pid(watcher, schema, task)
         stored, recorded = await asyncio.wait_for(task, 10)
     finally:
@@ -614,17 +614,17 @@ async def test_a_key_recorded_after_the_snapshot_is_read_afresh(
 
 
 async def test_misused_states_are_refused_before_any_write(journals: Factory) -> None:
-    """begin_effect and restart_effect take started effects, finish_effect a receipt."""
+    """effects.begin() and effects.restart() take started effects, effects.finish() a receipt."""
     journal = journals()
     effect = make_effect()
     done = effect.with_receipt("ok", at=1.0)
     with pytest.raises(ValueError, match="started"):
-        await journal.begin_effect(done)
+        await journal.effects.begin(done)
     with pytest.raises(ValueError, match="started"):
-        await journal.restart_effect(done, expect_owner=effect.owner)
+        await journal.effects.restart(done, expect_owner=effect.owner)
     with pytest.raises(ValueError, match="done"):
-        await journal.finish_effect(effect)
-    assert await journal.effect(effect.key) is None
+        await journal.effects.finish(effect)
+    assert await journal.effects.get(effect.key) is None
 
 
 async def test_effect_rows_moved_or_reshaped_are_refused(
@@ -635,43 +635,43 @@ async def test_effect_rows_moved_or_reshaped_are_refused(
     returns the others. A receipt for a key moved away is refused the same way, unstored."""
     journal = journals()
     effect, other = make_effect("c1"), make_effect("c2")
-    await journal.begin_effect(effect)
-    await journal.begin_effect(other)
+    await journal.effects.begin(effect)
+    await journal.effects.begin(other)
     table = f'"{schema}".effects'
     await admin.execute(
         f"UPDATE {table} SET session_id = 'someone-else' WHERE key = $1", effect.key
     )
     with pytest.raises(RecordTampered):
-        await journal.effects("someone-else")
+        await journal.effects.of_session("someone-else")
     with pytest.raises(RecordTampered):
-        await journal.effect(effect.key)
+        await journal.effects.get(effect.key)
     with pytest.raises(RecordTampered):
-        await journal.finish_effect(effect.with_receipt("ok", at=1.0))
+        await journal.effects.finish(effect.with_receipt("ok", at=1.0))
     for edit in ("session_id = 'session-a', owner = 'thief/9/9'", "owner = $2, state = 'done'"):
         args = (effect.key, effect.owner) if "$2" in edit else (effect.key,)
         await admin.execute(f"UPDATE {table} SET {edit} WHERE key = $1", *args)
         with pytest.raises(RecordTampered):
-            await journal.effect(effect.key)
+            await journal.effects.get(effect.key)
         with collecting_damage() as damaged:
-            assert await journal.effects("session-a") == [other]
+            assert await journal.effects.of_session("session-a") == [other]
         assert [(d.kind, d.ident) for d in damaged] == [("effect", effect.key)]
 
 
 async def test_effects_take_one_round_trip_each(journals: Factory, wire: Wire) -> None:
-    """Uncontended, begin_effect (recording or finding the key), restart_effect,
-    finish_effect and effect each send one request, one statement; the same receipt again
+    """Uncontended, effects.begin() (recording or finding the key), effects.restart(),
+    effects.finish() and effects.get() each send one request, one statement; the same receipt again
     reads the row in a second one."""
     journal = journals()
     # Warm up: schema checked, every statement below prepared on the (one) connection.
     for call_id in ("warm-1", "warm-2"):
         warm = make_effect(call_id)
-        await journal.begin_effect(warm)
-        await journal.begin_effect(warm)
+        await journal.effects.begin(warm)
+        await journal.effects.begin(warm)
         moved = taken_by(warm, "w/2/2")
-        await journal.restart_effect(moved, expect_owner=warm.owner)
-        await journal.finish_effect(moved.with_receipt("ok", at=1.0))
-        await journal.finish_effect(moved.with_receipt("ok", at=1.0))
-        await journal.effect(warm.key)
+        await journal.effects.restart(moved, expect_owner=warm.owner)
+        await journal.effects.finish(moved.with_receipt("ok", at=1.0))
+        await journal.effects.finish(moved.with_receipt("ok", at=1.0))
+        await journal.effects.get(warm.key)
     await wire.settled()
 
     async def trips(operation: Any) -> tuple[int, int]:
@@ -681,14 +681,14 @@ async def test_effects_take_one_round_trip_each(journals: Factory, wire: Wire) -
         return wire.flushes, len(wire.statements)
 
     effect = make_effect()
-    assert await trips(journal.begin_effect(effect)) == (1, 1)
-    assert await trips(journal.begin_effect(effect)) == (1, 1)
+    assert await trips(journal.effects.begin(effect)) == (1, 1)
+    assert await trips(journal.effects.begin(effect)) == (1, 1)
     moved = taken_by(effect, "w/2/2")
-    assert await trips(journal.restart_effect(moved, expect_owner=effect.owner)) == (1, 1)
+    assert await trips(journal.effects.restart(moved, expect_owner=effect.owner)) == (1, 1)
     done = moved.with_receipt("ok", at=2.0)
-    assert await trips(journal.finish_effect(done)) == (1, 1)
-    assert await trips(journal.finish_effect(done)) == (2, 2)
-    assert await trips(journal.effect(effect.key)) == (1, 1)
+    assert await trips(journal.effects.finish(done)) == (1, 1)
+    assert await trips(journal.effects.finish(done)) == (2, 2)
+    assert await trips(journal.effects.get(effect.key)) == (1, 1)
 
 
 # -- replies lost on the way back ---------------------------------------------------------------
@@ -781,30 +781,30 @@ async def test_a_lost_reply_to_settle_is_answered_by_the_retry(
     assert await journal.write_count("session-a", BACKEND) == 2
 
 
-async def test_a_lost_reply_to_finish_effect_is_answered_by_the_retry(
+async def test_a_lost_reply_to_effects_finish_is_answered_by_the_retry(
     proxied: tuple[PostgresJournal, FaultProxy, list[bytes]], admin: Any, schema: str
 ) -> None:
-    """finish_effect whose reply is lost after its UPDATE committed, made again on a new
+    """effects.finish() whose reply is lost after its UPDATE committed, made again on a new
     connection, returns the receipt stored by the first attempt."""
     journal, proxy, _ = proxied
     # Warm-up: the schema is made and the statement prepared, so the request whose reply is
     # lost is the statement itself.
     warm = make_effect("warm")
-    await journal.begin_effect(warm)
-    await journal.finish_effect(warm.with_receipt("ok", at=1.0))
+    await journal.effects.begin(warm)
+    await journal.effects.finish(warm.with_receipt("ok", at=1.0))
     effect = make_effect()
-    await journal.begin_effect(effect)
+    await journal.effects.begin(effect)
     done = effect.with_receipt("charged 5", at=2.0)
 
     proxy.lose_next_reply()
     with pytest.raises(JournalUnavailable):
-        await journal.finish_effect(done)
+        await journal.effects.finish(done)
     assert proxy.lost_replies == 1
     state = await admin.fetchval(f'SELECT state FROM "{schema}".effects WHERE key = $1', effect.key)
     assert state == "done"
 
-    assert await journal.finish_effect(done) == done
-    assert await journal.effect(effect.key) == done
+    assert await journal.effects.finish(done) == done
+    assert await journal.effects.get(effect.key) == done
 
 
 async def test_two_clearings_of_one_intent_at_once_count_one_write(
@@ -899,22 +899,22 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
     assert raw is not None
     aside = SetAside.of(raw, problem="p", actor="a", reason="r", at=time.time())
     effect = make_effect("call")
-    await journal.begin_effect(effect)
+    await journal.effects.begin(effect)
     later = make_intent("later", session_id=store.session_id)
     decision = make_decision(make_intent("held"), action=Action.DROPPED)
     denial = make_decision(make_intent("held"), action=Action.DENIED)
     arguments = await fused.store_arguments(store, [{"role": "user", "content": "x"}])
     later = dataclasses.replace(later, expected_revision=await store.head())
     return {
-        "begin_effect": lambda: journal.begin_effect(make_effect("other-call")),
+        "effects.begin": lambda: journal.effects.begin(make_effect("other-call")),
         "check": journal.check,
         "count_write": lambda: journal.count_write("session-a", BACKEND),
         "decisions": journal.decisions,
         "discard": lambda: journal.discard("held", owner=owner),
         "drop": journal.drop,
-        "effect": lambda: journal.effect("call"),
-        "effects": lambda: journal.effects("session-a"),
-        "finish_effect": lambda: journal.finish_effect(effect.with_receipt("ok", at=time.time())),
+        "effects.get": lambda: journal.effects.get("call"),
+        "effects.of_session": lambda: journal.effects.of_session("session-a"),
+        "effects.finish": lambda: journal.effects.finish(effect.with_receipt("ok", at=time.time())),
         "get": lambda: journal.get("held"),
         "is_settled": lambda: journal.is_settled("held"),
         "journal_schemas": journal.journal_schemas,
@@ -932,7 +932,7 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
         "record": lambda: journal.record(
             make_intent("recorded"), state=IntentState.FAILED, owner=owner
         ),
-        "restart_effect": lambda: journal.restart_effect(effect, expect_owner=str(owner)),
+        "effects.restart": lambda: journal.effects.restart(effect, expect_owner=str(owner)),
         "schema_tables": journal.schema_tables,
         "schema_version": journal.schema_version,
         "server": lambda: journal.server(fresh=True),
@@ -941,7 +941,7 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
         "sealing.mark": lambda: journal.sealing.mark(["aaaa000000000001"]),
         "sealing.keys": journal.sealing.keys,
         "settle": lambda: journal.settle(decision),
-        "started_effects": journal.started_effects,
+        "effects.started": journal.effects.started,
         "pages.started_effects": lambda: journal.pages.started_effects(limit=5),
         "transition": lambda: journal.transition("held", state=IntentState.FAILED, owner=owner),
         "write_count": lambda: journal.write_count("session-a", BACKEND),

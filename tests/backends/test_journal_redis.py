@@ -186,19 +186,19 @@ async def test_the_effect_scripts_refuse_a_newer_schema(
     raise JournalCorrupt and change nothing."""
     running = worker()
     effect = make_effect()
-    await running.begin_effect(effect)
+    await running.effects.begin(effect)
     await raw.set(f"{prefix}:schema", SCHEMA_VERSION + 1)
     mine = Effect(**{**effect.__dict__, "owner": "me/3/3", "attempts": 2})
     with pytest.raises(JournalCorrupt, match="newer"):
-        await running.begin_effect(make_effect("c2"))
+        await running.effects.begin(make_effect("c2"))
     with pytest.raises(JournalCorrupt, match="newer"):
-        await running.restart_effect(mine, expect_owner=effect.owner)
+        await running.effects.restart(mine, expect_owner=effect.owner)
     with pytest.raises(JournalCorrupt, match="newer"):
-        await running.finish_effect(effect.with_receipt("ok", at=2.0))
+        await running.effects.finish(effect.with_receipt("ok", at=2.0))
     assert await raw.get(f"{prefix}:schema") == str(SCHEMA_VERSION + 1).encode()
     await raw.set(f"{prefix}:schema", SCHEMA_VERSION)
-    assert await running.effect(effect.key) == effect
-    assert [e.key for e in await running.effects("session-a")] == [effect.key]
+    assert await running.effects.get(effect.key) == effect
+    assert [e.key for e in await running.effects.of_session("session-a")] == [effect.key]
 
 
 async def test_a_newer_or_unreadable_version_is_left_alone_by_migrate(
@@ -212,7 +212,7 @@ async def test_a_newer_or_unreadable_version_is_left_alone_by_migrate(
         with pytest.raises(JournalCorrupt):
             await journal.migrate()
         with pytest.raises(JournalCorrupt):
-            await journal.begin_effect(make_effect())
+            await journal.effects.begin(make_effect())
         assert await raw.get(f"{prefix}:schema") == stored.encode()
     await raw.delete(f"{prefix}:schema")
     assert await journal.migrate() == [SCHEMA.applied(n) for n in range(1, SCHEMA_VERSION + 1)]
@@ -229,8 +229,8 @@ async def test_effects_live_under_their_session_hash_tag(
     journal = worker()
     odd = "tenant:{42}/chat 7"
     effect = make_effect(session_id=odd)
-    await journal.begin_effect(effect)
-    await journal.finish_effect(effect.with_receipt("ok", at=2.0))
+    await journal.effects.begin(effect)
+    await journal.effects.finish(effect.with_receipt("ok", at=2.0))
     tag = "{" + blake3(odd.encode()).hexdigest()[:32] + "}"
     keys = {key.decode() async for key in raw.scan_iter(match=f"{prefix}:*")}
     assert keys == {
@@ -246,10 +246,10 @@ async def test_effects_live_under_their_session_hash_tag(
     assert await raw.hget(f"{prefix}:{tag}:effect_state", effect.key) == b"done"
     assert await raw.hget(f"{prefix}:{tag}:effect_owner", effect.key) == b"host/1/1"
     assert await raw.lrange(f"{prefix}:{tag}:effect_order", 0, -1) == [effect.key.encode()]
-    assert [e.key for e in await journal.effects(odd)] == [effect.key]
+    assert [e.key for e in await journal.effects.of_session(odd)] == [effect.key]
     assert await journal.drop() == len(keys)
     assert [key async for key in raw.scan_iter(match=f"{prefix}:*")] == []
-    assert await journal.effect(effect.key) is None
+    assert await journal.effects.get(effect.key) is None
 
 
 async def test_an_effect_row_that_disagrees_with_its_record_is_refused(
@@ -259,17 +259,17 @@ async def test_an_effect_row_that_disagrees_with_its_record_is_refused(
     effect, and reads as it was once the state is put back."""
     journal: RedisJournal = worker()
     first, second = make_effect("c1"), make_effect("c2")
-    await journal.begin_effect(first)
-    await journal.begin_effect(second)
+    await journal.effects.begin(first)
+    await journal.effects.begin(second)
     state = session_key(journal.prefix, "session-a", "effect_state")
 
     await raw.hset(state, first.key, "done")
     with pytest.raises(RecordTampered):
-        await journal.effect(first.key)
+        await journal.effects.get(first.key)
     with pytest.raises(RecordTampered):
-        await journal.effects("session-a")
+        await journal.effects.of_session("session-a")
     await raw.hset(state, first.key, "started")
-    assert await journal.effect(first.key) == first
+    assert await journal.effects.get(first.key) == first
 
 
 async def test_a_key_begun_in_another_session_stays_there(worker: Any) -> None:
@@ -277,32 +277,32 @@ async def test_a_key_begun_in_another_session_stays_there(worker: Any) -> None:
     record that session holds, and a receipt naming the other session conflicts."""
     journal = worker()
     effect = make_effect()
-    await journal.begin_effect(effect)
+    await journal.effects.begin(effect)
     elsewhere = Effect(**{**effect.__dict__, "session_id": "session-b", "owner": "x/2/2"})
-    assert await journal.begin_effect(elsewhere) == (effect, False)
-    assert await journal.effects("session-b") == []
+    assert await journal.effects.begin(elsewhere) == (effect, False)
+    assert await journal.effects.of_session("session-b") == []
     with pytest.raises(IntentConflict):
-        await journal.finish_effect(elsewhere.with_receipt("ok", at=2.0))
-    assert not await journal.restart_effect(elsewhere, expect_owner=effect.owner)
-    assert await journal.effect(effect.key) == effect
+        await journal.effects.finish(elsewhere.with_receipt("ok", at=2.0))
+    assert not await journal.effects.restart(elsewhere, expect_owner=effect.owner)
+    assert await journal.effects.get(effect.key) == effect
 
 
 async def test_a_receipt_without_output_or_a_restart_of_a_done_effect_is_refused(
     worker: Any,
 ) -> None:
-    """finish_effect() takes a receipt and restart_effect() a started effect: either misused
+    """effects.finish() takes a receipt and effects.restart() a started effect: either misused
     raises ValueError and leaves the effect done."""
     journal = worker()
     effect = make_effect()
-    await journal.begin_effect(effect)
+    await journal.effects.begin(effect)
     mine = Effect(**{**effect.__dict__, "owner": "me/3/3", "attempts": 2})
-    assert await journal.restart_effect(mine, expect_owner=effect.owner)
-    await journal.finish_effect(mine.with_receipt("ok", at=2.0))
+    assert await journal.effects.restart(mine, expect_owner=effect.owner)
+    await journal.effects.finish(mine.with_receipt("ok", at=2.0))
     with pytest.raises(ValueError):
-        await journal.finish_effect(mine)
+        await journal.effects.finish(mine)
     with pytest.raises(ValueError):
-        await journal.restart_effect(mine.with_receipt("ok", at=2.0), expect_owner="me/3/3")
-    assert (await journal.effect(effect.key)).state is EffectState.DONE
+        await journal.effects.restart(mine.with_receipt("ok", at=2.0), expect_owner="me/3/3")
+    assert (await journal.effects.get(effect.key)).state is EffectState.DONE
 
 
 # -- keys, scripts and connections ---------------------------------------------------------
@@ -432,19 +432,19 @@ async def test_effects_cost_one_command_each(
     """Beginning and finishing an effect are one script each; reading one effect by its key
     alone looks up its session first."""
     journal, sent = counted
-    await journal.begin_effect(make_effect("warm"))
-    await journal.finish_effect(make_effect("warm").with_receipt("ok", at=1.0))
-    await journal.effects("session-a")
+    await journal.effects.begin(make_effect("warm"))
+    await journal.effects.finish(make_effect("warm").with_receipt("ok", at=1.0))
+    await journal.effects.of_session("session-a")
     effect = make_effect()
     sent.clear()
-    assert await journal.begin_effect(effect) == (effect, True)
+    assert await journal.effects.begin(effect) == (effect, True)
     assert sent == ["EVALSHA"]
     sent.clear()
     done = effect.with_receipt("ok", at=2.0)
-    assert await journal.finish_effect(done) == done
+    assert await journal.effects.finish(done) == done
     assert sent == ["EVALSHA"]
     sent.clear()
-    assert await journal.effect(effect.key) == done
+    assert await journal.effects.get(effect.key) == done
     assert sent == ["HGET", "EVALSHA"]
 
 
@@ -583,25 +583,25 @@ async def test_a_lost_reply_to_settle_is_answered_by_the_retry(
     assert await journal.write_count("session-a", BACKEND) == 2
 
 
-async def test_a_lost_reply_to_finish_effect_is_answered_by_the_retry(
+async def test_a_lost_reply_to_effects_finish_is_answered_by_the_retry(
     proxied: tuple[RedisJournal, FaultProxy], raw: aioredis.Redis, prefix: str
 ) -> None:
-    """finish_effect whose reply is lost after the script ran, made again, finds its very
+    """effects.finish() whose reply is lost after the script ran, made again, finds its very
     record stored and returns it."""
     journal, proxy = proxied
     warm = make_effect("warm", session_id="warm")
-    await journal.begin_effect(warm)
-    await journal.finish_effect(warm.with_receipt("ok", at=1.0))
+    await journal.effects.begin(warm)
+    await journal.effects.finish(warm.with_receipt("ok", at=1.0))
     effect = make_effect()
-    await journal.begin_effect(effect)
+    await journal.effects.begin(effect)
     done = effect.with_receipt("charged 5", at=2.0)
 
     proxy.lose_next_reply()
     with pytest.raises(JournalUnavailable):
-        await journal.finish_effect(done)
+        await journal.effects.finish(done)
     assert proxy.lost_replies == 1
     key = session_key(prefix, "session-a", "effect_state")
     assert await raw.hget(key, effect.key) == b"done"
 
-    assert await journal.finish_effect(done) == done
-    assert await journal.effect(effect.key) == done
+    assert await journal.effects.finish(done) == done
+    assert await journal.effects.get(effect.key) == done

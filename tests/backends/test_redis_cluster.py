@@ -180,14 +180,14 @@ async def test_every_command_a_journal_sends_touches_one_slot_of_its_own_buckets
         aside = SetAside.of(raw, problem="p", actor="t", reason="r", at=time.time())
         await journal.aside.set_aside(raw, aside, make_decision(second, action=Action.DROPPED))
         effect = make_effect("c1")
-        await journal.begin_effect(effect)
-        await journal.restart_effect(
+        await journal.effects.begin(effect)
+        await journal.effects.restart(
             dataclasses.replace(effect, owner="x/2/2"), expect_owner=effect.owner
         )
-        await journal.effect(effect.key)
-        await journal.started_effects()
+        await journal.effects.get(effect.key)
+        await journal.effects.started()
         await journal.pages.started_effects(limit=5)
-        await journal.effects("session-a")
+        await journal.effects.of_session("session-a")
         await journal.pending(None)
         await journal.pending("session-a")
         await journal.pages.intents(limit=2)
@@ -258,7 +258,7 @@ async def test_journal_wide_views_see_sessions_on_every_primary(
     for at, session in enumerate(sessions):
         intent = make_intent(f"i-{at}", session_id=session, created_at=1000.0 + at)
         await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=owner)
-        await journal.begin_effect(make_effect(f"call-{at}", session_id=session))
+        await journal.effects.begin(make_effect(f"call-{at}", session_id=session))
         if at % 2:
             await journal.note(make_decision(intent, action=Action.DENIED, decided_at=2000.0 + at))
     pending = await journal.pending(None)
@@ -276,7 +276,7 @@ async def test_journal_wide_views_see_sessions_on_every_primary(
         assert page.more == len(sessions) - len(paged)
         after = page.after
     assert paged == sessions
-    assert len(await journal.started_effects()) == len(sessions)
+    assert len(await journal.effects.started()) == len(sessions)
     started = await journal.pages.started_effects(limit=len(sessions))
     assert {effect.session_id for effect in started.rows} == set(sessions)
     newest = await journal.decisions(limit=3)

@@ -230,11 +230,11 @@ async def test_on_a_cluster_every_journal_write_waits_for_its_replica(
     )
     await journal.settle(make_decision(intent), owner=owner)
     effect = make_effect("c1", session_id="s")
-    await journal.begin_effect(effect)
+    await journal.effects.begin(effect)
     after = await waits_counted(cluster_url)
     assert after - after_open >= 3
     assert await journal.is_settled("i-1")
-    assert await journal.effect(effect.key) is not None
+    assert await journal.effects.get(effect.key) is not None
 
 
 @getattr(pytest.mark, "redis-cluster")

@@ -247,8 +247,8 @@ async def test_pruning_removes_the_rows_from_the_tables(
     assert await journal.aside.set_aside(await _raw(journal, "aside"), entry, decision)
     done, started = make_effect("done-call"), make_effect("started-call")
     for effect in (done, started):
-        await journal.begin_effect(effect)
-    await journal.finish_effect(done.with_receipt("charged", at=done.started_at + 1.0))
+        await journal.effects.begin(effect)
+    await journal.effects.finish(done.with_receipt("charged", at=done.started_at + 1.0))
     due_bytes = await admin.fetchval(
         "SELECT"
         " (SELECT sum(octet_length(intent_id) + octet_length(session_id) + octet_length(backend)"

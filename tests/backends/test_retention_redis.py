@@ -349,8 +349,8 @@ async def test_pruning_removes_receipts_counts_and_set_aside_entries_everywhere(
     owner = current_owner()
     done, started = make_effect("done-call"), make_effect("started-call", session_id="other")
     for effect in (done, started):
-        await journal.begin_effect(effect)
-    await journal.finish_effect(done.with_receipt("ok", at=done.started_at + 1.0))
+        await journal.effects.begin(effect)
+    await journal.effects.finish(done.with_receipt("ok", at=done.started_at + 1.0))
     await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=owner)
     found = await journal.aside.raw("i-1")
     assert found is not None
@@ -404,8 +404,8 @@ async def test_a_dry_run_counts_what_pruning_would_remove_and_removes_nothing(
     await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
     await journal.settle(make_decision(intent, decided_at=old))
     effect = make_effect()
-    await journal.begin_effect(effect)
-    await journal.finish_effect(effect.with_receipt("ok", at=2.0))
+    await journal.effects.begin(effect)
+    await journal.effects.finish(effect.with_receipt("ok", at=2.0))
     kept = {key: await raw.dump(key) for key in await prefix_keys(raw, prefix)}
     everything = Retention(0, 0, 0)
     dry = await journal.retention.prune(everything, dry_run=True)

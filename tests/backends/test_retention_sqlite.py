@@ -184,10 +184,10 @@ async def test_pruned_rows_leave_the_file(journal: SQLiteJournal) -> None:
     await journal.record(kept, state=IntentState.FAILED, owner=current_owner())
     await journal.note(make_decision(kept, action=Action.DENIED, decided_at=now - 2 * DAY))
     receipt = make_effect("marker-call", session_id="marker-session")
-    await journal.begin_effect(receipt)
-    done = await journal.finish_effect(receipt.with_receipt("marker-output", at=now))
+    await journal.effects.begin(receipt)
+    done = await journal.effects.finish(receipt.with_receipt("marker-output", at=now))
     started = make_effect("kept-call", session_id="kept-session")
-    await journal.begin_effect(started)
+    await journal.effects.begin(started)
     await asyncio.sleep(0.01)
 
     dry = await journal.retention.prune(Retention(timedelta(days=1), 0, 0), dry_run=True)

@@ -121,7 +121,7 @@ async def effect_when(journal: Any, done: Callable[[Any], bool], seconds: float 
     """The effect's record once ``done`` says so (or as it is after ``seconds``)."""
     deadline = time.monotonic() + seconds
     while True:
-        effect = await journal.effect(KEY)
+        effect = await journal.effects.get(KEY)
         if (effect is not None and done(effect)) or time.monotonic() > deadline:
             return effect
         await asyncio.sleep(0.05)
@@ -165,14 +165,14 @@ async def test_a_sync_body_cancelled_mid_run_keeps_its_key_and_its_receipt_answe
     assert result.final_output == "done"
     assert ledger.charged() == [f"{KEY} 5"], "charged once, by the thread that ran on"
     assert ledger.asked() == [], "the receipt answered: nobody asked the processor"
-    effect = await journal.effect(KEY)
+    effect = await journal.effects.get(KEY)
     assert (effect.state, effect.output, effect.attempts) == (EffectState.DONE, "charged 5", 1)
 
 
 async def test_a_cancellation_while_the_intent_is_written_leaves_the_retry_free_to_run(
     journal: Any, tmp_path: Path
 ) -> None:
-    """The caller is cancelled while ``begin_effect`` waits for the journal, and the write
+    """The caller is cancelled while ``effects.begin`` waits for the journal, and the write
     lands anyway (as a server's does): no body ran, so the record says it never started, and
     the retry runs the body (without ``check``, not idempotent) instead of being refused
     ``effect_unknown`` until an operator acts."""
@@ -184,7 +184,7 @@ async def test_a_cancellation_while_the_intent_is_written_leaves_the_retry_free_
 
     state_text = await checkpoint(journal, tmp_path, charge_card)
     entered, gate = asyncio.Event(), asyncio.Event()
-    real_begin = journal.begin_effect
+    real_begin = journal.effects.begin
 
     async def slow_begin(effect: Any) -> Any:
         async def lands() -> Any:
@@ -194,14 +194,14 @@ async def test_a_cancellation_while_the_intent_is_written_leaves_the_retry_free_
         entered.set()
         return await asyncio.shield(asyncio.ensure_future(lands()))
 
-    journal.begin_effect = slow_begin
+    journal.effects.begin = slow_begin
     first = resumed(journal, tmp_path, state_text, charge_card)
     await cancelled(first, entered)
     gate.set()
     result = await resumed(journal, tmp_path, state_text, charge_card)
     assert result.final_output == "done"
     assert ledger.charged() == [f"{KEY} 5"]
-    effect = await journal.effect(KEY)
+    effect = await journal.effects.get(KEY)
     assert (effect.state, effect.output) == (EffectState.DONE, "charged 5")
 
 
@@ -253,7 +253,7 @@ async def test_an_async_body_cancelled_on_a_live_idle_worker_is_checked_by_anoth
     assert ended == {"outcome": "done", "output": "done"}, ended
     assert ledger.asked() == [f"{KEY} True"], "B asked the processor, which had the charge"
     assert ledger.charged() == [f"{KEY} 5"], "charged once"
-    effect = await journal.effect(KEY)
+    effect = await journal.effects.get(KEY)
     assert (effect.state, effect.output, effect.attempts) == (EffectState.DONE, "charged 5", 2)
 
 

@@ -66,17 +66,17 @@ async def test_a_record_carries_its_age_by_the_journal_s_clock(journal: Any) -> 
     """A record read back says how long ago the journal stamped it, whatever time its writer's
     clock put in it, and a takeover starts that age again."""
     behind = begun_elsewhere(time.time() - SKEW)
-    _, recorded = await journal.begin_effect(behind)
+    _, recorded = await journal.effects.begin(behind)
     assert recorded
     await asyncio.sleep(0.05)
-    read = await journal.effect(KEY)
+    read = await journal.effects.get(KEY)
     assert read.age is not None and 0.04 <= read.age < 5.0, read.age
     assert 0.04 <= read.held_for(time.time()) < 5.0
-    [listed] = await journal.started_effects("user-42")
+    [listed] = await journal.effects.started("user-42")
     assert listed.age is not None and 0.04 <= listed.age < 5.0
     taken = Effect(**{**read.__dict__, "owner": "worker/2/2", "age": None})
-    assert await journal.restart_effect(taken, expect_owner=read.owner)
-    again = await journal.effect(KEY)
+    assert await journal.effects.restart(taken, expect_owner=read.owner)
+    again = await journal.effects.get(KEY)
     assert again.age is not None and again.age < read.age
 
 
@@ -87,15 +87,15 @@ async def test_a_live_owner_s_effect_is_not_taken_over_whatever_its_clock(
     """A worker on another host began the effect a moment ago by the journal's clock (its own
     clock ten days off): within its lease, so the call is refused before the body or the
     check runs, and the record stays the worker's."""
-    await journal.begin_effect(begun_elsewhere(time.time() + skew))
-    stored = await journal.effect(KEY)
+    await journal.effects.begin(begun_elsewhere(time.time() + skew))
+    stored = await journal.effects.get(KEY)
     assert held(stored, LEASE), "an operator's view: a live owner runs it"
     charges: list[str] = []
     with pytest.raises(EffectUnknown) as refused:
         await pay(journal, tmp_path, charges)
     assert charges == [], "never run beside a live owner"
     assert refused.value.decision.evidence["problem"] == "its body is running under a live owner"
-    after = await journal.effect(KEY)
+    after = await journal.effects.get(KEY)
     assert (after.state, after.owner, after.attempts) == (EffectState.STARTED, str(STRANGER), 1)
 
 
@@ -107,14 +107,14 @@ async def test_an_owner_whose_lease_ran_out_loses_its_effect_whatever_its_clock(
     owner) that ran out by the journal's clock, its own clock ten days off: the next call
     takes the effect over, asks the check (nothing there) and runs the body once."""
     lease = 0.05
-    await journal.begin_effect(
+    await journal.effects.begin(
         begun_elsewhere(time.time() + skew, owner=str(STRANGER.leased(lease)))
     )
     await asyncio.sleep(4 * lease)
-    assert not held(await journal.effect(KEY), LEASE), "an operator's view: its owner is gone"
+    assert not held(await journal.effects.get(KEY), LEASE), "an operator's view: its owner is gone"
     charges: list[str] = []
     result = await pay(journal, tmp_path, charges)
     assert result.final_output == "done"
     assert charges == [KEY], "taken over and run once, under the same key"
-    done = await journal.effect(KEY)
+    done = await journal.effects.get(KEY)
     assert (done.state, done.attempts) == (EffectState.DONE, 2)

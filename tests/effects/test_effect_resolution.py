@@ -45,8 +45,8 @@ def gone_effect() -> Any:
 
 
 async def assert_untouched(journal: Any, effect: Any) -> None:
-    assert await journal.effect(effect.key) == effect
-    assert (await journal.effect(effect.key)).state is EffectState.STARTED
+    assert await journal.effects.get(effect.key) == effect
+    assert (await journal.effects.get(effect.key)).state is EffectState.STARTED
     assert await journal.decisions(intent_id=effect.key) == []
 
 
@@ -55,7 +55,7 @@ async def test_a_bad_argument_is_refused_before_anything_is_written(
     journal: Any, bad: dict[str, Any], named: str
 ) -> None:
     effect = gone_effect()
-    await journal.begin_effect(effect)
+    await journal.effects.begin(effect)
     client = JournalClient(
         "user-42", BackendIdentity("tests.effects", ""), ReconcileConfig(journal=journal)
     )
@@ -77,7 +77,7 @@ async def test_a_bad_argument_is_refused_before_anything_is_written(
 @pytest.mark.parametrize("key", [1234, "", None], ids=["int", "empty", "none"])
 async def test_a_key_that_is_no_key_is_refused(journal: Any, key: Any) -> None:
     effect = gone_effect()
-    await journal.begin_effect(effect)
+    await journal.effects.begin(effect)
     client = JournalClient(
         "user-42", BackendIdentity("tests.effects", ""), ReconcileConfig(journal=journal)
     )
@@ -93,7 +93,7 @@ async def test_the_sessions_resolve_effect_refuses_a_bad_actor_and_writes_nothin
     ``AttributeError`` with no decision. Refused now before the effect is taken; a good
     call afterwards resolves it."""
     effect = gone_effect()
-    await journal.begin_effect(effect)
+    await journal.effects.begin(effect)
     await asyncio.sleep(20 * GONE_LEASE)  # its lease runs out
     session = ReconcilingSession(
         SQLiteSession("user-42", tmp_path / "chat.db"), config=ReconcileConfig(journal=journal)
@@ -103,5 +103,5 @@ async def test_the_sessions_resolve_effect_refuses_a_bad_actor_and_writes_nothin
     await assert_untouched(journal, effect)
     decision = await session.resolve_effect(effect.key, "abandon", reason="checked", actor="ops")
     assert decision.evidence["actor"] == "ops"
-    done = await journal.effect(effect.key)
+    done = await journal.effects.get(effect.key)
     assert done.state is EffectState.DONE and "abandoned" in done.output

@@ -16,9 +16,10 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from pydantic import BaseModel
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
+from agents_reconcile._backends.memory.journal import MemoryJournal
 from agents_reconcile._core.effect_records import EffectState, effect_key
 from agents_reconcile._effects.tool import NOT_FOUND, current_effect, effect_tool
-from agents_reconcile.errors import EffectUnknown
+from agents_reconcile.errors import ConfigurationError, EffectUnknown
 
 from ..support.runner_support import run
 
@@ -81,7 +82,7 @@ async def test_the_body_runs_once_and_its_receipt_is_kept(tmp_path: Path, stream
     await run(charging_agent(payments, steps()), "pay", session, streamed=streamed)
     key = effect_key("user-42", "c1", "charge_card", '{"amount":5}')
     assert payments.charges == [(key, 5)], "the body saw the effect's key"
-    [effect] = await session.journal.effects("user-42")  # type: ignore[attr-defined]
+    [effect] = await session.journal.effects.of_session("user-42")  # type: ignore[attr-defined]
     assert (effect.key, effect.state, effect.output) == (key, EffectState.DONE, "charged 5")
 
 
@@ -148,7 +149,7 @@ async def test_check_settles_an_unknown_effect_from_the_external_system(tmp_path
     )
     assert len(payments.charges) == 1, "the processor had it: recorded, not charged again"
     assert result.final_output == "done"
-    [effect] = await session_at(tmp_path).journal.effects("user-42")  # type: ignore[attr-defined]
+    [effect] = await session_at(tmp_path).journal.effects.of_session("user-42")  # type: ignore[attr-defined]
     assert (effect.state, effect.output, effect.attempts) == (EffectState.DONE, "charged 5", 2)
 
 
@@ -166,7 +167,7 @@ async def test_check_that_finds_nothing_runs_the_body_again_under_the_same_key(
     from agents_reconcile._core.effect_records import Effect, arguments_digest
 
     # A worker on another host whose lease (1 ms, stamped with its claim) ran out.
-    await session.journal.begin_effect(  # type: ignore[attr-defined]
+    await session.journal.effects.begin(  # type: ignore[attr-defined]
         Effect(
             key,
             "user-42",
@@ -201,6 +202,51 @@ async def test_an_effect_tool_without_a_reconciling_session_is_refused(tmp_path:
     with pytest.raises(UserError, match="without a ReconcilingSession"):
         await Runner.run(agent, "pay", session=SQLiteSession("s", tmp_path / "c.db"))
     assert payments.charges == []
+
+
+class _NoEffects(MemoryJournal):
+    """An in-memory journal without an effects component."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.effects = None  # type: ignore[assignment]
+
+
+async def test_an_effect_tool_on_a_journal_without_effects_is_refused_before_its_body(
+    tmp_path: Path,
+) -> None:
+    """An effect tool whose session's journal has no effects component is refused with a
+    ConfigurationError naming the component (the SDK's UserError carries it), before its body
+    runs."""
+    from agents import Runner
+    from agents.exceptions import UserError
+
+    payments = Payments()
+    journal = _NoEffects()
+    session = ReconcilingSession(
+        SQLiteSession("user-42", tmp_path / "chat.db"), config=ReconcileConfig(journal=journal)
+    )
+    with pytest.raises(UserError, match="_NoEffects has no effects component") as refused:
+        await Runner.run(
+            charging_agent(payments, steps()),
+            "pay",
+            session=session,
+            run_config=session.run_config(),
+        )
+    assert isinstance(refused.value.__cause__, ConfigurationError)
+    assert payments.charges == []
+
+
+async def test_resolving_an_effect_on_a_journal_without_effects_is_refused(tmp_path: Path) -> None:
+    """``resolve_effect`` on a session whose journal has no effects component raises a
+    ConfigurationError naming the component, and writes no decision."""
+    journal = _NoEffects()
+    session = ReconcilingSession(
+        SQLiteSession("user-42", tmp_path / "chat.db"), config=ReconcileConfig(journal=journal)
+    )
+    with pytest.raises(ConfigurationError, match="has no effects component"):
+        await session.resolve_effect("0" * 64, "abandon", reason="nothing there")
+    assert await journal.decisions() == []
 
 
 def _async(find: Any) -> Any:
@@ -249,10 +295,10 @@ async def test_an_effect_output_no_receipt_vouches_for_is_denied(tmp_path: Path)
         effect = Effect(
             key, "user-42", "charge_card", "c1", arguments_digest(arguments), "x/1/1", 1.0
         )
-        if (await journal.effect(key)) is None:
-            await journal.begin_effect(effect)
+        if (await journal.effects.get(key)) is None:
+            await journal.effects.begin(effect)
         if recorded_output is not None:
-            await journal.finish_effect(effect.with_receipt(recorded_output, at=2.0))
+            await journal.effects.finish(effect.with_receipt(recorded_output, at=2.0))
         batch = (call, {"type": "function_call_output", "call_id": "c1", "output": "charged 5"})
         intent = PendingWrite(
             intent_id=f"forged-{recorded_output}",
@@ -321,7 +367,7 @@ async def test_an_operator_resolves_an_unknown_effect(tmp_path: Path, outcome: s
     )
     assert (decision.action.value, decision.evidence["resolution"]) == ("resolved", outcome)
     await resume(tmp_path, payments, state_text, streamed=False)
-    [effect] = await session.journal.effects("user-42")  # type: ignore[attr-defined]
+    [effect] = await session.journal.effects.of_session("user-42")  # type: ignore[attr-defined]
     assert effect.state is EffectState.DONE
     expected_charges = 2 if outcome == "retry" else 1
     assert len(payments.charges) == expected_charges
@@ -365,7 +411,7 @@ async def test_a_receipt_written_without_the_signing_key_is_refused(tmp_path: Pa
     conn.commit()
     conn.close()
     with pytest.raises(RecordUnsigned):
-        await session.journal.effect(key)  # type: ignore[attr-defined]
+        await session.journal.effects.get(key)  # type: ignore[attr-defined]
     with pytest.raises(UserError, match="signature"):
         await run(charging_agent(payments, steps()), "pay", session, streamed=False)
     assert payments.charges == []
@@ -434,7 +480,7 @@ def test_run_sync_and_tool_guardrails_behave_as_with_function_tool(tmp_path: Pat
     result = Runner.run_sync(agent, "pay", session=session, run_config=session.run_config())
     assert result.final_output == "done"
     assert [amount for _, amount in payments.charges] == [5]
-    effects = asyncio.run(session.journal.effects("user-42"))  # type: ignore[attr-defined]
+    effects = asyncio.run(session.journal.effects.of_session("user-42"))  # type: ignore[attr-defined]
     assert [e.call_id for e in effects] == ["c1"], "the guardrail refused before any intent"
 
 
@@ -604,7 +650,7 @@ async def test_a_replayed_tool_turn_holding_a_raising_body_s_error_is_vouched_fo
     outputs = [i for i in await again.get_items() if i.get("type") == "function_call_output"]
     assert len(outputs) == 1 and "error occurred" in str(outputs[0]["output"])
     assert len(payments.charges) == 1
-    [effect] = await again.journal.effects("user-42")  # type: ignore[attr-defined]
+    [effect] = await again.journal.effects.of_session("user-42")  # type: ignore[attr-defined]
     assert effect.state is EffectState.STARTED, "the outcome is still unknown"
 
 
@@ -634,7 +680,7 @@ async def _surrogate_receipt(journal: Any, session: Any) -> None:
         )
         assert result.final_output == "done"
     assert counted == [5], "run once; the receipt answered the second resume"
-    [effect] = await journal.effects("user-42")
+    [effect] = await journal.effects.of_session("user-42")
     assert (effect.state, effect.output) == (EffectState.DONE, printed)
 
 

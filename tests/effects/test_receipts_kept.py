@@ -31,8 +31,8 @@ async def pending_tool_turn(session: ReconcilingSession, journal: Any, shown: st
     history = await session.get_items()
     key = effect_key("user-42", "c1", "charge_card", ARGUMENTS)
     effect = Effect(key, "user-42", "charge_card", "c1", arguments_digest(ARGUMENTS), "x/1/1", 1.0)
-    await journal.begin_effect(effect)
-    done: Effect = await journal.finish_effect(effect.with_receipt("charged 6", at=2.0))
+    await journal.effects.begin(effect)
+    done: Effect = await journal.effects.finish(effect.with_receipt("charged 6", at=2.0))
     call = {"type": "function_call", "call_id": "c1", "name": "charge_card", "arguments": ARGUMENTS}
     batch = (call, {"type": "function_call_output", "call_id": "c1", "output": shown})
     intent = PendingWrite(
@@ -61,7 +61,7 @@ async def test_a_pending_output_its_receipt_does_not_hold_is_denied_after_a_prun
     await asyncio.sleep(0.05)
     pruned = await journal.retention.prune(RECEIPTS_NOW)
     assert pruned.receipts == 0, "the receipt a pending write needs was pruned"
-    kept = await journal.effect(done.key)
+    kept = await journal.effects.get(done.key)
     assert kept is not None and kept.state is EffectState.DONE
     with pytest.raises(ContinuationDenied) as denied:
         await session.reconcile()
@@ -85,4 +85,4 @@ async def test_a_receipt_goes_once_the_write_it_vouches_for_is_resolved(
     assert decision.action.value == "replayed"
     assert len(await session.get_items()) == 3
     assert (await journal.retention.prune(RECEIPTS_NOW)).receipts == 1
-    assert await journal.effect(done.key) is None
+    assert await journal.effects.get(done.key) is None

@@ -182,10 +182,8 @@ async def test_status_reads_the_newest_decisions_of_every_pending_intent_in_one_
     (``newest_decisions``, which every journal has) from a journal that does not page itself
     (each journal of this package pages, its page carrying them), never once per intent, and
     shows the same as reading them one by one."""
-    from typing import ClassVar
-
     from agents_reconcile import MemoryJournal
-    from agents_reconcile._backends.journal import Capabilities, IntentState
+    from agents_reconcile._backends.journal import IntentState
     from agents_reconcile._core.ownership import current_owner
     from agents_reconcile._core.records import Action
     from agents_reconcile._operator import views
@@ -193,10 +191,9 @@ async def test_status_reads_the_newest_decisions_of_every_pending_intent_in_one_
     from ..support.journal_support import make_decision, make_intent
 
     class Counting(MemoryJournal):
-        capabilities: ClassVar[Capabilities] = Capabilities(effects=True)
-
         def __init__(self) -> None:
             super().__init__()
+            self.pages = None  # type: ignore[assignment]
             self.reads: list[str] = []
 
         async def decisions(self, **asked: Any) -> list[Any]:

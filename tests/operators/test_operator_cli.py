@@ -537,7 +537,7 @@ def test_a_started_effect_of_a_live_owner_is_listed_but_waits_for_no_one(
         journal: Any = case.backend.open_journal(case.journal, namespace=case.space)
         try:
             for effect in effects:
-                await journal.begin_effect(effect)
+                await journal.effects.begin(effect)
         finally:
             await journal.close()
 

@@ -210,7 +210,7 @@ def test_an_effects_receipt_without_the_key_in_a_sealed_journal_is_refused(
         journal: Any = case.backend.open_journal(case.journal, namespace=case.space)
         try:
             await journal.sealing.mark([KEY_ID])
-            await journal.begin_effect(effect)
+            await journal.effects.begin(effect)
         finally:
             await journal.close()
         await asyncio.sleep(0.05)

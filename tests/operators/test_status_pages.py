@@ -111,7 +111,7 @@ async def test_paging_through_status_shows_every_started_effect_exactly_once(
     started = []
     for n in range(9):
         effect = make_effect(f"call-{n}", session_id=f"user-{n % 4}", owner="gone-host#1/2/3")
-        await journal.begin_effect(effect)
+        await journal.effects.begin(effect)
         started.append(effect.key)
     shown, pages = await every_page(journal, session_id=None, limit=4)
     assert sorted(shown) == sorted(started)

@@ -53,7 +53,7 @@ async def test_a_status_page_reads_the_journal_once_per_listing_however_many_are
     journal = Counting()
     await fill(journal, count, denied=(1, count - 1))
     for n in range(30):
-        await journal.begin_effect(make_effect(f"call-{n}", owner="gone-host#1/2/3"))
+        await journal.effects.begin(make_effect(f"call-{n}", owner="gone-host#1/2/3"))
     journal.calls.clear()
     first = await views.status(journal, session_id=None, lease_seconds=LEASE, limit=10)
     assert journal.calls == ["pages.intents", "pages.started_effects"]
@@ -91,7 +91,7 @@ def sqlite_filled(tmp_path: Path, count: int) -> Path:
         journal = SQLiteJournal(path)
         await fill(journal, count, sessions=count, denied=(3, count - 2))
         for n in range(count // 2):
-            await journal.begin_effect(make_effect(f"call-{n}", session_id=f"user-{n}"))
+            await journal.effects.begin(make_effect(f"call-{n}", session_id=f"user-{n}"))
         await journal.close()
 
     asyncio.run(make())

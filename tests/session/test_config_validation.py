@@ -546,7 +546,7 @@ def test_a_journal_without_the_decision_methods_is_refused_naming_what_to_add() 
     message = refusal(journal=_EarlierJournal())
     assert "_EarlierJournal is not an IntentJournal of this release" in message
     assert "note_again(), newest_decisions()" in message
-    assert "aside = None, sealing = None" in message
+    assert "effects = None, aside = None, pages = None, retention = None, sealing = None" in message
 
 
 def test_a_journal_complete_but_for_its_components_is_refused_naming_them() -> None:
@@ -557,8 +557,39 @@ def test_a_journal_complete_but_for_its_components_is_refused_naming_them() -> N
     journal.note_again = inner.note_again  # type: ignore[attr-defined]
     journal.newest_decisions = inner.newest_decisions  # type: ignore[attr-defined]
     message = refusal(journal=journal)
-    assert "it lacks aside, sealing;" in message
+    assert "it lacks effects, aside, pages, retention, sealing;" in message
     assert "()" not in message.split("lacks", 1)[1].split(";", 1)[0]
+
+
+class _EarlierEffectJournal(_EarlierJournal):
+    """A custom journal of an earlier release that kept tools' effects with methods of its own
+    (``begin_effect`` ... ``effects(session_id)``), and every other part of this release."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        inner = MemoryJournal()
+        self.note_again = inner.note_again
+        self.newest_decisions = inner.newest_decisions
+        for component in ("aside", "pages", "retention", "sealing"):
+            setattr(self, component, None)
+        self._effects = inner.effects
+
+    async def begin_effect(self, effect: Any) -> Any:
+        return await self._effects.begin(effect)
+
+    async def effects(self, session_id: str) -> list[Any]:
+        return await self._effects.of_session(session_id)
+
+
+def test_a_journal_keeping_effects_with_the_methods_of_an_earlier_release_is_refused() -> None:
+    """A custom journal whose ``effects`` is the earlier release's method, not a component, is
+    refused when configured, naming the component and the methods it takes the place of."""
+    message = refusal(journal=_EarlierEffectJournal())
+    assert "it lacks effects;" in message
+    assert "its effects as an object (a JournalEffects: begin, restart, finish" in message
+    assert (
+        "begin_effect, restart_effect, finish_effect, effect, effects, started_effects" in message
+    )
 
 
 async def test_a_journal_that_lost_a_method_after_configuring_is_refused_when_first_used(
@@ -570,8 +601,8 @@ async def test_a_journal_that_lost_a_method_after_configuring_is_refused_when_fi
     inner = MemoryJournal()
     journal.note_again = inner.note_again  # type: ignore[attr-defined]
     journal.newest_decisions = inner.newest_decisions  # type: ignore[attr-defined]
-    journal.aside = None  # type: ignore[attr-defined]
-    journal.sealing = None  # type: ignore[attr-defined]
+    for component in ("effects", "aside", "pages", "retention", "sealing"):
+        setattr(journal, component, None)
     session = ReconcilingSession(
         SQLiteSession("s", tmp_path / "chat.db"), config=ReconcileConfig(journal=journal)
     )

@@ -13,6 +13,7 @@ from typing import Any
 from agents_reconcile._backends.components import Page
 from agents_reconcile._backends.journal import IntentState, JournalEntry, Opened
 from agents_reconcile._backends.memory.aside import MemoryAside
+from agents_reconcile._backends.memory.effects import MemoryEffects
 from agents_reconcile._backends.memory.journal import MemoryJournal
 from agents_reconcile._backends.memory.pages import MemoryPages
 from agents_reconcile._backends.memory.retention import MemoryRetention
@@ -595,37 +596,59 @@ class MigratesOverANewerSchema(VersionedJournal):
         return None
 
 
-class BeginsEveryEffect(MemoryJournal):
-    """``begin_effect()`` records over a known key."""
-
-    async def begin_effect(self, effect: Any) -> tuple[Any, bool]:
+class _BeginsEveryEffect(MemoryEffects):
+    async def begin(self, effect: Any) -> tuple[Any, bool]:
         self._rows.effects[effect.key] = effect
         return effect, True
 
 
-class RestartIgnoresTheOwner(MemoryJournal):
-    """``restart_effect()`` takes a started effect from any owner."""
+class BeginsEveryEffect(MemoryJournal):
+    """``effects.begin()`` records over a known key."""
 
-    async def restart_effect(self, effect: Any, *, expect_owner: str) -> bool:
+    def __init__(self) -> None:
+        super().__init__()
+        self.effects = _BeginsEveryEffect(self._rows)
+
+
+class _RestartIgnoresTheOwner(MemoryEffects):
+    async def restart(self, effect: Any, *, expect_owner: str) -> bool:
         stored = self._rows.effects.get(effect.key)
-        return await super().restart_effect(
-            effect, expect_owner=stored.owner if stored else expect_owner
-        )
+        return await super().restart(effect, expect_owner=stored.owner if stored else expect_owner)
 
 
-class FinishesAnything(MemoryJournal):
-    """``finish_effect()`` stores any receipt."""
+class RestartIgnoresTheOwner(MemoryJournal):
+    """``effects.restart()`` takes a started effect from any owner."""
 
-    async def finish_effect(self, effect: Any) -> Any:
+    def __init__(self) -> None:
+        super().__init__()
+        self.effects = _RestartIgnoresTheOwner(self._rows)
+
+
+class _FinishesAnything(MemoryEffects):
+    async def finish(self, effect: Any) -> Any:
         self._rows.effects[effect.key] = effect
         return effect
 
 
-class ListsDoneEffectsAsStarted(MemoryJournal):
-    """``started_effects()`` lists done effects too."""
+class FinishesAnything(MemoryJournal):
+    """``effects.finish()`` stores any receipt."""
 
-    async def started_effects(self, session_id: str | None = None) -> list[Any]:
+    def __init__(self) -> None:
+        super().__init__()
+        self.effects = _FinishesAnything(self._rows)
+
+
+class _ListsDoneEffectsAsStarted(MemoryEffects):
+    async def started(self, session_id: str | None = None) -> list[Any]:
         return [e for e in self._rows.effects.values() if session_id in (None, e.session_id)]
+
+
+class ListsDoneEffectsAsStarted(MemoryJournal):
+    """``effects.started()`` lists done effects too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.effects = _ListsDoneEffectsAsStarted(self._rows)
 
 
 class _MovesChangedRows(MemoryAside):
@@ -689,6 +712,7 @@ class IntentsOnly:
     journal's intent methods, delegated."""
 
     METHODS = JOURNAL_METHODS
+    effects = None
     aside = None
     pages = None
     retention = None

@@ -7,7 +7,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import ClassVar
 
-from ..._core.effect_records import Effect, EffectState
 from ..._core.ownership import Owner
 from ..._core.records import BackendIdentity, Decision, PendingWrite
 from ..._core.sealing import Keyring
@@ -15,6 +14,7 @@ from ...errors import IntentConflict, LeaseLost
 from ..journal import Capabilities, IntentState, JournalEntry, Opened, require_limit
 from ..schema import Unversioned
 from .aside import MemoryAside
+from .effects import MemoryEffects
 from .pages import MemoryPages
 from .retention import MemoryRetention
 from .rows import MemoryRows
@@ -33,7 +33,6 @@ class MemoryJournal(Unversioned):
     decision that settled it is a retried call, and a no-op."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        effects=True,
         folds_clearing=True,
         starts_eagerly=True,
     )
@@ -47,6 +46,8 @@ class MemoryJournal(Unversioned):
         # Records are kept as objects here, never encoded: the keys are held for the contract.
         self.keyring = Keyring()
         self._rows = MemoryRows()
+        self.effects = MemoryEffects(self._rows)
+        """Tools' external effects (``JournalEffects``)."""
         self.aside = MemoryAside(self._rows)
         """Damaged intents set aside (``JournalAside``)."""
         self.pages = MemoryPages(self._rows)
@@ -240,59 +241,6 @@ class MemoryJournal(Unversioned):
         if decision.intent_id in self._rows.settled:
             raise InvariantViolation(f"decision noted on settled intent {decision.intent_id}")
         self._rows.decisions.append(decision)
-
-    # -- EffectJournal -------------------------------------------------------------------
-
-    def _stored_effect(self, effect: Effect) -> Effect:
-        """``effect`` stored, stamped with this journal's clock (a monotonic one: no writer's
-        wall clock moves it)."""
-        self._rows.effects[effect.key] = replace(effect, age=None)
-        self._rows.effect_stamps[effect.key] = time.monotonic()
-        return self._rows.aged(self._rows.effects[effect.key])
-
-    async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
-        stored = self._rows.effects.get(effect.key)
-        if stored is not None:
-            return self._rows.aged(stored), False
-        return self._stored_effect(effect), True
-
-    async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
-        stored = self._rows.effects.get(effect.key)
-        if stored is None or stored.state is not EffectState.STARTED:
-            return False
-        if stored.owner != expect_owner:
-            return False
-        self._stored_effect(effect)
-        return True
-
-    async def finish_effect(self, effect: Effect) -> Effect:
-        stored = self._rows.effects.get(effect.key)
-        if stored is not None and stored.state is EffectState.STARTED:
-            if stored.owner == effect.owner:
-                done = self._stored_effect(effect)
-                self._rows.done_at[effect.key] = time.time()
-                return done
-        elif stored is not None and (stored.owner, stored.output_digest) == (
-            effect.owner,
-            effect.output_digest,
-        ):
-            return self._rows.aged(stored)
-        raise IntentConflict(
-            f"effect {effect.key}: no started effect of owner {effect.owner} to finish",
-            intent_id=effect.key,
-        )
-
-    async def effect(self, key: str) -> Effect | None:
-        stored = self._rows.effects.get(key)
-        return None if stored is None else self._rows.aged(stored)
-
-    async def effects(self, session_id: str) -> list[Effect]:
-        return [
-            self._rows.aged(e) for e in self._rows.effects.values() if e.session_id == session_id
-        ]
-
-    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
-        return self._rows.started(session_id)
 
     async def note_again(self, previous: Decision, again: Decision) -> bool:
         """Replace the newest decision about ``previous``'s intent with ``again``, only while

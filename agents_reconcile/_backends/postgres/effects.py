@@ -1,19 +1,18 @@
-"""The PostgreSQL journal's effects: ``EffectJournal`` over the ``effects`` table, mixed into
-``PostgresJournal``.
+"""The PostgreSQL journal's effects component (``JournalEffects``) over the ``effects`` table.
 
 An effect is a row of its own, keyed by the effect key, outside the intents' session locks
 and write counts: an effect is not a session write. Each operation is one autocommit
 statement whenever it can be:
 
-* ``begin_effect`` inserts with ``ON CONFLICT (key) DO NOTHING`` and reads back the row held,
+* ``begin`` inserts with ``ON CONFLICT (key) DO NOTHING`` and reads back the row held,
   in one statement. The unique key makes exactly one of racing callers record. The loser of
   such a race, when the winner committed after its snapshot, gets no row from that statement
   and reads the key again in a new one.
-* ``restart_effect`` and ``finish_effect`` are one ``UPDATE`` each, conditioned on the key,
+* ``restart`` and ``finish`` are one ``UPDATE`` each, conditioned on the key,
   its session, its owner and the state ``started``. PostgreSQL re-checks that condition on the
   newest version of the row once it holds the row's lock, so two racing updates cannot both
   match.
-* When ``finish_effect`` updated nothing, it reads the row in a new statement, which sees
+* When ``finish`` updated nothing, it reads the row in a new statement, which sees
   whatever committed before it. The same bytes as the receipt given mean the receipt is
   already stored: a retry whose first reply was lost, or one racing its first attempt. A
   sealed output is sealed afresh each time a record is encoded, so the same receipt can be
@@ -44,20 +43,22 @@ if TYPE_CHECKING:
 
 __all__ = ["PostgresEffects"]
 
-# How many times begin_effect tries before giving up on a key whose row keeps vanishing
+# How many times begin tries before giving up on a key whose row keeps vanishing
 # between its two statements (only a schema dropped meanwhile can do that).
 _BEGIN_TRIES: Final = 3
 
 
 class PostgresEffects:
-    """``EffectJournal`` for ``PostgresJournal``, over its database ``_db`` (a pooled
-    connection, the schema checked or migrated first, the driver's errors translated)."""
+    """``JournalEffects`` in a journal's database (a pooled connection, the schema checked or
+    migrated first, the driver's errors translated), its records opened with the journal's
+    keyring."""
 
-    keyring: Keyring
-    _db: JournalDatabase
+    def __init__(self, db: JournalDatabase, keyring: Keyring) -> None:
+        self._db = db
+        self._keyring = keyring
 
-    async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
-        _require_state(effect, EffectState.STARTED, "begin_effect")
+    async def begin(self, effect: Effect) -> tuple[Effect, bool]:
+        _require_state(effect, EffectState.STARTED, "effects.begin")
         args = (effect.key, effect.session_id, effect.owner, effect.encode())
 
         async def work(conn: Connection) -> tuple[Any, bool]:
@@ -74,10 +75,10 @@ class PostgresEffects:
         row, recorded = await self._db.run(work)
         if recorded:
             return replace(effect, age=_age(row)), True
-        return _checked(row, self.keyring), False
+        return _checked(row, self._keyring), False
 
-    async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
-        _require_state(effect, EffectState.STARTED, "restart_effect")
+    async def restart(self, effect: Effect, *, expect_owner: str) -> bool:
+        _require_state(effect, EffectState.STARTED, "effects.restart")
         args = (
             effect.key,
             effect.session_id,
@@ -91,8 +92,8 @@ class PostgresEffects:
 
         return await self._db.run(work)
 
-    async def finish_effect(self, effect: Effect) -> Effect:
-        _require_state(effect, EffectState.DONE, "finish_effect")
+    async def finish(self, effect: Effect) -> Effect:
+        _require_state(effect, EffectState.DONE, "effects.finish")
         record = effect.encode()
         args = (effect.key, effect.session_id, effect.owner, time.time(), record)
 
@@ -107,7 +108,7 @@ class PostgresEffects:
             return effect
         if row is None:
             raise IntentConflict(f"effect {effect.key} was never begun", intent_id=effect.key)
-        held = _checked(row, self.keyring)
+        held = _checked(row, self._keyring)
         if row["record"] == record or (held.state is EffectState.DONE and held == effect):
             # This very receipt is stored already (an earlier attempt of this call).
             return held
@@ -119,31 +120,31 @@ class PostgresEffects:
             problem = "is held under another record"
         raise IntentConflict(f"effect {effect.key} {problem}", intent_id=effect.key)
 
-    async def effect(self, key: str) -> Effect | None:
+    async def get(self, key: str) -> Effect | None:
         async def work(conn: Connection) -> Any:
             return await conn.fetchrow(self._db.sql.effect, key)
 
         row = await self._db.run(work)
-        return None if row is None else _checked(row, self.keyring)
+        return None if row is None else _checked(row, self._keyring)
 
-    async def effects(self, session_id: str) -> list[Effect]:
+    async def of_session(self, session_id: str) -> list[Effect]:
         async def work(conn: Connection) -> list[Any]:
             return await conn.fetch(self._db.sql.effects, session_id)
 
-        keyring = self.keyring
+        keyring = self._keyring
         return each(
             await self._db.run(work),
             lambda row: _checked(row, keyring),
             lambda row: ("effect", row["key"], row["session_id"]),
         )
 
-    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
+    async def started(self, session_id: str | None = None) -> list[Effect]:
         async def work(conn: Connection) -> list[Any]:
             if session_id is None:
                 return await conn.fetch(self._db.sql.started_effects)
             return await conn.fetch(self._db.sql.started_effects_of, session_id)
 
-        keyring = self.keyring
+        keyring = self._keyring
         return each(
             await self._db.run(work),
             lambda row: _checked(row, keyring),

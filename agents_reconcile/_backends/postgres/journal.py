@@ -108,9 +108,9 @@ __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "Postgres
 _T = TypeVar("_T")
 
 
-class PostgresJournal(PostgresEffects):
-    """``IntentJournal`` (and ``EffectJournal``, from ``PostgresEffects``) in a PostgreSQL
-    schema shared by any number of processes and hosts.
+class PostgresJournal:
+    """``IntentJournal`` in a PostgreSQL schema shared by any number of processes and hosts,
+    with every component built on its database.
 
     Connections come from ``pool`` when given (the caller's: ``close()`` leaves it open), else
     from a small asyncpg pool (one to four connections) shared by the journals of one URL and
@@ -122,7 +122,6 @@ class PostgresJournal(PostgresEffects):
 
     # It clears with a statement of its own just before the opening, on the same connection.
     capabilities: ClassVar[Capabilities] = Capabilities(
-        effects=True,
         folds_clearing=True,
         starts_eagerly=False,
     )
@@ -148,6 +147,8 @@ class PostgresJournal(PostgresEffects):
         self.keyring = Keyring()
         """The keys that open sealed batches: those of every wrapper using this journal."""
         self.schema = schema
+        self.effects = PostgresEffects(self._db, self.keyring)
+        """Tools' external effects (``JournalEffects``)."""
         self.aside = PostgresAside(self._db)
         """Damaged intents set aside (``JournalAside``)."""
         self.pages = PostgresPages(self._db, self.keyring)

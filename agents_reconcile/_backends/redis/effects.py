@@ -1,49 +1,67 @@
-"""The Redis journal's effect half (``EffectJournal``): tools' external effects, kept beside the
-intents.
+"""The Redis journal's effects component (``JournalEffects``): tools' external effects, kept
+beside the intents, on a server or a cluster alike.
 
 Each operation that writes is one Lua script (``begin_effect``, ``restart_effect`` and
 ``finish_effect`` in ``scripts/``), which checks the schema version as every writing
 script does and compares state and owner on the server before it writes. An effect's keys
 live in its session's hash-tag slot (``layout.EFFECT_KEYS``): its state, owner, update
 time and encoded ``Effect`` in hashes by effect key, and the session's effect keys in a list,
-oldest first. One global hash, ``effect_index``, names each key's session, since ``effect()``
-is given the key alone; one global sorted set, ``effect_started``, holds the keys that have no
-receipt yet (scored by when they were begun), so ``started_effects`` reads those alone.
+oldest first. One global hash, ``effect_index``, names each key's session, since ``get()`` is
+given the key alone; one global sorted set, ``effect_started``, holds the keys that have no
+receipt yet (scored by when they were begun), so ``started()`` reads those alone.
 Every write is stamped on the server's clock, and every row read carries its age by that
 clock (``Effect.age``): an effect's lease is judged on it, never on a writer's clock, and
 ``prune`` (``retention.py``) judges a receipt's age by it; a receipt pruned leaves every
 effect key, and a started effect is never removed, so a key stays in the session it was begun
 in while it is kept.
 
+On a cluster an effect's keys, its bucket's ``effect_index`` and ``effect_started`` included,
+are in its session's bucket (``layout.effects``), so the effect scripts run there unchanged; a
+key alone is looked for where this object last saw it (it notes the session of every effect it
+begins or reads), else in every bucket's ``effect_index`` at once, and the started effects are
+read from every bucket at once. An effect key is derived from its session, so one key is never
+begun in two buckets unless made by hand; such a key is kept apart in each bucket, as two
+effects. On one server ``effect_index`` is one command away, and nothing is noted.
+
 Every command and script goes through the journal's link (``link.RedisLink``).
 """
 
 from __future__ import annotations
 
-from typing import Final
+from typing import Any, Final
 
 from ..._core.effect_records import Effect, EffectState
 from ..._core.sealing import Keyring
 from ...errors import IntentConflict
 from ..rows import each
 from . import replies
-from .layout import EFFECT_INDEX, EFFECT_STARTED, JournalKeys
+from .layout import EFFECT_INDEX, EFFECT_STARTED, IntentHomes, KeyLayout
 from .link import VERSION, RedisLink
 
 __all__ = ["EFFECT_SCRIPTS", "RedisEffects"]
 
 EFFECT_SCRIPTS: Final = ("begin_effect", "effect_rows", "finish_effect", "restart_effect")
-"""The scripts this half runs (``scripts/<name>.lua``), for the journal's runner."""
+"""The scripts this component runs (``scripts/<name>.lua``), for the journal's runner."""
 
 
 class RedisEffects:
-    """``EffectJournal`` for ``RedisJournal``, which provides what is declared here."""
+    """``JournalEffects`` through a journal's link, over its layout (one bucket or many), its
+    records opened with the journal's keyring."""
 
-    _link: RedisLink
-    keyring: Keyring
-    _layout: JournalKeys
+    def __init__(self, link: RedisLink, layout: KeyLayout, keyring: Keyring) -> None:
+        self._link = link
+        self._layout = layout
+        self._keyring = keyring
+        self._homes = IntentHomes() if len(layout.buckets()) > 1 else None
+        """The session of each effect key this object last saw, where a key alone is not one
+        command away (a cluster)."""
 
-    async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
+    def forget(self) -> None:
+        """Forget the effects' sessions noted (the journal was dropped)."""
+        if self._homes is not None:
+            self._homes.clear()
+
+    async def begin(self, effect: Effect) -> tuple[Effect, bool]:
         args: list[str | bytes] = [
             VERSION,
             effect.key,
@@ -59,7 +77,9 @@ class RedisEffects:
         )
         if word in ("recorded", "exists") and len(parts) == 2:
             row = replies.effect_row(parts[1], "begin_effect")
-            return replies.effect(effect.session_id, row, self.keyring), word == "recorded"
+            if self._homes is not None:
+                self._homes.remember(effect.key, effect.session_id)
+            return replies.effect(effect.session_id, row, self._keyring), word == "recorded"
         if word == "elsewhere" and len(parts) == 2:
             # A key begun under another session (keys are derived from their session, so
             # only a hand-made key gets here): what that session holds.
@@ -69,9 +89,9 @@ class RedisEffects:
                 return held, False
         raise replies.unexpected("begin_effect", parts)
 
-    async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
+    async def restart(self, effect: Effect, *, expect_owner: str) -> bool:
         if effect.state is not EffectState.STARTED:
-            raise ValueError("restart_effect() takes a started effect, not one with its receipt")
+            raise ValueError("effects.restart() takes a started effect, not one with its receipt")
         args: list[str | bytes] = [
             VERSION,
             effect.key,
@@ -87,9 +107,9 @@ class RedisEffects:
             raise replies.unexpected("restart_effect", reply)
         return reply == 1
 
-    async def finish_effect(self, effect: Effect) -> Effect:
+    async def finish(self, effect: Effect) -> Effect:
         if effect.state is not EffectState.DONE:
-            raise ValueError("finish_effect() takes an effect with its receipt (state done)")
+            raise ValueError("effects.finish() takes an effect with its receipt (state done)")
         args: list[str | bytes] = [
             VERSION,
             effect.key,
@@ -106,7 +126,7 @@ class RedisEffects:
             return effect
         if word == "finished" and len(parts) == 2:
             row = replies.effect_row(parts[1], "finish_effect")
-            held = replies.effect(effect.session_id, row, self.keyring)
+            held = replies.effect(effect.session_id, row, self._keyring)
             if held == effect:
                 # The same receipt, encoded again (a sealed output is sealed anew each time).
                 return held
@@ -125,36 +145,77 @@ class RedisEffects:
             )
         raise replies.unexpected("finish_effect", reply)
 
-    async def effect(self, key: str) -> Effect | None:
-        reply = await self._link.command("effect", "HGET", self._layout.names["effect_index"], key)
-        if reply is None:
+    async def get(self, key: str) -> Effect | None:
+        if self._homes is None:
+            names = self._layout.bucket(0).names
+            reply = await self._link.command("effect", "HGET", names[EFFECT_INDEX], key)
+            if reply is None:
+                return None
+            return await self._effect_in(replies.text(reply, "an effect's session"), key)
+        session_id = self._homes.get(key)
+        if session_id is not None:
+            found = await self._effect_in(session_id, key)
+            if found is not None:
+                return found
+        holders = [
+            replies.text(reply, "an effect's session")
+            for reply in await self._link.every_bucket("effect", "HGET", EFFECT_INDEX, key)
+            if reply is not None
+        ]
+        if not holders:
+            self._homes.forget(key)
             return None
-        return await self._effect_in(replies.text(reply, "an effect's session"), key)
+        self._homes.remember(key, holders[0])
+        return await self._effect_in(holders[0], key)
 
-    async def effects(self, session_id: str) -> list[Effect]:
+    async def of_session(self, session_id: str) -> list[Effect]:
         keys = self._layout.effects(session_id)
         reply = await self._link.script("effect_rows", keys, [session_id, "all"], read_only=True)
-        keyring = self.keyring
+        keyring = self._keyring
         return each(
             replies.effect_rows(reply, "effects"),
             lambda row: replies.effect(session_id, row, keyring),
             lambda row: ("effect", row[0], session_id),
         )
 
-    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
-        # The started keys, oldest first, from their own sorted set; then each one's session
-        # from the index, and the rows from each session's slot, still started when read.
-        names = self._layout.names
-        reply = await self._link.command("started_effects", "ZRANGE", names[EFFECT_STARTED], 0, -1)
-        started = [replies.text(key, "an effect key") for key in replies.as_list(reply, "ZRANGE")]
+    async def started(self, session_id: str | None = None) -> list[Effect]:
+        # The started keys of each bucket (of the session's alone, when one is asked) with
+        # their begin times, then each one's session from its bucket's index, and the rows
+        # from each session, still started when read.
+        layout = self._layout
+        if session_id is not None:
+            numbers = [layout.number(session_id)]
+        else:
+            numbers = list(range(len(layout.buckets())))
+        commands: list[tuple[str | int, ...]] = [
+            ("ZRANGE", layout.bucket(number).names[EFFECT_STARTED], 0, -1, "WITHSCORES")
+            for number in numbers
+        ]
+        started: list[tuple[float, int, str]] = []
+        for number, reply in zip(
+            numbers, await self._link.fan("started_effects", commands), strict=True
+        ):
+            for key, score in _scored(reply):
+                started.append((score, number, key))
         if not started:
             return []
-        reply = await self._link.command("started_effects", "HMGET", names[EFFECT_INDEX], *started)
+        started.sort()
+        by_bucket: dict[int, list[str]] = {}
+        for _, number, key in started:
+            by_bucket.setdefault(number, []).append(key)
+        lookups = [
+            ("HMGET", layout.bucket(number).names[EFFECT_INDEX], *keys)
+            for number, keys in by_bucket.items()
+        ]
         by_session: dict[str, list[str]] = {}
-        for key, holder in zip(started, replies.as_list(reply, "HMGET"), strict=True):
-            if holder is not None:
-                by_session.setdefault(replies.text(holder, "an effect's session"), []).append(key)
-        rank = {key: at for at, key in enumerate(started)}
+        for keys, reply in zip(
+            by_bucket.values(), await self._link.fan("started_effects", lookups), strict=True
+        ):
+            for key, holder in zip(keys, replies.as_list(reply, "HMGET"), strict=True):
+                if holder is not None:
+                    session = replies.text(holder, "an effect's session")
+                    by_session.setdefault(session, []).append(key)
+        rank = {key: at for at, (_, _, key) in enumerate(started)}
         found: list[Effect] = []
         for session, keys in by_session.items():
             if session_id is None or session == session_id:
@@ -168,7 +229,7 @@ class RedisEffects:
         reply = await self._link.script(
             "effect_rows", self._layout.effects(session_id), args, read_only=True
         )
-        keyring = self.keyring
+        keyring = self._keyring
         return each(
             replies.effect_rows(reply, "started_effects"),
             lambda row: replies.effect(session_id, row, keyring),
@@ -186,4 +247,15 @@ class RedisEffects:
             return None
         if len(found) != 1 or found[0][0] != key:
             raise replies.unexpected("effect", found)
-        return replies.effect(session_id, found[0], self.keyring)
+        return replies.effect(session_id, found[0], self._keyring)
+
+
+def _scored(reply: object) -> list[tuple[str, float]]:
+    """A ``ZRANGE ... WITHSCORES`` reply, as the client reads it: (member, score) pairs, or
+    members and scores in turn."""
+    items: list[Any] = replies.as_list(reply, "started_effects")
+    if items and isinstance(items[0], list | tuple):
+        pairs = [(pair[0], pair[1]) for pair in items]
+    else:
+        pairs = list(zip(items[::2], items[1::2], strict=True))
+    return [(replies.text(member, "an effect key"), float(score)) for member, score in pairs]

@@ -143,9 +143,9 @@ _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
 }
 
 
-class RedisJournal(RedisReads, RedisEffects):
-    """``IntentJournal`` and ``EffectJournal`` on a Redis server, shared by every worker that
-    uses the same server and ``prefix``.
+class RedisJournal(RedisReads):
+    """``IntentJournal`` on a Redis server, with every component built on its link, shared by
+    every worker that uses the same server and ``prefix``.
 
     The constructor takes a ``redis.asyncio.Redis`` the caller owns (it should not decode
     responses; ``close()`` leaves it open); ``from_url`` builds journals that share one
@@ -154,7 +154,6 @@ class RedisJournal(RedisReads, RedisEffects):
     """
 
     capabilities: ClassVar[Capabilities] = Capabilities(
-        effects=True,
         folds_clearing=True,
         starts_eagerly=False,
     )
@@ -200,6 +199,8 @@ class RedisJournal(RedisReads, RedisEffects):
             if self._layout.claims("") is None
             else ClaimedHomes(self._link, self._layout, self._scripts["claim"])
         )
+        self.effects = RedisEffects(self._link, self._layout, self.keyring)
+        """Tools' external effects (``JournalEffects``)."""
         self.aside = RedisAside(self._link, self._layout, self._homes)
         """Damaged intents set aside (``JournalAside``)."""
         self.pages = RedisPages(self._link, self._layout, self.keyring)
@@ -506,7 +507,8 @@ class RedisJournal(RedisReads, RedisEffects):
             deleted = await unlink_matching(client, self.prefix, self._layout.owns)
         self._link.schema_checked = False
         self._homes.clear()
-        self.retention.restart()
+        self.effects.forget()
+        self.retention.forget()
         return deleted
 
 

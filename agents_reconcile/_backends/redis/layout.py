@@ -68,10 +68,10 @@ SESSION_KEYS: Final = (
     "fence",
 )
 EFFECT_INDEX: Final = "effect_index"
-"""A hash: effect key -> the session it belongs to (``effect(key)`` has only the key)."""
+"""A hash: effect key -> the session it belongs to (``effects.get(key)`` has only the key)."""
 EFFECT_STARTED: Final = "effect_started"
 """A sorted set: the keys of the effects started and without a receipt, scored by when they
-were begun (``started_effects`` lists them without reading every effect kept)."""
+were begun (``effects.started()`` lists them without reading every effect kept)."""
 EFFECT_KEYS: Final = (
     "effect_order",
     "effect_record",

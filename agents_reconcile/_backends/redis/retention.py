@@ -177,7 +177,7 @@ class RedisRetention:
         self._homes = homes
         self._walks = Walks()
 
-    def restart(self) -> None:
+    def forget(self) -> None:
         """Forget where the last limited ``prune`` stopped (the journal was dropped)."""
         self._walks = Walks()
 

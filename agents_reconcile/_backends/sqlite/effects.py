@@ -1,6 +1,6 @@
-"""The SQLite journal's effect half (``EffectJournal``): tools' external effects, one row each in
-the ``effects`` table, keyed by the effect key and kept beside the intents (an effect is not a
-session write, so it takes no part in the write counts).
+"""The SQLite journal's effects component (``JournalEffects``): tools' external effects, one row
+each in the ``effects`` table, keyed by the effect key and kept beside the intents (an effect is
+not a session write, so it takes no part in the write counts).
 Its statements run on the journal's file (``files.JournalFile``); records open with the
 journal's keyring.
 """
@@ -29,12 +29,14 @@ _EffectRow = tuple[str, str, str, str, bytes, float]
 
 
 class SQLiteEffects:
-    """``EffectJournal`` for ``SQLiteJournal``, over its file ``_file``."""
+    """``JournalEffects`` on a journal's file, its records opened with the journal's
+    keyring."""
 
-    keyring: Keyring
-    _file: JournalFile
+    def __init__(self, file: JournalFile, keyring: Keyring) -> None:
+        self._file = file
+        self._keyring = keyring
 
-    async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
+    async def begin(self, effect: Effect) -> tuple[Effect, bool]:
         row = (effect.key, effect.session_id, effect.state.value, effect.owner)
         record = effect.encode()
 
@@ -57,7 +59,7 @@ class SQLiteEffects:
         stored, recorded = await self._file.run(begin)
         return self._effect(stored), recorded
 
-    async def restart_effect(self, effect: Effect, *, expect_owner: str) -> bool:
+    async def restart(self, effect: Effect, *, expect_owner: str) -> bool:
         sql = (
             f"UPDATE effects SET owner = ?, updated_at = {JOURNAL_NOW}, record = ?"
             " WHERE key = ? AND state = 'started' AND owner = ?"
@@ -65,7 +67,7 @@ class SQLiteEffects:
         args = (effect.owner, effect.encode(), effect.key, expect_owner)
         return bool(await self._file.run(lambda conn: conn.execute(sql, args).rowcount == 1))
 
-    async def finish_effect(self, effect: Effect) -> Effect:
+    async def finish(self, effect: Effect) -> Effect:
         sql = (
             f"UPDATE effects SET state = 'done', updated_at = {JOURNAL_NOW}, record = ?"
             " WHERE key = ? AND state = 'started' AND owner = ?"
@@ -91,16 +93,16 @@ class SQLiteEffects:
             intent_id=effect.key,
         )
 
-    async def effect(self, key: str) -> Effect | None:
+    async def get(self, key: str) -> Effect | None:
         rows = await self._file.run(lambda conn: conn.execute(_EFFECT_ROW, (key,)).fetchall())
         return self._effect(rows[0]) if rows else None
 
-    async def effects(self, session_id: str) -> list[Effect]:
+    async def of_session(self, session_id: str) -> list[Effect]:
         sql = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE session_id = ? ORDER BY rowid"
         rows = await self._file.run(lambda conn: conn.execute(sql, (session_id,)).fetchall())
         return [self._effect(row) for row in rows]
 
-    async def started_effects(self, session_id: str | None = None) -> list[Effect]:
+    async def started(self, session_id: str | None = None) -> list[Effect]:
         # The partial index effects_started holds the started rows alone.
         sql = f"SELECT {EFFECT_COLUMNS} FROM effects WHERE state = 'started'"
         args: tuple[str, ...] = ()
@@ -113,4 +115,4 @@ class SQLiteEffects:
 
     def _effect(self, row: _EffectRow) -> Effect:
         key, session_id, state, owner, record, age = row
-        return checked_effect(key, session_id, state, owner, bytes(record), self.keyring, age=age)
+        return checked_effect(key, session_id, state, owner, bytes(record), self._keyring, age=age)

@@ -53,9 +53,9 @@ __all__ = ["SCHEMA", "SCHEMA_VERSION", "SQLiteJournal"]
 _SHARED: dict[Path, SQLiteJournal] = {}
 
 
-class SQLiteJournal(SQLiteEffects):
-    """``IntentJournal`` (and ``EffectJournal``, from ``SQLiteEffects``) in one SQLite file (created
-    with its schema on first use).
+class SQLiteJournal:
+    """``IntentJournal`` in one SQLite file (created with its schema on first use), with every
+    component built on it.
 
     ``synchronous="NORMAL"`` (the default) makes every commit survive the process being
     killed; ``"FULL"`` also survives power loss, at an fsync per commit. ``read_only=True``
@@ -65,7 +65,6 @@ class SQLiteJournal(SQLiteEffects):
     # Its calls run on the event loop (in a thread only while another process holds the
     # file's lock), so it starts eagerly; it clears in the opening's own commit.
     capabilities: ClassVar[Capabilities] = Capabilities(
-        effects=True,
         folds_clearing=True,
         starts_eagerly=True,
     )
@@ -85,6 +84,8 @@ class SQLiteJournal(SQLiteEffects):
         self.read_only = read_only
         self.keyring = Keyring()
         """The keys that open sealed batches: those of every wrapper using this journal."""
+        self.effects = SQLiteEffects(self._file, self.keyring)
+        """Tools' external effects (``JournalEffects``)."""
         self.aside = SQLiteAside(self._file)
         """Damaged intents set aside (``JournalAside``)."""
         self.pages = SQLitePages(self._file, self.keyring)

@@ -10,10 +10,10 @@ one bucket is done in steps, none of them a script across slots:
 - a settlement by a decision of a session in another bucket than the intent's is two steps:
   the intent is removed (and marked settled) where its session is (``scripts/release.lua``,
   under the same claim check), then the decision stored and counted where its session is;
-- the journal-wide reads ask every bucket at once, one pipeline per node (``reads.py``,
-  ``effects.py``; the aside and pages components, ``redis/aside.py``, ``redis/pages.py``),
-  and so do the retention component (``redis/retention.py``) and the schema's version
-  (``link.py``).
+- the journal-wide reads ask every bucket at once, one pipeline per node (``reads.py``; the
+  effects, aside and pages components, ``redis/effects.py``, ``redis/aside.py``,
+  ``redis/pages.py``), and so do the retention component (``redis/retention.py``) and the
+  schema's version (``link.py``).
 
 The one-step append of a journal and a store on one server (``fused.py``) is not used: a
 cluster client names no single server (``backend.server_of``).
@@ -24,7 +24,6 @@ from __future__ import annotations
 import contextlib
 from typing import Any, ClassVar, Final
 
-from ...._core.effect_records import Effect
 from ...._core.ownership import Owner
 from ...._core.records import Decision
 from ....errors import ConfigurationError, IntentConflict, JournalUnavailable, LeaseLost
@@ -34,15 +33,12 @@ from ...lua import LuaScript
 from ...redaction import Redacted
 from .. import replies
 from ..backend import shared_client
-from ..effects import RedisEffects
 from ..journal import _DEFAULT_OPTIONS, _SCRIPTS, DEFAULT_PREFIX, RedisJournal
-from ..layout import IntentHomes
 from ..link import SCHEMA, SCHEMA_VERSION, VERSION
 from ..nodes import RedisCluster, cluster_client
 from ..replicas import ReplicaWait
 from ..replicas import split as split_wait
 from .claims import ClusterClaims
-from .effects import ClusterEffects
 from .layout import BucketKeys
 from .reads import ClusterReads
 
@@ -64,11 +60,10 @@ _CLUSTER_SCRIPTS: Final = {
 class RedisClusterJournal(
     ClusterClaims,
     ClusterReads,
-    ClusterEffects,
     RedisJournal,
 ):
-    """``IntentJournal`` and ``EffectJournal`` on a Redis Cluster, shared by every worker that
-    uses the same cluster and ``prefix``.
+    """``IntentJournal`` on a Redis Cluster, with every component built on its link, shared by
+    every worker that uses the same cluster and ``prefix``.
 
     The constructor takes a ``redis.asyncio.cluster.RedisCluster`` the caller owns (it should
     not decode responses, nor read from replicas; ``close()`` leaves it open); ``from_url``
@@ -93,7 +88,6 @@ class RedisClusterJournal(
         super().__init__(
             given, prefix=prefix, where=where, connections=connections, replica_wait=replica_wait
         )
-        self._effect_homes = IntentHomes()
 
     @classmethod
     def from_url(
@@ -126,11 +120,6 @@ class RedisClusterJournal(
         return f"RedisClusterJournal({self._address.shown!r}, prefix={self.prefix!r})"
 
     # -- what differs from one server ----------------------------------------------------------
-
-    async def begin_effect(self, effect: Effect) -> tuple[Effect, bool]:
-        found = await RedisEffects.begin_effect(self, effect)
-        self._effect_homes.remember(effect.key, effect.session_id)
-        return found
 
     async def settle(
         self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
@@ -216,6 +205,4 @@ class RedisClusterJournal(
 
     async def drop(self) -> int:
         """Delete every key of this journal, on every primary; for tests and operators."""
-        deleted = await super().drop()
-        self._effect_homes.clear()
-        return deleted
+        return await super().drop()
