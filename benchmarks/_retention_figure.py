@@ -59,7 +59,9 @@ class Times:
                     self.abandoned.add(left.intent.intent_id)
                 if left.decision is not None:
                     self.by_kind["decisions"].append(left.decision.decided_at)
-                if left.receipt is not None:
+                if left.receipt is not None and left.intent is None:
+                    # A session's receipts are kept while it holds an unresolved intent
+                    # (the resolution may need them), so only the others' are ever due.
                     assert left.receipt.finished_at is not None
                     self.by_kind["receipts"].append(left.receipt.finished_at)
             yield chunk

@@ -90,6 +90,9 @@ class CellResult:
     ok: int = 0
     denied: Counter[str] = field(default_factory=Counter)
     failed: Counter[str] = field(default_factory=Counter)
+    raised_at: dict[str, str] = field(default_factory=dict)
+    """For each error not of this package among the failed appends, where the first was
+    raised and what it said."""
     killed_mid_append: int = 0
     final: Counter[str] = field(default_factory=Counter)
     settlements: int = 0
@@ -217,6 +220,7 @@ class _Append:
     ended: float | None = None
     outcome: str = "killed"
     detail: str = ""
+    raised_at: str = ""
 
 
 def _read_logs(directory: Path) -> tuple[dict[str, _Append], dict[str, str], list[dict[str, Any]]]:
@@ -244,6 +248,8 @@ def _read_logs(directory: Path) -> tuple[dict[str, _Append], dict[str, str], lis
                 append.detail = event.get("reason") or event.get("error") or ""
                 if event["outcome"] == "error" and event.get("reason"):
                     append.detail = f"{event['error']}:{event['reason']}"
+                if event.get("where"):
+                    append.raised_at = f"{event['where']}: {event.get('message', '')}"
             elif kind == "final":
                 final.append(event)
     return appends, intents, final
@@ -267,6 +273,8 @@ def judge_cell(
             result.denied[append.detail] += 1
         elif append.outcome == "error":
             result.failed[append.detail or "?"] += 1
+            if append.raised_at:
+                result.raised_at.setdefault(append.detail or "?", append.raised_at)
         else:
             result.killed_mid_append += 1
     for line in final:
@@ -484,6 +492,7 @@ def render_cell(result: CellResult) -> str:
     lines += [f"  {name.ljust(width)}  {value}" for name, value in rows]
     lines += [f"  note: {note}" for note in result.notes]
     lines += [f"  e.g. {example}" for example in result.examples]
+    lines += [f"  {name} raised at {place}" for name, place in sorted(result.raised_at.items())]
     return "\n".join(lines)
 
 

@@ -41,6 +41,7 @@ import socket
 import sys
 import time
 import traceback
+from pathlib import Path
 from typing import IO, Any, Final
 
 __all__ = ["main", "open_journal", "open_store", "settle_item"]
@@ -144,12 +145,20 @@ def _pause_on_request(log: _Log, current: dict[str, Any]) -> None:
 
 
 def _failure(exc: BaseException) -> dict[str, Any]:
-    from ..errors import ContinuationDenied
+    from ..errors import ContinuationDenied, ReconcileError
 
     if isinstance(exc, ContinuationDenied):
         return {"outcome": "denied", "reason": exc.decision.reason.value}
     reason = getattr(getattr(getattr(exc, "decision", None), "reason", None), "value", "")
-    return {"outcome": "error", "error": type(exc).__name__, "reason": reason}
+    failure = {"outcome": "error", "error": type(exc).__name__, "reason": reason}
+    if not isinstance(exc, ReconcileError):
+        # Not the package's own: where it was raised, so a report can name the place.
+        frames = traceback.extract_tb(exc.__traceback__)[-3:]
+        failure["where"] = " <- ".join(
+            f"{Path(frame.filename).name}:{frame.lineno} {frame.name}" for frame in reversed(frames)
+        )
+        failure["message"] = str(exc)[:200]
+    return failure
 
 
 async def _work(spec: dict[str, Any]) -> None:

@@ -266,3 +266,9 @@ class _LateAdmission(Gating):
             return False
         retried: bool = self.session._admission.is_retried_input(history, new_input)
         return retried
+
+    def final_output(self, context: MutableMapping[str, Any] | None) -> None:
+        # A run that reached its final output has written to its conversation by then; one
+        # never bound has nothing of it to protect.
+        if self.session._bound_id is not None:
+            self.session._admission.final_output(context)

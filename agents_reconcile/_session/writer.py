@@ -51,6 +51,9 @@ Recording = Callable[[IntentState], Awaitable[FailedAppend]]
 (``FusedAppend.failed_recording``)."""
 _T = TypeVar("_T")
 
+_OPENING_FAILED = "_agents_reconcile_opening_failed"
+"""Set on a journal error raised while an append's intent was recorded (its note says so)."""
+
 MIN_ATTEMPTS = 3
 """An append builds its intent this often before a spent wait bound denies it."""
 
@@ -115,7 +118,12 @@ class Writer:
             await self.append(items, batch, digests, context, wrapper, progress)
             self._carried.saved(context)
         except BaseException as exc:
-            if not progress.started and not isinstance(exc, errors.ContinuationDenied):
+            opening = getattr(exc, _OPENING_FAILED, False)
+            if (
+                not progress.started
+                and not opening
+                and not isinstance(exc, errors.ContinuationDenied)
+            ):
                 # Raised while settling an earlier write (its replay failed, say): this
                 # caller's own batch never started, so its outcome is not in doubt.
                 exc.add_note(
@@ -227,8 +235,10 @@ class Writer:
                 if not outlived:
                     self._clearing.folded(clearing, answered=False)
                 raise
-            except BaseException:
+            except BaseException as exc:
                 self._clearing.folded(clearing, answered=False)
+                if isinstance(exc, JournalError):
+                    self._opening_failed(intent, exc)
                 raise
             self._clearing.folded(clearing, answered=True)
             if not opened.recorded:
@@ -253,6 +263,20 @@ class Writer:
                 busy.discard(intent.intent_id)
             raise
         return opened
+
+    def _opening_failed(self, intent: PendingWrite, exc: JournalError) -> None:
+        """The journal failed while recording ``intent``, before its batch went anywhere. The
+        intent may be recorded all the same (a reply lost): it is cleared before this
+        wrapper's next operation, so it is never taken later for a write that failed, and
+        replayed, while the caller was told that nothing of it was written."""
+        self._held.undiscarded.add(intent.intent_id)
+        setattr(exc, _OPENING_FAILED, True)
+        exc.add_note(
+            f"agents-reconcile: the journal failed while recording this append's intent "
+            f"{intent.intent_id}, before the store was written: nothing of its batch was "
+            f"written to session {self._client.session_id!r}; the intent, if it was recorded, "
+            "is cleared before this session object is used again"
+        )
 
     async def _opening_outlived(
         self,

@@ -629,3 +629,35 @@ def test_only_the_driver_s_attribute_error_on_a_closed_connection_is_translated(
         ours.writelines([b"PING"])
     except AttributeError as exc:
         assert not torn_down(exc) and not is_driver_error(exc)
+
+
+async def test_a_cluster_client_that_knows_no_node_is_journal_unavailable(
+    url: str, prefix: str
+) -> None:
+    """The driver's ``IndexError`` of a cluster client whose map of the nodes is empty (a
+    random node chosen from none, as after failovers emptied it) is ``JournalUnavailable``
+    at the journal's edge, the driver's error kept as its cause; an ``IndexError`` of other
+    code is a bug, raised as it is."""
+    from types import SimpleNamespace
+
+    from redis.asyncio.cluster import RedisCluster
+
+    from agents_reconcile._backends.redis.replies import is_driver_error, no_node_known
+
+    journal = RedisClusterJournal.from_url(url, prefix=prefix)
+    emptied: Any = RedisCluster.__new__(RedisCluster)
+    emptied.nodes_manager = SimpleNamespace(nodes_cache={})
+    try:
+        with pytest.raises(JournalUnavailable) as raised, journal._link.translated("a read"):
+            emptied.get_random_node()
+        cause = raised.value.__cause__
+        assert isinstance(cause, IndexError) and no_node_known(cause)
+        assert "knew no node of the cluster" in str(raised.value)
+        with pytest.raises(IndexError), journal._link.translated("a read"):
+            [][0]
+        try:
+            [][0]
+        except IndexError as exc:
+            assert not no_node_known(exc) and not is_driver_error(exc)
+    finally:
+        await journal.close()

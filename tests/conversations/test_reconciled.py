@@ -303,3 +303,32 @@ async def test_a_resumed_approval_whose_save_fails_stores_the_output_once_and_ru
     await run(agent, "go on", session, streamed=False)
     assert labels(list(model.calls[-1].input)) == ["user:hi", "call:c1", "output:c1", "user:go on"]
     assert charges == [5]
+
+
+@PATHS
+async def test_a_run_with_the_gates_hooks_on_a_conversation_made_on_first_use_ends_once(
+    server: ConversationsServer, client: AsyncOpenAI, tmp_path: Path, streamed: bool
+) -> None:
+    """With ``hooks=session.hooks()`` on a conversation created by the run itself, the run
+    ends normally; when its final output's save loses its answer, the state it leaves is
+    refused when resumed (``RunFinished``), the answer stored once."""
+    from agents_reconcile import RunFinished
+
+    session = wrap(client, tmp_path)
+    agent, _ = answering("first")
+    await run(agent, "hi", session, streamed=streamed, hooks=session.hooks())
+    assert labels(server.stored(session.session_id)) == ["user:hi", "assistant:first"]
+
+    agent, _ = answering("done")
+    server.arm(kind="create_items", fault="commit_then_drop", nth=2)
+    with pytest.raises(openai.APIError) as raised:
+        await run(agent, "again", session, streamed=True, context={}, hooks=session.hooks())
+    state_text = raised.value.streamed_result.to_state().to_string()  # type: ignore[attr-defined]
+    agent, model = answering("a second answer")
+    state = await RunState.from_string(agent, state_text)
+    state._terminal_unrecoverable = False  # as an SDK without its own check resumes it
+    with pytest.raises(RunFinished):
+        await run(agent, state, session, streamed=streamed, hooks=session.hooks())
+    assert model.calls == ()
+    stored = labels(server.stored(session.session_id))
+    assert stored == ["user:hi", "assistant:first", "user:again", "assistant:done"]

@@ -13,7 +13,9 @@ and sessions.
 from __future__ import annotations
 
 import io
+import json
 import os
+from pathlib import Path
 
 import pytest
 
@@ -108,3 +110,29 @@ def test_cluster_cells_pair_and_wait_as_designed() -> None:
     assert with_replica_wait(url, 1, 0.5) == f"{url}?replicas=1&replica_timeout=0.5"
     assert with_replica_wait(f"{url}?a=b", 2, 1) == f"{url}?a=b&replicas=2&replica_timeout=1"
     assert with_replica_wait("redis://h:1/0", 1, 1, "redis") == "redis://h:1/0"
+
+
+def test_an_append_failing_with_an_error_not_of_this_package_is_reported_with_where_it_was_raised(
+    tmp_path: Path,
+) -> None:
+    """A worker's append that failed with a foreign error (a driver's, a bug's) is counted by
+    its type, and the cell's table says where the first of that type was raised."""
+    from agents_reconcile._selftest.fleet_report import CellResult, judge_cell, render_cell
+    from agents_reconcile._selftest.fleet_worker import _failure
+
+    try:
+        [][0]
+    except IndexError as exc:
+        failure = _failure(exc)
+    log = tmp_path / "w1.log"
+    events = [
+        {"event": "start", "item": "w1-s1-0", "session": "s1", "t": 1.0},
+        {"event": "end", "item": "w1-s1-0", "session": "s1", "t": 2.0, **failure},
+    ]
+    log.write_text("".join(json.dumps(event) + "\n" for event in events), encoding="utf-8")
+    result = CellResult("sqlite", "sqlite", workers=1, sessions=1)
+    judge_cell(result, tmp_path, {"s1": []}, [], [], (0.0, 3.0))
+    table = render_cell(result)
+    assert result.failed == {"IndexError": 1}
+    assert "IndexError raised at test_fleet.py:" in table
+    assert "list index out of range" in table

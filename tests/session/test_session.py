@@ -487,6 +487,42 @@ async def test_an_opening_the_journal_refuses_as_unavailable_is_retried_journal_
     assert await other.pending() == []
 
 
+class OpeningsLoseTheirReply(MemoryJournal):
+    """A journal whose first ``lost`` openings are recorded and then lose their reply on
+    every attempt (a journal server failing over right after the write, say)."""
+
+    def __init__(self, lost: int) -> None:
+        super().__init__()
+        self.lost = lost
+        self.openings = 0
+
+    async def open_intent(self, *args: Any, **kwargs: Any) -> Any:
+        self.openings += 1
+        opened = await super().open_intent(*args, **kwargs)
+        if self.openings <= self.lost:
+            raise JournalUnavailable("the reply was lost")
+        return opened
+
+
+async def test_an_opening_recorded_with_its_reply_lost_is_never_left_to_be_replayed(
+    tmp_path: Path,
+) -> None:
+    """The journal recorded an append's intent and lost every reply: the caller is told that
+    nothing of its batch was written, and the intent is cleared before the wrapper's next
+    append, never left in flight to be taken over and replayed (which would store the batch
+    twice once the caller sent it again)."""
+    journal = OpeningsLoseTheirReply(3)
+    session, _, inner = wrapped(tmp_path, journal=journal, journal_retries=3)
+    with pytest.raises(JournalUnavailable) as raised:
+        await session.add_items([dict(USER)])
+    assert any("nothing of its batch was written" in note for note in raised.value.__notes__)
+    assert await inner.get_items() == []
+
+    await session.add_items([dict(USER)])  # the caller sends it again
+    assert await inner.get_items() == [USER]
+    assert await journal.pending(None) == [], "no intent left for another worker to replay"
+
+
 async def test_backend_identity(tmp_path: Path) -> None:
     """Identity names the store type and file, is stable, differs per file, hides credentials,
     and can be set."""

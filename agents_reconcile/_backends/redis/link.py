@@ -63,8 +63,8 @@ VERSION: Final = str(SCHEMA_VERSION).encode()
 """The version every writing script is given (it refuses a journal holding another)."""
 _MIGRATE: Final = LuaScript("agents_reconcile._backends.redis", "scripts", "migrate")
 _ERRORS: Final = replies.DRIVER_ERRORS
-"""What the driver raises (``replies.DRIVER_ERRORS``); an ``AttributeError`` is the driver's
-only when ``replies.torn_down`` says so, and raised as it is otherwise."""
+"""What the driver raises (``replies.DRIVER_ERRORS``); an ``AttributeError`` or ``IndexError``
+is the driver's only when ``replies.is_driver_error`` says so, and raised as it is otherwise."""
 _SCAN_STEP: Final = 1000
 """Keys a ``SCAN`` looks at per call while an operator's diagnosis looks for journals."""
 
@@ -128,7 +128,7 @@ class RedisLink:
             yield
         except _ERRORS as exc:
             if not replies.is_driver_error(exc):
-                raise  # an AttributeError of ours: a bug, never a journal error
+                raise  # an AttributeError or IndexError of ours: a bug, never a journal error
             raise self.translate(exc, operation) from exc
 
     def translate(self, exc: Exception, operation: str) -> Exception:

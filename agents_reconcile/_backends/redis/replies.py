@@ -37,6 +37,7 @@ __all__ = [
     "Moved",
     "Row",
     "is_driver_error",
+    "no_node_known",
     "torn_down",
     "translate",
 ]
@@ -72,11 +73,26 @@ DRIVER_ERRORS: Final = (
     redis_errors.RedisClusterException,
     OSError,
     AttributeError,
+    IndexError,
 )
 """What the driver raises: its own errors (a cluster client also raises
 ``RedisClusterException``, no ``RedisError``, when it cannot reach the cluster), the socket's,
-and the ``AttributeError`` of a connection torn down under the client (``torn_down``; any
-other ``AttributeError`` is a bug, never translated)."""
+the ``AttributeError`` of a connection torn down under the client (``torn_down``) and the
+``IndexError`` of a cluster client whose map of the nodes is empty (``no_node_known``). Any
+other ``AttributeError`` or ``IndexError`` is a bug, never translated."""
+
+
+def _raised_in_driver(exc: BaseException) -> bool:
+    """Whether the innermost frame of ``exc`` is the driver's (a module of ``redis``) or the
+    standard library's ``random`` called by it."""
+    frame = exc.__traceback__
+    modules: list[str] = []
+    while frame is not None:
+        modules.append(str(frame.tb_frame.f_globals.get("__name__", "")))
+        frame = frame.tb_next
+    while modules and modules[-1] == "random":
+        modules.pop()
+    return bool(modules) and (modules[-1] == "redis" or modules[-1].startswith("redis."))
 
 
 def torn_down(exc: BaseException) -> bool:
@@ -86,17 +102,22 @@ def torn_down(exc: BaseException) -> bool:
     command. Told from a bug by where it was raised (in the driver) and on what (None)."""
     if not isinstance(exc, AttributeError) or getattr(exc, "obj", None) is not None:
         return False
-    frame = exc.__traceback__
-    while frame is not None and frame.tb_next is not None:
-        frame = frame.tb_next
-    module = "" if frame is None else str(frame.tb_frame.f_globals.get("__name__", ""))
-    return module == "redis" or module.startswith("redis.")
+    return _raised_in_driver(exc)
+
+
+def no_node_known(exc: BaseException) -> bool:
+    """Whether ``exc`` is the driver's ``IndexError`` of a cluster client that knows no node
+    (or no primary) to send to: its map of the nodes emptied while failovers changed the
+    cluster, a random node chosen from none. Told from a bug by where it was raised."""
+    return isinstance(exc, IndexError) and _raised_in_driver(exc)
 
 
 def is_driver_error(exc: BaseException) -> bool:
     """Whether ``exc`` is the driver's, for ``translate`` (``DRIVER_ERRORS``)."""
     if isinstance(exc, AttributeError):
         return torn_down(exc)
+    if isinstance(exc, IndexError):
+        return no_node_known(exc)
     return isinstance(exc, DRIVER_ERRORS)
 
 
@@ -123,6 +144,12 @@ def translate(
         return JournalUnavailable(
             f"{where}: a connection was closed under the client during {operation} (the "
             f"cluster's nodes changing?): {address.scrub(str(exc))}"
+        )
+    if isinstance(exc, IndexError):
+        # no_node_known: the client's map of the cluster's nodes is empty (a failover).
+        return JournalUnavailable(
+            f"{where}: the client knew no node of the cluster to send to during {operation} "
+            f"(its map of the nodes emptied while they changed?): {address.scrub(str(exc))}"
         )
     text = address.scrub(str(exc))
     if isinstance(exc, redis_errors.ResponseError):
