@@ -38,8 +38,10 @@ _FILES_OPENED: Final = 20
 """SQLite files opened (read only, leaving nothing) to see whether they hold a journal."""
 _LISTED: Final = 5
 """Places holding a journal named in a diagnosis, the nearest to the name given first."""
-_FOUND_AT_MOST: Final = 100
-"""Places holding a journal looked up on a server."""
+_FOUND_AT_MOST: Final = 10_000
+"""Places holding a journal looked up on a server (names only). All of them are ranked by
+nearness before five are named, so a database with many journal schemas still names the one
+a misspelling meant (with 100 read in name order, it could be left out)."""
 _SCAN_BUDGET: Final = 10_000
 """Redis keys a ``SCAN`` looks at while looking for a prefix, or for journals."""
 _JOURNAL_TABLES: Final = frozenset({"intents", "decisions", "session_writes", "effects"})
