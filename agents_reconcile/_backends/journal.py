@@ -75,9 +75,10 @@ class IntentJournal(Protocol):
       longer settled: the journal answers for its id as for an id it never saw (``get``
       None, ``is_settled`` False; its id may be recorded again). That is sound because
       pruning removes only decisions older than the retention keeps them, the wrapper never
-      reuses an intent id, and it refuses a RunState older than the retention's
-      ``runstates`` (one that could still carry the id). A journal that keeps settled ids for
-      good (answering ``is_settled`` True for ever) is sound too.
+      reuses an intent id, and it refuses a RunState's copy of an intent the journal no
+      longer knows once that copy is older than the retention's ``runstates``. So a journal
+      keeps no settled id without its decision: a copy of an abandoned write would pass as
+      settled.
     - **Read consistency**: a journal may be reached through several objects, in several
       processes and hosts (``another_journal`` in the conformance suite). Every read through
       any of them (``pending``, ``get``, ``is_settled``, ``write_count``, ``decisions``,
