@@ -28,7 +28,8 @@ logging.getLogger(__name__).addHandler(logging.NullHandler())
 # The public API, each name once, with the module it lives in (relative to this package):
 # this table drives both ``__all__`` and loading on first use. The fault-injection helpers
 # are in ``agents_reconcile.testing``, the conformance checks in
-# ``agents_reconcile.conformance``; every other module is the implementation.
+# ``agents_reconcile.conformance``, what a journal or store of one's own needs in
+# ``agents_reconcile.backend_kit``; every other module is the implementation.
 _HOMES: Final[dict[str, str]] = {
     # the session, its configuration, and the gate
     "ReconcilingSession": "._session.session",

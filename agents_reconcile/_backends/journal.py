@@ -53,8 +53,55 @@ class IntentJournal(Protocol):
 
     Implementations translate their driver's errors into ``JournalError`` subclasses and
     raise ``RecordError`` subclasses for records they cannot trust. A journal whose storage
-    has no schema (one in memory) answers the schema methods as
-    with None from ``schema_version()`` and ``check()`` and ``[]`` from ``migrate()``.
+    has no schema (one in memory) answers the schema methods with None from
+    ``schema_version()`` and ``check()`` and ``[]`` from ``migrate()`` (``Unversioned``).
+
+    The words the methods below use, as a journal must keep them:
+
+    - **Unresolved**: an intent recorded (``record``, ``open_intent``) and neither acknowledged
+      (``discard``) nor settled. ``pending`` and ``get`` list only these.
+    - **Newest** (decisions): the one the journal stored last, by an order the journal itself
+      assigns as it stores them (a sequence number, a list position, an insertion order),
+      never by ``Decision.decided_at``, which is a writer's clock. ``note_again`` replaces a
+      decision in place and keeps its position. Decisions about one intent are stored in the
+      order their calls took effect (the journal serialises them: one session's writes never
+      interleave); ``decisions`` lists newest first, ``newest_decisions`` and a page's
+      ``newest`` give each intent's newest.
+    - **Settled**: the journal holds a decision about the intent that settles it
+      (``Decision.settled``: stored by ``settle``, or by ``aside.set_aside``). A settled
+      intent is never unresolved again: ``record`` and ``open_intent`` of its id raise
+      ``IntentConflict``, ``get`` answers None and ``is_settled`` True. **After a prune**
+      (``journal.retention``) has removed every settling decision about it, the intent is no
+      longer settled: the journal answers for its id as for an id it never saw (``get``
+      None, ``is_settled`` False; its id may be recorded again). That is sound because
+      pruning removes only decisions older than the retention keeps them, the wrapper never
+      reuses an intent id, and it refuses a RunState's copy of an intent the journal no
+      longer knows once that copy is older than the retention's ``runstates``. So a journal
+      keeps no settled id without its decision: a copy of an abandoned write would pass as
+      settled.
+    - **Read consistency**: a journal may be reached through several objects, in several
+      processes and hosts (``another_journal`` in the conformance suite). Every read through
+      any of them (``pending``, ``get``, ``is_settled``, ``write_count``, ``decisions``,
+      ``newest_decisions`` and the components' reads) sees every write whose call returned,
+      through whichever object, before the read was made: no replica, cache or snapshot may
+      answer a read that an earlier, returned write would change (a worker that misses
+      another's finished write replays it out of order). A write not yet returned when the
+      read begins may be seen or not, but whole: every write is atomic, so a read sees all of
+      it or none (an intent and its count together; a settled intent's removal with its
+      decision). A later read through the same object never goes back to a state older
+      than one an earlier read saw.
+    - **The journal's clock**: ``updated_at``, ``JournalEntry.age``, ``Effect.age`` and the
+      retention's ages are the journal's own time, in seconds (the server's on a shared
+      journal), never a time a writer put in a record (``PendingWrite.created_at``): a writer
+      whose clock is behind must not make a live owner's intent look abandoned.
+    - **``collecting_damage``**: the reads that list records (``pending``, ``decisions``,
+      ``newest_decisions``, ``effects.started``, ``pages``' rows) run inside it when an
+      operator inspects a journal. There, a row whose record fails its checks (an edited or
+      unsigned record, one in another row than its own, one sealed under an unknown key) is
+      reported to it and left out, so one damaged row hides no other; outside it, the same
+      row fails the whole read (reconciliation fails closed). ``each`` does both; a journal
+      that reads rows otherwise must do the same. ``get`` and the writes never collect: they
+      raise.
     """
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
@@ -140,15 +187,18 @@ class IntentJournal(Protocol):
         self, session_id: str | None, backend: BackendIdentity | None = None
     ) -> list[JournalEntry]:
         """Unresolved intents of one session (every session when ``None``; one backend when
-        given), oldest first."""
+        given), oldest first (by ``PendingWrite.created_at``). Under ``collecting_damage``
+        an intent whose record fails its checks is reported there and left out."""
         ...
 
     async def get(self, intent_id: str) -> JournalEntry | None:
-        """One unresolved intent, or None when unknown or settled."""
+        """One unresolved intent, or None when unknown or settled (a record that fails its
+        checks raises its ``RecordError``, even under ``collecting_damage``)."""
         ...
 
     async def is_settled(self, intent_id: str) -> bool:
-        """Whether a decision has settled this intent."""
+        """Whether the journal holds a decision that settled this intent (False for one
+        unresolved, unknown, or whose settling decisions were all pruned)."""
         ...
 
     async def settle(
@@ -177,7 +227,10 @@ class IntentJournal(Protocol):
     async def decisions(
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[Decision]:
-        """Stored decisions, newest first."""
+        """Stored decisions, newest first (the journal's order of storing, as the class
+        says), of one session or one intent when given, at most ``limit`` (below 1:
+        ``ValueError``). Under ``collecting_damage`` a decision that fails its checks is
+        reported there and left out."""
         ...
 
     async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:

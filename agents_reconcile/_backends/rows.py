@@ -57,9 +57,23 @@ _DAMAGED: Final[ContextVar[list[DamagedRecord] | None]] = ContextVar(
 
 @contextmanager
 def collecting_damage() -> Iterator[list[DamagedRecord]]:
-    """While inside, list reads (``pending``, ``decisions``) leave a damaged row out and report
-    it here instead of failing the whole read, so one edited row hides no other. Only
-    inspection reads this way; reconciliation never does (it fails closed)."""
+    """A context in which a journal's listing reads report damaged rows instead of failing.
+
+    What it is: the operators' commands (``status``, ``check``, ``show``) read a journal inside
+    ``with collecting_damage() as damaged:``, so that one edited row hides no other. The list
+    it yields receives a ``DamagedRecord`` (kind, id, session, problem, error class; never the
+    content) for every row left out. It is a context variable: it holds for the task that
+    entered it and the calls it awaits, and is cleared on leaving.
+
+    When a journal must honour it: in every read that lists records, that is ``pending``,
+    ``decisions``, ``newest_decisions``, ``effects.started`` and the rows of ``pages``'
+    pages. There, a row whose record raises a ``RecordError`` (tampered, unsigned, moved to
+    another row, malformed, sealed under a key the keyring lacks, a newer release's) or a
+    ``JournalCorrupt`` is reported and left out, and the read goes on; outside it the same
+    row fails the whole read. ``each(rows, make, named)`` does exactly that: build every
+    record through it. The other reads (``get``, ``effects.get``, ``effects.of_session``)
+    and every write never collect: they raise, and reconciliation never runs inside it (it
+    fails closed)."""
     found: list[DamagedRecord] = []
     token = _DAMAGED.set(found)
     try:
