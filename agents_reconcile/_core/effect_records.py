@@ -21,7 +21,14 @@ if TYPE_CHECKING:
     from .sealing import Keyring, PayloadKey
     from .signing import Signer
 
-__all__ = ["Effect", "EffectState", "arguments_digest", "effect_key", "shown_output"]
+__all__ = [
+    "Effect",
+    "EffectState",
+    "arguments_digest",
+    "business_effect_key",
+    "effect_key",
+    "shown_output",
+]
 
 _SIGNED: Final = "agents-reconcile effect"
 
@@ -52,6 +59,13 @@ def effect_key(session_id: str, call_id: str, tool: str, arguments_json: str) ->
             }
         }
     )
+
+
+def business_effect_key(tool: str, key: str) -> str:
+    """The idempotency key of the external effect a tool's own key names (``effect_tool(key=
+    ...)``, an order id, say): the same tool and key always give the same key (64 hex),
+    whatever the session, the call id or the other arguments; another tool or key, another."""
+    return item_digest({"effect": {"tool": tool, "key": key}})
 
 
 class EffectState(enum.Enum):

@@ -11,7 +11,13 @@ from typing import Any, Final
 
 from ..errors import ConfigurationError
 
-__all__ = ["checked_check", "checked_flag", "checked_function_tool_options", "checked_tool"]
+__all__ = [
+    "checked_check",
+    "checked_flag",
+    "checked_function_tool_options",
+    "checked_key",
+    "checked_tool",
+]
 
 _KINDS: Final[tuple[tuple[frozenset[str], Callable[[Any], bool], str], ...]] = (
     (
@@ -65,6 +71,20 @@ def checked_check(check: Any, where: str) -> Callable[[str], Any] | None:
     )
 
 
+def checked_key(key: Any, where: str) -> Callable[[dict[str, Any]], str] | None:
+    """``key`` when it is None or a callable (sync: it is asked before anything is written, so
+    it must not wait on anything)."""
+    if key is None:
+        return None
+    if callable(key) and not inspect.iscoroutinefunction(key):
+        checked: Callable[[dict[str, Any]], str] = key
+        return checked
+    raise ConfigurationError(
+        f"{where}: key must be None or a plain (not async) callable taking the call's "
+        f"arguments (a dict) and returning the effect's own key as a str, not {_shown(key)}"
+    )
+
+
 def checked_tool(tool: Any, where: str) -> None:
     from agents import FunctionTool
 
@@ -81,7 +101,7 @@ def checked_function_tool_options(options: Mapping[str, Any], where: str) -> Non
         if name not in known:
             raise ConfigurationError(
                 f"{where}: {name} is not an option of function_tool (nor of effect_tool: "
-                "check, idempotent)"
+                "check, idempotent, key)"
             )
         for names, fits, expected in _KINDS:
             if name in names and not fits(value):

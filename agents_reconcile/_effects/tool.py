@@ -6,8 +6,11 @@ deployment), run at most once per idempotency key with a receipt as evidence.
 ``as_effect_tool`` wraps an existing ``FunctionTool``. Around the body, for each call:
 
 - the key is derived from the session, the tool call id, the tool name and the canonical
-  arguments (``records.effect_key``); the body reads it with ``current_effect()``, to give it
-  to an API that dedupes on an idempotency key;
+  arguments (``records.effect_key``), or, when the tool is given ``key=`` (a function of the
+  call's arguments naming the effect in the application's own terms: an order id), from the
+  tool name and that key alone (``records.business_effect_key``), so a call the model makes
+  again under a new call id is the same effect; the body reads it with ``current_effect()``,
+  to give it to an API that dedupes on an idempotency key;
 - the effect's intent is durable in the session's journal before the body runs, and its
   receipt (the output) is durable before the output goes back to the runner;
 - a later call with the same key (a resumed approval checkpoint, a retried run, another
@@ -28,6 +31,7 @@ import contextlib
 import dataclasses
 import functools
 import inspect
+import json
 import time
 from collections.abc import Awaitable, Callable
 from contextvars import ContextVar
@@ -36,13 +40,26 @@ from typing import TYPE_CHECKING, Any, Final, NoReturn, overload
 
 from .._core.cancellation import not_if_cancelled
 from .._core.crashpoints import CrashPoint, reached
-from .._core.effect_records import Effect, EffectState, arguments_digest, effect_key, shown_output
+from .._core.effect_records import (
+    Effect,
+    EffectState,
+    arguments_digest,
+    business_effect_key,
+    effect_key,
+    shown_output,
+)
 from .._core.fingerprint import item_digest
 from .._core.ownership import current_owner
 from .._core.run_context import context_of, gated_session
 from ..errors import ReconcileError
 from . import holds
-from .options import checked_check, checked_flag, checked_function_tool_options, checked_tool
+from .options import (
+    checked_check,
+    checked_flag,
+    checked_function_tool_options,
+    checked_key,
+    checked_tool,
+)
 
 if TYPE_CHECKING:
     from agents import FunctionTool
@@ -72,6 +89,9 @@ sync body whose caller was cancelled, running on in its thread) before it is ref
 
 Check = Callable[[str], Any]
 """``check(key)``: async, or sync (run in a worker thread, as the SDK runs a sync tool)."""
+
+Key = Callable[[dict[str, Any]], str]
+"""``key(arguments)``: the effect's own key (an order id) from the call's arguments, a str."""
 
 
 @dataclass
@@ -108,7 +128,11 @@ def effect_tool(func: Callable[..., Any], /) -> FunctionTool: ...
 
 @overload
 def effect_tool(
-    *, check: Check | None = None, idempotent: bool = False, **function_tool_options: Any
+    *,
+    check: Check | None = None,
+    idempotent: bool = False,
+    key: Key | None = None,
+    **function_tool_options: Any,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -118,12 +142,16 @@ def effect_tool(
     *,
     check: Check | None = None,
     idempotent: bool = False,
+    key: Key | None = None,
     **function_tool_options: Any,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """``function_tool`` for a body with an external effect (see the Tool effects page). Use
     it bare (``@effect_tool``) or with options (``@effect_tool(check=..., needs_approval=True)``);
     every option of ``function_tool`` but ``timeout`` (refused: a timed-out body may still have
-    had its effect) is accepted and behaves as there. Every option is checked now
+    had its effect) is accepted and behaves as there. ``key``: a function of the call's
+    arguments (a dict) returning the effect's own key (``lambda args: args["order_id"]``),
+    so that a call the model makes again under a new call id is the same effect; without it,
+    each tool call is an effect of its own. Every option is checked now
     (``ConfigurationError`` naming it), before any call."""
     from ..errors import ConfigurationError
 
@@ -132,6 +160,7 @@ def effect_tool(
         raise ConfigurationError(f"{where}: the tool's body must be a function, not {func!r}")
     checked_check(check, where)
     checked_flag("idempotent", idempotent, where)
+    checked_key(key, where)
     _refuse_timeout(function_tool_options.get("timeout"), where)
     checked_function_tool_options(function_tool_options, where)
 
@@ -139,7 +168,7 @@ def effect_tool(
         from agents import function_tool
 
         tool = function_tool(_recording(body), **function_tool_options)
-        return as_effect_tool(tool, check=check, idempotent=idempotent, _recorded=True)
+        return as_effect_tool(tool, check=check, idempotent=idempotent, key=key, _recorded=True)
 
     return build if func is None else build(func)
 
@@ -149,17 +178,20 @@ def as_effect_tool(
     *,
     check: Check | None = None,
     idempotent: bool = False,
+    key: Key | None = None,
     _recorded: bool = False,
 ) -> FunctionTool:
     """An existing ``FunctionTool`` as an effect tool: the same tool (name, schema, approvals,
     guardrails), its invocation wrapped. Built from the SDK's ``function_tool``, its body is
     wrapped so a receipt is written only when it returns; any other tool's output (even an
-    error message its failure function made) is taken as returned. Every option is checked
-    now (``ConfigurationError`` naming it), before any call."""
+    error message its failure function made) is taken as returned. ``key`` as for
+    ``effect_tool``. Every option is checked now (``ConfigurationError`` naming it), before
+    any call."""
     checked_tool(tool, "as_effect_tool")
     where = f"as_effect_tool (tool {tool.name!r})"
     checked_check(check, where)
     checked_flag("idempotent", idempotent, where)
+    checked_key(key, where)
     checked_flag("_recorded", _recorded, where)
     _refuse_timeout(getattr(tool, "timeout_seconds", None), f"tool {tool.name!r}")
     original = tool.on_invoke_tool
@@ -182,7 +214,9 @@ def as_effect_tool(
             _recorded = True
 
     async def invoke(ctx: ToolContext[Any], input_json: str) -> Any:
-        return await _invoke(tool.name, original, ctx, input_json, check, idempotent, _recorded)
+        return await _invoke(
+            tool.name, original, ctx, input_json, check, idempotent, _recorded, key
+        )
 
     return dataclasses.replace(tool, on_invoke_tool=invoke)
 
@@ -195,6 +229,7 @@ async def _invoke(
     check: Check | None,
     idempotent: bool,
     recorded_inside: bool,
+    key: Key | None = None,
 ) -> Any:
     from ..errors import ConfigurationError
 
@@ -211,7 +246,7 @@ async def _invoke(
     await session.carried.refuse_if_expired(context_of(ctx))
     keyring = session.journal_client.keyring
     effect = Effect(
-        key=effect_key(session.session_id, ctx.tool_call_id, name, input_json),
+        key=_key_of(name, key, session.session_id, ctx.tool_call_id, input_json),
         session_id=session.session_id,
         tool=name,
         call_id=ctx.tool_call_id,
@@ -428,6 +463,38 @@ async def _refuse(
         await client.note_once(decision)
     client.trail.decided(decision)
     raise EffectUnknown(decision) from cause
+
+
+def _key_of(name: str, key: Key | None, session_id: str, call_id: str, input_json: str) -> str:
+    """The call's idempotency key: of the tool's own ``key`` of the arguments when it has one,
+    else of the session, the call id and the arguments. Arguments that are no JSON object
+    (refused by the SDK before any body runs) keep the call's own key. A ``key`` that raises
+    or returns anything but a non-empty str is refused before anything is written (its
+    value and message left out of the error: they may hold the arguments)."""
+    if key is None:
+        return effect_key(session_id, call_id, name, input_json)
+    try:
+        arguments = json.loads(input_json) if input_json else {}
+    except ValueError:
+        arguments = None
+    if not isinstance(arguments, dict):
+        return effect_key(session_id, call_id, name, input_json)
+    from ..errors import ConfigurationError
+
+    where = f"effect tool {name!r}: its key function"
+    try:
+        found = key(arguments)
+    except Exception as exc:
+        raise ConfigurationError(
+            f"{where} raised {type(exc).__name__} (its cause, below; nothing was recorded and "
+            "the body did not run)"
+        ) from exc
+    if not isinstance(found, str) or not found:
+        raise ConfigurationError(
+            f"{where} returned {'an empty str' if found == '' else type(found).__name__}, "
+            "not a non-empty str (nothing was recorded and the body did not run)"
+        )
+    return business_effect_key(name, found)
 
 
 def _refuse_timeout(timeout: Any, what: str) -> None:

@@ -67,9 +67,14 @@ class Script:
     fault: Fault | None = None
     """Fail the request before at its ``fault_at``-th append this way (recovery points)."""
     fault_at: int = 1
+    keyed: bool = False
+    """The wrapped side's effect tool has its own key, the order's (``effect_tool(key=...)``);
+    the bare side charges under the call's id either way."""
 
 
-def bare_agent(evidence: Evidence, *, approval: bool) -> tuple[Agent[Any], ScriptedModel]:
+def bare_agent(
+    evidence: Evidence, *, approval: bool, keyed: bool = False
+) -> tuple[Agent[Any], ScriptedModel]:
     """The scenario's agent without the library: a plain ``function_tool`` charging the same
     kind of processor under the call's id, reaching ``BEFORE_EFFECT`` before it charges and
     ``BEFORE_RECEIPT`` after (where its twin's effect tool reaches them)."""
@@ -121,7 +126,9 @@ class _BareSession:
 class _Talk:
     """The session, the evidence and the agents of one side."""
 
-    def __init__(self, directory: Path, inner: Any, *, wrapped: bool, approval: bool) -> None:
+    def __init__(
+        self, directory: Path, inner: Any, *, wrapped: bool, approval: bool, keyed: bool = False
+    ) -> None:
         self.directory = directory
         self.inner = inner
         self.evidence = Evidence(directory, Phase.CRASH)
@@ -140,12 +147,13 @@ class _Talk:
         else:
             self.session = _BareSession(faulty_session, self.evidence)
         self.approval = approval
+        self.keyed = keyed
         self._model: ScriptedModel | None = None
 
     def agent(self) -> Agent[Any]:
         """A new agent (with a new scripted model) for one request."""
         make = scenario_agent if self.wrapped is not None else bare_agent
-        agent, model = make(self.evidence, approval=self.approval)
+        agent, model = make(self.evidence, approval=self.approval, keyed=self.keyed)
         self._model = model
         return agent
 
@@ -252,7 +260,7 @@ class _Talk:
 
 async def play(script: Script, directory: Path, inner: Any, *, wrapped: bool) -> Side:
     """Play one side of a cell on ``inner`` (the store, opened on ``directory``)."""
-    talk = _Talk(directory, inner, wrapped=wrapped, approval=script.resumes)
+    talk = _Talk(directory, inner, wrapped=wrapped, approval=script.resumes, keyed=script.keyed)
     try:
         return await _play(script, talk)
     finally:

@@ -86,6 +86,8 @@ class Cell:
     at: int
     """The append the point stops (or the failure before a reconciliation point hits): the
     ``at``-th of the request; an effect point stops the first call of the tool."""
+    keyed: bool = False
+    """(Effect points) the tool has its own key, the order's (``effect_tool(key=...)``)."""
 
     @property
     def fault(self) -> Fault | None:
@@ -97,7 +99,8 @@ class Cell:
 
     @property
     def row(self) -> str:
-        return f"{self.path}: {self.point.value} @ {self.boundary}"
+        keyed = " (own key)" if self.keyed else ""
+        return f"{self.path}: {self.point.value} @ {self.boundary}{keyed}"
 
     def script(self) -> Script:
         if self.fault is not None:
@@ -109,8 +112,11 @@ class Cell:
                 at=1,
                 fault=self.fault,
                 fault_at=self.at,
+                keyed=self.keyed,
             )
-        return Script(resumes=self.resumes, mode=self.mode, point=self.point, at=self.at)
+        return Script(
+            resumes=self.resumes, mode=self.mode, point=self.point, at=self.at, keyed=self.keyed
+        )
 
     def bare_script(self) -> Script:
         point, at = bare_point(self)
@@ -167,14 +173,18 @@ def cells(
     crossed: Collection[str] = (),
 ) -> list[Cell]:
     """The cells over ``stores``: each row once per store, its mode taken in turn (every mode
-    on the stores in ``crossed``)."""
+    on the stores in ``crossed``); each effect point's row again with the tool's own key."""
     result = []
     chosen = [(resumes, row) for resumes in paths for row in rows(resumes) if row[0] in points]
+    keyed = [(resumes, row) for resumes, row in chosen if row[0] in EFFECT_POINTS]
     for index, store in enumerate(stores):
         for number, (resumes, (point, boundary, at)) in enumerate(chosen):
             turn = modes[(number + index) % len(modes)]
             for mode in modes if store in crossed else (turn,):
                 result.append(Cell(store, mode, resumes, point, boundary, at))
+        for number, (resumes, (point, boundary, at)) in enumerate(keyed):
+            mode = modes[(number + index + 1) % len(modes)]
+            result.append(Cell(store, mode, resumes, point, boundary, at, keyed=True))
     return result
 
 

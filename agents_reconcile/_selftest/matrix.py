@@ -110,6 +110,8 @@ class Cell:
     """Stop at the ``at``-th time the point is reached: the number of the append it hits (an
     effect point: of the tool call, always the first)."""
     foreign: bool = False
+    keyed: bool = False
+    """(Effect points) the tool has its own key, the order's (``effect_tool(key=...)``)."""
 
     @property
     def fault(self) -> Fault | None:
@@ -117,7 +119,7 @@ class Cell:
 
     @property
     def row(self) -> str:
-        return f"{self.point.value} @ {self.boundary}"
+        return f"{self.point.value} @ {self.boundary}{' (own key)' if self.keyed else ''}"
 
     def job(self, directory: Path, phase: Phase) -> Job:
         return Job(
@@ -129,6 +131,7 @@ class Cell:
             at=self.at,
             fault=self.fault,
             foreign=self.foreign,
+            keyed=self.keyed,
         )
 
 
@@ -216,7 +219,8 @@ def cells(
     foreign: Iterable[bool] = (False, True),
 ) -> list[Cell]:
     """Every crash point at every append of every path, and every effect point in the tool
-    call of every path, over the given stores."""
+    call of every path (with the per-call key, and again with the tool's own key, without
+    another writer), over the given stores."""
     result = []
     interference = list(foreign)
     for store in stores:
@@ -230,6 +234,7 @@ def cells(
             for point in EFFECT_POINTS:
                 for other in interference:
                     result.append(Cell(store, path, point, tool_turn, 1, other))
+                result.append(Cell(store, path, point, tool_turn, 1, keyed=True))
     return result
 
 

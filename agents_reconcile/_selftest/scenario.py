@@ -140,6 +140,9 @@ class Job:
     a reconciliation crash point stops it."""
     foreign: bool = False
     """(Recovery) another writer appends to the store before the recovery starts."""
+    keyed: bool = False
+    """The effect tool has its own key (``effect_tool(key=...)``: the order's), not the
+    per-call one."""
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -151,6 +154,7 @@ class Job:
             "at": self.at,
             "fault": None if self.fault is None else self.fault.value,
             "foreign": self.foreign,
+            "keyed": self.keyed,
         }
 
     @classmethod
@@ -164,6 +168,7 @@ class Job:
             at=int(raw["at"]),
             fault=None if raw["fault"] is None else Fault(raw["fault"]),
             foreign=bool(raw["foreign"]),
+            keyed=bool(raw.get("keyed", False)),
         )
 
 
@@ -299,10 +304,17 @@ def calls_logged(tool: FunctionTool, evidence: Evidence) -> FunctionTool:
     return replace(tool, on_invoke_tool=logged)
 
 
-def scenario_agent(evidence: Evidence, *, approval: bool) -> tuple[Agent[Any], ScriptedModel]:
+def order_key(arguments: dict[str, Any]) -> str:
+    """The effect's own key of a keyed cell's tool: the order (one per amount asked)."""
+    return f"order-{arguments['amount']}"
+
+
+def scenario_agent(
+    evidence: Evidence, *, approval: bool, keyed: bool = False
+) -> tuple[Agent[Any], ScriptedModel]:
     processor = Processor(evidence)
 
-    @effect_tool(needs_approval=approval, check=processor.check)
+    @effect_tool(needs_approval=approval, check=processor.check, key=order_key if keyed else None)
     async def charge_card(amount: int) -> str:
         """Charge the customer's card."""
         effect = current_effect()
@@ -359,7 +371,9 @@ class _Conversation:
             faulty_session, self.faulty = with_faults(inner)
             self.session = AckLoggingSession(faulty_session, config=config)
         self.session.evidence = self.evidence
-        self.agent, self.model = scenario_agent(self.evidence, approval=job.path.resumes)
+        self.agent, self.model = scenario_agent(
+            self.evidence, approval=job.path.resumes, keyed=job.keyed
+        )
 
     def arm(self) -> None:
         """Arm the crash point (or plan the fault) for the ``at``-th append from now."""

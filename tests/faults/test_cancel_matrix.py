@@ -23,7 +23,14 @@ from agents_reconcile._core.crashpoints import CrashPoint
 from agents_reconcile._core.ownership import current_owner
 from agents_reconcile._selftest.cancel_judge import CancelVerdict, IntentRow, Side, Step, judge
 from agents_reconcile._selftest.cancel_modes import Mode
-from agents_reconcile._selftest.cancellation import LATE_STORE, Cell, cells, run_cell, run_cells
+from agents_reconcile._selftest.cancellation import (
+    LATE_STORE,
+    Cell,
+    cells,
+    run_cell,
+    run_cells,
+)
+from agents_reconcile._selftest.matrix import EFFECT_POINTS
 from agents_reconcile._selftest.scenario import PROCESSOR_LOG, TOOLS_LOG
 from agents_reconcile._selftest.stores import (
     CONVERSATIONS_ENV,
@@ -192,3 +199,19 @@ def test_left_for_nobody_counts_what_this_live_process_holds_in_name_only(tmp_pa
     verdict = CancelVerdict(_cell())
     judge(verdict, side, None)
     assert verdict.left_for_nobody == 0, verdict.problems
+
+
+def test_a_tool_with_its_own_key_cancelled_at_each_effect_point_keeps_every_promise(
+    tmp_path: Path,
+) -> None:
+    """The keyed cells (``effect_tool(key=...)``, the order's key): cancelled in every mode at
+    each point the effect passes, fresh and resumed, every promise holds as with the per-call
+    key."""
+    chosen = [
+        cell for cell in cells(["sqlite"], points=EFFECT_POINTS, crossed=["sqlite"]) if cell.keyed
+    ]
+    assert chosen and all(cell.row.endswith("(own key)") for cell in chosen)
+    verdicts = run_cells(chosen, workdir=tmp_path)
+    assert not [_counts(v) for v in verdicts if v.not_reached], "a cancellation never fired"
+    broken = [_counts(v) for v in verdicts if not v.holds]
+    assert not broken, "\n".join(broken)

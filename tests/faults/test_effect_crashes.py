@@ -16,7 +16,15 @@ import orjson
 import pytest
 
 from agents_reconcile._core.crashpoints import CrashPoint
-from agents_reconcile._selftest.matrix import Cell, Verdict, judge, run_cell, stop_servers
+from agents_reconcile._core.effect_records import business_effect_key
+from agents_reconcile._selftest.matrix import (
+    EFFECT_POINTS,
+    Cell,
+    Verdict,
+    judge,
+    run_cell,
+    stop_servers,
+)
 from agents_reconcile._selftest.scenario import (
     CALLS_LOG,
     CHECKS_LOG,
@@ -65,6 +73,25 @@ def test_killed_before_the_receipt_a_resumed_checkpoint_charges_once(
     assert (before["key"], before["state"]) == (body["key"], "started")
     [after] = recovery["effects"]
     assert (after["state"], after["attempts"], after["output"]) == ("done", 2, charged(1))
+
+
+@pytest.mark.parametrize("point", EFFECT_POINTS, ids=lambda point: point.value)
+@pytest.mark.parametrize("path", list(RecoveryPath), ids=lambda path: path.value)
+def test_a_tool_with_its_own_key_killed_at_each_effect_point_charges_once(
+    path: RecoveryPath, point: CrashPoint, tmp_path: Path
+) -> None:
+    """The self-test's keyed cells: the tool's key is the order's (``effect_tool(key=...)``);
+    killed at each point the effect passes and recovered on each path, every promise holds
+    and every charge is made under the order's key."""
+    cell = Cell("sqlite", path, point, "tool_output", 1, keyed=True)
+    assert cell.row.endswith("(own key)")
+    verdict = run_cell(cell, tmp_path)
+    assert verdict.killed, verdict.problems
+    assert verdict.holds, verdict.problems
+    assert (verdict.effects_run_twice, verdict.unrecorded_reruns, verdict.reexecuted) == (0, 0, 0)
+    keys = {request["key"] for request in read_log(tmp_path / PROCESSOR_LOG)}
+    orders = {business_effect_key("charge_card", f"order-{n}") for n in (1, 2)}
+    assert keys and keys <= orders, "charged under the orders' keys (a fresh run buys 2 next)"
 
 
 # -- the judge, on fabricated evidence ----------------------------------------------------------
