@@ -8,6 +8,7 @@ does with effects is in ``test_effect_journal.py`` as well."""
 
 from __future__ import annotations
 
+import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from typing import Any, ClassVar
@@ -424,6 +425,65 @@ async def test_open_intent_and_discard_are_one_command_each(
         await journal.discard(f"i-{n}")
         assert sent == ["EVALSHA"]
         assert await journal.get(f"i-{n}") is None
+
+
+class TripCountingConnection(CountingConnection):
+    """Notes every command, and each time it writes to the server (a pipeline writes once)."""
+
+    trips: ClassVar[list[int]] = []
+
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        self.trips.append(1)
+        await super().send_packed_command(command, check_health)
+
+
+async def test_a_server_spends_one_command_per_call_and_one_trip_for_every_session_s_rows(
+    url: str, prefix: str
+) -> None:
+    """On one server recording, reading, settling (by another session too) and asking whether
+    an intent is settled cost one command each, with no claim or bucket of a cluster's; the
+    unresolved intents of every session are their sessions' names, then every session's rows
+    in one trip."""
+    sent: list[str] = []
+    trips: list[int] = []
+    connection = type("Trips", (TripCountingConnection,), {"sent": sent, "trips": trips})
+    client = aioredis.Redis.from_url(url, connection_class=connection)
+    journal = RedisJournal(client, prefix=prefix)
+    owner = current_owner()
+    try:
+        intents = [make_intent(f"i-{n}", session_id=f"s-{n}") for n in range(3)]
+        for intent in intents:
+            await journal.record(intent, state=IntentState.IN_FLIGHT, owner=owner)
+        assert len(await journal.pending(None)) == 3  # the scripts are on the server now
+        await journal.settle(make_decision(make_intent("warm", session_id="s-0")))
+        fresh = make_intent("i-3", session_id="s-3")
+        checks: list[tuple[Any, list[str]]] = [
+            (journal.record(fresh, state=IntentState.IN_FLIGHT, owner=owner), ["EVALSHA"]),
+            (journal.get("i-3"), ["EVALSHA"]),
+            (journal.is_settled("i-3"), ["SISMEMBER"]),
+            (
+                journal.settle(dataclasses.replace(make_decision(fresh), session_id="s-0")),
+                ["EVALSHA"],
+            ),
+            (journal.is_settled("i-3"), ["SISMEMBER"]),
+        ]
+        for call, commands in checks:
+            sent.clear()
+            await call
+            assert sent == commands
+        sent.clear()
+        trips.clear()
+        assert [entry.intent.intent_id for entry in await journal.pending(None)] == [
+            "i-0",
+            "i-1",
+            "i-2",
+        ]
+        assert sent == ["HVALS", "EVALSHA", "EVALSHA", "EVALSHA"]
+        assert len(trips) == 2
+    finally:
+        await journal.drop()
+        await journal.close()
+        await client.aclose()
 
 
 async def test_effects_cost_one_command_each(

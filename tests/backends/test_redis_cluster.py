@@ -27,6 +27,7 @@ from agents_reconcile._backends.aside import SetAside
 from agents_reconcile._backends.journal import IntentState
 from agents_reconcile._backends.redis.cluster.journal import RedisClusterJournal
 from agents_reconcile._backends.redis.cluster.layout import BUCKETS, BucketKeys
+from agents_reconcile._backends.redis.journal import RedisJournal
 from agents_reconcile._backends.redis.layout import ASIDE_KEYS
 from agents_reconcile._backends.redis.nodes import cluster_client
 from agents_reconcile._backends.redis.store import RevisionedRedisSession
@@ -404,6 +405,19 @@ def test_cluster_addresses_refused_saying_why(address: str, words: str) -> None:
             attempt()
         assert words in str(raised.value)
         assert PASSWORD not in str(raised.value)
+
+
+def test_the_cluster_journal_is_the_redis_journal_given_its_topology() -> None:
+    """The cluster journal is the Redis journal with the cluster's topology chosen, not a second
+    stack of classes: two package classes in its MRO, and nothing defined again but that."""
+    ours = [
+        kind
+        for kind in RedisClusterJournal.__mro__
+        if kind.__module__.startswith("agents_reconcile")
+    ]
+    assert ours == [RedisClusterJournal, RedisJournal]
+    again = set(vars(RedisClusterJournal)) & set(vars(RedisJournal))
+    assert again - {"__doc__", "__module__", "__annotations__"} == {"_topology"}
 
 
 def test_a_cluster_journal_is_shown_without_its_password() -> None:

@@ -1,7 +1,8 @@
 """Where the Redis journal finds an intent: the session that holds it, remembered from the last
 time this object saw it (``layout.IntentHomes``), else looked up; a script that finds the
-intent elsewhere says where, and the call is made again there. Two ways to look it up, chosen
-by the layout:
+intent elsewhere says where, and the call is made again there; and where its mark of being
+settled is. Two ways, chosen by the layout (the journal's one core, ``journal.RedisJournal``,
+asks the one it was given and has no other difference between a server and a cluster):
 
 - ``IndexedHomes`` (one server): ``index`` names every unresolved intent's session, and
   ``record`` and ``open_intent`` refuse an id another session holds (or one settled) in the
@@ -17,7 +18,9 @@ by the layout:
   (one script per bucket, one pipeline per node), and when the journal closes; one claimed
   again meanwhile stays. Claims also name an intent's session to a call given only its id:
   one ``HGET`` in the id's bucket. When there is no claim, or the session it names does not
-  hold the intent, every bucket's ``index`` is asked (at once, one pipeline per node).
+  hold the intent, every bucket's ``index`` is asked (at once, one pipeline per node). An
+  intent is marked settled in its session's bucket, as a rule (a settlement by a session of
+  another bucket marks it in both): that bucket is asked first, then every bucket.
 
 Order (a cluster). A claim is made before its intent is recorded, so a claimed id is never
 held by a session other than the one named, and two sessions of different buckets recording
@@ -32,8 +35,9 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Awaitable, Callable
-from typing import Final, TypeVar
+from typing import ClassVar, Final, TypeVar
 
+from ..._core.records import PendingWrite
 from ...errors import JournalUnavailable
 from ..lua import LuaScript
 from . import replies
@@ -58,16 +62,35 @@ class Retry(enum.Enum):
 class IndexedHomes(IntentHomes):
     """Intents' sessions on one server: remembered, else read from ``index``."""
 
+    claims_ids: ClassVar[bool] = False
+    """Whether an intent id is claimed for its session before it is recorded (a cluster's):
+    ``open_intent`` then asks its script whether it cleared the intent it was given, whose
+    claim goes."""
+
     def __init__(self, link: RedisLink, layout: KeyLayout) -> None:
         super().__init__()
         self._link = link
         self._layout = layout
-        self._index = layout.buckets()[0].names["index"]
+        first = layout.buckets()[0]
+        self._index = first.names["index"]
+        self._settled = first.names["settled"]
 
     async def claim(self, intent_id: str, session_id: str) -> str | None:
         """Claim ``intent_id`` for ``session_id`` before it is recorded; the session it is
         claimed by otherwise (None: this one). One server needs no claim."""
         return None
+
+    async def opened(self, intent: PendingWrite, clearing: str | None, reply: object) -> object:
+        """``open_intent.lua``'s ``reply`` as ``replies.opened`` reads it, the claims it made
+        needless let go (those of ``intent`` when refused, of ``clearing`` when cleared)."""
+        return reply
+
+    async def settled(self, intent_id: str) -> bool:
+        """Whether ``intent_id`` is settled (on one server: in ``settled``). Only reads."""
+        reply = await self._link.command("is_settled", "SISMEMBER", self._settled, intent_id)
+        if reply not in (0, 1):
+            raise replies.unexpected("is_settled", reply)
+        return reply == 1
 
     def let_go(self, intent_id: str, session_id: str) -> None:
         """Let ``session_id``'s claim of ``intent_id`` go (with others, later)."""
@@ -131,6 +154,8 @@ class ClaimedHomes(IndexedHomes):
     """Intents' sessions on a cluster: claimed in the id's own bucket before recording, named
     by the claim, else found in every bucket's ``index``."""
 
+    claims_ids: ClassVar[bool] = True
+
     def __init__(self, link: RedisLink, layout: KeyLayout, claim: LuaScript) -> None:
         super().__init__(link, layout)
         self._script = claim
@@ -156,6 +181,36 @@ class ClaimedHomes(IndexedHomes):
         if word == "other" and len(parts) == 2:
             return replies.text(parts[1], "an intent's session")
         raise replies.unexpected("claim", reply)
+
+    async def opened(self, intent: PendingWrite, clearing: str | None, reply: object) -> object:
+        # The script's last element says whether it cleared ``clearing`` (``claims_ids``).
+        parts = replies.as_list(reply, "open_intent")
+        if len(parts) < 2 or parts[-1] not in (0, 1):
+            raise replies.unexpected("open_intent", reply)
+        if parts[-1] == 1 and clearing:
+            self.let_go(clearing, intent.session_id)
+        word = replies.text(parts[0], "open_intent")
+        if word in ("blocked", "stale", "taken"):
+            self.let_go(intent.intent_id, intent.session_id)
+        await self.let_go_when_many()
+        return parts[:-1]
+
+    async def settled(self, intent_id: str) -> bool:
+        # Settled where its session is, as a rule: the claim (or this object) names it.
+        session_id = self.get(intent_id)
+        if session_id is None:
+            session_id = await self.claimed_by(intent_id)
+        if session_id is not None:
+            names = self._layout.of(session_id).names
+            if (
+                await self._link.command("is_settled", "SISMEMBER", names["settled"], intent_id)
+                == 1
+            ):
+                return True
+        found = await self._link.every_bucket("is_settled", "SISMEMBER", "settled", intent_id)
+        if any(each not in (0, 1) for each in found):
+            raise replies.unexpected("is_settled", found)
+        return 1 in found
 
     def let_go(self, intent_id: str, session_id: str) -> None:
         self._drops[(intent_id, session_id)] = None

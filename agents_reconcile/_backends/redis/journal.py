@@ -71,35 +71,51 @@ script also touches global keys (``schema`` always; ``floor`` for those that cou
 read a count; ``index``, ``listing`` and ``settled`` for record, open_intent, transition,
 discard and settle; the decision log for settle and note; ``effect_index`` and
 ``effect_started`` for the effect scripts; all of them for pruning), which hash to other slots
-than the sessions'. On a Redis Cluster (``redis+cluster://``),
-``cluster.journal.RedisClusterJournal`` keeps a copy of the global keys per bucket of sessions,
-beside the sessions' own, and runs the same scripts.
+than the sessions'. On a Redis Cluster (``redis+cluster://``) the same class runs the same
+scripts over a layout of 256 buckets (``cluster/layout.py``), each with its own copy of the
+global keys beside its sessions' (``cluster.journal.RedisClusterJournal`` only names that
+topology). What differs is asked of the layout and of the homes it chose (``homes.py``): an
+intent id claimed before it is recorded, an intent looked up and its settled mark read where
+the claims say, journal-wide reads asked of every bucket at once (one pipeline per node), and a
+settlement by a session of another bucket than the intent's made in two steps (``release.lua``
+where the intent is, then ``settle.lua`` where the deciding session is). On one server each of
+these is the single command it always was.
 """
 
 from __future__ import annotations
 
+import contextlib
 import heapq
 import time
-from collections.abc import Sequence
-from typing import Any, ClassVar, Final
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, ClassVar, Final, Self
 
 from ..._core.ownership import Owner
 from ..._core.records import BackendIdentity, Decision, PendingWrite
 from ..._core.sealing import Keyring
-from ...errors import ConfigurationError, IntentConflict, LeaseLost
+from ...errors import ConfigurationError, IntentConflict, JournalUnavailable, LeaseLost
 from ..connections import Connections
-from ..journal import Capabilities, IntentState, Opened, require_limit, require_settling
+from ..journal import (
+    Capabilities,
+    IntentState,
+    JournalEntry,
+    Opened,
+    require_limit,
+    require_settling,
+)
 from ..lua import LuaScript
 from ..redaction import Redacted
+from ..rows import each
 from . import replies
 from .aside import ASIDE_SCRIPTS, RedisAside
 from .backend import client_location, client_secrets, shared_client, unlink_matching
 from .effects import EFFECT_SCRIPTS, RedisEffects
-from .homes import ClaimedHomes, IndexedHomes
-from .layout import JournalKeys
+from .homes import ClaimedHomes, IndexedHomes, Retry
+from .layout import JournalKeys, KeyLayout
 from .link import SCHEMA, SCHEMA_VERSION, VERSION, RedisLink
+from .nodes import RedisCluster
 from .pages import RedisPages
-from .reads import RedisReads
 from .replicas import ReplicaWait
 from .replicas import split as split_wait
 from .retention import RETENTION_SCRIPTS, RedisRetention
@@ -114,7 +130,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "the Redis journal needs redis-py: pip install 'agents-reconcile[redis]'"
     ) from exc
 
-__all__ = ["DEFAULT_PREFIX", "SCHEMA", "SCHEMA_VERSION", "RedisJournal"]
+__all__ = ["DEFAULT_PREFIX", "ONE_SERVER", "SCHEMA", "SCHEMA_VERSION", "RedisJournal", "Topology"]
 
 DEFAULT_PREFIX: Final = "agents-reconcile-journal"
 
@@ -132,6 +148,8 @@ _SCRIPTS: Final = {
         "record",
         "settle",
         "transition",
+        "claim",  # a cluster's (homes.ClaimedHomes)
+        "release",  # a cluster's settlement across buckets
         *EFFECT_SCRIPTS,
         *ASIDE_SCRIPTS,
         *RETENTION_SCRIPTS,
@@ -143,7 +161,33 @@ _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
 }
 
 
-class RedisJournal(RedisReads):
+@dataclass(frozen=True)
+class Topology:
+    """What a Redis journal runs on (one server, or a cluster: ``cluster/journal.py``), the one
+    thing its class chooses; all else follows from the layout it gives."""
+
+    named: str
+    """What messages call the journal."""
+    layout: Callable[[str], KeyLayout]
+    """Its key layout, given the prefix."""
+    on_cluster: bool
+    """Whether its client is a cluster's (``link.RedisLink``)."""
+    connect: Callable[[str, dict[str, Any]], Connections[Any]]
+    """The client shared by the journals on a URL with options, both checked first (an error
+    of the driver's, or ``ValueError`` or ``TypeError``, when they are wrong)."""
+
+
+def _server_client(url: str, settings: dict[str, Any]) -> Connections[Any]:
+    aioredis.Redis.from_url(url, **settings)  # checks the URL and options now
+    return shared_client("redis-journal", url, settings)
+
+
+ONE_SERVER: Final = Topology(
+    named="Redis journal", layout=JournalKeys, on_cluster=False, connect=_server_client
+)
+
+
+class RedisJournal:
     """``IntentJournal`` on a Redis server, with every component built on its link, shared by
     every worker that uses the same server and ``prefix``.
 
@@ -157,42 +201,40 @@ class RedisJournal(RedisReads):
         folds_clearing=True,
         starts_eagerly=False,
     )
-    _Layout: ClassVar[type[JournalKeys]] = JournalKeys
-    """Its key layout (one per prefix)."""
+    _topology: ClassVar[Topology] = ONE_SERVER
     _scripts: ClassVar[dict[str, LuaScript]] = _SCRIPTS
-    _on_cluster: ClassVar[bool] = False
-    _named: ClassVar[str] = "Redis journal"
-    """What messages call it."""
 
     def __init__(
         self,
-        client: aioredis.Redis | None,
+        client: aioredis.Redis | RedisCluster | None,
         *,
         prefix: str = DEFAULT_PREFIX,
         where: str | None = None,
-        connections: Connections[aioredis.Redis] | None = None,
+        connections: Connections[Any] | None = None,
         replica_wait: ReplicaWait | None = None,
     ) -> None:
-        self._layout = self._Layout(prefix)
+        topology = self._topology
+        self._layout = topology.layout(prefix)
         self.prefix = prefix
         self.keyring = Keyring()
         """The keys that open sealed batches: those of every wrapper using this journal."""
         if client is not None:
-            connections = Connections(client)
-            address = Redacted.of(where or client_location(client), client_secrets(client))
+            given: Any = client  # a cluster's client speaks to the journal as a server's does
+            connections = Connections(given)
+            address = Redacted.of(where or client_location(given), client_secrets(given))
         else:
             address = Redacted.of(where or "redis")
         if connections is None:
-            raise ConfigurationError("a Redis journal needs a client (or use from_url)")
+            raise ConfigurationError(f"a {topology.named} needs a client (or use from_url)")
         self._address = address
         self._link = RedisLink(
             connections,
             self._layout,
             address=address,
-            where=f"{self._named} {address} (prefix {prefix!r})",
+            where=f"{topology.named} {address} (prefix {prefix!r})",
             wait=replica_wait,
             scripts=self._scripts,
-            on_cluster=self._on_cluster,
+            on_cluster=topology.on_cluster,
         )
         self._homes = (
             IndexedHomes(self._link, self._layout)
@@ -212,8 +254,9 @@ class RedisJournal(RedisReads):
         self._survey = RedisSurvey(self._link, self._layout, prefix)
 
     @classmethod
-    def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX, **options: Any) -> RedisJournal:
-        """A journal on the server at ``url`` (``redis://``, ``rediss://`` or ``unix://``).
+    def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX, **options: Any) -> Self:
+        """A journal on the server at ``url`` (``redis://``, ``rediss://`` or ``unix://``; on
+        a cluster, ``RedisClusterJournal.from_url``).
 
         ``options`` go to ``redis.asyncio.Redis.from_url`` (for example ``socket_timeout``);
         connections are opened on first use. The URL's password never appears in messages.
@@ -224,31 +267,40 @@ class RedisJournal(RedisReads):
         address = Redacted.of(url)
         settings = {**_DEFAULT_OPTIONS, **options, "decode_responses": False}
         try:
-            aioredis.Redis.from_url(url, **settings)  # checks the URL and options now
-        except (ValueError, TypeError, redis_errors.RedisError) as exc:
+            shared = cls._topology.connect(url, settings)
+        except (
+            ValueError,
+            TypeError,
+            redis_errors.RedisError,
+            redis_errors.RedisClusterException,
+        ) as exc:
             detail = address.scrub(str(exc))
-            raise ConfigurationError(f"invalid Redis journal URL {address}: {detail}") from None
-
-        shared = shared_client("redis-journal", url, settings)
+            named = cls._topology.named
+            raise ConfigurationError(f"invalid {named} URL {address}: {detail}") from None
         return cls(None, prefix=prefix, where=url, connections=shared, replica_wait=wait)
 
     @classmethod
-    def from_address(cls, address: str, *, namespace: str | None = None) -> RedisJournal:
+    def from_address(cls, address: str, *, namespace: str | None = None) -> Self:
         """The journal the registry opens for ``address``; ``namespace`` is the prefix."""
         return cls.from_url(address, prefix=namespace or DEFAULT_PREFIX)
 
     def __repr__(self) -> str:
-        return f"RedisJournal({self._address.shown!r}, prefix={self.prefix!r})"
+        return f"{type(self).__name__}({self._address.shown!r}, prefix={self.prefix!r})"
 
     # -- IntentJournal ------------------------------------------------------------------
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
+        holder = await self._homes.claim(intent.intent_id, intent.session_id)
+        if holder is not None:
+            replies.refuse(intent.intent_id, "taken", ["taken"], "record")
         args = _intent_args(intent, state, owner)
         reply = await self._link.script("record", self._layout.scripted(intent.session_id), args)
         word, parts = replies.status(reply, "record")
         if word == "exists" and len(parts) == 2:
             replies.compare(intent, parts[1], self.keyring)
         elif word != "recorded" or len(parts) != 1:
+            if word == "taken":
+                self._homes.let_go(intent.intent_id, intent.session_id)
             replies.refuse(intent.intent_id, word, reply, "record")
         self._homes.remember(intent.intent_id, intent.session_id)
 
@@ -261,11 +313,17 @@ class RedisJournal(RedisReads):
         expect_write_count: int | None = None,
         clearing: str | None = None,
     ) -> Opened:
+        holder = await self._homes.claim(intent.intent_id, intent.session_id)
+        if holder is not None:
+            replies.refuse(intent.intent_id, "taken", ["taken"], "open_intent")
         args = _intent_args(intent, state, owner)
         args.append("" if expect_write_count is None else str(expect_write_count))
         args.append(clearing or "")
+        if self._homes.claims_ids:
+            args.append("1")  # and say whether ``clearing`` was cleared (its claim goes)
         keys = self._layout.scripted(intent.session_id)
         reply = await self._link.script("open_intent", keys, args)
+        reply = await self._homes.opened(intent, clearing, reply)
         opened, home = replies.opened(intent, state, owner, reply, self.keyring)
         if home:
             self._homes.remember(intent.intent_id, intent.session_id)
@@ -368,9 +426,11 @@ class RedisJournal(RedisReads):
                     )
                 return replies.moved(reply, "discard")
             self._homes.forget(intent_id)
+            self._homes.let_go(intent_id, session_id)
             return None
 
         await self._homes.on_intent(intent_id, attempt)
+        await self._homes.let_go_when_many()
 
     async def settle(
         self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
@@ -378,23 +438,58 @@ class RedisJournal(RedisReads):
         require_settling(decision, settling=True)
         intent_id = decision.intent_id
         record = decision.encode()
-        deciding = self._layout.session(decision.session_id)
+        deciding = decision.session_id
+        bucket = self._layout.of(deciding)
+        token = _token(fence)
+
+        def unclaimed() -> LeaseLost:
+            return LeaseLost(
+                f"intent {intent_id} is not claimed by {owner}"
+                + ("" if fence is None else f" with token {fence}"),
+                intent_id=intent_id,
+            )
 
         async def attempt(session_id: str | None) -> replies.Moved | None:
-            args: list[str | bytes] = [
+            fenced = owner is not None
+            if session_id is not None and self._layout.number(session_id) != self._layout.number(
+                deciding
+            ):
+                # Held in another bucket (a cluster's): removed there first (the claim
+                # checked), then settled here as an intent no session holds.
+                args: list[str | bytes] = [
+                    VERSION,
+                    intent_id,
+                    session_id,
+                    "1" if fenced else "0",
+                    "" if owner is None else str(owner),
+                    IntentState.RECONCILING.value,
+                    token,
+                ]
+                keys = self._layout.scripted(session_id)
+                word, parts = replies.status(
+                    await self._link.script("release", keys, args), "settle"
+                )
+                if word == "moved":
+                    return replies.moved(parts, "settle")
+                if word == "unclaimed" and len(parts) == 1:
+                    raise unclaimed()
+                if word != "done" or len(parts) != 1:
+                    raise replies.unexpected("settle", parts)
+                session_id, fenced = None, False
+            args = [
                 VERSION,
                 intent_id,
                 "0" if session_id is None else "1",
                 "" if session_id is None else session_id,
-                "0" if owner is None else "1",
-                "" if owner is None else str(owner),
+                "1" if fenced else "0",
+                str(owner) if fenced else "",
                 IntentState.RECONCILING.value,
                 str(decision.backend),
                 record,
-                _token(fence),
+                token if fenced else "",
             ]
-            holding = deciding if session_id is None else self._layout.session(session_id)
-            keys = self._layout.globals + holding + deciding
+            holding = bucket.session(deciding if session_id is None else session_id)
+            keys = [*bucket.globals, *holding, *bucket.session(deciding)]
             word, parts = replies.status(await self._link.script("settle", keys, args), "settle")
             if word == "moved":
                 return replies.moved(parts, "settle")
@@ -406,14 +501,69 @@ class RedisJournal(RedisReads):
             if word == "settled":
                 raise IntentConflict(f"intent {intent_id} was already settled", intent_id=intent_id)
             if word == "unclaimed":
-                raise LeaseLost(
-                    f"intent {intent_id} is not claimed by {owner}"
-                    + ("" if fence is None else f" with token {fence}"),
-                    intent_id=intent_id,
-                )
+                raise unclaimed()
             raise replies.unexpected("settle", parts)
 
         await self._homes.on_intent(intent_id, attempt)
+
+    async def pending(
+        self, session_id: str | None, backend: BackendIdentity | None = None
+    ) -> list[JournalEntry]:
+        filtered = ["0", ""] if backend is None else ["1", str(backend)]
+        if session_id is not None:
+            args: list[str | bytes] = [session_id, "all", *filtered]
+            keys = self._layout.scripted(session_id)
+            reply = await self._link.script("entries", keys, args, read_only=True)
+            return self._entries_of(session_id, reply)
+        sessions: set[str] = set()
+        for found in await self._link.every_bucket("pending", "HVALS", "index"):
+            sessions.update(
+                replies.text(value, "an intent's session")
+                for value in replies.as_list(found, "pending")
+            )
+        holding = sorted(sessions)
+        entries = self._scripts["entries"]
+        calls = [
+            (entries, self._layout.scripted(session), [session, "all", *filtered])
+            for session in holding
+        ]
+        rows: list[JournalEntry] = []
+        for session, reply in zip(
+            holding, await self._link.fan_scripts("pending", calls), strict=True
+        ):
+            rows.extend(self._entries_of(session, reply))
+        # Each session's rows are oldest first already; a stable sort merges them.
+        rows.sort(key=lambda entry: entry.intent.created_at)
+        return rows
+
+    def _entries_of(self, session_id: str, reply: object) -> list[JournalEntry]:
+        """A session's rows as ``entries.lua`` answered them, each checked."""
+        keyring = self.keyring
+        return each(
+            replies.rows(reply, "pending"),
+            lambda row: replies.entry(session_id, row, keyring),
+            lambda row: ("intent", row[0], session_id),
+        )
+
+    async def get(self, intent_id: str) -> JournalEntry | None:
+        async def attempt(session_id: str | None) -> JournalEntry | Retry | None:
+            if session_id is None:
+                return None
+            keys = self._layout.scripted(session_id)
+            args: list[str | bytes] = [session_id, "one", intent_id]
+            found = replies.rows(
+                await self._link.script("entries", keys, args, read_only=True), "get"
+            )
+            if not found:
+                return Retry.MOVED
+            if len(found) != 1 or found[0][0] != intent_id:
+                raise replies.unexpected("get", found)
+            return replies.entry(session_id, found[0], self.keyring)
+
+        return await self._homes.on_intent(intent_id, attempt)
+
+    async def is_settled(self, intent_id: str) -> bool:
+        return await self._homes.settled(intent_id)
 
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
         keys = self._layout.scripted(session_id)
@@ -490,15 +640,19 @@ class RedisJournal(RedisReads):
         return newest
 
     async def close(self) -> None:
-        """Release the connections (a client passed in stays open); a later operation opens
-        them again."""
+        """Let the claims that wait go (a cluster's), then release the connections (a client
+        passed in stays open); a later operation opens them again."""
+        # One left behind only keeps its id from other sessions.
+        with contextlib.suppress(JournalUnavailable):
+            await self._homes.let_go_now()
         await self._link.close()
 
     # -- for tests and operators ----------------------------------------------------------
 
     async def drop(self) -> int:
-        """Delete every key of this journal: its intents, decisions, counts and schema
-        version. For tests and operators; returns how many keys went.
+        """Delete every key of this journal (on every primary of a cluster): its intents,
+        decisions, counts and schema version. For tests and operators; returns how many keys
+        went.
 
         Deletes only keys laid out as this journal's, so a journal whose prefix extends this
         one's (``app`` and ``app:x``) keeps its keys."""
