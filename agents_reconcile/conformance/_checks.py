@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     _effects,
     _journal,
     _journal_decisions,
+    _journal_keyring,
     _journal_pages,
     _journal_reads,
     _journal_retention,

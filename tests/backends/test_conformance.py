@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from agents_reconcile import MemoryJournal, SQLiteJournal
 from agents_reconcile.conformance import (
     Contract,
     ContractViolation,
@@ -47,7 +48,13 @@ class TestEveryRegisteredJournalKeepsTheJournalContracts(JournalContract):
         return self.place.journal()
 
     async def another_journal(self, journal: Any) -> Any:
-        return self.place.journal() if self.place.backend.durable else journal
+        # A second object on the same data: a memory journal's shares its rows; an SQLite
+        # journal opened by address is shared per file in a process, so one of its own.
+        if isinstance(journal, MemoryJournal):
+            return journal.another_worker()
+        if isinstance(journal, SQLiteJournal):
+            return SQLiteJournal(journal.path)
+        return self.place.journal()
 
     async def journal_with_newer_schema(self, journal: Any) -> Any:
         storage = self.place.storage()
