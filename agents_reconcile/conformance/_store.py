@@ -252,6 +252,7 @@ PLAIN_VALUES: Final[tuple[dict[str, Any], ...]] = (
         "negative": -17,
         "large": 9_007_199_254_740_991,
         "fraction": 0.1,
+        "precise": 3.141592653589793,
         "tiny": 1.5e-300,
         "whole_float": 2.0,
         "negative_zero": -0.0,
