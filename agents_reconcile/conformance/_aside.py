@@ -8,9 +8,10 @@ import asyncio
 import time
 from typing import Any
 
-from .._backends.aside import RawIntent, SetAside
+from .._backends.aside import RawIntent, SetAside, raw_digest
 from .._backends.journal import IntentState
-from .._core.records import Action, BackendIdentity, Decision, Outcome, Reason
+from .._core.records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
+from ..errors import RecordError
 from ._core import Subject, contract, fail, refused, require, skip
 from ._journal import journal_of
 from ._records import ME, make_intent
@@ -121,3 +122,30 @@ async def set_aside_entries_are_newest_first_and_limited(subject: Subject) -> No
         names = [entry.intent_id for entry in found]
         require(found == wanted, f"{what} lists {names}, not {[e.intent_id for e in wanted]}")
     await refused(ValueError, journal.aside.entries(limit=0), "aside.entries(limit=0)")
+
+
+@contract("aside")
+async def aside_reads_an_intents_record_as_stored(subject: Subject) -> None:
+    """``aside.raw()`` gives an unresolved intent's row with its record as the journal stored
+    it, every byte (it decodes, with the journal's keyring, to the very intent recorded), and
+    its columns as recorded; ``aside.entries()`` then describes those bytes (their digest and
+    size) once the row is set aside: what an operator sets aside is what was there."""
+    journal = await _aside_journal(subject)
+    intent = make_intent("i-1", text="kept whole: " + "x" * 500)
+    await journal.record(intent, state=IntentState.FAILED, owner=ME)
+    raw = await _raw(journal, "i-1")
+    try:
+        decoded = PendingWrite.decode(raw.record, getattr(journal, "keyring", None))
+    except RecordError as exc:
+        fail(f"aside.raw() gives a record that does not decode ({exc}): its bytes were changed")
+    require(decoded == intent, "aside.raw() gives the record of another intent")
+    columns = (raw.session_id, raw.backend, raw.state, raw.owner)
+    wanted = ("session-a", str(intent.backend), IntentState.FAILED.value, str(ME))
+    require(columns == wanted, f"aside.raw() gives the columns {columns}, not {wanted}")
+    aside, decision = _aside(raw, time.time())
+    require(await journal.aside.set_aside(raw, aside, decision), "aside.set_aside() moved nothing")
+    [entry] = await journal.aside.entries(intent_id="i-1")
+    require(
+        (entry.digest, entry.size) == (raw_digest(raw.record), len(raw.record)),
+        f"the entry describes {entry.size} bytes ({entry.digest}), not the record set aside",
+    )

@@ -13,6 +13,7 @@ from . import (  # noqa: F401
     _effects,
     _journal,
     _journal_decisions,
+    _journal_keyring,
     _journal_pages,
     _journal_reads,
     _journal_retention,
@@ -52,7 +53,8 @@ async def check_journal(
 
     ``make_journal()``: a new, empty journal (a function or a coroutine function), called once
     per contract; each is closed after its check. ``another(journal)``: another journal object
-    on ``journal``'s data (a second worker), for the races (else they race on one object).
+    on ``journal``'s data (a second worker), for the races (else they race on one object) and
+    for reads across objects (else that contract is skipped).
     ``newer_schema(journal)``: stamp a schema version newer than the journal knows on its
     migrated storage, and return a journal opened on it afterwards (else that contract is
     skipped). ``only``: the names of the contracts to run (all when None).

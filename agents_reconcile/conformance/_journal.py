@@ -11,6 +11,7 @@ stamps a newer schema version on a journal's storage and opens another journal o
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -430,3 +431,72 @@ async def discard_with_an_owner_needs_its_hold(subject: Subject) -> None:
     await journal.discard("i-1", owner=ME, fence=entry.fence)
     require(await journal.get("i-1") is None, "discard() by its holder left the intent")
     require(await _count(journal) == 2, "discard() by its holder was not counted")
+
+
+@contract("journal")
+async def transition_of_an_unknown_or_settled_id_changes_nothing(subject: Subject) -> None:
+    """``transition()`` of an id never recorded, or of one settled, answers False and changes
+    nothing (no intent appears, a settled one stays settled and off ``pending()``, no write is
+    counted), and so does ``discard()`` of either: a late claim or acknowledgement never
+    revives what a decision closed."""
+    journal = await journal_of(subject)
+    intent = make_intent("s-1")
+    await journal.record(intent, state=FAILED, owner=ME)
+    await journal.settle(make_decision(intent))
+    count = await _count(journal)
+    moves: list[tuple[str, dict[str, Any]]] = [
+        ("a claim", {"state": RECONCILING, "owner": STRANGER}),
+        ("a move to in flight", {"state": IN_FLIGHT, "owner": ME}),
+        ("a claim expecting a state", {"state": RECONCILING, "owner": ME, "expect_state": FAILED}),
+        ("a renewal under a token", {"state": RECONCILING, "owner": ME, "expect_fence": 0}),
+    ]
+    for name, what in (("never", "an unknown id"), ("s-1", "a settled id")):
+        for how, move in moves:
+            changed = await journal.transition(name, **move)
+            require(changed is False, f"{how} of {what} answered {changed!r}, not False")
+        await journal.discard(name)
+        await journal.discard(name, owner=ME)
+        require(await journal.get(name) is None, f"moving {what} made it an unresolved intent")
+    require(await journal.pending(None) == [], "moving an unknown or settled id listed an intent")
+    require(await journal.is_settled("s-1"), "moving a settled intent unsettled it")
+    require(not await journal.is_settled("never"), "moving an unknown id settled it")
+    require(await _count(journal) == count, "moving an unknown or settled id counted a write")
+
+
+@contract("journal")
+async def an_intents_age_is_seconds_by_the_journals_clock(subject: Subject) -> None:
+    """An intent's age (``JournalEntry.held_for(now)``: its ``age`` where the journal gives
+    one, else ``now`` less its ``updated_at``) counts seconds from when the journal last wrote
+    it, by the journal's clock, never from the client's ``created_at``: recorded or opened now
+    with a creation time long past, it reads as just written, a third of a second later as
+    about that old, and a renewal starts it again; a live owner's intent is never taken for
+    abandoned."""
+    journal = await journal_of(subject)
+    long_ago = 1_000_000_000.0
+    await journal.record(make_intent("c-1", created_at=long_ago), state=IN_FLIGHT, owner=ME)
+    opened = make_intent("c-2", session_id="session-b", created_at=long_ago)
+    await journal.open_intent(opened, state=IN_FLIGHT, owner=ME)
+
+    async def ages() -> dict[str, float]:
+        now = time.time()
+        found = {name: (await _entry(journal, name)).held_for(now) for name in ("c-1", "c-2")}
+        for session in ("session-a", "session-b"):
+            for entry in await journal.pending(session):
+                found[f"{entry.intent.intent_id} in pending()"] = entry.held_for(now)
+        return found
+
+    def within(found: dict[str, float], low: float, high: float, when: str) -> None:
+        for name, age in found.items():
+            require(
+                low <= age <= high,
+                f"{when}, {name} reads as held for {age:.3f} s, not between {low} and {high} s "
+                "(an age taken from the client's created_at, or not in seconds)",
+            )
+
+    within(await ages(), -1.0, 2.0, "right after it was recorded")
+    await asyncio.sleep(0.35)
+    within(await ages(), 0.25, 3.0, "0.35 s after it was recorded")
+    renewed = await journal.transition("c-1", state=IN_FLIGHT, owner=ME, expect_owner=ME)
+    require(renewed is True, "a renewal by the intent's owner failed")
+    age = (await _entry(journal, "c-1")).held_for(time.time())
+    require(-1.0 <= age < 0.25, f"right after a renewal the intent reads as held for {age:.3f} s")

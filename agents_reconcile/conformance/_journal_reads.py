@@ -315,6 +315,71 @@ async def retried_calls_after_a_lost_reply_are_no_ops(subject: Subject) -> None:
     require(stored == [decision], f"settle() twice stored {len(stored)} decisions")
 
 
+@contract("journal")
+async def a_write_through_one_journal_object_is_read_at_once_through_another(
+    subject: Subject,
+) -> None:
+    """What one journal object wrote, another on the same data (a second worker: the
+    ``another`` hook) reads at once, though it read before: an intent recorded, opened,
+    claimed, acknowledged or settled, a decision noted or stored, a write counted. A journal
+    that reads from a cache or a lagging replica lets a worker answer without a write another
+    finished, then replay it after its own."""
+    if not subject.offers("another"):
+        skip(
+            "no way to open a second journal object on the same data was given (the another "
+            "hook): reads across workers are not checked"
+        )
+    one = await journal_of(subject)
+    two = await subject.make("another", one)
+
+    async def seen(what: str, session: str, wanted: list[str], count: int) -> None:
+        listed = ids(await two.pending(session))
+        require(listed == wanted, f"after {what}, the other object's pending() lists {listed}")
+        for name in wanted:
+            require(await two.get(name) is not None, f"after {what}, its get({name!r}) is None")
+        found = await _count(two, session)
+        require(found == count, f"after {what}, the other object counts {found}, not {count}")
+
+    # Read first through the second object, so that whatever it keeps is of the state before.
+    await seen("nothing", "session-a", [], 0)
+    require(await two.get("x-1") is None, "a new journal's get() found an intent")
+    require(await two.decisions(intent_id="x-1") == [], "a new journal holds decisions")
+    require(not await two.is_settled("x-1"), "a new journal reads an intent as settled")
+    intent = make_intent("x-1")
+    await one.record(intent, state=FAILED, owner=ME)
+    await seen("a record", "session-a", ["x-1"], 1)
+    await one.transition("x-1", state=RECONCILING, owner=STRANGER)
+    entry = await two.get("x-1")
+    require(
+        entry is not None and (entry.state, entry.owner) == (RECONCILING, STRANGER),
+        f"after a claim, the other object reads {entry}",
+    )
+    denial = make_decision(intent, action=Action.DENIED)
+    await one.note(denial)
+    require(await two.decisions(intent_id="x-1") == [denial], "the other misses a noted decision")
+    decision = make_decision(intent, decided_at=1_700_000_200.0)
+    await one.settle(decision, owner=STRANGER)
+    await seen("a settlement", "session-a", [], 2)
+    require(await two.get("x-1") is None, "after a settlement, the other object still gets it")
+    require(await two.is_settled("x-1"), "after a settlement, the other reads it unsettled")
+    found = await two.newest_decisions(["x-1"])
+    require(found == {"x-1": decision}, "the other object's newest_decisions() miss the settlement")
+    opened = await two.open_intent(make_intent("x-2", text="two"), state=IN_FLIGHT, owner=ME)
+    require(
+        opened == Opened(recorded=True, write_count=2),
+        f"an opening through the other object answered {opened}",
+    )
+    blocked = await one.open_intent(make_intent("x-3", text="three"), state=IN_FLIGHT, owner=ME)
+    require(
+        not blocked.recorded and ids(blocked.blocking) == ["x-2"],
+        f"an opening through the first object, next to the other's intent, answered {blocked}",
+    )
+    await one.discard("x-2")
+    await seen("an acknowledgement", "session-a", [], 4)
+    await one.count_write("session-a", BACKEND)
+    await seen("a counted write", "session-a", [], 5)
+
+
 # -- schemas ------------------------------------------------------------------------------------
 
 

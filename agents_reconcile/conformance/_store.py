@@ -11,8 +11,11 @@ contracts on it too.
 from __future__ import annotations
 
 import asyncio
-from typing import Any
+from typing import Any, Final
 
+import orjson
+
+from .._core.fingerprint import digest_items
 from .._core.revision import RevisionedStore, WriteRecord
 from .._core.session_protocol import HISTORY_METHODS
 from ..errors import RevisionConflict, SchemaMismatch
@@ -20,7 +23,7 @@ from ._core import Subject, contract, fail, refused, require
 from ._journal_reads import newer_schema_refused, schema_holds
 from ._session import item, new_session_id
 
-__all__ = ["store_of"]
+__all__ = ["PLAIN_VALUES", "store_of"]
 
 
 async def store_of(subject: Subject, session_id: str) -> Any:
@@ -232,6 +235,72 @@ async def racing_appends_commit_exactly_one(subject: Subject) -> None:
         require(sum(won) == 1, f"round {round_}: {sum(won)} appends against head {head} landed")
     require(await workers[1].head() == 5, "after five rounds the head is not 5")
     require(len(await workers[2].get_items()) == 5, "after five rounds there are not five items")
+
+
+PLAIN_VALUES: Final[tuple[dict[str, Any], ...]] = (
+    {
+        "type": "function_call_output",
+        "call_id": "call_null",
+        "output": None,
+        "status": None,
+        "extra": {"missing": None, "list": [None, None]},
+    },
+    {
+        "role": "user",
+        "content": "numbers",
+        "zero": 0,
+        "negative": -17,
+        "large": 9_007_199_254_740_991,
+        "fraction": 0.1,
+        "precise": 3.141592653589793,
+        "tiny": 1.5e-300,
+        "whole_float": 2.0,
+        "negative_zero": -0.0,
+    },
+    {"role": "user", "content": "truths", "yes": True, "no": False, "flags": [True, False, None]},
+    {
+        "role": "assistant",
+        "content": [{"type": "output_text", "text": "", "annotations": []}],
+        "nested": [[1, [2, [3, []]]], [], {}, [{"a": [None, {"b": [False, 0, ""]}]}]],
+        "empty": {},
+    },
+)
+"""Items holding JSON's plain values: nulls, integers, floats, booleans, empty and nested
+lists and objects."""
+
+
+def _typed(found: Any) -> bytes:
+    """``found`` as canonical JSON: its types count (1, 1.0 and true differ), its key order
+    does not."""
+    return orjson.dumps(found, option=orjson.OPT_SORT_KEYS)
+
+
+@contract("store")
+async def items_with_nulls_numbers_booleans_and_nested_lists_read_back_exactly(
+    subject: Subject,
+) -> None:
+    """Items holding nulls, integers, floats, booleans, empty and nested lists and objects read
+    back from the store exactly as written (the same values of the same types, the same
+    fingerprints), through ``get_items()`` with and without a limit and through another store
+    object of the session: a store that drops a null or turns a number into text changes
+    what the wrapper compares, and a write it made looks like someone else's."""
+    session_id = new_session_id()
+    store = await store_of(subject, session_id)
+    written = [dict(found) for found in PLAIN_VALUES]
+    await store.add_items(written[:2])
+    await store.append_if(written[2:], expected=1, write_id="plain", writer="me")
+    other = await store_of(subject, session_id)
+    for how, found in (
+        ("get_items()", await store.get_items()),
+        ("get_items(limit=3)", [None, *await store.get_items(limit=3)]),
+        ("another store object's get_items()", await other.get_items()),
+    ):
+        require(len(found) == len(written), f"{how} gives {len(found)} items, not {len(written)}")
+        for index, (wanted, got) in enumerate(zip(PLAIN_VALUES, found, strict=True)):
+            if got is None and how.endswith("(limit=3)") and index == 0:
+                continue
+            if _typed(got) != _typed(wanted) or digest_items([got]) != digest_items([wanted]):
+                fail(f"{how}: item {index} reads back as {got!r}, not {wanted!r}")
 
 
 @contract("store")

@@ -73,8 +73,9 @@ class JournalContract:
         raise NotImplementedError(f"{type(self).__name__} must define make_journal()")
 
     async def another_journal(self, journal: Any) -> Any:
-        """Another journal object on ``journal``'s data (a second worker), for the races; the
-        races run on ``journal`` alone when this is not defined."""
+        """Another journal object on ``journal``'s data (a second worker), for the races and
+        for reads across objects; without it the races run on ``journal`` alone and reads
+        across objects are not checked."""
         raise NotImplementedError
 
     async def journal_with_newer_schema(self, journal: Any) -> Any:

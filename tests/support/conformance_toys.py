@@ -720,6 +720,7 @@ class IntentsOnly:
 
     def __init__(self) -> None:
         inner = MemoryJournal()
+        self.keyring = inner.keyring
         for name in self.METHODS:
             setattr(self, name, getattr(inner, name))
 

@@ -1,4 +1,4 @@
-"""An in-memory journal for tests that fails loudly when an invariant is broken."""
+"""An in-memory journal for tests, held to the same contracts as every other journal."""
 
 from __future__ import annotations
 
@@ -11,7 +11,15 @@ from ..._core.ownership import Owner
 from ..._core.records import BackendIdentity, Decision, PendingWrite
 from ..._core.sealing import Keyring
 from ...errors import IntentConflict, LeaseLost
-from ..journal import Capabilities, IntentState, JournalEntry, Opened, require_limit
+from ..journal import (
+    Capabilities,
+    IntentState,
+    JournalEntry,
+    Opened,
+    require_limit,
+    require_settling,
+)
+from ..rows import decoded, each
 from ..schema import Unversioned
 from .aside import MemoryAside
 from .effects import MemoryEffects
@@ -20,17 +28,17 @@ from .retention import MemoryRetention
 from .rows import MemoryRows
 from .sealing import MemorySealing
 
-__all__ = ["InvariantViolation", "MemoryJournal"]
-
-
-class InvariantViolation(AssertionError):
-    """A caller broke a journal invariant (for example, touched a settled intent)."""
+__all__ = ["MemoryJournal"]
 
 
 class MemoryJournal(Unversioned):
-    """``IntentJournal`` in a dict. Settling, noting or moving a settled or unknown intent
-    raises ``InvariantViolation`` instead of being ignored; settling again with the very
-    decision that settled it is a retried call, and a no-op."""
+    """``IntentJournal`` in a dict, answering as a stored journal does: a transition of an
+    unknown or settled intent answers False, another decision for a settled intent raises
+    ``IntentConflict``, a decision of the wrong kind ``ValueError``; and its reads open and
+    check each record with its keyring, as a stored journal's reads do.
+
+    ``rows``: the rows of another memory journal, to be a second object on its data (another
+    worker of this process); a new, empty journal without."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         folds_clearing=True,
@@ -42,10 +50,11 @@ class MemoryJournal(Unversioned):
         """A new, empty journal for ``memory:`` addresses (nothing outlives it)."""
         return cls()
 
-    def __init__(self) -> None:
-        # Records are kept as objects here, never encoded: the keys are held for the contract.
+    def __init__(self, *, rows: MemoryRows | None = None) -> None:
         self.keyring = Keyring()
-        self._rows = MemoryRows()
+        """The keys lent to it: its reads open sealed batches with them and, where it holds a
+        signer, refuse a record this deployment did not sign."""
+        self._rows = MemoryRows() if rows is None else rows
         self.effects = MemoryEffects(self._rows)
         """Tools' external effects (``JournalEffects``)."""
         self.aside = MemoryAside(self._rows)
@@ -58,13 +67,24 @@ class MemoryJournal(Unversioned):
         """The mark of a sealed journal (``JournalSealing``)."""
         self.closed = False
 
-    def _open_entry(self, intent_id: str, operation: str) -> JournalEntry:
-        if intent_id in self._rows.settled:
-            raise InvariantViolation(f"{operation} on settled intent {intent_id}")
-        entry = self._rows.entries.get(intent_id)
-        if entry is None:
-            raise InvariantViolation(f"{operation} on unknown intent {intent_id}")
-        return entry
+    def another_worker(self) -> MemoryJournal:
+        """Another journal object on this one's data, with a keyring of its own (a second
+        worker of this process)."""
+        return type(self)(rows=self._rows)
+
+    def _as_read(self, entry: JournalEntry) -> JournalEntry:
+        """``entry`` as a stored journal reads it back: its record opened and checked with
+        this journal's keyring. Records are kept as objects here, so the check is made by
+        encoding the record and decoding it with the keyring, where anything is sealed or
+        signed (a keyring with a signer refuses an unsigned record)."""
+        intent = entry.intent
+        if intent.seal_key is None and intent.sign_key is None and self.keyring.signer is None:
+            return entry
+        keyring = self.keyring
+        opened = decoded(
+            intent.intent_id, lambda data: PendingWrite.decode(data, keyring), intent.encode()
+        )
+        return replace(entry, intent=opened)
 
     async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
         if intent.intent_id in self._rows.settled:
@@ -145,7 +165,10 @@ class MemoryJournal(Unversioned):
         expect_fence: int | None = None,
         expect_updated_at: float | None = None,
     ) -> bool:
-        entry = self._open_entry(intent_id, "transition")
+        entry = self._rows.entries.get(intent_id)
+        if entry is None:
+            # Unknown or settled: nothing to move (a settled intent is never revived).
+            return False
         if expect_updated_at is not None and entry.updated_at != expect_updated_at:
             return False
         if expect_state is not None and entry.state is not expect_state:
@@ -176,7 +199,10 @@ class MemoryJournal(Unversioned):
                     f"intent {intent_id} is no longer held in flight by {owner}",
                     intent_id=intent_id,
                 )
-        entry = self._open_entry(intent_id, "discard")
+        entry = self._rows.entries.get(intent_id)
+        if entry is None:
+            # Unknown, settled or discarded already (a retry): nothing changes.
+            return
         del self._rows.entries[intent_id]
         self._rows.opened_at.pop(intent_id, None)
         await self.count_write(entry.intent.session_id, entry.intent.backend)
@@ -184,7 +210,7 @@ class MemoryJournal(Unversioned):
     async def pending(
         self, session_id: str | None, backend: BackendIdentity | None = None
     ) -> list[JournalEntry]:
-        return sorted(
+        chosen = sorted(
             (
                 entry
                 for entry in self._rows.entries.values()
@@ -193,9 +219,15 @@ class MemoryJournal(Unversioned):
             ),
             key=lambda entry: entry.intent.created_at,
         )
+        return each(
+            chosen,
+            self._as_read,
+            lambda entry: ("intent", entry.intent.intent_id, entry.intent.session_id),
+        )
 
     async def get(self, intent_id: str) -> JournalEntry | None:
-        return self._rows.entries.get(intent_id)
+        entry = self._rows.entries.get(intent_id)
+        return None if entry is None else self._as_read(entry)
 
     async def is_settled(self, intent_id: str) -> bool:
         return intent_id in self._rows.settled
@@ -203,13 +235,14 @@ class MemoryJournal(Unversioned):
     async def settle(
         self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
     ) -> None:
-        if not decision.settled:
-            raise InvariantViolation(f"settle() with a {decision.action.value} decision")
+        require_settling(decision, settling=True)
         if decision.intent_id in self._rows.settled:
             if self._settled_by(decision):
                 # The same call again, its first reply lost: already done.
                 return
-            raise InvariantViolation(f"intent {decision.intent_id} settled twice")
+            raise IntentConflict(
+                f"intent {decision.intent_id} was already settled", intent_id=decision.intent_id
+            )
         entry = self._rows.entries.get(decision.intent_id)
         claimed = entry is None or (
             entry.state is IntentState.RECONCILING
@@ -236,17 +269,13 @@ class MemoryJournal(Unversioned):
         )
 
     async def note(self, decision: Decision) -> None:
-        if decision.settled:
-            raise InvariantViolation("note() with a settling decision; use settle()")
-        if decision.intent_id in self._rows.settled:
-            raise InvariantViolation(f"decision noted on settled intent {decision.intent_id}")
+        require_settling(decision, settling=False)
         self._rows.decisions.append(decision)
 
     async def note_again(self, previous: Decision, again: Decision) -> bool:
         """Replace the newest decision about ``previous``'s intent with ``again``, only while
         it is still ``previous``; whether it was."""
-        if again.settled:
-            raise InvariantViolation("note_again() with a settling decision")
+        require_settling(again, settling=False)
         for index in range(len(self._rows.decisions) - 1, -1, -1):
             if self._rows.decisions[index].intent_id == previous.intent_id:
                 if self._rows.decisions[index] != previous:

@@ -1,0 +1,392 @@
+"""A backend as someone outside this package would write one: a journal and a revisioned store
+over plain dicts, records kept as the bytes a database would hold. Several journal objects (or
+store objects) on one ``DictStorage`` are workers on the same data.
+
+It imports public names where there are any; ``Opened``, ``Owner``, ``Keyring``, ``RawIntent``
+and ``WriteRecord`` are not public yet, and come from where they are defined.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from agents_reconcile import (
+    BackendIdentity,
+    Decision,
+    IntentConflict,
+    IntentState,
+    JournalEntry,
+    LeaseLost,
+    PendingWrite,
+    RevisionConflict,
+)
+from agents_reconcile._backends.aside import RawIntent, SetAside
+from agents_reconcile._backends.journal import Opened
+from agents_reconcile._core.ownership import Owner
+from agents_reconcile._core.revision import WriteRecord
+from agents_reconcile._core.sealing import Keyring
+
+__all__ = ["DictAside", "DictJournal", "DictStorage", "DictStore"]
+
+
+@dataclass
+class DictStorage:
+    """What a database would hold: rows as dicts, records as bytes."""
+
+    intents: dict[str, dict[str, Any]] = field(default_factory=dict)
+    settled: set[str] = field(default_factory=set)
+    decisions: list[bytes] = field(default_factory=list)
+    counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    aside: list[tuple[bytes, bytes]] = field(default_factory=list)
+    sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+
+def _limit(limit: int) -> None:
+    if limit < 1:
+        raise ValueError(f"limit must be at least 1, not {limit}")
+
+
+class DictJournal:
+    """An intent journal over a ``DictStorage``, with an aside component."""
+
+    effects = None
+    pages = None
+    retention = None
+    sealing = None
+
+    def __init__(self, storage: DictStorage | None = None) -> None:
+        self.storage = DictStorage() if storage is None else storage
+        self.keyring = Keyring()
+        self.aside = DictAside(self)
+
+    # -- rows ---------------------------------------------------------------------------
+
+    def clock(self) -> float:
+        return time.time()
+
+    def rows(self) -> dict[str, dict[str, Any]]:
+        return self.storage.intents
+
+    def entry(self, row: dict[str, Any]) -> JournalEntry:
+        return JournalEntry(
+            intent=PendingWrite.decode(row["record"], self.keyring),
+            state=IntentState(row["state"]),
+            owner=Owner.parse(row["owner"]),
+            updated_at=row["updated_at"],
+            fence=row["fence"],
+        )
+
+    def add_write(self, session_id: str, backend: Any) -> int:
+        key = (session_id, str(backend))
+        self.storage.counts[key] = self.storage.counts.get(key, 0) + 1
+        return self.storage.counts[key]
+
+    def new_row(self, intent: PendingWrite, state: IntentState, owner: Owner, fence: int) -> None:
+        self.rows()[intent.intent_id] = {
+            "session_id": intent.session_id,
+            "backend": str(intent.backend),
+            "created_at": intent.created_at,
+            "state": state.value,
+            "owner": str(owner),
+            "updated_at": self.clock(),
+            "fence": fence,
+            "opened_at": fence,
+            "record": intent.encode(),
+        }
+
+    def stored_decision(self, decision: Decision) -> None:
+        self.storage.decisions.append(decision.encode())
+
+    def every_decision(self) -> list[Decision]:
+        return [Decision.decode(record) for record in self.storage.decisions]
+
+    # -- IntentJournal --------------------------------------------------------------------
+
+    async def record(self, intent: PendingWrite, *, state: IntentState, owner: Owner) -> None:
+        if intent.intent_id in self.storage.settled:
+            raise IntentConflict(f"{intent.intent_id} is settled", intent_id=intent.intent_id)
+        row = self.rows().get(intent.intent_id)
+        if row is not None:
+            if not self.entry(row).intent.same_content(intent):
+                raise IntentConflict(f"{intent.intent_id} differs", intent_id=intent.intent_id)
+            return
+        self.new_row(intent, state, owner, 0)
+        self.add_write(intent.session_id, intent.backend)
+
+    async def open_intent(
+        self,
+        intent: PendingWrite,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_write_count: int | None = None,
+        clearing: str | None = None,
+    ) -> Opened:
+        cleared = self.rows().get(clearing) if clearing is not None else None
+        if cleared is not None and (
+            cleared["state"],
+            cleared["owner"],
+            cleared["session_id"],
+            cleared["backend"],
+        ) == (IntentState.IN_FLIGHT.value, str(owner), intent.session_id, str(intent.backend)):
+            await self.discard(str(clearing))
+        count = await self.write_count(intent.session_id, intent.backend)
+        row = self.rows().get(intent.intent_id)
+        if row is not None:
+            held = self.entry(row)
+            if not held.intent.same_content(intent):
+                raise IntentConflict(f"{intent.intent_id} differs", intent_id=intent.intent_id)
+            if (held.state, held.owner) == (state, owner):
+                return Opened(recorded=True, write_count=row["opened_at"])
+            return Opened(recorded=False, write_count=count, blocking=[held])
+        if intent.intent_id in self.storage.settled:
+            raise IntentConflict(f"{intent.intent_id} is settled", intent_id=intent.intent_id)
+        blocking = await self.pending(intent.session_id, intent.backend)
+        if blocking:
+            return Opened(recorded=False, write_count=count, blocking=blocking)
+        if expect_write_count is not None and count != expect_write_count:
+            return Opened(recorded=False, write_count=count)
+        self.new_row(intent, state, owner, count)
+        self.add_write(intent.session_id, intent.backend)
+        return Opened(recorded=True, write_count=count)
+
+    async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
+        return self.storage.counts.get((session_id, str(backend)), 0)
+
+    async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
+        return self.add_write(session_id, backend)
+
+    async def transition(
+        self,
+        intent_id: str,
+        *,
+        state: IntentState,
+        owner: Owner,
+        expect_state: IntentState | None = None,
+        expect_owner: Owner | None = None,
+        expect_fence: int | None = None,
+        expect_updated_at: float | None = None,
+    ) -> bool:
+        row = self.rows().get(intent_id)
+        if row is None:
+            return False
+        expected = (
+            (expect_state, row["state"], lambda e: e.value),
+            (expect_owner, row["owner"], str),
+            (expect_fence, row["fence"], lambda e: e),
+            (expect_updated_at, row["updated_at"], lambda e: e),
+        )
+        if any(want is not None and show(want) != have for want, have, show in expected):
+            return False
+        if state is IntentState.RECONCILING and expect_fence is None:
+            count = self.storage.counts.get((row["session_id"], row["backend"]), 0)
+            row["fence"] = max(row["fence"] + 1, count)
+        row.update(state=state.value, owner=str(owner), updated_at=self.clock())
+        return True
+
+    async def discard(
+        self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
+        row = self.rows().get(intent_id)
+        if row is None:
+            return
+        if owner is not None and (
+            (row["state"], row["owner"]) != (IntentState.IN_FLIGHT.value, str(owner))
+            or (fence is not None and row["fence"] != fence)
+        ):
+            raise LeaseLost(f"{intent_id} is not held by {owner}", intent_id=intent_id)
+        del self.rows()[intent_id]
+        self.add_write(row["session_id"], row["backend"])
+
+    async def pending(
+        self, session_id: str | None, backend: BackendIdentity | None = None
+    ) -> list[JournalEntry]:
+        chosen = [
+            row
+            for row in self.rows().values()
+            if session_id in (None, row["session_id"])
+            and (backend is None or row["backend"] == str(backend))
+        ]
+        chosen.sort(key=lambda row: row["created_at"])
+        return [self.entry(row) for row in chosen]
+
+    async def get(self, intent_id: str) -> JournalEntry | None:
+        row = self.rows().get(intent_id)
+        return None if row is None else self.entry(row)
+
+    async def is_settled(self, intent_id: str) -> bool:
+        return intent_id in self.storage.settled
+
+    async def settle(
+        self, decision: Decision, *, owner: Owner | None = None, fence: int | None = None
+    ) -> None:
+        if not decision.settled:
+            raise ValueError(f"settle() takes a settling decision, not {decision.action.value}")
+        name = decision.intent_id
+        if name in self.storage.settled:
+            if decision.encode() in self.storage.decisions:
+                return
+            raise IntentConflict(f"{name} is settled already", intent_id=name)
+        row = self.rows().get(name)
+        if owner is not None and row is not None:
+            held = (row["state"], row["owner"]) == (IntentState.RECONCILING.value, str(owner))
+            if not held or (fence is not None and row["fence"] != fence):
+                raise LeaseLost(f"{name} is not claimed by {owner}", intent_id=name)
+        self.rows().pop(name, None)
+        self.storage.settled.add(name)
+        self.add_write(decision.session_id, decision.backend)
+        self.stored_decision(decision)
+
+    async def note(self, decision: Decision) -> None:
+        if decision.settled:
+            raise ValueError("note() takes a decision that settles nothing")
+        self.stored_decision(decision)
+
+    async def note_again(self, previous: Decision, again: Decision) -> bool:
+        if again.settled:
+            raise ValueError("note_again() takes a decision that settles nothing")
+        records = self.storage.decisions
+        for index in range(len(records) - 1, -1, -1):
+            if Decision.decode(records[index]).intent_id == previous.intent_id:
+                if records[index] != previous.encode():
+                    return False
+                records[index] = again.encode()
+                return True
+        return False
+
+    async def decisions(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[Decision]:
+        _limit(limit)
+        chosen = [
+            decision
+            for decision in reversed(self.every_decision())
+            if session_id in (None, decision.session_id) and intent_id in (None, decision.intent_id)
+        ]
+        return chosen[:limit]
+
+    async def newest_decisions(self, intent_ids: Sequence[str]) -> dict[str, Decision]:
+        found: dict[str, Decision] = {}
+        for decision in reversed(self.every_decision()):
+            if decision.intent_id in intent_ids and decision.intent_id not in found:
+                found[decision.intent_id] = decision
+        return found
+
+    async def close(self) -> None:
+        pass
+
+    async def schema_version(self) -> int | None:
+        return None
+
+    async def check(self) -> str | None:
+        return None
+
+    async def migrate(self) -> list[str]:
+        return []
+
+
+class DictAside:
+    """Setting damaged intents aside, in the journal's ``DictStorage``."""
+
+    def __init__(self, journal: DictJournal) -> None:
+        self.journal = journal
+
+    def kept(self, record: bytes) -> bytes:
+        return record
+
+    async def raw(self, intent_id: str) -> RawIntent | None:
+        row = self.journal.rows().get(intent_id)
+        if row is None:
+            return None
+        columns = ("session_id", "backend", "state", "owner", "updated_at", "record")
+        return RawIntent.of_row((intent_id, *(row[name] for name in columns)))
+
+    async def set_aside(self, raw: RawIntent, aside: SetAside, decision: Decision) -> bool:
+        now = await self.raw(raw.intent_id)
+        if now is None or now.stored != raw.stored:
+            return False
+        storage = self.journal.storage
+        del storage.intents[raw.intent_id]
+        storage.settled.add(raw.intent_id)
+        self.journal.add_write(raw.session_id, raw.backend)
+        self.journal.stored_decision(decision)
+        storage.aside.append((aside.encode(), self.kept(raw.record)))
+        return True
+
+    async def entries(
+        self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
+    ) -> list[SetAside]:
+        _limit(limit)
+        chosen = [
+            aside
+            for aside in (SetAside.decode(meta) for meta, _ in reversed(self.journal.storage.aside))
+            if session_id in (None, aside.session_id) and intent_id in (None, aside.intent_id)
+        ]
+        return chosen[:limit]
+
+
+class DictStore:
+    """A revisioned session over a ``DictStorage``: items as JSON text, a record of writes."""
+
+    def __init__(self, session_id: str, storage: DictStorage) -> None:
+        self.session_id = session_id
+        self.session_settings = None
+        self.data = storage.sessions.setdefault(session_id, {"items": [], "writes": []})
+
+    def encode(self, item: Any) -> str:
+        return json.dumps(item)
+
+    def decode(self, text: str) -> Any:
+        return json.loads(text)
+
+    def write(self, kind: str, count: int, write_id: str, writer: str) -> int:
+        revision = len(self.data["writes"]) + 1
+        record = WriteRecord(revision, write_id, writer, kind, count, time.time())
+        self.data["writes"].append(record)
+        return revision
+
+    async def get_items(self, limit: int | None = None) -> list[Any]:
+        items = self.data["items"]
+        chosen = items if limit is None else items[-limit:] if limit > 0 else []
+        return [self.decode(text) for text in chosen]
+
+    async def add_items(self, items: list[Any]) -> None:
+        if items:
+            self.data["items"].extend(self.encode(item) for item in items)
+            self.write("append", len(items), f"w{time.time_ns()}", "anonymous")
+
+    async def pop_item(self) -> Any | None:
+        if not self.data["items"]:
+            return None
+        text = self.data["items"].pop()
+        self.write("pop", 1, f"w{time.time_ns()}", "anonymous")
+        return self.decode(text)
+
+    async def clear_session(self) -> None:
+        count = len(self.data["items"])
+        self.data["items"].clear()
+        self.write("clear", count, f"w{time.time_ns()}", "anonymous")
+
+    async def head(self) -> int:
+        return len(self.data["writes"])
+
+    async def append_if(
+        self, items: list[Any], *, expected: int, write_id: str, writer: str
+    ) -> int:
+        actual = len(self.data["writes"])
+        taken = any(record.write_id == write_id for record in self.data["writes"])
+        if actual != expected or taken:
+            raise RevisionConflict(f"at {actual}, not {expected}", expected=expected, actual=actual)
+        self.data["items"].extend(self.encode(item) for item in items)
+        return self.write("append", len(items), write_id, writer)
+
+    async def find_write(self, write_id: str) -> WriteRecord | None:
+        found = [record for record in self.data["writes"] if record.write_id == write_id]
+        return found[0] if found else None
+
+    async def writes_after(self, revision: int, *, limit: int = 100) -> list[WriteRecord]:
+        return self.data["writes"][revision : revision + limit]
