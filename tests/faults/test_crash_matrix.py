@@ -142,7 +142,10 @@ def test_every_crash_point_recovers(store: str, path: RecoveryPath, tmp_path: Pa
     assert (points, len(EFFECT_POINTS)) == (10, 4)
     appends = len({c.boundary for c in chosen})
     assert appends == (2 if path.resumes else 3)
-    assert len(chosen) == (appends * points + len(EFFECT_POINTS)) * 2
+    # Each cell with and without another writer; each effect point again with the tool's
+    # own key (effect_tool(key=...)).
+    assert len(chosen) == (appends * points + len(EFFECT_POINTS)) * 2 + len(EFFECT_POINTS)
+    assert sum(c.keyed for c in chosen) == len(EFFECT_POINTS)
     tool_turn = "tool_output" if path.resumes else "tool_turn"
     assert {c.boundary for c in chosen if c.point in EFFECT_POINTS} == {tool_turn}
     verdicts: list[Verdict] = run_cells(chosen, workdir=tmp_path, workers=2)
