@@ -192,6 +192,16 @@ class ReconcilingSession:
                 self._carried.record_seen(context, write_count)
         return items
 
+    async def history(self, limit: int | None = None) -> list[TResponseInputItem]:
+        """The history as the wrapped store holds it now (the newest ``limit`` items, oldest
+        first), for showing a person what a session holds, a denied one included: nothing
+        pending is settled, replayed or released, nothing is refused, and nothing a later run
+        relies on (its remembered tail, its seen write count) is changed. The items of a
+        write whose outcome is unknown may or may not be among them: that is what the
+        decision is about. Not for building a model's input: a run reads through
+        ``get_items``, which settles first."""
+        return list(await self._calls.read(limit, None))
+
     def _marks_reads(self, limit: int | None) -> bool:
         """Whether a read with this limit is a fresh run's read of the history (all of it, or
         the session's own limit); the SDK reads a resumed run's tail with other limits."""
