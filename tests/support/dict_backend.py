@@ -295,7 +295,7 @@ class DictAside:
     def __init__(self, journal: DictJournal) -> None:
         self.journal = journal
 
-    def kept(self, record: bytes) -> bytes:
+    def keeping(self, record: bytes) -> bytes:
         return record
 
     async def raw(self, intent_id: str) -> RawIntent | None:
@@ -314,7 +314,7 @@ class DictAside:
         storage.settled.add(raw.intent_id)
         self.journal.add_write(raw.session_id, raw.backend)
         self.journal.stored_decision(decision)
-        storage.aside.append((aside.encode(), self.kept(raw.record)))
+        storage.aside.append((aside.encode(), self.keeping(raw.record)))
         return True
 
     async def entries(
@@ -327,6 +327,12 @@ class DictAside:
             if session_id in (None, aside.session_id) and intent_id in (None, aside.intent_id)
         ]
         return chosen[:limit]
+
+    async def kept(self, intent_id: str) -> bytes | None:
+        for meta, record in reversed(self.journal.storage.aside):
+            if SetAside.decode(meta).intent_id == intent_id:
+                return record
+        return None
 
 
 class DictStore:
