@@ -22,7 +22,7 @@ from blake3 import blake3
 
 from ..errors import JournalCorrupt
 
-__all__ = ["RawIntent", "SetAside", "raw_digest"]
+__all__ = ["RawIntent", "SetAside", "as_bytes", "raw_digest"]
 
 
 def _seconds(value: object) -> float | None:
@@ -34,6 +34,14 @@ def _seconds(value: object) -> float | None:
     except (TypeError, ValueError):
         return None
     return seconds if math.isfinite(seconds) else None
+
+
+def as_bytes(record: object) -> bytes:
+    """A record's bytes as a driver returned them (bytes, a buffer, or text a column of another
+    type held), unchanged: what a set-aside entry's digest and size describe."""
+    if isinstance(record, (bytes, bytearray, memoryview)):
+        return bytes(record)
+    return str(record).encode("utf-8", "surrogatepass")
 
 
 def raw_digest(record: bytes) -> str:
@@ -70,10 +78,7 @@ class RawIntent:
         if seconds is None:
             updated = _seconds(row[5])
             seconds = None if updated is None else time.time() - updated
-        if isinstance(record, (bytes, bytearray, memoryview)):
-            data = bytes(record)
-        else:
-            data = str(record).encode("utf-8", "surrogatepass")
+        data = as_bytes(record)
         return cls(
             intent_id,
             session_id,

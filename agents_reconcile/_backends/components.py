@@ -114,7 +114,8 @@ class JournalEffects(Protocol):
 @runtime_checkable
 class JournalAside(Protocol):
     """Setting a damaged intent aside (``_backends/aside.py``): the row's bytes are kept as
-    they were; only its description is read back. Every journal of this package has one."""
+    they were; ``entries`` reads their descriptions back, ``kept`` the bytes of one. Every
+    journal of this package has one."""
 
     async def raw(self, intent_id: str) -> RawIntent | None:
         """The unresolved intent's row as stored, unchecked (None when unknown or settled)."""
@@ -131,6 +132,13 @@ class JournalAside(Protocol):
         self, *, session_id: str | None = None, intent_id: str | None = None, limit: int = 100
     ) -> list[SetAside]:
         """Set-aside entries, newest first (descriptions only, never the bytes)."""
+        ...
+
+    async def kept(self, intent_id: str) -> bytes | None:
+        """The bytes kept when the intent ``intent_id`` was set aside, exactly as its row held
+        them (sealed where the journal seals: never opened here), for an operator to check
+        against the entry's digest; None when nothing of that intent is set aside (or its
+        entry was pruned). Only reads."""
         ...
 
 

@@ -10,6 +10,7 @@ import sys
 import time
 from typing import TYPE_CHECKING, Any
 
+from .._backends.aside import SetAside, raw_digest
 from .._backends.journal import IntentJournal
 from .._backends.redaction import redacted
 from .._backends.rows import collecting_damage
@@ -88,6 +89,7 @@ async def _show(args: argparse.Namespace) -> dict[str, Any]:
                 return {
                     "intent_id": ident,
                     "set_aside": aside.view(),
+                    "kept": await _kept_bytes(journal, aside),
                     "decisions": [views.decision_view(d) for d in found],
                 }
             entry = await pending_entry(journal, ident)
@@ -190,8 +192,6 @@ async def _show_row(
         raise ResolutionRefused(f"intent {ident}: {damaged or sealed}", intent_id=ident)
     with collecting_damage():
         decisions = await journal.decisions(intent_id=ident, limit=args.limit)
-    from .._backends.aside import raw_digest
-
     shown: dict[str, Any] = {
         "intent_id": ident,
         "session_id": raw.session_id,
@@ -224,6 +224,23 @@ async def _set_aside_entry(journal: IntentJournal, ident: str) -> Any:
     return found[0] if found else None
 
 
+async def _kept_bytes(journal: IntentJournal, aside: SetAside) -> dict[str, Any]:
+    """Whether the bytes set aside are still held as the entry describes them: their size and
+    digest, never their content (sealed bytes stay sealed, and a damaged record may hold
+    payload in the clear)."""
+    assert journal.aside is not None
+    record = await journal.aside.kept(aside.intent_id)
+    if record is None:
+        return {"held": False}
+    digest = raw_digest(record)
+    return {
+        "held": True,
+        "size": len(record),
+        "digest": digest,
+        "intact": (len(record), digest) == (aside.size, aside.digest),
+    }
+
+
 def _print_show(found: dict[str, Any]) -> None:
     if "effect" in found:
         for key, value in found.items():
@@ -238,6 +255,7 @@ def _print_show(found: dict[str, Any]) -> None:
         return
     if "set_aside" in found:
         print(aside_line(found["set_aside"]))
+        print(_kept_line(found["kept"]))
         _print_decisions(found["decisions"])
         return
     if "record" in found:
@@ -274,6 +292,13 @@ def _print_show(found: dict[str, Any]) -> None:
     for name, said in found["resolutions"].items():
         print(f"    --as {name:<9} {said}")
     _print_next(found["next"])
+
+
+def _kept_line(kept: dict[str, Any]) -> str:
+    if not kept["held"]:
+        return "bytes    MISSING: the journal holds no bytes for this entry"
+    said = "as the entry describes them" if kept["intact"] else "CHANGED since they were set aside"
+    return f"bytes    held, {kept['size']} bytes, {kept['digest']}: {said}"
 
 
 def _print_row(found: dict[str, Any]) -> None:

@@ -13,7 +13,7 @@ from .._backends.journal import IntentState
 from .._core.records import Action, BackendIdentity, Decision, Outcome, PendingWrite, Reason
 from ..errors import RecordError
 from ._core import Subject, contract, fail, refused, require, skip
-from ._journal import journal_of
+from ._journal import journal_of, worker
 from ._records import ME, make_intent
 
 __all__: list[str] = []
@@ -24,7 +24,7 @@ async def _aside_journal(subject: Subject) -> Any:
     if journal.aside is None:
         skip(
             "the journal has no aside component (journal.aside is None; a JournalAside: raw, "
-            "set_aside, entries): a damaged intent cannot be set aside"
+            "set_aside, entries, kept): a damaged intent cannot be set aside"
         )
     return journal
 
@@ -149,3 +149,35 @@ async def aside_reads_an_intents_record_as_stored(subject: Subject) -> None:
         (entry.digest, entry.size) == (raw_digest(raw.record), len(raw.record)),
         f"the entry describes {entry.size} bytes ({entry.digest}), not the record set aside",
     )
+
+
+@contract("aside")
+async def set_aside_bytes_read_back_exactly(subject: Subject) -> None:
+    """``aside.kept()`` gives the bytes an intent's row held when it was set aside, every one
+    as ``aside.raw()`` read them (the evidence an operator checks against the entry's digest),
+    from this journal object and at once from another on the same data; None for an intent
+    never set aside, unresolved or unknown."""
+    journal = await _aside_journal(subject)
+    kept = getattr(journal.aside, "kept", None)
+    if kept is None:
+        fail("journal.aside has no kept(intent_id): the bytes it sets aside cannot be read back")
+    intent = make_intent("i-1", text="evidence: " + "\u00e9\u2603" * 200)
+    await journal.record(intent, state=IntentState.FAILED, owner=ME)
+    await journal.record(
+        make_intent("i-2", session_id="session-b"), state=IntentState.FAILED, owner=ME
+    )
+    require(await kept("i-1") is None, "aside.kept() of an intent not set aside found bytes")
+    raw = await _raw(journal, "i-1")
+    aside, decision = _aside(raw, time.time())
+    require(await journal.aside.set_aside(raw, aside, decision), "aside.set_aside() moved nothing")
+    other = await worker(subject, journal)
+    for who, reader in (("this journal", journal), ("another journal object", other)):
+        found = await reader.aside.kept("i-1")
+        require(
+            found == raw.record,
+            f"aside.kept() through {who} gives "
+            + ("nothing" if found is None else f"{len(found)} bytes ({raw_digest(found)})")
+            + f", not the {len(raw.record)} bytes set aside ({raw_digest(raw.record)})",
+        )
+    require(await kept("i-2") is None, "aside.kept() of an unresolved intent found bytes")
+    require(await kept("never") is None, "aside.kept() of an unknown intent found bytes")

@@ -11,6 +11,7 @@ from typing import Any
 from . import (  # noqa: F401
     _aside,
     _effects,
+    _effects_keyring,
     _journal,
     _journal_decisions,
     _journal_keyring,

@@ -2,7 +2,8 @@
 PostgreSQL, each in a namespace of its own): one edited byte in an intent's record blocks its
 session; ``status`` points at ``show``, ``show`` prints the one resolution that clears it,
 that line run as printed sets the record aside (its bytes kept, listed by ``show`` and
-``trail`` with digest, size and why), and the session runs again through the real runner.
+``trail`` with digest, size and why; ``show`` checks the bytes held against them, never
+printing them), and the session runs again through the real runner.
 From code, ``ReconcilingSession.resolve(..., "abandon")`` does the same; nothing else is
 taken, and a live owner's row is not touched."""
 
@@ -101,16 +102,28 @@ def test_a_damaged_entry_is_set_aside_with_its_evidence_kept_and_the_session_run
     assert found["decisions"][-1]["evidence"]["set_aside"]["digest"] == raw_digest(edited)
     code, out = cli(capsys, "show", intent_id[:10], *case.args())
     assert code == 0 and f"SET ASIDE intent {intent_id}" in out, out
+    held = f"bytes    held, {len(edited)} bytes, {raw_digest(edited)}: as the entry describes them"
+    assert held in out and SECRET not in out, out
+    code, out = cli(capsys, "show", intent_id[:10], *case.args(), "--json")
+    assert orjson.loads(out)["kept"] == {
+        "held": True,
+        "size": len(edited),
+        "digest": raw_digest(edited),
+        "intact": True,
+    }
+    assert SECRET not in out, out
 
     async def kept() -> Any:
         journal = case.backend.open_journal(case.journal, namespace=case.space)
         try:
-            return await journal.aside.entries(intent_id=intent_id)
+            return await journal.aside.entries(intent_id=intent_id), await journal.aside.kept(
+                intent_id
+            )
         finally:
             await journal.close()
 
-    [entry] = asyncio.run(kept())
-    assert entry.digest == raw_digest(edited)
+    [entry], record = asyncio.run(kept())
+    assert entry.digest == raw_digest(edited) and record == edited
     next_run(case)
     assert case.history()[-2:] == ["user:next", "assistant:ok"]
 

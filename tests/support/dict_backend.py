@@ -2,8 +2,9 @@
 over plain dicts, records kept as the bytes a database would hold. Several journal objects (or
 store objects) on one ``DictStorage`` are workers on the same data.
 
-It imports public names where there are any; ``Opened``, ``Owner``, ``Keyring``, ``RawIntent``
-and ``WriteRecord`` are not public yet, and come from where they are defined.
+It imports public names where there are any; ``Opened``, ``Owner``, ``Keyring``, ``RawIntent``,
+``Effect``, ``Retention``, ``Pruned`` and ``WriteRecord`` are not public yet, and come from where
+they are defined.
 """
 
 from __future__ import annotations
@@ -26,11 +27,20 @@ from agents_reconcile import (
 )
 from agents_reconcile._backends.aside import RawIntent, SetAside
 from agents_reconcile._backends.journal import Opened
+from agents_reconcile._core.effect_records import Effect, EffectState
 from agents_reconcile._core.ownership import Owner
+from agents_reconcile._core.retention import Pruned, Retention
 from agents_reconcile._core.revision import WriteRecord
 from agents_reconcile._core.sealing import Keyring
 
-__all__ = ["DictAside", "DictJournal", "DictStorage", "DictStore"]
+__all__ = [
+    "DictAside",
+    "DictEffects",
+    "DictJournal",
+    "DictRetention",
+    "DictStorage",
+    "DictStore",
+]
 
 
 @dataclass
@@ -41,7 +51,10 @@ class DictStorage:
     settled: set[str] = field(default_factory=set)
     decisions: list[bytes] = field(default_factory=list)
     counts: dict[tuple[str, str], int] = field(default_factory=dict)
+    counted_at: dict[tuple[str, str], float] = field(default_factory=dict)
+    floor: int = 0
     aside: list[tuple[bytes, bytes]] = field(default_factory=list)
+    effects: dict[str, dict[str, Any]] = field(default_factory=dict)
     sessions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
@@ -51,17 +64,17 @@ def _limit(limit: int) -> None:
 
 
 class DictJournal:
-    """An intent journal over a ``DictStorage``, with an aside component."""
+    """An intent journal over a ``DictStorage``, with effects, aside and retention components."""
 
-    effects = None
     pages = None
-    retention = None
     sealing = None
 
     def __init__(self, storage: DictStorage | None = None) -> None:
         self.storage = DictStorage() if storage is None else storage
         self.keyring = Keyring()
+        self.effects = DictEffects(self)
         self.aside = DictAside(self)
+        self.retention = DictRetention(self)
 
     # -- rows ---------------------------------------------------------------------------
 
@@ -82,7 +95,8 @@ class DictJournal:
 
     def add_write(self, session_id: str, backend: Any) -> int:
         key = (session_id, str(backend))
-        self.storage.counts[key] = self.storage.counts.get(key, 0) + 1
+        self.storage.counts[key] = self.storage.counts.get(key, self.storage.floor) + 1
+        self.storage.counted_at[key] = self.clock()
         return self.storage.counts[key]
 
     def new_row(self, intent: PendingWrite, state: IntentState, owner: Owner, fence: int) -> None:
@@ -155,7 +169,7 @@ class DictJournal:
         return Opened(recorded=True, write_count=count)
 
     async def write_count(self, session_id: str, backend: BackendIdentity) -> int:
-        return self.storage.counts.get((session_id, str(backend)), 0)
+        return self.storage.counts.get((session_id, str(backend)), self.storage.floor)
 
     async def count_write(self, session_id: str, backend: BackendIdentity) -> int:
         return self.add_write(session_id, backend)
@@ -183,7 +197,7 @@ class DictJournal:
         if any(want is not None and show(want) != have for want, have, show in expected):
             return False
         if state is IntentState.RECONCILING and expect_fence is None:
-            count = self.storage.counts.get((row["session_id"], row["backend"]), 0)
+            count = self.storage.counts.get((row["session_id"], row["backend"]), self.storage.floor)
             row["fence"] = max(row["fence"] + 1, count)
         row.update(state=state.value, owner=str(owner), updated_at=self.clock())
         return True
@@ -295,7 +309,7 @@ class DictAside:
     def __init__(self, journal: DictJournal) -> None:
         self.journal = journal
 
-    def kept(self, record: bytes) -> bytes:
+    def keeping(self, record: bytes) -> bytes:
         return record
 
     async def raw(self, intent_id: str) -> RawIntent | None:
@@ -314,7 +328,7 @@ class DictAside:
         storage.settled.add(raw.intent_id)
         self.journal.add_write(raw.session_id, raw.backend)
         self.journal.stored_decision(decision)
-        storage.aside.append((aside.encode(), self.kept(raw.record)))
+        storage.aside.append((aside.encode(), self.keeping(raw.record)))
         return True
 
     async def entries(
@@ -327,6 +341,163 @@ class DictAside:
             if session_id in (None, aside.session_id) and intent_id in (None, aside.intent_id)
         ]
         return chosen[:limit]
+
+    async def kept(self, intent_id: str) -> bytes | None:
+        for meta, record in reversed(self.journal.storage.aside):
+            if SetAside.decode(meta).intent_id == intent_id:
+                return record
+        return None
+
+
+class DictEffects:
+    """Tools' effects in the journal's ``DictStorage``: a row per key, the record as bytes,
+    read with the journal's keyring."""
+
+    def __init__(self, journal: DictJournal) -> None:
+        self.journal = journal
+
+    def rows(self) -> dict[str, dict[str, Any]]:
+        return self.journal.storage.effects
+
+    def read(self, row: dict[str, Any]) -> Effect:
+        return Effect.decode(row["record"], self.journal.keyring)
+
+    def store(self, effect: Effect) -> Effect:
+        self.rows()[effect.key] = {
+            "session_id": effect.session_id,
+            "state": effect.state.value,
+            "owner": effect.owner,
+            "stored_at": self.journal.clock(),
+            "record": effect.encode(),
+        }
+        return self.read(self.rows()[effect.key])
+
+    async def begin(self, effect: Effect) -> tuple[Effect, bool]:
+        row = self.rows().get(effect.key)
+        if row is not None:
+            return self.read(row), False
+        return self.store(effect), True
+
+    async def restart(self, effect: Effect, *, expect_owner: str) -> bool:
+        row = self.rows().get(effect.key)
+        if row is None or (row["state"], row["owner"]) != (EffectState.STARTED.value, expect_owner):
+            return False
+        self.store(effect)
+        return True
+
+    async def finish(self, effect: Effect) -> Effect:
+        row = self.rows().get(effect.key)
+        if row is not None and row["owner"] == effect.owner:
+            if row["state"] == EffectState.STARTED.value:
+                return self.store(effect)
+            held = self.read(row)
+            if held.output_digest == effect.output_digest:
+                return held
+        raise IntentConflict(
+            f"no started effect {effect.key} of {effect.owner}", intent_id=effect.key
+        )
+
+    async def get(self, key: str) -> Effect | None:
+        row = self.rows().get(key)
+        return None if row is None else self.read(row)
+
+    async def of_session(self, session_id: str) -> list[Effect]:
+        return [self.read(row) for row in self.rows().values() if row["session_id"] == session_id]
+
+    async def started(self, session_id: str | None = None) -> list[Effect]:
+        return [
+            self.read(row)
+            for row in self.rows().values()
+            if row["state"] == EffectState.STARTED.value and session_id in (None, row["session_id"])
+        ]
+
+
+class DictRetention:
+    """Pruning the journal's ``DictStorage`` by the protocol: old decisions, set-aside entries,
+    receipts and idle counts go, never what a session with an unresolved intent needs."""
+
+    def __init__(self, journal: DictJournal) -> None:
+        self.journal = journal
+
+    def busy(self) -> set[str]:
+        return {row["session_id"] for row in self.journal.storage.intents.values()}
+
+    def due(self, retention: Retention, kind: Any) -> float | None:
+        seconds = retention.seconds(kind)
+        return None if seconds is None else self.journal.clock() - seconds
+
+    async def prune(
+        self, retention: Retention, *, limit: int | None = None, dry_run: bool = False
+    ) -> Pruned:
+        storage = self.journal.storage
+        busy = self.busy()
+        most = limit if limit is not None else 10**12
+        done = True
+
+        def first(found: list[Any]) -> list[Any]:
+            nonlocal done
+            done = done and len(found) <= most
+            return found[:most]
+
+        before = self.due(retention, "decisions")
+        decisions = []
+        asides = []
+        if before is not None:
+            decisions = first(
+                sorted(
+                    (
+                        (Decision.decode(record).decided_at, index)
+                        for index, record in enumerate(storage.decisions)
+                        if Decision.decode(record).decided_at < before
+                        and Decision.decode(record).intent_id not in storage.intents
+                    )
+                )
+            )
+            asides = first(
+                sorted(
+                    (SetAside.decode(meta).set_aside_at, index)
+                    for index, (meta, _) in enumerate(storage.aside)
+                    if SetAside.decode(meta).set_aside_at < before
+                )
+            )
+        before = self.due(retention, "receipts")
+        receipts = []
+        if before is not None:
+            receipts = first(
+                sorted(
+                    (row["stored_at"], key)
+                    for key, row in storage.effects.items()
+                    if row["state"] == EffectState.DONE.value
+                    and row["stored_at"] < before
+                    and row["session_id"] not in busy
+                )
+            )
+        before = self.due(retention, "idle_sessions")
+        counts = []
+        if before is not None:
+            counts = first(
+                sorted(
+                    (at, key)
+                    for key, at in storage.counted_at.items()
+                    if at < before and key[0] not in busy
+                )
+            )
+        size = sum(len(storage.decisions[index]) for _, index in decisions)
+        size += sum(
+            len(storage.aside[index][0]) + len(storage.aside[index][1]) for _, index in asides
+        )
+        size += sum(len(storage.effects[key]["record"]) for _, key in receipts)
+        if not dry_run:
+            gone = {index for _, index in decisions}
+            storage.decisions[:] = [r for n, r in enumerate(storage.decisions) if n not in gone]
+            gone = {index for _, index in asides}
+            storage.aside[:] = [entry for n, entry in enumerate(storage.aside) if n not in gone]
+            for _, key in receipts:
+                del storage.effects[key]
+            for _, key in counts:
+                storage.floor = max(storage.floor, storage.counts.pop(key))
+                del storage.counted_at[key]
+        return Pruned(len(decisions), len(asides), len(receipts), len(counts), size, done)
 
 
 class DictStore:

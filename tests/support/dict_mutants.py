@@ -12,10 +12,12 @@ from typing import Any
 
 from agents_reconcile import Decision, IntentState, JournalEntry, PendingWrite, RevisionConflict
 from agents_reconcile._backends.aside import RawIntent
+from agents_reconcile._core.effect_records import Effect
 from agents_reconcile._core.ownership import Owner
+from agents_reconcile._core.retention import Pruned, Retention
 from agents_reconcile._core.sealing import Keyring
 
-from .dict_backend import DictJournal, DictStore
+from .dict_backend import DictEffects, DictJournal, DictRetention, DictStore
 
 # -- journals ----------------------------------------------------------------------------------
 
@@ -287,7 +289,54 @@ class AsideKeepsNoBytes(DictJournal):
 
     def __init__(self, storage: Any = None) -> None:
         super().__init__(storage)
-        self.aside.kept = lambda record: b""  # type: ignore[method-assign]
+        self.aside.keeping = lambda record: b""  # type: ignore[method-assign]
+
+
+class _EffectsWithoutTheKeyring(DictEffects):
+    def read(self, row: dict[str, Any]) -> Effect:
+        return Effect.decode(row["record"])
+
+
+class EffectsIgnoreTheKeyring(DictJournal):
+    """Its effects read receipts without the keyring a session lent the journal."""
+
+    def __init__(self, storage: Any = None) -> None:
+        super().__init__(storage)
+        self.effects = _EffectsWithoutTheKeyring(self)
+
+
+class _PrunesOldIntents(DictRetention):
+    async def prune(self, retention: Retention, **options: Any) -> Pruned:
+        pruned = await super().prune(retention, **options)
+        before = self.due(retention, "decisions")
+        if before is not None and not options.get("dry_run"):
+            intents = self.journal.storage.intents
+            for name in [name for name, row in intents.items() if row["created_at"] < before]:
+                del intents[name]
+        return pruned
+
+
+class PruneRemovesUnresolvedIntents(DictJournal):
+    """``retention.prune()`` also removes intents created before the decisions' retention
+    (taken for abandoned)."""
+
+    def __init__(self, storage: Any = None) -> None:
+        super().__init__(storage)
+        self.retention = _PrunesOldIntents(self)
+
+
+class _PrunesEveryOldReceipt(DictRetention):
+    def busy(self) -> set[str]:
+        return set()
+
+
+class PruneRemovesReceiptsOfBusySessions(DictJournal):
+    """``retention.prune()`` removes old receipts and counts whatever their session has
+    unresolved."""
+
+    def __init__(self, storage: Any = None) -> None:
+        super().__init__(storage)
+        self.retention = _PrunesEveryOldReceipt(self)
 
 
 class PendingTiesByIntentId(DictJournal):
@@ -466,16 +515,22 @@ MUTANTS = [
         "get_items_limit_returns_the_newest_oldest_first",
     ),
     _store("write ids taken twice", WriteIdsTakenTwice, "a_write_id_is_recorded_once"),
-    Mutant(
-        "aside keeps no bytes",
-        "journal",
-        AsideKeepsNoBytes,
-        survives_because=(
-            "no method of JournalAside reads set-aside bytes back (entries() gives their "
-            "digest and size, which the caller computed): the bytes are for people, and no "
-            "decision of the wrapper reads them; losing them loses the evidence an operator "
-            "would read, which the protocol cannot show until it has a way to read them"
-        ),
+    _journal("aside keeps no bytes", AsideKeepsNoBytes, "set_aside_bytes_read_back_exactly"),
+    _journal(
+        "effects ignore the lent keyring",
+        EffectsIgnoreTheKeyring,
+        "receipts_sealed_with_the_lent_keys_open_with_them",
+        "effect_records_the_deployment_did_not_sign_are_refused",
+    ),
+    _journal(
+        "prune removes an unresolved intent",
+        PruneRemovesUnresolvedIntents,
+        "pruning_removes_old_decisions_and_keeps_those_of_unresolved_intents",
+    ),
+    _journal(
+        "prune removes a receipt of a session with an unresolved intent",
+        PruneRemovesReceiptsOfBusySessions,
+        "pruning_keeps_receipts_an_unresolved_intent_needs",
     ),
     Mutant(
         "pending ties in id order",

@@ -51,3 +51,9 @@ class MemoryAside:
             and (intent_id is None or aside.intent_id == intent_id)
         ]
         return chosen[:limit]
+
+    async def kept(self, intent_id: str) -> bytes | None:
+        for aside, record in reversed(self._rows.aside):
+            if aside.intent_id == intent_id:
+                return record
+        return None

@@ -55,7 +55,7 @@ class MemoryJournal(Unversioned):
         """The keys lent to it: its reads open sealed batches with them and, where it holds a
         signer, refuse a record this deployment did not sign."""
         self._rows = MemoryRows() if rows is None else rows
-        self.effects = MemoryEffects(self._rows)
+        self.effects = MemoryEffects(self._rows, self.keyring)
         """Tools' external effects (``JournalEffects``)."""
         self.aside = MemoryAside(self._rows)
         """Damaged intents set aside (``JournalAside``)."""

@@ -67,3 +67,10 @@ class PostgresAside:
             return await conn.fetch(sql, *args, limit)
 
         return [SetAside.decode(bytes(row[0])) for row in await self._db.run(work)]
+
+    async def kept(self, intent_id: str) -> bytes | None:
+        async def work(conn: Connection) -> Any:
+            return await conn.fetchval(self._db.sql.aside_kept, intent_id)
+
+        found = await self._db.run(work)
+        return None if found is None else bytes(found)

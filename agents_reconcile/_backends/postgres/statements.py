@@ -381,6 +381,9 @@ class JournalStatements(EffectStatements):
             for by_session in (False, True)
             for by_intent in (False, True)
         }
+        self.aside_kept = (
+            f"SELECT record FROM {s}.set_aside WHERE intent_id = $1 ORDER BY seq DESC LIMIT 1"
+        )
         self.is_settled = (
             f"SELECT 1 FROM {s}.decisions WHERE intent_id = $1 AND action IN {SETTLING} LIMIT 1"
         )

@@ -17,7 +17,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from ..._core.records import Decision
-from ..aside import RawIntent, SetAside
+from ..aside import RawIntent, SetAside, as_bytes
 from ..journal import require_limit, require_settling
 from . import replies
 from .homes import IndexedHomes, Retry
@@ -111,3 +111,20 @@ class RedisAside:
             if (session_id is None or entry.session_id == session_id)
             and (intent_id is None or entry.intent_id == intent_id)
         ][:limit]
+
+    async def kept(self, intent_id: str) -> bytes | None:
+        # Each bucket's order lists its intent ids by position (an entry pruned leaves an
+        # empty id): the bytes are under the position of the newest that names this intent.
+        orders = await self._link.every_bucket("set_aside_kept", "LRANGE", "aside_order", "0", "-1")
+        for bucket, reply in enumerate(orders):
+            listed = [
+                replies.text(each, "an intent id")
+                for each in replies.as_list(reply, "set_aside_kept")
+            ]
+            if intent_id not in listed:
+                continue
+            position = len(listed) - listed[::-1].index(intent_id)
+            key = self._layout.bucket(bucket).names["aside_record"]
+            [found] = await self._link.fan("set_aside_kept", [("HGET", key, str(position))])
+            return None if found is None else as_bytes(found)
+        return None

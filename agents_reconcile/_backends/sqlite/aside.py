@@ -8,7 +8,7 @@ from __future__ import annotations
 import sqlite3
 
 from ..._core.records import Decision
-from ..aside import RawIntent, SetAside
+from ..aside import RawIntent, SetAside, as_bytes
 from ..journal import require_limit, require_settling
 from .files import JournalFile
 from .statements import add_write, insert_decision, matching
@@ -67,3 +67,8 @@ class SQLiteAside:
         args.append(limit)
         rows = await self._file.run(lambda conn: conn.execute(sql, args).fetchall())
         return [SetAside.decode(row[0]) for row in rows]
+
+    async def kept(self, intent_id: str) -> bytes | None:
+        sql = "SELECT record FROM set_aside WHERE intent_id = ? ORDER BY seq DESC LIMIT 1"
+        row = await self._file.run(lambda conn: conn.execute(sql, (intent_id,)).fetchone())
+        return None if row is None else as_bytes(row[0])
