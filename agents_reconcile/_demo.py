@@ -16,6 +16,7 @@ a non-zero exit code if any of them does not hold.
 from __future__ import annotations
 
 import logging
+import shlex
 import textwrap
 import uuid
 from collections.abc import Callable, Iterator
@@ -134,6 +135,7 @@ async def run_demo(directory: Path, out: TextIO) -> int:
     say(f"  session store {session_file}")
     say(f"  journal       {journal_file}")
     passed = 0
+    denied: list[tuple[str, str]] = []
     with _quiet_package_warnings():
         for scene in _SCENES:
             session_id = f"demo-{scene.letter}-{run_token}"
@@ -141,10 +143,20 @@ async def run_demo(directory: Path, out: TextIO) -> int:
             say("")
             ok = _report(scene, session_id, result, say)
             passed += ok
+            if result.denied is not None and result.decision is not None:
+                denied.append((scene.letter, result.decision.intent_id))
     say("")
     say(f"{passed} of {len(_SCENES)} scenes behaved as described.")
-    say("The decision trail stays in the journal; list it with")
-    say(f"  agents-reconcile decisions --journal {journal_file}")
+    journal = ["--journal", str(journal_file)]
+    if denied:
+        scenes = " and ".join(letter for letter, _ in denied)
+        say(f"Scene {scenes} left its session waiting for an operator, as a denied session")
+        say("would in production: what is pending, then the evidence and the ways to resolve it:")
+        say(f"  {shlex.join(['agents-reconcile', 'status', *journal])}")
+        for _, intent_id in denied:
+            say(f"  {shlex.join(['agents-reconcile', 'show', *journal, '--', intent_id])}")
+    say("Every decision stays in the journal:")
+    say(f"  {shlex.join(['agents-reconcile', 'decisions', *journal])}")
     return 0 if passed == len(_SCENES) else 1
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -28,6 +29,27 @@ def test_demo_runs_offline_and_passes_its_own_checks(
     assert "committed / batch_present -> settled" in out
     assert "ambiguous / history_changed -> denied" in out
     assert "3 of 3 scenes" in out
+
+
+def test_the_demo_ends_with_the_operator_s_commands_for_its_denied_session_which_run_as_printed(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The demo's closing lines name `status` and the `show` of scene c's denied intent (then
+    `decisions`); each runs as printed: `status` finds the intent waiting (exit 1), `show`
+    gives its evidence and the resolve commands, `decisions` lists the trail."""
+    assert main(["demo", "--dir", str(tmp_path / "demo")]) == 0
+    out = capsys.readouterr().out
+    tail = out.split("3 of 3 scenes behaved as described.", 1)[1]
+    commands = [line.strip() for line in tail.splitlines() if line.startswith("  agents-")]
+    assert [shlex.split(line)[1] for line in commands] == ["status", "show", "decisions"]
+    codes = {}
+    for line in commands:
+        argv = shlex.split(line)[1:]
+        codes[argv[0]] = main(argv)
+        printed = capsys.readouterr().out
+        if argv[0] == "show":
+            assert "history_changed" in printed and "agents-reconcile resolve" in printed
+    assert codes == {"status": 1, "show": 0, "decisions": 0}
 
 
 async def failed_journal(tmp_path: Path) -> Path:
