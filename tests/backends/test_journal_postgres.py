@@ -938,6 +938,7 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
         "server": lambda: journal.server(fresh=True),
         "aside.set_aside": lambda: journal.aside.set_aside(raw, aside, decision),
         "aside.entries": journal.aside.entries,
+        "aside.kept": lambda: journal.aside.kept("held"),
         "sealing.mark": lambda: journal.sealing.mark(["aaaa000000000001"]),
         "sealing.keys": journal.sealing.keys,
         "settle": lambda: journal.settle(decision),
