@@ -22,7 +22,9 @@ needs an operator, check a stored history for damage, migrate schemas, and run t
     agents-reconcile migrate [--check] [--journal ADDRESS ...] [--store ADDRESS ...]
 
 A journal address is any the library takes: a path, ``sqlite:///``, ``redis://``,
-``postgresql://`` (default: the library's default file in the working directory). Where the
+``redis+cluster://``, ``postgresql://`` (default: ``AGENTS_RECONCILE_JOURNAL`` when set, else
+the library's default file in the working directory; the namespace likewise from
+``AGENTS_RECONCILE_JOURNAL_NAMESPACE``; an option given wins). Where the
 deployment seals payloads, ``status``, ``show``, ``resolve`` and ``check`` take its payload keys
 from a file (``--payload-key-file PATH``) or a variable (``--payload-key-env NAME``, default
 ``AGENTS_RECONCILE_PAYLOAD_KEY``), never from the command line; the signing keys come from
@@ -44,7 +46,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Final, NoReturn
 
-from ._operator.options import add_operator_commands, journal_options, positive
+from ._operator.options import (
+    add_operator_commands,
+    journal_from_environment,
+    journal_options,
+    positive,
+)
 
 __all__ = ["main"]
 
@@ -339,6 +346,7 @@ def main(argv: list[str] | None = None) -> int:
 
     from .errors import ReconcileError
 
+    journal_from_environment(args)
     handler: Callable[[argparse.Namespace], int] = args.handler
     try:
         return handler(args)

@@ -26,9 +26,15 @@ def pytest_configure(config: pytest.Config) -> None:
 
 @pytest.fixture(autouse=True)
 def isolated_workdir(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Path]:
-    """Run every test in its own directory, so the default journal file never leaks."""
+    """Run every test in its own directory, so the default journal file never leaks, and
+    without the variables an operator may have set for the command line."""
     monkeypatch.chdir(tmp_path)
-    monkeypatch.delenv("AGENTS_RECONCILE", raising=False)
+    for name in (
+        "AGENTS_RECONCILE",
+        "AGENTS_RECONCILE_JOURNAL",
+        "AGENTS_RECONCILE_JOURNAL_NAMESPACE",
+    ):
+        monkeypatch.delenv(name, raising=False)
     yield tmp_path
 
 

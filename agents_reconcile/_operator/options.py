@@ -6,12 +6,17 @@ what they run only when run, so that ``--help`` answers at once."""
 from __future__ import annotations
 
 import argparse
+import os
+from collections.abc import Mapping
 from typing import Final, TypeVar
 
 from .durations import duration
 
 __all__ = [
+    "JOURNAL_ENV",
+    "NAMESPACE_ENV",
     "add_operator_commands",
+    "journal_from_environment",
     "journal_options",
     "key_options",
     "positive",
@@ -25,6 +30,11 @@ _BATCH: Final = 10_000
 _KEPT_DAYS: Final = 30
 """``Retention()``'s default for each kind (not imported here: ``--help`` stays light)."""
 _KINDS: Final = ("decisions", "receipts", "idle_sessions")
+JOURNAL_ENV: Final = "AGENTS_RECONCILE_JOURNAL"
+"""The journal's address for a command given no ``--journal`` (the operator's commands and
+``migrate``; read by the command line only, never by the package in an application)."""
+NAMESPACE_ENV: Final = "AGENTS_RECONCILE_JOURNAL_NAMESPACE"
+"""The journal's namespace for a command given no ``--namespace``."""
 
 
 def positive(text: str) -> int:
@@ -46,21 +56,42 @@ def journal_options(
 ) -> None:
     """The options that address a journal, the same on every command that reads or writes
     one: ``--journal`` and ``--namespace`` (and ``--json``)."""
-    where = "the journal: a path, sqlite:///..., redis://..., postgresql://..."
+    where = "the journal: a path, sqlite:///..., redis://..., redis+cluster://..., postgresql://..."
     command.add_argument(
         "--journal",
         metavar="ADDRESS",
         action="append" if repeatable else "store",
         default=[] if repeatable else None,
-        help=f"{where} (repeatable)" if repeatable else f"{where} (default: {default})",
+        help=f"{where} (repeatable; default: ${JOURNAL_ENV} when set)"
+        if repeatable
+        else f"{where} (default: ${JOURNAL_ENV} when set, else {default})",
     )
     command.add_argument(
         "--namespace",
         metavar="NAME",
-        help="the journal's Redis key prefix or PostgreSQL schema, when not the default",
+        help="the journal's Redis key prefix or PostgreSQL schema, when not the default "
+        f"(default: ${NAMESPACE_ENV} when set)",
     )
+    command.set_defaults(journal_from_environment=True)
     if json:
         command.add_argument("--json", action="store_true", help="one JSON document")
+
+
+def journal_from_environment(
+    args: argparse.Namespace, environment: Mapping[str, str] = os.environ
+) -> None:
+    """Fill in what a command's journal options leave unsaid from the environment
+    (``JOURNAL_ENV``, ``NAMESPACE_ENV``), on the commands whose options ``journal_options``
+    made: an option given on the command line wins, an empty variable counts as unset. Hints
+    printed afterwards name the journal explicitly, so they run as printed anywhere."""
+    if not getattr(args, "journal_from_environment", False):
+        return
+    address = environment.get(JOURNAL_ENV, "").strip()
+    if address and not args.journal:
+        args.journal = [address] if isinstance(args.journal, list) else address
+    namespace = environment.get(NAMESPACE_ENV, "").strip()
+    if namespace and args.namespace is None:
+        args.namespace = namespace
 
 
 def key_options(command: argparse.ArgumentParser) -> None:

@@ -7,9 +7,11 @@ says so, and which path; and reading a journal leaves no file beside it."""
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import os
 import pwd
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -23,7 +25,7 @@ import orjson
 import pytest
 from agents import SQLiteSession
 
-from agents_reconcile import ReconcileConfig, ReconcilingSession
+from agents_reconcile import ContinuationDenied, ReconcileConfig, ReconcilingSession
 from agents_reconcile._backends.redis.backend import glob_escape
 from agents_reconcile._backends.sqlite.journal import SQLiteJournal
 from agents_reconcile._cli import main
@@ -469,3 +471,62 @@ def test_a_journal_on_a_read_only_file_system_is_read_as_it_is_stored(
     assert code == 0, out + err
     assert opened and all(target.endswith("?immutable=1") for target in opened), opened
     assert side_files(journal) == []
+
+
+def test_the_journal_and_its_namespace_come_from_the_environment_when_not_given(
+    server: Missing, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Without `--journal` and `--namespace`, a command reads AGENTS_RECONCILE_JOURNAL and
+    AGENTS_RECONCILE_JOURNAL_NAMESPACE: `status` finds the journal there, a misspelled
+    namespace in the variable is answered as on the command line (naming the one that holds
+    a journal), an option given wins over its variable, and `--help` names both variables."""
+    assert server.space is not None
+    asyncio.run(server.make_journal(server.space))
+    monkeypatch.setenv("AGENTS_RECONCILE_JOURNAL", server.address)
+    monkeypatch.setenv("AGENTS_RECONCILE_JOURNAL_NAMESPACE", server.space)
+    code, _, err = cli(capsys, "status")
+    assert code == 0, err
+    monkeypatch.setenv("AGENTS_RECONCILE_JOURNAL_NAMESPACE", f"{server.space}x")
+    code, _, err = cli(capsys, "status")
+    assert code == 2 and server.space in one_line(err)
+    code, _, err = cli(capsys, "status", "--namespace", server.space)
+    assert code == 0, err
+    monkeypatch.setenv("AGENTS_RECONCILE_JOURNAL", "")
+    code, _, err = cli(capsys, "status", *server.args())
+    assert code == 0, err
+    code, out, _ = cli(capsys, "status", "--help")
+    assert code == 0
+    assert "AGENTS_RECONCILE_JOURNAL " in out and "AGENTS_RECONCILE_JOURNAL_NAMESPACE" in out
+
+
+def test_a_journal_from_the_environment_is_named_in_full_in_the_hints(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A journal read from AGENTS_RECONCILE_JOURNAL is named with `--journal` in the hints a
+    command prints, so they run as printed where the variable is not set; the self-test's own
+    `--journal` (a kind of journal, not an address) is left alone."""
+    from agents_reconcile._operator.options import journal_from_environment
+
+    journal = tmp_path / "journal.db"
+    faulty = FaultInjectingSession(SQLiteSession("s1", tmp_path / "chat.db"))
+    session = ReconcilingSession(faulty, config=ReconcileConfig(journal=journal))
+    faulty.plan(Fault.CONCURRENT_WRITER)
+
+    async def denied() -> None:
+        with pytest.raises(BackendFailure):
+            await session.add_items([{"role": "user", "content": "hi"}])
+        with pytest.raises(ContinuationDenied):
+            await session.reconcile()
+
+    asyncio.run(denied())
+    monkeypatch.setenv("AGENTS_RECONCILE_JOURNAL", str(journal))
+    code, out, _ = cli(capsys, "status")
+    assert code == 1
+    [hint] = [line.strip() for line in out.splitlines() if "agents-reconcile show" in line]
+    monkeypatch.delenv("AGENTS_RECONCILE_JOURNAL")
+    argv = shlex.split(hint)[1:]
+    assert argv[argv.index("--journal") + 1] == str(journal)
+    assert cli(capsys, *argv)[0] == 0
+    selftest = argparse.Namespace(journal=["redis"], namespace=None)
+    journal_from_environment(selftest, {"AGENTS_RECONCILE_JOURNAL": str(journal)})
+    assert selftest.journal == ["redis"]
