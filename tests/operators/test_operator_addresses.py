@@ -31,7 +31,7 @@ from agents_reconcile._backends.sqlite.journal import SQLiteJournal
 from agents_reconcile._cli import main
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
-from ..support.backends import address, namespace, redis_client, registered
+from ..support.backends import address, closed_port, namespace, redis_client, registered
 
 JOURNALS = [p for p in registered("journal") if p.values[0].name != "memory"]
 SERVER_JOURNALS = [p for p in JOURNALS if p.values[0].server]
@@ -530,3 +530,17 @@ def test_a_journal_from_the_environment_is_named_in_full_in_the_hints(
     selftest = argparse.Namespace(journal=["redis"], namespace=None)
     journal_from_environment(selftest, {"AGENTS_RECONCILE_JOURNAL": str(journal)})
     assert selftest.journal == ["redis"]
+
+
+def test_a_redis_server_that_cannot_be_reached_is_said_to_be_unreachable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    """`status` on a Redis address where no server listens says, in one line, that the
+    journal could not be reached while reading its schema version (every command's first
+    read), not that it "cannot be used for check"; exit 2."""
+    port = closed_port()
+    code, _, err = cli(capsys, "status", "--journal", f"redis://127.0.0.1:{port}/0")
+    line = one_line(err)
+    assert code == 2
+    assert "could not be reached during the read of its schema version" in line, line
+    assert "for check" not in line

@@ -347,7 +347,7 @@ class RedisLink:
         """None when the journal's schema is current (on a cluster: every bucket holding a
         version holds this release's, and one does), else a sentence saying what is missing
         or wrong. Only reads."""
-        with self.translated("check"):
+        with self.translated("the read of its schema version (every command's first)"):
             if len(self.layout.buckets()) == 1:
                 return await self.version.problem(await self.send())
             try:

@@ -176,6 +176,10 @@ def translate(
         ):
             return JournalUnavailable(f"{where} refused {operation}: {text}")
         return JournalCorrupt(f"{where} failed {operation}: {text}")
+    if isinstance(exc, redis_errors.ConnectionError | redis_errors.TimeoutError):
+        return JournalUnavailable(
+            f"{where} could not be reached during {operation}: {type(exc).__name__}: {text}"
+        )
     return JournalUnavailable(
         f"{where} cannot be used for {operation}: {type(exc).__name__}: {text}"
     )
