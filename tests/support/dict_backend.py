@@ -2,9 +2,8 @@
 over plain dicts, records kept as the bytes a database would hold. Several journal objects (or
 store objects) on one ``DictStorage`` are workers on the same data.
 
-It imports public names where there are any; ``Opened``, ``Owner``, ``Keyring``, ``RawIntent``,
-``Effect``, ``Retention``, ``Pruned`` and ``WriteRecord`` are not public yet, and come from where
-they are defined.
+It imports only public names: the types a journal or store deals in come from
+``agents_reconcile.backend_kit``, the errors it raises from ``agents_reconcile``.
 """
 
 from __future__ import annotations
@@ -15,23 +14,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from agents_reconcile import (
+from agents_reconcile import IntentConflict, LeaseLost, RevisionConflict
+from agents_reconcile.backend_kit import (
     BackendIdentity,
     Decision,
-    IntentConflict,
+    Effect,
+    EffectState,
     IntentState,
     JournalEntry,
-    LeaseLost,
+    Keyring,
+    Opened,
+    Owner,
     PendingWrite,
-    RevisionConflict,
+    Pruned,
+    RawIntent,
+    Retention,
+    SetAside,
+    WriteRecord,
 )
-from agents_reconcile._backends.aside import RawIntent, SetAside
-from agents_reconcile._backends.journal import Opened
-from agents_reconcile._core.effect_records import Effect, EffectState
-from agents_reconcile._core.ownership import Owner
-from agents_reconcile._core.retention import Pruned, Retention
-from agents_reconcile._core.revision import WriteRecord
-from agents_reconcile._core.sealing import Keyring
 
 __all__ = [
     "DictAside",

@@ -6,16 +6,12 @@ from __future__ import annotations
 
 import copy
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
 from agents_reconcile import Decision, IntentState, JournalEntry, PendingWrite, RevisionConflict
-from agents_reconcile._backends.aside import RawIntent
-from agents_reconcile._core.effect_records import Effect
-from agents_reconcile._core.ownership import Owner
-from agents_reconcile._core.retention import Pruned, Retention
-from agents_reconcile._core.sealing import Keyring
+from agents_reconcile.backend_kit import Effect, Keyring, Owner, Pruned, RawIntent, Retention
 
 from .dict_backend import DictEffects, DictJournal, DictRetention, DictStore
 
@@ -358,53 +354,51 @@ class SaysNoAge(DictJournal):
 # -- stores ------------------------------------------------------------------------------------
 
 
-def _without_nulls(value: Any) -> Any:
+def _walked(value: Any, leaf: Callable[[Any], Any], *, nulls: bool = True) -> Any:
+    """``value`` with ``leaf`` applied to every scalar inside it; without null fields when
+    ``nulls`` is false."""
     if isinstance(value, dict):
-        return {key: _without_nulls(found) for key, found in value.items() if found is not None}
+        return {
+            key: _walked(found, leaf, nulls=nulls)
+            for key, found in value.items()
+            if nulls or found is not None
+        }
     if isinstance(value, list):
-        return [_without_nulls(found) for found in value]
+        return [_walked(found, leaf, nulls=nulls) for found in value]
+    return leaf(value)
+
+
+def _same(value: Any) -> Any:
     return value
+
+
+def _as_number(value: Any) -> Any:
+    return int(value) if isinstance(value, bool) else value
+
+
+def _six_digits(value: Any) -> Any:
+    return float(f"{value:.6g}") if isinstance(value, float) else value
 
 
 class LosesNulls(DictStore):
     """Drops the null fields of an item (a document store that stores no nulls)."""
 
     def encode(self, item: Any) -> str:
-        return super().encode(_without_nulls(item))
-
-
-def _booleans_as_numbers(value: Any) -> Any:
-    if isinstance(value, bool):
-        return int(value)
-    if isinstance(value, dict):
-        return {key: _booleans_as_numbers(found) for key, found in value.items()}
-    if isinstance(value, list):
-        return [_booleans_as_numbers(found) for found in value]
-    return value
+        return super().encode(_walked(item, _same, nulls=False))
 
 
 class BooleansAsNumbers(DictStore):
     """Stores booleans as 0 and 1 (a database without a boolean)."""
 
     def encode(self, item: Any) -> str:
-        return super().encode(_booleans_as_numbers(item))
-
-
-def _rounded(value: Any) -> Any:
-    if isinstance(value, float):
-        return float(f"{value:.6g}")
-    if isinstance(value, dict):
-        return {key: _rounded(found) for key, found in value.items()}
-    if isinstance(value, list):
-        return [_rounded(found) for found in value]
-    return value
+        return super().encode(_walked(item, _as_number))
 
 
 class FloatsRounded(DictStore):
     """Keeps six significant digits of a float."""
 
     def encode(self, item: Any) -> str:
-        return super().encode(_rounded(item))
+        return super().encode(_walked(item, _six_digits))
 
 
 class TailFromTheStart(DictStore):
