@@ -232,10 +232,11 @@ class _Driver:
             if not alive(worker.pid):
                 workers[slot] = start(slot)
                 continue
+            began = time.time()
             if kind == "kill":
                 os.kill(worker.pid, signal.SIGKILL)
                 workers[slot] = start(slot)
-                result.faults[kind] += 1
+                result.injected(kind, worker.name, began)
             elif kind in ("pause", "pause_in_flight"):
                 pause = self._pause(worker, in_flight=kind == "pause_in_flight")
                 if pause is None:
@@ -244,18 +245,19 @@ class _Driver:
                     with contextlib.suppress(ProcessLookupError):
                         os.kill(worker.pid, signal.SIGKILL)
                     workers[slot] = start(slot)
-                    result.faults["kill"] += 1
+                    result.injected("kill", worker.name, began)
                 else:
                     pauses.append(pause)
-                    result.faults[kind] += 1
+                    result.injected(kind, worker.name, began)
             elif kind == "drop_reply":
-                proxy = cell.proxies[self.chooser.choice(sorted(cell.proxies))]
-                if self.proxies.lose_next_reply(proxy, 2.0):
-                    result.faults[kind] += 1
+                name = self.chooser.choice(sorted(cell.proxies))
+                if self.proxies.lose_next_reply(cell.proxies[name], 2.0):
+                    result.injected(kind, f"the proxy to {name}", began)
             elif kind == "restart":
                 assert self.servers is not None
-                self.servers.restart(self.chooser.choice(restartable))
-                result.faults[kind] += 1
+                server = self.chooser.choice(restartable)
+                self.servers.restart(server)
+                result.injected(kind, server, began)
             else:
                 assert self.cluster is not None
                 self.cluster.inject(kind, cell.spec, self.chooser, result)

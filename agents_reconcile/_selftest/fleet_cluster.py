@@ -327,12 +327,13 @@ class ClusterFaults:
             _note(result, f"{kind}: no primary holds keys of the cell yet")
             return
         primary = chooser.choice(primaries)
+        began = time.time()
         if kind == "kill_primary" and self.own is not None:
             trouble = self.own.kill_primary(primary)
         else:
             trouble = self.control.failover(primary, self.ports)
         if trouble is None:
-            result.faults[kind] += 1
+            result.injected(kind, f"the primary on port {primary.port}", began)
         else:
             _note(result, f"{kind}: {trouble}")
 

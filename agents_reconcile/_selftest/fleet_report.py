@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import bisect
 import json
+import time
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -41,6 +42,7 @@ from typing import Any, Final
 
 __all__ = [
     "CellResult",
+    "Fault",
     "Pause",
     "SettleResult",
     "judge_cell",
@@ -75,6 +77,17 @@ class Pause:
     """It stopped itself inside an append, its intent durable and its write not started."""
 
 
+@dataclass(frozen=True)
+class Fault:
+    """One fault the driver injected (wall-clock times): from when it began until the driver
+    went on (a primary kill lasts until the replica took over and the node was started again)."""
+
+    kind: str
+    target: str
+    began: float
+    ended: float
+
+
 @dataclass
 class CellResult:
     """What one journal x store cell did and what the judge found."""
@@ -86,6 +99,8 @@ class CellResult:
     rounds: int = 0
     wall: float = 0.0
     faults: Counter[str] = field(default_factory=Counter)
+    timeline: list[Fault] = field(default_factory=list)
+    """Every fault counted in ``faults``, in the order injected."""
     notes: list[str] = field(default_factory=list)
     ok: int = 0
     denied: Counter[str] = field(default_factory=Counter)
@@ -104,6 +119,29 @@ class CellResult:
     @property
     def clean(self) -> bool:
         return not any(self.counts.values())
+
+    def injected(self, kind: str, target: str, began: float) -> None:
+        """Count a fault of ``kind`` on ``target`` that began at ``began`` and is over now."""
+        self.faults[kind] += 1
+        self.timeline.append(Fault(kind, target, began, time.time()))
+
+    def nearest_fault(self, began: float, ended: float | None) -> str:
+        """Which injected fault lies nearest the span from ``began`` to ``ended`` (an append
+        never ended: to the end of the run), said as a clause for an example."""
+        if not self.timeline:
+            return "no fault injected"
+        end = ended if ended is not None else float("inf")
+
+        def gap(fault: Fault) -> float:
+            return max(0.0, fault.began - end, began - fault.ended)
+
+        fault = min(self.timeline, key=gap)
+        where = f"{fault.kind} of {fault.target}"
+        if gap(fault) == 0.0:
+            return f"during {where}"
+        if fault.ended < began:
+            return f"{began - fault.ended:.2f} s after {where} ended"
+        return f"{fault.began - end:.2f} s before {where}"
 
     @property
     def settlements_per_second(self) -> float:
@@ -289,7 +327,7 @@ def judge_cell(
         for text, seen in Counter(texts).items():
             if seen > 1:
                 counts["stored_twice"] += 1
-                _example(result, f"{text} stored {seen} times in {sid}")
+                _example(result, f"{text} stored {seen} times in {sid}", appends.get(text))
     # Decisions by intent; which items they vouch for, and when.
     by_intent: dict[str, list[Any]] = defaultdict(list)
     for decision in decisions:
@@ -306,7 +344,11 @@ def judge_cell(
         settling = [d for d in made if d.action.value in SETTLING]
         if len(settling) > 1:
             counts["settled_twice"] += 1
-            _example(result, f"intent {intent_id} settled {len(settling)} times")
+            _example(
+                result,
+                f"intent {intent_id} settled {len(settling)} times",
+                appends.get(intents.get(intent_id, "")),
+            )
         item = intents.get(intent_id)
         for decision in settling:
             if decision.decided_at <= phase[1]:
@@ -335,6 +377,7 @@ def judge_cell(
                     result,
                     f"{item} acknowledged ok to {append.worker}, and intent {intent_id} was "
                     f"{taken[0].action.value} ({taken[0].reason.value}) by another process",
+                    append,
                 )
     # Where each item is first stored.
     positions = {
@@ -345,7 +388,7 @@ def judge_cell(
         home = item_session(item, appends)
         if home is not None and item not in positions.get(home, {}):
             counts["lost"] += 1
-            _example(result, f"{item} vouched for and missing from {home}")
+            _example(result, f"{item} vouched for and missing from {home}", appends.get(item))
     _doubt(result, appends, vouched, positions)
     _takeovers(result, appends, intents, by_intent, pauses)
 
@@ -387,6 +430,7 @@ def _doubt(
                     result,
                     f"{append.item} acknowledged ok in {sid} with {furthest[before - 1][1]} "
                     "missing before it",
+                    append,
                 )
 
 
@@ -436,8 +480,12 @@ def _paused_append(appends: dict[str, _Append], pause: Pause) -> _Append | None:
     return found
 
 
-def _example(result: CellResult, text: str) -> None:
+def _example(result: CellResult, text: str, append: _Append | None = None) -> None:
+    """Keep the first few examples; one about an append says which fault lay nearest it."""
     if len(result.examples) < 5:
+        if append is not None:
+            near = result.nearest_fault(append.started, append.ended)
+            text = f"{text} (appended by {append.worker}, {near})"
         result.examples.append(text)
 
 
@@ -493,6 +541,13 @@ def render_cell(result: CellResult) -> str:
     lines += [f"  note: {note}" for note in result.notes]
     lines += [f"  e.g. {example}" for example in result.examples]
     lines += [f"  {name} raised at {place}" for name, place in sorted(result.raised_at.items())]
+    if not result.clean and result.timeline:
+        start = result.timeline[0].began
+        lines.append("  faults in order (seconds from the first):")
+        lines += [
+            f"    {fault.began - start:7.2f}-{fault.ended - start:.2f}  {fault.kind} {fault.target}"
+            for fault in result.timeline
+        ]
     return "\n".join(lines)
 
 

@@ -136,3 +136,45 @@ def test_an_append_failing_with_an_error_not_of_this_package_is_reported_with_wh
     assert result.failed == {"IndexError": 1}
     assert "IndexError raised at test_fleet.py:" in table
     assert "list index out of range" in table
+
+
+def test_an_item_stored_twice_is_reported_with_the_fault_nearest_its_append(
+    tmp_path: Path,
+) -> None:
+    """A cell that broke a promise names, for each example, the injected fault nearest the append
+    it is about, and its table lists the cell's faults in the order they were injected."""
+    from agents_reconcile._selftest.fleet_report import CellResult, Fault, judge_cell, render_cell
+
+    log = tmp_path / "w1.log"
+    events = [
+        {"event": "start", "item": "w1-s1-0", "session": "s1", "t": 10.0},
+        {"event": "end", "item": "w1-s1-0", "session": "s1", "t": 12.0, "outcome": "ok"},
+        {"event": "start", "item": "w1-s1-1", "session": "s1", "t": 30.0},
+        {"event": "end", "item": "w1-s1-1", "session": "s1", "t": 30.5, "outcome": "ok"},
+    ]
+    log.write_text("".join(json.dumps(event) + "\n" for event in events), encoding="utf-8")
+    result = CellResult("redis_cluster", "revisioned_redis_cluster", workers=1, sessions=1)
+    result.timeline += [
+        Fault("kill", "w2", 1.0, 1.1),
+        Fault("kill_primary", "the primary on port 7102", 11.0, 14.0),
+        Fault("failover", "the primary on port 7101", 20.0, 21.0),
+    ]
+    stored = [{"content": "w1-s1-0"}, {"content": "w1-s1-0"}, {"content": "w1-s1-1"}]
+    judge_cell(result, tmp_path, {"s1": stored}, [], [], (0.0, 40.0))
+    assert result.counts["stored_twice"] == 1
+    assert result.examples == [
+        "w1-s1-0 stored 2 times in s1 (appended by w1, during kill_primary of the primary on "
+        "port 7102)"
+    ]
+    assert (
+        result.nearest_fault(30.0, 30.5)
+        == "9.00 s after failover of the primary on port 7101 ended"
+    )
+    assert result.nearest_fault(0.0, 0.5) == "0.50 s before kill of w2"
+    table = render_cell(result)
+    listed = table.split("faults in order (seconds from the first):\n")[1].splitlines()
+    assert [line.split()[1] for line in listed] == ["kill", "kill_primary", "failover"]
+    assert listed[1].split()[0] == "10.00-13.00"
+    clean = CellResult("sqlite", "sqlite", workers=1, sessions=1)
+    clean.timeline.append(Fault("kill", "w2", 1.0, 1.1))
+    assert "faults in order" not in render_cell(clean)
