@@ -89,7 +89,7 @@ import heapq
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Self, cast
+from typing import Any, ClassVar, Final, Self, TypeVar, cast
 
 from ..._core.ownership import Owner
 from ..._core.records import BackendIdentity, Decision, PendingWrite
@@ -156,6 +156,7 @@ _SCRIPTS: Final = {
         *RETENTION_SCRIPTS,
     )
 }
+_T = TypeVar("_T")
 _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
     "socket_connect_timeout": 5.0,
     "socket_timeout": 10.0,
@@ -349,6 +350,39 @@ class RedisJournal:
         if home:
             self._homes.remember(intent.intent_id, intent.session_id)
         return opened
+
+    async def open_by_script(
+        self,
+        script: str,
+        intent: PendingWrite,
+        *,
+        state: IntentState,
+        owner: Owner,
+        args: Sequence[str | bytes],
+        keys: list[bytes],
+        answer: Callable[[object], tuple[_T, bool]],
+    ) -> _T:
+        """Open ``intent`` with ``script``, one of the journal's scripts that opens an intent as
+        ``open_intent.lua`` does and does more in the same step (``open_and_append.lua``: a
+        store's append beside it, ``fused.py``): its ARGV ``open_intent``'s for ``intent``,
+        ``state`` and ``owner``, then ``args``; its KEYS the session's, then ``keys``.
+        ``answer`` reads the reply, and says whether the intent now lives in its session, which
+        this object then remembers, as ``open_intent`` does. On one server alone: on a cluster
+        an intent id is claimed before it is recorded, which a script cannot do."""
+        if self._homes.claims_ids:
+            raise ConfigurationError(
+                f"{self._link.where}: an intent opened beside other keys in one script needs a "
+                "journal on one server (on a Redis Cluster its id is claimed first)"
+            )
+        argv = _intent_args(intent, state, owner)
+        argv += args
+        reply = await self._link.script(
+            script, self._layout.scripted(intent.session_id) + keys, argv
+        )
+        found, home = answer(reply)
+        if home:
+            self._homes.remember(intent.intent_id, intent.session_id)
+        return found
 
     @property
     def replica_wait(self) -> ReplicaWait | None:
