@@ -11,6 +11,9 @@ connection is refused here, in a ``ConfigurationError`` naming that part (never 
 - ``redis+cluster://``, ``rediss+cluster://``: a Redis Cluster, reached through one or more
   seed nodes (``HOST:PORT`` separated by commas), with no database but 0 and the query settings
   of ``CLUSTER_OPTIONS`` (``cluster_settings`` reads them for the client);
+- both Redis forms also take this package's own settings, read here and taken out before the
+  driver sees the URL: the replica wait (``REPLICA_WAIT``) and the key prefix (``PREFIX``,
+  ``split_prefix``);
 - ``postgresql://``, ``postgres://``: as asyncpg reads a libpq-style URL (a host list, ports,
   and parameters in the query), with a database name, in the path or as ``?dbname=``;
 - ``memory://NAME``: a journal or store in this process.
@@ -36,14 +39,18 @@ __all__ = [
     "CHECKS",
     "CLUSTER_OPTIONS",
     "KNOWN_SCHEMES",
+    "PREFIX",
     "REPLICAS_MOST",
     "REPLICA_WAIT",
     "SQLITE_FORMS",
     "anything",
+    "checked_prefix",
+    "chosen_prefix",
     "cluster_settings",
     "printable",
     "replica_wait",
     "single_query",
+    "split_prefix",
     "sqlite_file",
     "user_of",
     "with_user",
@@ -219,10 +226,77 @@ def single_query(
     return found
 
 
-def _waits(query: dict[str, list[str]]) -> dict[str, list[str]]:
-    """``query`` with the replica wait's settings checked and taken out."""
+PREFIX: Final = "prefix"
+"""The query setting of a Redis or Redis Cluster address naming the key prefix that the journal
+(or the revisioned store) keeps its keys under, its namespace: what the ``prefix=`` keyword
+and the command line's ``--namespace`` name otherwise. This package's own, taken out before
+the driver sees the URL (``split_prefix``)."""
+
+
+def checked_prefix(prefix: object) -> str:
+    """``prefix`` when it can be a Redis journal's or store's key prefix; a
+    ``ConfigurationError`` saying why not otherwise."""
+    if not isinstance(prefix, str) or not prefix:
+        raise ConfigurationError("a Redis key prefix must be a non-empty string")
+    if "{" in prefix or "}" in prefix:
+        raise ConfigurationError(
+            f"a Redis key prefix may not hold braces ('{{' or '}}'): {prefix!r}. The first "
+            "braces of a key name its hash tag, which the key layout keeps for its own (a "
+            "session's keys, and on a Redis Cluster a bucket's, share one slot by it); braces "
+            "in the prefix would put every key in one slot"
+        )
+    try:
+        prefix.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ConfigurationError(
+            f"a Redis key prefix must be encodable as UTF-8: {prefix!r}"
+        ) from None
+    return prefix
+
+
+def split_prefix(address: str) -> tuple[str, str | None]:
+    """``address`` without its ``?prefix=`` (what the driver is given, and what names the
+    server), and the prefix it names (None: none), checked (``checked_prefix``)."""
+    if "?" not in address:
+        return address, None
+    parts = _split(address)
+    query = single_query(parts.query, keep_blank_values=True)
+    given = query.get(PREFIX)
+    if given is None:
+        return address, None
+    kept = "&".join(
+        part for part in parts.query.split("&") if unquote(part.split("=", 1)[0]) != PREFIX
+    )
+    return urlunsplit(parts._replace(query=kept)), checked_prefix(given[0])
+
+
+def chosen_prefix(in_address: str | None, given: str | None, default: str) -> str:
+    """The key prefix of a journal or store whose address names ``in_address`` (its
+    ``?prefix=``) and whose caller names ``given`` (the ``prefix=`` keyword, a
+    ``--namespace``): either one, the same if both, ``default`` if neither; two that differ are
+    refused, since which of them the caller meant cannot be told."""
+    if given is not None and in_address is not None and given != in_address:
+        raise ConfigurationError(
+            f"the key prefix is given twice, as {in_address!r} in the address (?prefix=) and "
+            f"as {given!r} (the prefix= keyword, or --namespace): give it once, or the same "
+            "in both"
+        )
+    if in_address is not None:
+        return in_address
+    return checked_prefix(default if given is None else given)
+
+
+def _own(query: dict[str, list[str]]) -> dict[str, list[str]]:
+    """``query`` with this package's own settings (the replica wait's, the prefix) checked and
+    taken out: what is left is the driver's."""
     replica_wait({name: unquote(values[-1]) for name, values in query.items()})
-    return {name: values for name, values in query.items() if name not in REPLICA_WAIT}
+    if PREFIX in query:
+        checked_prefix(query[PREFIX][-1])
+    return {
+        name: values
+        for name, values in query.items()
+        if name not in REPLICA_WAIT and name != PREFIX
+    }
 
 
 def _redis(address: str) -> None:
@@ -231,7 +305,7 @@ def _redis(address: str) -> None:
     parts = _split(address)
     scheme = parts.scheme.lower()
     host_part = parts.netloc.rpartition("@")[2]
-    query = _waits(single_query(parts.query))
+    query = _own(single_query(parts.query))
     db_query = query.get("db", [None])[0]
     if db_query is not None:
         _database(unquote(db_query), "db= in the query", "?db=N")
@@ -411,7 +485,7 @@ def cluster_settings(address: str) -> tuple[list[tuple[str, int]], dict[str, obj
         if password:
             settings["password"] = unquote(password)
     readers = {**CLUSTER_OPTIONS, **(_CLUSTER_TLS_OPTIONS if secure else {})}
-    for name, values in _waits(single_query(parts.query, keep_blank_values=True)).items():
+    for name, values in _own(single_query(parts.query, keep_blank_values=True)).items():
         value = unquote(values[-1])
         if name == "db":
             if value != "0":

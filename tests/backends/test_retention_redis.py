@@ -573,3 +573,41 @@ async def test_a_limited_walk_of_decisions_goes_past_those_it_keeps(
         "young-2",
     ]
     assert await raw.llen(f"{prefix}:log") == 3
+
+
+async def test_a_limited_walk_of_set_aside_entries_goes_past_those_it_keeps(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """Young set-aside entries at the head of the list do not hold a limited walk back: each
+    call examines at most its limit, the next goes on after them, the walk ends with only the
+    old entries gone, and a dry run moves nothing."""
+    journal = worker()
+    owner = current_owner()
+    now = time.time()
+    for n, at in enumerate([now] * 3 + [now - 3 * DAY] * 3):
+        intent_id = f"{'young' if at == now else 'old'}-{n}"
+        await journal.record(make_intent(intent_id), state=IntentState.FAILED, owner=owner)
+        found = await journal.aside.raw(intent_id)
+        assert found is not None
+        assert await journal.aside.set_aside(found, *aside_of(found, at))
+    dry = await journal.retention.prune(DECISIONS_DAY, limit=2, dry_run=True)
+    assert dry.set_aside == 0 and not dry.done
+    removed, calls = 0, 0
+    while True:
+        pruned = await journal.retention.prune(DECISIONS_DAY, limit=2)
+        assert pruned.set_aside <= 2
+        removed, calls = removed + pruned.set_aside, calls + 1
+        if pruned.done:
+            break
+        assert calls < 10
+    assert removed == 3 and calls >= 3
+    left = sorted(entry.intent_id for entry in await journal.aside.entries())
+    assert left == ["young-0", "young-1", "young-2"]
+    assert await raw.lrange(f"{prefix}:aside_order", 0, -1) == [
+        b"young-0",
+        b"young-1",
+        b"young-2",
+        b"",
+        b"",
+        b"",
+    ]

@@ -3,8 +3,11 @@ compare-and-swap append in one script, with the same outcomes as the two-step wa
 
 from __future__ import annotations
 
+import ast
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -14,7 +17,7 @@ from agents.testing import ScriptedModel, assistant_message
 from agents_reconcile import ReconcileConfig, ReconcilingSession
 from agents_reconcile._core.records import Action, Outcome
 from agents_reconcile._session.fused import fused_append
-from agents_reconcile.errors import ContinuationDenied, JournalUnavailable
+from agents_reconcile.errors import ConfigurationError, ContinuationDenied, JournalUnavailable
 from agents_reconcile.testing import FaultInjectingSession
 
 from ..support.fused_support import killed_child, left_both_or_neither, text
@@ -93,6 +96,76 @@ async def test_each_append_is_one_script(place: Place) -> None:
     writes = await store.writes_after(0)
     assert [w.revision for w in writes] == [1, 2, 3, 4]
     assert await place.journal.decisions(session_id=place.session_id) == []
+
+
+async def test_an_intent_opened_by_the_script_is_cleared_where_it_lives_without_a_lookup(
+    place: Place,
+) -> None:
+    """The journal remembers the session of an intent the script recorded, as ``open_intent``
+    does: clearing it after the append asks the server for no lookup of its session."""
+    store = place.store()
+    session = place.wrapped(store)
+    await run(session, "warm")
+    lookups: list[str] = []
+    original = place.journal._link.command
+
+    async def spy(operation: str, *args: Any) -> object:
+        lookups.append(operation)
+        return await original(operation, *args)
+
+    place.journal._link.command = spy  # type: ignore[method-assign]
+    calls = counting(place.journal)
+    await run(session, "one")
+    assert calls == {"open_intent": 0, "open_and_append": 2}
+    assert "lookup" not in lookups
+    assert await session.pending() == []
+
+
+def test_the_fused_append_reaches_no_private_part_of_the_journal() -> None:
+    """``redis/fused.py`` speaks to the journal through its public methods alone: it reads no
+    attribute and imports no name that is private by its leading underscore."""
+    import agents_reconcile._backends.redis.fused as fused
+
+    tree = ast.parse(Path(fused.__file__).read_text("utf-8"))
+    private = [
+        node.attr
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and node.attr.startswith("_")
+        and not node.attr.startswith("__")
+    ]
+    private += [
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if alias.name.startswith("_")
+    ]
+    assert private == []
+
+
+def test_an_opening_beside_other_keys_is_refused_by_a_cluster_journal() -> None:
+    """On a Redis Cluster an intent id is claimed before it is recorded, which one script
+    cannot do: the cluster journal refuses a one-script opening, naming why, before sending
+    anything."""
+    from agents_reconcile._backends.journal import IntentState
+    from agents_reconcile._backends.redis.cluster.journal import RedisClusterJournal
+    from agents_reconcile._core.ownership import current_owner
+
+    from ..support.journal_support import make_intent
+
+    journal = RedisClusterJournal.from_url("redis+cluster://127.0.0.1:7101")
+    opening = journal.open_by_script(
+        "open_and_append",
+        make_intent("i-1"),
+        state=IntentState.IN_FLIGHT,
+        owner=current_owner(),
+        args=[],
+        keys=[],
+        answer=lambda reply: (reply, False),
+    )
+    with pytest.raises(ConfigurationError, match="claimed first"):
+        asyncio.run(opening)
 
 
 async def test_a_wrapped_store_goes_the_two_step_way(place: Place) -> None:

@@ -2,7 +2,9 @@
 revisioned Redis store's compare-and-swap append as one script, ``open_and_append.lua``.
 
 Kept apart from ``RedisJournal`` because only a journal paired with a store on its own server
-uses it; it speaks through the journal's own script runner and key layout.
+uses it; the journal runs the script (``RedisJournal.open_by_script``: its keys and arguments
+for the intent, and the intent remembered where it lives), and this reads the store's part of
+what it answers.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from ..._core.records import PendingWrite
 from ..fused import Fused
 from ..journal import IntentState, Opened
 from . import replies
-from .journal import RedisJournal, _intent_args
+from .journal import RedisJournal
 
 __all__ = ["Fused", "open_and_append"]
 
@@ -40,23 +42,26 @@ async def open_and_append(
     nothing) when the session's count is past it, as a stale run's append is refused."""
     expected = intent.expected_revision
     assert expected is not None
-    args = _intent_args(intent, IntentState.IN_FLIGHT, owner)
-    args += ("", clearing or "", str(expected), writer)
+    state = IntentState.IN_FLIGHT
+    args: list[str | bytes] = ["", clearing or "", str(expected), writer]
     args.append("" if seen_write_count is None else str(seen_write_count))
     args += rows
-    keys = journal._layout.scripted(intent.session_id) + store_keys
-    reply = await journal._link.script(_SCRIPT, keys, args)
-    if type(reply) is list and len(reply) == 3:
-        word = reply[0]
-        word = word.decode("utf-8", "replace") if type(word) is bytes else word
-        if word in _ANSWERS:
-            write_count = replies.count(reply[1], _SCRIPT)
-            third = replies.count(reply[2], _SCRIPT)
-            if word == "recorded":
-                journal._homes.remember(intent.intent_id, intent.session_id)
-                return Fused(Opened(recorded=True, write_count=write_count), revision=third)
-            return Fused(Opened(recorded=False, write_count=write_count), refused=word, head=third)
-    opened, home = replies.opened(intent, IntentState.IN_FLIGHT, owner, reply, journal.keyring)
-    if home:
-        journal._homes.remember(intent.intent_id, intent.session_id)
-    return Fused(opened)
+
+    def answer(reply: object) -> tuple[Fused, bool]:
+        if type(reply) is list and len(reply) == 3:
+            word = reply[0]
+            word = word.decode("utf-8", "replace") if type(word) is bytes else word
+            if word in _ANSWERS:
+                write_count = replies.count(reply[1], _SCRIPT)
+                third = replies.count(reply[2], _SCRIPT)
+                if word == "recorded":
+                    opened = Opened(recorded=True, write_count=write_count)
+                    return Fused(opened, revision=third), True
+                refused = Opened(recorded=False, write_count=write_count)
+                return Fused(refused, refused=word, head=third), False
+        opened, home = replies.opened(intent, state, owner, reply, journal.keyring)
+        return Fused(opened), home
+
+    return await journal.open_by_script(
+        _SCRIPT, intent, state=state, owner=owner, args=args, keys=store_keys, answer=answer
+    )

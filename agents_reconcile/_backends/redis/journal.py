@@ -89,12 +89,13 @@ import heapq
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, ClassVar, Final, Self
+from typing import Any, ClassVar, Final, Self, TypeVar, cast
 
 from ..._core.ownership import Owner
 from ..._core.records import BackendIdentity, Decision, PendingWrite
 from ..._core.sealing import Keyring
 from ...errors import ConfigurationError, IntentConflict, JournalUnavailable, LeaseLost
+from ..addresses import chosen_prefix, split_prefix
 from ..connections import Connections
 from ..journal import (
     Capabilities,
@@ -114,7 +115,7 @@ from .effects import EFFECT_SCRIPTS, RedisEffects
 from .homes import ClaimedHomes, IndexedHomes, Retry
 from .layout import JournalKeys, KeyLayout
 from .link import SCHEMA, SCHEMA_VERSION, VERSION, RedisLink
-from .nodes import RedisCluster
+from .nodes import RedisCluster, is_cluster
 from .pages import RedisPages
 from .replicas import ReplicaWait
 from .replicas import split as split_wait
@@ -155,6 +156,7 @@ _SCRIPTS: Final = {
         *RETENTION_SCRIPTS,
     )
 }
+_T = TypeVar("_T")
 _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
     "socket_connect_timeout": 5.0,
     "socket_timeout": 10.0,
@@ -254,20 +256,40 @@ class RedisJournal:
         self._survey = RedisSurvey(self._link, self._layout, prefix)
 
     @classmethod
-    def from_url(cls, url: str, *, prefix: str = DEFAULT_PREFIX, **options: Any) -> Self:
-        """A journal on the server at ``url`` (``redis://``, ``rediss://`` or ``unix://``; on
-        a cluster, ``RedisClusterJournal.from_url``).
+    def from_url(cls, url: str, *, prefix: str | None = None, **options: Any) -> Self:
+        """A journal on the server at ``url`` (``redis://``, ``rediss://`` or ``unix://``), or,
+        called on ``RedisJournal`` itself, on the Redis Cluster at a ``redis+cluster://`` or
+        ``rediss+cluster://`` one (a ``RedisClusterJournal``).
 
-        ``options`` go to ``redis.asyncio.Redis.from_url`` (for example ``socket_timeout``);
-        connections are opened on first use. The URL's password never appears in messages.
-        ``?replicas=N&replica_timeout=S`` in the query makes each write wait for N replicas
-        (``replicas.py``).
+        ``prefix`` is the journal's namespace: the key prefix all its keys are under
+        (``DEFAULT_PREFIX`` unless given here or as ``?prefix=`` in the URL; given both ways,
+        the two must be the same). ``options`` go to ``redis.asyncio.Redis.from_url`` (for
+        example ``socket_timeout``); connections are opened on first use. The URL's password
+        never appears in messages. ``?replicas=N&replica_timeout=S`` in the query makes each
+        write wait for N replicas (``replicas.py``).
         """
+        topology = cls._topology
+        if is_cluster(url) and not topology.on_cluster:
+            if cls is not RedisJournal:
+                raise ConfigurationError(
+                    f"a {topology.named} is on one server: a redis+cluster:// address is "
+                    "opened by RedisClusterJournal.from_url (or RedisJournal.from_url)"
+                )
+            from .cluster.journal import RedisClusterJournal
+
+            journal: Any = RedisClusterJournal.from_url(url, prefix=prefix, **options)
+            return cast(Self, journal)
+        address = Redacted.of(url)
+        try:
+            url, in_address = split_prefix(url)
+        except ConfigurationError as exc:
+            raise ConfigurationError(f"{topology.named} URL {address}: {exc}") from None
+        chosen = chosen_prefix(in_address, prefix, DEFAULT_PREFIX)
         url, wait = split_wait(url)
         address = Redacted.of(url)
         settings = {**_DEFAULT_OPTIONS, **options, "decode_responses": False}
         try:
-            shared = cls._topology.connect(url, settings)
+            shared = topology.connect(url, settings)
         except (
             ValueError,
             TypeError,
@@ -275,14 +297,14 @@ class RedisJournal:
             redis_errors.RedisClusterException,
         ) as exc:
             detail = address.scrub(str(exc))
-            named = cls._topology.named
-            raise ConfigurationError(f"invalid {named} URL {address}: {detail}") from None
-        return cls(None, prefix=prefix, where=url, connections=shared, replica_wait=wait)
+            raise ConfigurationError(f"invalid {topology.named} URL {address}: {detail}") from None
+        return cls(None, prefix=chosen, where=url, connections=shared, replica_wait=wait)
 
     @classmethod
     def from_address(cls, address: str, *, namespace: str | None = None) -> Self:
-        """The journal the registry opens for ``address``; ``namespace`` is the prefix."""
-        return cls.from_url(address, prefix=namespace or DEFAULT_PREFIX)
+        """The journal the registry opens for ``address``; ``namespace`` is the prefix (the
+        address's ``?prefix=`` when None)."""
+        return cls.from_url(address, prefix=namespace or None)
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self._address.shown!r}, prefix={self.prefix!r})"
@@ -328,6 +350,39 @@ class RedisJournal:
         if home:
             self._homes.remember(intent.intent_id, intent.session_id)
         return opened
+
+    async def open_by_script(
+        self,
+        script: str,
+        intent: PendingWrite,
+        *,
+        state: IntentState,
+        owner: Owner,
+        args: Sequence[str | bytes],
+        keys: list[bytes],
+        answer: Callable[[object], tuple[_T, bool]],
+    ) -> _T:
+        """Open ``intent`` with ``script``, one of the journal's scripts that opens an intent as
+        ``open_intent.lua`` does and does more in the same step (``open_and_append.lua``: a
+        store's append beside it, ``fused.py``): its ARGV ``open_intent``'s for ``intent``,
+        ``state`` and ``owner``, then ``args``; its KEYS the session's, then ``keys``.
+        ``answer`` reads the reply, and says whether the intent now lives in its session, which
+        this object then remembers, as ``open_intent`` does. On one server alone: on a cluster
+        an intent id is claimed before it is recorded, which a script cannot do."""
+        if self._homes.claims_ids:
+            raise ConfigurationError(
+                f"{self._link.where}: an intent opened beside other keys in one script needs a "
+                "journal on one server (on a Redis Cluster its id is claimed first)"
+            )
+        argv = _intent_args(intent, state, owner)
+        argv += args
+        reply = await self._link.script(
+            script, self._layout.scripted(intent.session_id) + keys, argv
+        )
+        found, home = answer(reply)
+        if home:
+            self._homes.remember(intent.intent_id, intent.session_id)
+        return found
 
     @property
     def replica_wait(self) -> ReplicaWait | None:

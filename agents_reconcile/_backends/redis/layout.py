@@ -21,7 +21,7 @@ from typing import Final, Protocol
 
 from blake3 import blake3
 
-from ...errors import ConfigurationError
+from ..addresses import checked_prefix
 
 __all__ = [
     "ASIDE_KEYS",
@@ -37,7 +37,6 @@ __all__ = [
     "IntentHomes",
     "JournalKeys",
     "KeyLayout",
-    "checked_prefix",
     "listed",
     "unlisted",
 ]
@@ -117,22 +116,6 @@ def unlisted(member: bytes) -> tuple[str, str]:
     escaped, _, ident = member.partition(b"\x00")
     session = escaped.replace(b"\x01\x01", b"\x00").replace(b"\x01\x02", b"\x01")
     return session.decode("utf-8", "surrogatepass"), ident.decode("utf-8", "surrogatepass")
-
-
-def checked_prefix(prefix: object) -> str:
-    """``prefix`` when it can be a journal's key prefix; a ``ConfigurationError`` otherwise."""
-    if not isinstance(prefix, str) or not prefix:
-        raise ConfigurationError("a Redis journal prefix must be a non-empty string")
-    if "{" in prefix or "}" in prefix:
-        # Braces would become the hash tag of every key, sessions' included.
-        raise ConfigurationError(f"a Redis journal prefix may not hold braces: {prefix!r}")
-    try:
-        prefix.encode("utf-8")
-    except UnicodeEncodeError:
-        raise ConfigurationError(
-            f"a Redis journal prefix must be encodable as UTF-8: {prefix!r}"
-        ) from None
-    return prefix
 
 
 class KeyLayout(Protocol):

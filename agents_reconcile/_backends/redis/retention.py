@@ -19,6 +19,10 @@ long:
   (and the intent from ``settled`` once it has no decision left).
 - set-aside entries: few, walked by position in one script (``prune_aside.lua``); a removed
   entry leaves an empty id at its position in ``aside_order``, which numbers the entries.
+
+  Both are one walk (``RedisRetention._walk``): bucket by bucket, by position from the last
+  examined on, a stretch of at most ``_STEP`` rows at a time; what differs is the script of a
+  stretch and what is done after the walk (a decision's claims let go).
 - receipts: ``effect_index`` swept by ``HSCAN``; ``prune_receipts.lua`` removes the done
   effects of a batch, older than the retention by the stamp ``finish_effect`` put on them on
   the server's clock, from every effect key, those of a session with an unresolved intent
@@ -167,6 +171,24 @@ class _Kind:
     done: bool = True
 
 
+@dataclass(frozen=True)
+class _Examined:
+    """What one script of a walk by position did: the last position it examined (0: none),
+    whether the bucket goes on after it, how many rows it examined, and what it removed (or, in
+    a dry run, would remove) and their bytes."""
+
+    last: int
+    more: bool
+    examined: int
+    removed: int
+    size: int
+
+
+_Stretch = Callable[[JournalKeys, int, int], Awaitable[_Examined]]
+"""One stretch of a walk by position: given a bucket, the last position examined and how many
+rows to examine at most, what it did there."""
+
+
 class RedisRetention:
     """``JournalRetention`` through a journal's link, over its layout (one bucket or many); the
     claims of intents whose last decision goes are let go through ``homes``."""
@@ -227,11 +249,18 @@ class RedisRetention:
 
     # -- decisions and set-aside entries: walks by number, bucket by bucket -----------------
 
-    async def _prune_decisions(self, seconds: float, limit: int | None, dry_run: bool) -> _Kind:
-        walk = Walk() if limit is None else replace(self._walks.decisions)
+    async def _walk(
+        self, holding: tuple[str, str], start: Walk, limit: int | None, stretch: _Stretch
+    ) -> tuple[_Kind, Walk]:
+        """Walk the buckets whose ``holding`` (a size command and key) is not empty, from
+        ``start`` (the beginning without a limit), each by position from the last examined on,
+        one ``stretch`` at a time (at most ``_STEP`` rows, and what is left of ``limit``),
+        until the walk reached its end or ``limit`` rows were examined. What the stretches
+        came to, and where the next limited walk begins (its beginning once this one ended)."""
+        walk = Walk() if limit is None else replace(start)
         examined = removed = size = 0
         ended = True
-        for number in await self._holding("LLEN", "log"):
+        for number in await self._holding(*holding):
             if number < walk.bucket:
                 continue
             if limit is not None and examined >= limit:
@@ -243,31 +272,34 @@ class RedisRetention:
             more = True
             while more and (limit is None or examined < limit):
                 step = _STEP if limit is None else min(_STEP, limit - examined)
-                args: list[str | bytes] = [
-                    VERSION,
-                    "find",
-                    repr(seconds),
-                    str(walk.after),
-                    str(step),
-                ]
-                reply = await self._link.script("prune_decisions", list(bucket.globals), args)
-                last, more, due, seen = _found_decisions(reply)
-                examined += seen
-                walk.after = last or walk.after
-                if dry_run:
-                    removed += len(due)
-                    size += sum(found[3] for found in due)
-                elif due:
-                    gone, freed = await self._remove_decisions(bucket, seconds, due)
-                    removed, size = removed + gone, size + freed
+                found = await stretch(bucket, walk.after, step)
+                examined += found.examined
+                removed, size = removed + found.removed, size + found.size
+                walk.after, more = found.last or walk.after, found.more
             if more:
                 ended = False
                 break
             walk = Walk(number + 1)
+        return _Kind(removed, size, ended), Walk() if ended else walk
+
+    async def _prune_decisions(self, seconds: float, limit: int | None, dry_run: bool) -> _Kind:
+        async def stretch(bucket: JournalKeys, after: int, step: int) -> _Examined:
+            args: list[str | bytes] = [VERSION, "find", repr(seconds), str(after), str(step)]
+            reply = await self._link.script("prune_decisions", list(bucket.globals), args)
+            last, more, due, seen = _found_decisions(reply)
+            if dry_run:
+                removed, size = len(due), sum(found[3] for found in due)
+            elif due:
+                removed, size = await self._remove_decisions(bucket, seconds, due)
+            else:
+                removed = size = 0
+            return _Examined(last, more, seen, removed, size)
+
+        found, stopped = await self._walk(("LLEN", "log"), self._walks.decisions, limit, stretch)
         if not dry_run:
-            self._walks.decisions = Walk() if ended else walk
+            self._walks.decisions = stopped
             await self._homes.let_go_now()
-        return _Kind(removed, size, ended)
+        return found
 
     async def _remove_decisions(
         self, bucket: JournalKeys, seconds: float, due: list[tuple[str, str, str, int]]
@@ -288,45 +320,29 @@ class RedisRetention:
         return found
 
     async def _prune_aside(self, seconds: float, limit: int | None, dry_run: bool) -> _Kind:
-        walk = Walk() if limit is None else replace(self._walks.aside)
-        examined = removed = size = 0
-        ended = True
-        for number in await self._holding("HLEN", "aside"):
-            if number < walk.bucket:
-                continue
-            if limit is not None and examined >= limit:
-                ended = False
-                break
-            if number > walk.bucket:
-                walk = Walk(number)
-            bucket = self._layout.bucket(number)
+        async def stretch(bucket: JournalKeys, after: int, step: int) -> _Examined:
             keys = [*bucket.globals, *(bucket.names[name].encode() for name in ASIDE_KEYS)]
-            more = True
-            while more and (limit is None or examined < limit):
-                step = _STEP if limit is None else min(_STEP, limit - examined)
-                args: list[str | bytes] = [
-                    VERSION,
-                    repr(seconds),
-                    str(walk.after),
-                    str(step),
-                    "1" if dry_run else "0",
-                ]
-                reply = await self._link.script("prune_aside", keys, args)
-                parts = replies.as_list(reply, "prune_aside")
-                if len(parts) != 5:
-                    raise replies.unexpected("prune_aside", parts)
-                last, ending, gone, freed, seen = (
-                    replies.count(part, "prune_aside") for part in parts
-                )
-                examined, removed, size = examined + seen, removed + gone, size + freed
-                walk.after, more = last or walk.after, ending == 1
-            if more:
-                ended = False
-                break
-            walk = Walk(number + 1)
+            args: list[str | bytes] = [
+                VERSION,
+                repr(seconds),
+                str(after),
+                str(step),
+                "1" if dry_run else "0",
+            ]
+            parts = replies.as_list(
+                await self._link.script("prune_aside", keys, args), "prune_aside"
+            )
+            if len(parts) != 5:
+                raise replies.unexpected("prune_aside", parts)
+            last, ending, removed, size, seen = (
+                replies.count(part, "prune_aside") for part in parts
+            )
+            return _Examined(last, ending == 1, seen, removed, size)
+
+        found, stopped = await self._walk(("HLEN", "aside"), self._walks.aside, limit, stretch)
         if not dry_run:
-            self._walks.aside = Walk() if ended else walk
-        return _Kind(removed, size, ended)
+            self._walks.aside = stopped
+        return found
 
     # -- receipts and counts: sweeps -------------------------------------------------------
 

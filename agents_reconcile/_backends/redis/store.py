@@ -37,7 +37,7 @@ from blake3 import blake3
 
 from ..._core.revision import WriteRecord
 from ...errors import ConfigurationError, RevisionConflict, SchemaMismatch
-from ..addresses import user_of
+from ..addresses import checked_prefix, chosen_prefix, split_prefix, user_of
 from ..connections import Connections
 from ..lua import LuaScript, Send, send_once
 from ..registry import check_address
@@ -119,17 +119,21 @@ class RevisionedRedisSession:
         session_id: str,
         url: str,
         *,
-        prefix: str = DEFAULT_PREFIX,
+        prefix: str | None = None,
         migrate: bool = True,
         **client_options: Any,
     ) -> RevisionedRedisSession:
         """A session on the server at ``url`` (``redis://``, ``rediss://`` or ``unix://``), or
         on the cluster at ``redis+cluster://`` (``rediss+cluster://``); ``client_options`` go to
-        ``redis.asyncio.Redis.from_url`` (to ``RedisCluster`` for a cluster).
+        ``redis.asyncio.Redis.from_url`` (to ``RedisCluster`` for a cluster). ``prefix`` is the
+        key prefix of the store's keys (``DEFAULT_PREFIX`` unless given here or as ``?prefix=``
+        in the URL; given both ways, the two must be the same).
         ``?replicas=N&replica_timeout=S`` in the query makes each write wait for N replicas
         (``replicas.py``): one that too few acknowledge raises ``ReplicasBehind``, a write
         whose fate a failover decides, settled from the store's record as any failed write."""
         check_address(url, what="store")
+        url, in_address = split_prefix(url)
+        prefix = chosen_prefix(in_address, prefix, DEFAULT_PREFIX)
         url, wait = split_wait(url)
         options = dict(client_options)
         user = user_of(url)
@@ -160,10 +164,9 @@ class RevisionedRedisSession:
         namespace: str | None = None,
         migrate: bool = True,
     ) -> RevisionedRedisSession:
-        """The store the registry opens for ``address``; ``namespace`` is the prefix."""
-        return cls.from_url(
-            session_id, address, prefix=namespace or DEFAULT_PREFIX, migrate=migrate
-        )
+        """The store the registry opens for ``address``; ``namespace`` is the prefix (the
+        address's ``?prefix=`` when None)."""
+        return cls.from_url(session_id, address, prefix=namespace or None, migrate=migrate)
 
     def _setup(
         self,
@@ -174,10 +177,7 @@ class RevisionedRedisSession:
         where: str,
         wait: ReplicaWait | None,
     ) -> None:
-        if not isinstance(prefix, str) or not prefix or "{" in prefix or "}" in prefix:
-            raise ConfigurationError(
-                f"prefix must be a non-empty string without braces: {prefix!r}"
-            )
+        checked_prefix(prefix)
         self.session_id = session_id
         self.session_settings = None
         self._wait = wait

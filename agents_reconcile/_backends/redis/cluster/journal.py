@@ -53,6 +53,12 @@ class RedisClusterJournal(RedisJournal):
     The constructor takes a ``redis.asyncio.cluster.RedisCluster`` the caller owns (it should
     not decode responses, nor read from replicas; ``close()`` leaves it open); ``from_url``
     (``redis+cluster://HOST:PORT,HOST:PORT``, or ``rediss+cluster://``; ``options`` go to
-    ``RedisCluster``) builds journals that share one client per URL, options and event loop."""
+    ``RedisCluster``) builds journals that share one client per URL, options and event loop,
+    and so does ``RedisJournal.from_url`` given such an address. The journal's namespace is its
+    key prefix (``prefix=``, or ``?prefix=`` in the URL): every key is ``<prefix>:{bNNN}:...``,
+    so a prefix may hold no braces of its own::
+
+        RedisJournal.from_url("redis+cluster://10.0.0.1:7000,10.0.0.2:7000", prefix="tenant-a")
+    """
 
     _topology: ClassVar[Topology] = CLUSTER

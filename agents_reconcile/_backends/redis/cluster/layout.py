@@ -23,6 +23,7 @@ from typing import Final
 
 from blake3 import blake3
 
+from ...addresses import checked_prefix
 from ..layout import (
     ASIDE_KEYS,
     COUNTS,
@@ -34,7 +35,6 @@ from ..layout import (
     SESSION_KEYS,
     UPGRADED,
     JournalKeys,
-    checked_prefix,
 )
 
 __all__ = ["BUCKETS", "CLAIMS", "BucketKeys"]
