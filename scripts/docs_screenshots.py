@@ -258,7 +258,7 @@ CHECK_CONTENT = r"""
     ...container.querySelectorAll('pre.mermaid, div.mermaid, code.language-mermaid, '
       + '.language-mermaid'),
   ]);
-  for (const el of container.querySelectorAll('pre, code')) {
+  for (const el of container.querySelectorAll('pre')) {  // blocks: inline code may name one
     if (mermaidStart.test(el.textContent.trim())) sources.add(el);
   }
   for (const el of sources) {
