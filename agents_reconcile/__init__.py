@@ -44,6 +44,7 @@ _HOMES: Final[dict[str, str]] = {
     "effect_tool": "._effects.tool",
     "as_effect_tool": "._effects.tool",
     "current_effect": "._effects.tool",
+    "EffectCall": "._effects.tool",
     "NOT_FOUND": "._effects.tool",
     # what was decided, and an operator's resolution of it
     "Action": "._core.records",
@@ -128,6 +129,7 @@ if TYPE_CHECKING:
     from ._core.sealing import PayloadKey as PayloadKey
     from ._core.signing import SigningKey as SigningKey
     from ._effects.tool import NOT_FOUND as NOT_FOUND
+    from ._effects.tool import EffectCall as EffectCall
     from ._effects.tool import as_effect_tool as as_effect_tool
     from ._effects.tool import current_effect as current_effect
     from ._effects.tool import effect_tool as effect_tool

@@ -17,7 +17,14 @@ naming the page and the element, when:
 - a table scrolls sideways although its cells do not wrap (``white-space: nowrap``), or shows
   only its first column with the others scrolled out of sight;
 - a link leads to a directory (which a browser opening files shows as a directory listing)
-  or to a file that does not exist in the built site.
+  or to a file that does not exist in the built site;
+- the page loads anything from the network: a ``<script src>`` or ``<link href>`` with an
+  http(s) URL, or any request to one (the site must work offline);
+- a Python code block has no highlighting (no Pygments token spans in it), or the page's
+  highlighted code has no colours (its stylesheet did not load);
+- a diagram is left as Mermaid source (``pre.mermaid``, ``code.language-mermaid``, or any code
+  block that starts like a Mermaid diagram), or its SVG is wider than the content area or
+  drawn so small that its labels are under 10 px.
 
 Chromium (the Debian package ``chromium``, ``/usr/bin/chromium``; ``--chromium`` or
 ``$CHROMIUM`` for another) is driven over its DevTools protocol through a pipe
@@ -183,6 +190,121 @@ CHECK_LAYOUT = r"""
 })()
 """
 
+# Runs in the page; returns what a reader without a network, or without JavaScript, would miss:
+# resources from the network, code left unhighlighted, diagrams left as their source.
+CHECK_CONTENT = r"""
+(() => {
+  const problems = [];
+  const container = document.querySelector('div[role="main"]')
+    || document.querySelector('.rst-content') || document.body;
+  const box = container.getBoundingClientRect();
+  const style = getComputedStyle(container);
+  const left = box.left + parseFloat(style.paddingLeft) - 1;
+  const right = box.right - parseFloat(style.paddingRight) + 1;
+  const where = (el) => {
+    let heading = null;
+    for (let node = el; node && !heading;) {
+      if (/^H[1-6]$/.test(node.tagName)) heading = node;
+      node = node.previousElementSibling || node.parentElement;
+    }
+    const title = heading ? heading.textContent.replace(/\s+/g, ' ').replace('\u00b6', '') : '';
+    return heading ? ` under "${title.trim()}"` : '';
+  };
+  const text = (el) => el.textContent.replace(/\s+/g, ' ').trim().slice(0, 50);
+
+  // 1. Nothing from the network: the site is read from disk, perhaps offline.
+  for (const el of document.querySelectorAll('script[src], link[href]')) {
+    const url = el.getAttribute(el.tagName === 'SCRIPT' ? 'src' : 'href').trim();
+    if (/^(https?:)?\/\//i.test(url)) {
+      problems.push(`<${el.tagName.toLowerCase()}> loads ${url} from the network`);
+    }
+  }
+
+  // 2. Python code is highlighted: Pygments token spans in every block, and coloured.
+  const codes = new Set();
+  for (const el of container.querySelectorAll('.language-python, .language-py')) {
+    const code = el.tagName === 'CODE' ? el : el.querySelector('code');
+    if (code) codes.add(code);
+  }
+  let coloured = 0;
+  let tokens = 0;
+  const blocks = Array.from(codes);
+  blocks.forEach((code, index) => {
+    const spans = Array.from(code.querySelectorAll('span[class]'))
+      .filter((span) => span.className !== 'w');
+    if (!spans.length) {
+      problems.push(`python code block #${index + 1}${where(code)} ("${text(code)}") is not `
+        + 'highlighted: no token spans in it');
+      return;
+    }
+    const base = getComputedStyle(code).color;
+    for (const span of spans) {
+      if (!/^(k|kn|kc|kd|s|s1|s2|sd|c|c1|mi|nf|nc)$/.test(span.className)) continue;
+      tokens += 1;
+      if (getComputedStyle(span).color !== base) coloured += 1;
+    }
+  });
+  if (tokens && !coloured) {
+    problems.push(`the page's python code has token spans but no colours (${tokens} keywords, `
+      + 'strings and names drawn like plain text): is its Pygments stylesheet loaded?');
+  }
+
+  // 3. Diagrams are drawn: no Mermaid source left as text, and every SVG fits and is legible.
+  const mermaidStart = new RegExp('^(%%.*\\n\\s*)*((flowchart|graph)\\s+(TB|TD|BT|RL|LR)\\b'
+    + '|(sequenceDiagram|classDiagram|stateDiagram(-v2)?|erDiagram|gantt|journey|gitGraph'
+    + '|mindmap|timeline|quadrantChart|requirementDiagram|xychart-beta|block-beta)\\b'
+    + '|pie(\\s+title\\b|\\s*\\n))');
+  const sources = new Set([
+    ...container.querySelectorAll('pre.mermaid, div.mermaid, code.language-mermaid, '
+      + '.language-mermaid'),
+  ]);
+  for (const el of container.querySelectorAll('pre')) {  // blocks: inline code may name one
+    if (mermaidStart.test(el.textContent.trim())) sources.add(el);
+  }
+  for (const el of sources) {
+    if (el.querySelector('svg') || !el.textContent.trim()) continue;
+    if (el.tagName === 'CODE' && el.closest('pre') && sources.has(el.closest('pre'))) continue;
+    problems.push(`a diagram${where(el)} is shown as its Mermaid source, not drawn `
+      + `(<${el.tagName.toLowerCase()} class="${el.className}">: "${text(el)}")`);
+  }
+  // Icons aside: an SVG of at least 48 px either way, not inside another.
+  const svgs = Array.from(container.querySelectorAll('svg')).filter((svg) => {
+    const rect = svg.getBoundingClientRect();
+    return !svg.parentElement.closest('svg') && (rect.width >= 48 || rect.height >= 48);
+  });
+  svgs.forEach((svg, index) => {
+    const rect = svg.getBoundingClientRect();
+    const name = `diagram #${index + 1}${where(svg)}`;
+    if (rect.right > right || rect.left < left) {
+      problems.push(`${name} is wider than the content area: it spans `
+        + `${Math.round(rect.left)}-${Math.round(rect.right)}px, the content area `
+        + `${Math.round(left)}-${Math.round(right)}px`);
+      return;
+    }
+    for (let node = svg.parentElement; node && node !== container; node = node.parentElement) {
+      if (node.scrollWidth > node.clientWidth + 1
+          && ['hidden', 'clip'].includes(getComputedStyle(node).overflowX)) {
+        problems.push(`${name} is cut off: overflow-x ${getComputedStyle(node).overflowX} on `
+          + `<${node.tagName.toLowerCase()}> hides ${node.scrollWidth - node.clientWidth}px`);
+        return;
+      }
+    }
+    const view = svg.viewBox && svg.viewBox.baseVal;
+    const scale = view && view.width ? rect.width / view.width : 1;
+    const labels = Array.from(svg.querySelectorAll('text, .nodeLabel, .edgeLabel'))
+      .filter((label) => label.textContent.trim());
+    if (!labels.length) return;
+    const sizes = labels.map((label) => parseFloat(getComputedStyle(label).fontSize));
+    const smallest = Math.min(...sizes);
+    if (smallest * scale < 10) {
+      problems.push(`${name} is drawn at ${Math.round(scale * 100)}% of its size: its smallest `
+        + `labels are ${(smallest * scale).toFixed(1)}px, under 10px`);
+    }
+  });
+  return {problems, python: blocks.length, diagrams: svgs.length};
+})()
+"""
+
 # Runs in the page once it has loaded: waits for its fonts, and for the theme's scripts, which
 # wrap the tables on jQuery's ready (run from a timer when the page has already loaded).
 SETTLE = """
@@ -306,6 +428,12 @@ class Chromium:
             if "method" in event:
                 self._events.append(event)
 
+    def take_events(self, method: str, session: str) -> list[dict[str, Any]]:
+        """The events of ``method`` for ``session`` received so far, taken off the queue."""
+        taken = [e for e in self._events if e["method"] == method and e.get("sessionId") == session]
+        self._events = [e for e in self._events if not any(e is t for t in taken)]
+        return taken
+
     def evaluate(self, session: str, expression: str) -> Any:
         result = self.call(
             "Runtime.evaluate",
@@ -352,8 +480,8 @@ def check_page(browser: Chromium, page: Path, site_dir: Path, out: Path) -> list
         metrics = {"width": WIDTH, "height": HEIGHT, "deviceScaleFactor": 1, "mobile": False}
         browser.call("Emulation.setDeviceMetricsOverride", metrics, session)
         browser.call("Page.enable", {}, session)
-        # The page as a reader without a network sees it (the theme asks a CDN for its
-        # code highlighter): nothing leaves the machine, and every run sees the same page.
+        # The page as a reader without a network sees it: nothing leaves the machine, every
+        # run sees the same page, and what asked for the network is reported.
         browser.call("Network.enable", {}, session)
         browser.call("Network.setBlockedURLs", {"urls": ["http://*", "https://*"]}, session)
         navigated = browser.call("Page.navigate", {"url": page.resolve().as_uri()}, session)
@@ -363,8 +491,16 @@ def check_page(browser: Chromium, page: Path, site_dir: Path, out: Path) -> list
         browser.evaluate(session, SETTLE)
 
         layout = browser.evaluate(session, CHECK_LAYOUT)
+        content = browser.evaluate(session, CHECK_CONTENT)
         links = browser.evaluate(session, COLLECT_LINKS)
-        problems: list[str] = layout["problems"] + check_links(site_dir, links)
+        problems: list[str] = layout["problems"] + content["problems"]
+        problems += check_links(site_dir, links)
+        # Whatever asked for the network (a stylesheet's font, a script's request), blocked
+        # above, is a problem too: offline it would be missing.
+        for event in browser.take_events("Network.requestWillBeSent", session):
+            url = event["params"]["request"]["url"]
+            if urlsplit(url).scheme in ("http", "https"):
+                problems.append(f"it requests {url} from the network")
         for note in layout["notes"]:
             print(f"  {page.relative_to(site_dir)}: {note}")
 
@@ -377,8 +513,9 @@ def check_page(browser: Chromium, page: Path, site_dir: Path, out: Path) -> list
         picture = out / (page.relative_to(site_dir).as_posix().replace("/", "_") + ".png")
         picture.write_bytes(base64.b64decode(shot["data"]))
         print(
-            f"  {page.relative_to(site_dir)}: {layout['checked']} tables and code blocks, "
-            f"{len(links)} links; screenshot {picture}",
+            f"  {page.relative_to(site_dir)}: {layout['checked']} tables and code blocks "
+            f"({content['python']} in Python), {content['diagrams']} diagrams, {len(links)} links; "
+            f"screenshot {picture}",
             flush=True,
         )
         return problems
@@ -451,7 +588,10 @@ def main() -> int:
     if failures:
         print(f"{len(failures)} of {len(pages)} pages failed ({elapsed:.1f} s in the browser)")
         return 1
-    print(f"OK: {len(pages)} pages fit at {WIDTH} px and link to pages ({elapsed:.1f} s)")
+    print(
+        f"OK: {len(pages)} pages fit at {WIDTH} px, link to pages, need no network and show "
+        f"their code highlighted and diagrams drawn ({elapsed:.1f} s)"
+    )
     return 0
 
 

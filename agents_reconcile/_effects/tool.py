@@ -129,9 +129,9 @@ def effect_tool(func: Callable[..., Any], /) -> FunctionTool: ...
 @overload
 def effect_tool(
     *,
-    check: Check | None = None,
+    check: Callable[[str], Any] | None = None,
     idempotent: bool = False,
-    key: Key | None = None,
+    key: Callable[[dict[str, Any]], str] | None = None,
     **function_tool_options: Any,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
@@ -140,9 +140,9 @@ def effect_tool(
     func: Callable[..., Any] | None = None,
     /,
     *,
-    check: Check | None = None,
+    check: Callable[[str], Any] | None = None,
     idempotent: bool = False,
-    key: Key | None = None,
+    key: Callable[[dict[str, Any]], str] | None = None,
     **function_tool_options: Any,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """``function_tool`` for a body with an external effect (see the Tool effects page). Use
@@ -176,9 +176,9 @@ def effect_tool(
 def as_effect_tool(
     tool: FunctionTool,
     *,
-    check: Check | None = None,
+    check: Callable[[str], Any] | None = None,
     idempotent: bool = False,
-    key: Key | None = None,
+    key: Callable[[dict[str, Any]], str] | None = None,
     _recorded: bool = False,
 ) -> FunctionTool:
     """An existing ``FunctionTool`` as an effect tool: the same tool (name, schema, approvals,

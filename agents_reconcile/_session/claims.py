@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import math
 import time
@@ -51,6 +52,8 @@ __all__ = [
     "Claims",
     "InFlight",
     "Renewal",
+    "held_apart",
+    "registry_for_new_wrapper",
     "take",
 ]
 
@@ -81,7 +84,28 @@ class InFlight:
 
 
 PROCESS_IN_FLIGHT = InFlight()
-"""The registry every wrapper of this process shares unless given another."""
+"""The registry every wrapper of this process shares, unless made under ``held_apart``."""
+
+_REGISTRY_FOR_NEW_WRAPPERS: contextvars.ContextVar[InFlight | None] = contextvars.ContextVar(
+    "agents_reconcile_in_flight", default=None
+)
+
+
+@contextlib.contextmanager
+def held_apart(registry: InFlight) -> Iterator[InFlight]:
+    """Wrappers made inside the block hold their intents in ``registry``, apart from this
+    process's other wrappers, as another process's wrappers would (tests that play two
+    processes in one)."""
+    token = _REGISTRY_FOR_NEW_WRAPPERS.set(registry)
+    try:
+        yield registry
+    finally:
+        _REGISTRY_FOR_NEW_WRAPPERS.reset(token)
+
+
+def registry_for_new_wrapper() -> InFlight:
+    """The registry a wrapper made now holds its intents in."""
+    return _REGISTRY_FOR_NEW_WRAPPERS.get() or PROCESS_IN_FLIGHT
 
 
 logger = logging.getLogger("agents_reconcile")

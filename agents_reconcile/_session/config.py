@@ -29,6 +29,8 @@ ENV_FLAG: Final = "AGENTS_RECONCILE"
 _ON: Final = ("1", "true", "on", "yes")
 _OFF: Final = ("0", "false", "off", "no")
 
+# The choices of three options. ReconcileConfig's fields spell them out (its signature is what
+# a reader of the API reference sees); these are what values are checked against.
 OnUnchanged = Literal["replay", "fail"]
 Durability = Literal["write_ahead"]
 OnExtended = Literal["fail", "append"]
@@ -120,15 +122,15 @@ class ReconcileConfig:
 
     enabled: bool = True
     journal: IntentJournal | str | os.PathLike[str] | None = None
-    on_unchanged: OnUnchanged = "replay"
-    durability: Durability = "write_ahead"
+    on_unchanged: Literal["replay", "fail"] = "replay"
+    durability: Literal["write_ahead"] = "write_ahead"
     backend_identity: BackendIdentity | str | None = None
     merge_retried_input: bool = True
     verify_tail: bool = False
     lease_seconds: float = 30.0
     in_flight_wait: float = 5.0
     journal_retries: int = 3
-    on_extended: OnExtended = "fail"
+    on_extended: Literal["fail", "append"] = "fail"
     install: bool = False
     retention: Retention | None = DEFAULT_RETENTION
     payload_key: PayloadKey | bytes | str | Sequence[PayloadKey | bytes | str] | None = None

@@ -20,6 +20,7 @@ from .._core.run_context import context_of
 from ..errors import ConfigurationError
 from . import default_runner, runstate
 from .capabilities import FORWARDED, Guard, forwarded
+from .claims import registry_for_new_wrapper
 from .config import ReconcileConfig, require_config
 from .conversations import for_conversations
 from .parts import make_parts
@@ -33,7 +34,6 @@ if TYPE_CHECKING:
     from .._backends.journal import IntentJournal
     from .._core.policy import Resolution
     from .admission import Gating
-    from .claims import InFlight
     from .journal_client import JournalClient
     from .resolver import Resolver
     from .runstate import CarriedState
@@ -63,18 +63,13 @@ class ReconcilingSession:
             cls = for_conversations(cls)
         return super().__new__(cls)
 
-    def __init__(
-        self,
-        inner: Any,
-        *,
-        config: ReconcileConfig | None = None,
-        in_flight: InFlight | None = None,
-    ) -> None:
+    def __init__(self, inner: Any, *, config: ReconcileConfig | None = None) -> None:
         if isinstance(inner, ReconcilingSession):
             raise ConfigurationError("this session is already a ReconcilingSession")
         self.config = require_config(config)
         self._inner = inner
-        self._in_flight_given = in_flight
+        # This process's registry of intents in flight (another one under claims.held_apart).
+        self._in_flight = registry_for_new_wrapper()
         self._active = self.config.active
         # Whether the gate reached this session's runs some way (run_config(), hooks() or the
         # installed runner); a run without it is warned about once.
@@ -94,7 +89,7 @@ class ReconcilingSession:
     def _bind(self, session_id: str | None = None) -> None:
         """Make this wrapper's parts for ``session_id`` (default: the inner session's id as it
         is now)."""
-        parts = make_parts(self, self._inner, self.config, self._in_flight_given, session_id)
+        parts = make_parts(self, self._inner, self.config, self._in_flight, session_id)
         self.session_id: str = parts.client.session_id
         self.backend_identity: BackendIdentity = parts.identity
         self._calls, self._client, self._carried = parts.calls, parts.client, parts.state.carried

@@ -40,14 +40,12 @@ STORE_KINDS = ("store", "session")
 """What a revisioned store is checked for: its own contracts, and a plain session's."""
 SESSION_KINDS = ("session",)
 
-Factory = Callable[..., Any | Awaitable[Any]]
-
 
 async def check_journal(
-    make_journal: Factory,
+    make_journal: Callable[..., Any | Awaitable[Any]],
     *,
-    another: Factory | None = None,
-    newer_schema: Factory | None = None,
+    another: Callable[..., Any | Awaitable[Any]] | None = None,
+    newer_schema: Callable[..., Any | Awaitable[Any]] | None = None,
     only: Iterable[str] | None = None,
 ) -> Report:
     """Check a journal against every journal contract (``JOURNAL_KINDS``).
@@ -68,9 +66,9 @@ async def check_journal(
 
 
 async def check_store(
-    make_store: Factory,
+    make_store: Callable[..., Any | Awaitable[Any]],
     *,
-    newer_schema: Factory | None = None,
+    newer_schema: Callable[..., Any | Awaitable[Any]] | None = None,
     only: Iterable[str] | None = None,
 ) -> Report:
     """Check a revisioned store against the store contracts and the session contracts
@@ -88,7 +86,9 @@ async def check_store(
     )
 
 
-async def check_session(make_session: Factory, *, only: Iterable[str] | None = None) -> Report:
+async def check_session(
+    make_session: Callable[..., Any | Awaitable[Any]], *, only: Iterable[str] | None = None
+) -> Report:
     """Check a plain SDK ``Session`` against the session contracts (``SESSION_KINDS``).
 
     ``make_session(session_id)``: a session object for ``session_id`` (each check uses ids of

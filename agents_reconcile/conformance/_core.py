@@ -210,16 +210,13 @@ def contracts(*kinds: str) -> list[Contract]:
     return sorted(chosen, key=lambda found: found.last)
 
 
-Status = Literal["passed", "failed", "skipped"]
-
-
 @dataclass(frozen=True)
 class Result:
     """How one contract went: ``passed``, ``failed`` (with the ``violation``) or ``skipped``
     (``detail`` says why)."""
 
     contract: Contract
-    status: Status
+    status: Literal["passed", "failed", "skipped"]
     detail: str = ""
     violation: ContractViolation | None = field(default=None, compare=False)
 
@@ -247,7 +244,7 @@ class Report:
         """Whether no contract was broken (skipped ones do not count against it)."""
         return not self.failed
 
-    def status(self, name: str) -> Status:
+    def status(self, name: str) -> Literal["passed", "failed", "skipped"]:
         """How the contract ``name`` went."""
         for result in self.results:
             if result.contract.name == name:

@@ -24,7 +24,7 @@ from agents_reconcile._core.ownership import Owner, current_owner
 from agents_reconcile._core.records import Action, PendingWrite, Reason
 from agents_reconcile._core.revision import void_write_id
 from agents_reconcile._session import journal_client
-from agents_reconcile._session.claims import InFlight
+from agents_reconcile._session.claims import InFlight, held_apart
 from agents_reconcile._session.resolver import RESOLVE_AFTER_LEASES
 from agents_reconcile.errors import LeaseLost, ResolutionRefused
 from agents_reconcile.testing import BackendFailure, Fault
@@ -104,11 +104,11 @@ async def test_an_operator_judges_a_worker_by_its_own_lease(
     model = ScriptedModel([[assistant_message("paid")]])
 
     async def run_slowly() -> None:
-        session = ReconcilingSession(
-            SlowAppend("s1", path),
-            config=ReconcileConfig(journal=journal, lease_seconds=30.0),
-            in_flight=InFlight(),
-        )
+        with held_apart(InFlight()):  # as another process's wrapper
+            session = ReconcilingSession(
+                SlowAppend("s1", path),
+                config=ReconcileConfig(journal=journal, lease_seconds=30.0),
+            )
         agent = Agent(name="assistant", model=model)
         await Runner.run(agent, "pay 5", session=session, run_config=session.run_config())
 
@@ -221,7 +221,8 @@ async def test_closing_a_frozen_workers_write_fences_the_store(
         store = FrozenAppend("s1", path)
         store.freeze = True
         config = ReconcileConfig(journal=journal, lease_seconds=0.3, on_extended="append")
-        session = ReconcilingSession(store, config=config, in_flight=InFlight())
+        with held_apart(InFlight()):  # as another process's wrapper
+            session = ReconcilingSession(store, config=config)
         agent = Agent(name="assistant", model=model)
         await Runner.run(agent, "pay 5", session=session, run_config=session.run_config())
 
