@@ -36,6 +36,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
+import json
 import os
 import random
 import shutil
@@ -395,6 +397,14 @@ def _run_cell(driver: _Driver, cell: _Cell, out: IO[str]) -> CellResult:
     driver.forks.wait(60)
     histories, decisions = asyncio.run(_read_back(cell.spec))
     judge_cell(result, cell.directory, histories, decisions, pauses, (began, ended))
+    # Beside the workers' logs (kept with --keep): the decisions the judge read (payload-free)
+    # and the faults, so a broken promise can be traced to the decisions and the fault.
+    with (cell.directory / "decisions.jsonl").open("wb") as written:
+        written.writelines(decision.encode() + b"\n" for decision in decisions)
+    (cell.directory / "faults.jsonl").write_text(
+        "".join(json.dumps(dataclasses.asdict(fault)) + "\n" for fault in result.timeline),
+        encoding="utf-8",
+    )
     print(render_cell(result) + "\n", file=out, flush=True)
     return result
 

@@ -33,6 +33,7 @@ import asyncio
 import contextlib
 import ctypes
 import json
+import logging
 import os
 import random
 import select
@@ -357,6 +358,13 @@ def _child(spec: dict[str, Any], namespaces: bool) -> None:
     os.dup2(devnull, 0)
     os.dup2(errors, 1)
     os.dup2(errors, 2)
+    # The package's own log lines (a batch not appended again, a write waited out, ...) go
+    # there too, with their times, for tracing a broken promise back to what a worker saw.
+    handler = logging.StreamHandler(sys.stderr)
+    handler.setFormatter(logging.Formatter("%(created).6f %(levelname)s %(message)s"))
+    package_log = logging.getLogger("agents_reconcile")
+    package_log.addHandler(handler)
+    package_log.setLevel(logging.INFO)
     try:
         if namespaces:
             _new_host(spec["host"])
