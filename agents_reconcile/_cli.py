@@ -6,20 +6,20 @@ needs an operator, check a stored history for damage, migrate schemas, and run t
     agents-reconcile demo [--dir DIR]
     agents-reconcile status [--journal ADDRESS] [--session ID] [--limit N] [--after TOKEN]
                             [--json]
-    agents-reconcile show INTENT|EFFECT [--journal ADDRESS] [--store ADDRESS] [--json]
-    agents-reconcile trail SESSION [--journal ADDRESS] [--limit N] [--json]
-    agents-reconcile resolve INTENT --as committed|replay|retry|abandon --reason TEXT
-                             [--actor NAME] [--journal ADDRESS] [--store ADDRESS] [--override]
-                             [--output TEXT] [--json]
-    agents-reconcile check SESSION --store ADDRESS [--journal ADDRESS] [--repair --reason TEXT]
-                           [--json]
+    agents-reconcile show [--journal ADDRESS] [--store ADDRESS] [--json] -- INTENT|EFFECT
+    agents-reconcile trail [--journal ADDRESS] [--limit N] [--json] -- SESSION
+    agents-reconcile resolve --as committed|replay|retry|abandon --reason TEXT [--actor NAME]
+                             [--journal ADDRESS] [--store ADDRESS] [--override]
+                             [--output TEXT] [--json] -- INTENT|EFFECT
+    agents-reconcile check --store ADDRESS [--journal ADDRESS] [--repair --reason TEXT]
+                           [--json] -- SESSION
     agents-reconcile decisions [--journal ADDRESS] [--session ID] [--limit N] [--json]
     agents-reconcile selftest [--store NAME] [--path PATH] [--no-foreign] [--workers N]
                              [--only kill|cancel]
     agents-reconcile selftest --fleet [--workers N] [--sessions N] [--rounds N] [--lease S]
                              [--journal NAME] [--store NAME] [--own-servers] [--seed N]
                              [--redis-cluster-url URL] [--replicas N]
-    agents-reconcile migrate [--check] [--journal ADDRESS ...] [--store ADDRESS ...]
+    agents-reconcile migrate [--check] [--journal ADDRESS ...] [--store ADDRESS ...] [--json]
 
 A journal address is any the library takes: a path, ``sqlite:///``, ``redis://``,
 ``redis+cluster://``, ``postgresql://`` (default: ``AGENTS_RECONCILE_JOURNAL`` when set, else
@@ -30,8 +30,11 @@ from a file (``--payload-key-file PATH``) or a variable (``--payload-key-env NAM
 ``AGENTS_RECONCILE_PAYLOAD_KEY``), never from the command line; the signing keys come from
 ``AGENTS_RECONCILE_SIGNING_KEY``. Reading
 never creates, migrates or writes a journal, and nothing printed holds an item's content:
-only ids, states, owners, counts, digests and reasons. Exit codes: 0 fine; 1 something needs
-an operator (or was refused, or a check failed); 2 the journal or store could not be used.
+only ids, states, owners, counts, digests and reasons. An id or session goes last, after
+``--``, as every printed hint has it; text counts positions from 1 and gives times in UTC,
+``--json`` counts from 0 and gives seconds since the epoch. Exit codes: 0 fine; 1 something
+needs an operator (or was refused, or a check failed, or nothing has the id or session
+named); 2 the journal or store could not be used.
 
 Everything is imported when its command runs, so ``--help`` answers at once.
 """
@@ -42,12 +45,13 @@ import argparse
 import asyncio
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Final, NoReturn
 
 from ._operator.options import (
     add_operator_commands,
+    command_parser,
     journal_from_environment,
     journal_options,
     positive,
@@ -57,12 +61,22 @@ __all__ = ["main"]
 
 PROG: Final = "agents-reconcile"
 EXIT_OK: Final = 0
+EXIT_ATTENTION: Final = 1
 EXIT_TROUBLE: Final = 2
 _STORE_NAMES: Final = (
     "sqlite, async_sqlite, advanced_sqlite, encrypted_sqlite, sqlalchemy_sqlite, "
     "revisioned_<backend>, conversations (with AGENTS_RECONCILE_SELFTEST_CONVERSATIONS_URL)"
 )
 _RECOVERY_PATHS: Final = "run, streamed, resume_run, resume_streamed"
+_CONVENTIONS: Final = """\
+conventions (every command, and every command line printed as a hint):
+  options first, then --, then the id or session:
+    agents-reconcile show --journal journal.db -- 6091a6005d7c
+  text counts positions from 1, --json from 0; text gives times in UTC
+  (2026-12-01 10:20:51), --json as seconds since the epoch
+exit codes: 0 fine; 1 something needs an operator, was refused, or was not
+  found (no such id or session); 2 the journal, store or command line could
+  not be used"""
 
 
 # -- commands ----------------------------------------------------------------------------------
@@ -151,12 +165,37 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
     store_namespace = args.store_namespace or args.namespace
     targets += [Target("store", address, store_namespace) for address in args.store]
     if not targets:
-        print(f"{PROG} migrate: name at least one --journal or --store", file=sys.stderr)
+        said = "name at least one --journal or --store"
+        if args.json:
+            return _json_error(said, "usage", EXIT_TROUBLE)
+        print(f"{PROG} migrate: {said}", file=sys.stderr)
         return EXIT_TROUBLE
     results = asyncio.run(run(targets, check=args.check))
-    for target, current, what in results:
-        print(f"{'ok     ' if current else 'MIGRATE'} {target}: {what}")
-    return EXIT_OK if all(current for _, current, _ in results) else 1
+    current = all(done for _, done, _ in results)
+    if args.json:
+        import orjson
+
+        from ._backends.migrate import safe_address
+
+        document = {
+            "check": args.check,
+            "current": current,
+            "targets": [
+                {
+                    "kind": target.kind,
+                    "address": safe_address(target.address),
+                    "namespace": target.namespace,
+                    "current": done,
+                    "result": what,
+                }
+                for target, done, what in results
+            ],
+        }
+        sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
+    else:
+        for target, done, what in results:
+            print(f"{'ok     ' if done else 'MIGRATE'} {target}: {what}")
+    return EXIT_OK if current else EXIT_ATTENTION
 
 
 # -- entry point -------------------------------------------------------------------------------
@@ -165,22 +204,27 @@ def _cmd_migrate(args: argparse.Namespace) -> int:
 def _parser() -> argparse.ArgumentParser:
     parser = _Parser(
         prog=PROG,
-        description="Reconcile uncertain OpenAI Agents SDK session writes: the demo, what an "
+        description="Reconcile uncertain OpenAI Agents SDK session writes: the demo, what an\n"
         "operator needs (status, show, trail, resolve, check), schemas and the self-test.",
+        epilog=_CONVENTIONS,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("--version", action="version", version=f"{PROG} {_version()}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    demo = commands.add_parser("demo", help="run three offline scenes: replayed, committed, denied")
+    demo = command_parser(
+        commands, "demo", said="run three offline scenes: replayed, committed, denied"
+    )
     demo.add_argument(
         "--dir", metavar="DIR", help="where to keep the demo's files (default: a new temp dir)"
     )
     demo.set_defaults(handler=_cmd_demo)
     add_operator_commands(commands)
 
-    selftest = commands.add_parser(
+    selftest = command_parser(
+        commands,
         "selftest",
-        help="kill agent runs with SIGKILL at every crash point, recover, and check (offline)",
+        said="kill agent runs with SIGKILL at every crash point, recover, and check (offline)",
     )
     selftest.add_argument(
         "--store",
@@ -279,11 +323,12 @@ def _parser() -> argparse.ArgumentParser:
     fleet.add_argument("--seed", type=int, metavar="N", help="seed of the driver's choices")
     selftest.set_defaults(handler=_cmd_selftest)
 
-    migrate = commands.add_parser(
+    migrate = command_parser(
+        commands,
         "migrate",
-        help="create or upgrade journal and revisioned-store schemas (--check: verify only)",
+        said="create or upgrade journal and revisioned-store schemas (--check: verify only)",
     )
-    journal_options(migrate, repeatable=True, json=False)
+    journal_options(migrate, repeatable=True)
     migrate.add_argument(
         "--store",
         action="append",
@@ -344,6 +389,7 @@ def main(argv: list[str] | None = None) -> int:
         return code if isinstance(code, int) else (EXIT_OK if code is None else EXIT_TROUBLE)
     from sqlite3 import Error as SQLiteError
 
+    from ._operator.presence import NotFound
     from .errors import ReconcileError
 
     journal_from_environment(args)
@@ -352,6 +398,15 @@ def main(argv: list[str] | None = None) -> int:
         return handler(args)
     except KeyboardInterrupt:
         return 130
+    except NotFound as missing:
+        # Nothing by the name given: said plainly, exit 1, as a refusal is (never "nothing
+        # found" with exit 0, which a mistyped name would pass for).
+        said = _one_line(missing)
+        if getattr(args, "json", False):
+            named = {"what": missing.what, "name": missing.name}
+            return _json_error(said, type(missing).__name__, EXIT_ATTENTION, named)
+        print(f"{PROG}: {said}", file=sys.stderr)
+        return EXIT_ATTENTION
     except Exception as exc:
         # Every failure is trouble (exit 2), never "an operator is needed" (1): a driver's
         # error, a missing extra, a value no check foresaw. Ours are one line; others say
@@ -364,10 +419,12 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_TROUBLE
 
 
-def _json_error(message: str, kind: str, code: int) -> int:
+def _json_error(
+    message: str, kind: str, code: int, fields: Mapping[str, object] | None = None
+) -> int:
     import orjson
 
-    document = {"error": message, "kind": kind, "exit": code}
+    document = {"error": message, "kind": kind, "exit": code, **(fields or {})}
     sys.stdout.write(orjson.dumps(document, option=orjson.OPT_INDENT_2).decode() + "\n")
     print(f"{PROG}: {message}", file=sys.stderr)
     return code

@@ -359,14 +359,15 @@ def _describe(decision: Decision) -> str:
         f"agents-reconcile denied continuation of session {decision.session_id!r}: {what}. "
         f"{decision.reason.explanation} Evidence: {decision.evidence_text()}."
     )
-    where = "(with the application's --journal and --namespace)"
+    # As every hint of the command line: its options first, then ``--``, then the id.
+    where = "(the application's --journal and --namespace go before the --)"
     if decision.names_intent and reason not in _STATE_REFUSALS:
         return (
-            f"{text} For its evidence and the ways to resolve it: agents-reconcile show "
+            f"{text} For its evidence and the ways to resolve it: agents-reconcile show -- "
             f"{decision.intent_id} {where}"
         )
     session = shlex.quote(decision.session_id)
-    return f"{text} The session's decisions: agents-reconcile trail {session} {where}"
+    return f"{text} The session's decisions: agents-reconcile trail -- {session} {where}"
 
 
 # Refusals of the run's state itself (its remedy is a new run, not an operator's resolution).

@@ -36,7 +36,7 @@ from .._backends.store_items import new_write_id
 from .._core.cancellation import despite_cancellation
 from .._core.crashpoints import CrashPoint, reached
 from .._core.fingerprint import journal_batch
-from .._core.ownership import current_owner
+from .._core.ownership import current_owner, default_actor
 from .._core.records import Action, Decision, Outcome, PendingWrite, Reason
 from .._core.sealing import Keyring, PayloadKey
 from .._session.config import ReconcileConfig
@@ -51,6 +51,7 @@ from ..errors import (
 )
 from .damage import Damage, RepairPlan, find_damage, plan_repair
 from .journals import opened_journal
+from .presence import NotFound
 from .stores import close_store, open_by_address, read_history
 
 __all__ = ["CheckReport", "RepairRefused", "check_session", "repair_session", "sealed_elsewhere"]
@@ -156,6 +157,15 @@ async def check_session(
     repaired."""
     layout, items, unreadable = await read_history(store, session_id, namespace)
     shown = redacted(store)
+    if not items and not unreadable:
+        # The store knows the sessions it holds items of: an empty history is no session to
+        # check (a mistyped id, or another store), never "no damage".
+        where = shown + (f" (namespace {namespace!r})" if namespace else "")
+        raise NotFound(
+            f"no session {session_id!r} in store {where}: it holds no item of it",
+            what="session",
+            name=session_id,
+        )
     if repair:
         if journal is None:
             raise RepairRefused(
@@ -221,6 +231,8 @@ async def _ledger(
     return backend_for(journal, what="journal").open_journal(journal, namespace=namespace)
 
 
+_MOST_TEXT: Final = 500
+"""The longest actor kept, as a resolution keeps it."""
 _CONVERSATION: Final = (
     "conversation {sid!r} needs {removals} item(s) removed, and a conversation cannot be "
     "rewritten in place: clearing it deletes the conversation (the next write makes another, "
@@ -251,7 +263,8 @@ async def repair_session(
     payload_keys: Sequence[PayloadKey] = (),
 ) -> CheckReport:
     """Check an open SDK session and write its repaired history under a write-ahead intent in
-    ``journal``; record the repair (``actor``, ``reason``) in the decision trail. The intent
+    ``journal``; record the repair (``actor``, by default this user and host, and ``reason``)
+    in the decision trail. The intent
     holds the history sealed with ``payload_keys`` (the first), where the deployment seals
     payloads, as the deployment's own intents are.
 
@@ -264,6 +277,8 @@ async def repair_session(
     If the rewrite itself fails, the store's own exception is raised with a note naming the
     intent, which stays pending: the session's next reconciliation finishes it (or denies it,
     if the old history is still there)."""
+    # Recorded as every operator's write records its actor: the name given, else user@host.
+    actor = (actor or "").strip()[:_MOST_TEXT] or default_actor()
     config = ReconcileConfig(journal=journal, payload_key=list(payload_keys) or None)
     wrapper = ReconcilingSession(session, config=config)
     if not wrapper.enabled:

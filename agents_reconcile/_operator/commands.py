@@ -15,11 +15,10 @@ import sys
 from typing import Any, Final
 
 from .._backends.rows import collecting_damage
-from .._core.explanations import evidence_text
 from .._session.config import ReconcileConfig
 from . import views
 from .hints import more_lines, next_page_hint, operator_hints, show_hint
-from .journals import command_journal
+from .journals import command_journal, journal_named
 from .keys import payload_keys
 from .output import (
     EXIT_ATTENTION,
@@ -27,6 +26,7 @@ from .output import (
     age_text,
     aside_line,
     column_widths,
+    evidence_line,
     owner_text,
     print_json,
     print_table,
@@ -35,6 +35,7 @@ from .output import (
     table_row,
     utc_time,
 )
+from .presence import NotFound, journal_holds
 
 __all__ = ["EXIT_ATTENTION", "check", "decisions", "resolve", "show", "status", "trail"]
 
@@ -132,27 +133,32 @@ def _print_effects(effects: list[dict[str, Any]]) -> None:
 
 
 def trail(args: argparse.Namespace) -> int:
-    async def read() -> dict[str, Any]:
+    async def read() -> tuple[dict[str, Any], str | None]:
         journal = await command_journal(args)
         try:
             lease = ReconcileConfig().lease_seconds
-            return await views.trail(journal, args.session, limit=args.limit, lease_seconds=lease)
+            found = await views.trail(journal, args.session, limit=args.limit, lease_seconds=lease)
+            shown = any(found[part] for part in ("decisions", "effects", "set_aside", "damaged"))
+            held = None if shown else await journal_holds(journal, args.session, args.journal)
+            return found, held
         finally:
             await journal.close()
 
-    found = asyncio.run(read())
+    found, held = asyncio.run(read())
+    if held == "":
+        raise _unknown_session(args)
     if args.json:
         print_json(found)
         return EXIT_ATTENTION if found["damaged"] else EXIT_OK
     if not found["decisions"]:
-        print(f"No decisions recorded for session {args.session!r}.")
+        print(f"No decisions recorded for session {args.session!r}{_holding(held)}.")
     for decision in found["decisions"]:
         print(
             f"{utc_time(decision['decided_at'])}  intent {decision['intent_id']}  "
             f"{decision['outcome']} ({decision['reason']}) -> {decision['action']}"
             f"{repeats_text(decision)}"
         )
-        print(f"    evidence: {evidence_text(decision['evidence'])}")
+        print(f"    evidence: {evidence_line(decision['evidence'])}")
     for effect in found["effects"]:
         waits = "waits for an operator" if effect["needs_operator"] else "not finished yet"
         print(
@@ -167,16 +173,21 @@ def trail(args: argparse.Namespace) -> int:
 
 
 def decisions(args: argparse.Namespace) -> int:
-    async def read() -> tuple[list[Any], list[Any]]:
+    async def read() -> tuple[list[Any], list[Any], str | None]:
         journal = await command_journal(args)
         try:
             with collecting_damage() as damaged:
                 found = await journal.decisions(session_id=args.session, limit=args.limit)
-            return found, damaged
+            held = None
+            if args.session is not None and not found and not damaged:
+                held = await journal_holds(journal, args.session, args.journal)
+            return found, damaged, held
         finally:
             await journal.close()
 
-    found, damaged = asyncio.run(read())
+    found, damaged, held = asyncio.run(read())
+    if held == "":
+        raise _unknown_session(args)
     if args.json:
         print_json(
             {
@@ -187,7 +198,7 @@ def decisions(args: argparse.Namespace) -> int:
         return EXIT_ATTENTION if damaged else EXIT_OK
     if not found:
         where = f" for session {args.session!r}" if args.session else ""
-        print(f"No decisions recorded{where}.")
+        print(f"No decisions recorded{where}{_holding(held)}.")
     rows = [("DECIDED (UTC)", "SESSION", "INTENT", "OUTCOME", "REASON", "ACTION")]
     for decision in found:
         rows.append(
@@ -206,10 +217,27 @@ def decisions(args: argparse.Namespace) -> int:
         for row, decision in zip(rows[1:], found, strict=True):
             print(table_row(row, widths))
             # Digests and counts only: the evidence never holds an item's content.
-            print(f"    evidence: {decision.evidence_text()}")
+            print(f"    evidence: {evidence_line(decision.evidence)}")
     for record in damaged:
         print(f"DAMAGED decision under {record.ident}: {record.problem}")
     return EXIT_ATTENTION if damaged else EXIT_OK
+
+
+def _holding(held: str | None) -> str:
+    """What the journal holds of a session it has no decision of, said after "No decisions"."""
+    if held == "counted writes":
+        return " (the journal knows it: its writes are counted, and none needed a decision)"
+    return f" (the journal holds its {held})" if held else ""
+
+
+def _unknown_session(args: argparse.Namespace) -> NotFound:
+    return NotFound(
+        f"no session {args.session!r} in journal {journal_named(args)}: it holds no intent, "
+        "decision, tool effect, set-aside record or counted write of it (the counted writes "
+        "of a session idle longer than the retention are pruned)",
+        what="session",
+        name=args.session,
+    )
 
 
 def check(args: argparse.Namespace) -> int:

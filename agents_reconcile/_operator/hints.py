@@ -1,7 +1,8 @@
 """What a command tells an operator to run next, as complete command lines that run as printed
 from the same directory: the journal options this command was given, the store where one is
-needed, a reason to replace with what was checked, and the id last (after ``--``). An address
-is printed without its password (where it has one, put it back before running the line).
+needed, a reason to replace with what was checked, and the id (or session) last, after
+``--``. An address is printed without its password (where it has one, put it back before
+running the line).
 ``status`` points at ``show`` for each intent or effect that waits for a person; ``show``
 prints one ``resolve`` line per resolution it would take."""
 
@@ -24,6 +25,7 @@ __all__ = [
     "operator_hints",
     "resolve_hints",
     "show_hint",
+    "trail_hint",
 ]
 
 PROG: Final = "agents-reconcile"
@@ -60,8 +62,20 @@ def _options(args: argparse.Namespace, names: Iterable[tuple[str, str]]) -> list
 
 
 def show_hint(ident: str, args: argparse.Namespace) -> str:
-    # The id last, after ``--``: an id read from a damaged row may begin with a dash.
-    return shlex.join([PROG, "show", *journal_options(args), "--", printable(ident)])
+    """The ``show`` command of an intent or effect, with this command's journal options."""
+    return _command("show", journal_options(args), ident)
+
+
+def trail_hint(session_id: str, args: argparse.Namespace) -> str:
+    """The ``trail`` command of a session, with this command's journal options."""
+    return _command("trail", journal_options(args), session_id)
+
+
+def _command(name: str, options: list[str], ident: str) -> str:
+    """A command line as every hint prints it: its options first, then ``--``, then the id or
+    session (one read from a damaged row may begin with a dash, which ``--`` keeps an
+    argument)."""
+    return shlex.join([PROG, name, *options, "--", printable(ident)])
 
 
 def resolve_hints(
@@ -75,7 +89,7 @@ def resolve_hints(
     """One ``resolve`` line per choice (its extra options after it), each complete."""
     where = [*journal_options(args), *store_options(store, store_namespace)]
     return [
-        shlex.join([PROG, "resolve", ident, *where, "--as", choice, *extra, "--reason", REASON])
+        _command("resolve", [*where, "--as", choice, *extra, "--reason", REASON], ident)
         for choice, extra in choices.items()
     ]
 

@@ -23,11 +23,12 @@ _SHORT: Final = 120
 
 
 def item_shapes(intent: PendingWrite) -> list[dict[str, Any]]:
-    """One mapping per item of the batch, in order (position from 1)."""
+    """One mapping per item of the batch, in order (``position`` from 0, as every position
+    in ``--json``; the text counts from 1)."""
     return [
         _shape(position, item, digest)
         for position, (item, digest) in enumerate(
-            zip(intent.batch, intent.batch_digests, strict=False), start=1
+            zip(intent.batch, intent.batch_digests, strict=False)
         )
     ]
 

@@ -1,6 +1,7 @@
 """Opening a journal by address for an operator's command: any address the library takes (a
-path, ``sqlite:///``, ``redis://``, ``postgresql://``), checked before it is read, so that
-looking into a journal never creates, migrates or writes it."""
+path, ``sqlite:///``, ``redis://``, ``redis+cluster://``, ``postgresql://``), checked before
+it is read, so that looking into a journal never creates, migrates or writes it, and a journal
+that is not there is said with what is there instead (``diagnosis``)."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from .._backends.redaction import redacted
 from .._backends.registry import backend_for
 from .._backends.sqlite.journal import SQLiteJournal
 from ..errors import ConfigurationError, JournalError
-from .diagnosis import explained, missing_file
+from .diagnosis import cluster_node, explained, missing_file
 from .keys import keyring as deployment_keyring
+from .server_reads import redis_refused
 
 if TYPE_CHECKING:
     import argparse
@@ -21,7 +23,7 @@ if TYPE_CHECKING:
     from .._backends.journal import IntentJournal
     from .._core.sealing import Keyring
 
-__all__ = ["command_journal", "opened_journal"]
+__all__ = ["command_journal", "journal_named", "opened_journal"]
 
 
 async def opened_journal(
@@ -55,12 +57,20 @@ async def opened_journal(
         lend_keys(journal, keyring)
     try:
         problem = await journal.check()
+    except JournalError as exc:
+        await journal.close()
+        # A plain address of one node of a Redis Cluster: the node redirects the read of the
+        # schema version to another, which the driver reports only by the slot's number.
+        node = await cluster_node(address, "journal", "--namespace") if redis_refused(exc) else None
+        if node is not None:
+            raise JournalError(f"{redacted(address)}: {node}") from exc
+        raise
     except BaseException:
         await journal.close()
         raise
     if problem is not None:
         try:
-            problem = await explained(journal, problem)
+            problem = await explained(journal, problem, address)
         finally:
             await journal.close()
         raise JournalError(f"{redacted(address)}: {problem}")
@@ -74,6 +84,13 @@ async def command_journal(args: argparse.Namespace, *, writing: bool = False) ->
     return await opened_journal(
         args.journal, namespace=args.namespace, writing=writing, keyring=deployment_keyring(args)
     )
+
+
+def journal_named(args: argparse.Namespace) -> str:
+    """The journal a command's options name, as messages print it: its address without a
+    password (the default file when none), and its namespace when one is given."""
+    where = redacted(args.journal or DEFAULT_JOURNAL_PATH)
+    return where + (f" (namespace {args.namespace!r})" if args.namespace else "")
 
 
 def _missing(path: Path) -> bool:

@@ -8,7 +8,7 @@ from __future__ import annotations
 import argparse
 import os
 from collections.abc import Mapping
-from typing import Final, TypeVar
+from typing import Any, Final, TypeVar
 
 from .durations import duration
 
@@ -16,6 +16,7 @@ __all__ = [
     "JOURNAL_ENV",
     "NAMESPACE_ENV",
     "add_operator_commands",
+    "command_parser",
     "journal_from_environment",
     "journal_options",
     "key_options",
@@ -74,7 +75,12 @@ def journal_options(
     )
     command.set_defaults(journal_from_environment=True)
     if json:
-        command.add_argument("--json", action="store_true", help="one JSON document")
+        command.add_argument(
+            "--json",
+            action="store_true",
+            help="one JSON document instead of text (in it positions count from 0, as records "
+            "keep them, and times are seconds since the epoch)",
+        )
 
 
 def journal_from_environment(
@@ -116,16 +122,27 @@ def key_options(command: argparse.ArgumentParser) -> None:
 def store_options(command: argparse.ArgumentParser, what: str, *, required: bool = False) -> None:
     command.add_argument("--store", metavar="ADDRESS", required=required, help=what)
     command.add_argument(
-        "--store-namespace", metavar="NAME", help="the store's Redis key prefix or schema"
+        "--store-namespace",
+        metavar="NAME",
+        help="the store's Redis key prefix or PostgreSQL schema, when not the default",
     )
+
+
+def command_parser(
+    commands: argparse._SubParsersAction[_P], name: str, *, said: str, **options: Any
+) -> _P:
+    """A command of the command line, whose line in the list of commands (``said``) also heads
+    its own ``--help``."""
+    return commands.add_parser(name, help=said, description=said, **options)
 
 
 def add_operator_commands(commands: argparse._SubParsersAction[_P]) -> None:
     """Add the operator's commands to the command line's ``commands``."""
-    status = commands.add_parser(
+    status = command_parser(
+        commands,
         "status",
         aliases=["pending"],
-        help="pending intents and tool effects without a receipt, by session, owner and age "
+        said="pending intents and tool effects without a receipt, by session, owner and age "
         "(exit 1: an operator is needed)",
     )
     journal_options(status)
@@ -145,17 +162,28 @@ def add_operator_commands(commands: argparse._SubParsersAction[_P]) -> None:
     )
     status.set_defaults(handler=_status)
 
-    show = commands.add_parser(
-        "show", help="one intent and its evidence: expected, stored now, decided, resolvable"
+    show = command_parser(
+        commands,
+        "show",
+        said="one intent or tool effect and its evidence: pending, what each resolution would "
+        "do; settled, how, when and by whom (exit 1: no such id in the journal)",
     )
-    show.add_argument("intent", metavar="INTENT", help="the intent id")
+    show.add_argument(
+        "intent", metavar="ID", help="an intent id or effect key, or a prefix naming one"
+    )
     journal_options(show)
     key_options(show)
     store_options(show, "judge the intent against this store (read only)")
-    show.add_argument("--limit", type=positive, default=20, metavar="N", help="at most N decisions")
+    show.add_argument(
+        "--limit", type=positive, default=20, metavar="N", help="at most N decisions (default 20)"
+    )
     show.set_defaults(handler=_show)
 
-    trail = commands.add_parser("trail", help="a session's decisions, oldest first")
+    trail = command_parser(
+        commands,
+        "trail",
+        said="a session's decisions, oldest first (exit 1: the journal holds nothing of it)",
+    )
     trail.add_argument("session", metavar="SESSION", help="the session id")
     journal_options(trail)
     trail.add_argument(
@@ -163,10 +191,13 @@ def add_operator_commands(commands: argparse._SubParsersAction[_P]) -> None:
     )
     trail.set_defaults(handler=_trail)
 
-    resolve = commands.add_parser(
-        "resolve", help="resolve a pending intent as committed, replay or abandon, with a reason"
+    resolve = command_parser(
+        commands,
+        "resolve",
+        said="resolve a pending intent (or a tool effect) as committed, replay or abandon, "
+        "with a reason",
     )
-    resolve.add_argument("intent", metavar="INTENT", help="the intent id")
+    resolve.add_argument("intent", metavar="ID", help="the whole intent id or effect key")
     resolve.add_argument(
         "--as",
         dest="resolution",
@@ -180,7 +211,9 @@ def add_operator_commands(commands: argparse._SubParsersAction[_P]) -> None:
         "--output", metavar="TEXT", help="an effect resolved as committed: the output it gave"
     )
     resolve.add_argument("--reason", required=True, help="why (kept in the trail)")
-    resolve.add_argument("--actor", metavar="NAME", help="who (default: user@host)")
+    resolve.add_argument(
+        "--actor", metavar="NAME", help="who, kept in the trail (default: user@host)"
+    )
     resolve.add_argument(
         "--override",
         action="store_true",
@@ -194,25 +227,33 @@ def add_operator_commands(commands: argparse._SubParsersAction[_P]) -> None:
     )
     resolve.set_defaults(handler=_resolve)
 
-    check = commands.add_parser(
+    check = command_parser(
+        commands,
         "check",
-        help="report damage in a stored history (duplicates, calls without outputs, outputs "
-        "without calls); --repair fixes what the evidence proves",
+        said="report damage in a stored history (duplicates, calls without outputs, outputs "
+        "without calls); --repair fixes what the evidence proves (exit 1: damage left, or no "
+        "such session in the store)",
     )
     check.add_argument("session", metavar="SESSION", help="the session id")
     store_options(check, "the session's store", required=True)
     journal_options(check, default="none is read; a repair is recorded in it")
     check.add_argument("--repair", action="store_true", help="repair what the evidence proves")
     check.add_argument("--reason", help="why (kept in the trail; needed with --repair)")
-    check.add_argument("--actor", metavar="NAME", help="who (default: user@host)")
+    check.add_argument(
+        "--actor", metavar="NAME", help="who repairs, kept in the trail (default: user@host)"
+    )
     key_options(check)
     check.set_defaults(handler=_check)
 
-    decisions = commands.add_parser(
-        "decisions", help="every session's decisions, newest first (payload-free)"
+    decisions = command_parser(
+        commands, "decisions", said="every session's decisions, newest first (payload-free)"
     )
     journal_options(decisions)
-    decisions.add_argument("--session", metavar="ID", help="only this session")
+    decisions.add_argument(
+        "--session",
+        metavar="ID",
+        help="only this session (exit 1: the journal holds nothing of it)",
+    )
     decisions.add_argument(
         "--limit", type=positive, default=20, metavar="N", help="at most N (default 20)"
     )
@@ -221,9 +262,10 @@ def add_operator_commands(commands: argparse._SubParsersAction[_P]) -> None:
 
 
 def _add_prune(commands: argparse._SubParsersAction[_P]) -> None:
-    prune = commands.add_parser(
+    prune = command_parser(
+        commands,
         "prune",
-        help="remove settled decisions, receipts and idle sessions' write counts older than "
+        said="remove settled decisions, receipts and idle sessions' write counts older than "
         "the retention, never what a guarantee needs (--dry-run: count them)",
     )
     journal_options(prune)

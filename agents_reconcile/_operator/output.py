@@ -1,14 +1,22 @@
 """How the operator's commands answer: their exit codes, one JSON document under ``--json``,
-tables for a terminal, and the times, ages, owners and lines several commands print alike."""
+tables for a terminal, and the times, ages, owners, evidence and lines several commands print
+alike.
+
+One convention each, in every command's text: positions count from 1 (the first item of a
+history or a batch is 1), where ``--json`` counts from 0, as the records do; times are UTC,
+``2026-12-01 10:20:51`` (ISO 8601 to the second), where ``--json`` gives seconds since the
+Unix epoch, as numbers."""
 
 from __future__ import annotations
 
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import UTC, datetime
 from typing import Any, Final
 
 import orjson
+
+from .._core.explanations import evidence_text
 
 __all__ = [
     "EXIT_ATTENTION",
@@ -16,6 +24,8 @@ __all__ = [
     "age_text",
     "aside_line",
     "column_widths",
+    "evidence_line",
+    "moment",
     "owner_text",
     "print_json",
     "print_table",
@@ -64,6 +74,56 @@ def table_row(row: Sequence[str], widths: Sequence[int]) -> str:
 def utc_time(timestamp: float) -> str:
     """A moment as people read it, in UTC to the second."""
     return datetime.fromtimestamp(timestamp, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def moment(value: object) -> str:
+    """A moment a record may leave unset (None: ``-``) as ``utc_time`` prints it."""
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return utc_time(value)
+    return "-" if value is None else str(value)
+
+
+_HISTORY_POSITIONS: Final = ("removed",)
+"""Evidence keys holding positions in a history (a repair's removed items), from 0."""
+_BATCH_POSITION: Final = "item"
+"""The evidence key holding one position in a batch (the item a refusal names), from 0."""
+_BATCH_RANGE: Final = "refused"
+"""The evidence key holding a range of a batch's positions, ``[first, end)`` from 0."""
+
+
+def evidence_line(evidence: Mapping[str, Any]) -> str:
+    """A decision's evidence on one line for people (``evidence_text``), with its positions
+    counted from 1 and its moments (``*_at``) in UTC; the record, and ``--json``, keep them
+    as stored (from 0; seconds since the epoch)."""
+    shown: dict[str, Any] = {}
+    for key, value in evidence.items():
+        if key in _HISTORY_POSITIONS and isinstance(value, list | tuple):
+            shown[key] = [_counted(position) for position in value]
+        elif key == _BATCH_POSITION:
+            shown[key] = _counted(value)
+        elif key == _BATCH_RANGE and _is_range(value):
+            first, end = value
+            shown[key] = f"{first + 1}-{end}" if end > first + 1 else str(first + 1)
+        elif key.endswith("_at") and isinstance(value, int | float) and not isinstance(value, bool):
+            shown[key] = utc_time(value)
+        else:
+            shown[key] = value
+    return evidence_text(shown)
+
+
+def _counted(position: object) -> object:
+    """A position from 0 as counted from 1 (anything else as it is)."""
+    if isinstance(position, int) and not isinstance(position, bool):
+        return position + 1
+    return position
+
+
+def _is_range(value: object) -> bool:
+    return (
+        isinstance(value, list | tuple)
+        and len(value) == 2
+        and all(isinstance(end, int) and not isinstance(end, bool) for end in value)
+    )
 
 
 def age_text(seconds: float) -> str:

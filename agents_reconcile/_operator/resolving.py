@@ -19,11 +19,13 @@ from .._session.resolver import Resolver
 from .._session.setting_aside import damage_of, row_backend
 from ..errors import ResolutionRefused
 from . import views
+from .hints import show_hint
 from .ids import full_id
-from .journals import command_journal
+from .journals import command_journal, journal_named
 from .keys import keyring
 from .output import EXIT_ATTENTION, EXIT_OK, print_json, refusal
-from .stores import close_store, recorded_store, store_for
+from .presence import NotFound
+from .stores import close_store, recorded_store, store_for, usable_store
 
 if TYPE_CHECKING:
     from .._backends.journal import JournalEntry
@@ -37,6 +39,7 @@ __all__ = [
     "resolve",
     "resolver_for",
     "store_address",
+    "unknown_id",
 ]
 
 EFFECTS_BACKEND: Final = BackendIdentity("agents_reconcile.effects", "")
@@ -110,7 +113,7 @@ async def _resolve(args: argparse.Namespace, unread: dict[str, Any]) -> Any:
                 return await Resolver(client).resolve(
                     ident, args.resolution, reason=args.reason, actor=args.actor
                 )
-        entry = await pending_entry(journal, ident)
+        entry = await pending_entry(journal, ident, args)
         address, namespace, given = store_address(entry, args)
         resolver, store = await judging_resolver(entry, address, namespace, given, journal, unread)
         try:
@@ -154,18 +157,32 @@ async def _resolve_effect(args: argparse.Namespace, journal: Any, effect: Effect
     )
 
 
-async def pending_entry(journal: IntentJournal, intent_id: str) -> JournalEntry:
-    """The pending intent ``intent_id``; ``ResolutionRefused`` when it is settled or unknown."""
+async def pending_entry(
+    journal: IntentJournal, intent_id: str, args: argparse.Namespace
+) -> JournalEntry:
+    """The pending intent ``intent_id``: ``ResolutionRefused`` when it is settled (naming the
+    ``show`` that says how), ``NotFound`` when the journal (the one ``args`` name) holds
+    nothing by that id."""
     entry = await journal.get(intent_id)
     if entry is None:
-        settled = await journal.is_settled(intent_id)
-        raise ResolutionRefused(
-            f"intent {intent_id} is settled already"
-            if settled
-            else f"no pending intent {intent_id}",
-            intent_id=intent_id,
-        )
+        if await journal.is_settled(intent_id):
+            raise ResolutionRefused(
+                f"intent {intent_id} is settled already: nothing to resolve; how it was "
+                f"settled, and by whom: {show_hint(intent_id, args)}",
+                intent_id=intent_id,
+            )
+        raise unknown_id(intent_id, args)
     return entry
+
+
+def unknown_id(ident: str, args: argparse.Namespace) -> NotFound:
+    """``NotFound`` for an id that names nothing in the journal ``args`` name."""
+    return NotFound(
+        f"nothing by the id {ident!r} in journal {journal_named(args)}: no intent (pending or "
+        "settled), tool effect or set-aside record has it",
+        what="id",
+        name=ident,
+    )
 
 
 def store_address(
@@ -198,6 +215,7 @@ async def judging_resolver(
         store = None
         try:
             resolver, store = resolver_for(entry, address, namespace, journal)
+            await usable_store(store, address)
             await resolver.preview(entry.intent.intent_id)
         except ResolutionRefused:
             await close_store(store)

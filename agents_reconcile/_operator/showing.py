@@ -1,6 +1,8 @@
 """``show``: one pending intent, tool effect or set-aside record in full: what the write was
 meant to do, the shapes of its items (never their content), what its store holds now, its
-decisions, and what each resolution would do, with the commands that make it."""
+decisions, and what each resolution would do, with the commands that make it. A settled intent
+is shown after the fact: how it was settled, when, by whom, and the evidence; an id that names
+nothing is ``NotFound``."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ from .._backends.redaction import redacted
 from .._backends.rows import collecting_damage
 from .._core.effect_records import Effect, EffectState
 from .._core.explanations import evidence_text
+from .._core.records import Decision, Reason
 from .._session.config import ReconcileConfig
 from ..errors import (
     JournalCorrupt,
@@ -25,7 +28,7 @@ from ..errors import (
     UnsupportedRecordVersion,
 )
 from . import views
-from .hints import EFFECT_CHOICES, REASON, as_offered, resolve_hints
+from .hints import EFFECT_CHOICES, REASON, as_offered, resolve_hints, trail_hint
 from .ids import full_id
 from .items import item_shapes, sealed_outline
 from .journals import command_journal
@@ -34,13 +37,15 @@ from .output import (
     EXIT_OK,
     age_text,
     aside_line,
+    evidence_line,
+    moment,
     print_json,
     refusal,
     repeats_text,
     utc_time,
 )
-from .resolving import find_effect, one_line, pending_entry, resolver_for, store_address
-from .stores import close_store
+from .resolving import find_effect, one_line, resolver_for, store_address, unknown_id
+from .stores import close_store, usable_store
 from .waiting import effect_status, effect_view
 
 if TYPE_CHECKING:
@@ -92,10 +97,57 @@ async def _show(args: argparse.Namespace) -> dict[str, Any]:
                     "kept": await _kept_bytes(journal, aside),
                     "decisions": [views.decision_view(d) for d in found],
                 }
-            entry = await pending_entry(journal, ident)
+            if await journal.is_settled(ident):
+                return await _show_settled(journal, ident, args)
+            raise unknown_id(ident, args)
         return await _show_intent(journal, entry, args)
     finally:
         await journal.close()
+
+
+async def _show_settled(
+    journal: IntentJournal, ident: str, args: argparse.Namespace
+) -> dict[str, Any]:
+    """A settled intent, after the fact: the decision that settled it (outcome, reason, the
+    action taken, when, by whom: the operator and their reason, or the rule alone) and its
+    evidence, with every decision about it. Its record went when it settled: what the journal
+    keeps of it is in its decisions. Nothing is left to resolve."""
+    with collecting_damage():
+        found = await journal.decisions(intent_id=ident, limit=args.limit)
+    settling = next((decision for decision in found if decision.settled), None)
+    about = settling or (found[0] if found else None)
+    shown: dict[str, Any] = {
+        "intent_id": ident,
+        "session_id": None if about is None else about.session_id,
+        "backend": None if about is None else str(about.backend),
+        "state": "settled",
+        "settled": None if settling is None else _settlement(settling),
+        "decisions": [views.decision_view(d) for d in found],
+        "next": [],
+    }
+    if about is not None:
+        shown["trail_command"] = trail_hint(about.session_id, args)
+    return shown
+
+
+def _settlement(decision: Decision) -> dict[str, Any]:
+    """How a decision settled its intent, and who settled it: an operator (``by``: the actor,
+    the resolution and the reason they gave) or the rule (``by``: None)."""
+    evidence = decision.evidence
+    operator = decision.reason is Reason.OPERATOR_RESOLVED or "resolution" in evidence
+    return {
+        **views.decision_view(decision),
+        "by": (
+            {
+                "actor": evidence.get("actor"),
+                "resolution": evidence.get("resolution"),
+                "reason": evidence.get("operator_reason"),
+                "override": bool(evidence.get("override", False)),
+            }
+            if operator
+            else None
+        ),
+    }
 
 
 async def _show_effect(
@@ -143,6 +195,7 @@ async def _show_intent(
         try:
             resolver, opened = resolver_for(entry, store, store_namespace, journal)
             try:
+                await usable_store(opened, store)
                 verdict = await resolver.preview(intent.intent_id)
             finally:
                 await close_store(opened)
@@ -245,7 +298,7 @@ def _print_show(found: dict[str, Any]) -> None:
     if "effect" in found:
         for key, value in found.items():
             if key not in ("decisions", "next"):
-                print(f"{key:<17} {value}")
+                print(f"{key:<17} {moment(value) if key.endswith('_at') else value}")
         for decision in found["decisions"]:
             print(
                 f"decision          {utc_time(decision['decided_at'])}  {decision['reason']} -> "
@@ -260,6 +313,9 @@ def _print_show(found: dict[str, Any]) -> None:
         return
     if "record" in found:
         _print_row(found)
+        return
+    if found["state"] == "settled":
+        _print_settled(found)
         return
     print(f"intent   {found['intent_id']}")
     print(f"session  {found['session_id']}   backend {found['backend']}")
@@ -286,12 +342,37 @@ def _print_show(found: dict[str, Any]) -> None:
     else:
         print(f"    read from {found['store']['address']} (named by {found['store']['from']})")
         print(f"    {now['outcome']} ({now['reason']}): {now['explanation']}")
-        print(f"    evidence: {evidence_text(now['evidence'])}")
+        print(f"    evidence: {evidence_line(now['evidence'])}")
     _print_decisions(found["decisions"])
     print("\nwhat each resolution would do:")
     for name, said in found["resolutions"].items():
         print(f"    --as {name:<9} {said}")
     _print_next(found["next"])
+
+
+def _print_settled(found: dict[str, Any]) -> None:
+    print(f"intent   {found['intent_id']}")
+    if found["session_id"] is not None:
+        print(f"session  {found['session_id']}   backend {found['backend']}")
+    settled = found["settled"]
+    if settled is None:
+        print("state    settled (the decision that settled it is no longer kept)")
+    else:
+        print(
+            f"state    settled {utc_time(settled['decided_at'])}: {settled['outcome']} "
+            f"({settled['reason']}) -> {settled['action']}"
+        )
+        print(f"         {settled['explanation']}")
+        by = settled["by"]
+        if by is None:
+            print("by       the rule (reconciliation), no operator")
+        else:
+            how = f"--as {by['resolution']}" + (" --override" if by["override"] else "")
+            print(f"by       {by['actor']}, an operator ({how}): {by['reason']}")
+        print(f"evidence {evidence_line(settled['evidence'])}")
+    _print_decisions(found["decisions"])
+    if "trail_command" in found:
+        print(f"\nthe session's decisions: {found['trail_command']}")
 
 
 def _kept_line(kept: dict[str, Any]) -> str:
@@ -349,4 +430,5 @@ def _item_line(item: dict[str, Any]) -> str:
     named = "  ".join(
         f"{key}={item[key]}" for key in ("type", "role", "name", "call_id", "status") if key in item
     )
-    return f"{item['position']}. {named}  {item['size']} B  {item['digest'][:12]}"
+    # Counted from 1 for people; the JSON's ``position`` counts from 0.
+    return f"{item['position'] + 1}. {named}  {item['size']} B  {item['digest'][:12]}"

@@ -22,9 +22,17 @@ from .._backends.registry import Backend, backend_for, backends_storing, scheme_
 from .._backends.sqlite.backend import path_of
 from .._backends.store_items import decode_item
 from .._core.records import BackendIdentity
-from ..errors import ConfigurationError
+from ..errors import ConfigurationError, SchemaMismatch
+from .diagnosis import cluster_node, store_explained
 
-__all__ = ["close_store", "open_by_address", "read_history", "recorded_store", "store_for"]
+__all__ = [
+    "close_store",
+    "open_by_address",
+    "read_history",
+    "recorded_store",
+    "store_for",
+    "usable_store",
+]
 
 SDK_SQLITE: Final = "sdk_sqlite"
 REVISIONED_SQLITE: Final = "revisioned_sqlite"
@@ -166,9 +174,42 @@ async def read_history(
     layout = _layout(store)
     session = open_by_address(store, session_id, layout, namespace)
     try:
+        await usable_store(session, store)
         return layout, list(await session.get_items()), 0
     finally:
         await close_store(session)
+
+
+async def usable_store(session: Any, address: str) -> None:
+    """Refuse, saying why and what to give instead, a revisioned store an operator's command
+    cannot read at ``address``: one node of a Redis Cluster given as a plain ``redis://``
+    address (``ConfigurationError`` naming the ``redis+cluster://`` address), or a place
+    holding no store of this release (``SchemaMismatch`` naming the namespaces that hold one,
+    for a forgotten or misspelled ``--store-namespace``; ``diagnosis.store_explained``).
+    Other sessions (the SDK's, which keep no schema version) are left to their first read."""
+    if not callable(getattr(session, "check", None)) or not callable(
+        getattr(session, "schema_version", None)
+    ):
+        return
+    try:
+        problem = await session.check()
+    except Exception as exc:
+        # One node of a cluster redirects the read of the version to another.
+        await _refuse_a_node(address, exc)
+        raise
+    if problem is None:
+        return
+    await _refuse_a_node(address)
+    said = await store_explained(session, address, problem)
+    raise SchemaMismatch(problem if said == problem else f"{redacted(address)}: {said}")
+
+
+async def _refuse_a_node(address: str, cause: BaseException | None = None) -> None:
+    """``ConfigurationError`` when ``address`` is a plain address of one node of a Redis
+    Cluster (asked only once a read there failed or found nothing)."""
+    node = await cluster_node(address, "revisioned store", "--store-namespace")
+    if node is not None:
+        raise ConfigurationError(f"{redacted(address)}: {node}") from cause
 
 
 def _layout(store: str) -> str:

@@ -2,7 +2,7 @@
 
 Such an effect is refused (``effect_unknown``) the next time its call comes, unless the tool
 has a ``check`` or is idempotent; only an operator who looked at the external system can say
-what happened (``agents-reconcile resolve KEY --as committed|retry|abandon``). Liveness is
+what happened (``agents-reconcile resolve --as committed|retry|abandon -- KEY``). Liveness is
 judged as effect tools judge it (``_effects.resolve_effect.held``). Payload-free: keys, tools,
 owners, ages and decisions, never an output."""
 

@@ -216,6 +216,6 @@ def _describe(
         f"proves it, and that sending them again would be refused the same way: {stayed}, and "
         f"the {found['dropped']} item(s) from item {first} on are dropped, never sent. Intent "
         f"{decision.intent_id} is settled ({decision.reason.value}), and the session goes on "
-        f"without them. For the decision: agents-reconcile show {decision.intent_id} (with the "
-        "application's --journal and --namespace)"
+        f"without them. For the decision: agents-reconcile show -- {decision.intent_id} (the "
+        "application's --journal and --namespace go before the --)"
     )

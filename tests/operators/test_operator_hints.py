@@ -86,12 +86,12 @@ def test_show_lists_the_batch_by_kind_tool_and_call_without_content(
     assert code == 0, out
     batch = orjson.loads(out)["batch"]
     assert [(i["position"], i["type"], i.get("name"), i.get("call_id")) for i in batch] == [
-        (1, "function_call", "charge_card", "c1"),
-        (2, "function_call_output", None, "c1"),
+        (0, "function_call", "charge_card", "c1"),
+        (1, "function_call_output", None, "c1"),
     ]
     assert all(i["size"] > 0 and i["digest"] for i in batch)
     code, out = cli(capsys, "show", intent_id, *case.args())
-    assert "type=function_call  name=charge_card  call_id=c1" in out
+    assert "1. type=function_call  name=charge_card  call_id=c1" in out
 
 
 def test_ids_are_taken_by_any_unique_prefix(case: Case, capsys: pytest.CaptureFixture[str]) -> None:
@@ -129,7 +129,7 @@ def test_errors_under_json_are_one_json_object_on_stdout(
     denied(case, Fault.REJECT, on_unchanged="fail")
     for argv, code, kind in (
         (["status", "--json", "--no-such-option"], 2, "usage"),
-        (["show", "nothing-like-it", *case.args(), "--json"], 1, "ResolutionRefused"),
+        (["show", "nothing-like-it", *case.args(), "--json"], 1, "NotFound"),
         (["resolve", "x", *case.args(), "--as", "abandon", "--reason", "r", "--json"], 1, None),
     ):
         assert main(argv) == code
@@ -182,7 +182,7 @@ def test_a_denial_names_its_intent_its_reason_and_the_next_command(case: Case) -
 
     text = str(asyncio.run(again()))
     assert intent_id in text and "history_changed" in text
-    assert f"agents-reconcile show {intent_id}" in text
+    assert f"agents-reconcile show -- {intent_id}" in text
 
 
 def test_an_unknown_resolution_target_is_refused_not_created(case: Case) -> None:
