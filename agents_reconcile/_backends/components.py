@@ -198,6 +198,13 @@ class JournalPages(Protocol):
         first begun counts by that, so more, never fewer."""
         ...
 
+    async def counts_writes_of(self, session_id: str) -> bool:
+        """Whether the journal holds a write count of ``session_id`` under any backend: the
+        session had an append counted (and retention has not pruned its count since). An
+        operator's command tells by it a session with nothing to decide from a name the
+        journal never saw. Only reads, in one step."""
+        ...
+
 
 @runtime_checkable
 class JournalRetention(Protocol):

@@ -139,7 +139,7 @@ def trail(args: argparse.Namespace) -> int:
             lease = ReconcileConfig().lease_seconds
             found = await views.trail(journal, args.session, limit=args.limit, lease_seconds=lease)
             shown = any(found[part] for part in ("decisions", "effects", "set_aside", "damaged"))
-            held = None if shown else await journal_holds(journal, args.session, args.journal)
+            held = None if shown else await journal_holds(journal, args.session)
             return found, held
         finally:
             await journal.close()
@@ -180,7 +180,7 @@ def decisions(args: argparse.Namespace) -> int:
                 found = await journal.decisions(session_id=args.session, limit=args.limit)
             held = None
             if args.session is not None and not found and not damaged:
-                held = await journal_holds(journal, args.session, args.journal)
+                held = await journal_holds(journal, args.session)
             return found, damaged, held
         finally:
             await journal.close()

@@ -20,7 +20,6 @@ __all__ = [
     "cluster_address",
     "postgres_rows",
     "redis_cluster_enabled",
-    "redis_exists",
     "redis_keys",
     "redis_prefixes",
     "redis_refused",
@@ -79,12 +78,6 @@ def redis_refused(exc: BaseException) -> bool:
     except ImportError:
         return False
     return isinstance(exc.__cause__, ResponseError)
-
-
-async def redis_exists(address: str, key: bytes) -> bool:
-    """Whether the server (or cluster) at ``address`` holds ``key``."""
-    async with _redis(address, "reading a key") as client:
-        return bool(await client.exists(key))
 
 
 async def redis_cluster_enabled(address: str) -> bool:

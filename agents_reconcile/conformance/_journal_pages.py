@@ -277,3 +277,24 @@ async def started_effect_pages_list_every_started_effect_once(subject: Subject) 
     await refused(
         ValueError, journal.pages.started_effects(limit=0), "pages.started_effects(limit=0)"
     )
+
+
+@contract("pages")
+async def pages_know_a_session_by_its_counted_writes(subject: Subject) -> None:
+    """``pages.counts_writes_of()`` is true for a session with a write counted under any backend
+    and false for a session never counted, even one whose name begins the same."""
+    journal = await _paged(subject)
+    pages = journal.pages
+    require(
+        not await pages.counts_writes_of("counted"),
+        "an empty journal says it counts writes of session 'counted'",
+    )
+    await journal.count_write("counted", OTHER_BACKEND)
+    require(
+        await pages.counts_writes_of("counted"),
+        "a session with a write counted under a backend is not said to be counted",
+    )
+    require(
+        not await pages.counts_writes_of("count") and not await pages.counts_writes_of("other"),
+        "a session never counted is said to be counted",
+    )

@@ -49,3 +49,6 @@ class MemoryPages:
             newest=self._newest,
             overdue_before=overdue_before,
         )
+
+    async def counts_writes_of(self, session_id: str) -> bool:
+        return any(counted == session_id for counted, _ in self._rows.write_counts)

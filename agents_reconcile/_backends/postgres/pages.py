@@ -209,6 +209,15 @@ class PostgresPages:
         last = rows[-1] if rows else None
         return _page(effects, rows, None if last is None else (last[5], last[0]))
 
+    async def counts_writes_of(self, session_id: str) -> bool:
+        schema = self._statements.schema
+        sql = f"SELECT 1 FROM {schema}.session_writes WHERE session_id = $1 LIMIT 1"
+
+        async def work(conn: Connection) -> object:
+            return await conn.fetchval(sql, session_id)
+
+        return await self._db.run(work) is not None
+
 
 _R = TypeVar("_R")
 

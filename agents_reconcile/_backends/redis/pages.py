@@ -37,7 +37,17 @@ from ..lua import LuaScript
 from ..pages import WAITING_ACTIONS, page, read_cursor
 from ..rows import each
 from . import replies
-from .layout import EFFECT_INDEX, EFFECT_STARTED, LISTING, JournalKeys, KeyLayout, listed, unlisted
+from .layout import (
+    COUNTS,
+    EFFECT_INDEX,
+    EFFECT_STARTED,
+    LISTING,
+    SESSION_KEYS,
+    JournalKeys,
+    KeyLayout,
+    listed,
+    unlisted,
+)
 from .link import RedisLink
 
 __all__ = [
@@ -310,6 +320,10 @@ class RedisPages:
         effects, decided = await self._started_rows(shown)
         last = (shown[-1].score, shown[-1].key) if shown else None
         return page(effects, decided, more=more, waiting=waiting, last=last)
+
+    async def counts_writes_of(self, session_id: str) -> bool:
+        counts = self._layout.session(session_id)[SESSION_KEYS.index(COUNTS)]
+        return bool(await self._link.command("counts_writes_of", "EXISTS", counts))
 
     async def _started_rows(self, shown: list[Started]) -> tuple[list[Effect], dict[str, Decision]]:
         """The rows of a page of started effects, in its order, with their newest decisions:

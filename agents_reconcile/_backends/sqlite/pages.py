@@ -151,6 +151,14 @@ class SQLitePages:
         last = _effect_sort(rows[-1]) if rows else None
         return page(effects, newest, more=more, waiting=waiting, last=last)
 
+    async def counts_writes_of(self, session_id: str) -> bool:
+        row = await self._file.run(
+            lambda conn: conn.execute(
+                "SELECT 1 FROM session_writes WHERE session_id = ? LIMIT 1", (session_id,)
+            ).fetchone()
+        )
+        return row is not None
+
 
 def _read_page(
     conn: sqlite3.Connection,
