@@ -675,3 +675,30 @@ async def test_a_cluster_client_that_knows_no_node_is_journal_unavailable(
             assert not no_node_known(exc) and not is_driver_error(exc)
     finally:
         await journal.close()
+
+
+def test_a_redirection_the_driver_raises_is_a_cluster_reply_not_a_corrupt_journal() -> None:
+    """The driver's ``MovedError`` and ``AskError`` keep only the slot and node ("3827
+    host:port"): met on a single-node journal they say to give a redis+cluster:// address, on
+    a cluster journal they are ``JournalUnavailable`` (a slot moving again), never
+    ``JournalCorrupt``."""
+    from redis import exceptions as redis_errors
+
+    from agents_reconcile._backends.redaction import Redacted
+    from agents_reconcile._backends.redis.replies import translate
+    from agents_reconcile.errors import JournalCorrupt
+
+    address = Redacted.of("redis://127.0.0.1:7101/0")
+    for error, code in ((redis_errors.MovedError, "MOVED"), (redis_errors.AskError, "ASK")):
+        for cluster in (False, True):
+            found = translate(
+                error("3827 127.0.0.1:7102"),
+                "an append",
+                where="the journal",
+                address=address,
+                refused=lambda text: AssertionError(text),
+                cluster=cluster,
+            )
+            assert isinstance(found, JournalUnavailable) and not isinstance(found, JournalCorrupt)
+            assert f"answered {code} during an append" in str(found)
+            assert ("redis+cluster://" in str(found)) is not cluster

@@ -156,6 +156,9 @@ def translate(
         if SCHEMA_REFUSAL in text:
             return refused(text.split(SCHEMA_REFUSAL, 1)[1].strip().encode())
         code = text.split(" ", 1)[0].upper()
+        if isinstance(exc, redis_errors.AskError):
+            # redis-py keeps only the slot and node of a redirection ("3827 host:port").
+            code = "MOVED" if isinstance(exc, redis_errors.MovedError) else "ASK"
         if code in _CLUSTER_REPLIES or isinstance(exc, redis_errors.ClusterCrossSlotError):
             if cluster:
                 return JournalUnavailable(f"{where} answered {code} during {operation}: {text}")
