@@ -144,6 +144,24 @@ def test_the_fused_append_reaches_no_private_part_of_the_journal() -> None:
     assert private == []
 
 
+def test_the_postgres_fused_append_reaches_no_private_part_of_the_journal_or_the_store() -> None:
+    """``postgres/fused.py`` reaches the journal through its connection object
+    (``journal.database``) and the store through its public methods: it reads no attribute of
+    either that is private by its leading underscore."""
+    import agents_reconcile._backends.postgres.fused as fused
+
+    tree = ast.parse(Path(fused.__file__).read_text("utf-8"))
+    private = [
+        f"{node.value.id}.{node.attr}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute)
+        and isinstance(node.value, ast.Name)
+        and node.value.id in ("journal", "store")
+        and node.attr.startswith("_")
+    ]
+    assert private == []
+
+
 def test_an_opening_beside_other_keys_is_refused_by_a_cluster_journal() -> None:
     """On a Redis Cluster an intent id is claimed before it is recorded, which one script
     cannot do: the cluster journal refuses a one-script opening, naming why, before sending

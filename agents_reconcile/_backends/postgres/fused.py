@@ -180,7 +180,7 @@ async def same_database(journal: PostgresJournal, store: RevisionedPostgresSessi
 async def store_arguments(store: RevisionedPostgresSession, items: Sequence[Any]) -> dict[str, Any]:
     """What ``open_and_append`` needs of the store: the store itself (its schema checked) and
     the items as it keeps them."""
-    await store._ready()
+    await store.ready()
     rows = [encode_item(item, index).decode() for index, item in enumerate(items)]
     return {"store": store, "rows": rows}
 
@@ -209,8 +209,8 @@ async def open_and_append(
     state = IntentState.IN_FLIGHT
     sql = statement(journal.schema, store.schema)
     asked = _Asked(intent, state, owner, None, journal.keyring)
-    taken = journal._db.driver.UniqueViolationError
-    lock = journal._db.sql.lock_session
+    taken = journal.database.driver.UniqueViolationError
+    lock = journal.database.sql.lock_session
     key = (intent.session_id, str(intent.backend))
     place = store.backend_namespace
     counted = (journal.location, journal.schema, *key)
@@ -235,7 +235,7 @@ async def open_and_append(
 
     locked = made_again = False
     for _ in range(_ATTEMPTS):
-        found = await journal._db.run(functools.partial(send, locked=locked))
+        found = await journal.database.run(functools.partial(send, locked=locked))
         if found is None:
             continue
         head = found[0]
@@ -293,7 +293,7 @@ async def record_failed(
     other, whose batch was never written, would be judged extended by others."""
     row = intent_args(intent, state, owner)
     key = (intent.session_id, str(intent.backend))
-    sql = journal._db.sql
+    sql = journal.database.sql
     in_flight = IntentState.IN_FLIGHT.value
     move = sql.transition(True, True, False, False, False)
 
@@ -322,4 +322,4 @@ async def record_failed(
             # Taken after the snapshot by an intent of another session: not this one's.
             raise _other_content(intent)
 
-    return await journal._db.run(work)
+    return await journal.database.run(work)

@@ -192,6 +192,13 @@ class PostgresJournal:
         return self._db.location
 
     @property
+    def database(self) -> JournalDatabase:
+        """The journal's connection object (its pool, driver and statements), which its
+        components share: what a statement spanning the journal and a store in one database
+        (the fused append) runs through."""
+        return self._db
+
+    @property
     def migrate_on_use(self) -> bool:
         """Whether the schema is migrated on first use (else only checked, and refused when
         missing or older)."""

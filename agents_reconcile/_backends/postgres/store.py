@@ -232,6 +232,12 @@ class RevisionedPostgresSession:
 
     # -- connections and schema ------------------------------------------------------------
 
+    async def ready(self) -> None:
+        """Make the store usable: its pool open and its schema checked (or migrated, as
+        configured) once per pool. Every operation does it first; a statement that writes the
+        store's tables from elsewhere (the fused append) calls it before."""
+        await self._ready()
+
     async def _ready(self) -> Any:
         """The pool, with the schema checked (or migrated) once per pool."""
         pool = await self._connections.get()
