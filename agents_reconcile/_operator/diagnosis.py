@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
 from .._backends.opening import DEFAULT_JOURNAL_PATH
+from .._backends.postgres.database import SCHEMA_TABLES, SCHEMAS_HOLDING
 from .._backends.sqlite.journal import SQLiteJournal
 from ..errors import JournalError, ReconcileError
 from .server_reads import (
@@ -78,21 +79,6 @@ _BUCKET_TAG: Final = re.compile(r":\{b[0-9]{3}\}$")
 """How a prefix found on one node of a Redis Cluster ends: a bucket's hash tag of a journal laid
 out on the cluster (``_backends/redis/cluster/layout.py``)."""
 _REDIS: Final = ("redis", "redis-cluster")
-_SCHEMA_TABLES: Final = (
-    "SELECT c.relname::text FROM pg_catalog.pg_namespace n LEFT JOIN pg_catalog.pg_class c"
-    " ON c.relnamespace = n.oid AND c.relkind IN ('r', 'p') WHERE n.nspname = $1 ORDER BY 1"
-)
-"""The tables of a schema: a row each (one row, NULL, for an empty schema; none for no such
-schema)."""
-_SCHEMAS_HOLDING: Final = (
-    "SELECT n.nspname::text FROM pg_catalog.pg_namespace n WHERE"
-    " EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid"
-    " AND c.relname = $1 AND c.relkind IN ('r', 'p'))"
-    " AND EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid"
-    " AND c.relname = $2 AND c.relkind IN ('r', 'p'))"
-    " ORDER BY 1 LIMIT $3"
-)
-"""The schemas holding both tables named, up to a number."""
 _MIGRATE: Final = (
     "the application creates its journal on first use, and `agents-reconcile migrate` with "
     "the same --journal and --namespace creates it now"
@@ -339,12 +325,12 @@ async def _in_postgres(journal: _InSchema) -> str | None:
 
 
 async def _store_in_postgres(address: str, schema: str) -> str | None:
-    rows = await postgres_rows(address, schema, _SCHEMA_TABLES, schema)
+    rows = await postgres_rows(address, schema, SCHEMA_TABLES, schema)
     tables = None if not rows else [str(row[0]) for row in rows if row[0] is not None]
     if tables and _STORE_TABLES & set(tables):
         return None  # a store's tables without its version table: check's own words
     found = await postgres_rows(
-        address, schema, _SCHEMAS_HOLDING, "items", _STORE_VERSION_TABLE, _FOUND_AT_MOST
+        address, schema, SCHEMAS_HOLDING, "items", _STORE_VERSION_TABLE, _FOUND_AT_MOST
     )
     if tables is not None and _JOURNAL_TABLES & set(tables):
         what = "it holds a journal"

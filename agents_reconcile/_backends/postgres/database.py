@@ -30,7 +30,15 @@ from .backend import (
 )
 from .statements import JournalStatements
 
-__all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "JournalDatabase"]
+__all__ = [
+    "DEFAULT_SCHEMA",
+    "MIGRATIONS",
+    "SCHEMA",
+    "SCHEMAS_HOLDING",
+    "SCHEMA_TABLES",
+    "SCHEMA_VERSION",
+    "JournalDatabase",
+]
 
 SCHEMA: Final = Schema(
     "journal",
@@ -57,12 +65,14 @@ _TABLES: Final = (
 )
 # What a schema holds: one row per table (the schema alone, a NULL name, when it is empty); no
 # row when there is no such schema.
-_SCHEMA_TABLES: Final = (
+SCHEMA_TABLES: Final = (
     "SELECT c.relname::text FROM pg_catalog.pg_namespace n LEFT JOIN pg_catalog.pg_class c"
     " ON c.relnamespace = n.oid AND c.relkind IN ('r', 'p') WHERE n.nspname = $1"
     " ORDER BY 1"
 )
-_JOURNAL_SCHEMAS: Final = (
+"""The tables of a schema (``$1``): a row each (one row, NULL, for an empty schema; none for
+no such schema)."""
+SCHEMAS_HOLDING: Final = (
     "SELECT n.nspname::text FROM pg_catalog.pg_namespace n WHERE"
     " EXISTS (SELECT 1 FROM pg_catalog.pg_class c WHERE c.relnamespace = n.oid"
     " AND c.relname = $1 AND c.relkind IN ('r', 'p'))"
@@ -70,6 +80,7 @@ _JOURNAL_SCHEMAS: Final = (
     " AND c.relname = $2 AND c.relkind IN ('r', 'p'))"
     " ORDER BY 1 LIMIT $3"
 )
+"""The schemas holding both tables named (``$1``, ``$2``), up to a number (``$3``)."""
 
 
 def _pool_options(
@@ -242,7 +253,7 @@ class JournalDatabase:
 
         async def work(conn: Connection) -> list[str] | None:
             async with conn.transaction(readonly=True):
-                rows = await conn.fetch(_SCHEMA_TABLES, self.schema)
+                rows = await conn.fetch(SCHEMA_TABLES, self.schema)
             return None if not rows else [row[0] for row in rows if row[0] is not None]
 
         return await self.run(work, prepare=False)
@@ -253,9 +264,7 @@ class JournalDatabase:
 
         async def work(conn: Connection) -> list[str]:
             async with conn.transaction(readonly=True):
-                rows = await conn.fetch(
-                    _JOURNAL_SCHEMAS, "intents", self._steps.version_table, most
-                )
+                rows = await conn.fetch(SCHEMAS_HOLDING, "intents", self._steps.version_table, most)
             return [str(row[0]) for row in rows]
 
         return await self.run(work, prepare=False)
