@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final, Protocol, runtime_checkable
 
+from .._backends.addresses import split_prefix
 from .._backends.opening import DEFAULT_JOURNAL_PATH
 from .._backends.postgres.database import SCHEMA_TABLES, SCHEMAS_HOLDING
 from .._backends.sqlite.journal import SQLiteJournal
@@ -224,6 +225,8 @@ class _Place:
 
 
 _JOURNAL: Final = _Place("journal", "--namespace", _MIGRATE)
+_JOURNAL_IN_ADDRESS: Final = _Place("journal", "the address's ?prefix=", _MIGRATE)
+"""A journal whose address names its prefix, where ``--namespace`` too would be refused."""
 _STORE: Final = _Place(
     "revisioned store", "--store-namespace", "no session is stored at this address"
 )
@@ -242,7 +245,9 @@ async def _in_redis(journal: _Prefixed, address: str | None) -> str:
         what = "a revisioned store's keys"
     else:
         what = f"other keys ({', '.join(held)}{', ...' if len(held) > 2 else ''})"
-    return _redis_words(_JOURNAL, journal.prefix, held, what, journals, complete)
+    named_in_address = address is not None and split_prefix(address)[1] is not None
+    place = _JOURNAL_IN_ADDRESS if named_in_address else _JOURNAL
+    return _redis_words(place, journal.prefix, held, what, journals, complete)
 
 
 async def _store_in_redis(address: str, prefix: str) -> str:

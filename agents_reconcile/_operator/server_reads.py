@@ -50,15 +50,17 @@ def cluster_address(address: str) -> str:
 
 @asynccontextmanager
 async def _redis(address: str, doing: str) -> AsyncIterator[Any]:
-    """A client of the Redis server or cluster at ``address`` (its replica wait left out:
-    nothing here writes), given back on leaving; a driver's error met inside is a
-    ``JournalUnavailable`` saying what was being done."""
+    """A client of the Redis server or cluster at ``address`` (its replica wait and its
+    ``?prefix=`` left out: nothing here writes, and every read names the prefixes it looks
+    under), given back on leaving; a driver's error met inside is a ``JournalUnavailable``
+    saying what was being done."""
     from redis.exceptions import RedisError
 
+    from .._backends.addresses import split_prefix
     from .._backends.redis.backend import shared_client
     from .._backends.redis.replicas import split
 
-    url, _ = split(address)
+    url, _ = split(split_prefix(address)[0])
     where = Redacted.of(address)
     connections = shared_client("redis-operator", url, {})
     try:

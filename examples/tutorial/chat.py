@@ -3,7 +3,8 @@
     python chat.py USER MESSAGE [--fail-save reject|lost_ack|concurrent_writer]
 
 Each user's conversation is an SDK ``SQLiteSession`` in ``chat.db``, wrapped in a
-``ReconcilingSession`` whose journal is ``agents-reconcile.db`` beside it. ``--fail-save``
+``ReconcilingSession`` whose journal is ``JOURNAL`` (by default ``agents-reconcile.db`` beside
+it). ``--fail-save``
 makes the save of this message's answer fail the way the named fault says, as a store in
 trouble would. Offline a scripted model answers; with OPENAI_API_KEY set, gpt-4.1-mini does.
 """
@@ -21,17 +22,22 @@ from agents import Agent, Model, Runner, Session, SQLiteSession, set_tracing_dis
 from agents.testing import ScriptedModel, assistant_message
 
 import agents_reconcile
-from agents_reconcile import ContinuationDenied, ReconcilingSession
+from agents_reconcile import ContinuationDenied, IntentJournal, ReconcileConfig, ReconcilingSession
 from agents_reconcile.testing import Fault, FaultInjectingSession
 
 # --8<-- [start:wrap]
 agents_reconcile.install()  # once, at startup: every run given a ReconcilingSession is gated
 
+# Where each save's intent is kept: None is the file agents-reconcile.db in the working
+# directory; workers on several hosts share one on a server ("redis://...", ...).
+JOURNAL: IntentJournal | str | None = None
+
 
 def open_session(user: str, store: Session | None = None) -> ReconcilingSession:
     """The user's conversation (its store given, or theirs in chat.db), each save of it
     journaled before it starts."""
-    return ReconcilingSession(store or SQLiteSession(user, "chat.db"))
+    config = ReconcileConfig(journal=JOURNAL)
+    return ReconcilingSession(store or SQLiteSession(user, "chat.db"), config=config)
 
 
 # --8<-- [end:wrap]

@@ -2,7 +2,8 @@
 
     python -m pytest -q test_chat.py
 
-Each test runs in a directory of its own (``chat.db`` and the journal are made there), offline.
+Each test runs in a directory of its own (``chat.db`` and the journal are made there), offline,
+whichever journal the app itself is configured with.
 """
 
 from __future__ import annotations
@@ -21,6 +22,9 @@ from agents_reconcile.testing import Fault
 def in_a_directory_of_its_own(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.chdir(tmp_path)
     monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+    # The journal file of this directory, never the app's own: a test's failed saves are
+    # not for the app's operators.
+    monkeypatch.setattr("chat.JOURNAL", None)
 
 
 def roles(user: str) -> list[str]:

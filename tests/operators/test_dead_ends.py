@@ -133,8 +133,8 @@ def test_one_node_of_a_redis_cluster_is_named_with_the_cluster_address_to_give(
     """A plain ``redis://`` address of one node of a Redis Cluster holding a cluster journal
     listed its buckets' prefixes (``P:{b017}``), which no command can follow, or failed on a
     redirection; now every command says the address is one node of a cluster and gives the
-    ``redis+cluster://`` address, for the journal (``status``, ``trail``) and the store
-    (``check``)."""
+    ``redis+cluster://`` address, for the journal (``status``, ``trail``, the prefix given in
+    the address too) and the store (``check``)."""
     from agents_reconcile._backends.registry import backend_named
 
     backend = backend_named("redis-cluster")
@@ -161,6 +161,7 @@ def test_one_node_of_a_redis_cluster_is_named_with_the_cluster_address_to_give(
             seed = node.removeprefix("redis://")
             for argv in (
                 ["status", "--journal", node],
+                ["status", "--journal", f"{node}?prefix={space}"],
                 ["trail", "--journal", node, "--", SESSION],
                 ["check", "--store", node, "--", SESSION],
             ):

@@ -257,6 +257,35 @@ def test_a_misspelled_namespace_names_the_ones_holding_a_journal(
     assert code == 0, "the journal named right is found"
 
 
+def test_a_misspelled_prefix_in_a_redis_address_names_the_ones_holding_a_journal(
+    server: Missing, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Redis prefix misspelled in the address itself (``?prefix=``, as the application's
+    ``ReconcileConfig(journal=...)`` may give it) is answered as one given with
+    ``--namespace`` is, where it used to end in the driver's ``TypeError`` about ``prefix``,
+    pointing at the address's ``?prefix=`` (a ``--namespace`` beside it would be refused)."""
+    assert server.space is not None
+    if not server.backend.name.startswith("redis"):
+        pytest.skip("only a Redis address carries its namespace (?prefix=)")
+    asyncio.run(server.make_journal(server.space))
+    joiner = "&" if "?" in server.address else "?"
+    code, _, err = cli(
+        capsys, "status", "--journal", f"{server.address}{joiner}prefix={server.space}x"
+    )
+    line = one_line(err)
+    assert code == 2, line
+    assert "TypeError" not in line, line
+    assert (
+        f"no journal under prefix '{server.space}x'; journals found under: {server.space}" in line
+    )
+    assert "with the address's ?prefix=" in line and "--namespace" not in line, line
+    assert asyncio.run(server.traces(f"{server.space}x")) == []
+    code, _, _ = cli(
+        capsys, "status", "--journal", f"{server.address}{joiner}prefix={server.space}"
+    )
+    assert code == 0, "the journal named right in the address is found"
+
+
 def test_a_namespace_holding_something_else_is_named_for_it_and_never_migrated(
     server: Missing, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -61,24 +61,34 @@ def command_line() -> list[str]:
     return [sys.executable, "-m", "agents_reconcile"]
 
 
-def test_every_command_of_the_tutorial_prints_what_the_tutorial_shows(tmp_path: Path) -> None:
-    """Each command of the tutorial's session (the app's messages, the failed saves and their
-    recovery, the denial, the operator's ``status``, ``show`` and ``resolve`` through the real
-    command line, the app's own pytest test) is run in order, offline, in a directory holding
-    the app's files, and prints what the page shows, ids, owners, times and paths aside."""
-    for name in ("plain_chat.py", "chat.py", "test_chat.py"):
-        shutil.copy(APP / name, tmp_path / name)
+def copy_the_app(directory: Path) -> dict[str, str]:
+    """Copy the app's files into ``directory`` as the page says (``*.py`` and ``pytest.ini``);
+    the environment a reader runs them in: this package and its [dev] extra's pytest plugins
+    importable, no API key, no variable of this package."""
+    for path in [*APP.glob("*.py"), APP / "pytest.ini"]:
+        shutil.copy(path, directory / path.name)
     env = {
         name: value
         for name, value in os.environ.items()
         if name != "OPENAI_API_KEY" and not name.startswith("AGENTS_RECONCILE")
     }
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    # The app's test as a reader without this repository's pytest plugins runs it.
-    env["PYTEST_ADDOPTS"] = "-p no:asyncio -p no:cacheprovider"
+    env["PYTEST_ADDOPTS"] = "-p no:cacheprovider"  # nothing but the app's files left there
+    return env
+
+
+def test_every_command_of_the_tutorial_prints_what_the_tutorial_shows(tmp_path: Path) -> None:
+    """Each command of the tutorial's session (the app's messages, the failed saves and their
+    recovery, the denial, the operator's ``status``, ``show`` and ``resolve`` through the real
+    command line, the latter as ``show`` printed it, the app's own pytest test with the
+    plugins the package's [dev] extra installs) is run in order, offline, in a directory
+    holding the app's files, and prints what the page shows, ids, owners, times and paths
+    aside."""
+    env = copy_the_app(tmp_path)
 
     intent_id = None
     for command, shown in steps():
+        command = command.replace(SHOWN_DIRECTORY, str(tmp_path))
         if intent_id is not None:  # the page's id is its run's: use this run's
             command = INTENT_ID.sub(intent_id, command)
         argv = shlex.split(command)
@@ -94,3 +104,31 @@ def test_every_command_of_the_tutorial_prints_what_the_tutorial_shows(tmp_path: 
         if intent_id is None and (found := INTENT_ID.search(run.stdout)):
             intent_id = found.group(0)
     assert intent_id is not None, "the session never showed a denied intent"
+
+
+def test_the_apps_tests_leave_nothing_in_the_journal_the_app_is_configured_with(
+    tmp_path: Path,
+) -> None:
+    """With the app's ``JOURNAL`` pointed at a journal of its own (a server's, in a fleet; a
+    file elsewhere here), the app's tests still run on a journal in their own directories:
+    the denial one of them provokes is never left for the app's operators to resolve."""
+    app = tmp_path / "chat-app"
+    app.mkdir()
+    env = copy_the_app(app)
+    shared = tmp_path / "shared" / "journal.db"
+    shared.parent.mkdir()
+    source = (app / "chat.py").read_text("utf-8")
+    line = "JOURNAL: IntentJournal | str | None = None"
+    assert line in source, "the app names its journal in one line"
+    (app / "chat.py").write_text(source.replace(line, f"JOURNAL = {str(shared)!r}"), "utf-8")
+    run = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "test_chat.py"],
+        cwd=app,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "3 passed" in run.stdout and "warning" not in run.stdout.lower(), run.stdout
+    assert not shared.exists(), "a test of the app wrote to the app's own journal"
