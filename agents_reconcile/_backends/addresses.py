@@ -550,6 +550,15 @@ def _postgres(address: str) -> None:
         ) from None
     query = single_query(parts.query)
     last = {key: values[-1] for key, values in query.items()}
+    if "schema" in last:
+        # The driver would send it to the server as a setting, which has none by that name:
+        # every statement would then fail as if the journal were damaged.
+        raise ConfigurationError(
+            "?schema= is not read from a PostgreSQL address (the driver would pass it to the "
+            "server as a setting it does not have): give the schema, the journal's or store's "
+            "namespace, as schema= (PostgresJournal.from_url, RevisionedPostgresSession) or "
+            "with the command line's --namespace / --store-namespace"
+        )
     # A bad port is refused even where the host list's own ports make the driver ignore it.
     ports = [_port(text) for text in last["port"].split(",")] if "port" in last else []
     hosts = parts.netloc.rpartition("@")[2]

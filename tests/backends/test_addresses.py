@@ -181,6 +181,15 @@ def test_a_postgresql_query_that_asyncpg_would_not_read_is_refused() -> None:
     assert "not NAME=VALUE" in refusal("postgresql://h/db?sslmode=require&&x=1")
 
 
+def test_a_schema_in_a_postgresql_url_is_refused_naming_where_the_schema_is_given() -> None:
+    """``?schema=`` would reach the server as a setting it does not have, and every statement
+    would fail as if the journal were damaged: it is refused when the config is built, saying
+    where a schema is given instead."""
+    message = refusal("postgresql://agent@127.0.0.1:5440/db?schema=tenant_a")
+    assert "?schema= is not read from a PostgreSQL address" in message
+    assert "schema=" in message and "--namespace" in message
+
+
 def test_an_unknown_scheme_is_refused_naming_the_scheme_and_the_known_ones() -> None:
     message = refusal("mysql://db.example/agents")
     assert "unknown journal URL scheme 'mysql'" in message
