@@ -6,7 +6,7 @@ intact nothing is ever ambiguous."""
 from __future__ import annotations
 
 import asyncio
-import os
+import io
 import shutil
 import socket
 import subprocess
@@ -20,6 +20,7 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from agents_reconcile import ContinuationDenied, Outcome, ReconcileConfig, ReconcilingSession
+from agents_reconcile._selftest.fleet_hosts import OwnServers
 from agents_reconcile.testing import FaultProxy
 
 from ..support.servers import postgres_url, redis_url
@@ -233,31 +234,41 @@ async def test_workers_appending_to_one_session_at_once(
             await store.close()
 
 
-SERVICES = str(Path(__file__).resolve().parents[2] / "scripts" / "services.sh")
+@pytest.fixture
+def own_postgres() -> Iterator[OwnServers]:
+    """A PostgreSQL server of this test's own (the suite's is shared with tests running
+    beside this one, which a crash would fail), started from an empty data directory."""
+    if not sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl")):
+        pytest.skip("pg_ctl not found (scripts/services.sh start installs PostgreSQL)")
+    said = io.StringIO()
+    servers = OwnServers(said)
+    try:
+        servers.start()
+        if "postgres" not in servers.urls:
+            pytest.skip(f"no PostgreSQL server of the test's own: {said.getvalue().strip()}")
+        yield servers
+    finally:
+        servers.stop()
 
 
-def _postgres_control(*args: str) -> None:
-    """Run ``pg_ctl`` on the suite's server, as the postgres user when we are root."""
-    data = os.environ.get("AGENTS_RECONCILE_TEST_POSTGRES_DATA")
-    if not data:
-        pytest.skip("AGENTS_RECONCILE_TEST_POSTGRES_DATA is not set (scripts/services.sh sets it)")
-    binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
-    if not binaries:
-        pytest.skip("pg_ctl not found")
-    command = [str(binaries[-1]), "-D", data, *args]
-    if os.geteuid() == 0:
-        command = ["runuser", "-u", "postgres", "--", *command]
-    subprocess.run(command, check=True, capture_output=True, timeout=60)
+async def postmaster_start(url: str) -> Any:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        return await conn.fetchval("SELECT pg_postmaster_start_time()")
+    finally:
+        await conn.close()
 
 
 @pytest.mark.postgres
 async def test_postgres_crashed_between_the_write_and_its_reply(
-    namespace: str, tmp_path: Path
+    own_postgres: OwnServers, namespace: str, tmp_path: Path
 ) -> None:
     """The append statement commits; the server crashes (immediate shutdown) before its reply
     leaves. Restarted, it still holds the write: the intent is committed, never replayed."""
-    url = postgres_url()
-    _postgres_control("status")
+    postgres_url()  # only where the suites have PostgreSQL
+    url = own_postgres.urls["postgres"]
     from agents_reconcile._backends.postgres.store import RevisionedPostgresSession
 
     target = urlsplit(url)
@@ -266,9 +277,11 @@ async def test_postgres_crashed_between_the_write_and_its_reply(
         "s", via(url, proxy.port), schema=namespace, min_size=1, max_size=1
     )
     session = ReconcilingSession(store, config=ReconcileConfig(journal=tmp_path / "j.db"))
+    started = await postmaster_start(url)
 
     async def crash_server() -> None:
-        await asyncio.to_thread(_postgres_control, "-m", "immediate", "stop")
+        # An immediate shutdown, then the server started again on the same data.
+        await asyncio.to_thread(own_postgres.restart, "postgres")
 
     try:
         await session.add_items([item("warm-up")])
@@ -279,10 +292,7 @@ async def test_postgres_crashed_between_the_write_and_its_reply(
         assert not isinstance(raised.value, ContinuationDenied)
     finally:
         await store.close()
-        # Back up for everything after this test, whatever happened above.
-        await asyncio.to_thread(
-            subprocess.run, [SERVICES, "start"], check=True, capture_output=True, timeout=120
-        )
+    assert await postmaster_start(url) > started, "the server was restarted"
     # A worker of the same fleet (same address, same journal) finds the intent and settles it.
     survivor = RevisionedPostgresSession.from_url("s", via(url, proxy.port), schema=namespace)
     again = ReconcilingSession(survivor, config=ReconcileConfig(journal=tmp_path / "j.db"))
