@@ -21,6 +21,13 @@ REDIS_ENV: Final = backend_named("redis").environment("TEST")
 POSTGRES_ENV: Final = backend_named("postgres").environment("TEST")
 _TITLES: Final = {"redis": "Redis", "postgres": "PostgreSQL"}
 
+CLUSTER_TOPOLOGY: Final = pytest.mark.xdist_group("redis-cluster-topology")
+"""The tests that change which node of the test cluster is a primary (``CLUSTER FAILOVER``)
+or count the ``WAIT`` commands its primaries ran: under parallel workers
+(``--dist loadgroup``) they run one after another on one worker, so that no failover moves
+the primaries under a count, and no two failovers meet. Every other test on the cluster
+follows a failover as any client does."""
+
 
 def server_url(backend: Backend) -> str:
     """The URL of ``backend``'s test server, or skip the test saying how to provide one."""
