@@ -3,6 +3,7 @@ registered journal for the tests that take ``journal`` (or ``place``)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,12 +17,26 @@ from .support.backends import Place, registered
 
 set_tracing_disabled(True)
 
+EXHAUSTIVE = "AGENTS_RECONCILE_TEST_EXHAUSTIVE"
+"""Set (to anything but empty), the cells of the fault matrices marked ``exhaustive`` run:
+the default run keeps one cell of each equivalent kind, this adds the rest."""
+
 
 def pytest_configure(config: pytest.Config) -> None:
     """Register a marker per registered backend: ``-m "not redis"`` skips a server's tests."""
     for backend in BACKENDS:
         where = "a server" if backend.server else "no server"
         config.addinivalue_line("markers", f"{backend.name}: the {backend.name} backend ({where})")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip the exhaustive cells of the fault matrices unless asked for them."""
+    if os.environ.get(EXHAUSTIVE):
+        return
+    skip = pytest.mark.skip(reason=f"an exhaustive cell: set {EXHAUSTIVE}=1 to run it")
+    for item in items:
+        if item.get_closest_marker("exhaustive") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)
