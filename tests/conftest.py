@@ -14,12 +14,13 @@ from agents import set_tracing_disabled
 from agents_reconcile._backends.registry import BACKENDS
 
 from .support.backends import Place, registered
+from .support.rotation import rotate
 
 set_tracing_disabled(True)
 
 EXHAUSTIVE = "AGENTS_RECONCILE_TEST_EXHAUSTIVE"
-"""Set (to anything but empty), the cells of the fault matrices marked ``exhaustive`` run:
-the default run keeps one cell of each equivalent kind, this adds the rest."""
+"""Set (to anything but empty), the cells of the matrices marked ``exhaustive`` run: the
+default run keeps one cell of each equivalent kind, this adds the rest."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -30,7 +31,9 @@ def pytest_configure(config: pytest.Config) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Skip the exhaustive cells of the fault matrices unless asked for them."""
+    """Size the matrices marked ``rotation``, and skip the exhaustive cells of the matrices
+    unless asked for them."""
+    rotate(items)
     if os.environ.get(EXHAUSTIVE):
         return
     skip = pytest.mark.skip(reason=f"an exhaustive cell: set {EXHAUSTIVE}=1 to run it")

@@ -7,10 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import io
-import shutil
-import socket
-import subprocess
-import time
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -23,7 +19,7 @@ from agents_reconcile import ContinuationDenied, Outcome, ReconcileConfig, Recon
 from agents_reconcile._selftest.fleet_hosts import OwnServers
 from agents_reconcile.testing import FaultProxy
 
-from ..support.servers import postgres_url, redis_url
+from ..support.servers import OwnRedis, postgres_url, redis_url
 
 pytestmark = pytest.mark.faults
 
@@ -105,69 +101,32 @@ async def test_a_dropped_connection_is_settled_exactly(
             await opened.close()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.fixture
-def durable_redis(tmp_path: Path) -> Iterator[dict[str, Any]]:
+def durable_redis(tmp_path: Path) -> Iterator[OwnRedis]:
     """A Redis server of this test's own that logs every write before replying (AOF, fsync
     always), so that killing it loses nothing it acknowledged."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (scripts/services.sh start installs it)")
-    port = free_port()
-    directory = tmp_path / "redis"
-    directory.mkdir()
-    command = [
-        binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(directory),
-        "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-    ]  # fmt: skip
-    state: dict[str, Any] = {"port": port, "command": command}
-
-    def start() -> subprocess.Popen[bytes]:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2) as probe:
-                    probe.sendall(b"PING\r\n")
-                    if probe.recv(16).startswith(b"+PONG"):
-                        return process
-            except OSError:
-                time.sleep(0.05)
-        process.kill()
-        raise RuntimeError("the test's Redis server did not start")
-
-    state["start"] = start
-    state["process"] = start()
-    yield state
-    process = state["process"]
-    if process.poll() is None:
-        process.terminate()
-        process.wait(timeout=10)
+    server = OwnRedis(tmp_path / "redis", "--appendonly", "yes", "--appendfsync", "always")
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.mark.redis
 async def test_redis_killed_between_the_write_and_its_reply(
-    durable_redis: dict[str, Any], namespace: str, tmp_path: Path
+    durable_redis: OwnRedis, namespace: str, tmp_path: Path
 ) -> None:
     """The server runs the append script, logs it, and is killed before its reply leaves.
     Restarted, it still holds the write: the intent is committed, never replayed."""
     redis_url()  # only where the suites have Redis
     from agents_reconcile._backends.redis.store import RevisionedRedisSession
 
-    port = durable_redis["port"]
+    port = durable_redis.port
     proxy = await FaultProxy("127.0.0.1", port).start()
     store = RevisionedRedisSession.from_url("s", f"redis://127.0.0.1:{proxy.port}/0")
     session = ReconcilingSession(store, config=ReconcileConfig(journal=tmp_path / "j.db"))
 
     async def kill_server() -> None:
-        durable_redis["process"].kill()
-        durable_redis["process"].wait()
+        durable_redis.kill()
 
     try:
         await session.add_items([item("warm-up")])
@@ -175,7 +134,7 @@ async def test_redis_killed_between_the_write_and_its_reply(
         with pytest.raises(Exception) as raised:
             await session.add_items([item("paid")])
         assert not isinstance(raised.value, ContinuationDenied)
-        durable_redis["process"] = await asyncio.to_thread(durable_redis["start"])
+        await asyncio.to_thread(durable_redis.start)
         [decision] = await session.reconcile()
         assert decision.outcome is Outcome.COMMITTED
         direct = RevisionedRedisSession.from_url("s", f"redis://127.0.0.1:{port}/0")

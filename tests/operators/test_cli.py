@@ -157,7 +157,8 @@ def test_selftest_runs_a_slice_of_the_matrix_and_prints_its_tables(
         "cancel_cells",
         lambda *a, **k: [c for c in cancel_cells(*a, **k) if c.point is point],
     )
-    code = main(["selftest", "--store", "sqlite", "--path", "run", "--no-foreign"])
+    argv = ["selftest", "--store", "sqlite", "--path", "run", "--no-foreign", "--workers", "1"]
+    code = main(argv)
     out = capsys.readouterr().out
     assert code == 0, out
     assert "Running 3 scenarios" in out and "Running 15 cancellation scenarios" in out
