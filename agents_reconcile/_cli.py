@@ -110,6 +110,7 @@ def _cmd_selftest(args: argparse.Namespace) -> int:
         redis_url=args.redis_url,
         postgres_url=args.postgres_url,
         only=args.only,
+        out=sys.stdout,  # the stream of now, not the one of when the module was imported
     )
 
 

@@ -6,12 +6,15 @@ For each version (named as for ``compat.sdk_tests``: a number, ``oldest``, ``mid
 ``newest``) it builds a virtual environment under ``.cache/sdk-suite/<version>`` with this
 project (editable, with its ``dev`` extra) and that release of ``openai-agents``, then runs
 pytest there on PATH (default: the suites whose subject is the SDK's behaviour: the session,
-the runner, Conversations, effects and the core). Exit status: 0 when every run passed.
+the runner, Conversations, effects and the core), with the workers ``pyproject.toml``'s pytest
+configuration asks for, as the README's test command runs. Exit status: 0 when every run
+passed.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import subprocess
 import sys
 import time
@@ -30,11 +33,13 @@ the SDK's release's business only through these."""
 
 
 def build(version: str, cache: Path, python: str) -> Path:
-    """The environment of ``version`` (made once; reused while it imports that release)."""
+    """The environment of ``version`` (made once; reused while the project's requirements,
+    its ``dev`` extra's test tools among them, are those it was made with)."""
     place = cache / version
     interpreter = place / "bin" / "python"
     marker = place / ".built"
-    if not marker.exists():
+    made_for = f"{version}\n{requirements_digest()}"
+    if not marker.exists() or marker.read_text() != made_for:
         subprocess.run([python, "-m", "venv", "--clear", str(place)], check=True)
         subprocess.run(
             [
@@ -49,8 +54,13 @@ def build(version: str, cache: Path, python: str) -> Path:
             ],
             check=True,
         )
-        marker.write_text(version)
+        marker.write_text(made_for)
     return interpreter
+
+
+def requirements_digest() -> str:
+    """A digest of ``pyproject.toml``: an environment made before it changed is made again."""
+    return hashlib.sha256((ROOT / "pyproject.toml").read_bytes()).hexdigest()[:16]
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -3,6 +3,7 @@ registered journal for the tests that take ``journal`` (or ``place``)."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -13,8 +14,13 @@ from agents import set_tracing_disabled
 from agents_reconcile._backends.registry import BACKENDS
 
 from .support.backends import Place, registered
+from .support.rotation import rotate
 
 set_tracing_disabled(True)
+
+EXHAUSTIVE = "AGENTS_RECONCILE_TEST_EXHAUSTIVE"
+"""Set (to anything but empty), the cells of the matrices marked ``exhaustive`` run: the
+default run keeps one cell of each equivalent kind, this adds the rest."""
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -22,6 +28,18 @@ def pytest_configure(config: pytest.Config) -> None:
     for backend in BACKENDS:
         where = "a server" if backend.server else "no server"
         config.addinivalue_line("markers", f"{backend.name}: the {backend.name} backend ({where})")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Size the matrices marked ``rotation``, and skip the exhaustive cells of the matrices
+    unless asked for them."""
+    rotate(items)
+    if os.environ.get(EXHAUSTIVE):
+        return
+    skip = pytest.mark.skip(reason=f"an exhaustive cell: set {EXHAUSTIVE}=1 to run it")
+    for item in items:
+        if item.get_closest_marker("exhaustive") is not None:
+            item.add_marker(skip)
 
 
 @pytest.fixture(autouse=True)

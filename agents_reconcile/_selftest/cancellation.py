@@ -23,6 +23,7 @@ row meets every mode; the stores named in ``crossed`` get every mode at every ro
 from __future__ import annotations
 
 import asyncio
+import gc
 import shutil
 import uuid
 import warnings
@@ -240,6 +241,8 @@ def run_cells(
         warnings.filterwarnings("ignore", "coroutine .* was never awaited", RuntimeWarning)
         for index, cell in enumerate(selected):
             verdicts.append(_run_one(cell, workdir / f"cancel-{index:04d}", keep, progress))
+        # Collected here, that noise is not left for whatever runs next in this process.
+        gc.collect()
     return verdicts
 
 

@@ -305,6 +305,10 @@ class OwnCluster:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
+KEYS_WAIT: Final = 10.0
+"""How long a cluster fault waits for a primary to hold keys of its cell (seconds)."""
+
+
 class ClusterFaults:
     """The faults of cells on a cluster: ``failover`` on any, ``kill_primary`` on ``own``."""
 
@@ -322,10 +326,15 @@ class ClusterFaults:
         """Inject ``kind`` on a primary holding keys of the cell ``spec`` names; count it in
         ``result``, or note why it could not be done."""
         prefixes = [spec[role][2] for role in ("journal", "store") if spec[role][2]]
-        primaries = sorted(self.control.in_use(prefixes, self.ports), key=lambda n: n.port)
-        if not primaries:
-            _note(result, f"{kind}: no primary holds keys of the cell yet")
-            return
+        # The workers write their first keys soon after they start, later on a busy machine:
+        # waited for a while, so that the fault is not skipped for want of them.
+        deadline = time.monotonic() + KEYS_WAIT
+        while not (primaries := self.control.in_use(prefixes, self.ports)):
+            if time.monotonic() >= deadline:
+                _note(result, f"{kind}: no primary holds keys of the cell yet")
+                return
+            time.sleep(0.1)
+        primaries.sort(key=lambda n: n.port)
         primary = chooser.choice(primaries)
         began = time.time()
         if kind == "kill_primary" and self.own is not None:

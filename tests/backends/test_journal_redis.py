@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import uuid
 from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
 from typing import Any, ClassVar
 
 import orjson
@@ -40,7 +41,7 @@ from ..support.journal_support import (
     make_intent,
     proxy_to,
 )
-from ..support.servers import redis_url
+from ..support.servers import OwnRedis, redis_url
 
 pytestmark = pytest.mark.redis
 
@@ -354,14 +355,30 @@ async def test_a_session_keeps_its_keys_under_one_hash_tag(
     assert await journal.decisions(session_id=odd) == [make_decision(intent)]
 
 
-async def test_flushed_script_cache_is_reloaded(worker: Any, raw: aioredis.Redis) -> None:
+@pytest.fixture
+def own_server(tmp_path: Path) -> Iterator[str]:
+    """The URL of a Redis server of this test's own: emptying a server's script cache is
+    seen by every client of it, and the other tests on the shared server count scripts."""
+    redis_url()  # only where the suites have Redis
+    server = OwnRedis(tmp_path / "redis")
+    server.start()
+    yield server.url
+    server.stop()
+
+
+async def test_flushed_script_cache_is_reloaded(own_server: str, prefix: str) -> None:
     """After the server forgets its scripts, the next operation loads them again."""
-    journal = worker()
-    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
-    await raw.script_flush()
-    assert await journal.transition("i-1", state=IntentState.CANCELLED, owner=STRANGER)
-    entry = await journal.get("i-1")
-    assert entry is not None and entry.state is IntentState.CANCELLED
+    raw = aioredis.Redis.from_url(own_server)
+    journal = RedisJournal.from_url(own_server, prefix=prefix)
+    try:
+        await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+        await raw.script_flush()
+        assert await journal.transition("i-1", state=IntentState.CANCELLED, owner=STRANGER)
+        entry = await journal.get("i-1")
+        assert entry is not None and entry.state is IntentState.CANCELLED
+    finally:
+        await journal.close()
+        await raw.aclose()
 
 
 # What a new connection may send before the first command.
@@ -508,25 +525,33 @@ async def test_effects_cost_one_command_each(
     assert sent == ["HGET", "EVALSHA"]
 
 
-async def test_flushed_scripts_cost_one_more_command(
-    counted: tuple[RedisJournal, list[str]], raw: aioredis.Redis
-) -> None:
+async def test_flushed_scripts_cost_one_more_command(own_server: str, prefix: str) -> None:
     """A script the server lost is run from its source at once, not loaded and then run."""
-    journal, sent = counted
+    sent: list[str] = []
+    connection = type("Counting", (CountingConnection,), {"sent": sent})
+    client = aioredis.Redis.from_url(own_server, connection_class=connection)
+    journal = RedisJournal(client, prefix=prefix)
+    raw = aioredis.Redis.from_url(own_server)
     owner = current_owner()
-    await journal.open_intent(make_intent("i-0"), state=IntentState.IN_FLIGHT, owner=owner)
-    await journal.discard("i-0")
-    await raw.script_flush()
-    sent.clear()
-    opened = await journal.open_intent(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner)
-    assert opened.blocking == [] and sent == ["EVALSHA", "EVAL"]
-    sent.clear()
-    await journal.discard("i-1")
-    assert sent == ["EVALSHA", "EVAL"]
-    sent.clear()
-    await journal.open_intent(make_intent("i-2"), state=IntentState.IN_FLIGHT, owner=owner)
-    assert sent == ["EVALSHA"]
-    assert [entry.intent.intent_id for entry in await journal.pending("session-a")] == ["i-2"]
+    try:
+        await journal.open_intent(make_intent("i-0"), state=IntentState.IN_FLIGHT, owner=owner)
+        await journal.discard("i-0")
+        await raw.script_flush()
+        sent.clear()
+        opened = await journal.open_intent(
+            make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner
+        )
+        assert opened.blocking == [] and sent == ["EVALSHA", "EVAL"]
+        sent.clear()
+        await journal.discard("i-1")
+        assert sent == ["EVALSHA", "EVAL"]
+        sent.clear()
+        await journal.open_intent(make_intent("i-2"), state=IntentState.IN_FLIGHT, owner=owner)
+        assert sent == ["EVALSHA"]
+        assert [entry.intent.intent_id for entry in await journal.pending("session-a")] == ["i-2"]
+    finally:
+        await journal.close()
+        await raw.aclose()
 
 
 async def test_a_stale_session_hint_is_corrected_by_the_script(

@@ -39,7 +39,7 @@ from agents_reconcile._session.config import ReconcileConfig
 from agents_reconcile.errors import ConfigurationError, IntentConflict, JournalUnavailable
 
 from ..support.journal_support import BACKEND, make_decision, make_effect, make_intent
-from ..support.servers import server_url
+from ..support.servers import CLUSTER_TOPOLOGY, server_url
 
 pytestmark = getattr(pytest.mark, "redis-cluster")
 
@@ -461,6 +461,7 @@ async def _fail_over(host: str, port: int) -> None:
     raise AssertionError(f"{host}:{port} did not take over")
 
 
+@CLUSTER_TOPOLOGY
 async def test_a_journal_and_a_store_keep_working_across_a_failover(
     url: str, prefix: str, cluster: RedisCluster
 ) -> None:

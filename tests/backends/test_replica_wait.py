@@ -34,7 +34,7 @@ from agents_reconcile._session.fused import fused_append
 from agents_reconcile.conformance._records import make_decision, make_effect, make_intent
 from agents_reconcile.errors import ConfigurationError, JournalUnavailable
 
-from ..support.servers import redis_url, server_url
+from ..support.servers import CLUSTER_TOPOLOGY, redis_url, server_url
 
 USER = {"role": "user", "content": "hi"}
 SHORT = "replicas=1&replica_timeout=0.05"
@@ -211,6 +211,7 @@ def cluster_url() -> str:
     return server_url(backend_named("redis-cluster"))
 
 
+@CLUSTER_TOPOLOGY
 @getattr(pytest.mark, "redis-cluster")
 async def test_on_a_cluster_every_journal_write_waits_for_its_replica(
     cluster_url: str, prefix: str, opened: list[Any]
@@ -237,6 +238,7 @@ async def test_on_a_cluster_every_journal_write_waits_for_its_replica(
     assert await journal.effects.get(effect.key) is not None
 
 
+@CLUSTER_TOPOLOGY
 @getattr(pytest.mark, "redis-cluster")
 async def test_on_a_cluster_a_wait_for_more_replicas_than_there_are_falls_short(
     cluster_url: str, prefix: str, opened: list[Any]
@@ -254,6 +256,7 @@ async def test_on_a_cluster_a_wait_for_more_replicas_than_there_are_falls_short(
     assert await store.get_items() == [USER]
 
 
+@CLUSTER_TOPOLOGY
 @getattr(pytest.mark, "redis-cluster")
 async def test_on_a_cluster_a_store_write_waits_for_its_replica(
     cluster_url: str, prefix: str, opened: list[Any]

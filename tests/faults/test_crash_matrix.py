@@ -4,7 +4,10 @@ process recovers (a new run with the next input, or the saved RunState checkpoin
 and streamed), with and without another writer in between. Every cell must keep every
 promise (no effect run twice among them); the outcomes must be the expected ones.
 
-This is what ``agents-reconcile selftest`` prints as a table.
+This is what ``agents-reconcile selftest`` prints as a table. By default the two reference
+stores meet every cell on every path and every other store the cells of one path (``ONE_PATH``);
+the rest run where ``AGENTS_RECONCILE_TEST_EXHAUSTIVE=1`` is set (``-m exhaustive`` selects
+them alone).
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -32,20 +36,54 @@ from agents_reconcile._selftest.stores import (
     POSTGRES_ENV,
     REDIS_ENV,
     STORES,
+    Store,
     store_named,
 )
 
+from ..support.backends import REFERENCE_STORES
 from ..support.conversations_server import ConversationsServer
 from ..support.servers import POSTGRES_ENV as POSTGRES_ENV_TEST
 from ..support.servers import REDIS_ENV as REDIS_ENV_TEST
 
 pytestmark = pytest.mark.faults
 
-GROUPS = [
-    pytest.param(store.name, path, id=f"{store.name}-{path.value}")
-    for store in STORES
-    for path in RecoveryPath
-]
+ONE_PATH = {
+    "sqlalchemy_sqlite": RecoveryPath.RUN,
+    "async_sqlite": RecoveryPath.STREAMED,
+    "advanced_sqlite": RecoveryPath.RESUME_RUN,
+    "encrypted_sqlite": RecoveryPath.RESUME_STREAMED,
+    "conversations": RecoveryPath.STREAMED,
+    "revisioned_redis-cluster": RecoveryPath.RUN,
+    "revisioned_redis": RecoveryPath.RESUME_RUN,
+    "revisioned_postgres": RecoveryPath.RESUME_STREAMED,
+}
+"""The path each store other than the reference ones (``REFERENCE_STORES``: every cell on
+every path) meets by default, each crash point at each append and each effect point with
+either key; a store not named here: ``run``. The paths differ above the store, where the
+reference stores meet them all; each is given to stores of both kinds. Another writer's
+append is judged by the store only where it keeps a record of writes: a store judged by
+fingerprints meets it on its path where the matrix is exhaustive, as it meets its other
+paths (``-m exhaustive``)."""
+ALONE, FOREIGN, BOTH = (False,), (True,), (False, True)
+
+
+def _group(store: Store, path: RecoveryPath) -> list[Any]:
+    name = f"{store.name}-{path.value}"
+    if store.name in REFERENCE_STORES:
+        return [pytest.param(store.name, path, BOTH, id=name)]
+    if ONE_PATH.get(store.name, RecoveryPath.RUN) is not path:
+        return [pytest.param(store.name, path, BOTH, id=name, marks=pytest.mark.exhaustive)]
+    if store.revisioned:
+        return [pytest.param(store.name, path, BOTH, id=name)]
+    return [
+        pytest.param(store.name, path, ALONE, id=f"{name}-alone"),
+        pytest.param(
+            store.name, path, FOREIGN, id=f"{name}-another_writer", marks=pytest.mark.exhaustive
+        ),
+    ]
+
+
+GROUPS = [group for store in STORES for path in RecoveryPath for group in _group(store, path)]
 LANDED = {
     # Crash points at which the pending write is in the store.
     CrashPoint.AFTER_COMMIT_BEFORE_ACK,
@@ -133,19 +171,25 @@ def expected(cell: Cell) -> str:
     return "committed"
 
 
-@pytest.mark.parametrize(("store", "path"), GROUPS)
-def test_every_crash_point_recovers(store: str, path: RecoveryPath, tmp_path: Path) -> None:
+@pytest.mark.parametrize(("store", "path", "foreign"), GROUPS)
+def test_every_crash_point_recovers(
+    store: str, path: RecoveryPath, foreign: tuple[bool, ...], tmp_path: Path
+) -> None:
     if not store_named(store).available():
         pytest.skip(f"{store}: no driver, or no server (see tests/support/servers.py)")
-    chosen = cells([store], [path], workdir=tmp_path)
+    chosen = cells([store], [path], workdir=tmp_path, foreign=foreign)
+    if foreign == FOREIGN:
+        chosen = [c for c in chosen if not c.keyed]  # the keyed cells run alone
     points = len(APPEND_POINTS) + len(RECONCILE_FAULTS)
     assert (points, len(EFFECT_POINTS)) == (10, 4)
     appends = len({c.boundary for c in chosen})
     assert appends == (2 if path.resumes else 3)
-    # Each cell with and without another writer; each effect point again with the tool's
-    # own key (effect_tool(key=...)).
-    assert len(chosen) == (appends * points + len(EFFECT_POINTS)) * 2 + len(EFFECT_POINTS)
-    assert sum(c.keyed for c in chosen) == len(EFFECT_POINTS)
+    # Each cell with and without another writer (as chosen); each effect point again with
+    # the tool's own key (effect_tool(key=...)), without.
+    keyed = 0 if foreign == FOREIGN else len(EFFECT_POINTS)
+    assert len(chosen) == (appends * points + len(EFFECT_POINTS)) * len(foreign) + keyed
+    assert sum(c.keyed for c in chosen) == keyed
+    assert {c.foreign for c in chosen} == set(foreign)
     tool_turn = "tool_output" if path.resumes else "tool_turn"
     assert {c.boundary for c in chosen if c.point in EFFECT_POINTS} == {tool_turn}
     verdicts: list[Verdict] = run_cells(chosen, workdir=tmp_path, workers=2)

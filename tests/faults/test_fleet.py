@@ -23,7 +23,7 @@ from agents_reconcile._backends.registry import backend_named
 from agents_reconcile._selftest.fleet import FleetOptions, fleet_results
 from agents_reconcile._selftest.fleet_cluster import cluster_pair, cluster_waits, with_replica_wait
 
-from ..support.servers import POSTGRES_ENV, REDIS_ENV
+from ..support.servers import CLUSTER_TOPOLOGY, POSTGRES_ENV, REDIS_ENV
 
 REDIS_CLUSTER_ENV = backend_named("redis-cluster").environment("TEST")
 
@@ -67,6 +67,7 @@ def test_small_fleet_keeps_every_promise() -> None:
     assert "Settlements per second on a shared sqlite journal with 4 workers" in out.getvalue()
 
 
+@CLUSTER_TOPOLOGY
 @pytest.mark.skipif(not os.environ.get(REDIS_CLUSTER_ENV), reason=f"{REDIS_CLUSTER_ENV} is unset")
 def test_small_fleet_on_a_redis_cluster_through_failovers() -> None:
     """The journal and the revisioned store on a Redis Cluster that is not this test's: its

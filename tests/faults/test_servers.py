@@ -6,11 +6,7 @@ intact nothing is ever ambiguous."""
 from __future__ import annotations
 
 import asyncio
-import os
-import shutil
-import socket
-import subprocess
-import time
+import io
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -20,9 +16,10 @@ from urllib.parse import urlsplit, urlunsplit
 import pytest
 
 from agents_reconcile import ContinuationDenied, Outcome, ReconcileConfig, ReconcilingSession
+from agents_reconcile._selftest.fleet_hosts import OwnServers
 from agents_reconcile.testing import FaultProxy
 
-from ..support.servers import postgres_url, redis_url
+from ..support.servers import OwnRedis, postgres_url, redis_url
 
 pytestmark = pytest.mark.faults
 
@@ -104,69 +101,32 @@ async def test_a_dropped_connection_is_settled_exactly(
             await opened.close()
 
 
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
 @pytest.fixture
-def durable_redis(tmp_path: Path) -> Iterator[dict[str, Any]]:
+def durable_redis(tmp_path: Path) -> Iterator[OwnRedis]:
     """A Redis server of this test's own that logs every write before replying (AOF, fsync
     always), so that killing it loses nothing it acknowledged."""
-    binary = shutil.which("redis-server")
-    if binary is None:
-        pytest.skip("redis-server is not installed (scripts/services.sh start installs it)")
-    port = free_port()
-    directory = tmp_path / "redis"
-    directory.mkdir()
-    command = [
-        binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", str(directory),
-        "--appendonly", "yes", "--appendfsync", "always", "--save", "",
-    ]  # fmt: skip
-    state: dict[str, Any] = {"port": port, "command": command}
-
-    def start() -> subprocess.Popen[bytes]:
-        process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            try:
-                with socket.create_connection(("127.0.0.1", port), timeout=0.2) as probe:
-                    probe.sendall(b"PING\r\n")
-                    if probe.recv(16).startswith(b"+PONG"):
-                        return process
-            except OSError:
-                time.sleep(0.05)
-        process.kill()
-        raise RuntimeError("the test's Redis server did not start")
-
-    state["start"] = start
-    state["process"] = start()
-    yield state
-    process = state["process"]
-    if process.poll() is None:
-        process.terminate()
-        process.wait(timeout=10)
+    server = OwnRedis(tmp_path / "redis", "--appendonly", "yes", "--appendfsync", "always")
+    server.start()
+    yield server
+    server.stop()
 
 
 @pytest.mark.redis
 async def test_redis_killed_between_the_write_and_its_reply(
-    durable_redis: dict[str, Any], namespace: str, tmp_path: Path
+    durable_redis: OwnRedis, namespace: str, tmp_path: Path
 ) -> None:
     """The server runs the append script, logs it, and is killed before its reply leaves.
     Restarted, it still holds the write: the intent is committed, never replayed."""
     redis_url()  # only where the suites have Redis
     from agents_reconcile._backends.redis.store import RevisionedRedisSession
 
-    port = durable_redis["port"]
+    port = durable_redis.port
     proxy = await FaultProxy("127.0.0.1", port).start()
     store = RevisionedRedisSession.from_url("s", f"redis://127.0.0.1:{proxy.port}/0")
     session = ReconcilingSession(store, config=ReconcileConfig(journal=tmp_path / "j.db"))
 
     async def kill_server() -> None:
-        durable_redis["process"].kill()
-        durable_redis["process"].wait()
+        durable_redis.kill()
 
     try:
         await session.add_items([item("warm-up")])
@@ -174,7 +134,7 @@ async def test_redis_killed_between_the_write_and_its_reply(
         with pytest.raises(Exception) as raised:
             await session.add_items([item("paid")])
         assert not isinstance(raised.value, ContinuationDenied)
-        durable_redis["process"] = await asyncio.to_thread(durable_redis["start"])
+        await asyncio.to_thread(durable_redis.start)
         [decision] = await session.reconcile()
         assert decision.outcome is Outcome.COMMITTED
         direct = RevisionedRedisSession.from_url("s", f"redis://127.0.0.1:{port}/0")
@@ -233,31 +193,41 @@ async def test_workers_appending_to_one_session_at_once(
             await store.close()
 
 
-SERVICES = str(Path(__file__).resolve().parents[2] / "scripts" / "services.sh")
+@pytest.fixture
+def own_postgres() -> Iterator[OwnServers]:
+    """A PostgreSQL server of this test's own (the suite's is shared with tests running
+    beside this one, which a crash would fail), started from an empty data directory."""
+    if not sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl")):
+        pytest.skip("pg_ctl not found (scripts/services.sh start installs PostgreSQL)")
+    said = io.StringIO()
+    servers = OwnServers(said)
+    try:
+        servers.start()
+        if "postgres" not in servers.urls:
+            pytest.skip(f"no PostgreSQL server of the test's own: {said.getvalue().strip()}")
+        yield servers
+    finally:
+        servers.stop()
 
 
-def _postgres_control(*args: str) -> None:
-    """Run ``pg_ctl`` on the suite's server, as the postgres user when we are root."""
-    data = os.environ.get("AGENTS_RECONCILE_TEST_POSTGRES_DATA")
-    if not data:
-        pytest.skip("AGENTS_RECONCILE_TEST_POSTGRES_DATA is not set (scripts/services.sh sets it)")
-    binaries = sorted(Path("/usr/lib/postgresql").glob("*/bin/pg_ctl"))
-    if not binaries:
-        pytest.skip("pg_ctl not found")
-    command = [str(binaries[-1]), "-D", data, *args]
-    if os.geteuid() == 0:
-        command = ["runuser", "-u", "postgres", "--", *command]
-    subprocess.run(command, check=True, capture_output=True, timeout=60)
+async def postmaster_start(url: str) -> Any:
+    import asyncpg
+
+    conn = await asyncpg.connect(url)
+    try:
+        return await conn.fetchval("SELECT pg_postmaster_start_time()")
+    finally:
+        await conn.close()
 
 
 @pytest.mark.postgres
 async def test_postgres_crashed_between_the_write_and_its_reply(
-    namespace: str, tmp_path: Path
+    own_postgres: OwnServers, namespace: str, tmp_path: Path
 ) -> None:
     """The append statement commits; the server crashes (immediate shutdown) before its reply
     leaves. Restarted, it still holds the write: the intent is committed, never replayed."""
-    url = postgres_url()
-    _postgres_control("status")
+    postgres_url()  # only where the suites have PostgreSQL
+    url = own_postgres.urls["postgres"]
     from agents_reconcile._backends.postgres.store import RevisionedPostgresSession
 
     target = urlsplit(url)
@@ -266,9 +236,11 @@ async def test_postgres_crashed_between_the_write_and_its_reply(
         "s", via(url, proxy.port), schema=namespace, min_size=1, max_size=1
     )
     session = ReconcilingSession(store, config=ReconcileConfig(journal=tmp_path / "j.db"))
+    started = await postmaster_start(url)
 
     async def crash_server() -> None:
-        await asyncio.to_thread(_postgres_control, "-m", "immediate", "stop")
+        # An immediate shutdown, then the server started again on the same data.
+        await asyncio.to_thread(own_postgres.restart, "postgres")
 
     try:
         await session.add_items([item("warm-up")])
@@ -279,10 +251,7 @@ async def test_postgres_crashed_between_the_write_and_its_reply(
         assert not isinstance(raised.value, ContinuationDenied)
     finally:
         await store.close()
-        # Back up for everything after this test, whatever happened above.
-        await asyncio.to_thread(
-            subprocess.run, [SERVICES, "start"], check=True, capture_output=True, timeout=120
-        )
+    assert await postmaster_start(url) > started, "the server was restarted"
     # A worker of the same fleet (same address, same journal) finds the intent and settles it.
     survivor = RevisionedPostgresSession.from_url("s", via(url, proxy.port), schema=namespace)
     again = ReconcilingSession(survivor, config=ReconcileConfig(journal=tmp_path / "j.db"))

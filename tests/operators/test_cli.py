@@ -14,6 +14,8 @@ from agents import SQLiteSession
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
 from agents_reconcile._cli import main
+from agents_reconcile._core.crashpoints import CrashPoint
+from agents_reconcile._selftest import command
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
 from ..support.backends import closed_port
@@ -139,17 +141,32 @@ def test_migrate_needs_a_target(capsys: pytest.CaptureFixture[str]) -> None:
 
 
 def test_selftest_runs_a_slice_of_the_matrix_and_prints_its_tables(
-    capsys: pytest.CaptureFixture[str],
+    capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """``agents-reconcile selftest`` kills real runs and prints the outcome and totals tables;
-    every promise holds (exit 0)."""
-    code = main(["selftest", "--store", "sqlite", "--path", "run", "--no-foreign"])
+    """``agents-reconcile selftest`` kills real runs and prints the outcome and totals tables,
+    then cancels real runs and prints theirs; every promise holds (exit 0). The command's
+    selection is cut to one crash point of each matrix (each at every append, the
+    cancellation in every way): every cell of both runs in ``tests/faults``."""
+    point = CrashPoint.AFTER_COMMIT_BEFORE_ACK
+    kill_cells, cancel_cells = command.cells, command.cancel_cells
+    monkeypatch.setattr(
+        command, "cells", lambda *a, **k: [c for c in kill_cells(*a, **k) if c.point is point]
+    )
+    monkeypatch.setattr(
+        command,
+        "cancel_cells",
+        lambda *a, **k: [c for c in cancel_cells(*a, **k) if c.point is point],
+    )
+    argv = ["selftest", "--store", "sqlite", "--path", "run", "--no-foreign", "--workers", "1"]
+    code = main(argv)
     out = capsys.readouterr().out
     assert code == 0, out
+    assert "Running 3 scenarios" in out and "Running 15 cancellation scenarios" in out
     row = next(line for line in out.splitlines() if "after_commit_before_ack @ tool_turn" in line)
     assert "committed" in row
     assert "Every promise held." in out
     assert "| **all**" in out
+    assert "Every cancellation promise held." in out
 
 
 def test_addresses_are_printed_without_their_password(capsys: pytest.CaptureFixture[str]) -> None:

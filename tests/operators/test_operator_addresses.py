@@ -326,34 +326,85 @@ def test_a_namespace_holding_something_else_is_named_for_it_and_never_migrated(
 # -- permissions -------------------------------------------------------------------------------
 
 
-def another_user() -> list[str]:
-    """What runs a command as a user whom permission bits bind: nothing but the command when
-    this process is not root; as root (whom they do not bind), ``setpriv`` or ``runuser`` to
-    the user ``nobody``."""
+PROBE = """\
+import sys, agents_reconcile
+try:
+    open(sys.argv[1]).close()
+except PermissionError:
+    print("bound")
+"""
+"""Run as the command will be: imports the package, then tries to read a file of mode 000."""
+UNREADABLE_FILE = "unreadable"
+
+
+def _probe(prefix: list[str], directory: Path) -> str | None:
+    """None when ``prefix`` runs this interpreter, imports the package and is refused a file
+    of mode 000; otherwise what went wrong, in a line."""
+    target = directory / UNREADABLE_FILE
+    target.touch()
+    target.chmod(0o000)
+    try:
+        done = subprocess.run(
+            [*prefix, sys.executable, "-c", PROBE, str(target)],
+            cwd=directory,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    finally:
+        target.unlink()
+    if done.returncode == 0 and done.stdout.strip() == "bound":
+        return None
+    said = (done.stderr.strip().splitlines() or [f"exit status {done.returncode}"])[-1]
+    return said if done.returncode else "the file of mode 000 was read: permissions do not bind"
+
+
+def another_user(directory: Path) -> list[str]:
+    """What runs a command so that permission bits bind it: nothing but the command when this
+    process is not root. As root (whom they do not bind), ``setpriv`` keeping the user but
+    dropping every capability, so that the interpreter and the package stay reachable where
+    they are (a checkout in a directory only root may enter); where that cannot be done, the
+    user ``nobody``, if it can run this interpreter and import this package; else skip,
+    saying why."""
     if os.geteuid() != 0:
         return []
+    if not shutil.which("setpriv"):
+        pytest.skip(
+            "running as root, where permission bits are not enforced, and setpriv (util-linux) "
+            "is not here to drop the capabilities that bypass them"
+        )
+    dropped = ["setpriv", "--inh-caps=-all", "--bounding-set=-all", "--"]
+    why_not_dropped = _probe(dropped, directory)
+    if why_not_dropped is None:
+        return dropped
     try:
         nobody = pwd.getpwnam("nobody")
     except KeyError:
-        pytest.skip("running as root, where permission bits are not enforced, with no nobody")
-    if shutil.which("setpriv"):
-        return [
-            "setpriv",
-            f"--reuid={nobody.pw_uid}",
-            f"--regid={nobody.pw_gid}",
-            "--clear-groups",
-        ]
-    if shutil.which("runuser"):
-        return ["runuser", "-u", "nobody", "--"]
+        pytest.skip(
+            "running as root, where permission bits are not enforced; dropping capabilities "
+            f"failed ({why_not_dropped}) and there is no user nobody"
+        )
+    as_nobody = [
+        "setpriv",
+        f"--reuid={nobody.pw_uid}",
+        f"--regid={nobody.pw_gid}",
+        "--clear-groups",
+        "--",
+    ]
+    why_not_nobody = _probe(as_nobody, directory)
+    if why_not_nobody is None:
+        return as_nobody
     pytest.skip(
-        "running as root, where permission bits are not enforced, and neither setpriv nor "
-        "runuser is here to run the command as another user"
+        "running as root, where permission bits are not enforced; dropping capabilities "
+        f"failed ({why_not_dropped}), and the user nobody cannot run {sys.executable} with "
+        f"this package importable ({why_not_nobody}): the interpreter or the checkout lies "
+        "under a directory only root may enter"
     )
 
 
 def as_another_user(directory: Path, *argv: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [*another_user(), sys.executable, "-m", "agents_reconcile", *argv],
+        [*another_user(directory), sys.executable, "-m", "agents_reconcile", *argv],
         cwd=directory,
         capture_output=True,
         text=True,

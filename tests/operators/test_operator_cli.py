@@ -9,6 +9,7 @@ import asyncio
 import base64
 import dataclasses
 import os
+import resource
 import sqlite3
 import subprocess
 import sys
@@ -289,16 +290,19 @@ def test_a_damaged_row_hides_no_other(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_help_answers_well_under_a_second() -> None:
-    started = time.monotonic()
+    """``--help`` takes well under a second of processor time (counted, unlike the time on
+    the clock, the same on a machine busy with other work): it loads no SDK."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     done = subprocess.run(
         [sys.executable, "-m", "agents_reconcile", "--help"],
         capture_output=True,
         text=True,
         check=True,
     )
-    took = time.monotonic() - started
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    took = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     assert "resolve" in done.stdout and "status" in done.stdout
-    assert took < 1.0, f"--help took {took:.2f} s"
+    assert took < 1.0, f"--help took {took:.2f} s of processor time"
     imported = subprocess.run(
         [sys.executable, "-c", "import agents_reconcile._cli, sys; print('agents' in sys.modules)"],
         capture_output=True,

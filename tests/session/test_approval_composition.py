@@ -12,7 +12,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agents_reconcile import Outcome
 from agents_reconcile.testing import BackendFailure, Fault
 
-from ..support.backends import BACKEND_PARAMS, Backend
+from ..support.backends import BACKEND_PARAMS, Backend, store_rotation
 from ..support.runner_support import World, resume_state, run
 
 
@@ -49,6 +49,7 @@ async def interrupted_run(world: World, **config: Any) -> tuple[Agent[Any], Any,
     return agent, state, state.to_string()
 
 
+@store_rotation("backend")
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)
 @pytest.mark.parametrize("fault", [Fault.REJECT, Fault.LOST_ACK], ids=lambda f: f.value)
 @pytest.mark.parametrize("streamed", [False, True], ids=["retry_run", "retry_streamed"])

@@ -14,7 +14,7 @@ from agents import Runner
 from agents_reconcile import ContinuationDenied, Reason
 from agents_reconcile.testing import BackendFailure, Fault
 
-from ..support.backends import BACKEND_PARAMS
+from ..support.backends import BACKEND_PARAMS, store_rotation
 from ..support.runner_support import World, resume_state, run
 from .test_approval_composition import interrupted_run
 
@@ -35,6 +35,7 @@ async def failed_resume(world: World, fault: Fault, *, streamed: bool) -> tuple[
     return agent, checkpoint, left.to_string()
 
 
+@store_rotation()
 @pytest.mark.parametrize("world", BACKEND_PARAMS, indirect=True)
 @pytest.mark.parametrize("fault", [Fault.REJECT, Fault.LOST_ACK], ids=lambda f: f.value)
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])

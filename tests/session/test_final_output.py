@@ -14,7 +14,7 @@ from agents.testing import assistant_message
 from agents_reconcile import ContinuationDenied, Reason, RunFinished
 from agents_reconcile.testing import BackendFailure, Fault
 
-from ..support.backends import BACKEND_PARAMS
+from ..support.backends import BACKEND_PARAMS, store_rotation
 from ..support.runner_support import World, model_input, resume_state, run
 
 
@@ -37,6 +37,7 @@ def as_if_the_sdk_did_not_check(state: RunState[Any]) -> RunState[Any]:
     return state
 
 
+@store_rotation()
 @pytest.mark.parametrize("world", BACKEND_PARAMS, indirect=True)
 @pytest.mark.parametrize("fault", [Fault.REJECT, Fault.LOST_ACK], ids=lambda f: f.value)
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])

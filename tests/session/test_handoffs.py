@@ -16,7 +16,7 @@ from agents.testing import ScriptedModel, assistant_message, function_call
 from agents_reconcile import ContinuationDenied
 from agents_reconcile.testing import BackendFailure, Fault
 
-from ..support.backends import BACKEND_PARAMS
+from ..support.backends import BACKEND_PARAMS, store_rotation
 from ..support.runner_support import World, model_input, resume_state, run
 from .test_runner_matrix import EXPECTED_OUTCOME, EXPECTED_REVISIONED, FAULTS, PATHS
 
@@ -47,6 +47,7 @@ def billing_of(agent: Agent[Any]) -> Agent[Any]:
     return found
 
 
+@store_rotation()
 @pytest.mark.parametrize("world", BACKEND_PARAMS, indirect=True)
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.value)
 @pytest.mark.parametrize("path", PATHS)
@@ -114,6 +115,7 @@ async def test_a_handoff_turn_whose_save_fails_recovers(
     assert model_input(model) == stored[:-1], "the model saw what is stored, nothing twice"
 
 
+@store_rotation()
 @pytest.mark.parametrize("world", BACKEND_PARAMS, indirect=True)
 @pytest.mark.parametrize("fault", [Fault.REJECT, Fault.LOST_ACK], ids=lambda f: f.value)
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])

@@ -32,7 +32,7 @@ from agents_reconcile._session.runstate import CONTEXT_KEY
 from agents_reconcile.conformance._records import ME, make_decision, make_intent
 from agents_reconcile.errors import BindingMismatch
 
-from ..support.backends import BACKEND_PARAMS, Backend
+from ..support.backends import BACKEND_PARAMS, Backend, store_rotation
 from ..support.runner_support import World, run
 from .test_approval_composition import approval_agent
 
@@ -55,6 +55,7 @@ async def interrupted(world: World, **config: Any) -> tuple[Agent[Any], str]:
     return agent, state.to_string()
 
 
+@store_rotation("backend")
 @pytest.mark.parametrize("backend", BACKEND_PARAMS)
 @pytest.mark.parametrize("streamed", [False, True], ids=["run", "streamed"])
 async def test_a_runstate_older_than_the_retention_is_refused_before_its_tool_runs(

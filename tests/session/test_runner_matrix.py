@@ -22,7 +22,7 @@ from agents.testing import assistant_message
 from agents_reconcile import ContinuationDenied, Outcome, Reason
 from agents_reconcile.testing import BackendFailure, Fault
 
-from ..support.backends import BACKEND_PARAMS
+from ..support.backends import BACKEND_PARAMS, store_rotation
 from ..support.runner_support import (
     FIRST_RUN,
     SAVE_BOUNDS,
@@ -77,6 +77,7 @@ def stored_after_failure(save: int, fault: Fault) -> list[str]:
     return FIRST_RUN[:start]
 
 
+@store_rotation()
 @pytest.mark.parametrize("world", BACKEND_PARAMS, indirect=True)
 @pytest.mark.parametrize("fault", FAULTS, ids=lambda f: f.value)
 @pytest.mark.parametrize("save", [1, 2, 3], ids=lambda s: SAVE_NAMES[s])

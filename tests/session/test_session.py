@@ -210,34 +210,46 @@ async def test_failed_append_reraises_the_backend_error_with_a_note(tmp_path: Pa
     assert any(pending.intent_id in note for note in raised.value.__notes__)
 
 
+async def settles_as(
+    session: ReconcilingSession, states: list[IntentState], seconds: float = 30
+) -> bool:
+    """Whether the session's pending intents come to be in ``states`` within ``seconds``
+    (waited for, not slept: a loaded machine takes longer)."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if [e.state for e in await session.journal.pending("s1")] == states:
+            return True
+        await asyncio.sleep(0.02)
+    return False
+
+
 async def test_write_ahead_intent_is_durable_before_the_append(tmp_path: Path) -> None:
     """Under write_ahead the journal holds the intent, in flight, while the inner append runs;
     a cancelled caller's write is waited out (in_flight_wait) before it is marked cancelled."""
-    session, faulty, _ = wrapped(tmp_path, in_flight_wait=0.2)
-    faulty.plan(Fault.HANG)
+    session, faulty, _ = wrapped(tmp_path, in_flight_wait=0.5)
+    hang = faulty.plan(Fault.HANG)
     task = asyncio.create_task(session.add_items([USER]))
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(hang.fired.wait(), 30)  # the inner append has begun
     entries = await session.journal.pending("s1")
     assert [e.state for e in entries] == [IntentState.IN_FLIGHT]
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
     assert [e.state for e in await session.journal.pending("s1")] == [IntentState.IN_FLIGHT]
-    await asyncio.sleep(0.3)
-    assert [e.state for e in await session.journal.pending("s1")] == [IntentState.CANCELLED]
+    assert await settles_as(session, [IntentState.CANCELLED])
 
 
 async def test_a_cancelled_append_is_uncertain_and_reconciled(tmp_path: Path) -> None:
     """A cancelled append stays pending and the next use replays it once (once its write,
     which never returns, was waited out)."""
     session, faulty, _inner = wrapped(tmp_path, in_flight_wait=0.2)
-    faulty.plan(Fault.HANG)
+    hang = faulty.plan(Fault.HANG)
     task = asyncio.create_task(session.add_items([USER]))
-    await asyncio.sleep(0.05)
+    await asyncio.wait_for(hang.fired.wait(), 30)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await asyncio.sleep(0.3)
+    assert await settles_as(session, [IntentState.CANCELLED])
     assert await session.get_items() == [USER]
     assert [d.action for d in await session.decisions()] == [Action.REPLAYED]
 

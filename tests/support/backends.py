@@ -69,6 +69,17 @@ close = close_store
 # store, which a Conversations session cannot sit behind (tests/conversations and the self-test
 # matrices run it, with its client's faults).
 BACKENDS = [store for store in STORES if store.name != "conversations"]
+REFERENCE_STORES = ("sqlite", "revisioned_sqlite")
+"""The stores that meet every cell of a store matrix: one the wrapper judges by fingerprints,
+one by its record of writes (the two ways a recovery decides)."""
+
+
+def store_rotation(param: str = "world") -> pytest.MarkDecorator:
+    """Size a store matrix (``tests/support/rotation.py``): each combination of its other
+    parameters on the reference stores and on one other store in turn."""
+    return pytest.mark.rotation(param, REFERENCE_STORES)
+
+
 BACKEND_PARAMS = [
     pytest.param(
         backend,

@@ -11,6 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
+import socket
+import subprocess
+import time
+from pathlib import Path
 from typing import Any, Final
 
 import pytest
@@ -20,6 +25,13 @@ from agents_reconcile._backends.registry import Backend, backend_named
 REDIS_ENV: Final = backend_named("redis").environment("TEST")
 POSTGRES_ENV: Final = backend_named("postgres").environment("TEST")
 _TITLES: Final = {"redis": "Redis", "postgres": "PostgreSQL"}
+
+CLUSTER_TOPOLOGY: Final = pytest.mark.xdist_group("redis-cluster-topology")
+"""The tests that change which node of the test cluster is a primary (``CLUSTER FAILOVER``)
+or count the ``WAIT`` commands its primaries ran: under parallel workers
+(``--dist loadgroup``) they run one after another on one worker, so that no failover moves
+the primaries under a count, and no two failovers meet. Every other test on the cluster
+follows a failover as any client does."""
 
 
 def server_url(backend: Backend) -> str:
@@ -69,3 +81,53 @@ class Wire:
     def clear(self) -> None:
         self.statements.clear()
         self.flushes = 0
+
+
+class OwnRedis:
+    """A Redis server of one test's own, on a free loopback port, with its data under
+    ``directory``: for a test that does what touches a whole server (kills it, empties its
+    script cache), which the shared test server must not see while other tests use it.
+    Skips the test where ``redis-server`` is not installed."""
+
+    def __init__(self, directory: Path, *options: str) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.skip("redis-server is not installed (scripts/services.sh start installs it)")
+        directory.mkdir(parents=True, exist_ok=True)
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            self.port: int = probe.getsockname()[1]
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._command = [
+            binary, "--bind", "127.0.0.1", "--port", str(self.port), "--dir", str(directory),
+            "--save", "", *options,
+        ]  # fmt: skip
+        self._process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        """Start the server and wait until it answers."""
+        self._process = subprocess.Popen(
+            self._command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+        )
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                with socket.create_connection(("127.0.0.1", self.port), timeout=0.2) as probe:
+                    probe.sendall(b"PING\r\n")
+                    if probe.recv(16).startswith(b"+PONG"):
+                        return
+            except OSError:
+                time.sleep(0.05)
+        self._process.kill()
+        raise RuntimeError("the test's own Redis server did not start")
+
+    def kill(self) -> None:
+        """SIGKILL the server, and reap it."""
+        assert self._process is not None
+        self._process.kill()
+        self._process.wait()
+
+    def stop(self) -> None:
+        if self._process is not None and self._process.poll() is None:
+            self._process.terminate()
+            self._process.wait(timeout=10)
