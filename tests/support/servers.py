@@ -10,11 +10,14 @@ and the run's summary says which and why.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import io
 import os
 import shutil
 import socket
 import subprocess
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,12 +29,11 @@ REDIS_ENV: Final = backend_named("redis").environment("TEST")
 POSTGRES_ENV: Final = backend_named("postgres").environment("TEST")
 _TITLES: Final = {"redis": "Redis", "postgres": "PostgreSQL"}
 
-CLUSTER_TOPOLOGY: Final = pytest.mark.xdist_group("redis-cluster-topology")
-"""The tests that change which node of the test cluster is a primary (``CLUSTER FAILOVER``)
-or count the ``WAIT`` commands its primaries ran: under parallel workers
-(``--dist loadgroup``) they run one after another on one worker, so that no failover moves
-the primaries under a count, and no two failovers meet. Every other test on the cluster
-follows a failover as any client does."""
+CLUSTER_WAITS: Final = pytest.mark.xdist_group("redis-cluster-waits")
+"""The tests that count the ``WAIT`` commands the test cluster's nodes ran: under parallel
+workers (``--dist loadgroup``) they run one after another on one worker, so that no other
+one's waits are counted. (A test that fails a primary over does so on a cluster of its own,
+``own_cluster``: the test cluster's primaries never move under the tests using it.)"""
 
 
 def server_url(backend: Backend) -> str:
@@ -131,3 +133,19 @@ class OwnRedis:
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
             self._process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def own_cluster() -> Iterator[str]:
+    """The address of a Redis Cluster of the caller's own (three primaries, a replica each),
+    for a test that fails its primaries over; skips where it cannot be started."""
+    from agents_reconcile._selftest.fleet_cluster import OwnCluster
+
+    said = io.StringIO()
+    cluster = OwnCluster(said)
+    try:
+        if not cluster.start():
+            pytest.skip(f"no Redis Cluster of the test's own: {said.getvalue().strip()}")
+        yield cluster.url
+    finally:
+        cluster.stop()
