@@ -11,11 +11,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import fcntl
 import io
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -29,11 +31,19 @@ REDIS_ENV: Final = backend_named("redis").environment("TEST")
 POSTGRES_ENV: Final = backend_named("postgres").environment("TEST")
 _TITLES: Final = {"redis": "Redis", "postgres": "PostgreSQL"}
 
-CLUSTER_WAITS: Final = pytest.mark.xdist_group("redis-cluster-waits")
-"""The tests that count the ``WAIT`` commands the test cluster's nodes ran: under parallel
-workers (``--dist loadgroup``) they run one after another on one worker, so that no other
-one's waits are counted. (A test that fails a primary over does so on a cluster of its own,
-``own_cluster``: the test cluster's primaries never move under the tests using it.)"""
+
+@contextlib.contextmanager
+def alone(resource: str) -> Iterator[None]:
+    """Hold, for as long as the block runs, a lock every test process of this user on this
+    machine takes around ``resource`` (parallel workers, and other checkouts' runs on the same
+    servers): for the few tests that measure what a whole shared server did meanwhile."""
+    path = Path(tempfile.gettempdir()) / f"agents-reconcile-tests-{resource}.lock"
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def server_url(backend: Backend) -> str:
