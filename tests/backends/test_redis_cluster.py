@@ -39,7 +39,7 @@ from agents_reconcile._session.config import ReconcileConfig
 from agents_reconcile.errors import ConfigurationError, IntentConflict, JournalUnavailable
 
 from ..support.journal_support import BACKEND, make_decision, make_effect, make_intent
-from ..support.servers import CLUSTER_TOPOLOGY, server_url
+from ..support.servers import own_cluster, server_url
 
 pytestmark = getattr(pytest.mark, "redis-cluster")
 
@@ -461,12 +461,36 @@ async def _fail_over(host: str, port: int) -> None:
     raise AssertionError(f"{host}:{port} did not take over")
 
 
-@CLUSTER_TOPOLOGY
+@pytest.fixture
+def own_url(url: str) -> Iterator[str]:
+    """A Redis Cluster of this test's own (where the suites have one): a failover on the
+    test cluster would meet every other test using it meanwhile."""
+    with own_cluster() as found:
+        yield found
+
+
+@pytest.fixture
+async def own_client(own_url: str) -> AsyncIterator[RedisCluster]:
+    """A client of that cluster once its map shows the replicas (the nodes learn of each
+    other a moment after the cluster is whole)."""
+    client = cluster_client(own_url, {})
+    await client.initialize()
+    deadline = time.monotonic() + 30
+    while not any(len(nodes) > 1 for nodes in client.nodes_manager.slots_cache.values()):
+        assert time.monotonic() < deadline, "the cluster's replicas never showed in its map"
+        await asyncio.sleep(0.1)
+        await client.nodes_manager.initialize()
+    yield client
+    await client.aclose()
+
+
 async def test_a_journal_and_a_store_keep_working_across_a_failover(
-    url: str, prefix: str, cluster: RedisCluster
+    own_url: str, prefix: str, own_client: RedisCluster
 ) -> None:
-    """A replica takes over from its primary (``CLUSTER FAILOVER``): the clients follow the
-    slots that moved, and what was written before is read after."""
+    """A replica takes over from its primary (``CLUSTER FAILOVER``, on a cluster of this
+    test's own): the clients follow the slots that moved, and what was written before is
+    read after."""
+    url, cluster = own_url, own_client
     journal = RedisClusterJournal.from_url(url, prefix=prefix)
     layout = journal._layout
     # A replica and the primary it follows: the first and second node serving a slot.

@@ -23,7 +23,7 @@ from agents_reconcile._backends.registry import backend_named
 from agents_reconcile._selftest.fleet import FleetOptions, fleet_results
 from agents_reconcile._selftest.fleet_cluster import cluster_pair, cluster_waits, with_replica_wait
 
-from ..support.servers import CLUSTER_TOPOLOGY, POSTGRES_ENV, REDIS_ENV
+from ..support.servers import POSTGRES_ENV, REDIS_ENV, own_cluster
 
 REDIS_CLUSTER_ENV = backend_named("redis-cluster").environment("TEST")
 
@@ -67,26 +67,27 @@ def test_small_fleet_keeps_every_promise() -> None:
     assert "Settlements per second on a shared sqlite journal with 4 workers" in out.getvalue()
 
 
-@CLUSTER_TOPOLOGY
 @pytest.mark.skipif(not os.environ.get(REDIS_CLUSTER_ENV), reason=f"{REDIS_CLUSTER_ENV} is unset")
 def test_small_fleet_on_a_redis_cluster_through_failovers() -> None:
-    """The journal and the revisioned store on a Redis Cluster that is not this test's: its
+    """The journal and the revisioned store on a Redis Cluster that is not the self-test's
+    (one of this test's own, not the suites' cluster, which other tests use meanwhile): its
     only cluster fault is a graceful ``CLUSTER FAILOVER``, which loses no acknowledged write,
     so every count is 0."""
     cells = [("redis_cluster", "revisioned_redis_cluster")]
     out = io.StringIO()
-    results = fleet_results(
-        FleetOptions(
-            workers=4,
-            sessions=2,
-            rounds=4,
-            cells=cells,
-            redis_cluster_url=os.environ[REDIS_CLUSTER_ENV],
-            seed=4,
-            settle_sessions=0,
-        ),
-        out,
-    )
+    with own_cluster() as url:
+        results = fleet_results(
+            FleetOptions(
+                workers=4,
+                sessions=2,
+                rounds=4,
+                cells=cells,
+                redis_cluster_url=url,
+                seed=4,
+                settle_sessions=0,
+            ),
+            out,
+        )
     assert [(r.journal, r.store) for r in results.cells] == cells, out.getvalue()
     (result,) = results.cells
     assert result.rounds == 4, out.getvalue()

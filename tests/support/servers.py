@@ -10,11 +10,16 @@ and the run's summary says which and why.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import fcntl
+import io
 import os
 import shutil
 import socket
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -26,12 +31,19 @@ REDIS_ENV: Final = backend_named("redis").environment("TEST")
 POSTGRES_ENV: Final = backend_named("postgres").environment("TEST")
 _TITLES: Final = {"redis": "Redis", "postgres": "PostgreSQL"}
 
-CLUSTER_TOPOLOGY: Final = pytest.mark.xdist_group("redis-cluster-topology")
-"""The tests that change which node of the test cluster is a primary (``CLUSTER FAILOVER``)
-or count the ``WAIT`` commands its primaries ran: under parallel workers
-(``--dist loadgroup``) they run one after another on one worker, so that no failover moves
-the primaries under a count, and no two failovers meet. Every other test on the cluster
-follows a failover as any client does."""
+
+@contextlib.contextmanager
+def alone(resource: str) -> Iterator[None]:
+    """Hold, for as long as the block runs, a lock every test process of this user on this
+    machine takes around ``resource`` (parallel workers, and other checkouts' runs on the same
+    servers): for the few tests that measure what a whole shared server did meanwhile."""
+    path = Path(tempfile.gettempdir()) / f"agents-reconcile-tests-{resource}.lock"
+    with path.open("a") as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def server_url(backend: Backend) -> str:
@@ -131,3 +143,19 @@ class OwnRedis:
         if self._process is not None and self._process.poll() is None:
             self._process.terminate()
             self._process.wait(timeout=10)
+
+
+@contextlib.contextmanager
+def own_cluster() -> Iterator[str]:
+    """The address of a Redis Cluster of the caller's own (three primaries, a replica each),
+    for a test that fails its primaries over; skips where it cannot be started."""
+    from agents_reconcile._selftest.fleet_cluster import OwnCluster
+
+    said = io.StringIO()
+    cluster = OwnCluster(said)
+    try:
+        if not cluster.start():
+            pytest.skip(f"no Redis Cluster of the test's own: {said.getvalue().strip()}")
+        yield cluster.url
+    finally:
+        cluster.stop()
