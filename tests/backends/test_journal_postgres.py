@@ -944,6 +944,7 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
         "settle": lambda: journal.settle(decision),
         "effects.started": journal.effects.started,
         "pages.started_effects": lambda: journal.pages.started_effects(limit=5),
+        "pages.counts_writes_of": lambda: journal.pages.counts_writes_of("session-a"),
         "transition": lambda: journal.transition("held", state=IntentState.FAILED, owner=owner),
         "write_count": lambda: journal.write_count("session-a", BACKEND),
         "one-step append": lambda: fused.open_and_append(

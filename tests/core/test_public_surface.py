@@ -250,6 +250,9 @@ KEPT = {
     ("agents_reconcile.RedisJournal (parameter connections)", "Connections"),
     ("agents_reconcile.RedisJournal (parameter replica_wait)", "ReplicaWait"),
     ("agents_reconcile.RevisionedRedisSession (parameter replica_wait)", "ReplicaWait"),
+    # The connection object a statement spanning the journal and a store in one database runs
+    # through (the fused append); a user never needs it.
+    ("agents_reconcile.PostgresJournal.database (annotation)", "JournalDatabase"),
     # A record's field that the wrapper fills when it writes one; a backend reads records.
     ("agents_reconcile.backend_kit.Effect (parameter sign_key)", "Signer"),
     # A contract's own parts: a user runs contracts (check_*), never builds or runs one.

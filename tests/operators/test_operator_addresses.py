@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import os
 import pwd
+import re
 import shlex
 import shutil
 import sqlite3
@@ -182,9 +183,12 @@ def test_a_check_or_a_repair_against_a_missing_journal_creates_nothing(
     assert "no journal" in line, line
     assert asyncio.run(missing.traces()) == []
     assert store.read_bytes() == before
-    # Every other command says the same of the same address.
+    # Every other command says the same of the same address (the namespaces it lists past the
+    # first few are counted, and tests running beside this one make and drop their own).
     code, _, status_err = cli(capsys, "status", *missing.args())
-    assert code == 2 and one_line(status_err) == line
+    counted = re.compile(r"and \d+ more")
+    assert code == 2
+    assert counted.sub("and N more", one_line(status_err)) == counted.sub("and N more", line)
     assert asyncio.run(missing.traces()) == []
 
 

@@ -427,6 +427,20 @@ class _PagesListFinishedEffects(MemoryPages):
         )
 
 
+class _PagesKnowByPrefix(MemoryPages):
+    async def counts_writes_of(self, session_id: str) -> bool:
+        return any(counted.startswith(session_id) for counted, _ in self._rows.write_counts)
+
+
+class PagesKnowByPrefix(MemoryJournal):
+    """``pages.counts_writes_of()`` matches the start of a counted session's name (a ``LIKE``
+    without its exact match)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.pages = _PagesKnowByPrefix(self._rows)
+
+
 class EffectPagesListFinishedEffects(MemoryJournal):
     """``pages.started_effects()`` lists effects that have their receipt too."""
 
@@ -1115,6 +1129,11 @@ BROKEN = [
         "a journal whose effect pages list finished effects",
         EffectPagesListFinishedEffects,
         "started_effect_pages_list_every_started_effect_once",
+    ),
+    _journal(
+        "a journal whose pages know a session by the start of its name",
+        PagesKnowByPrefix,
+        "pages_know_a_session_by_its_counted_writes",
     ),
     _journal(
         "a journal that prunes denials of open intents",
