@@ -11,6 +11,7 @@ import argparse
 import asyncio
 import os
 import pwd
+import re
 import shlex
 import shutil
 import sqlite3
@@ -123,6 +124,12 @@ def one_line(err: str) -> str:
     return line
 
 
+def refusal(line: str) -> str:
+    """A refusal without the other journals it names on the server: tests running meanwhile
+    make and drop theirs there."""
+    return re.sub(r"; journals found under: .*? \(name", "; journals found under: ... (name", line)
+
+
 def damaged_store(directory: Path) -> Path:
     """An SDK session file whose history a repair would rewrite: a call and its output stored
     twice, and an output without its call."""
@@ -184,7 +191,7 @@ def test_a_check_or_a_repair_against_a_missing_journal_creates_nothing(
     assert store.read_bytes() == before
     # Every other command says the same of the same address.
     code, _, status_err = cli(capsys, "status", *missing.args())
-    assert code == 2 and one_line(status_err) == line
+    assert code == 2 and refusal(one_line(status_err)) == refusal(line)
     assert asyncio.run(missing.traces()) == []
 
 
