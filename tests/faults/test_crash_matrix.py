@@ -4,8 +4,8 @@ process recovers (a new run with the next input, or the saved RunState checkpoin
 and streamed), with and without another writer in between. Every cell must keep every
 promise (no effect run twice among them); the outcomes must be the expected ones.
 
-This is what ``agents-reconcile selftest`` prints as a table. By default the two reference
-stores meet every cell on every path and every other store the cells of one path (``ONE_PATH``);
+This is what ``agents-reconcile selftest`` prints as a table. By default the reference store
+meets every cell on every path and every other store the cells of one path (``ONE_PATH``);
 the rest run where ``AGENTS_RECONCILE_TEST_EXHAUSTIVE=1`` is set (``-m exhaustive`` selects
 them alone).
 """
@@ -40,13 +40,15 @@ from agents_reconcile._selftest.stores import (
     store_named,
 )
 
-from ..support.backends import REFERENCE_STORES
 from ..support.conversations_server import ConversationsServer
 from ..support.servers import POSTGRES_ENV as POSTGRES_ENV_TEST
 from ..support.servers import REDIS_ENV as REDIS_ENV_TEST
 
 pytestmark = pytest.mark.faults
 
+REFERENCE = "sqlite"
+"""The store that meets every cell on every path by default: one the wrapper judges by
+fingerprints, without a server."""
 ONE_PATH = {
     "sqlalchemy_sqlite": RecoveryPath.RUN,
     "async_sqlite": RecoveryPath.STREAMED,
@@ -54,26 +56,40 @@ ONE_PATH = {
     "encrypted_sqlite": RecoveryPath.RESUME_STREAMED,
     "conversations": RecoveryPath.STREAMED,
     "revisioned_redis-cluster": RecoveryPath.RUN,
+    "revisioned_sqlite": RecoveryPath.STREAMED,
     "revisioned_redis": RecoveryPath.RESUME_RUN,
     "revisioned_postgres": RecoveryPath.RESUME_STREAMED,
 }
-"""The path each store other than the reference ones (``REFERENCE_STORES``: every cell on
-every path) meets by default, each crash point at each append and each effect point with
-either key; a store not named here: ``run``. The paths differ above the store, where the
-reference stores meet them all; each is given to stores of both kinds. Another writer's
-append is judged by the store only where it keeps a record of writes: a store judged by
-fingerprints meets it on its path where the matrix is exhaustive, as it meets its other
-paths (``-m exhaustive``)."""
+"""The path each other store meets by default, each crash point at each append and each
+effect point with either key (a store not named here: ``run``). The paths differ above the
+store, where the reference store meets them all; each path is given to a store of each kind,
+so that every cell of every path also meets a store the wrapper judges by its record of
+writes (``revisioned_sqlite`` takes the path of a revisioned store whose server is missing).
+Another writer's append is judged by the store only where it keeps a record of writes: a
+store judged by fingerprints meets it on its path where the matrix is exhaustive, as it meets
+its other paths (``-m exhaustive``)."""
 ALONE, FOREIGN, BOTH = (False,), (True,), (False, True)
+
+
+def _paths(store: Store) -> set[RecoveryPath]:
+    """The paths ``store`` meets by default."""
+    if store.name == REFERENCE:
+        return set(RecoveryPath)
+    paths = {ONE_PATH.get(store.name, RecoveryPath.RUN)}
+    if store.name == "revisioned_sqlite":
+        paths |= {
+            ONE_PATH.get(other.name, RecoveryPath.RUN)
+            for other in STORES
+            if other.revisioned and other.server and not other.available()
+        }
+    return paths
 
 
 def _group(store: Store, path: RecoveryPath) -> list[Any]:
     name = f"{store.name}-{path.value}"
-    if store.name in REFERENCE_STORES:
-        return [pytest.param(store.name, path, BOTH, id=name)]
-    if ONE_PATH.get(store.name, RecoveryPath.RUN) is not path:
+    if path not in _paths(store):
         return [pytest.param(store.name, path, BOTH, id=name, marks=pytest.mark.exhaustive)]
-    if store.revisioned:
+    if store.name == REFERENCE or store.revisioned:
         return [pytest.param(store.name, path, BOTH, id=name)]
     return [
         pytest.param(store.name, path, ALONE, id=f"{name}-alone"),

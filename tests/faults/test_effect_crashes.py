@@ -75,6 +75,10 @@ def test_killed_before_the_receipt_a_resumed_checkpoint_charges_once(
     assert (after["state"], after["attempts"], after["output"]) == ("done", 2, charged(1))
 
 
+# Every keyed cell also runs in the crash matrix (on SQLite, every path), which judges its
+# promises and its outcome; what this adds is the keys charged: each point on one path, each
+# path at one point, by default.
+@pytest.mark.rotation("path", ())
 @pytest.mark.parametrize("point", EFFECT_POINTS, ids=lambda point: point.value)
 @pytest.mark.parametrize("path", list(RecoveryPath), ids=lambda path: path.value)
 def test_a_tool_with_its_own_key_killed_at_each_effect_point_charges_once(

@@ -44,6 +44,10 @@ STORES = [
     if p.values[0].name == "sqlite" or p.values[0].name.startswith("revisioned_")
 ]
 """The SDK's ``SQLiteSession`` and every registered backend's durable revisioned store."""
+JOURNAL_ROTATION = pytest.mark.rotation("journal_backend", ("sqlite",))
+"""A command opens the journal by its address and the store by the kind its record names,
+each on its own: every store kind meets the SQLite journal, and each server journal meets the
+store kinds in turn (the rest of the cross product is exhaustive)."""
 SESSION = "user-42"
 BATCH = [{"role": "user", "content": f"pay 5 {SECRET}"}]
 
@@ -159,6 +163,7 @@ def resolutions(lines: list[str]) -> list[str]:
     return [shlex.split(line)[shlex.split(line).index("--as") + 1] for line in lines]
 
 
+@JOURNAL_ROTATION
 def test_status_points_at_show_which_judges_the_intent_against_the_store_its_record_names(
     deployment: Deployment, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -183,6 +188,7 @@ def test_status_points_at_show_which_judges_the_intent_against_the_store_its_rec
     assert all("--store" in shlex.split(line) for line in offered)
 
 
+@JOURNAL_ROTATION
 @pytest.mark.parametrize("choice", ["replay", "abandon"])
 def test_each_resolution_show_offers_for_a_missing_batch_runs_as_printed(
     deployment: Deployment, capsys: pytest.CaptureFixture[str], choice: str
@@ -201,6 +207,7 @@ def test_each_resolution_show_offers_for_a_missing_batch_runs_as_printed(
     assert deployment.history() == [*stored, "user:next", "assistant:ok"]
 
 
+@JOURNAL_ROTATION
 def test_committed_show_offers_for_a_stored_batch_runs_as_printed(
     deployment: Deployment, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -218,6 +225,7 @@ def test_committed_show_offers_for_a_stored_batch_runs_as_printed(
     assert deployment.history() == [f"user:pay 5 {SECRET}"]
 
 
+@JOURNAL_ROTATION
 def test_committed_of_a_batch_the_store_shows_missing_is_refused_unless_overridden(
     deployment: Deployment, capsys: pytest.CaptureFixture[str]
 ) -> None:
