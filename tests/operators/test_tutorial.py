@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+from tests.support.forkserver import ForkServer
+
 ROOT = Path(__file__).resolve().parents[2]
 APP = ROOT / "examples" / "tutorial"
 # The page's shell session, command by command (lines starting with "$ ") with their output;
@@ -53,14 +55,6 @@ def comparable(lines: list[str], directory: Path | None = None) -> list[str]:
     return [line.rstrip() for line in text.splitlines()]
 
 
-def command_line() -> list[str]:
-    """The command line's installed entry point (``python -m agents_reconcile`` without it)."""
-    script = Path(sys.executable).parent / "agents-reconcile"
-    if script.is_file():
-        return [str(script)]
-    return [sys.executable, "-m", "agents_reconcile"]
-
-
 def copy_the_app(directory: Path) -> dict[str, str]:
     """Copy the app's files into ``directory`` as the page says (``*.py`` and ``pytest.ini``);
     the environment a reader runs them in: this package and its [dev] extra's pytest plugins
@@ -87,22 +81,18 @@ def test_every_command_of_the_tutorial_prints_what_the_tutorial_shows(tmp_path: 
     env = copy_the_app(tmp_path)
 
     intent_id = None
-    for command, shown in steps():
-        command = command.replace(SHOWN_DIRECTORY, str(tmp_path))
-        if intent_id is not None:  # the page's id is its run's: use this run's
-            command = INTENT_ID.sub(intent_id, command)
-        argv = shlex.split(command)
-        if argv[0] == "python":
-            argv = [sys.executable, *argv[1:]]
-        elif argv[0] == "agents-reconcile":
-            argv = [*command_line(), *argv[1:]]
-        run = subprocess.run(
-            argv, cwd=tmp_path, env=env, capture_output=True, text=True, timeout=180
-        )
-        printed = (run.stdout + run.stderr).splitlines()
-        assert comparable(printed, tmp_path) == comparable(shown), f"$ {command}"
-        if intent_id is None and (found := INTENT_ID.search(run.stdout)):
-            intent_id = found.group(0)
+    # Each command runs in a child of a fork server that imported the SDK once (as a fresh
+    # interpreter would, in the app's directory and environment), not in a new interpreter.
+    with ForkServer(env) as server:
+        for command, shown in steps():
+            command = command.replace(SHOWN_DIRECTORY, str(tmp_path))
+            if intent_id is not None:  # the page's id is its run's: use this run's
+                command = INTENT_ID.sub(intent_id, command)
+            run = server.run(shlex.split(command), cwd=tmp_path, env=env, timeout=180)
+            printed = (run.stdout + run.stderr).splitlines()
+            assert comparable(printed, tmp_path) == comparable(shown), f"$ {command}"
+            if intent_id is None and (found := INTENT_ID.search(run.stdout)):
+                intent_id = found.group(0)
     assert intent_id is not None, "the session never showed a denied intent"
 
 
