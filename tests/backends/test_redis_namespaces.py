@@ -20,7 +20,7 @@ import agents_reconcile
 from agents_reconcile import RedisJournal, RevisionedRedisSession
 from agents_reconcile._backends.journal import IntentState
 from agents_reconcile._backends.opening import open_journal
-from agents_reconcile._backends.redis.cluster.journal import RedisClusterJournal
+from agents_reconcile._backends.redis.journal import RedisClusterJournal
 from agents_reconcile._backends.redis.nodes import scan_keys
 from agents_reconcile._backends.registry import Backend, backend_named, check_address
 from agents_reconcile._cli import main

@@ -42,6 +42,7 @@ __all__ = [
     "client_location",
     "client_secrets",
     "client_user",
+    "server_client",
     "shared_client",
     "unlink_matching",
 ]
@@ -49,6 +50,13 @@ __all__ = [
 SCHEMES: Final = ("redis", "rediss", "unix")
 _VERSION_SCRIPT: Final = LuaScript("agents_reconcile._backends.redis", "scripts", "schema_version")
 _UNLINK_BATCH: Final = 500
+
+
+def server_client(url: str, options: dict[str, Any]) -> Redis:
+    """The driver's client for the server at a plain ``url`` (``redis://``, ``rediss://``,
+    ``unix://``), given ``options`` after the URL's own. Nothing is connected until the first
+    command."""
+    return Redis.from_url(url, **options)
 
 
 def shared_client(kind: str, url: str, options: dict[str, Any]) -> Connections[Redis]:
@@ -71,7 +79,7 @@ def shared_client(kind: str, url: str, options: dict[str, Any]) -> Connections[R
                 raise
             # Typed as a Redis: the commands the journal and the store use are the same.
             return cast("Redis", cluster)
-        return Redis.from_url(url, **options)
+        return server_client(url, options)
 
     async def close_client(client: Redis) -> None:
         await client.aclose()
