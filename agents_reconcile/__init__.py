@@ -64,7 +64,7 @@ _HOMES: Final[dict[str, str]] = {
     "MemoryJournal": "._backends.memory.journal",
     "SQLiteJournal": "._backends.sqlite.journal",
     "RedisJournal": "._backends.redis.journal",
-    "RedisClusterJournal": "._backends.redis.cluster.journal",
+    "RedisClusterJournal": "._backends.redis.journal",
     "PostgresJournal": "._backends.postgres.journal",
     # revisioned stores: SDK sessions whose every write is judged exactly
     "RevisionedSQLiteSession": "._backends.sqlite.store",
@@ -112,7 +112,7 @@ if TYPE_CHECKING:
     from ._backends.memory.store import MemoryRevisionedSession as MemoryRevisionedSession
     from ._backends.postgres.journal import PostgresJournal as PostgresJournal
     from ._backends.postgres.store import RevisionedPostgresSession as RevisionedPostgresSession
-    from ._backends.redis.cluster.journal import RedisClusterJournal as RedisClusterJournal
+    from ._backends.redis.journal import RedisClusterJournal as RedisClusterJournal
     from ._backends.redis.journal import RedisJournal as RedisJournal
     from ._backends.redis.store import RevisionedRedisSession as RevisionedRedisSession
     from ._backends.sqlite.journal import SQLiteJournal as SQLiteJournal

@@ -61,7 +61,7 @@ def _with(url: str, query: str) -> str:
 
 
 async def measure(url: str, workdir: Path, settings: Settings) -> list[AppendVariant]:
-    from agents_reconcile._backends.redis.cluster.journal import RedisClusterJournal
+    from agents_reconcile._backends.redis.journal import RedisClusterJournal
     from agents_reconcile._backends.redis.store import RevisionedRedisSession
 
     prefix = f"bench-wait-{uuid.uuid4().hex[:8]}"

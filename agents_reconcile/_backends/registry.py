@@ -133,7 +133,7 @@ BACKENDS: Final = (
     Backend(
         "redis-cluster",
         ("redis+cluster", "rediss+cluster"),
-        journal="agents_reconcile._backends.redis.cluster.journal:RedisClusterJournal",
+        journal="agents_reconcile._backends.redis.journal:RedisClusterJournal",
         store="agents_reconcile._backends.redis.store:RevisionedRedisSession",
         drivers=("redis",),
         server=True,

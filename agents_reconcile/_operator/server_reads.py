@@ -26,7 +26,6 @@ __all__ = [
     "served_by",
 ]
 
-_SCAN_STEP: Final = 1000
 _CONNECT_TIMEOUT: Final = 10.0
 _COMMAND_TIMEOUT: Final = 30.0
 
@@ -133,31 +132,12 @@ async def _scan(
     client: Any, address: str, pattern: str, most: int, budget: int
 ) -> tuple[list[bytes], bool]:
     """Keys matching ``pattern``, up to ``most``, by ``SCAN`` on the server (on every primary
-    of a cluster, sharing ``budget`` among them); and whether every key was seen."""
-    from .._backends.redis.nodes import each_primary, is_cluster, scan
+    of a cluster, sharing ``budget`` among them: ``nodes.scan_keys``); and whether every key
+    was seen."""
+    from .._backends.redis.nodes import each_primary, is_cluster, scan_keys
 
     nodes: Sequence[Any] = await each_primary(client) if is_cluster(address) else [None]
-    share = max(_SCAN_STEP, budget // len(nodes))
-    found: list[bytes] = []
-    complete = True
-    for node in nodes:
-        cursor, seen = 0, 0
-        while True:
-            if node is None:
-                cursor, keys = await client.scan(cursor, match=pattern, count=_SCAN_STEP)
-                keys = [key.encode() if isinstance(key, str) else bytes(key) for key in keys]
-            else:
-                cursor, keys = await scan(client, node, cursor, pattern, _SCAN_STEP)
-            found.extend(key for key in keys if key not in found)
-            seen += _SCAN_STEP
-            if int(cursor) == 0:
-                break
-            if seen >= share or len(found) >= most:
-                complete = False
-                break
-        if len(found) >= most:
-            break
-    return found[:most], complete and len(found) <= most
+    return await scan_keys(client, nodes, pattern, most, budget)
 
 
 async def postgres_rows(

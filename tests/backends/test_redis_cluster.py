@@ -25,9 +25,8 @@ from redis.crc import key_slot
 
 from agents_reconcile._backends.aside import SetAside
 from agents_reconcile._backends.journal import IntentState
-from agents_reconcile._backends.redis.cluster.journal import RedisClusterJournal
 from agents_reconcile._backends.redis.cluster.layout import BUCKETS, BucketKeys
-from agents_reconcile._backends.redis.journal import RedisJournal
+from agents_reconcile._backends.redis.journal import RedisClusterJournal, RedisJournal
 from agents_reconcile._backends.redis.layout import ASIDE_KEYS
 from agents_reconcile._backends.redis.nodes import cluster_client
 from agents_reconcile._backends.redis.store import RevisionedRedisSession

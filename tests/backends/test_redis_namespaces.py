@@ -11,6 +11,7 @@ import asyncio
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import orjson
 import pytest
@@ -19,7 +20,8 @@ import agents_reconcile
 from agents_reconcile import RedisJournal, RevisionedRedisSession
 from agents_reconcile._backends.journal import IntentState
 from agents_reconcile._backends.opening import open_journal
-from agents_reconcile._backends.redis.cluster.journal import RedisClusterJournal
+from agents_reconcile._backends.redis.journal import RedisClusterJournal
+from agents_reconcile._backends.redis.nodes import scan_keys
 from agents_reconcile._backends.registry import Backend, backend_named, check_address
 from agents_reconcile._cli import main
 from agents_reconcile._core.ownership import current_owner
@@ -311,3 +313,38 @@ async def test_dropping_one_namespace_leaves_the_other_whole(
     finally:
         await first.close()
         await second.close()
+
+
+class _Pages:
+    """A client whose ``SCAN`` on each node answers the pages given (a page per call, the last
+    with cursor 0), noting the nodes asked."""
+
+    def __init__(self, pages: dict[str | None, list[list[bytes]]]) -> None:
+        self.pages = pages
+        self.asked: list[str | None] = []
+
+    async def execute_command(self, *args: Any, target_nodes: str | None = None) -> Any:
+        cursor = int(args[1])
+        self.asked.append(target_nodes)
+        pages = self.pages[target_nodes]
+        return (0 if cursor + 1 == len(pages) else cursor + 1), pages[cursor]
+
+
+@pytest.mark.parametrize(
+    ("most", "budget", "found", "complete", "asked"),
+    [
+        pytest.param(10, 10**6, [b"a", b"b", b"c", b"d"], True, ["n1", "n1", "n2"], id="whole"),
+        pytest.param(10, 2000, [b"a", b"b", b"d"], False, ["n1", "n2"], id="budget-shared"),
+        pytest.param(2, 10**6, [b"a", b"b"], False, ["n1"], id="most"),
+    ],
+)
+async def test_a_bounded_scan_lists_each_key_once_in_the_order_found_within_its_budget(
+    most: int, budget: int, found: list[bytes], complete: bool, asked: list[str]
+) -> None:
+    """The scan an operator's reads and a journal's survey share (``nodes.scan_keys``) goes
+    over the nodes in turn, keeps each key once in the order first found, shares ``budget``
+    among the nodes (a page is ``SCAN``'s step of 1000 keys), stops at ``most``, and says
+    whether it saw every key."""
+    client = _Pages({"n1": [[b"a", b"b", b"a"], [b"c", b"b"]], "n2": [[b"d", b"a"]]})
+    keys, whole = await scan_keys(client, ["n1", "n2"], "*", most, budget)
+    assert (keys, whole, client.asked) == (found, complete, asked)

@@ -23,8 +23,7 @@ from redis.asyncio import Redis
 from agents_reconcile import Outcome, Reason, ReconcileConfig, ReconcilingSession
 from agents_reconcile._backends.addresses import replica_wait
 from agents_reconcile._backends.journal import IntentState
-from agents_reconcile._backends.redis.cluster.journal import RedisClusterJournal
-from agents_reconcile._backends.redis.journal import RedisJournal
+from agents_reconcile._backends.redis.journal import RedisClusterJournal, RedisJournal
 from agents_reconcile._backends.redis.nodes import cluster_client
 from agents_reconcile._backends.redis.replicas import ReplicasBehind, ReplicaWait, split
 from agents_reconcile._backends.redis.store import RevisionedRedisSession

@@ -518,6 +518,29 @@ async def test_a_decision_whose_intent_came_back_after_it_was_found_is_kept(
 # -- limits ------------------------------------------------------------------------------------
 
 
+def young_then_old(now: float) -> list[tuple[str, float]]:
+    """Three ids of entries made at ``now``, then three of entries three days older, each
+    with its time: the young ones at the head of a list a limited walk goes through."""
+    young = [(f"young-{n}", now) for n in range(3)]
+    return young + [(f"old-{n}", now - 3 * DAY) for n in range(3)]
+
+
+async def prune_in_steps(
+    journal: RedisJournal, retention: Retention, limit: int, what: str, *, calls: int
+) -> tuple[int, int]:
+    """``prune(retention, limit=limit)`` called until a call says the walk is done, within
+    ``calls`` calls, each removing at most ``limit`` of ``what`` (a count of ``Pruned``): how
+    many of those went, and in how many calls."""
+    removed = 0
+    for call in range(1, calls + 1):
+        pruned = await journal.retention.prune(retention, limit=limit)
+        assert getattr(pruned, what) <= limit
+        removed += getattr(pruned, what)
+        if pruned.done:
+            return removed, call
+    raise AssertionError(f"prune(limit={limit}) was not done after {calls} calls")
+
+
 async def test_a_limited_sweep_resumes_where_the_last_call_stopped(
     worker: Any, raw: aioredis.Redis, prefix: str
 ) -> None:
@@ -531,14 +554,7 @@ async def test_a_limited_sweep_resumes_where_the_last_call_stopped(
     assert dry.write_counts <= 1 and not dry.done
     counts = journal.retention._walks.counts
     assert counts.sweep.cursor == 0 and not counts.sweep.begun
-    removed, calls = 0, 0
-    while True:
-        pruned = await journal.retention.prune(IDLE_NOW, limit=1)
-        assert pruned.write_counts <= 1
-        removed, calls = removed + pruned.write_counts, calls + 1
-        if pruned.done:
-            break
-        assert calls < 20
+    removed, calls = await prune_in_steps(journal, IDLE_NOW, 1, "write_counts", calls=20)
     assert removed == 4 and calls >= 4
     assert await raw.get(f"{prefix}:floor") == b"1"
     assert not journal.retention._walks.counts.sweep.begun
@@ -551,22 +567,12 @@ async def test_a_limited_walk_of_decisions_goes_past_those_it_keeps(
     hold a limited walk back: the next call goes on after them, and the walk ends."""
     journal = worker()
     owner = current_owner()
-    now = time.time()
-    for n in range(3):
-        young = make_intent(f"young-{n}")
-        await journal.record(young, state=IntentState.FAILED, owner=owner)
-        await journal.settle(make_decision(young, decided_at=now))
-    for n in range(3):
-        old = make_intent(f"old-{n}")
-        await journal.record(old, state=IntentState.FAILED, owner=owner)
-        await journal.settle(make_decision(old, decided_at=now - 3 * DAY))
-    removed = 0
-    for _ in range(10):
-        pruned = await journal.retention.prune(DECISIONS_DAY, limit=2)
-        removed += pruned.decisions
-        if pruned.done:
-            break
-    assert removed == 3 and pruned.done
+    for intent_id, at in young_then_old(time.time()):
+        intent = make_intent(intent_id)
+        await journal.record(intent, state=IntentState.FAILED, owner=owner)
+        await journal.settle(make_decision(intent, decided_at=at))
+    removed, _ = await prune_in_steps(journal, DECISIONS_DAY, 2, "decisions", calls=10)
+    assert removed == 3
     assert sorted(d.intent_id for d in await journal.decisions(limit=100)) == [
         "young-0",
         "young-1",
@@ -583,23 +589,14 @@ async def test_a_limited_walk_of_set_aside_entries_goes_past_those_it_keeps(
     old entries gone, and a dry run moves nothing."""
     journal = worker()
     owner = current_owner()
-    now = time.time()
-    for n, at in enumerate([now] * 3 + [now - 3 * DAY] * 3):
-        intent_id = f"{'young' if at == now else 'old'}-{n}"
+    for intent_id, at in young_then_old(time.time()):
         await journal.record(make_intent(intent_id), state=IntentState.FAILED, owner=owner)
         found = await journal.aside.raw(intent_id)
         assert found is not None
         assert await journal.aside.set_aside(found, *aside_of(found, at))
     dry = await journal.retention.prune(DECISIONS_DAY, limit=2, dry_run=True)
     assert dry.set_aside == 0 and not dry.done
-    removed, calls = 0, 0
-    while True:
-        pruned = await journal.retention.prune(DECISIONS_DAY, limit=2)
-        assert pruned.set_aside <= 2
-        removed, calls = removed + pruned.set_aside, calls + 1
-        if pruned.done:
-            break
-        assert calls < 10
+    removed, calls = await prune_in_steps(journal, DECISIONS_DAY, 2, "set_aside", calls=10)
     assert removed == 3 and calls >= 3
     left = sorted(entry.intent_id for entry in await journal.aside.entries())
     assert left == ["young-0", "young-1", "young-2"]

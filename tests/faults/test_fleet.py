@@ -16,11 +16,12 @@ import io
 import json
 import os
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from agents_reconcile._backends.registry import backend_named
-from agents_reconcile._selftest.fleet import FleetOptions, fleet_results
+from agents_reconcile._selftest.fleet import FleetOptions, FleetResults, fleet_results
 from agents_reconcile._selftest.fleet_cluster import cluster_pair, cluster_waits, with_replica_wait
 
 from ..support.servers import POSTGRES_ENV, REDIS_ENV, own_cluster
@@ -28,6 +29,24 @@ from ..support.servers import POSTGRES_ENV, REDIS_ENV, own_cluster
 REDIS_CLUSTER_ENV = backend_named("redis-cluster").environment("TEST")
 
 pytestmark = pytest.mark.faults
+
+
+def small_fleet(cells: list[tuple[str, str]], **options: Any) -> tuple[FleetResults, str]:
+    """The fleet self-test on four workers, two sessions and four rounds in each of ``cells``
+    (``options``: its servers, seed and settlement phase), its cells checked clean: each run in
+    full, with appends that went through and nothing found broken. Its results and what it
+    printed."""
+    out = io.StringIO()
+    results = fleet_results(
+        FleetOptions(workers=4, sessions=2, rounds=4, cells=cells, **options), out
+    )
+    printed = out.getvalue()
+    assert [(r.journal, r.store) for r in results.cells] == cells, printed
+    for result in results.cells:
+        assert result.rounds == 4, printed
+        assert result.ok > 0, printed
+        assert result.clean, printed
+    return results, printed
 
 
 def test_small_fleet_keeps_every_promise() -> None:
@@ -38,33 +57,21 @@ def test_small_fleet_keeps_every_promise() -> None:
         cells.append(("redis", "revisioned_redis"))
     if os.environ.get(POSTGRES_ENV):
         cells.append(("postgres", "revisioned_postgres"))
-    out = io.StringIO()
-    results = fleet_results(
-        FleetOptions(
-            workers=4,
-            sessions=2,
-            rounds=4,
-            cells=cells,
-            redis_url=os.environ.get(REDIS_ENV),
-            postgres_url=os.environ.get(POSTGRES_ENV),
-            seed=15,
-            settle_sessions=24,
-        ),
-        out,
+    results, printed = small_fleet(
+        cells,
+        redis_url=os.environ.get(REDIS_ENV),
+        postgres_url=os.environ.get(POSTGRES_ENV),
+        seed=15,
+        settle_sessions=24,
     )
-    assert [(r.journal, r.store) for r in results.cells] == cells, out.getvalue()
-    for result in results.cells:
-        assert result.rounds == 4, out.getvalue()
-        assert result.ok > 0, out.getvalue()
-        assert result.clean, out.getvalue()
     journals = list(dict.fromkeys(journal for journal, _ in cells))
-    assert [phase.journal for phase in results.settlement] == journals, out.getvalue()
+    assert [phase.journal for phase in results.settlement] == journals, printed
     for phase in results.settlement:
-        assert phase.prepared == phase.settlements == 24, out.getvalue()
-        assert phase.settled_twice == phase.stored_twice == 0, out.getvalue()
-        assert phase.lost == phase.unsettled == 0, out.getvalue()
-        assert phase.seconds > 0, out.getvalue()
-    assert "Settlements per second on a shared sqlite journal with 4 workers" in out.getvalue()
+        assert phase.prepared == phase.settlements == 24, printed
+        assert phase.settled_twice == phase.stored_twice == 0, printed
+        assert phase.lost == phase.unsettled == 0, printed
+        assert phase.seconds > 0, printed
+    assert "Settlements per second on a shared sqlite journal with 4 workers" in printed
 
 
 @pytest.mark.skipif(not os.environ.get(REDIS_CLUSTER_ENV), reason=f"{REDIS_CLUSTER_ENV} is unset")
@@ -73,28 +80,16 @@ def test_small_fleet_on_a_redis_cluster_through_failovers() -> None:
     (one of this test's own, not the suites' cluster, which other tests use meanwhile): its
     only cluster fault is a graceful ``CLUSTER FAILOVER``, which loses no acknowledged write,
     so every count is 0."""
-    cells = [("redis_cluster", "revisioned_redis_cluster")]
-    out = io.StringIO()
     with own_cluster() as url:
-        results = fleet_results(
-            FleetOptions(
-                workers=4,
-                sessions=2,
-                rounds=4,
-                cells=cells,
-                redis_cluster_url=url,
-                seed=4,
-                settle_sessions=0,
-            ),
-            out,
+        results, printed = small_fleet(
+            [("redis_cluster", "revisioned_redis_cluster")],
+            redis_cluster_url=url,
+            seed=4,
+            settle_sessions=0,
         )
-    assert [(r.journal, r.store) for r in results.cells] == cells, out.getvalue()
     (result,) = results.cells
-    assert result.rounds == 4, out.getvalue()
-    assert result.faults["failover"] >= 1, out.getvalue()
-    assert "kill_primary" not in result.faults, out.getvalue()
-    assert result.ok > 0, out.getvalue()
-    assert result.clean, out.getvalue()
+    assert result.faults["failover"] >= 1, printed
+    assert "kill_primary" not in result.faults, printed
 
 
 def test_cluster_cells_pair_and_wait_as_designed() -> None:

@@ -167,7 +167,7 @@ def test_an_opening_beside_other_keys_is_refused_by_a_cluster_journal() -> None:
     cannot do: the cluster journal refuses a one-script opening, naming why, before sending
     anything."""
     from agents_reconcile._backends.journal import IntentState
-    from agents_reconcile._backends.redis.cluster.journal import RedisClusterJournal
+    from agents_reconcile._backends.redis.journal import RedisClusterJournal
     from agents_reconcile._core.ownership import current_owner
 
     from ..support.journal_support import make_intent

@@ -19,6 +19,7 @@ from ..lua import LuaScript, Send
 from ..registry import check_address
 from ..schema import Schema
 from .nodes import (
+    ClusterNode,
     RedisCluster,
     cluster_client,
     cluster_location,
@@ -42,6 +43,7 @@ __all__ = [
     "client_location",
     "client_secrets",
     "client_user",
+    "server_client",
     "shared_client",
     "unlink_matching",
 ]
@@ -49,6 +51,13 @@ __all__ = [
 SCHEMES: Final = ("redis", "rediss", "unix")
 _VERSION_SCRIPT: Final = LuaScript("agents_reconcile._backends.redis", "scripts", "schema_version")
 _UNLINK_BATCH: Final = 500
+
+
+def server_client(url: str, options: dict[str, Any]) -> Redis:
+    """The driver's client for the server at a plain ``url`` (``redis://``, ``rediss://``,
+    ``unix://``), given ``options`` after the URL's own. Nothing is connected until the first
+    command."""
+    return Redis.from_url(url, **options)
 
 
 def shared_client(kind: str, url: str, options: dict[str, Any]) -> Connections[Redis]:
@@ -71,7 +80,7 @@ def shared_client(kind: str, url: str, options: dict[str, Any]) -> Connections[R
                 raise
             # Typed as a Redis: the commands the journal and the store use are the same.
             return cast("Redis", cluster)
-        return Redis.from_url(url, **options)
+        return server_client(url, options)
 
     async def close_client(client: Redis) -> None:
         await client.aclose()
@@ -146,24 +155,18 @@ async def unlink_matching(
     Walks the keyspace with SCAN, never KEYS, so a large server is not blocked; on a cluster,
     the keyspace of every primary."""
     pattern = f"{glob_escape(prefix)}:*"
+    nodes: list[ClusterNode | None] = [None]
     if isinstance(client, RedisCluster):
-        deleted = 0
-        for node in await each_primary(client):
-            at = 0
-            while True:
-                at, keys = await scan(client, node, at, pattern, 1000)
-                deleted += await _unlink(client, [key for key in keys if wanted(key)])
-                if at == 0:
-                    break
-        return deleted
+        nodes = [*await each_primary(client)]
     deleted = 0
-    cursor: Any = 0
-    while True:
-        cursor, found = await client.scan(cursor, match=pattern, count=1000)
-        batch = [key for key in (_key_bytes(key) for key in found) if wanted(key)]
-        deleted += await _unlink(client, batch)
-        if int(cursor) == 0:
-            return deleted
+    for node in nodes:
+        cursor = 0
+        while True:
+            cursor, keys = await scan(client, node, cursor, pattern, 1000)
+            deleted += await _unlink(client, [key for key in keys if wanted(key)])
+            if cursor == 0:
+                break
+    return deleted
 
 
 async def _unlink(client: Redis, keys: list[bytes]) -> int:
@@ -176,10 +179,6 @@ async def _unlink(client: Redis, keys: list[bytes]) -> int:
 
 def _text(value: object) -> str:
     return value.decode("utf-8", "replace") if isinstance(value, bytes) else str(value)
-
-
-def _key_bytes(key: object) -> bytes:
-    return key.encode() if isinstance(key, str) else key if isinstance(key, bytes) else b""
 
 
 class VersionKey:

@@ -71,15 +71,30 @@ script also touches global keys (``schema`` always; ``floor`` for those that cou
 read a count; ``index``, ``listing`` and ``settled`` for record, open_intent, transition,
 discard and settle; the decision log for settle and note; ``effect_index`` and
 ``effect_started`` for the effect scripts; all of them for pruning), which hash to other slots
-than the sessions'. On a Redis Cluster (``redis+cluster://``) the same class runs the same
-scripts over a layout of 256 buckets (``cluster/layout.py``), each with its own copy of the
-global keys beside its sessions' (``cluster.journal.RedisClusterJournal`` only names that
-topology). What differs is asked of the layout and of the homes it chose (``homes.py``): an
-intent id claimed before it is recorded, an intent looked up and its settled mark read where
-the claims say, journal-wide reads asked of every bucket at once (one pipeline per node), and a
-settlement by a session of another bucket than the intent's made in two steps (``release.lua``
-where the intent is, then ``settle.lua`` where the deciding session is). On one server each of
-these is the single command it always was.
+than the sessions'.
+
+On a Redis Cluster (``redis+cluster://``), ``RedisClusterJournal`` is this class given the
+cluster's topology (``topology.CLUSTER``): the same class runs the same scripts, each given the
+keys of one bucket of 256 (``cluster/layout.py``): a session's keys and its bucket's copy of the
+journal's global keys, all in one slot, so the cluster client sends each script to the node
+owning that slot. What needs more than one bucket is done in steps, none of them a script
+across slots, where the layout or the homes it chose say (``homes.py``):
+
+- an intent id is claimed for its session in the id's own bucket before it is recorded
+  (``homes.ClaimedHomes``), which keeps an id one session's in the whole journal; the claims
+  that wait to go go when the journal closes; an intent is looked up, and its settled mark
+  read, where the claims say;
+- a settlement by a decision of a session in another bucket than the intent's is two steps:
+  the intent is removed (and marked settled) where its session is (``scripts/release.lua``,
+  under the same claim check), then the decision stored and counted where its session is
+  (``settle.lua``);
+- the journal-wide reads ask every bucket at once, one pipeline per node, and so do the
+  effects, aside, pages and retention components (``effects.py``, ``aside.py``, ``pages.py``,
+  ``retention.py``) and the schema's version (``link.py``).
+
+On one server each of these is the single command it always was. The one-step append of a
+journal and a store on one server (``fused.py``) is not used on a cluster: a cluster client
+names no single server (``backend.server_of``).
 """
 
 from __future__ import annotations
@@ -88,7 +103,6 @@ import contextlib
 import heapq
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 from typing import Any, ClassVar, Final, Self, TypeVar, cast
 
 from ..._core.ownership import Owner
@@ -110,10 +124,9 @@ from ..redaction import Redacted
 from ..rows import each
 from . import replies
 from .aside import ASIDE_SCRIPTS, RedisAside
-from .backend import client_location, client_secrets, shared_client, unlink_matching
+from .backend import client_location, client_secrets, unlink_matching
 from .effects import EFFECT_SCRIPTS, RedisEffects
 from .homes import ClaimedHomes, IndexedHomes, Retry
-from .layout import JournalKeys, KeyLayout
 from .link import SCHEMA, SCHEMA_VERSION, VERSION, RedisLink
 from .nodes import RedisCluster, is_cluster
 from .pages import RedisPages
@@ -122,6 +135,7 @@ from .replicas import split as split_wait
 from .retention import RETENTION_SCRIPTS, RedisRetention
 from .sealing import RedisSealing
 from .survey import RedisSurvey
+from .topology import CLUSTER, ONE_SERVER, Topology
 
 try:
     import redis.asyncio as aioredis
@@ -131,7 +145,7 @@ except ImportError as exc:  # pragma: no cover - depends on the installation
         "the Redis journal needs redis-py: pip install 'agents-reconcile[redis]'"
     ) from exc
 
-__all__ = ["DEFAULT_PREFIX", "ONE_SERVER", "SCHEMA", "SCHEMA_VERSION", "RedisJournal", "Topology"]
+__all__ = ["DEFAULT_PREFIX", "SCHEMA", "SCHEMA_VERSION", "RedisClusterJournal", "RedisJournal"]
 
 DEFAULT_PREFIX: Final = "agents-reconcile-journal"
 
@@ -161,32 +175,6 @@ _DEFAULT_OPTIONS: Final[dict[str, Any]] = {
     "socket_connect_timeout": 5.0,
     "socket_timeout": 10.0,
 }
-
-
-@dataclass(frozen=True)
-class Topology:
-    """What a Redis journal runs on (one server, or a cluster: ``cluster/journal.py``), the one
-    thing its class chooses; all else follows from the layout it gives."""
-
-    named: str
-    """What messages call the journal."""
-    layout: Callable[[str], KeyLayout]
-    """Its key layout, given the prefix."""
-    on_cluster: bool
-    """Whether its client is a cluster's (``link.RedisLink``)."""
-    connect: Callable[[str, dict[str, Any]], Connections[Any]]
-    """The client shared by the journals on a URL with options, both checked first (an error
-    of the driver's, or ``ValueError`` or ``TypeError``, when they are wrong)."""
-
-
-def _server_client(url: str, settings: dict[str, Any]) -> Connections[Any]:
-    aioredis.Redis.from_url(url, **settings)  # checks the URL and options now
-    return shared_client("redis-journal", url, settings)
-
-
-ONE_SERVER: Final = Topology(
-    named="Redis journal", layout=JournalKeys, on_cluster=False, connect=_server_client
-)
 
 
 class RedisJournal:
@@ -275,8 +263,6 @@ class RedisJournal:
                     f"a {topology.named} is on one server: a redis+cluster:// address is "
                     "opened by RedisClusterJournal.from_url (or RedisJournal.from_url)"
                 )
-            from .cluster.journal import RedisClusterJournal
-
             journal: Any = RedisClusterJournal.from_url(url, prefix=prefix, **options)
             return cast(Self, journal)
         address = Redacted.of(url)
@@ -719,6 +705,24 @@ class RedisJournal:
         self.effects.forget()
         self.retention.forget()
         return deleted
+
+
+class RedisClusterJournal(RedisJournal):
+    """``IntentJournal`` on a Redis Cluster, with every component built on its link, shared by
+    every worker that uses the same cluster and ``prefix``.
+
+    The constructor takes a ``redis.asyncio.cluster.RedisCluster`` the caller owns (it should
+    not decode responses, nor read from replicas; ``close()`` leaves it open); ``from_url``
+    (``redis+cluster://HOST:PORT,HOST:PORT``, or ``rediss+cluster://``; ``options`` go to
+    ``RedisCluster``) builds journals that share one client per URL, options and event loop,
+    and so does ``RedisJournal.from_url`` given such an address. The journal's namespace is its
+    key prefix (``prefix=``, or ``?prefix=`` in the URL): every key is ``<prefix>:{bNNN}:...``,
+    so a prefix may hold no braces of its own::
+
+        RedisJournal.from_url("redis+cluster://10.0.0.1:7000,10.0.0.2:7000", prefix="tenant-a")
+    """
+
+    _topology: ClassVar[Topology] = CLUSTER
 
 
 def newest_first(lists: Sequence[list[Decision]], limit: int) -> list[Decision]:

@@ -48,7 +48,7 @@ from ..schema import Schema
 from . import replies, wire
 from .backend import VersionKey, server_of
 from .layout import LISTING, UPGRADED, JournalKeys, KeyLayout
-from .nodes import each_primary, run_all, scan, scripts_all
+from .nodes import each_primary, run_all, scan, scan_keys, scripts_all
 from .nodes import send_once as cluster_send_once
 from .replicas import ReplicaWait
 
@@ -65,8 +65,6 @@ _MIGRATE: Final = LuaScript("agents_reconcile._backends.redis", "scripts", "migr
 _ERRORS: Final = replies.DRIVER_ERRORS
 """What the driver raises (``replies.DRIVER_ERRORS``); an ``AttributeError`` or ``IndexError``
 is the driver's only when ``replies.is_driver_error`` says so, and raised as it is otherwise."""
-_SCAN_STEP: Final = 1000
-"""Keys a ``SCAN`` looks at per call while an operator's diagnosis looks for journals."""
 
 
 def migrate_keys(layout: JournalKeys) -> list[str]:
@@ -250,38 +248,16 @@ class RedisLink:
         """One ``SCAN`` step on ``node`` (of ``primaries``): the next cursor and the keys
         found. Only reads."""
         with self.translated("scan"):
-            client = await self.connections.get()
-            if node is not None:
-                return await scan(client, node, cursor, pattern, count)
-            following, keys = await client.execute_command(
-                "SCAN", cursor, "MATCH", pattern, "COUNT", count
-            )
-        return int(following), [
-            key.encode() if isinstance(key, str) else bytes(key) for key in keys or []
-        ]
+            return await scan(await self.connections.get(), node, cursor, pattern, count)
 
     async def scan(self, pattern: str, most: int, budget: int) -> tuple[list[bytes], bool]:
         """Keys matching ``pattern``, up to ``most``, found by ``SCAN`` over at most ``budget``
-        keys (shared among the primaries of a cluster); and whether the scan saw every key.
-        Only reads."""
-        found: list[bytes] = []
-        primaries = await self.primaries()
-        share = max(_SCAN_STEP, budget // len(primaries))
-        complete = True
-        for _, node in primaries:
-            cursor, seen = 0, 0
-            while True:
-                cursor, keys = await self.scan_from(node, cursor, pattern, _SCAN_STEP)
-                found.extend(key for key in keys if key not in found)
-                seen += _SCAN_STEP
-                if cursor == 0:
-                    break
-                if seen >= share or len(found) >= most:
-                    complete = False
-                    break
-            if len(found) >= most:
-                break
-        return found[:most], complete and len(found) <= most
+        keys (shared among the primaries of a cluster: ``nodes.scan_keys``); and whether the
+        scan saw every key. Only reads."""
+        nodes = [node for _, node in await self.primaries()]
+        with self.translated("scan"):
+            client = await self.connections.get()
+            return await scan_keys(client, nodes, pattern, most, budget)
 
     # -- the layout version -----------------------------------------------------------------
 

@@ -1,6 +1,7 @@
 """Redis Cluster, as the Redis journal and store use it: the driver's cluster client for a
 ``redis+cluster://`` address, a command sent exactly once to the node that owns its keys' slot,
-many commands run at once (grouped by node: one pipeline each), and ``SCAN`` over every primary.
+many commands run at once (grouped by node: one pipeline each), and a bounded ``SCAN`` over every
+primary (or over the one server of a plain client).
 
 The cluster client (``redis.asyncio.cluster.RedisCluster``) routes each command by the slot of
 its keys, follows ``MOVED`` and ``ASK``, and after a connection error loads the slot map again
@@ -43,12 +44,15 @@ __all__ = [
     "is_cluster",
     "run_all",
     "scan",
+    "scan_keys",
     "scripts_all",
     "send_once",
     "url_location",
 ]
 
 CLUSTER_SCHEMES: Final = ("redis+cluster", "rediss+cluster")
+_SCAN_STEP: Final = 1000
+"""Keys a ``SCAN`` looks at per call in ``scan_keys``."""
 _REDIRECTS: Final = 3
 """``MOVED`` or ``ASK`` answers followed at most by one ``send_once``."""
 
@@ -213,14 +217,48 @@ async def each_primary(client: RedisCluster) -> list[ClusterNode]:
 
 
 async def scan(
-    client: RedisCluster, node: ClusterNode, cursor: int, pattern: str, count: int
+    client: Any, node: ClusterNode | None, cursor: int, pattern: str, count: int
 ) -> tuple[int, list[bytes]]:
-    """One ``SCAN`` step on ``node``: the next cursor and the keys found."""
-    reply = await client.execute_command(
-        "SCAN", cursor, "MATCH", pattern, "COUNT", count, target_nodes=node
-    )
-    cursors, keys = reply
-    following = cursors.get(node.name, 0) if isinstance(cursors, dict) else cursors
+    """One ``SCAN`` step on ``node`` of a cluster's ``client`` (or, ``node`` None, on the
+    server of a plain client): the next cursor and the keys found."""
+    if node is None:
+        following, keys = await client.execute_command(
+            "SCAN", cursor, "MATCH", pattern, "COUNT", count
+        )
+    else:
+        cursors, keys = await client.execute_command(
+            "SCAN", cursor, "MATCH", pattern, "COUNT", count, target_nodes=node
+        )
+        following = cursors.get(node.name, 0) if isinstance(cursors, dict) else cursors
     return int(following), [
         key.encode() if isinstance(key, str) else bytes(key) for key in keys or []
     ]
+
+
+async def scan_keys(
+    client: Any, nodes: Sequence[ClusterNode | None], pattern: str, most: int, budget: int
+) -> tuple[list[bytes], bool]:
+    """Keys matching ``pattern``, up to ``most`` (each once, in the order found), by ``SCAN`` on
+    each of ``nodes`` in turn (``[None]``: the server of a plain ``client``), over at most
+    ``budget`` keys shared among them; and whether every key was seen. Only reads."""
+    share = max(_SCAN_STEP, budget // len(nodes))
+    found: list[bytes] = []
+    known: set[bytes] = set()
+    complete = True
+    for node in nodes:
+        cursor, seen = 0, 0
+        while True:
+            cursor, keys = await scan(client, node, cursor, pattern, _SCAN_STEP)
+            for key in keys:
+                if key not in known:
+                    known.add(key)
+                    found.append(key)
+            seen += _SCAN_STEP
+            if cursor == 0:
+                break
+            if seen >= share or len(found) >= most:
+                complete = False
+                break
+        if len(found) >= most:
+            break
+    return found[:most], complete and len(found) <= most

@@ -1,8 +1,8 @@
--- On a Redis Cluster (cluster/journal.py): the first half of settling an intent with the
--- decision of a session in another bucket. In the bucket of the session holding the intent,
--- remove it and mark it settled there, only while that session holds it and, when fenced, the
--- owner still holds its claim; the decision is then stored in its own session's bucket
--- (settle.lua, no session expected to hold the intent).
+-- On a Redis Cluster (RedisClusterJournal, journal.py): the first half of settling an intent
+-- with the decision of a session in another bucket. In the bucket of the session holding the
+-- intent, remove it and mark it settled there, only while that session holds it and, when
+-- fenced, the owner still holds its claim; the decision is then stored in its own session's
+-- bucket (settle.lua, no session expected to hold the intent).
 -- ARGV: version, intent id, the session expected to hold it, '1' when fenced by an owner, that
 -- owner, the reconciling state, the owner's fencing token ('' for any).
 -- Replies {'done'}, {'unclaimed'} (the owner lost the claim) or {'moved', holder} ({'moved'}
