@@ -66,6 +66,7 @@ _HOMES: Final[dict[str, str]] = {
     "RedisJournal": "._backends.redis.journal",
     "RedisClusterJournal": "._backends.redis.journal",
     "PostgresJournal": "._backends.postgres.journal",
+    "ReplicaWait": "._backends.redis.replicas",
     # revisioned stores: SDK sessions whose every write is judged exactly
     "RevisionedSQLiteSession": "._backends.sqlite.store",
     "RevisionedRedisSession": "._backends.redis.store",
@@ -114,6 +115,7 @@ if TYPE_CHECKING:
     from ._backends.postgres.store import RevisionedPostgresSession as RevisionedPostgresSession
     from ._backends.redis.journal import RedisClusterJournal as RedisClusterJournal
     from ._backends.redis.journal import RedisJournal as RedisJournal
+    from ._backends.redis.replicas import ReplicaWait as ReplicaWait
     from ._backends.redis.store import RevisionedRedisSession as RevisionedRedisSession
     from ._backends.sqlite.journal import SQLiteJournal as SQLiteJournal
     from ._backends.sqlite.store import RevisionedSQLiteSession as RevisionedSQLiteSession

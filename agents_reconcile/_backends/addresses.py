@@ -43,6 +43,8 @@ __all__ = [
     "REPLICAS_MOST",
     "REPLICA_WAIT",
     "SQLITE_FORMS",
+    "WAIT_LONGEST",
+    "WAIT_SHORTEST",
     "anything",
     "checked_prefix",
     "chosen_prefix",
@@ -170,7 +172,10 @@ REPLICAS_MOST: Final = 100
 reads as an integer, and a primary with more replicas than this is not a deployment anyone
 runs; a larger count is a mistake, refused when the address is read."""
 _WAIT_DEFAULT: Final = 1.0
-_WAIT_LONGEST: Final = 3600.0
+WAIT_SHORTEST: Final = 0.001
+WAIT_LONGEST: Final = 3600.0
+"""The bounds of the replica wait's time, in seconds (a wait without a limit could hold a
+write forever)."""
 
 
 def replica_wait(query: Mapping[str, str]) -> tuple[int, float] | None:
@@ -198,10 +203,11 @@ def replica_wait(query: Mapping[str, str]) -> tuple[int, float] | None:
             timeout = float(timeout_text)
         except ValueError:
             timeout = -1.0
-        if not 0.001 <= timeout <= _WAIT_LONGEST:
+        if not WAIT_SHORTEST <= timeout <= WAIT_LONGEST:
             raise ConfigurationError(
-                f"replica_timeout={timeout_text!r} is not a number of seconds from 0.001 to "
-                f"{_WAIT_LONGEST:g} (a wait without a limit could hold a write forever)"
+                f"replica_timeout={timeout_text!r} is not a number of seconds from "
+                f"{WAIT_SHORTEST:g} to {WAIT_LONGEST:g} (a wait without a limit could hold a "
+                "write forever)"
             )
     count = int(count_text)
     return (count, timeout) if count else None

@@ -19,7 +19,7 @@ from .records import RECORD_VERSION, _body_digest, _checked_body, _str
 
 if TYPE_CHECKING:
     from .sealing import Keyring, PayloadKey
-    from .signing import Signer
+    from .signing import SigningKey
 
 __all__ = [
     "Effect",
@@ -100,7 +100,7 @@ class Effect:
     """The digests of the error outputs the model was shown when a body under this key
     raised (a failure receipt: it vouches for those outputs; the outcome stays unknown)."""
     seal_key: PayloadKey | None = field(default=None, compare=False, repr=False)
-    sign_key: Signer | None = field(default=None, compare=False, repr=False)
+    sign_key: SigningKey | None = field(default=None, compare=False, repr=False)
     age: float | None = field(default=None, compare=False)
     """Seconds since the journal last stamped this record (begun, taken over, released or
     finished) by the journal's own clock, read in the same step as the record (the server's
@@ -152,7 +152,7 @@ class Effect:
             else:
                 body["output"] = self.output
         if self.sign_key is not None:
-            body["mac"] = self.sign_key.sign(_SIGNED, body["digest"].encode())
+            body["mac"] = self.sign_key.signature(_SIGNED, body["digest"].encode())
         # A receipt holding a lone surrogate (a tool printing undecodable bytes) is written as
         # the batches write such an item: the stdlib's ASCII JSON text, escapes and all.
         data, _, _ = exact_json(body)

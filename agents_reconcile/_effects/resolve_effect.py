@@ -70,9 +70,8 @@ async def resolve_effect(
                 intent_id=key,
             )
         await client.mark_sealed()
-    taken = dataclasses.replace(
-        stored, owner=me, seal_key=seal_key, sign_key=keyring.signer, age=None
-    )
+    signing = keyring.signer.current if keyring.signer is not None else None
+    taken = dataclasses.replace(stored, owner=me, seal_key=seal_key, sign_key=signing, age=None)
     if not await effects.restart(taken, expect_owner=stored.owner):
         raise ResolutionRefused(
             f"effect {key} changed while this resolution looked at it; look again",

@@ -254,7 +254,7 @@ async def _invoke(
         owner=str(session.journal_client.owner),  # its lease stamped with it
         started_at=time.time(),
         seal_key=keyring.current,
-        sign_key=keyring.signer,
+        sign_key=keyring.signer.current if keyring.signer is not None else None,
     )
     # Journal writes that may land after a cancelled caller is gone are waited out this long.
     bound = session.config.lease_seconds

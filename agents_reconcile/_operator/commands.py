@@ -47,20 +47,27 @@ _UNREAD: Final = {
 
 
 def status(args: argparse.Namespace) -> int:
-    async def read() -> dict[str, Any]:
+    async def read() -> tuple[dict[str, Any], str | None]:
         journal = await command_journal(args)
         try:
-            return await views.status(
+            found = await views.status(
                 journal,
                 session_id=args.session,
                 lease_seconds=ReconcileConfig().lease_seconds,
                 limit=args.limit,
                 after=args.after,
             )
+            shown = any(found[part] for part in ("pending", "effects", "damaged"))
+            # A first page of one session with nothing on it: is the session there at all?
+            first = args.session is not None and args.after is None
+            held = await journal_holds(journal, args.session) if first and not shown else None
+            return found, held
         finally:
             await journal.close()
 
-    found = asyncio.run(read())
+    found, held = asyncio.run(read())
+    if held == "":
+        raise _unknown_session(args)
     if args.json:
         print_json(found)
     else:

@@ -16,8 +16,10 @@ from typing import Any, Final
 from .._backends.redaction import redacted
 from .items import printable
 from .paging import DEFAULT_LIMIT
+from .placeholders import OUTPUT, REASON
 
 __all__ = [
+    "OUTPUT",
     "REASON",
     "journal_options",
     "more_lines",
@@ -29,9 +31,6 @@ __all__ = [
 ]
 
 PROG: Final = "agents-reconcile"
-REASON: Final = "WHAT YOU CHECKED"
-"""The reason printed in a hint, to be replaced by the operator's own (kept in the trail)."""
-OUTPUT: Final = "WHAT THE SYSTEM SHOWS"
 
 
 def journal_options(args: argparse.Namespace) -> list[str]:

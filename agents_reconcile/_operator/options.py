@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from typing import Any, Final, TypeVar
 
 from .durations import duration
+from .placeholders import filled_in
 
 __all__ = [
     "JOURNAL_ENV",
@@ -147,7 +148,11 @@ def add_operator_commands(commands: argparse._SubParsersAction[_P]) -> None:
     )
     journal_options(status)
     key_options(status)
-    status.add_argument("--session", metavar="ID", help="only this session")
+    status.add_argument(
+        "--session",
+        metavar="ID",
+        help="only this session (not found, exit 1: the journal holds nothing of it)",
+    )
     status.add_argument(
         "--limit",
         type=positive,
@@ -208,9 +213,18 @@ def add_operator_commands(commands: argparse._SubParsersAction[_P]) -> None:
         "abandon: drop the intent, write nothing",
     )
     resolve.add_argument(
-        "--output", metavar="TEXT", help="an effect resolved as committed: the output it gave"
+        "--output",
+        metavar="TEXT",
+        type=filled_in("--output"),
+        help="an effect resolved as committed: the output it gave",
     )
-    resolve.add_argument("--reason", required=True, help="why (kept in the trail)")
+    resolve.add_argument(
+        "--reason",
+        required=True,
+        metavar="TEXT",
+        type=filled_in("--reason"),
+        help="why (kept in the trail); a printed hint's placeholder is refused: replace it",
+    )
     resolve.add_argument(
         "--actor", metavar="NAME", help="who, kept in the trail (default: user@host)"
     )

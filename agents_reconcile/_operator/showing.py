@@ -28,7 +28,7 @@ from ..errors import (
     UnsupportedRecordVersion,
 )
 from . import views
-from .hints import EFFECT_CHOICES, REASON, as_offered, resolve_hints, trail_hint
+from .hints import EFFECT_CHOICES, OUTPUT, REASON, as_offered, resolve_hints, trail_hint
 from .ids import full_id
 from .items import item_shapes, sealed_outline
 from .journals import command_journal
@@ -421,7 +421,10 @@ def _print_decisions(decisions: list[dict[str, Any]]) -> None:
 def _print_next(lines: list[str]) -> None:
     if not lines:
         return
-    print(f"\nto resolve it (replace {REASON!r} with what you checked):")
+    # Each placeholder is refused as given (``placeholders``): the heading says what replaces it.
+    output = any(OUTPUT in line for line in lines)
+    also = f", and {OUTPUT!r} with the output the system shows" if output else ""
+    print(f"\nto resolve it (replace {REASON!r} with what you checked{also}):")
     for line in lines:
         print(f"    {line}")
 

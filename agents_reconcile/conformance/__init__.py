@@ -22,7 +22,16 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from ._checks import check_journal, check_session, check_store
-from ._core import KINDS, Contract, ContractSkipped, ContractViolation, Report, Result, contracts
+from ._core import (
+    KINDS,
+    Contract,
+    ContractSkipped,
+    ContractViolation,
+    Report,
+    Result,
+    Subject,
+    contracts,
+)
 
 if TYPE_CHECKING:
     from ._suites import JournalContract, RevisionedStoreContract, SessionContract
@@ -37,6 +46,7 @@ __all__ = [
     "Result",
     "RevisionedStoreContract",
     "SessionContract",
+    "Subject",
     "check_journal",
     "check_session",
     "check_store",
@@ -44,7 +54,7 @@ __all__ = [
 ]
 
 # Shown (in tracebacks, reprs) where they are imported from.
-for _public in (Contract, ContractSkipped, ContractViolation, Report, Result):
+for _public in (Contract, ContractSkipped, ContractViolation, Report, Result, Subject):
     _public.__module__ = __name__
 
 _SUITES = frozenset({"JournalContract", "RevisionedStoreContract", "SessionContract"})

@@ -98,13 +98,17 @@ class Subject:
     """What one check runs against: the user's factories and hooks, and every object they
     made for it, closed when the check ends. ``hooks`` holds the kind's factories by name
     (``journal``, ``another``, ``newer_schema``, ``store``, ``session``); one that was not
-    given skips the checks that need it, or is done without (see each kind's module)."""
+    given skips the checks that need it, or is done without. ``check_journal``,
+    ``check_store`` and ``check_session`` build one per contract from their arguments; to run
+    one contract yourself, build one for it (a store's: ``store`` and ``session`` both the
+    store's factory): ``await contract.run(Subject(journal=make_journal))``."""
 
     def __init__(self, **hooks: Callable[..., Any] | None) -> None:
         self._hooks = {name: hook for name, hook in hooks.items() if hook is not None}
         self.opened: list[Any] = []
 
     def offers(self, name: str) -> bool:
+        """Whether hook ``name`` was given."""
         return name in self._hooks
 
     async def make(self, name: str, *args: Any) -> Any:
@@ -145,7 +149,8 @@ class Contract:
     name: str
     kind: str
     statement: str
-    check: Check = field(repr=False, compare=False)
+    check: Callable[[Subject], Awaitable[None]] = field(repr=False, compare=False)
+    """The check: a coroutine function run on a ``Subject`` (``run`` runs it)."""
     last: bool = False
     """Run after the others: its check may leave the storage unusable (a newer schema)."""
 

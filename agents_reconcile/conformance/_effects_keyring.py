@@ -110,7 +110,7 @@ async def effect_records_the_deployment_did_not_sign_are_refused(subject: Subjec
     keyring = Keyring()
     keyring.add_signer(signer)
     journal = await _lent_effects(subject, keyring)
-    signed = dataclasses.replace(make_effect("signed-call"), sign_key=signer)
+    signed = dataclasses.replace(make_effect("signed-call"), sign_key=signer.current)
     require(await _written(journal, signed, "a signed effect"), "a signed effect was refused")
     found = await journal.effects.get(signed.key)
     require(
@@ -123,7 +123,7 @@ async def effect_records_the_deployment_did_not_sign_are_refused(subject: Subjec
             "an effect signed under a key the deployment does not hold",
             dataclasses.replace(
                 make_effect("forged-call", session_id="session-f"),
-                sign_key=Signer([SigningKey(_FORGING)]),
+                sign_key=SigningKey(_FORGING),
             ),
         ),
     ):

@@ -130,6 +130,18 @@ async def test_a_broken_toy_fails_the_contract_it_breaks_naming_it(toy: Toy) -> 
     assert found.statement in str(caught.value)
 
 
+async def test_one_contract_runs_on_a_subject_built_from_the_public_module() -> None:
+    """``Contract.run`` takes a ``Subject``, which ``agents_reconcile.conformance`` exports:
+    one contract runs on a journal of one's own without ``check_journal``, and a hook not given
+    skips the contracts that need it, saying which."""
+    from agents_reconcile.conformance import ContractSkipped, Subject, contracts
+
+    first = contracts("journal")[0]
+    await first.run(Subject(journal=MemoryJournal))
+    with pytest.raises(ContractSkipped, match="no 'journal' hook"):
+        await first.run(Subject(store=MemoryJournal))
+
+
 def test_every_contract_is_failed_by_some_broken_toy() -> None:
     """No check passes whatever it is given: each has a toy, or a mutant of the dict backend,
     it catches."""

@@ -274,8 +274,35 @@ async def test_on_a_cluster_a_store_write_waits_for_its_replica(
 
 
 async def test_a_client_passed_in_takes_the_wait_as_an_argument(prefix: str) -> None:
+    """A journal or store built around a client of one's own takes the wait as an argument,
+    a ``ReplicaWait`` the package exports (the address's ``?replicas=`` is ``from_url``'s)."""
+    import agents_reconcile
+
+    assert agents_reconcile.ReplicaWait is ReplicaWait
+    assert "ReplicaWait" in agents_reconcile.__all__
     client = Redis.from_url("redis://127.0.0.1:1/0")  # never connected
     journal = RedisJournal(client, prefix=prefix, replica_wait=ReplicaWait(1, 0.5))
     store = RevisionedRedisSession("s", client, prefix=prefix, replica_wait=ReplicaWait(1, 0.5))
     assert journal.replica_wait == store.replica_wait == ReplicaWait(1, 0.5)
+    assert ReplicaWait(2).timeout == 1.0, "a second unless given, as in an address"
     await client.aclose()
+
+
+@pytest.mark.parametrize(
+    ("replicas", "timeout", "said"),
+    [
+        (0, 1.0, "replicas=0 is not from 1 to 100"),
+        (101, 1.0, "replicas=101 is not from 1 to 100"),
+        (True, 1.0, "not a whole number"),
+        (1, 0.0, "from 0.001 to 3600"),
+        (1, 3601, "from 0.001 to 3600"),
+        (1, "1", "not a number of seconds"),
+    ],
+)
+def test_a_wait_given_as_an_argument_is_held_to_the_address_s_bounds(
+    replicas: Any, timeout: Any, said: str
+) -> None:
+    """A ``ReplicaWait`` built by hand is refused where the same wait in an address is: a
+    count from 1 to 100 (no wait is ``None``), seconds from 0.001 to 3600."""
+    with pytest.raises(ConfigurationError, match=said):
+        ReplicaWait(replicas, timeout)

@@ -169,6 +169,24 @@ def test_collecting_damage_reports_a_damaged_row_and_leaves_it_out() -> None:
     assert [(d.kind, d.ident, d.session_id) for d in damaged] == [("decision", "i-1", "s-1")]
 
 
+def test_an_effect_is_signed_with_the_public_signing_key_as_an_intent_is() -> None:
+    """``Effect.sign_key`` is a ``SigningKey``, the public type ``PendingWrite.sign_key`` has
+    (it was a signer object no public module exports): an effect signed with one carries its
+    MAC and reads back under a keyring that verifies with the same key."""
+    import dataclasses
+
+    from agents_reconcile._core.signing import Signer
+    from agents_reconcile.conformance._records import make_effect
+
+    key = agents_reconcile.SigningKey(b"a deployment's signing key, 32 bytes")
+    signed = dataclasses.replace(make_effect("signed-call"), sign_key=key)
+    data = signed.encode()
+    assert key.key_id in data.decode(), "the MAC names its key"
+    keyring = backend_kit.Keyring()
+    keyring.add_signer(Signer([key]))
+    assert backend_kit.Effect.decode(data, keyring) == signed
+
+
 def test_every_name_of_the_kit_is_in_the_api_reference() -> None:
     """The API reference renders every name the kit exports, from the kit or, for the
     package's own names, from ``agents_reconcile``."""

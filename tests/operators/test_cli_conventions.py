@@ -19,7 +19,7 @@ from agents_reconcile._backends.registry import backend_named
 from agents_reconcile._core.ownership import default_actor
 from agents_reconcile.testing import Fault
 
-from .test_operator_cli import PROG, SECRET, Case, cli, denied, stranded_effect
+from .test_operator_cli import PROG, SECRET, Case, cli, denied, filled, stranded_effect
 
 UTC_TIME = re.compile(r"\d{4}-\d\d-\d\d \d\d:\d\d:\d\d")
 
@@ -144,7 +144,7 @@ def test_every_printed_hint_puts_its_options_first_then_double_dash_then_the_id(
     ]
     assert offered and all(ends_with_the_id(line, intent_id) for line in offered), offered
     [abandon] = [line for line in offered if "--as abandon" in line]
-    code, out = cli(capsys, *shlex.split(abandon.replace("WHAT YOU CHECKED", "ticket 12"))[1:])
+    code, out = cli(capsys, *shlex.split(filled(abandon))[1:])
     assert code == 0, out
     code, settled = cli(capsys, "show", *sqlite_case.args(), "--", intent_id)
     [trail] = [line.split(": ", 1)[1] for line in settled.splitlines() if f"{PROG} trail" in line]
@@ -193,6 +193,8 @@ def test_help_says_the_conventions(capsys: pytest.CaptureFixture[str]) -> None:
         ("trail", "exit 1"),
         ("check", "no such session"),
         ("decisions", "exit 1"),
+        ("status", "not found, exit 1"),
+        ("resolve", "placeholder is refused"),
     ):
         assert main([command, "--help"]) == 0
         out = " ".join(capsys.readouterr().out.split())

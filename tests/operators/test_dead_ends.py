@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shlex
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -19,10 +20,11 @@ from agents import SQLiteSession
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
 from agents_reconcile._backends.registry import Backend
+from agents_reconcile._operator.hints import OUTPUT, REASON
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
 
 from ..support.backends import address, registered
-from .test_operator_cli import PROG, SECRET, Case, case, cli, denied
+from .test_operator_cli import PROG, SECRET, Case, case, cli, denied, stranded_effect
 
 __all__ = ["case"]
 
@@ -243,6 +245,34 @@ def test_trail_tells_a_session_the_journal_does_not_know_from_one_without_decisi
     assert code == 0 and "No decisions recorded" in out, out
 
 
+def test_status_of_a_session_the_journal_does_not_know_is_not_found(
+    case: Case, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``status --session nosuch`` said "No pending intents" (exit 0) of any name; now a
+    session the journal holds nothing of is ``NotFound`` (exit 1), worded as ``trail`` words
+    it, while a session it knows with nothing pending says so (exit 0), on every journal."""
+    healthy(case, "quiet")
+    code, out = cli(capsys, "status", *case.args(), "--session", "quiet")
+    assert code == 0, out
+    assert "No pending intents or unfinished tool effects for session 'quiet'" in out, out
+    code, out = cli(capsys, "status", *case.args(), "--session", "quiet", "--json")
+    assert code == 0 and orjson.loads(out)["pending"] == [], out
+    code, out = cli(capsys, "status", *case.args(), "--session", "nosuch")
+    assert code == 1, out
+    assert "no session 'nosuch' in journal" in out and "No pending" not in out, out
+    code, trailed = cli(capsys, "trail", *case.args(), "--", "nosuch")
+    assert out == trailed, "the same words as trail's"
+    code, out = cli(capsys, "status", *case.args(), "--session", "nosuch", "--json")
+    assert code == 1
+    found = orjson.loads(out.split("\nagents-reconcile:", 1)[0])
+    assert (found["kind"], found["exit"], found["what"], found["name"]) == (
+        "NotFound",
+        1,
+        "session",
+        "nosuch",
+    )
+
+
 def test_show_of_an_id_that_names_nothing_is_not_found(
     case: Case, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -327,3 +357,86 @@ def test_show_of_an_intent_the_rule_settled_says_no_operator_was_needed(
     assert "committed (batch_present) -> settled" in out and "no operator" in out, out
     code, out = cli(capsys, "show", "--journal", str(journal), "--json", "--", intent_id)
     assert orjson.loads(out)["settled"]["by"] is None
+
+
+# -- a hint's placeholders ---------------------------------------------------------------------
+
+
+def printed_resolve(shown: str, resolution: str) -> list[str]:
+    """The arguments of the ``resolve --as resolution`` line ``show`` printed, as printed."""
+    [line] = [
+        line.strip()
+        for line in shown.splitlines()
+        if line.strip().startswith(f"{PROG} resolve ") and f"--as {resolution} " in line
+    ]
+    return shlex.split(line)[1:]
+
+
+def refused_as_a_placeholder(
+    capsys: pytest.CaptureFixture[str], argv: list[str], option: str
+) -> None:
+    """``argv`` is a usage error (exit 2, as text and as JSON) naming ``option`` and what to
+    put there."""
+    code, out = cli(capsys, *argv)
+    assert code == 2, out
+    assert f"argument {option}: " in out and "is the placeholder" in out, out
+    assert "nothing was recorded" in out, out
+    code, out = cli(capsys, *argv, "--json")
+    assert code == 2, out
+    assert orjson.loads(out.split("\nagents-reconcile", 1)[0])["kind"] == "usage"
+
+
+def test_resolve_refuses_the_reason_placeholder_a_printed_hint_holds_and_records_nothing(
+    case: Case, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The ``resolve`` line ``show`` prints, run as printed, recorded ``WHAT YOU CHECKED`` as
+    the operator's reason; now it is a usage error (exit 2) saying to put what was checked
+    there, the intent stays pending and the trail holds no resolution; with the reason
+    replaced, the same line resolves it."""
+    intent_id = denied(case, Fault.CONCURRENT_WRITER)
+    code, shown = cli(capsys, "show", *case.args(), "--", intent_id)
+    assert code == 0, shown
+    assert f"replace {REASON!r} with what you checked" in shown and OUTPUT not in shown, shown
+    argv = printed_resolve(shown, "abandon")
+    assert REASON in argv, argv
+    refused_as_a_placeholder(capsys, argv, "--reason")
+    said = cli(capsys, *argv)[1]
+    assert "replace it with what you checked" in said, said
+    spaced = [" what  you checked " if arg == REASON else arg for arg in argv]
+    refused_as_a_placeholder(capsys, spaced, "--reason")
+    code, out = cli(capsys, "trail", *case.args(), "--json", "--", "user-42")
+    assert code == 0 and "operator_resolved" not in out, out
+    code, out = cli(capsys, "status", *case.args())
+    assert code == 1 and intent_id in out, out
+    replaced = ["ticket 12: the other writer's message kept" if a == REASON else a for a in argv]
+    code, out = cli(capsys, *replaced)
+    assert code == 0, out
+    code, out = cli(capsys, "trail", *case.args(), "--", "user-42")
+    assert "operator_resolved" in out and REASON not in out, out
+
+
+def test_resolve_refuses_a_tool_effect_s_output_placeholder_and_records_no_receipt(
+    case: Case, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A stranded tool effect's ``--as committed`` line carries ``--output 'WHAT THE SYSTEM
+    SHOWS'`` as well, and ``show`` says to replace both; run as printed, or with the reason
+    alone replaced, it is a usage error naming ``--output`` (exit 2) and no receipt is
+    written; with both replaced it settles the effect."""
+    key = stranded_effect(case)
+    code, shown = cli(capsys, "show", *case.args(), "--", key)
+    assert code == 0, shown
+    assert f"replace {REASON!r} with what you checked, and {OUTPUT!r}" in shown, shown
+    argv = printed_resolve(shown, "committed")
+    assert OUTPUT in argv and REASON in argv, argv
+    refused_as_a_placeholder(capsys, argv, "--output")
+    reason = ["charge ch_1 at the processor" if a == REASON else a for a in argv]
+    refused_as_a_placeholder(capsys, reason, "--output")
+    said = cli(capsys, *reason)[1]
+    assert "replace it with the output the tool's effect gave" in said, said
+    code, out = cli(capsys, "status", *case.args())
+    assert code == 1 and key in out, out
+    both = ["charged 5" if a == OUTPUT else a for a in reason]
+    code, out = cli(capsys, *both)
+    assert code == 0, out
+    code, out = cli(capsys, "show", *case.args(), "--json", "--", key)
+    assert code == 0 and orjson.loads(out)["state"] == "done", out

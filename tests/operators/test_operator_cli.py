@@ -120,6 +120,14 @@ def next_run(case: Case) -> None:
     asyncio.run(go())
 
 
+def filled(line: str, reason: str = "ticket 12") -> str:
+    """A printed ``resolve`` line with its placeholders replaced, as an operator runs it (as
+    printed, ``resolve`` refuses them: ``test_dead_ends``)."""
+    from agents_reconcile._operator.placeholders import OUTPUT, REASON
+
+    return line.replace(REASON, reason).replace(OUTPUT, "charged 5")
+
+
 def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
     code = main(list(argv))
     out, err = capsys.readouterr()
@@ -513,6 +521,14 @@ def test_status_names_a_stranded_effect_and_a_hint_that_runs_as_printed(
         True,
         True,
     )
+
+    # Another session the journal knows, with nothing pending: the effect is not its.
+    async def someone_else() -> None:
+        session = case.session("someone-else")
+        await session.add_items([{"role": "user", "content": "hi"}])
+        await session.journal.close()
+
+    asyncio.run(someone_else())
     assert cli(capsys, "status", *case.args(), "--session", "someone-else")[0] == 0
 
     code, out = cli(capsys, "trail", "user-42", *case.args())

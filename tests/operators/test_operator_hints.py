@@ -23,7 +23,17 @@ from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSessio
 
 from ..support.journal_support import make_intent
 from ..support.runner_support import first_run_steps, run, summarize
-from .test_operator_cli import PAYLOAD_KEY, PROG, SECRET, Case, case, cli, denied, next_run
+from .test_operator_cli import (
+    PAYLOAD_KEY,
+    PROG,
+    SECRET,
+    Case,
+    case,
+    cli,
+    denied,
+    filled,
+    next_run,
+)
 
 __all__ = ["case"]
 
@@ -36,7 +46,8 @@ def printed(out: str, command: str) -> list[str]:
 
 
 def as_printed(capsys: pytest.CaptureFixture[str], line: str) -> tuple[int, str]:
-    return cli(capsys, *shlex.split(line)[1:])
+    """Run a printed command line, its placeholders (a ``resolve`` line's) filled in."""
+    return cli(capsys, *shlex.split(filled(line))[1:])
 
 
 def test_every_hint_status_and_show_print_runs_as_printed(

@@ -28,7 +28,7 @@ from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSessio
 
 from ..support.backends import storage
 from ..support.runner_support import first_run_steps, run
-from .test_operator_cli import PROG, SECRET, Case, case, cli, next_run
+from .test_operator_cli import PROG, SECRET, Case, case, cli, filled, next_run
 
 __all__ = ["case"]
 
@@ -83,10 +83,10 @@ def test_a_damaged_entry_is_set_aside_with_its_evidence_kept_and_the_session_run
     assert "DAMAGED" in shown and f"{len(edited)} bytes" in shown and raw_digest(edited) in shown
     [resolve] = [line.strip() for line in shown.splitlines() if f"{PROG} resolve" in line]
     assert "--as abandon" in resolve
-    refused, said = cli(capsys, *shlex.split(resolve.replace("abandon", "committed"))[1:])
+    refused, said = cli(capsys, *shlex.split(filled(resolve.replace("abandon", "committed")))[1:])
     assert refused == 1 and "damaged" in said, "only abandon clears a damaged record"
 
-    code, done = cli(capsys, *shlex.split(resolve)[1:])
+    code, done = cli(capsys, *shlex.split(filled(resolve))[1:])
     assert code == 0, done
     assert cli(capsys, "status", *case.args())[0] == 0
 
@@ -98,7 +98,7 @@ def test_a_damaged_entry_is_set_aside_with_its_evidence_kept_and_the_session_run
         raw_digest(edited),
         len(edited),
     )
-    assert "digest" in aside["problem"] and aside["reason"] == "WHAT YOU CHECKED"
+    assert "digest" in aside["problem"] and aside["reason"] == "ticket 12"
     assert found["decisions"][-1]["evidence"]["set_aside"]["digest"] == raw_digest(edited)
     code, out = cli(capsys, "show", intent_id[:10], *case.args())
     assert code == 0 and f"SET ASIDE intent {intent_id}" in out, out

@@ -35,7 +35,7 @@ from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSessio
 from ..support.backends import BACKEND_PARAMS, address, close, namespace, registered
 from ..support.journal_support import make_intent
 from ..support.runner_support import run, summarize
-from .test_operator_cli import PROG, SECRET, cli
+from .test_operator_cli import PROG, SECRET, cli, filled
 
 JOURNALS = [p for p in registered("journal") if p.values[0].name != "memory"]
 STORES = [
@@ -153,8 +153,9 @@ def printed(out: str, command: str) -> list[str]:
 
 
 def as_printed(capsys: pytest.CaptureFixture[str], line: str) -> tuple[int, str]:
-    """Run a printed command line as a shell would parse it."""
-    argv = shlex.split(line)
+    """Run a printed command line as a shell would parse it, its placeholders (a ``resolve``
+    line's) filled in."""
+    argv = shlex.split(filled(line))
     assert argv[0] == PROG
     return cli(capsys, *argv[1:])
 
@@ -199,7 +200,7 @@ def test_each_resolution_show_offers_for_a_missing_batch_runs_as_printed(
     code, shown = cli(capsys, "show", intent_id, *deployment.args())
     assert code == 0, shown
     [line] = [line for line in printed(shown, "resolve") if resolutions([line]) == [choice]]
-    code, done = as_printed(capsys, line.replace("WHAT YOU CHECKED", "ticket 12"))
+    code, done = as_printed(capsys, line)
     assert code == 0, done
     assert cli(capsys, "status", *deployment.args())[0] == 0
     deployment.next_run()

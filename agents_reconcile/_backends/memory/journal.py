@@ -37,40 +37,53 @@ class MemoryJournal(Unversioned):
     ``IntentConflict``, a decision of the wrong kind ``ValueError``; and its reads open and
     check each record with its keyring, as a stored journal's reads do.
 
-    ``rows``: the rows of another memory journal, to be a second object on its data (another
-    worker of this process); a new, empty journal without."""
+    A new journal is empty; ``another_worker`` gives a second object on its data (another
+    worker of this process)."""
 
     capabilities: ClassVar[Capabilities] = Capabilities(
         folds_clearing=True,
         starts_eagerly=True,
     )
+    # Set by ``_on``, which the constructor and ``another_worker`` share: said here.
+    keyring: Keyring
+    """The keys lent to it: its reads open sealed batches with them and, where it holds a
+    signer, refuse a record this deployment did not sign."""
+    effects: MemoryEffects
+    """Tools' external effects (``JournalEffects``)."""
+    aside: MemoryAside
+    """Damaged intents set aside (``JournalAside``)."""
+    pages: MemoryPages
+    """Its listings a page at a time (``JournalPages``)."""
+    retention: MemoryRetention
+    """Pruning what the retention lets go (``JournalRetention``)."""
+    sealing: MemorySealing
+    """The mark of a sealed journal (``JournalSealing``)."""
 
     @classmethod
     def from_address(cls, address: str, *, namespace: str | None = None) -> MemoryJournal:
         """A new, empty journal for ``memory:`` addresses (nothing outlives it)."""
         return cls()
 
-    def __init__(self, *, rows: MemoryRows | None = None) -> None:
+    def __init__(self) -> None:
+        self._on(MemoryRows())
+
+    def _on(self, rows: MemoryRows) -> None:
+        """Build the journal on ``rows``: new ones, or another journal's (``another_worker``)."""
         self.keyring = Keyring()
-        """The keys lent to it: its reads open sealed batches with them and, where it holds a
-        signer, refuse a record this deployment did not sign."""
-        self._rows = MemoryRows() if rows is None else rows
-        self.effects = MemoryEffects(self._rows, self.keyring)
-        """Tools' external effects (``JournalEffects``)."""
-        self.aside = MemoryAside(self._rows)
-        """Damaged intents set aside (``JournalAside``)."""
-        self.pages = MemoryPages(self._rows)
-        """Its listings a page at a time (``JournalPages``)."""
-        self.retention = MemoryRetention(self._rows)
-        """Pruning what the retention lets go (``JournalRetention``)."""
-        self.sealing = MemorySealing(self._rows)
-        """The mark of a sealed journal (``JournalSealing``)."""
+        self._rows = rows
+        self.effects = MemoryEffects(rows, self.keyring)
+        self.aside = MemoryAside(rows)
+        self.pages = MemoryPages(rows)
+        self.retention = MemoryRetention(rows)
+        self.sealing = MemorySealing(rows)
         self.closed = False
 
     def another_worker(self) -> MemoryJournal:
         """Another journal object on this one's data, with a keyring of its own (a second
         worker of this process)."""
-        return type(self)(rows=self._rows)
+        twin = type(self).__new__(type(self))
+        twin._on(self._rows)
+        return twin
 
     def _as_read(self, entry: JournalEntry) -> JournalEntry:
         """``entry`` as a stored journal reads it back: its record opened and checked with

@@ -193,29 +193,48 @@ class RedisJournal:
     )
     _topology: ClassVar[Topology] = ONE_SERVER
     _scripts: ClassVar[dict[str, LuaScript]] = _SCRIPTS
+    # Set by ``_setup``, which the constructor and ``from_url`` share: said here.
+    prefix: str
+    keyring: Keyring
+    """The keys that open sealed batches: those of every wrapper using this journal."""
+    effects: RedisEffects
+    """Tools' external effects (``JournalEffects``)."""
+    aside: RedisAside
+    """Damaged intents set aside (``JournalAside``)."""
+    pages: RedisPages
+    """Its listings a page at a time (``JournalPages``)."""
+    retention: RedisRetention
+    """Pruning what the retention lets go (``JournalRetention``)."""
+    sealing: RedisSealing
+    """The mark of a sealed journal (``JournalSealing``)."""
 
     def __init__(
         self,
-        client: aioredis.Redis | RedisCluster | None,
+        client: aioredis.Redis | RedisCluster,
         *,
         prefix: str = DEFAULT_PREFIX,
         where: str | None = None,
-        connections: Connections[Any] | None = None,
         replica_wait: ReplicaWait | None = None,
     ) -> None:
+        if client is None:
+            raise ConfigurationError(f"a {self._topology.named} needs a client (or use from_url)")
+        given: Any = client  # a cluster's client speaks to the journal as a server's does
+        address = Redacted.of(where or client_location(given), client_secrets(given))
+        self._setup(Connections(given), prefix, address, replica_wait)
+
+    def _setup(
+        self,
+        connections: Connections[Any],
+        prefix: str,
+        address: Redacted,
+        replica_wait: ReplicaWait | None,
+    ) -> None:
+        """Build the journal on ``connections``: the client given to the constructor, or the
+        one ``from_url`` shares among the journals on its URL."""
         topology = self._topology
         self._layout = topology.layout(prefix)
         self.prefix = prefix
         self.keyring = Keyring()
-        """The keys that open sealed batches: those of every wrapper using this journal."""
-        if client is not None:
-            given: Any = client  # a cluster's client speaks to the journal as a server's does
-            connections = Connections(given)
-            address = Redacted.of(where or client_location(given), client_secrets(given))
-        else:
-            address = Redacted.of(where or "redis")
-        if connections is None:
-            raise ConfigurationError(f"a {topology.named} needs a client (or use from_url)")
         self._address = address
         self._link = RedisLink(
             connections,
@@ -232,15 +251,10 @@ class RedisJournal:
             else ClaimedHomes(self._link, self._layout, self._scripts["claim"])
         )
         self.effects = RedisEffects(self._link, self._layout, self.keyring)
-        """Tools' external effects (``JournalEffects``)."""
         self.aside = RedisAside(self._link, self._layout, self._homes)
-        """Damaged intents set aside (``JournalAside``)."""
         self.pages = RedisPages(self._link, self._layout, self.keyring)
-        """Its listings a page at a time (``JournalPages``)."""
         self.retention = RedisRetention(self._link, self._layout, self._homes)
-        """Pruning what the retention lets go (``JournalRetention``)."""
         self.sealing = RedisSealing(self._link, prefix)
-        """The mark of a sealed journal (``JournalSealing``)."""
         self._survey = RedisSurvey(self._link, self._layout, prefix)
 
     @classmethod
@@ -284,7 +298,9 @@ class RedisJournal:
         ) as exc:
             detail = address.scrub(str(exc))
             raise ConfigurationError(f"invalid {topology.named} URL {address}: {detail}") from None
-        return cls(None, prefix=chosen, where=url, connections=shared, replica_wait=wait)
+        made = cls.__new__(cls)
+        made._setup(shared, chosen, Redacted.of(url), wait)
+        return made
 
     @classmethod
     def from_address(cls, address: str, *, namespace: str | None = None) -> Self:

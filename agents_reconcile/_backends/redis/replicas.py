@@ -25,7 +25,14 @@ from typing import Any, Final
 from urllib.parse import urlsplit, urlunsplit
 
 from ...errors import ConfigurationError
-from ..addresses import REPLICA_WAIT, replica_wait, single_query
+from ..addresses import (
+    REPLICA_WAIT,
+    REPLICAS_MOST,
+    WAIT_LONGEST,
+    WAIT_SHORTEST,
+    replica_wait,
+    single_query,
+)
 
 try:
     from redis.exceptions import TimeoutError as RedisTimeoutError
@@ -47,10 +54,30 @@ class ReplicasBehind(RedisTimeoutError):
 
 @dataclass(frozen=True, slots=True)
 class ReplicaWait:
-    """Wait after each write for ``replicas`` replicas, at most ``timeout`` seconds."""
+    """Wait after each write for ``replicas`` replicas (1 to 100), at most ``timeout`` seconds
+    (0.001 to 3600): what ``?replicas=N&replica_timeout=S`` asks for in an address given to
+    ``from_url``, for a ``RedisJournal`` or ``RevisionedRedisSession`` built around a client
+    of one's own (``replica_wait=ReplicaWait(1, 0.5)``). Out of bounds: ``ConfigurationError``."""
 
     replicas: int
-    timeout: float
+    timeout: float = 1.0
+
+    def __post_init__(self) -> None:
+        if isinstance(self.replicas, bool) or not isinstance(self.replicas, int):
+            raise ConfigurationError(f"replicas={self.replicas!r} is not a whole number")
+        if not 1 <= self.replicas <= REPLICAS_MOST:
+            raise ConfigurationError(
+                f"replicas={self.replicas} is not from 1 to {REPLICAS_MOST} (for no wait, give "
+                "replica_wait=None)"
+            )
+        timeout = self.timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+            raise ConfigurationError(f"timeout={timeout!r} is not a number of seconds")
+        if not WAIT_SHORTEST <= timeout <= WAIT_LONGEST:
+            raise ConfigurationError(
+                f"timeout={timeout!r} is not a number of seconds from {WAIT_SHORTEST:g} to "
+                f"{WAIT_LONGEST:g} (a wait without a limit could hold a write forever)"
+            )
 
     @property
     def command(self) -> tuple[str, int, int]:
