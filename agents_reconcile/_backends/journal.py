@@ -180,7 +180,10 @@ class IntentJournal(Protocol):
         write of its session in the same step: the write has landed, so a tail read while it
         was in flight (when the count already said it was opened) is out of date. An unknown
         id changes nothing. With ``owner`` (and ``fence``), only while that owner still holds
-        it in flight (under that token); otherwise ``LeaseLost`` and nothing changes."""
+        it in flight (under that token), or when it is gone unsettled (discarded already: a
+        retry); otherwise ``LeaseLost`` and nothing changes. That includes an intent settled:
+        an owner whose lease ran out while another worker took the intent over and settled
+        it is told so, in the same atomic step, never answered as if it still held it."""
         ...
 
     async def pending(

@@ -176,13 +176,10 @@ class RevisionWriter(Writer):
             raise
         if opened is not None:
             try:
-                if await client.call(client.journal.is_settled, intent.intent_id):
-                    # Taken and settled by another (a worker that took over an expired lease,
-                    # an operator's resolution): its fate is decided, never this writer's.
-                    raise LeaseLost(
-                        f"intent {intent.intent_id} was settled by another while its append ran",
-                        intent_id=intent.intent_id,
-                    )
+                # Taken back only while still held in flight by this writer, checked in the
+                # same step: an intent claimed by another (a worker that took over an expired
+                # lease), or settled by one (that worker, an operator's resolution) even as
+                # this writer looked, is refused with LeaseLost; its fate is decided elsewhere.
                 await client.call(client.journal.discard, intent.intent_id, owner=client.owner)
             except LeaseLost as lost:
                 # Its lease ran out and another worker claimed it: the store refused this

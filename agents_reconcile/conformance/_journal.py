@@ -434,11 +434,40 @@ async def discard_with_an_owner_needs_its_hold(subject: Subject) -> None:
 
 
 @contract("journal")
+async def discard_by_an_owner_whose_intent_another_settled_is_refused(subject: Subject) -> None:
+    """``discard(owner=...)`` of an intent that another worker claimed and settled meanwhile
+    (the owner's lease ran out while it was stalled) raises ``LeaseLost`` and changes nothing:
+    the intent stays settled and no write is counted. An owner that wakes never takes the new
+    holder's settlement for its own acknowledgement, and so never writes the batch again."""
+    journal = await journal_of(subject)
+    other = await worker(subject, journal)
+    await journal.open_intent(make_intent("i-1"), state=IN_FLIGHT, owner=ME)
+    token = (await _entry(journal, "i-1")).fence
+    require(
+        await other.transition("i-1", state=RECONCILING, owner=STRANGER),
+        "a claim of an intent in flight was refused",
+    )
+    taken = (await _entry(other, "i-1")).fence
+    await other.settle(make_decision(make_intent("i-1")), owner=STRANGER, fence=taken)
+    count = await _count(journal)
+    for fence in (None, token):
+        await refused(
+            LeaseLost,
+            journal.discard("i-1", owner=ME, fence=fence),
+            "discard() by the owner of an intent another worker settled"
+            + ("" if fence is None else ", under its token"),
+        )
+    require(await journal.is_settled("i-1"), "a refused discard() unsettled the intent")
+    require(await journal.get("i-1") is None, "a refused discard() revived the intent")
+    require(await _count(journal) == count, "a refused discard() counted a write")
+
+
+@contract("journal")
 async def transition_of_an_unknown_or_settled_id_changes_nothing(subject: Subject) -> None:
     """``transition()`` of an id never recorded, or of one settled, answers False and changes
     nothing (no intent appears, a settled one stays settled and off ``pending()``, no write is
-    counted), and so does ``discard()`` of either: a late claim or acknowledgement never
-    revives what a decision closed."""
+    counted), and so does ``discard()`` of either (by an owner, of a settled one, refused with
+    ``LeaseLost``): a late claim or acknowledgement never revives what a decision closed."""
     journal = await journal_of(subject)
     intent = make_intent("s-1")
     await journal.record(intent, state=FAILED, owner=ME)
@@ -455,7 +484,12 @@ async def transition_of_an_unknown_or_settled_id_changes_nothing(subject: Subjec
             changed = await journal.transition(name, **move)
             require(changed is False, f"{how} of {what} answered {changed!r}, not False")
         await journal.discard(name)
-        await journal.discard(name, owner=ME)
+        if name == "never":
+            await journal.discard(name, owner=ME)
+        else:
+            await refused(
+                LeaseLost, journal.discard(name, owner=ME), f"discard() by an owner of {what}"
+            )
         require(await journal.get(name) is None, f"moving {what} made it an unresolved intent")
     require(await journal.pending(None) == [], "moving an unknown or settled id listed an intent")
     require(await journal.is_settled("s-1"), "moving a settled intent unsettled it")

@@ -25,6 +25,7 @@ from agents_reconcile._core.records import Action, PendingWrite, Reason
 from agents_reconcile._core.revision import void_write_id
 from agents_reconcile._session import journal_client
 from agents_reconcile._session.claims import InFlight, held_apart
+from agents_reconcile._session.fused import fused_append
 from agents_reconcile._session.resolver import RESOLVE_AFTER_LEASES
 from agents_reconcile.errors import LeaseLost, ResolutionRefused
 from agents_reconcile.testing import BackendFailure, Fault
@@ -306,3 +307,81 @@ async def test_a_run_that_carries_an_abandoned_write_is_refused(
         assert (await world.history())[: len(before)] == before
     finally:
         await world.close()
+
+
+@pytest.mark.parametrize("store_kind", ["revisioned_sqlite", "journal_server"])
+async def test_a_worker_whose_refused_write_was_taken_over_meanwhile_does_not_write_it_again(
+    place: Place, tmp_path: Path, store_kind: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A worker on another host appends on a head others moved: the store refuses its
+    compare-and-swap, and the worker is frozen past its lease before it takes its intent back
+    (as a failover of the journal's server froze one). Another worker takes the expired intent
+    over and replays the batch after the others' write. When the frozen worker wakes, taking
+    its intent back is refused (``LeaseLost``): the batch is the new holder's, and stored once,
+    never appended a second time after the replay."""
+    lease = 0.3
+    path = tmp_path / "revisioned.db"
+
+    def open_store() -> Any:
+        if store_kind == "revisioned_sqlite":
+            return RevisionedSQLiteSession("s1", path)
+        return place.store("s1")
+
+    reader = open_store()
+    frozen = place.journal()
+    if store_kind == "journal_server":
+        if not hasattr(reader, "append_if"):
+            pytest.skip(f"{place.backend.name}: no revisioned store on the journal's server")
+        if await fused_append(frozen, reader) is not None:
+            pytest.skip("one step opens the intent and appends: a refused append records none")
+    await reader.add_items([{"role": "user", "content": "hello"}])
+    worker = Elsewhere(monkeypatch)
+    appended, go_on = threading.Event(), threading.Event()
+    stalled, wake = threading.Event(), threading.Event()
+    opened_ids: list[str] = []
+    open_intent, discard = frozen.open_intent, frozen.discard
+
+    def in_worker() -> bool:
+        return threading.current_thread() is worker.thread
+
+    async def opening(intent: PendingWrite, **how: Any) -> Any:
+        if in_worker() and intent.batch[0]["content"] == "A1":
+            opened_ids.append(intent.intent_id)
+        return await open_intent(intent, **how)
+
+    async def taking_back(intent_id: str, **held: Any) -> None:
+        if in_worker() and opened_ids[:1] == [intent_id] and not stalled.is_set():
+            stalled.set()  # frozen between the store's refusal and taking its intent back
+            await asyncio.to_thread(wake.wait, 20)
+        await discard(intent_id, **held)
+
+    monkeypatch.setattr(frozen, "open_intent", opening)
+    monkeypatch.setattr(frozen, "discard", taking_back)
+
+    async def append() -> None:
+        config = ReconcileConfig(journal=frozen, lease_seconds=lease, on_extended="append")
+        with held_apart(InFlight()):  # as another process's wrapper
+            session = ReconcilingSession(open_store(), config=config)
+        await session.add_items([{"role": "user", "content": "A0"}])
+        appended.set()
+        await asyncio.to_thread(go_on.wait, 10)
+        await session.add_items([{"role": "user", "content": "A1"}])
+
+    worker.start(append)
+    assert await asyncio.to_thread(appended.wait, 10)
+    await reader.add_items([{"role": "user", "content": "B0"}])  # the head moves under it
+    go_on.set()
+    assert await asyncio.to_thread(stalled.wait, 10)
+    await asyncio.sleep(lease + 0.2)
+    config = ReconcileConfig(journal=place.journal(), on_extended="append")
+    other = ReconcilingSession(open_store(), config=config)
+    [decision] = await other.reconcile()
+    assert decision.intent_id == opened_ids[0]
+    assert (decision.reason, decision.action) == (Reason.EXTENDED_BY_OTHERS, Action.REPLAYED)
+    wake.set()
+    outcome = await worker.join()
+    contents = [item["content"] for item in await reader.get_items()]
+    assert contents == ["hello", "A0", "B0", "A1"], contents
+    assert isinstance(outcome, LeaseLost), outcome
+    assert opened_ids == opened_ids[:1], "the worker built its batch again"
+    assert await other.pending() == []

@@ -273,6 +273,16 @@ class DiscardIgnoresTheOwner(MemoryJournal):
         await super().discard(intent_id)
 
 
+class DiscardForgivesASettlement(MemoryJournal):
+    """``discard()`` by an owner of an intent another worker settled changes nothing, and
+    says nothing of it."""
+
+    async def discard(self, intent_id: str, *, owner: Any = None, fence: int | None = None) -> None:
+        if await self.is_settled(intent_id):
+            return
+        await super().discard(intent_id, owner=owner, fence=fence)
+
+
 class SettleIgnoresTheFence(MemoryJournal):
     """``settle()`` ignores the fencing token."""
 
@@ -1060,6 +1070,11 @@ BROKEN = [
         "a journal whose discard ignores the owner",
         DiscardIgnoresTheOwner,
         "discard_with_an_owner_needs_its_hold",
+    ),
+    _journal(
+        "a journal whose discard forgives a settlement",
+        DiscardForgivesASettlement,
+        "discard_by_an_owner_whose_intent_another_settled_is_refused",
     ),
     _journal(
         "a journal whose settle ignores the fence",

@@ -205,6 +205,10 @@ class DictJournal:
     async def discard(
         self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
     ) -> None:
+        if owner is not None and intent_id in self.storage.settled:
+            raise LeaseLost(
+                f"{intent_id} was settled; {owner} no longer holds it", intent_id=intent_id
+            )
         row = self.rows().get(intent_id)
         if row is None:
             return

@@ -201,7 +201,13 @@ class MemoryJournal(Unversioned):
     async def discard(
         self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
     ) -> None:
-        if owner is not None and intent_id not in self._rows.settled:
+        if owner is not None:
+            if intent_id in self._rows.settled:
+                # Taken over and settled by another meanwhile: never this owner's to clear.
+                raise LeaseLost(
+                    f"intent {intent_id} was settled; {owner} no longer holds it",
+                    intent_id=intent_id,
+                )
             held = self._rows.entries.get(intent_id)
             if held is None:
                 return

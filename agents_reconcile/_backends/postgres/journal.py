@@ -392,7 +392,7 @@ class PostgresJournal:
                 await conn.execute(self._db.sql.discard, intent_id)
                 return
             gone = await conn.fetchval(self._db.sql.discard_held, intent_id, str(owner), fence)
-            if not gone and await conn.fetchval(self._db.sql.exists, intent_id) is not None:
+            if not gone and await conn.fetchval(self._db.sql.held_or_settled, intent_id):
                 raise LeaseLost(
                     f"intent {intent_id} is no longer in flight under {owner}",
                     intent_id=intent_id,

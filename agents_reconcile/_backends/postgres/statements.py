@@ -354,7 +354,6 @@ class JournalStatements(EffectStatements):
         self.discard_held = forget(
             " AND state = 'in_flight' AND owner = $2 AND ($3::bigint IS NULL OR fence = $3)"
         )
-        self.exists = f"SELECT 1 FROM {s}.intents WHERE intent_id = $1"
         # discard, only while the intent is in flight under this owner in this session and
         # backend ($2..$5): the clearing of an acknowledged intent before the next opening.
         self.clear = forget(" AND session_id = $2 AND backend = $3 AND state = $4 AND owner = $5")
@@ -386,6 +385,13 @@ class JournalStatements(EffectStatements):
         )
         self.is_settled = (
             f"SELECT 1 FROM {s}.decisions WHERE intent_id = $1 AND action IN {SETTLING} LIMIT 1"
+        )
+        # After a discard by its holder deleted nothing: whether the intent is held otherwise
+        # (still unresolved) or was settled (taken over and closed by another), either of
+        # which refuses it; gone unsettled, it was discarded already (a retry).
+        self.held_or_settled = (
+            f"SELECT EXISTS (SELECT 1 FROM {s}.intents WHERE intent_id = $1)"
+            f" OR EXISTS ({self.is_settled})"
         )
         decision_columns = (
             "intent_id, session_id, backend, outcome, reason, action, decided_at, record"

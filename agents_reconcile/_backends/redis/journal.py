@@ -468,8 +468,17 @@ class RedisJournal:
     ) -> None:
         held = ["0", "", ""] if owner is None else ["1", str(owner), _token(fence)]
 
+        def lost() -> LeaseLost:
+            return LeaseLost(
+                f"intent {intent_id} is no longer in flight under {owner}", intent_id=intent_id
+            )
+
         async def attempt(session_id: str | None) -> replies.Moved | None:
             if session_id is None:
+                # Held by no session: discarded already (a retry), or settled, which a holder
+                # that lost it to another is told (gone is for good: no settled id comes back).
+                if owner is not None and await self._homes.settled(intent_id):
+                    raise lost()
                 return None
             keys = self._layout.scripted(session_id)
             reply = await self._link.script(
@@ -477,10 +486,7 @@ class RedisJournal:
             )
             if reply != 1:
                 if replies.is_word(reply, "lost"):
-                    raise LeaseLost(
-                        f"intent {intent_id} is no longer in flight under {owner}",
-                        intent_id=intent_id,
-                    )
+                    raise lost()
                 return replies.moved(reply, "discard")
             self._homes.forget(intent_id)
             self._homes.let_go(intent_id, session_id)

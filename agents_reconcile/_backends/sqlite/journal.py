@@ -236,6 +236,12 @@ class SQLiteJournal:
             # reader sees the write landed with the count it had while it was in flight.
             conn.execute("BEGIN IMMEDIATE")
             if owner is not None:
+                if settled(conn, intent_id):
+                    # Taken over and settled by another meanwhile: never this owner's to clear.
+                    raise LeaseLost(
+                        f"intent {intent_id} was settled; {owner} no longer holds it",
+                        intent_id=intent_id,
+                    )
                 _require_held(conn, intent_id, IntentState.IN_FLIGHT, owner, fence)
             gone = conn.execute(
                 "DELETE FROM intents WHERE intent_id = ? RETURNING session_id, backend",
