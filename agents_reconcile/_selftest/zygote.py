@@ -23,7 +23,7 @@ import orjson
 from .scenario import Job, Phase, RecoveryPath, main_async, run_job
 from .stores import STORES
 
-__all__ = ["main"]
+__all__ = ["main", "wait_or_kill"]
 
 
 def _child(job: Job) -> None:
@@ -38,7 +38,9 @@ def _child(job: Job) -> None:
         os._exit(code)
 
 
-def _wait(pid: int, timeout: float) -> int | None:
+def wait_or_kill(pid: int, timeout: float) -> int | None:
+    """The exit status of child ``pid`` (negative: the signal that ended it), or None when it
+    did not end within ``timeout`` seconds (it is then killed and reaped)."""
     deadline = time.monotonic() + timeout
     delay = 0.001
     while True:
@@ -81,7 +83,7 @@ def main() -> None:
         pid = os.fork()
         if pid == 0:
             _child(job)
-        code = _wait(pid, timeout)
+        code = wait_or_kill(pid, timeout)
         sys.stdout.buffer.write(orjson.dumps({"code": code}) + b"\n")
         sys.stdout.buffer.flush()
 

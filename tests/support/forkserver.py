@@ -25,10 +25,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 import traceback
 from pathlib import Path
 from typing import Any
+
+from agents_reconcile._selftest.zygote import wait_or_kill
 
 ROOT = Path(__file__).resolve().parents[2]
 PRELOADED = ("agents", "agents_reconcile", "agents_reconcile._cli")
@@ -175,21 +176,6 @@ def _child(request: dict[str, Any]) -> None:
         os._exit(code)
 
 
-def _wait(pid: int, timeout: float) -> int | None:
-    deadline = time.monotonic() + timeout
-    delay = 0.001
-    while True:
-        done, status = os.waitpid(pid, os.WNOHANG)
-        if done:
-            return os.waitstatus_to_exitcode(status)
-        if time.monotonic() > deadline:
-            os.kill(pid, signal.SIGKILL)
-            os.waitpid(pid, 0)
-            return None
-        time.sleep(delay)
-        delay = min(delay * 2, 0.02)
-
-
 def main() -> None:
     for name in PRELOADED:
         __import__(name)
@@ -206,7 +192,7 @@ def main() -> None:
         pid = os.fork()
         if pid == 0:
             _child(request)
-        code = _wait(pid, float(request["timeout"]))
+        code = wait_or_kill(pid, float(request["timeout"]))
         replies.write(json.dumps({"code": code}).encode() + b"\n")
         replies.flush()
 
