@@ -71,18 +71,25 @@ CHROMIUM_FLAGS = (
     "--remote-debugging-pipe",
 )
 
-# Runs in the page; returns the problems it finds as a list of strings.
-CHECK_LAYOUT = r"""
-(() => {
-  const problems = [];
-  const notes = [];
+# Both checks' opening lines: the page's content area, and its inner left and right edges.
+CONTENT_AREA = r"""
   const container = document.querySelector('div[role="main"]')
     || document.querySelector('.rst-content') || document.body;
   const box = container.getBoundingClientRect();
   const style = getComputedStyle(container);
   const left = box.left + parseFloat(style.paddingLeft) - 1;
   const right = box.right - parseFloat(style.paddingRight) + 1;
-  // A table box never scrolls or clips, whatever its overflow says.
+""".lstrip("\n")
+
+# Runs in the page; returns the problems it finds as a list of strings.
+CHECK_LAYOUT = (
+    r"""
+(() => {
+  const problems = [];
+  const notes = [];
+"""
+    + CONTENT_AREA
+    + r"""  // A table box never scrolls or clips, whatever its overflow says.
   const boxed = (el) => !getComputedStyle(el).display.includes('table');
   const scrolls = (el) => boxed(el) && ['auto', 'scroll'].includes(getComputedStyle(el).overflowX);
   const clips = (el) => boxed(el) && ['hidden', 'clip'].includes(getComputedStyle(el).overflowX);
@@ -189,19 +196,17 @@ CHECK_LAYOUT = r"""
   return {problems, notes, checked: elements.length};
 })()
 """
+)
 
 # Runs in the page; returns what a reader without a network, or without JavaScript, would miss:
 # resources from the network, code left unhighlighted, diagrams left as their source.
-CHECK_CONTENT = r"""
+CHECK_CONTENT = (
+    r"""
 (() => {
   const problems = [];
-  const container = document.querySelector('div[role="main"]')
-    || document.querySelector('.rst-content') || document.body;
-  const box = container.getBoundingClientRect();
-  const style = getComputedStyle(container);
-  const left = box.left + parseFloat(style.paddingLeft) - 1;
-  const right = box.right - parseFloat(style.paddingRight) + 1;
-  const where = (el) => {
+"""
+    + CONTENT_AREA
+    + r"""  const where = (el) => {
     let heading = null;
     for (let node = el; node && !heading;) {
       if (/^H[1-6]$/.test(node.tagName)) heading = node;
@@ -304,6 +309,7 @@ CHECK_CONTENT = r"""
   return {problems, python: blocks.length, diagrams: svgs.length};
 })()
 """
+)
 
 # Runs in the page once it has loaded: waits for its fonts, and for the theme's scripts, which
 # wrap the tables on jQuery's ready (run from a timer when the page has already loaded).

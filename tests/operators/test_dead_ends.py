@@ -179,6 +179,12 @@ def test_one_node_of_a_redis_cluster_is_named_with_the_cluster_address_to_give(
 # -- names that are not there ------------------------------------------------------------------
 
 
+def reported(out: str) -> dict[str, Any]:
+    """The JSON a ``--json`` command printed, without the one-line error it ends with."""
+    found: dict[str, Any] = orjson.loads(out.split("\nagents-reconcile:", 1)[0])
+    return found
+
+
 def test_check_of_a_session_its_store_does_not_hold_says_so_apart_from_a_healthy_one(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -198,7 +204,7 @@ def test_check_of_a_session_its_store_does_not_hold_says_so_apart_from_a_healthy
     assert "no session 'nosuch' in store" in out and "no damage" not in out, out
     code, out = cli(capsys, "check", "--store", str(store), "--json", "--", "nosuch")
     assert code == 1
-    found = orjson.loads(out.split("\nagents-reconcile:", 1)[0])
+    found = reported(out)
     assert (found["kind"], found["exit"], found["what"], found["name"]) == (
         "NotFound",
         1,
@@ -238,7 +244,7 @@ def test_trail_tells_a_session_the_journal_does_not_know_from_one_without_decisi
     assert "no session 'nosuch' in journal" in out and "No decisions" not in out, out
     code, out = cli(capsys, "trail", *case.args(), "--json", "--", "nosuch")
     assert code == 1
-    assert orjson.loads(out.split("\nagents-reconcile:", 1)[0])["kind"] == "NotFound"
+    assert reported(out)["kind"] == "NotFound"
     code, out = cli(capsys, "decisions", *case.args(), "--session", "nosuch")
     assert code == 1 and "no session 'nosuch'" in out, out
     code, out = cli(capsys, "decisions", *case.args(), "--session", "quiet")
@@ -264,7 +270,7 @@ def test_status_of_a_session_the_journal_does_not_know_is_not_found(
     assert out == trailed, "the same words as trail's"
     code, out = cli(capsys, "status", *case.args(), "--session", "nosuch", "--json")
     assert code == 1
-    found = orjson.loads(out.split("\nagents-reconcile:", 1)[0])
+    found = reported(out)
     assert (found["kind"], found["exit"], found["what"], found["name"]) == (
         "NotFound",
         1,
@@ -288,7 +294,7 @@ def test_show_of_an_id_that_names_nothing_is_not_found(
         assert f"nothing by the id '{'f' * 32}' in journal" in out, out
         code, out = cli(capsys, *argv, "--json", "--", "f" * 32)
         assert code == 1
-        found = orjson.loads(out.split("\nagents-reconcile:", 1)[0])
+        found = reported(out)
         assert (found["kind"], found["what"], found["name"]) == ("NotFound", "id", "f" * 32)
 
 

@@ -236,12 +236,6 @@ class SQLiteJournal:
             # reader sees the write landed with the count it had while it was in flight.
             conn.execute("BEGIN IMMEDIATE")
             if owner is not None:
-                if settled(conn, intent_id):
-                    # Taken over and settled by another meanwhile: never this owner's to clear.
-                    raise LeaseLost(
-                        f"intent {intent_id} was settled; {owner} no longer holds it",
-                        intent_id=intent_id,
-                    )
                 _require_held(conn, intent_id, IntentState.IN_FLIGHT, owner, fence)
             gone = conn.execute(
                 "DELETE FROM intents WHERE intent_id = ? RETURNING session_id, backend",
@@ -249,6 +243,13 @@ class SQLiteJournal:
             ).fetchone()
             if gone is not None:
                 add_write(conn, (gone[0], gone[1]))
+            elif owner is not None and settled(conn, intent_id):
+                # Gone because another took it over and settled it meanwhile (gone unsettled,
+                # it was discarded already: a retry): never this owner's to clear.
+                raise LeaseLost(
+                    f"intent {intent_id} was settled; {owner} no longer holds it",
+                    intent_id=intent_id,
+                )
             conn.execute("COMMIT")
 
         await self._file.run(write)
