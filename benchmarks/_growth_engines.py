@@ -153,7 +153,7 @@ class SQLiteEngine(Engine):
         return await asyncio.to_thread(read)
 
 
-_TABLES: Final = ("session_writes", "decisions", "effects WHERE state = 'done'", "intents")
+_TABLES: Final = ("live", "decisions", "effects WHERE state = 'done'", "unresolved")
 """Where each of ``KINDS`` is, in SQL."""
 
 

@@ -136,35 +136,36 @@ def retention_sessions(size: int, now: float) -> Iterator[list[Left]]:
 
 def sqlite_fill(path: Path, chunks: Iterable[list[Left]]) -> None:
     """Write ``chunks`` into the (migrated) SQLite journal at ``path``, a transaction each."""
-    # The journal's own row builders and statements: what open_intent, settle and the
+    # The journal's own row builder and statements: what open_intent, settle and the
     # effects' begin and finish write.
-    from agents_reconcile._backends.sqlite.journal import _INSERT_INTENT_SQL, _intent_row
+    from agents_reconcile._backends.sqlite.journal import _intent_row
     from agents_reconcile._backends.sqlite.statements import insert_decision
 
     conn = sqlite3.connect(path, isolation_level=None)
     try:
         for chunk in chunks:
             conn.execute("BEGIN")
-            # An intent's insert counts a write itself, stamped with its update time (the
-            # trigger intents_count_write): the count before it goes first.
-            conn.executemany(
-                "INSERT INTO session_writes (session_id, backend, write_count, counted_at)"
-                " VALUES (?, ?, ?, ?)",
-                [_count_row(left, left.writes - (left.intent is not None)) for left in chunk],
-            )
-            intents, effects = [], []
+            # Each session's live row: its count and, for an abandoned write, the intent it
+            # holds, opened at its creation and never moved since (its token the count before).
+            lives, effects = [], []
             for left in chunk:
                 if left.decision is not None:
                     insert_decision(conn, left.decision)
+                live: tuple[Any, ...] = (None,) * 7
                 if left.intent is not None:
                     row = _intent_row(
                         left.intent, IntentState.IN_FLIGHT, GONE, left.intent.encode()
                     )
-                    # Opened at its creation and never moved since; its token the count before.
-                    intents.append((*row[:6], left.intent.created_at, row[7], left.writes - 1))
+                    live = (*row[:1], *row[3:6], left.intent.created_at, row[7], left.writes - 1)
+                lives.append((*_count_row(left, left.writes), *live))
                 if left.receipt is not None:
                     effects.append(_effect_row(left.receipt))
-            conn.executemany(_INSERT_INTENT_SQL, intents)
+            conn.executemany(
+                "INSERT INTO live (session_id, backend, write_count, counted_at, intent_id,"
+                " state, owner, created_at, updated_at, record, fence)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                lives,
+            )
             conn.executemany(
                 "INSERT INTO effects (key, session_id, state, owner, started_at, updated_at,"
                 " record) VALUES (?, ?, ?, ?, ?, ?, ?)",

@@ -23,7 +23,9 @@ import pytest
 
 from agents_reconcile._backends.journal import IntentJournal, IntentState, Opened
 from agents_reconcile._backends.opening import open_journal
-from agents_reconcile._backends.sqlite.journal import SCHEMA_VERSION, SQLiteJournal
+from agents_reconcile._backends.schema import Schema
+from agents_reconcile._backends.sqlite.backend import SQLiteSchema
+from agents_reconcile._backends.sqlite.journal import SCHEMA, SCHEMA_VERSION, SQLiteJournal
 from agents_reconcile._core.ownership import current_owner
 from agents_reconcile._core.records import Action
 from agents_reconcile._session.config import ReconcileConfig
@@ -262,7 +264,7 @@ async def test_read_only_journal_is_unavailable(
         await journal.close()
         assert path.read_bytes() == before
 
-    assert query(path, "SELECT intent_id FROM intents") == [("i-1",)]
+    assert query(path, "SELECT intent_id FROM unresolved") == [("i-1",)]
 
 
 # -- opening intents ---------------------------------------------------------------------------
@@ -303,6 +305,144 @@ async def test_opening_an_intent_is_one_statement_until_something_is_in_the_way(
     conn.set_trace_callback(None)
     assert await journal.pending("session-a") == []
     assert await journal.write_count("session-a", BACKEND) == 6
+
+
+async def test_an_append_writes_its_sessions_live_row_in_one_statement(
+    journal: SQLiteJournal,
+) -> None:
+    """Opening the next intent while clearing the acknowledged one (what every append after
+    the first does) is one statement on one row: the session's live row takes the new intent
+    and counts both writes; no intent row is inserted or deleted, and no trigger runs."""
+    owner = current_owner()
+    first = make_intent("i-1")
+    await journal.open_intent(first, state=IntentState.IN_FLIGHT, owner=owner)
+    conn = journal._file.link._conn
+    assert conn is not None
+    statements: list[str] = []
+    conn.set_trace_callback(statements.append)
+    try:
+        opened = await journal.open_intent(
+            make_intent("i-2"), state=IntentState.IN_FLIGHT, owner=owner, clearing="i-1"
+        )
+    finally:
+        conn.set_trace_callback(None)
+    assert opened == Opened(recorded=True, write_count=2)
+    assert len({text for text in statements if not text.startswith("--")}) == 1, statements
+    assert query(journal.path, "SELECT session_id, write_count, intent_id, fence FROM live") == [
+        ("session-a", 3, "i-2", 2)
+    ]
+    assert query(journal.path, "SELECT count(*) FROM intents") == [(0,)]
+    assert [entry.intent.intent_id for entry in await journal.pending("session-a")] == ["i-2"]
+
+
+async def test_an_intent_recorded_beside_a_live_one_blocks_and_lists_with_it(
+    journal: SQLiteJournal,
+) -> None:
+    """A second unresolved intent of a session (``record``) is kept beside its live one: both
+    are listed in the order they were made, by ``pending`` and by the pages, both block the
+    session's next opening, and each leaves from where it is."""
+    owner = current_owner()
+    live = make_intent("live-1", created_at=1_700_000_000.0)
+    beside = make_intent("beside-1", created_at=1_700_000_001.0)
+    await journal.open_intent(live, state=IntentState.IN_FLIGHT, owner=owner)
+    await journal.record(beside, state=IntentState.FAILED, owner=STRANGER)
+    assert query(journal.path, "SELECT intent_id FROM intents") == [("beside-1",)]
+    listed = ["live-1", "beside-1"]
+    assert [entry.intent.intent_id for entry in await journal.pending("session-a")] == listed
+    assert journal.pages is not None
+    page = await journal.pages.intents(limit=10)
+    assert [entry.intent.intent_id for entry in page.rows] == listed
+    blocked = await journal.open_intent(
+        make_intent("next-1"), state=IntentState.IN_FLIGHT, owner=owner
+    )
+    assert not blocked.recorded
+    assert sorted(entry.intent.intent_id for entry in blocked.blocking) == sorted(listed)
+    await journal.discard("live-1")
+    blocked = await journal.open_intent(
+        make_intent("next-1"), state=IntentState.IN_FLIGHT, owner=owner
+    )
+    assert [entry.intent.intent_id for entry in blocked.blocking] == ["beside-1"]
+    assert await journal.transition(
+        "beside-1", state=IntentState.RECONCILING, owner=owner, expect_owner=STRANGER
+    )
+    await journal.settle(make_decision(beside), owner=owner)
+    opened = await journal.open_intent(
+        make_intent("next-1"), state=IntentState.IN_FLIGHT, owner=owner
+    )
+    assert opened.recorded
+    assert query(journal.path, "SELECT intent_id FROM live") == [("next-1",)]
+    assert query(journal.path, "SELECT count(*) FROM intents") == [(0,)]
+
+
+async def test_a_version_3_journal_keeps_its_intents_and_counts_at_the_upgrade(
+    tmp_path: Path,
+) -> None:
+    """A file an earlier release wrote (schema 3: intents in their own table, counts in
+    another): a reader lists its intents without migrating it; the upgrade keeps every count
+    and every intent, which still blocks its session until it is settled, after which the
+    session's next intent is opened in its live row."""
+    path = tmp_path / "journal.db"
+    older = Schema(
+        "journal", SCHEMA.steps[:3], SCHEMA.error, package=SCHEMA.package, folder=SCHEMA.folder
+    )
+    SQLiteSchema(older, "journal_schema").migrate_file(path, 5.0)
+    waiting = make_intent("old-1")
+    with closing(sqlite3.connect(path)) as conn, conn:
+        conn.execute(
+            "INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at,"
+            " updated_at, record, fence) VALUES (?, ?, ?, 'in_flight', ?, ?, ?, ?, 4)",
+            (
+                waiting.intent_id,
+                waiting.session_id,
+                str(BACKEND),
+                str(STRANGER),
+                waiting.created_at,
+                waiting.created_at,
+                waiting.encode(),
+            ),
+        )  # its trigger counted it: 1
+        conn.execute(
+            "UPDATE session_writes SET write_count = 5 WHERE session_id = ?", ("session-a",)
+        )
+        conn.execute(
+            "INSERT INTO session_writes (session_id, backend, write_count, counted_at)"
+            " VALUES ('idle', ?, 7, 0)",
+            (str(BACKEND),),
+        )
+    reader = SQLiteJournal(path, read_only=True)
+    try:
+        assert [e.intent.intent_id for e in await reader.pending(None)] == ["old-1"]
+        assert reader.pages is not None
+        page = await reader.pages.intents(limit=10)
+        assert [entry.intent.intent_id for entry in page.rows] == ["old-1"]
+    finally:
+        await reader.close()
+    assert query(path, "SELECT max(version) FROM journal_schema") == [(3,)]
+
+    journal = SQLiteJournal(path)
+    try:
+        assert await journal.migrate() == ["journal schema 4"]
+        assert await journal.write_count("session-a", BACKEND) == 5
+        assert await journal.write_count("idle", BACKEND) == 7
+        owner = current_owner()
+        blocked = await journal.open_intent(
+            make_intent("new-1"), state=IntentState.IN_FLIGHT, owner=owner
+        )
+        assert [entry.intent.intent_id for entry in blocked.blocking] == ["old-1"]
+        assert await journal.transition(
+            "old-1", state=IntentState.RECONCILING, owner=owner, expect_owner=STRANGER
+        )
+        [claimed] = await journal.pending("session-a")
+        assert claimed.fence == 5, "a claim's token is at least the session's count"
+        await journal.settle(make_decision(waiting), owner=owner, fence=5)
+        opened = await journal.open_intent(
+            make_intent("new-1"), state=IntentState.IN_FLIGHT, owner=owner
+        )
+        assert opened == Opened(recorded=True, write_count=6)
+        live = "SELECT intent_id, write_count FROM live WHERE intent_id IS NOT NULL"
+        assert query(path, live) == [("new-1", 7)]
+    finally:
+        await journal.close()
 
 
 # -- contention ------------------------------------------------------------------------------
@@ -416,7 +556,7 @@ async def test_open_journal_resolves_paths_and_sqlite_urls(
 
     await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
     assert absolute.is_file()
-    assert query(absolute, "SELECT intent_id FROM intents") == [("i-1",)]
+    assert query(absolute, "SELECT intent_id FROM unresolved") == [("i-1",)]
 
 
 async def test_open_journal_relative_url_follows_the_working_directory(
@@ -660,7 +800,7 @@ async def test_no_statement_of_an_append_or_a_reconcile_scans_a_table(tmp_path: 
     assert statements, "no statement was traced"
     with closing(sqlite3.connect(path)) as conn:
         scans = {s: [row[3] for row in conn.execute("EXPLAIN QUERY PLAN " + s)] for s in statements}
-    tables = ("intents", "decisions", "session_writes", "write_floor", "effects", "set_aside")
+    tables = ("intents", "decisions", "live", "write_floor", "effects", "set_aside")
     scanning = {
         s: p for s, p in scans.items() if any(d.startswith(f"SCAN {t}") for d in p for t in tables)
     }

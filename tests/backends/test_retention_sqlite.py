@@ -106,14 +106,18 @@ async def test_a_version_1_journal_keeps_its_counts_stamped_at_the_upgrade(
     try:
         before = time.time()
         if how == "migrate":
-            assert await journal.migrate() == ["journal schema 2", "journal schema 3"]
+            assert await journal.migrate() == [
+                "journal schema 2",
+                "journal schema 3",
+                "journal schema 4",
+            ]
         else:
             assert [e.intent.intent_id for e in await journal.pending("busy")] == ["open-1"]
         after = time.time()
-        assert await journal.schema_version() == 3
+        assert await journal.schema_version() == 4
         assert await journal.write_count("idle", BACKEND) == 7
         assert await journal.write_count("busy", BACKEND) == 1
-        stamps = [at for (at,) in query(path, "SELECT counted_at FROM session_writes")]
+        stamps = [at for (at,) in query(path, "SELECT counted_at FROM live")]
         # SQLite's clock reads milliseconds.
         assert len(stamps) == 2 and all(before - 0.002 <= at <= after + 0.002 for at in stamps)
         assert floor_of(path) == 0
@@ -125,7 +129,7 @@ async def test_a_version_1_journal_keeps_its_counts_stamped_at_the_upgrade(
             make_intent("new-1", session_id="new"), state=IntentState.IN_FLIGHT, owner=STRANGER
         )
         assert (opened.recorded, opened.write_count) == (True, 0)
-        counted = dict(query(path, "SELECT session_id, counted_at FROM session_writes"))
+        counted = dict(query(path, "SELECT session_id, counted_at FROM live"))
         assert counted["idle"] >= after and counted["new"] >= after
     finally:
         await journal.close()
@@ -147,7 +151,7 @@ async def test_the_floor_is_kept_in_the_file(tmp_path: Path) -> None:
     await asyncio.sleep(0.01)
     pruned = await first.retention.prune(IDLE_NOW)
     assert (pruned.write_counts, pruned.done) == (2, True)
-    assert query(path, "SELECT count(*) FROM session_writes") == [(0,)]
+    assert query(path, "SELECT count(*) FROM live") == [(0,)]
     assert floor_of(path) == 5
     await first.close()
 
@@ -197,8 +201,8 @@ async def test_pruned_rows_leave_the_file(journal: SQLiteJournal) -> None:
     assert pruned.bytes > len(settled.encode()) + len(done.encode()) + len("marker-session")
     assert query(path, "SELECT intent_id FROM decisions") == [("kept-open",)]
     assert query(path, "SELECT key, state FROM effects") == [(started.key, "started")]
-    assert query(path, "SELECT session_id FROM session_writes") == [("kept-session",)]
-    assert query(path, "SELECT intent_id FROM intents") == [("kept-open",)]
+    assert query(path, "SELECT session_id FROM live") == [("kept-session",)]
+    assert query(path, "SELECT intent_id FROM unresolved") == [("kept-open",)]
 
     await journal._file.run(lambda conn: conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall())
     assert b"marker" not in path.read_bytes()
@@ -290,7 +294,7 @@ async def test_a_limited_prune_sweeps_on_in_key_order(journal: SQLiteJournal) ->
     await asyncio.sleep(0.01)
 
     def left() -> list[str]:
-        return [s for (s,) in query(journal.path, "SELECT session_id FROM session_writes")]
+        return [s for (s,) in query(journal.path, "SELECT session_id FROM live")]
 
     first = await journal.retention.prune(IDLE_NOW, limit=3)
     assert (first.write_counts, first.done) == (3, False)
@@ -354,7 +358,7 @@ async def test_a_read_only_journal_on_an_older_file_refuses_counts_saying_migrat
             lambda: reader.write_count("idle", BACKEND),
             lambda: reader.retention.prune(IDLE_NOW, dry_run=True),
         ):
-            with pytest.raises(JournalCorrupt, match=r"older than this release's 3.*migrate"):
+            with pytest.raises(JournalCorrupt, match=r"older than this release's 4.*migrate"):
                 await reading()
     finally:
         await reader.close()

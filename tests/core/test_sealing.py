@@ -335,7 +335,7 @@ async def test_a_wrong_key_is_a_typed_refusal_that_loses_nothing(tmp_path: Path)
     assert isinstance(denied.value.__cause__, PayloadKeyUnknown)
     assert await store.get_items() == []
     with sqlite3.connect(tmp_path / "journal.db") as conn:
-        records = conn.execute("SELECT record FROM intents").fetchall()
+        records = conn.execute("SELECT record FROM unresolved").fetchall()
     assert len(records) == 1 and marker.encode() not in records[0][0]
     # The journal still holds the intent: the rotated keyring opens and settles it.
     rotated = wrapper([new, old])

@@ -271,9 +271,9 @@ def test_a_damaged_row_hides_no_other(tmp_path: Path, capsys: pytest.CaptureFixt
 
     alice, bob = asyncio.run(two_failed())
     conn = sqlite3.connect(journal)
-    [(record,)] = conn.execute("SELECT record FROM intents WHERE intent_id = ?", (alice,))
+    [(record,)] = conn.execute("SELECT record FROM unresolved WHERE intent_id = ?", (alice,))
     edited = bytes(record).replace(b'"created_at":', b'"created_at":1')
-    conn.execute("UPDATE intents SET record = ? WHERE intent_id = ?", (edited, alice))
+    conn.execute("UPDATE live SET record = ? WHERE intent_id = ?", (edited, alice))
     conn.commit()
     conn.close()
     code, out = cli(capsys, "status", "--journal", str(journal), "--json")

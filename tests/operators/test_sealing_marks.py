@@ -12,6 +12,7 @@ import asyncio
 import base64
 import os
 import sqlite3
+from contextlib import closing
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +21,9 @@ import pytest
 from agents import SQLiteSession
 
 from agents_reconcile import ReconcileConfig, ReconcilingSession
+from agents_reconcile._backends.schema import Schema
+from agents_reconcile._backends.sqlite.backend import SQLiteSchema
+from agents_reconcile._backends.sqlite.files import SCHEMA as SQLITE_SCHEMA
 from agents_reconcile._core.sealing import SESSION_KEYS, PayloadKey
 from agents_reconcile._operator.check import RepairRefused, repair_session
 from agents_reconcile.testing import BackendFailure, Fault, FaultInjectingSession
@@ -272,15 +276,25 @@ async def test_migrate_marks_a_journal_sealed_before_the_mark_existed(
     from agents_reconcile._core.ownership import current_owner
 
     intent = replace(make_intent("sealed-1", text=SECRET), seal_key=key)
-    await journal.open_intent(intent, state=IntentState.FAILED, owner=current_owner())
-    await journal.close()
     if place.backend.name == "sqlite":
-        conn = sqlite3.connect(place.address)
-        conn.execute("DROP TABLE sealing_keys")
-        conn.execute("DELETE FROM journal_schema WHERE version = 3")
-        conn.commit()
-        conn.close()
+        # A file of schema 2, as that release wrote it: the intent in its intents table.
+        await journal.close()  # never used: no file yet
+        path = Path(place.address)
+        steps = SQLITE_SCHEMA.steps[:2]
+        version_2 = Schema(
+            "journal", steps, SQLITE_SCHEMA.error, package=SQLITE_SCHEMA.package,
+            folder=SQLITE_SCHEMA.folder,
+        )  # fmt: skip
+        SQLiteSchema(version_2, "journal_schema").migrate_file(path, 5.0)
+        with closing(sqlite3.connect(path)) as conn, conn:
+            conn.execute(
+                "INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at,"
+                " updated_at, record) VALUES (?, ?, ?, 'failed', 'gone', 0, 0, ?)",
+                (intent.intent_id, intent.session_id, str(intent.backend), intent.encode()),
+            )
     else:
+        await journal.open_intent(intent, state=IntentState.FAILED, owner=current_owner())
+        await journal.close()
         import asyncpg
 
         conn = await asyncpg.connect(place.address)
@@ -296,5 +310,6 @@ async def test_migrate_marks_a_journal_sealed_before_the_mark_existed(
     else:
         older = place.journal()
     assert "older" in (await older.check() or "")
-    assert await older.migrate() == ["journal schema 3"]
+    steps = await older.migrate()
+    assert steps[0] == "journal schema 3"
     assert await older.sealing.keys() == {key.key_id}

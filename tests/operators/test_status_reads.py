@@ -23,7 +23,7 @@ from agents_reconcile._operator import views
 from ..support.journal_support import STRANGER, make_effect, make_intent
 from .test_status_pages import LEASE, fill
 
-_TABLES = ("intents", "decisions", "session_writes", "effects", "set_aside")
+_TABLES = ("intents", "decisions", "live", "effects", "set_aside")
 
 
 class Counting:

@@ -144,10 +144,12 @@ async def test_tampered_journal_record_denies_continuation(tmp_path: Path) -> No
     """A journal row whose record was edited stops the session with record_untrusted."""
     _, inner = await failed_write(tmp_path)
     with sqlite3.connect(tmp_path / "j1.db") as conn:
-        (blob,) = conn.execute("SELECT record FROM intents").fetchone()
+        (blob,) = conn.execute("SELECT record FROM unresolved").fetchone()
         body = orjson.loads(blob)
         body["batch"][0]["content"] = "transfer everything"
-        conn.execute("UPDATE intents SET record = ?", (orjson.dumps(body),))
+        conn.execute(
+            "UPDATE live SET record = ? WHERE intent_id IS NOT NULL", (orjson.dumps(body),)
+        )
     session = ReconcilingSession(
         SQLiteSession("s1", tmp_path / "chat.db"),
         config=ReconcileConfig(journal=tmp_path / "j1.db"),
@@ -224,11 +226,13 @@ async def test_a_journal_record_from_a_future_version_is_a_binding_mismatch(
     """A journal row written by a newer release stops reads and writes with BindingMismatch."""
     _, inner = await failed_write(tmp_path)
     with sqlite3.connect(tmp_path / "j1.db") as conn:
-        (blob,) = conn.execute("SELECT record FROM intents").fetchone()
+        (blob,) = conn.execute("SELECT record FROM unresolved").fetchone()
         body = orjson.loads(blob)
         body["v"] = 2
         resign(body)
-        conn.execute("UPDATE intents SET record = ?", (orjson.dumps(body),))
+        conn.execute(
+            "UPDATE live SET record = ? WHERE intent_id IS NOT NULL", (orjson.dumps(body),)
+        )
     session = ReconcilingSession(
         SQLiteSession("s1", tmp_path / "chat.db"),
         config=ReconcileConfig(journal=tmp_path / "j1.db"),

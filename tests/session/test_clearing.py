@@ -46,7 +46,7 @@ class CountingJournal(SQLiteJournal):
 def commits(path: Path) -> int:
     """The session's write count: each opening and each clearing counts one."""
     with sqlite3.connect(path) as conn:
-        row = conn.execute("SELECT sum(write_count) FROM session_writes").fetchone()
+        row = conn.execute("SELECT sum(write_count) FROM live").fetchone()
     return int(row[0] or 0)
 
 
@@ -128,7 +128,7 @@ def test_runner_run_sync_leaves_nothing_pending(tmp_path: Path) -> None:
     then, for the last append of the run too."""
     run_sync_twice(tmp_path)
     with sqlite3.connect(tmp_path / "journal.db") as conn:
-        assert conn.execute("SELECT count(*) FROM intents").fetchone() == (0,)
+        assert conn.execute("SELECT count(*) FROM unresolved").fetchone() == (0,)
 
 
 CHILD = """
@@ -211,7 +211,7 @@ class SlowClearing(SQLiteJournal):
 
 def intents_in(path: Path) -> int:
     with sqlite3.connect(path) as conn:
-        return int(conn.execute("SELECT count(*) FROM intents").fetchone()[0])
+        return int(conn.execute("SELECT count(*) FROM unresolved").fetchone()[0])
 
 
 def test_a_loop_shut_down_right_after_an_append_clears_it_first(tmp_path: Path) -> None:

@@ -396,7 +396,7 @@ async def test_with_a_key_a_failed_write_is_recorded_signed_and_settled(tmp_path
             await session.add_items([{"role": "user", "content": "one"}])
 
         with sqlite3.connect(world.directory / "journal.db") as conn:
-            (record,) = conn.execute("SELECT record FROM intents").fetchone()
+            (record,) = conn.execute("SELECT record FROM unresolved").fetchone()
         assert json.loads(record)["mac"]["kid"] == SigningKey(KEY).key_id
         again = await world.restart()
         assert await again.get_items() == [{"role": "user", "content": "one"}]

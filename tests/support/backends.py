@@ -134,11 +134,13 @@ class SQLiteStorage(Storage):
         self._run(f"INSERT INTO {table} (version, applied_at) VALUES (?, 0)", version)
 
     async def intent_record(self, session_id: str, intent_id: str) -> bytes:
-        [(record,)] = self._run("SELECT record FROM intents WHERE intent_id = ?", intent_id)
+        [(record,)] = self._run("SELECT record FROM unresolved WHERE intent_id = ?", intent_id)
         return bytes(record)
 
     async def replace_intent_record(self, session_id: str, intent_id: str, record: bytes) -> None:
-        self._run("UPDATE intents SET record = ? WHERE intent_id = ?", record, intent_id)
+        # Live in its session's row, or recorded beside it: the table holding it changes.
+        for table in ("live", "intents"):
+            self._run(f"UPDATE {table} SET record = ? WHERE intent_id = ?", record, intent_id)
 
     async def effect_record(self, session_id: str, key: str) -> bytes:
         [(record,)] = self._run("SELECT record FROM effects WHERE key = ?", key)

@@ -11,7 +11,7 @@ from ..._core.records import Decision
 from ..aside import RawIntent, SetAside, as_bytes
 from ..journal import require_limit, require_settling
 from .files import JournalFile
-from .statements import add_write, insert_decision, matching
+from .statements import insert_decision, matching, remove_intent
 
 __all__ = ["SQLiteAside"]
 
@@ -25,7 +25,7 @@ class SQLiteAside:
     async def raw(self, intent_id: str) -> RawIntent | None:
         sql = (
             "SELECT intent_id, session_id, backend, state, owner, updated_at, record"
-            " FROM intents WHERE intent_id = ?"
+            " FROM unresolved WHERE intent_id = ?"
         )
         row = await self._file.run(lambda conn: conn.execute(sql, (intent_id,)).fetchone())
         return None if row is None else RawIntent.of_row(row)
@@ -36,15 +36,15 @@ class SQLiteAside:
         def write(conn: sqlite3.Connection) -> bool:
             conn.execute("BEGIN IMMEDIATE")
             # The values as read, compared as stored (IS: a column of another type matches too).
-            gone = conn.execute(
-                "DELETE FROM intents WHERE intent_id = ? AND record IS ? AND state IS ?"
-                " AND owner IS ? AND updated_at IS ?",
-                (raw.intent_id, *raw.stored),
-            ).rowcount
-            if gone != 1:
+            gone = remove_intent(
+                conn,
+                raw.intent_id,
+                only_if=" AND record IS ? AND state IS ? AND owner IS ? AND updated_at IS ?",
+                args=raw.stored,
+            )
+            if not gone:
                 conn.execute("ROLLBACK")
                 return False
-            add_write(conn, (raw.session_id, raw.backend))
             insert_decision(conn, decision)
             conn.execute(
                 "INSERT INTO set_aside (intent_id, session_id, set_aside_at, meta, record)"

@@ -22,7 +22,7 @@ __all__ = ["FLOOR", "SCHEMA", "SCHEMA_VERSION", "JournalFile"]
 _T = TypeVar("_T")
 SCHEMA: Final = Schema(
     "journal",
-    ("0001_initial", "0002_pruning", "0003_sealing"),
+    ("0001_initial", "0002_pruning", "0003_sealing", "0004_live_rows"),
     JournalCorrupt,
     package="agents_reconcile._backends.sqlite",
     folder="journal_schema",
@@ -118,6 +118,8 @@ class JournalFile:
             raise JournalCorrupt(f"{self.path} is not an agents-reconcile journal")
         if found > SCHEMA_VERSION:
             SCHEMA.refuse(str(self.path), found)
+        if found < _LIVE_ROWS:
+            _older_views(conn, found)
 
     async def schema_version(self) -> int | None:
         """The schema version recorded in the file (None without one); writes nothing."""
@@ -358,6 +360,32 @@ def _is_sqlite(path: Path) -> bool:
             return file.read(16) == _SQLITE_HEADER
     except OSError:
         return False
+
+
+_LIVE_ROWS: Final = 4
+"""The schema version that keeps each session's count and live intent in one row."""
+
+
+def _older_views(conn: sqlite3.Connection, version: int) -> None:
+    """On a reader of a file an earlier release wrote (never migrated by a reader): the names
+    this release reads (``unresolved``, ``live``) as views over that file's tables, in the
+    connection's own temporary schema, so its intents are listed as they are. The file is
+    not written."""
+    counted_at = "counted_at" if version >= 2 else "0.0 AS counted_at"
+    conn.execute("PRAGMA query_only=OFF")
+    try:
+        conn.execute(
+            "CREATE TEMP VIEW IF NOT EXISTS unresolved AS SELECT intent_id, session_id, backend,"
+            " state, owner, created_at, updated_at, record, fence FROM main.intents"
+        )
+        conn.execute(
+            "CREATE TEMP VIEW IF NOT EXISTS live AS SELECT session_id, backend, write_count,"
+            f" {counted_at}, NULL AS intent_id, NULL AS state, NULL AS owner,"
+            " NULL AS created_at, NULL AS updated_at, NULL AS fence, NULL AS record"
+            " FROM main.session_writes"
+        )
+    finally:
+        conn.execute("PRAGMA query_only=ON")
 
 
 def _not_a_journal(conn: sqlite3.Connection, path: Path) -> str:

@@ -43,6 +43,7 @@ from .statements import (
     newest_by_intent,
     read_count,
     read_newest,
+    remove_intent,
     settled,
     settled_by,
 )
@@ -163,37 +164,48 @@ class SQLiteJournal:
         key = (intent.session_id, str(intent.backend))
 
         def write(conn: sqlite3.Connection) -> Opened:
-            if clearing is not None:
-                # The acknowledged intent goes in the same transaction (one commit).
-                conn.execute("BEGIN IMMEDIATE")
-                gone = conn.execute(
-                    "DELETE FROM intents WHERE intent_id = ? AND session_id = ? AND backend = ?"
-                    " AND state = ? AND owner = ? RETURNING 1",
-                    (clearing, *key, IntentState.IN_FLIGHT.value, str(owner)),
-                ).fetchone()
-                if gone is not None:
-                    add_write(conn, key)
-            # One statement, so one atomic step: no other intent of this session can appear
-            # between the check and the insert, and the insert returns the write count it saw.
+            # One statement, so one atomic step: the session's live row takes the intent
+            # (replacing the acknowledged one ``clearing`` names) only when nothing else is
+            # unresolved for it, the id was never settled and, when a count is expected, the
+            # count is still that one; it returns the count it saw.
             try:
-                inserted = conn.execute(
-                    _OPEN_INTENT_SQL,
-                    (*key, *row, *key, intent.intent_id, *SETTLING_ACTIONS, expect_write_count),
-                ).fetchall()
+                opened = conn.execute(
+                    _OPEN_LIVE_SQL,
+                    (
+                        intent.intent_id,
+                        *row[3:],
+                        row[6],
+                        *key,
+                        clearing,
+                        IntentState.IN_FLIGHT.value,
+                        str(owner),
+                        expect_write_count,
+                        *key,
+                        intent.intent_id,
+                        intent.intent_id,
+                        *SETTLING_ACTIONS,
+                    ),
+                ).fetchone()
             except sqlite3.IntegrityError:
-                inserted = []
-            if inserted:
-                if conn.in_transaction:
-                    conn.execute("COMMIT")
-                return Opened(recorded=True, write_count=int(inserted[0][0]))
-            # Refused, or the id is taken (perhaps by this very intent, opened by a call whose
-            # reply was lost): find out which under the write lock, and insert if, by now,
-            # nothing is in the way.
-            if not conn.in_transaction:
-                conn.execute("BEGIN IMMEDIATE")
-            opened = _open_locked(conn, intent, state, owner, expect_write_count, row, self.keyring)
+                opened = None  # the id is live in another session
+            if opened is not None:
+                return Opened(recorded=True, write_count=int(opened[0]))
+            # Refused, or the session has no live row yet, or the id is taken (perhaps by this
+            # very intent, opened by a call whose reply was lost): find out which under the
+            # write lock, clearing first, and open if, by now, nothing is in the way.
+            conn.execute("BEGIN IMMEDIATE")
+            if clearing is not None:
+                remove_intent(
+                    conn,
+                    clearing,
+                    only_if=" AND session_id = ? AND backend = ? AND state = ? AND owner = ?",
+                    args=(*key, IntentState.IN_FLIGHT.value, str(owner)),
+                )
+            opened_locked = _open_locked(
+                conn, intent, state, owner, expect_write_count, row, self.keyring
+            )
             conn.execute("COMMIT")
-            return opened
+            return opened_locked
 
         return await self._file.run(write)
 
@@ -208,25 +220,37 @@ class SQLiteJournal:
         expect_fence: int | None = None,
         expect_updated_at: float | None = None,
     ) -> bool:
-        sql = "UPDATE intents SET state = ?, owner = ?, updated_at = ? WHERE intent_id = ?"
+        sets = "state = ?, owner = ?, updated_at = ?"
         args: list[object] = [state.value, str(owner), time.time(), intent_id]
-        sql += matching(
+        where = " WHERE intent_id = ?" + matching(
             args,
             state=None if expect_state is None else expect_state.value,
             owner=None if expect_owner is None else str(expect_owner),
             fence=expect_fence,
             updated_at=expect_updated_at,
         )
-        if state is IntentState.RECONCILING and expect_fence is None:
-            # A claim takes a new fencing token in the same statement.
-            sql = sql.replace(
-                " WHERE intent_id",
-                ", fence = max(fence + 1, coalesce((SELECT write_count FROM session_writes AS w"
-                " WHERE w.session_id = intents.session_id AND w.backend = intents.backend),"
-                f" {FLOOR})) WHERE intent_id",
-                1,
-            )
-        return await self._file.run(lambda conn: conn.execute(sql, args).rowcount == 1)
+        claims = state is IntentState.RECONCILING and expect_fence is None
+        # A claim takes a new fencing token in the same statement: above the last it took,
+        # and at least the session's count.
+        live = f"UPDATE live SET {sets}" + (
+            ", fence = max(fence + 1, write_count)" if claims else ""
+        )
+        beside = f"UPDATE intents SET {sets}" + (
+            ", fence = max(fence + 1, coalesce((SELECT write_count FROM live AS w"
+            " WHERE w.session_id = intents.session_id AND w.backend = intents.backend),"
+            f" {FLOOR}))"
+            if claims
+            else ""
+        )
+
+        def write(conn: sqlite3.Connection) -> bool:
+            # A live intent stays live and one beside stays beside: whichever table holds the
+            # id, the other has no row of it.
+            if conn.execute(live + where, args).rowcount == 1:
+                return True
+            return bool(conn.execute(beside + where, args).rowcount == 1)
+
+        return await self._file.run(write)
 
     async def discard(
         self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
@@ -237,13 +261,8 @@ class SQLiteJournal:
             conn.execute("BEGIN IMMEDIATE")
             if owner is not None:
                 _require_held(conn, intent_id, IntentState.IN_FLIGHT, owner, fence)
-            gone = conn.execute(
-                "DELETE FROM intents WHERE intent_id = ? RETURNING session_id, backend",
-                (intent_id,),
-            ).fetchone()
-            if gone is not None:
-                add_write(conn, (gone[0], gone[1]))
-            elif owner is not None and settled(conn, intent_id):
+            removed = remove_intent(conn, intent_id)
+            if not removed and owner is not None and settled(conn, intent_id):
                 # Gone because another took it over and settled it meanwhile (gone unsettled,
                 # it was discarded already: a retry): never this owner's to clear.
                 raise LeaseLost(
@@ -300,10 +319,10 @@ class SQLiteJournal:
                 raise IntentConflict(f"intent {intent_id} was already settled", intent_id=intent_id)
             if owner is not None:
                 _require_held(conn, intent_id, IntentState.RECONCILING, owner, fence)
-            conn.execute("DELETE FROM intents WHERE intent_id = ?", (intent_id,))
             # Counted whatever the action: a batch that landed through a replay whose reply was
             # lost settles as committed, and other wrappers' memories must expire either way.
-            add_write(conn, (decision.session_id, str(decision.backend)))
+            if not remove_intent(conn, intent_id):
+                add_write(conn, (decision.session_id, str(decision.backend)))
             insert_decision(conn, decision)
             conn.execute("COMMIT")
 
@@ -347,25 +366,34 @@ class SQLiteJournal:
         self._file.close()
 
 
-# Inserts only when the session and backend have no unresolved intent, the id was never
-# settled and, when a count is expected (the last parameter; NULL for none), the session's
-# count is still that one. Parameters: the session key, the row, the session key, the intent
-# id and the settling actions, the expected count.
-_OPEN_INTENT_SQL: Final = (
-    "WITH seen (write_count) AS (SELECT coalesce((SELECT write_count FROM session_writes"
-    f" WHERE session_id = ? AND backend = ?), {FLOOR}))"
-    " INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at,"
-    " updated_at, record, fence) SELECT ?, ?, ?, ?, ?, ?, ?, ?, write_count FROM seen"
-    " WHERE NOT EXISTS (SELECT 1 FROM intents WHERE session_id = ? AND backend = ?)"
+# Puts the intent in its session's live row only when the row has none, or has the
+# acknowledged intent ``clearing`` names (in flight, under this owner), nothing is recorded
+# beside it, the id is neither recorded beside nor settled and, when a count is expected, the
+# count (after the clearing) is still that one. The count moves for the clearing and for the
+# opening, and the intent's token is the count it saw. Parameters: the intent's id, state,
+# owner, creation and update times, record, the time counted; the session key, the id to
+# clear, its state and owner, the expected count (NULL for none); the session key; the id
+# twice and the settling actions.
+_OPEN_LIVE_SQL: Final = (
+    "UPDATE live SET intent_id = ?, state = ?, owner = ?, created_at = ?, updated_at = ?,"
+    " record = ?, counted_at = ?, fence = write_count + (intent_id IS NOT NULL),"
+    " write_count = write_count + (intent_id IS NOT NULL) + 1"
+    " WHERE session_id = ? AND backend = ?"
+    " AND (intent_id IS NULL OR (intent_id = ? AND state = ? AND owner = ?))"
+    " AND coalesce(?, write_count + (intent_id IS NOT NULL))"
+    " = write_count + (intent_id IS NOT NULL)"
+    " AND NOT EXISTS (SELECT 1 FROM intents WHERE session_id = ? AND backend = ?)"
+    " AND NOT EXISTS (SELECT 1 FROM intents WHERE intent_id = ?)"
     " AND NOT EXISTS (SELECT 1 FROM decisions WHERE intent_id = ? AND action IN (?, ?, ?))"
-    " AND coalesce(?, write_count) = write_count RETURNING fence"
+    " RETURNING fence"
 )
 _INSERT_INTENT_SQL: Final = (
     "INSERT INTO intents (intent_id, session_id, backend, state, owner, created_at, updated_at,"
     " record, fence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)"
 )
+"""An intent recorded beside its session's live one."""
 _SELECT_INTENTS: Final = (
-    "SELECT intent_id, session_id, backend, state, owner, updated_at, record, fence FROM intents"
+    "SELECT intent_id, session_id, backend, state, owner, updated_at, record, fence FROM unresolved"
 )
 _Row = tuple[str, str, str, str, str, float, bytes, int]
 
@@ -376,7 +404,7 @@ def _require_held(
     """Inside a write transaction: ``LeaseLost`` unless ``owner`` holds the intent in
     ``state`` (under ``fence`` when given), or the intent is gone."""
     row = conn.execute(
-        "SELECT state, owner, fence FROM intents WHERE intent_id = ?", (intent_id,)
+        "SELECT state, owner, fence FROM unresolved WHERE intent_id = ?", (intent_id,)
     ).fetchone()
     if row is None:
         return
@@ -406,18 +434,19 @@ def _intent_row(
 def _insert_or_compare(
     conn: sqlite3.Connection, intent: PendingWrite, row: tuple[object, ...], keyring: Keyring
 ) -> None:
-    """Insert a new intent; the same id again is a no-op if the content is the same."""
-    try:
+    """Inside a write transaction: record a new intent beside its session's live one (a write
+    of its session); the same id again is a no-op if the content is the same."""
+    found = conn.execute(
+        "SELECT record FROM unresolved WHERE intent_id = ?", (intent.intent_id,)
+    ).fetchone()
+    if found is None:
         conn.execute(_INSERT_INTENT_SQL, (*row, 0))
-    except sqlite3.IntegrityError:
-        (existing,) = conn.execute(
-            "SELECT record FROM intents WHERE intent_id = ?", (intent.intent_id,)
-        ).fetchone()
-        if not PendingWrite.decode(existing, keyring).same_content(intent):
-            raise IntentConflict(
-                f"intent {intent.intent_id} is recorded with other content",
-                intent_id=intent.intent_id,
-            ) from None
+        add_write(conn, (intent.session_id, str(intent.backend)))
+    elif not PendingWrite.decode(found[0], keyring).same_content(intent):
+        raise IntentConflict(
+            f"intent {intent.intent_id} is recorded with other content",
+            intent_id=intent.intent_id,
+        )
 
 
 def _open_locked(
@@ -460,7 +489,16 @@ def _open_locked(
         )
     if expect_write_count is not None and write_count != expect_write_count:
         return Opened(recorded=False, write_count=write_count)
-    conn.execute(_INSERT_INTENT_SQL, (*row, write_count))
+    # The session's live row takes it (made now when the session has none), its count moved.
+    conn.execute(
+        "INSERT INTO live (session_id, backend, write_count, counted_at, intent_id, state, owner,"
+        " created_at, updated_at, record, fence) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+        " ON CONFLICT (session_id, backend) DO UPDATE SET write_count = excluded.write_count,"
+        " counted_at = excluded.counted_at, intent_id = excluded.intent_id,"
+        " state = excluded.state, owner = excluded.owner, created_at = excluded.created_at,"
+        " updated_at = excluded.updated_at, record = excluded.record, fence = excluded.fence",
+        (*key, write_count + 1, row[6], intent.intent_id, *row[3:], write_count),
+    )
     return Opened(recorded=True, write_count=write_count)
 
 

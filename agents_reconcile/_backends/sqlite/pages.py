@@ -3,8 +3,9 @@ and started effects a page at a time, for an operator's view of every pending in
 started effect.
 
 Each page is one read transaction on the journal's file (``files.JournalFile``): the page's
-rows with the newest decision of each, found through ``intents_by_session`` (or ``effects_started``)
-from the cursor on and ``decisions_by_intent``, then what follows the page counted through
+rows with the newest decision of each, found through ``live_unresolved`` and
+``intents_by_session`` merged (or ``effects_started``) from the cursor on and
+``decisions_by_intent``, then what follows the page counted through
 the same index, at most ``COUNT_LIMIT`` of them. Nothing scans a table, so a page costs the
 same among a million sessions as among ten.
 """
@@ -34,14 +35,24 @@ _NEWEST: Final = "(SELECT max(seq) FROM decisions WHERE intent_id = {})"
 _WAITING: Final = ", ".join(f"'{action}'" for action in WAITING_ACTIONS)
 
 
+def _unresolved(columns: str, where: str, limit: str) -> str:
+    """The unresolved intents' ``columns`` where ``where`` holds, in the listing's order, at
+    most ``limit``: live ones through ``live_unresolved`` and those recorded beside through
+    ``intents_by_session``, merged as they come (each arm's parameters given in turn)."""
+    return (
+        f"SELECT {columns} FROM live WHERE intent_id IS NOT NULL AND {where} UNION ALL"
+        f" SELECT {columns} FROM intents WHERE {where}"
+        f" ORDER BY session_id, backend, created_at, intent_id LIMIT {limit}"
+    )
+
+
 def _intent_page(by_session: bool, from_cursor: bool) -> str:
     where = _where(by_session, from_cursor, _INTENT_KEY, "?, ?, ?, ?")
+    columns = "intent_id, session_id, backend, state, owner, updated_at, record, fence, created_at"
     return (
         "SELECT i.intent_id, i.session_id, i.backend, i.state, i.owner, i.updated_at, i.record,"
-        " i.fence, i.created_at, d.session_id, d.record FROM (SELECT intent_id, session_id,"
-        " backend, state, owner, updated_at, record, fence, created_at FROM intents"
-        f" WHERE {where} ORDER BY session_id, backend, created_at, intent_id LIMIT ?) AS i"
-        f" LEFT JOIN decisions AS d ON d.seq = {_NEWEST.format('i.intent_id')}"
+        f" i.fence, i.created_at, d.session_id, d.record FROM ({_unresolved(columns, where, '?')})"
+        f" AS i LEFT JOIN decisions AS d ON d.seq = {_NEWEST.format('i.intent_id')}"
     )
 
 
@@ -50,11 +61,9 @@ def _intents_after(by_session: bool) -> str:
     newest = (
         "(SELECT action FROM decisions WHERE intent_id = i.intent_id ORDER BY seq DESC LIMIT 1)"
     )
-    return (
-        f"SELECT count(*), coalesce(sum(waits), 0) FROM (SELECT {newest} IN ({_WAITING})"
-        f" AS waits FROM intents AS i WHERE {_where(by_session, True, _INTENT_KEY, '?, ?, ?, ?')}"
-        f" ORDER BY session_id, backend, created_at, intent_id LIMIT {COUNT_LIMIT})"
-    )
+    where = _where(by_session, True, _INTENT_KEY, "?, ?, ?, ?")
+    following = _unresolved("intent_id, session_id, backend, created_at", where, str(COUNT_LIMIT))
+    return f"SELECT count(*), coalesce(sum({newest} IN ({_WAITING})), 0) FROM ({following}) AS i"
 
 
 def _effect_page(by_session: bool, from_cursor: bool) -> str:
@@ -102,7 +111,9 @@ class SQLitePages:
         chosen = (session_id,) if by_session else ()
 
         def read(conn: sqlite3.Connection) -> tuple[list[Any], tuple[int, int]]:
-            return _read_page(conn, page_sql, after_sql, chosen, start, limit, _intent_sort, ())
+            return _read_page(
+                conn, page_sql, after_sql, chosen, start, limit, _intent_sort, (), arms=2
+            )
 
         rows, (more, waiting) = await self._file.run(read)
         keyring = self._keyring
@@ -154,7 +165,7 @@ class SQLitePages:
     async def counts_writes_of(self, session_id: str) -> bool:
         row = await self._file.run(
             lambda conn: conn.execute(
-                "SELECT 1 FROM session_writes WHERE session_id = ? LIMIT 1", (session_id,)
+                "SELECT 1 FROM live WHERE session_id = ? LIMIT 1", (session_id,)
             ).fetchone()
         )
         return row is not None
@@ -169,17 +180,21 @@ def _read_page(
     limit: int,
     sort_key: Callable[[Any], tuple[Any, ...]],
     leading: tuple[object, ...],
+    *,
+    arms: int = 1,
 ) -> tuple[list[Any], tuple[int, int]]:
     """A page's rows, in the listing's order, and (count, waiting) of the rows after it: in
-    one read transaction, so that both see the same journal."""
+    one read transaction, so that both see the same journal. ``arms``: the tables a listing
+    merges, each given the session and the cursor in turn."""
     # (The link rolls back a transaction an error leaves open.)
     conn.execute("BEGIN")
-    rows = conn.execute(page_sql, (*chosen, *start, limit)).fetchall()
+    rows = conn.execute(page_sql, (*chosen, *start) * arms + (limit,)).fetchall()
     # The page's own order (the join leaves it to the planner), sorted here: a few rows.
     rows.sort(key=sort_key)
     counted = (0, 0)
     if len(rows) == limit:
-        found = conn.execute(after_sql, (*leading, *chosen, *sort_key(rows[-1]))).fetchone()
+        following = (*chosen, *sort_key(rows[-1])) * arms
+        found = conn.execute(after_sql, (*leading, *following)).fetchone()
         counted = (int(found[0]), int(found[1]))
     conn.execute("COMMIT")
     return rows, counted

@@ -3,15 +3,14 @@ counts read from.
 
 The floor is the ``write_floor`` row: the highest count pruned. Every statement that reads a
 session's count reads the floor where the session has none (``files.FLOOR``), and every
-statement that raises a count (``journal.add_write``, and the trigger that counts each intent
-recorded) starts an absent one at floor + 1 and stamps ``counted_at`` on the journal's clock
-(the trigger with the intent row's ``updated_at``). A trigger on ``session_writes`` raises the
-floor in the very statement that deletes a count, so no count goes without the floor knowing
-it.
+statement that raises a count (``statements.add_write``, and the opening that moves a live
+row's count itself) starts an absent one at floor + 1 and stamps ``counted_at`` on the
+journal's clock. A trigger on ``live`` raises the floor in the very statement that deletes a
+count, so no count goes without the floor knowing it.
 
 ``prune`` sweeps each table in its key order (decisions and set-aside entries by ``seq``,
-effects by rowid, counts by their primary key), from a cursor this object keeps in memory, in
-chunks. A chunk is read first, with no lock held; its due rows are then deleted in one write
+effects by rowid, counts by session and backend), from a cursor this object keeps in memory,
+in chunks. A chunk is read first, with no lock held; its due rows are then deleted in one write
 transaction, each by its key by a statement that checks its rule again (a count only while it
 is still the one read, still idle and its session has no unresolved intent; a decision only
 while its intent is not unresolved; a receipt only while its session has no unresolved
@@ -87,7 +86,7 @@ _KINDS: Final = (
         "decisions",
         "decisions",
         ("seq",),
-        "decided_at < ? AND NOT EXISTS (SELECT 1 FROM intents AS i"
+        "decided_at < ? AND NOT EXISTS (SELECT 1 FROM unresolved AS i"
         " WHERE i.intent_id = decisions.intent_id)",
         _size("intent_id", "session_id", "backend", "outcome", "reason", "action"),
     ),
@@ -106,17 +105,18 @@ _KINDS: Final = (
         ("rowid",),
         # A receipt of a session with an unresolved intent stays: that intent's batch may hold
         # the output it vouches for (checked before the intent is accepted or replayed).
-        "state = 'done' AND updated_at < ? AND NOT EXISTS (SELECT 1 FROM intents AS i"
+        "state = 'done' AND updated_at < ? AND NOT EXISTS (SELECT 1 FROM unresolved AS i"
         " WHERE i.session_id = effects.session_id)",
         _size("key", "session_id", "state", "owner"),
     ),
     _Kind(
         "write_counts",
         "idle_sessions",
-        "session_writes",
+        "live",
         ("session_id", "backend"),
-        "counted_at < ? AND NOT EXISTS (SELECT 1 FROM intents AS i"
-        " WHERE i.session_id = session_writes.session_id AND i.backend = session_writes.backend)",
+        # An idle count with no live intent and none recorded beside it.
+        "counted_at < ? AND intent_id IS NULL AND NOT EXISTS (SELECT 1 FROM intents AS i"
+        " WHERE i.session_id = live.session_id AND i.backend = live.backend)",
         _size("session_id", "backend", blobs=()),
         same=("write_count",),
     ),

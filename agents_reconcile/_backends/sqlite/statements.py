@@ -1,6 +1,10 @@
 """The SQL the SQLite journal and its components share: reading and counting a session's
-writes, recording a decision, whether an intent is settled (and by which decision), and the
-``AND column = ?`` filter of its listings. Each takes the connection it runs on.
+writes, taking an unresolved intent out (from its session's live row, or from those recorded
+beside it), recording a decision, whether an intent is settled (and by which decision), and
+the ``AND column = ?`` filter of its listings. Each takes the connection it runs on.
+
+A session's live row (table ``live``) holds its write count and the intent it has in flight;
+``intents`` holds the intents recorded beside it; the view ``unresolved`` reads both.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ __all__ = [
     "newest_by_intent",
     "read_count",
     "read_newest",
+    "remove_intent",
     "settled",
     "settled_by",
 ]
@@ -30,11 +35,10 @@ SETTLING_ACTIONS: Final = ("settled", "replayed", "dropped")
 _CHUNK: Final = 500
 """Ids per statement: well under SQLite's limit on bound parameters."""
 _WRITE_COUNT_SQL: Final = (
-    "SELECT coalesce((SELECT write_count FROM session_writes WHERE session_id = ?"
-    f" AND backend = ?), {FLOOR})"
+    f"SELECT coalesce((SELECT write_count FROM live WHERE session_id = ? AND backend = ?), {FLOOR})"
 )
 _COUNT_WRITE_SQL: Final = (
-    "INSERT INTO session_writes (session_id, backend, write_count, counted_at)"
+    "INSERT INTO live (session_id, backend, write_count, counted_at)"
     f" VALUES (?, ?, {FLOOR} + 1, ?) ON CONFLICT (session_id, backend) DO UPDATE"
     " SET write_count = write_count + 1, counted_at = excluded.counted_at RETURNING write_count"
 )
@@ -50,6 +54,35 @@ def add_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
     """Count one more write of ``key`` (above the floor when it has no count), stamped now."""
     (write_count,) = conn.execute(_COUNT_WRITE_SQL, (*key, time.time())).fetchone()
     return int(write_count)
+
+
+def remove_intent(
+    conn: sqlite3.Connection, intent_id: str, *, only_if: str = "", args: Sequence[object] = ()
+) -> bool:
+    """Inside a write transaction: take ``intent_id`` out of the unresolved intents and count
+    the write of its session, only where ``only_if`` (``AND ...`` on the intent's columns,
+    ``args`` its parameters) holds; whether it was there. A live intent leaves its session's
+    row (the count moves in the same statement), one recorded beside it is deleted."""
+    cleared = conn.execute(
+        _CLEAR_LIVE_SQL + only_if + " RETURNING 1", (time.time(), intent_id, *args)
+    ).fetchone()
+    if cleared is not None:
+        return True
+    gone = conn.execute(
+        "DELETE FROM intents WHERE intent_id = ?" + only_if + " RETURNING session_id, backend",
+        (intent_id, *args),
+    ).fetchone()
+    if gone is None:
+        return False
+    add_write(conn, (gone[0], gone[1]))
+    return True
+
+
+_CLEAR_LIVE_SQL: Final = (
+    "UPDATE live SET intent_id = NULL, state = NULL, owner = NULL, created_at = NULL,"
+    " updated_at = NULL, fence = NULL, record = NULL, write_count = write_count + 1,"
+    " counted_at = ? WHERE intent_id = ?"
+)
 
 
 def matching(args: list[object], **columns: object) -> str:
