@@ -38,6 +38,7 @@ from .sealing import SQLiteSealing
 from .statements import (
     SETTLING_ACTIONS,
     add_write,
+    clear_live,
     insert_decision,
     matching,
     newest_by_intent,
@@ -255,7 +256,15 @@ class SQLiteJournal:
     async def discard(
         self, intent_id: str, *, owner: Owner | None = None, fence: int | None = None
     ) -> None:
+        held = (IntentState.IN_FLIGHT.value, None if owner is None else str(owner))
+        only_if = " AND state = ? AND owner = ?" + ("" if fence is None else " AND fence = ?")
+        args = held if fence is None else (*held, fence)
+
         def write(conn: sqlite3.Connection) -> None:
+            if owner is not None and clear_live(conn, intent_id, only_if=only_if, args=args):
+                # Its holder's live intent (an acknowledged append's, cleared in the
+                # background): one statement, the count moved in it.
+                return
             # IMMEDIATE: the intent goes and its session's count moves in one step, so no
             # reader sees the write landed with the count it had while it was in flight.
             conn.execute("BEGIN IMMEDIATE")

@@ -21,6 +21,7 @@ from .files import FLOOR
 __all__ = [
     "SETTLING_ACTIONS",
     "add_write",
+    "clear_live",
     "insert_decision",
     "matching",
     "newest_by_intent",
@@ -56,6 +57,17 @@ def add_write(conn: sqlite3.Connection, key: tuple[str, str]) -> int:
     return int(write_count)
 
 
+def clear_live(
+    conn: sqlite3.Connection, intent_id: str, *, only_if: str = "", args: Sequence[object] = ()
+) -> bool:
+    """Take ``intent_id`` out of its session's live row where ``only_if`` holds, counting the
+    write in the same statement (atomic on its own); whether it was there."""
+    cleared = conn.execute(
+        _CLEAR_LIVE_SQL + only_if + " RETURNING 1", (time.time(), intent_id, *args)
+    ).fetchone()
+    return cleared is not None
+
+
 def remove_intent(
     conn: sqlite3.Connection, intent_id: str, *, only_if: str = "", args: Sequence[object] = ()
 ) -> bool:
@@ -63,10 +75,7 @@ def remove_intent(
     the write of its session, only where ``only_if`` (``AND ...`` on the intent's columns,
     ``args`` its parameters) holds; whether it was there. A live intent leaves its session's
     row (the count moves in the same statement), one recorded beside it is deleted."""
-    cleared = conn.execute(
-        _CLEAR_LIVE_SQL + only_if + " RETURNING 1", (time.time(), intent_id, *args)
-    ).fetchone()
-    if cleared is not None:
+    if clear_live(conn, intent_id, only_if=only_if, args=args):
         return True
     gone = conn.execute(
         "DELETE FROM intents WHERE intent_id = ?" + only_if + " RETURNING session_id, backend",
