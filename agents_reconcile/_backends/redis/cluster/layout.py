@@ -31,6 +31,7 @@ from ..layout import (
     EFFECT_KEYS,
     EFFECT_STARTED,
     GLOBAL_KEYS,
+    RETIRED,
     SEALING,
     SESSION_KEYS,
     UPGRADED,
@@ -72,7 +73,7 @@ class BucketKeys(JournalKeys):
                 (*GLOBAL_KEYS, EFFECT_INDEX, EFFECT_STARTED, UPGRADED, CLAIMS, *ASIDE_KEYS)
             ).encode()
             + rb")|\{[0-9a-f]{32}\}:(?:"
-            + "|".join((*SESSION_KEYS, *EFFECT_KEYS)).encode()
+            + "|".join((*SESSION_KEYS, *RETIRED, *EFFECT_KEYS)).encode()
             + rb"))",
         )
 
