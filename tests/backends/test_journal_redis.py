@@ -165,6 +165,24 @@ async def test_the_count_an_intent_was_opened_at_goes_with_it(
     assert again == Opened(recorded=True, write_count=0)
 
 
+async def test_intents_created_at_one_instant_are_listed_in_the_byte_order_of_their_ids(
+    worker: Any,
+) -> None:
+    """A session's unresolved intents are kept in one hash and sorted when read: by creation
+    time, then by id in byte order (as a sorted set orders equal scores), whatever the
+    server's locale."""
+    journal = worker()
+    ids = ["b", "\u00e9", "B", "a", "_", "ab"]
+    for ident in ids:
+        intent = make_intent(ident, created_at=5.0)
+        await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    await journal.record(
+        make_intent("first", created_at=4.0), state=IntentState.FAILED, owner=current_owner()
+    )
+    listed = [entry.intent.intent_id for entry in await journal.pending("session-a")]
+    assert listed == ["first", *sorted(ids, key=lambda ident: ident.encode())]
+
+
 # -- schema version --------------------------------------------------------------------------
 
 

@@ -137,7 +137,19 @@ local function intent_of(s, id)
   return unpacked(redis.call('HGET', s.intents, id))
 end
 
--- A session's unresolved intents, oldest first (by created_at, then id), each a row with its id.
+-- Whether string a comes before b in byte order (Lua's < follows the server's locale).
+local function bytes_before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
+
+-- A session's unresolved intents, oldest first (by created_at, then id in byte order, as a
+-- sorted set would have them), each a row with its id.
 local function held(s)
   local flat = redis.call('HGETALL', s.intents)
   local rows = {}
@@ -152,7 +164,7 @@ local function held(s)
       if a.at ~= b.at then
         return a.at < b.at
       end
-      return a.id < b.id
+      return bytes_before(a.id, b.id)
     end)
   end
   return rows
