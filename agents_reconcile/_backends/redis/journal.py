@@ -416,9 +416,9 @@ class RedisJournal:
     # -- the schema ------------------------------------------------------------------------
 
     async def migrate(self) -> list[str]:
-        """Store the schema version if the journal has none, or upgrade an older one; returns
-        the steps applied (none when the journal is current). Any other version, newer or
-        unreadable, raises ``JournalCorrupt`` and is left as it is."""
+        """Store the schema version if the journal has none; returns the steps applied (none
+        when the journal is current). Any other version, newer, older (a layout no release
+        wrote) or unreadable, raises ``JournalCorrupt`` and is left as it is."""
         return await self._link.migrate()
 
     async def check(self) -> str | None:
