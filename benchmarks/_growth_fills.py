@@ -255,7 +255,13 @@ async def redis_fill(url: str, prefix: str, chunks: Iterable[list[Left]]) -> Non
     """Write ``chunks`` into the (migrated) Redis journal under ``prefix``, a pipeline each."""
     import redis.asyncio as aioredis
 
-    from agents_reconcile._backends.redis.layout import LISTING, STAMP, JournalKeys, listed
+    from agents_reconcile._backends.redis.layout import (
+        LISTING,
+        STAMP,
+        JournalKeys,
+        listed,
+        packed_row,
+    )
 
     layout = JournalKeys(prefix)
     names = layout.names
@@ -266,7 +272,7 @@ async def redis_fill(url: str, prefix: str, chunks: Iterable[list[Left]]) -> Non
             pipe = client.pipeline(transaction=False)
             for left in chunk:
                 keys = layout.session(left.session_id)
-                opened, record, backend, state, owner, updated, count, decided, fence = keys
+                intents, count, decided = keys
                 # What raise_count (scripts/prelude.lua) keeps: the count, and the session's
                 # stamp on the server's clock (its TIME, as seconds.microseconds).
                 pipe.hset(count, mapping={str(BACKEND): left.writes, STAMP: _at(left.counted_at)})
@@ -274,13 +280,16 @@ async def redis_fill(url: str, prefix: str, chunks: Iterable[list[Left]]) -> Non
                 if intent is not None:
                     ident = intent.intent_id
                     # What store_intent keeps of an opened intent.
-                    pipe.zadd(opened, {ident: intent.created_at})
-                    pipe.hset(record, ident, intent.encode())
-                    pipe.hset(backend, ident, str(intent.backend))
-                    pipe.hset(state, ident, IntentState.IN_FLIGHT.value)
-                    pipe.hset(owner, ident, str(GONE))
-                    pipe.hset(updated, ident, _at(intent.created_at))
-                    pipe.hset(fence, ident, left.writes - 1)
+                    row = packed_row(
+                        state=IntentState.IN_FLIGHT.value,
+                        fence=str(left.writes - 1),
+                        updated=_at(intent.created_at),
+                        created=repr(float(intent.created_at)),
+                        backend=str(intent.backend),
+                        owner=str(GONE),
+                        record=intent.encode(),
+                    )
+                    pipe.hset(intents, ident, row)
                     pipe.hset(names["index"], ident, left.session_id)
                     pipe.zadd(names[LISTING], {listed(left.session_id, ident): 0})
                 if left.decision is not None:

@@ -21,6 +21,7 @@ from blake3 import blake3
 
 from agents_reconcile._backends.journal import IntentState, Opened
 from agents_reconcile._backends.redis.journal import SCHEMA, SCHEMA_VERSION, RedisJournal
+from agents_reconcile._backends.redis.layout import INTENTS, unpacked_row
 from agents_reconcile._core.effect_records import Effect, EffectState
 from agents_reconcile._core.ownership import current_owner
 from agents_reconcile._core.records import Action
@@ -149,20 +150,93 @@ async def test_the_count_an_intent_was_opened_at_goes_with_it(
     record() has none, and answers a retried opening with 0."""
     journal = worker()
     owner = current_owner()
-    key = session_key(prefix, "session-a", "fence")
+    key = session_key(prefix, "session-a", INTENTS)
     await journal.count_write("session-a", BACKEND)
     await journal.open_intent(make_intent("i-1"), state=IntentState.IN_FLIGHT, owner=owner)
-    assert await raw.hget(key, "i-1") == b"1"
+    row = unpacked_row(await raw.hget(key, "i-1"))
+    assert row is not None and row["fence"] == "1"
     await journal.discard("i-1")
     assert await raw.exists(key) == 0
 
     await journal.record(make_intent("i-2"), state=IntentState.IN_FLIGHT, owner=owner)
-    assert not await raw.hexists(key, "i-2")
+    row = unpacked_row(await raw.hget(key, "i-2"))
+    assert row is not None and row["fence"] == ""
     again = await journal.open_intent(make_intent("i-2"), state=IntentState.IN_FLIGHT, owner=owner)
     assert again == Opened(recorded=True, write_count=0)
 
 
+async def test_intents_created_at_one_instant_are_listed_in_the_byte_order_of_their_ids(
+    worker: Any,
+) -> None:
+    """A session's unresolved intents are kept in one hash and sorted when read: by creation
+    time, then by id in byte order (as a sorted set orders equal scores), whatever the
+    server's locale."""
+    journal = worker()
+    ids = ["b", "\u00e9", "B", "a", "_", "ab"]
+    for ident in ids:
+        intent = make_intent(ident, created_at=5.0)
+        await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
+    await journal.record(
+        make_intent("first", created_at=4.0), state=IntentState.FAILED, owner=current_owner()
+    )
+    listed = [entry.intent.intent_id for entry in await journal.pending("session-a")]
+    assert listed == ["first", *sorted(ids, key=lambda ident: ident.encode())]
+
+
 # -- schema version --------------------------------------------------------------------------
+
+
+async def as_layout_3(raw: aioredis.Redis, prefix: str) -> None:
+    """A journal as layout 3 left it (never released): an intent of session ``old`` held in
+    flight, kept as a hash per field of it under the session's tag, with its index entry, its
+    listing member and the session's count."""
+    intent = make_intent("i-old", session_id="old")
+    owner = str(current_owner())
+    await raw.set(f"{prefix}:schema", 3)
+    await raw.hset(f"{prefix}:index", "i-old", "old")
+    await raw.zadd(f"{prefix}:listing", {b"old\x00i-old": 0})
+    await raw.zadd(session_key(prefix, "old", "open"), {"i-old": intent.created_at})
+    for name, value in (
+        ("record", intent.encode()),
+        ("backend", str(intent.backend)),
+        ("state", IntentState.IN_FLIGHT.value),
+        ("owner", owner),
+        ("updated", repr(intent.created_at)),
+        ("fence", "1"),
+    ):
+        await raw.hset(session_key(prefix, "old", name), "i-old", value)
+    await raw.hset(session_key(prefix, "old", "write_count"), mapping={str(BACKEND): 2, "": 1.0})
+
+
+async def test_a_journal_of_an_older_layout_is_refused_saying_what_to_do(
+    worker: Any, raw: aioredis.Redis, prefix: str
+) -> None:
+    """A journal laid out before this release's layout (a hash per field of an intent, never
+    released) is refused, never upgraded nor written: a write, a read, migrate() and check()
+    each say which version it holds, that no release wrote it and what to do; drop() deletes
+    every key of it."""
+    await as_layout_3(raw, prefix)
+    before = {key: await raw.dump(key) async for key in raw.scan_iter(match=f"{prefix}:*")}
+    journal = worker()
+    said = "journal schema version 3, a layout from before this release's 4 that no release wrote"
+    owner = current_owner()
+    with pytest.raises(JournalCorrupt, match=said) as refused:
+        await journal.open_intent(
+            make_intent("i-new", session_id="old"), state=IntentState.IN_FLIGHT, owner=owner
+        )
+    assert "drop()" in str(refused.value) and "another prefix" in str(refused.value)
+    with pytest.raises(JournalCorrupt, match=said):
+        await journal.pending("old")
+    with pytest.raises(JournalCorrupt, match=said):
+        await journal.migrate()
+    found = await journal.check()
+    assert found is not None and said in found
+    assert await journal.schema_version() == 3
+    assert {key: await raw.dump(key) async for key in raw.scan_iter(match=f"{prefix}:*")} == before
+
+    assert await journal.drop() == len(before)
+    assert [key async for key in raw.scan_iter(match=f"{prefix}:*")] == []
+    assert await journal.migrate() == [SCHEMA.applied(n) for n in range(1, SCHEMA_VERSION + 1)]
 
 
 async def test_a_running_worker_refuses_to_write_once_the_schema_is_newer(

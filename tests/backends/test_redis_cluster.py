@@ -35,7 +35,12 @@ from agents_reconcile._core.ownership import current_owner
 from agents_reconcile._core.records import Action
 from agents_reconcile._core.retention import Retention
 from agents_reconcile._session.config import ReconcileConfig
-from agents_reconcile.errors import ConfigurationError, IntentConflict, JournalUnavailable
+from agents_reconcile.errors import (
+    ConfigurationError,
+    IntentConflict,
+    JournalCorrupt,
+    JournalUnavailable,
+)
 
 from ..support.journal_support import BACKEND, make_decision, make_effect, make_intent
 from ..support.servers import own_cluster, server_url
@@ -359,6 +364,31 @@ async def test_pruned_counts_raise_every_buckets_floor(journal: RedisClusterJour
     assert await journal.write_count("idle", BACKEND) == 4
     assert await journal.write_count(stranger, BACKEND) == 4
     assert await journal.count_write(stranger, BACKEND) == 5
+
+
+async def test_a_cluster_journal_of_an_older_layout_is_refused_saying_what_to_do(
+    journal: RedisClusterJournal, cluster: RedisCluster
+) -> None:
+    """A bucket holding layout 3 (a hash per field of an intent, never released) has the
+    journal refused, saying so and what to do, by a write in that bucket, by migrate() and by
+    check(); nothing is written there."""
+    layout = journal._layout
+    bucket = layout.of("old")
+    await cluster.set(bucket.version_key, 3)
+    await cluster.hset(layout.session("old")[0].replace(b":intents", b":record"), "i-old", "{}")
+    said = "journal schema version 3, a layout from before this release's 4 that no release wrote"
+    with pytest.raises(JournalCorrupt, match=said):
+        await journal.open_intent(
+            make_intent("i-new", session_id="old"),
+            state=IntentState.IN_FLIGHT,
+            owner=current_owner(),
+        )
+    with pytest.raises(JournalCorrupt, match=said):
+        await journal.migrate()
+    found = await journal.check()
+    assert found is not None and said in found
+    assert await cluster.get(bucket.version_key) == b"3"
+    assert await cluster.exists(layout.session("old")[0]) == 0
 
 
 # -- addresses ---------------------------------------------------------------------------------

@@ -1,9 +1,9 @@
-"""Pruning the Redis journal, looked at behind its back: a journal of layout 1 upgraded keeps
-its counts and ages them from the upgrade, the floor is a key of its own that a new journal
-object reads, every script that counts a write stamps the count, pruning removes what it
-prunes from every key that held it, a write or an opening that comes between finding what is
-due and removing it keeps what it needs, and a limit resumes where the last call stopped. What
-every pruning journal does is in the conformance contracts (``test_conformance.py -k prun``)."""
+"""Pruning the Redis journal, looked at behind its back: the floor is a key of its own that a
+new journal object reads, every script that counts a write stamps the count, pruning removes
+what it prunes from every key that held it, a write or an opening that comes between finding
+what is due and removing it keeps what it needs, and a limit resumes where the last call
+stopped. What every pruning journal does is in the conformance contracts
+(``test_conformance.py -k prun``)."""
 
 from __future__ import annotations
 
@@ -22,7 +22,8 @@ from blake3 import blake3
 from agents_reconcile import ReconcileConfig, ReconcilingSession
 from agents_reconcile._backends.aside import RawIntent, SetAside
 from agents_reconcile._backends.journal import IntentState
-from agents_reconcile._backends.redis.journal import SCHEMA, SCHEMA_VERSION, RedisJournal
+from agents_reconcile._backends.redis.journal import RedisJournal
+from agents_reconcile._backends.redis.layout import INTENTS, unpacked_row
 from agents_reconcile._core.ownership import current_owner
 from agents_reconcile._core.records import Action, BackendIdentity
 from agents_reconcile._core.retention import Retention
@@ -114,105 +115,10 @@ def before_script(
     return ran
 
 
-# -- the upgrade from layout 1 ---------------------------------------------------------------
-
-
-async def as_layout_1(raw: aioredis.Redis, prefix: str) -> None:
-    """The journal's keys as layout 1 left them: version 1, no stamps, no floor, no listing."""
-    async for key in raw.scan_iter(match=f"{prefix}:*"):
-        if key.endswith((b":floor", b":upgraded", b":listing")):
-            await raw.delete(key)
-        elif key.endswith(b":write_count"):
-            await raw.hdel(key, STAMP)
-    await raw.set(f"{prefix}:schema", 1)
-
-
 async def age(raw: aioredis.Redis, prefix: str, session_id: str, seconds: float) -> None:
     """Stamps the session's counts ``seconds`` before the server's time."""
     counts = session_key(prefix, session_id, "write_count")
     await raw.hset(counts, STAMP, repr(await server_time(raw) - seconds))
-
-
-async def test_a_layout_1_journal_upgraded_keeps_its_counts_aged_from_the_upgrade(
-    worker: Any, raw: aioredis.Redis, prefix: str
-) -> None:
-    """migrate() moves a journal of layout 1 to 2: its counts stay, and a count without a stamp
-    is aged from the upgrade (the time kept under ``upgraded``), so an hour's retention keeps it
-    and a retention of nothing lets it go."""
-    journal = worker()
-    for _ in range(3):
-        await journal.count_write("old", BACKEND)
-    busy = make_intent("i-1", session_id="busy")
-    await journal.record(busy, state=IntentState.FAILED, owner=current_owner())
-    await as_layout_1(raw, prefix)
-
-    upgrading = worker()
-    assert await upgrading.check() is not None
-    before = await server_time(raw)
-    assert await upgrading.migrate() == [SCHEMA.applied(2), SCHEMA.applied(3)]
-    assert await raw.get(f"{prefix}:schema") == str(SCHEMA_VERSION).encode()
-    upgraded = float(await raw.get(f"{prefix}:upgraded"))
-    assert before <= upgraded <= await server_time(raw)
-    assert not await raw.hexists(session_key(prefix, "old", "write_count"), STAMP)
-    assert await upgrading.write_count("old", BACKEND) == 3
-    assert await upgrading.migrate() == []
-
-    assert (await upgrading.retention.prune(IDLE_HOUR)).write_counts == 0
-    due = await upgrading.retention.prune(IDLE_NOW, dry_run=True)
-    assert due.write_counts == 1  # "old"; "busy" has an unresolved intent
-    assert await upgrading.write_count("old", BACKEND) == 3
-
-
-async def test_a_layout_2_journal_upgraded_lists_every_pending_intent_once(
-    worker: Any, raw: aioredis.Redis, prefix: str
-) -> None:
-    """migrate() moves a journal of layout 2 to 3: every unresolved intent of the index goes
-    into the listing that pages read, session ids holding bytes 0 and 1 included, and
-    settling one takes it out again."""
-    journal = worker()
-    sessions = ["a", "a\x00b", "a\x01", "a\x01\x01", "z"]
-    made = [make_intent(f"i-{n}", session_id=session) for n, session in enumerate(sessions)]
-    for intent in made:
-        await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
-    await raw.delete(f"{prefix}:listing")
-    await raw.set(f"{prefix}:schema", 2)
-
-    upgrading = worker()
-    assert await upgrading.check() is not None
-    assert await upgrading.migrate() == [SCHEMA.applied(3)]
-    assert await raw.zcard(f"{prefix}:listing") == len(made)
-    listed, after = [], None
-    while True:
-        page = await upgrading.pages.intents(limit=1, after=after)
-        listed += [(row.intent.session_id, row.intent.intent_id) for row in page.rows]
-        if page.after is None:
-            break
-        after = page.after
-    assert sorted(listed) == sorted((i.session_id, i.intent_id) for i in made)
-    await upgrading.settle(make_decision(made[1]))
-    assert await raw.zcard(f"{prefix}:listing") == len(made) - 1
-    page = await upgrading.pages.intents(limit=10)
-    assert "i-1" not in [row.intent.intent_id for row in page.rows]
-
-
-@pytest.mark.parametrize("first", ["write", "read"])
-async def test_a_layout_1_journal_is_upgraded_on_first_use(
-    worker: Any, raw: aioredis.Redis, prefix: str, first: str
-) -> None:
-    """A journal object's first call on a journal of layout 1, a writing script or a read,
-    upgrades it as migrate() does, and the call goes through."""
-    journal = worker()
-    await journal.count_write("s", BACKEND)
-    await as_layout_1(raw, prefix)
-    using = worker()
-    if first == "write":
-        assert await using.count_write("s", BACKEND) == 2
-        stamp = await raw.hget(session_key(prefix, "s", "write_count"), STAMP)
-        assert stamp is not None and float(stamp) > 0
-    else:
-        assert await using.write_count("s", BACKEND) == 1
-    assert await raw.get(f"{prefix}:schema") == str(SCHEMA_VERSION).encode()
-    assert await raw.exists(f"{prefix}:upgraded") == 1
 
 
 # -- the floor and the stamps ----------------------------------------------------------------
@@ -238,7 +144,8 @@ async def test_the_floor_is_a_key_a_new_journal_object_reads(
         make_intent("i-1", session_id="fresh"), state=IntentState.IN_FLIGHT, owner=current_owner()
     )
     assert opened.recorded and opened.write_count == 5
-    assert await raw.hget(session_key(prefix, "fresh", "fence"), "i-1") == b"5"
+    row = unpacked_row(await raw.hget(session_key(prefix, "fresh", INTENTS), "i-1"))
+    assert row is not None and row["fence"] == "5"
 
 
 async def test_every_script_that_counts_a_write_stamps_it(

@@ -170,11 +170,22 @@ class RedisStorage(Storage):
         await self._run("SET", f"{self.space}:{self._KEYS[component]}", version)
 
     async def intent_record(self, session_id: str, intent_id: str) -> bytes:
-        found: bytes = await self._run("HGET", self._record_key(session_id), intent_id)
-        return found
+        from agents_reconcile._backends.redis.layout import INTENTS, unpacked_row
+
+        found = unpacked_row(
+            await self._run("HGET", self._record_key(session_id, INTENTS), intent_id)
+        )
+        assert found is not None
+        record: bytes = found["record"]
+        return record
 
     async def replace_intent_record(self, session_id: str, intent_id: str, record: bytes) -> None:
-        await self._run("HSET", self._record_key(session_id), intent_id, record)
+        from agents_reconcile._backends.redis.layout import INTENTS, packed_row, unpacked_row
+
+        key = self._record_key(session_id, INTENTS)
+        found = unpacked_row(await self._run("HGET", key, intent_id))
+        assert found is not None
+        await self._run("HSET", key, intent_id, packed_row(**{**found, "record": record}))
 
     async def effect_record(self, session_id: str, key: str) -> bytes:
         found: bytes = await self._run("HGET", self._record_key(session_id, "effect_record"), key)

@@ -20,9 +20,7 @@ holding the intent and the call is made again there.
 
 Keys, each under ``{prefix}:`` (``layout.py`` builds their names)::
 
-    schema            string   layout version (3); refused when not this release's
-    upgraded          string   when layout 1 was upgraded to 2: the time a session's counts
-                               without a stamp were last raised at the latest
+    schema            string   layout version (4); refused when not this release's
     floor             string   the highest write count pruned: a session without a count
                                reads as it (absent: 0)
     index             hash     unresolved intent id -> its session id
@@ -35,29 +33,35 @@ Keys, each under ``{prefix}:`` (``layout.py`` builds their names)::
     decision          hash     decision number -> encoded decision
     effect_index      hash     effect key -> its session id
     effect_started    zset     keys of effects started and without a receipt, by begin time
-    {T}:open          zset     the session's unresolved intent ids, scored by created_at
-    {T}:record        hash     intent id -> encoded intent
-    {T}:backend       hash     intent id -> backend identity
-    {T}:state         hash     intent id -> state
-    {T}:owner         hash     intent id -> owner
-    {T}:updated       hash     intent id -> when state or owner last changed
+    {T}:intents       hash     intent id -> the unresolved intent's row (``layout.ROW``): its
+                               state, fencing token (the session's write count when it was
+                               opened; raised by each claim), when its state or owner last
+                               changed, created_at, backend identity, owner and encoded intent,
+                               in one value
     {T}:write_count   hash     backend identity -> the session's write count; and '' (no
                                backend identity is empty) -> when one was last raised, on the
                                server's clock: the session's idle time, for pruning
     {T}:decisions     list     the session's decisions' numbers, oldest first
-    {T}:fence         hash     intent id -> its fencing token (the session's write count when it
-                               was opened; raised by each claim)
     {T}:effect_order  list     the session's effect keys, oldest first
     {T}:effect_record hash     effect key -> encoded effect
     {T}:effect_state  hash     effect key -> state (started, done)
     {T}:effect_owner  hash     effect key -> owner
     {T}:effect_updated hash    effect key -> when state, owner or record last changed
 
-``T`` is the session's hash tag; the id itself is kept in ``index``.
+``T`` is the session's hash tag; the id itself is kept in ``index``. A session's unresolved
+intents are few (one per backend at most, while no operator is needed): a script reads them
+all with one ``HGETALL``, and sorts them by ``created_at``, then id.
+
+The cost of an append (``open_intent``, the previous intent of the session cleared in the same
+script): one round trip, a script of about a dozen commands: the version read, the session's
+intents read, the cleared one's row, listing member and index entry removed, the count read,
+the id looked up in ``index`` and ``settled``, the new row, index entry and listing member
+written, the server's time read and the count written with its stamp.
 
 The layout version is only a number: ``migrate`` (and the first use of a journal object, a
-read or a write) stores it in an empty journal and upgrades one of layout 1 or 2
-(``link.py``), and a journal holding any other version is refused.
+read or a write) stores it in an empty journal (``link.py``), and a journal holding any other
+version is refused; one of the layouts before 4 (a hash per field of an intent, never
+released) is refused as such, with what to do.
 
 An address may ask every writing script to wait for replicas (``?replicas=N``): the script is
 then sent once, and ``WAIT`` follows it on the same connection (``replicas.py``).
@@ -412,9 +416,9 @@ class RedisJournal:
     # -- the schema ------------------------------------------------------------------------
 
     async def migrate(self) -> list[str]:
-        """Store the schema version if the journal has none, or upgrade an older one; returns
-        the steps applied (none when the journal is current). Any other version, newer or
-        unreadable, raises ``JournalCorrupt`` and is left as it is."""
+        """Store the schema version if the journal has none; returns the steps applied (none
+        when the journal is current). Any other version, newer, older (a layout no release
+        wrote) or unreadable, raises ``JournalCorrupt`` and is left as it is."""
         return await self._link.migrate()
 
     async def check(self) -> str | None:

@@ -17,7 +17,7 @@ session's hash tag.
 from __future__ import annotations
 
 import re
-from typing import Final, Protocol
+from typing import Any, Final, Protocol
 
 from blake3 import blake3
 
@@ -30,7 +30,10 @@ __all__ = [
     "EFFECT_KEYS",
     "EFFECT_STARTED",
     "GLOBAL_KEYS",
+    "INTENTS",
     "LISTING",
+    "RETIRED",
+    "ROW",
     "SESSION_KEYS",
     "STAMP",
     "UPGRADED",
@@ -38,7 +41,9 @@ __all__ = [
     "JournalKeys",
     "KeyLayout",
     "listed",
+    "packed_row",
     "unlisted",
+    "unpacked_row",
 ]
 
 GLOBAL_KEYS: Final = (
@@ -55,17 +60,21 @@ GLOBAL_KEYS: Final = (
 LISTING: Final = "listing"
 """A sorted set, every score 0: each unresolved intent as ``listed(session, id)``, so that a
 page of all of them is one ``ZRANGEBYLEX`` from the cursor on, however many there are."""
-SESSION_KEYS: Final = (
-    "open",
-    "record",
-    "backend",
-    "state",
-    "owner",
-    "updated",
-    "write_count",
-    "decisions",
-    "fence",
-)
+INTENTS: Final = "intents"
+"""The session key holding its unresolved intents: a hash from intent id to the intent's row,
+all of it in one value (``ROW``), so that opening an intent is one ``HSET`` and removing it one
+``HDEL``."""
+SESSION_KEYS: Final = (INTENTS, "write_count", "decisions")
+ROW: Final = re.compile(rb"(\S*) (\S*) (\S*) (\S*) ([0-9]+) ([0-9]+)\n")
+"""The header of an intent's row in ``intents`` (``packed`` in ``prelude.lua``): its state, its
+fencing token (empty for an intent ``record`` stored), when its state or owner last changed
+(the server's clock), its ``created_at``, then how many bytes its backend identity and its
+owner take; after the line, the backend identity, the owner and the encoded intent, back to
+back."""
+RETIRED: Final = ("open", "record", "backend", "state", "owner", "updated", "fence")
+"""The session keys of the layouts before 4 (one hash per field of an intent): never written
+now, but still this journal's keys, so that ``drop`` deletes a journal of such a layout, which
+is refused."""
 EFFECT_INDEX: Final = "effect_index"
 """A hash: effect key -> the session it belongs to (``effects.get(key)`` has only the key)."""
 EFFECT_STARTED: Final = "effect_started"
@@ -95,11 +104,40 @@ SEALING: Final = "sealing"
 """A set: the ids of the payload keys this journal's records were ever sealed under (the
 journal's mark that it is sealed, kept when no sealed record is left)."""
 UPGRADED: Final = "upgraded"
-"""A string: when the journal was moved from layout 1 to 2 (the server's clock). Counts from
-before carry no stamp: this time stands for it, so they are aged from the upgrade, never from
-the epoch."""
+"""A key of the layouts before 4 (when one of layout 1 was moved to 2): never written now, still
+this journal's for ``drop``."""
 _SESSIONS_KEPT: Final = 1024
 _HOMES_KEPT: Final = 4096
+
+
+def packed_row(
+    *, state: str, fence: str, updated: str, created: str, backend: str, owner: str, record: bytes
+) -> bytes:
+    """An intent's row as ``intents`` holds it (``ROW``; ``packed`` in ``prelude.lua``)."""
+    head = f"{state} {fence} {updated} {created} "
+    parts = (backend.encode("utf-8", "surrogatepass"), owner.encode("utf-8", "surrogatepass"))
+    return b"%s%d %d\n%s%s%s" % (head.encode(), len(parts[0]), len(parts[1]), *parts, record)
+
+
+def unpacked_row(value: bytes) -> dict[str, Any] | None:
+    """The parts of a row ``intents`` holds (``packed_row`` undone): ``state``, ``fence``,
+    ``updated``, ``created``, ``backend`` and ``owner`` as text, ``record`` as bytes; None when
+    ``value`` is not a row."""
+    found = ROW.match(value)
+    if found is None:
+        return None
+    state, fence, updated, created, backend, owner = found.groups()
+    owner_at = found.end() + int(backend)
+    record_at = owner_at + int(owner)
+    return {
+        "state": state.decode(),
+        "fence": fence.decode(),
+        "updated": updated.decode(),
+        "created": created.decode(),
+        "backend": value[found.end() : owner_at].decode("utf-8", "surrogatepass"),
+        "owner": value[owner_at:record_at].decode("utf-8", "surrogatepass"),
+        "record": value[record_at:],
+    }
 
 
 def listed(session_id: str, intent_id: str) -> bytes:
@@ -286,7 +324,7 @@ class JournalKeys:
                     (*GLOBAL_KEYS, EFFECT_INDEX, EFFECT_STARTED, UPGRADED, SEALING, *ASIDE_KEYS)
                 ).encode()
                 + rb")|\{[0-9a-f]{32}\}:(?:"
-                + "|".join((*SESSION_KEYS, *EFFECT_KEYS)).encode()
+                + "|".join((*SESSION_KEYS, *RETIRED, *EFFECT_KEYS)).encode()
                 + rb"))",
             )
         return pattern.fullmatch(key) is not None

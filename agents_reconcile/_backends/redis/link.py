@@ -5,9 +5,8 @@ once. The journal and each of its components speak through it, over one key layo
 
 A script is one command (``wire.run``: its bytes made in one pass, on a connection kept for
 the scripts). A writing script checks the layout version itself, so only reads check it first,
-once per journal object; one refused for an older layout has the journal upgraded and runs
-again. With the replica wait (``replicas.py``) a writing script is sent once and ``WAIT``
-follows it on the same connection. Every driver error becomes the journal's own
+once per journal object. With the replica wait (``replicas.py``) a writing script is sent once
+and ``WAIT`` follows it on the same connection. Every driver error becomes the journal's own
 (``replies.translate``), here and nowhere else: ``JournalUnavailable``, ``JournalCorrupt`` or
 a schema refusal. A connection torn down under the client (a cluster's failover closing a
 node's connections while a command is on its way: the driver's ``AttributeError``, its
@@ -15,19 +14,17 @@ node's connections while a command is on its way: the driver's ``AttributeError`
 moving) is ``JournalUnavailable``, which the wrapper's journal calls retry (every operation
 of the journal is safe to run again after a lost reply) and then report.
 
-The layout version. A step leaves only its number under the version key, and what it needs of
-the data that is there: step 2 (``0002_retention``: counts stamped when raised, a floor for
-pruned ones) keeps the time of the upgrade under ``upgraded``, which stands for the stamp of
-every count raised before it; step 3 (``0003_listing``: unresolved intents listed in byte
-order, so that a page of them costs the same however many there are) puts every intent of the
-index in ``listing``, in the one script. ``migrate`` and the first use of a journal object (a
-read checks first; a writing script refused for an older version has the journal upgraded and
-runs again, having run nothing) store the version in an empty journal and upgrade an older
-one, in one script per bucket (``scripts/migrate.lua``); any other version is refused, before
-anything touches it. On a cluster every bucket keeps its own (a bucket gets it with its first
-write, as a server does): ``check`` and ``schema_version`` read them all at once and report
-the worst (unreadable, then newer, then the oldest), and the first use stores the version
-where it is missing once none is newer or unreadable.
+The layout version. A step leaves only its number under the version key. ``migrate`` and the
+first use of a journal object (a read checks first; a writing script refuses any other version
+before it runs anything) store the version in an empty journal, in one script per bucket
+(``scripts/schema_version.lua``); any other version is refused, before anything touches it.
+Layout 4 (``0004_intent_rows``) keeps each unresolved intent as one row of its session's
+``intents`` (``layout.ROW``) where the layouts before it kept a hash per field of an intent:
+those were never released, so a journal of one is refused as such (``RetiringSchema``), with
+what to do, never upgraded. On a cluster every bucket keeps its own version (a bucket gets it
+with its first write, as a server does): ``check`` and ``schema_version`` read them all at once
+and report the worst (unreadable, then newer, then the oldest), and the first use stores the
+version where it is missing once none is newer, older or unreadable.
 """
 
 from __future__ import annotations
@@ -36,9 +33,8 @@ import asyncio
 import functools
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import Any, Final
-
-from redis import exceptions as redis_errors
 
 from ...errors import JournalCorrupt
 from ..connections import Connections
@@ -47,41 +43,46 @@ from ..redaction import Redacted
 from ..schema import Schema
 from . import replies, wire
 from .backend import VersionKey, server_of
-from .layout import LISTING, UPGRADED, JournalKeys, KeyLayout
+from .layout import KeyLayout
 from .nodes import each_primary, run_all, scan, scan_keys, scripts_all
 from .nodes import send_once as cluster_send_once
 from .replicas import ReplicaWait
 
-__all__ = ["SCHEMA", "SCHEMA_VERSION", "VERSION", "RedisLink", "migrate_keys"]
+__all__ = ["SCHEMA", "SCHEMA_VERSION", "VERSION", "RedisLink", "RetiringSchema"]
 
-SCHEMA: Final = Schema(
-    "journal", ("0001_initial", "0002_retention", "0003_listing"), JournalCorrupt
+
+@dataclass(frozen=True)
+class RetiringSchema(Schema):
+    """A schema whose versions up to ``retired`` were laid out in a way no release wrote: a
+    journal holding one is refused as such, with what to do, never upgraded."""
+
+    retired: int = 0
+
+    def problem(self, where: str, found: int | None) -> str | None:
+        if found is not None and 0 < found <= self.retired:
+            return (
+                f"{where} has {self.noun} version {found}, a layout from before this release's "
+                f"{self.version} that no release wrote (each intent kept as a hash per field); "
+                "this release neither reads nor upgrades it: delete the journal's keys "
+                "(RedisJournal.drop()) or give it another prefix"
+            )
+        return super().problem(where, found)
+
+
+SCHEMA: Final = RetiringSchema(
+    "journal",
+    ("0001_initial", "0002_retention", "0003_listing", "0004_intent_rows"),
+    JournalCorrupt,
+    retired=3,
 )
-"""The journal's layout steps, oldest first."""
+"""The journal's layout steps, oldest first; layouts 1 to 3 are refused (``retired``)."""
 SCHEMA_VERSION: Final = SCHEMA.version
 VERSION: Final = str(SCHEMA_VERSION).encode()
 """The version every writing script is given (it refuses a journal holding another)."""
-_MIGRATE: Final = LuaScript("agents_reconcile._backends.redis", "scripts", "migrate")
+_STORE_VERSION: Final = LuaScript("agents_reconcile._backends.redis", "scripts", "schema_version")
 _ERRORS: Final = replies.DRIVER_ERRORS
 """What the driver raises (``replies.DRIVER_ERRORS``); an ``AttributeError`` or ``IndexError``
 is the driver's only when ``replies.is_driver_error`` says so, and raised as it is otherwise."""
-
-
-def migrate_keys(layout: JournalKeys) -> list[str]:
-    """``migrate.lua``'s keys in ``layout`` (one bucket): the version, the upgrade time, the
-    index, the listing."""
-    names = layout.names
-    return [layout.version_key, names[UPGRADED], names["index"], names[LISTING]]
-
-
-def _older_refused(error: Exception) -> bool:
-    """Whether ``error`` is a writing script's refusal of an older layout version (one this
-    release upgrades: the script ran nothing)."""
-    text = str(error)
-    if replies.SCHEMA_REFUSAL not in text:
-        return False
-    found = text.split(replies.SCHEMA_REFUSAL, 1)[1].strip()
-    return found.isdigit() and 0 < int(found) < SCHEMA_VERSION
 
 
 class RedisLink:
@@ -163,11 +164,7 @@ class RedisLink:
                 self._scripted = (client, asyncio.get_running_loop())
             script = self.scripts[name]
             waiting = self.wait is not None and not read_only
-            try:
-                reply: object = await self._sent(client, script, keys, args, waiting)
-            except redis_errors.ResponseError as exc:
-                await self._refused(exc, client)
-                reply = await self._sent(client, script, keys, args, waiting)
+            reply: object = await self._sent(client, script, keys, args, waiting)
         if not read_only:
             self.schema_checked = True
         return reply
@@ -262,32 +259,33 @@ class RedisLink:
     # -- the layout version -----------------------------------------------------------------
 
     async def ensure_schema(self, send: Send) -> list[str]:
-        """Store the layout version where it is missing and upgrade an older one (every
-        bucket's); refuse a newer or unreadable one before writing anything. The steps
+        """Store the layout version where it is missing (every bucket's); refuse any other
+        than this release's, newer, older or unreadable, before writing anything. The steps
         applied."""
         buckets = self.layout.buckets()
+        version = [str(SCHEMA_VERSION)]
         if len(buckets) == 1:
             [bucket] = buckets
-            reply = await _MIGRATE.run(send, migrate_keys(bucket), [str(SCHEMA_VERSION)])
+            reply = await _STORE_VERSION.run(send, [bucket.version_key], version)
             word, parts = replies.status(reply, "migrate")
             if word == "created" and len(parts) == 1:
                 lowest = 0
-            elif word in ("upgraded", "found") and len(parts) == 2:
+            elif word == "found" and len(parts) == 2:
                 lowest = self.version.parse(parts[1])
-                if word == "found":
-                    SCHEMA.refuse(self.version.where, lowest)
+                SCHEMA.refuse(self.version.where, lowest)
             else:
                 raise SCHEMA.unreadable(f"{self.version.where}: {self.version.key}", reply)
         else:
             found = await self._versions()
             present = [version for version in found if version is not None]
-            if any(version > SCHEMA_VERSION for version in present):
-                SCHEMA.refuse(self.version.where, max(present))
+            for worst in (max(present, default=None), min(present, default=None)):
+                if worst is not None:
+                    SCHEMA.refuse(self.version.where, worst)
             lowest = min(present, default=0) if len(present) == len(buckets) else 0
             calls = [
-                (_MIGRATE, migrate_keys(bucket), [str(SCHEMA_VERSION)])
+                (_STORE_VERSION, [bucket.version_key], version)
                 for number, bucket in enumerate(buckets)
-                if found[number] != SCHEMA_VERSION
+                if found[number] is None
             ]
             if calls:
                 await scripts_all(await self.connections.get(), calls)
@@ -304,18 +302,10 @@ class RedisLink:
             for key, value in zip(keys, raw, strict=True)
         ]
 
-    async def _refused(self, error: redis_errors.ResponseError, client: Any) -> None:
-        """After a script answered ``error``: a writing script refuses a journal of an older
-        layout before it runs anything, so the journal is upgraded then, as on first use, for
-        the script to be sent again; any other error is raised as it is."""
-        if not _older_refused(error):
-            raise error
-        await self.ensure_schema(client.execute_command)
-
     async def migrate(self) -> list[str]:
-        """Store the schema version where the journal has none, or upgrade an older one;
-        returns the steps applied (none when current). Any other version, newer or unreadable,
-        raises ``JournalCorrupt`` and nothing is written."""
+        """Store the schema version where the journal has none; returns the steps applied
+        (none when current). Any other version, newer, older or unreadable, raises
+        ``JournalCorrupt`` and nothing is written."""
         with self.translated("migrate"):
             return await self.ensure_schema(await self.send())
 

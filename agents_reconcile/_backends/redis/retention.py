@@ -4,8 +4,7 @@
 Every script that raises a count stamps the session's counts with the server's time
 (``raise_count`` in ``scripts/prelude.lua``: the field ``layout.STAMP`` of ``{T}:write_count``,
 under the session's hash tag); a session without a count reads as the floor (``floor``, the
-highest count pruned), and its next write counts one above it. Counts from before layout 2
-carry no stamp: the time of the upgrade (``upgraded``) stands for it.
+highest count pruned), and its next write counts one above it.
 
 Each kind is found, then removed by a script that checks the rule again as it removes (a
 session counted, an intent opened or a decision replaced since it was found keeps what it
@@ -68,8 +67,8 @@ from .layout import (
     ASIDE_KEYS,
     EFFECT_INDEX,
     EFFECT_KEYS,
+    INTENTS,
     SESSION_KEYS,
-    UPGRADED,
     JournalKeys,
     KeyLayout,
 )
@@ -95,7 +94,7 @@ _SCAN_STEP: Final = 1000
 """The ``COUNT`` of each ``SCAN`` and ``HSCAN`` of a sweep."""
 _EFFECT_AT: Final = -len(EFFECT_KEYS)
 """Where a session's own keys begin in ``JournalKeys.effects``."""
-_OPEN_AT: Final = SESSION_KEYS.index("open")
+_INTENTS_AT: Final = SESSION_KEYS.index(INTENTS)
 """Where a session's unresolved intents are in ``JournalKeys.session``."""
 
 
@@ -415,12 +414,6 @@ class RedisRetention:
         if state.nodes != names:
             state = NodeSweep(names)
         pattern = layout.counts_pattern()
-        # Counts from before layout 2 carry no stamp: the upgrade's time stands for it (a
-        # bucket never of layout 1 has none).
-        upgraded = await self._link.every_bucket("prune", "GET", UPGRADED)
-        stamps = [
-            b"" if found is None else replies.blob(found, "the upgrade time") for found in upgraded
-        ]
         removed = size = examined = 0
         while state.at < len(primaries) and (limit is None or examined < limit):
             node = primaries[state.at][1]
@@ -440,7 +433,6 @@ class RedisRetention:
                 args: list[str | bytes] = [
                     VERSION,
                     repr(seconds),
-                    stamps[number],
                     "1" if dry_run else "0",
                 ]
                 gone, freed = _removed(
@@ -478,8 +470,8 @@ class RedisRetention:
 
 def receipt_keys(layout: JournalKeys, session_id: str) -> list[bytes]:
     """A session's keys as ``prune_receipts.lua`` takes them: its effect keys, then its
-    unresolved intents (``open``: a receipt of a session with one stays)."""
-    return [*layout.effects(session_id)[_EFFECT_AT:], layout.session(session_id)[_OPEN_AT]]
+    unresolved intents (``intents``: a receipt of a session with one stays)."""
+    return [*layout.effects(session_id)[_EFFECT_AT:], layout.session(session_id)[_INTENTS_AT]]
 
 
 async def _next(

@@ -3,11 +3,11 @@ of its own under one hash tag.
 
 A script may touch only keys of one slot. A session's keys already share one (its hash tag);
 the journal's global keys (``layout.GLOBAL_KEYS``, the effect index and started effects, the
-set-aside keys, the upgrade time) are touched by the same scripts, so each bucket keeps its own
+set-aside keys) are touched by the same scripts, so each bucket keeps its own
 copy of them beside the keys of the sessions in it: bucket ``N`` is everything under
 ``<prefix>:{bNNN}``, laid out exactly as a journal on one server under that prefix
 (``JournalKeys.within``), e.g. ``<prefix>:{b017}:index`` and
-``<prefix>:{b017}:{<32-hex session tag>}:record``. A key's slot is that of its first hash tag,
+``<prefix>:{b017}:{<32-hex session tag>}:intents``. A key's slot is that of its first hash tag,
 ``bNNN``: a bucket is one slot. A session's bucket is the first byte of the blake3 digest of its
 id (the same digest its own tag is cut from), so every script of the journal runs unchanged,
 given the bucket's global keys where it would be given the journal's.
@@ -31,6 +31,7 @@ from ..layout import (
     EFFECT_KEYS,
     EFFECT_STARTED,
     GLOBAL_KEYS,
+    RETIRED,
     SEALING,
     SESSION_KEYS,
     UPGRADED,
@@ -72,7 +73,7 @@ class BucketKeys(JournalKeys):
                 (*GLOBAL_KEYS, EFFECT_INDEX, EFFECT_STARTED, UPGRADED, CLAIMS, *ASIDE_KEYS)
             ).encode()
             + rb")|\{[0-9a-f]{32}\}:(?:"
-            + "|".join((*SESSION_KEYS, *EFFECT_KEYS)).encode()
+            + "|".join((*SESSION_KEYS, *RETIRED, *EFFECT_KEYS)).encode()
             + rb"))",
         )
 

@@ -10,22 +10,22 @@ if refusal then
   return refusal
 end
 local id = ARGV[2]
-local holder = redis.call('HGET', GLOBAL.index, id)
-if holder ~= ARGV[3] then
+local s = session_keys(SESSION_AT)
+local r = intent_of(s, id)
+if not r then
+  local holder = redis.call('HGET', GLOBAL.index, id)
   -- Marked settled where its session is (a settlement from another bucket marks it here too).
   if not holder and ARGV[4] == '1' and redis.call('SISMEMBER', GLOBAL.settled, id) == 1 then
     return {'lost'}
   end
   return moved(holder)
 end
-local s = session_keys(SESSION_AT)
-if ARGV[4] == '1' and (field(s.state, id) ~= 'in_flight' or field(s.owner, id) ~= ARGV[5]
-    or (ARGV[6] ~= '' and field(s.fence, id) ~= ARGV[6])) then
+if ARGV[4] == '1' and (r.state ~= 'in_flight' or r.owner ~= ARGV[5]
+    or (ARGV[6] ~= '' and r.fence ~= ARGV[6])) then
   return {'lost'}
 end
-local backend = redis.call('HGET', s.backend, id)
-remove_intent(s, id)
-if backend then
-  raise_count(s, backend)
+remove_intent(s, ARGV[3], id)
+if r.backend ~= '' then
+  raise_count(s, r.backend)
 end
 return 1

@@ -4,16 +4,16 @@
 -- the id is not this session's), for 'all' '1' when filtering by backend and that backend.
 local s = session_keys(SESSION_AT)
 if ARGV[2] == 'one' then
-  local id = ARGV[3]
-  if redis.call('HGET', GLOBAL.index, id) ~= ARGV[1] then
+  local r = intent_of(s, ARGV[3])
+  if not r then
     return {}
   end
-  return {intent_row(s, id)}
+  return {intent_row(ARGV[3], r)}
 end
 local rows = {}
-for _, id in ipairs(redis.call('ZRANGE', s.open, 0, -1)) do
-  if ARGV[3] ~= '1' or redis.call('HGET', s.backend, id) == ARGV[4] then
-    rows[#rows + 1] = intent_row(s, id)
+for _, r in ipairs(held(s)) do
+  if ARGV[3] ~= '1' or r.backend == ARGV[4] then
+    rows[#rows + 1] = intent_row(r.id, r)
   end
 end
 return rows

@@ -13,12 +13,17 @@
 -- {'head', write_count, head} or {'known', write_count, head} when the store refuses (in each,
 -- nothing recorded, nothing appended; the clearing of ARGV[11] stands); {'recorded', write_count, revision}
 -- when both were done.
-local s, write_count, answer = try_open()
+local opening, answer = try_open()
 if answer then
+  if opening then
+    finish_open(opening, false)
+  end
   return answer
 end
+local write_count = string.format('%d', opening.count)
 
-if ARGV[14] ~= '' and tonumber(write_count) > tonumber(ARGV[14]) then
+if ARGV[14] ~= '' and opening.count > tonumber(ARGV[14]) then
+  finish_open(opening, false)
   return {'stale_state', write_count, 0}
 end
 
@@ -28,16 +33,19 @@ local writes_key, ids_key = KEYS[store + 2], KEYS[store + 3]
 local id = ARGV[2]
 local head = tonumber(redis.call('GET', head_key) or '0')
 if head == nil then
+  finish_open(opening, false)
   return redis.error_reply('ERR head of ' .. head_key .. ' is not a revision')
 end
 if head ~= tonumber(ARGV[12]) then
+  finish_open(opening, false)
   return {'head', write_count, head}
 end
 if redis.call('HEXISTS', ids_key, id) == 1 then
+  finish_open(opening, false)
   return {'known', write_count, head}
 end
 
-store_intent(s, write_count)
+finish_open(opening, true)
 local slice = 1000
 for first = 15, #ARGV, slice do
   redis.call('RPUSH', items_key, unpack(ARGV, first, math.min(first + slice - 1, #ARGV)))

@@ -13,10 +13,12 @@
 --   {'settled'} or {'taken'}           as for record()
 -- With ARGV[12] '1' (a journal on a Redis Cluster asks), each reply has one more element last:
 -- 1 when the intent of ARGV[11] was cleared, else 0.
-local s, write_count, answer = try_open()
-if not answer then
-  store_intent(s, write_count)
-  answer = {'recorded', write_count}
+local opening, answer = try_open()
+if opening then
+  finish_open(opening, not answer)
+  if not answer then
+    answer = {'recorded', string.format('%d', opening.count)}
+  end
 end
 if ARGV[12] == '1' and not answer.err then
   answer[#answer + 1] = cleared and 1 or 0

@@ -25,22 +25,25 @@ local at = 2
 for n = 1, tonumber(ARGV[1]) do
   local s = session_keys(SESSION_AT + (n - 1) * SESSION_WIDTH)
   local session, asked = ARGV[at], ARGV[at + 1]
-  local ids = {}
+  local found = {}
   if asked == 'all' then
-    ids = redis.call('ZRANGE', s.open, 0, -1)
+    found = held(s)
     at = at + 2
   else
     for i = 1, tonumber(asked) do
       local id = ARGV[at + 1 + i]
-      if redis.call('HGET', GLOBAL.index, id) == session then
-        ids[#ids + 1] = id
+      local r = intent_of(s, id)
+      if r then
+        r.id = id
+        found[#found + 1] = r
       end
     end
     at = at + 2 + tonumber(asked)
   end
   local rows, newest = {}, {}
-  for _, id in ipairs(ids) do
-    rows[#rows + 1] = intent_row(s, id)
+  for _, r in ipairs(found) do
+    local id = r.id
+    rows[#rows + 1] = intent_row(id, r)
     local seq, record = newest_of(id)
     if seq then
       newest[#newest + 1] = {id, seq, record}

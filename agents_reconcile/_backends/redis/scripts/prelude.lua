@@ -1,7 +1,7 @@
 -- Loaded in front of every script of the Redis journal.
 --
 -- KEYS[1..9] are the journal's global keys (GLOBAL_WIDTH). A session then passes
--- SESSION_WIDTH (nine) keys of its own, all sharing the session's hash tag: from KEYS[SESSION_AT]
+-- SESSION_WIDTH (three) keys of its own, all sharing the session's hash tag: from KEYS[SESSION_AT]
 -- on, and for settle() the deciding session's right after. Scripts touch only the keys they
 -- are given.
 
@@ -21,22 +21,16 @@ local GLOBAL_WIDTH = 9
 local SESSION_AT = GLOBAL_WIDTH + 1
 
 -- In the order of SESSION_KEYS in layout.py.
-local SESSION_WIDTH = 9
+local SESSION_WIDTH = 3
 -- The field of a session's write_count hash stamped with when a count was last raised (STAMP in
 -- layout.py; no backend identity is empty).
 local STAMP = ''
 
 local function session_keys(first)
   return {
-    open = KEYS[first],
-    record = KEYS[first + 1],
-    backend = KEYS[first + 2],
-    state = KEYS[first + 3],
-    owner = KEYS[first + 4],
-    updated = KEYS[first + 5],
-    write_count = KEYS[first + 6],
-    decisions = KEYS[first + 7],
-    fence = KEYS[first + 8],
+    intents = KEYS[first],
+    write_count = KEYS[first + 1],
+    decisions = KEYS[first + 2],
   }
 end
 
@@ -90,41 +84,100 @@ local function count_of(s, backend)
   return redis.call('HGET', s.write_count, backend) or floor()
 end
 
--- Counts a write of a session under a backend: one above its count (count_of), and stamps the
--- session's counts with the server's time (their age when idle, for pruning). Returns the new
--- count. A stored count is at least 1, so an increment answering 1 found none, and the floor
--- decides.
+-- Stores a session's count under a backend (a number) and stamps the session's counts with the
+-- server's time (their age when idle, for pruning): one command.
+local function set_count(s, backend, count)
+  redis.call('HSET', s.write_count, backend, string.format('%d', count), STAMP, now())
+end
+
+-- Counts a write of a session under a backend: one above its count (count_of). Returns the new
+-- count.
 local function raise_count(s, backend)
-  local raised = redis.call('HINCRBY', s.write_count, backend, 1)
-  if raised == 1 then
-    local above = tonumber(floor()) + 1
-    if above > 1 then
-      raised = above
-      redis.call('HSET', s.write_count, backend, string.format('%d', raised), STAMP, now())
-      return raised
-    end
-  end
-  redis.call('HSET', s.write_count, STAMP, now())
+  local raised = tonumber(count_of(s, backend)) + 1
+  set_count(s, backend, raised)
   return raised
 end
 
--- {id, backend, state, owner, updated_at, record, fencing token, age by the server's clock}.
-local function intent_row(s, id)
-  local updated = field(s.updated, id)
-  local age = ''
-  if updated ~= '' then
-    age = string.format('%.6f', tonumber(now()) - tonumber(updated))
+-- An unresolved intent is one field of its session's intents hash (ROW in layout.py): a header
+-- line, '<state> <fencing token> <updated> <created_at> <bytes of backend> <bytes of owner>',
+-- then the backend, the owner and the record, back to back. The token is empty for an intent
+-- recorded by record(); updated is when its state or owner last changed (the server's clock).
+local function packed(r)
+  return r.state .. ' ' .. r.fence .. ' ' .. r.updated .. ' ' .. r.created .. ' ' .. #r.backend
+    .. ' ' .. #r.owner .. '\n' .. r.backend .. r.owner .. r.record
+end
+
+-- A stored row as a table of its parts (packed undone); nil for none. A value that is not a
+-- row reads as a row of empty parts holding it all as its record, for the reader to judge.
+local function unpacked(value)
+  if not value then
+    return nil
   end
+  local state, fence, updated, created, backend, owner, at =
+    string.match(value, '^(%S*) (%S*) (%S*) (%S*) (%d+) (%d+)\n()')
+  if not state then
+    return {state = '', fence = '', updated = '', created = '', backend = '', owner = '',
+      record = value}
+  end
+  local owner_at = at + tonumber(backend)
+  local record_at = owner_at + tonumber(owner)
   return {
-    id,
-    field(s.backend, id),
-    field(s.state, id),
-    field(s.owner, id),
-    updated,
-    field(s.record, id),
-    field(s.fence, id),
-    age,
+    state = state,
+    fence = fence,
+    updated = updated,
+    created = created,
+    backend = string.sub(value, at, owner_at - 1),
+    owner = string.sub(value, owner_at, record_at - 1),
+    record = string.sub(value, record_at),
   }
+end
+
+-- The row of a session's unresolved intent (nil: the session holds no such intent).
+local function intent_of(s, id)
+  return unpacked(redis.call('HGET', s.intents, id))
+end
+
+-- Whether string a comes before b in byte order (Lua's < follows the server's locale).
+local function bytes_before(a, b)
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then
+      return x < y
+    end
+  end
+  return #a < #b
+end
+
+-- A session's unresolved intents, oldest first (by created_at, then id in byte order, as a
+-- sorted set would have them), each a row with its id.
+local function held(s)
+  local flat = redis.call('HGETALL', s.intents)
+  local rows = {}
+  for i = 1, #flat, 2 do
+    local r = unpacked(flat[i + 1])
+    r.id = flat[i]
+    r.at = tonumber(r.created) or 0
+    rows[#rows + 1] = r
+  end
+  if #rows > 1 then
+    table.sort(rows, function(a, b)
+      if a.at ~= b.at then
+        return a.at < b.at
+      end
+      return bytes_before(a.id, b.id)
+    end)
+  end
+  return rows
+end
+
+-- {id, backend, state, owner, updated_at, record, fencing token, age by the server's clock}.
+local function intent_row(id, r)
+  local age = ''
+  local updated = tonumber(r.updated)
+  if updated then
+    age = string.format('%.6f', tonumber(now()) - updated)
+  end
+  return {id, r.backend, r.state, r.owner, r.updated, r.record, r.fence, age}
 end
 
 -- An unresolved intent's member of GLOBAL.listing (LISTING in layout.py): its session id with
@@ -134,42 +187,35 @@ local function listing_member(session, id)
   return (string.gsub(session, '[%z\1]', {['\0'] = '\1\1', ['\1'] = '\1\2'})) .. '\0' .. id
 end
 
-local function remove_intent(s, id)
-  local holder = redis.call('HGET', GLOBAL.index, id)
-  if holder then
-    redis.call('ZREM', GLOBAL.listing, listing_member(holder, id))
-  end
-  redis.call('ZREM', s.open, id)
-  redis.call('HDEL', s.record, id)
-  redis.call('HDEL', s.backend, id)
-  redis.call('HDEL', s.state, id)
-  redis.call('HDEL', s.owner, id)
-  redis.call('HDEL', s.updated, id)
-  redis.call('HDEL', s.fence, id)
+-- Removes the unresolved intent `id` of `session` (whose keys are s) from its session, the
+-- index and the listing.
+local function remove_intent(s, session, id)
+  redis.call('ZREM', GLOBAL.listing, listing_member(session, id))
+  redis.call('HDEL', s.intents, id)
   redis.call('HDEL', GLOBAL.index, id)
 end
 
 -- ARGV (record and open_intent): version, intent id, session id, backend, state, owner,
--- created_at, (unused: the update time is the server's, now()), record. Stores the intent and
--- counts it as a write of its session; seq is the count before it when open_intent opened it,
--- nil for record().
-local function store_intent(s, seq)
-  local id, backend = ARGV[2], ARGV[4]
-  redis.call('ZADD', s.open, ARGV[7], id)
-  redis.call('HSET', s.record, id, ARGV[9])
-  redis.call('HSET', s.backend, id, backend)
-  redis.call('HSET', s.state, id, ARGV[5])
-  redis.call('HSET', s.owner, id, ARGV[6])
-  redis.call('HSET', s.updated, id, now())
-  if seq then
-    redis.call('HSET', s.fence, id, seq)
-  end
+-- created_at, (unused: the update time is the server's, now()), record. Stores the intent with
+-- its fencing token (fence: the session's count when open_intent opened it; '' for record());
+-- the caller counts the write.
+local function store_intent(s, fence)
+  local id = ARGV[2]
+  redis.call('HSET', s.intents, id, packed({
+    state = ARGV[5],
+    fence = fence,
+    updated = now(),
+    created = ARGV[7],
+    backend = ARGV[4],
+    owner = ARGV[6],
+    record = ARGV[9],
+  }))
   redis.call('HSET', GLOBAL.index, id, ARGV[3])
   redis.call('ZADD', GLOBAL.listing, 0, listing_member(ARGV[3], id))
-  raise_count(s, backend)
 end
 
--- Stores the intent of ARGV (as above) unless its id is settled or taken.
+-- Stores the intent of ARGV (as above), counting a write of its session, unless its id is
+-- settled or taken.
 local function record_intent(s)
   local id = ARGV[2]
   if redis.call('SISMEMBER', GLOBAL.settled, id) == 1 then
@@ -178,11 +224,13 @@ local function record_intent(s)
   local holder = redis.call('HGET', GLOBAL.index, id)
   if holder then
     if holder == ARGV[3] then
-      return {'exists', field(s.record, id)}
+      local r = intent_of(s, id)
+      return {'exists', r and r.record or ''}
     end
     return {'taken'}
   end
-  store_intent(s, nil)
+  store_intent(s, '')
+  raise_count(s, ARGV[4])
   return {'recorded'}
 end
 
@@ -219,52 +267,73 @@ end
 local cleared = false
 
 -- open_intent()'s checks, shared with open_and_append(): the schema, the clearing of ARGV[11],
--- then the refusals. Returns the session's keys and count, and the reply when the intent is not
--- to be stored (nil when it is).
+-- then the refusals. Returns what opening it needs (the session's keys, the backend and the
+-- session's count after the clearing: `opening`), and the reply when the intent is not to be
+-- stored (nil when it is); only the schema's refusal, with no opening. The caller ends with
+-- finish_open(), which stores the intent and the count.
 local function try_open()
   local refusal = schema_refusal(ARGV[1])
   if refusal then
-    return nil, nil, refusal
+    return nil, refusal
   end
   local s = session_keys(SESSION_AT)
-  local id, backend = ARGV[2], ARGV[4]
-  local clearing = ARGV[11]
-  local write_count
-  if clearing and clearing ~= '' and redis.call('HGET', GLOBAL.index, clearing) == ARGV[3]
-    and redis.call('HGET', s.backend, clearing) == backend
-    and redis.call('HGET', s.state, clearing) == 'in_flight'
-    and redis.call('HGET', s.owner, clearing) == ARGV[6] then
-    remove_intent(s, clearing)
-    cleared = true
-    write_count = string.format('%d', raise_count(s, backend))
-  else
-    write_count = count_of(s, backend)
-  end
-  -- Before the scan, which would list the intent itself as blocking: a call retried after its
-  -- reply was lost finds what its first attempt recorded.
-  local holder = redis.call('HGET', GLOBAL.index, id)
-  if holder then
-    if holder ~= ARGV[3] then
-      return s, write_count, {'taken'}
-    end
-    return s, write_count, {'held', write_count, field(s.fence, id), intent_row(s, id)}
-  end
+  local id, session, backend = ARGV[2], ARGV[3], ARGV[4]
+  local clearing = ARGV[11] or ''
+  -- One read of the session's intents: the one to clear, this id's own, and those that block.
+  local mine = nil
   local blocking = {}
-  for _, other in ipairs(redis.call('ZRANGE', s.open, 0, -1)) do
-    if redis.call('HGET', s.backend, other) == backend then
-      blocking[#blocking + 1] = intent_row(s, other)
+  for _, r in ipairs(held(s)) do
+    if r.id == clearing and r.backend == backend and r.state == 'in_flight'
+        and r.owner == ARGV[6] then
+      remove_intent(s, session, clearing)
+      cleared = true
+    elseif r.id == id then
+      mine = r
+    elseif r.backend == backend then
+      blocking[#blocking + 1] = r
     end
+  end
+  local count = tonumber(count_of(s, backend))
+  if cleared then
+    count = count + 1
+  end
+  local opening = {s = s, backend = backend, count = count}
+  local write_count = string.format('%d', count)
+  -- Before the blocking ones, which would list the intent itself: a call retried after its
+  -- reply was lost finds what its first attempt recorded.
+  if mine then
+    return opening, {'held', write_count, mine.fence, intent_row(id, mine)}
+  end
+  -- Not this session's: another's, if the index names one.
+  if redis.call('HEXISTS', GLOBAL.index, id) == 1 then
+    return opening, {'taken'}
   end
   if #blocking > 0 then
-    return s, write_count, {'blocked', write_count, blocking}
+    local rows = {}
+    for i, r in ipairs(blocking) do
+      rows[i] = intent_row(r.id, r)
+    end
+    return opening, {'blocked', write_count, rows}
   end
   if redis.call('SISMEMBER', GLOBAL.settled, id) == 1 then
-    return s, write_count, {'settled'}
+    return opening, {'settled'}
   end
-  if ARGV[10] ~= '' and tonumber(ARGV[10]) ~= tonumber(write_count) then
-    return s, write_count, {'stale', write_count}
+  if ARGV[10] ~= '' and tonumber(ARGV[10]) ~= count then
+    return opening, {'stale', write_count}
   end
-  return s, write_count, nil
+  return opening, nil
+end
+
+-- Ends what try_open() began: with `store`, stores the intent of ARGV, its fencing token the
+-- session's count, and counts it; else keeps the count the clearing raised, if any. The count
+-- is written once either way.
+local function finish_open(opening, store)
+  if store then
+    store_intent(opening.s, string.format('%d', opening.count))
+    set_count(opening.s, opening.backend, opening.count + 1)
+  elseif cleared then
+    set_count(opening.s, opening.backend, opening.count)
+  end
 end
 
 -- Effect scripts take the global keys, then the effect index (effect key -> its session), the

@@ -3,26 +3,24 @@
 -- session has no unresolved intent under its backend, and raise the journal's floor to the
 -- highest removed: a session without a count reads as the floor, so its count never goes down.
 -- The stamp goes with the last count. KEYS: the global keys, then the session's keys (the sweep
--- found its counts). ARGV: version, seconds kept, the time counts without a stamp were last
--- raised at the latest (the upgrade to layout 2; '' for none: such counts are kept), '1' for a
--- dry run (count, remove nothing). Replies {removed, bytes}.
+-- found its counts). ARGV: version, seconds kept, '1' for a dry run (count, remove nothing).
+-- Counts without a stamp are kept. Replies {removed, bytes}.
 local refusal = schema_refusal(ARGV[1])
 if refusal then
   return refusal
 end
 local s = session_keys(SESSION_AT)
 local cutoff = tonumber(now()) - tonumber(ARGV[2])
-local dry = ARGV[4] == '1'
+local dry = ARGV[3] == '1'
 
-local stamp = redis.call('HGET', s.write_count, STAMP) or ARGV[3]
-local counted = tonumber(stamp)
+local counted = tonumber(redis.call('HGET', s.write_count, STAMP))
 if not counted or counted >= cutoff then
   return {0, 0}
 end
 local busy = {}
-for _, id in ipairs(redis.call('ZRANGE', s.open, 0, -1)) do
-  local backend = redis.call('HGET', s.backend, id)
-  if backend then
+for _, value in ipairs(redis.call('HVALS', s.intents)) do
+  local backend = unpacked(value).backend
+  if backend ~= '' then
     busy[backend] = true
   end
 end

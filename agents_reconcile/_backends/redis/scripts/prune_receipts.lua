@@ -3,7 +3,7 @@
 -- receipt of a session with an unresolved intent stays (that intent's batch may hold the
 -- output it vouches for, checked before the intent is accepted or replayed).
 -- KEYS: the global keys, the effect index, the started effects, then for each session named
--- in ARGV its five effect keys (EFFECT_KEYS order) and its unresolved intents (its 'open').
+-- in ARGV its five effect keys (EFFECT_KEYS order) and its unresolved intents (its 'intents').
 -- ARGV: version, seconds kept, '1' for a dry run (count, remove nothing), how many sessions;
 -- then for each, its id, how many effect keys and the keys. An effect no longer that
 -- session's, started, younger, or of a session with an unresolved intent is left as it is.
@@ -20,7 +20,7 @@ for n = 1, tonumber(ARGV[4]) do
   local first = EFFECT_AT + (n - 1) * 6
   local e = effect_keys(first)
   local session, asked = ARGV[at], tonumber(ARGV[at + 1])
-  if redis.call('ZCARD', KEYS[first + 5]) == 0 then
+  if redis.call('HLEN', KEYS[first + 5]) == 0 then
     for i = 1, asked do
       local key = ARGV[at + 1 + i]
       local stored = tonumber(field(e.updated, key))

@@ -12,15 +12,15 @@ if refusal then
   return refusal
 end
 local id = ARGV[2]
-local holder = redis.call('HGET', GLOBAL.index, id)
-if holder ~= ARGV[3] then
-  return moved(holder)
-end
 local s = session_keys(SESSION_AT)
-if ARGV[4] == '1' and (field(s.state, id) ~= ARGV[6] or field(s.owner, id) ~= ARGV[5]
-    or (ARGV[7] ~= '' and field(s.fence, id) ~= ARGV[7])) then
+local r = intent_of(s, id)
+if not r then
+  return moved(redis.call('HGET', GLOBAL.index, id))
+end
+if ARGV[4] == '1' and (r.state ~= ARGV[6] or r.owner ~= ARGV[5]
+    or (ARGV[7] ~= '' and r.fence ~= ARGV[7])) then
   return {'unclaimed'}
 end
-remove_intent(s, id)
+remove_intent(s, ARGV[3], id)
 redis.call('SADD', GLOBAL.settled, id)
 return {'done'}

@@ -12,16 +12,13 @@ if refusal then
   return refusal
 end
 local id = ARGV[2]
-if redis.call('HGET', GLOBAL.index, id) ~= ARGV[3] then
-  return {'changed'}
-end
 local s = session_keys(SESSION_AT)
-if field(s.record, id) ~= ARGV[4] or field(s.state, id) ~= ARGV[5]
-    or field(s.owner, id) ~= ARGV[6] or field(s.backend, id) ~= ARGV[7]
-    or field(s.updated, id) ~= ARGV[10] then
+local r = intent_of(s, id)
+if not r or r.record ~= ARGV[4] or r.state ~= ARGV[5] or r.owner ~= ARGV[6]
+    or r.backend ~= ARGV[7] or r.updated ~= ARGV[10] then
   return {'changed'}
 end
-remove_intent(s, id)
+remove_intent(s, ARGV[3], id)
 redis.call('SADD', GLOBAL.settled, id)
 raise_count(s, ARGV[7])
 store_decision(s, id, ARGV[8])

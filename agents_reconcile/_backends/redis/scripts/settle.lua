@@ -29,11 +29,12 @@ elseif holder then
 end
 if holder then
   local s = session_keys(SESSION_AT)
-  if ARGV[5] == '1' and (field(s.state, id) ~= ARGV[7] or field(s.owner, id) ~= ARGV[6]
-      or (ARGV[10] ~= '' and field(s.fence, id) ~= ARGV[10])) then
+  local r = intent_of(s, id)
+  if ARGV[5] == '1' and (not r or r.state ~= ARGV[7] or r.owner ~= ARGV[6]
+      or (ARGV[10] ~= '' and r.fence ~= ARGV[10])) then
     return {'unclaimed'}
   end
-  remove_intent(s, id)
+  remove_intent(s, holder, id)
 end
 local d = session_keys(SESSION_AT + SESSION_WIDTH)
 redis.call('SADD', GLOBAL.settled, id)
