@@ -10,6 +10,7 @@ import asyncio
 import contextlib
 import dataclasses
 import datetime
+import json
 import uuid
 from collections.abc import AsyncIterator
 from typing import Any
@@ -46,6 +47,7 @@ asyncpg = pytest.importorskip("asyncpg")
 
 from agents_reconcile._backends.postgres import fused as pg_fused  # noqa: E402
 from agents_reconcile._backends.postgres.journal import PostgresJournal  # noqa: E402
+from agents_reconcile._backends.postgres.statements import intent_args  # noqa: E402
 from agents_reconcile._backends.postgres.store import RevisionedPostgresSession  # noqa: E402
 
 pytestmark = pytest.mark.postgres
@@ -351,6 +353,44 @@ async def test_the_journal_commits_as_the_store_does_whatever_the_roles_default(
         await admin.execute(f'DROP OWNED BY "{role}" CASCADE')
         await admin.execute(f'DROP ROLE "{role}"')
         await admin.close()
+
+
+def scans_by_table(plan: dict[str, Any]) -> dict[str, int]:
+    """How many nodes of ``plan`` (EXPLAIN's JSON) read each table (its writes left out)."""
+    found: dict[str, int] = {}
+    nodes = [plan]
+    while nodes:
+        node = nodes.pop()
+        nodes.extend(node.get("Plans", []))
+        table = node.get("Relation Name")
+        if table is not None and node.get("Node Type") != "ModifyTable":
+            found[table] = found.get(table, 0) + 1
+    return found
+
+
+async def test_the_statement_reads_each_of_the_sessions_rows_once(place: Place) -> None:
+    """What the statement's snapshot shows (the count or the floor, whether the id was
+    settled, the intent holding it, the clearing) is read once per statement, not once per
+    use of it in the decision: each such read is a subquery of the plan's own."""
+    store = place.store()
+    await fused_call(place, store, intent_for(store, "first", 0))
+    intent = intent_for(store, "second", 1)
+    rows = (await pg_fused.store_arguments(store, [user("second")]))["rows"]
+    row = intent_args(intent, IntentState.IN_FLIGHT, current_owner())
+    args = (*row, "first", None, store.session_id, rows, 1, "me", 1.0)
+    sql = pg_fused.statement(place.journal_schema, place.store_schema)
+
+    async def explain(conn: Any) -> Any:
+        return await conn.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
+
+    plan = await place.journal.database.run(explain)
+    root = (json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"]
+    scans = scans_by_table(root)
+    assert scans["decisions"] == 1, scans
+    assert scans["write_floor"] == 1, scans
+    assert scans["writes"] == 1, scans
+    # The session's count: its lock, the snapshot's read, and the count's own update.
+    assert scans["session_writes"] == 3, scans
 
 
 # -- refusals record nothing -------------------------------------------------------------------

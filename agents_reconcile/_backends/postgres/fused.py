@@ -19,7 +19,9 @@ What the statement does, in order (each step a CTE; the order is forced by what 
    (or the session has no row: not made yet, or its idle count pruned since, ``retention.py``),
    nothing but the clearing is done and the statement says ``fell``; the call then runs it
    again in a transaction that takes the lock first (making the row at the journal's floor
-   when there is none), whose snapshot is taken after the lock was granted.
+   when there is none), whose snapshot is taken after the lock was granted. Materialized, so
+   each of these reads runs once: inlined into ``decided``, every column it reads twice (the
+   count, the clearing) would be a subquery of its own, run again.
 4. ``store``: the store's session row, ``FOR UPDATE`` (after the journal's lock: every fused
    statement takes the two in this order, and no other statement takes both), its head as it
    stands.
@@ -106,7 +108,7 @@ def statement(journal_schema: str, store_schema: str) -> str:
         f" blocking AS (SELECT {intent_columns}, created_at FROM {j}.intents"
         " WHERE session_id = $2 AND backend = $3"
         " AND (intent_id IS DISTINCT FROM $9 OR state <> $4 OR owner <> $5)),"
-        " seen AS (SELECT coalesce((SELECT write_count FROM"
+        " seen AS MATERIALIZED (SELECT coalesce((SELECT write_count FROM"
         f" {j}.session_writes WHERE session_id = $2 AND backend = $3), {floor_of(j)})"
         " AS write_count,"
         " (SELECT write_count FROM locked) AS newest,"
