@@ -67,7 +67,7 @@ SQLITE_AIM = 1.15
 """Wrapped over the bare file SQLiteSession, p50."""
 SQLITE_THROUGHPUT_AIM = 0.85
 """Wrapped appends per second over the bare file SQLiteSession's, one session back to back."""
-SERVER_AIMS = {"redis": 0.5, "postgres": 0.20}
+SERVER_AIMS = {"redis": 0.45, "postgres": 0.20}
 """Wrapped (our revisioned store and journal on one server) over the SDK's session, p50."""
 POSTGRES_BARE_AIM = 1.8
 """PostgreSQL wrapped over our revisioned store bare, p50 of (a)."""
