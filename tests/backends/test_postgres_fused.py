@@ -120,12 +120,18 @@ def user(content: str) -> Any:
     return {"role": "user", "content": content}
 
 
-# How the fused statement starts (the server shows only the start of a long statement).
-STATEMENT = 'WITH locked AS MATERIALIZED (SELECT write_count FROM "{}".session_writes'
+# How the fused statement's fast path starts (the server shows only the start of a long
+# statement), and how the full statement starts.
+STATEMENT = 'WITH seen AS MATERIALIZED (SELECT c.write_count, EXISTS (SELECT 1 FROM "{}".intents'
+FULL = "WITH locked AS"
 
 
 def fused_statements(wire: Wire) -> list[str]:
-    return [sql for sql in wire.statements if sql.startswith("WITH locked AS")]
+    return [sql for sql in wire.statements if sql.startswith((STATEMENT[:30], FULL))]
+
+
+def full_statements(wire: Wire) -> list[str]:
+    return [sql for sql in wire.statements if sql.startswith(FULL)]
 
 
 def store_backend(session: ReconcilingSession) -> Any:
@@ -177,8 +183,9 @@ async def test_each_append_is_one_statement_in_one_round_trip(place: Place, wire
     assert flushes == [1] * appends
     await wire.settled()
     assert len(fused_statements(wire)) == appends
+    assert full_statements(wire) == []  # each the fast path, nothing in its way
     # Besides, at most the last intent's clearing in the background (the loop turned since).
-    others = [sql for sql in wire.statements if not sql.startswith("WITH locked AS")]
+    others = [sql for sql in wire.statements if sql not in fused_statements(wire)]
     assert len(others) <= 1, others
     assert await session.pending() == []
     assert len(text(await store.get_items())) == 3 + 2 * appends
@@ -905,6 +912,40 @@ async def test_a_write_between_snapshot_and_lock_is_decided_under_the_lock(
         assert pending == ["mine"]
         assert text(await store.get_items()) == ["first", "mine"]
         assert await journal.write_count(store.session_id, BACKEND) == 4
+
+
+async def test_a_head_moved_after_the_snapshot_keeps_nothing_of_the_fast_path(
+    place: Place,
+) -> None:
+    """A write of the store alone (the journal's count untouched) moves the head while the
+    fast path waits for the store's row, after it counted and cleared: nothing of it is kept,
+    and the full statement refuses the append on the head, its clearing standing."""
+    store, journal = place.store(), place.journal
+    await fused_call(place, store, intent_for(store, "first", 0))
+    admin = await asyncpg.connect(place.url)
+    watcher = await asyncpg.connect(place.url)
+    try:
+        async with admin.transaction():
+            await admin.execute(
+                f'UPDATE "{place.store_schema}".sessions SET revision = revision + 1'
+                " WHERE session_id = $1",
+                store.session_id,
+            )
+            task = asyncio.create_task(
+                fused_call(place, store, intent_for(store, "mine", 1), clearing="first")
+            )
+            await waiting_pid(watcher, STATEMENT.format(place.journal_schema), task)
+        answer = await asyncio.wait_for(task, 10)
+    finally:
+        await admin.close()
+        await watcher.close()
+    assert (answer.refused, answer.head, answer.opened.recorded) == ("head", 2, False)
+    assert await journal.pending(store.session_id) == []
+    assert await journal.get("mine") is None
+    assert text(await store.get_items()) == ["first"]
+    assert await store.writes_after(1) == []
+    # Opened (1), then only the full statement's clearing (2): the fast path's count is gone.
+    assert await journal.write_count(store.session_id, BACKEND) == 2
 
 
 async def test_a_clearing_claimed_meanwhile_is_decided_under_the_lock(place: Place) -> None:
