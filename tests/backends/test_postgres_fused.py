@@ -400,6 +400,25 @@ async def test_the_statement_reads_each_of_the_sessions_rows_once(place: Place) 
     assert scans["session_writes"] == 3, scans
 
 
+async def test_the_fast_path_reads_and_locks_the_count_row_once_each(place: Place) -> None:
+    """The fast statement reads what the snapshot shows once (each a subquery of the plan's
+    own), and the count row twice: the snapshot's read and the update that locks it."""
+    store = place.store()
+    await fused_call(place, store, intent_for(store, "first", 0))
+    intent = intent_for(store, "second", 1)
+    rows = (await pg_fused.store_arguments(store, [user("second")]))["rows"]
+    row = intent_args(intent, IntentState.IN_FLIGHT, current_owner())
+    args = (*row, "first", None, store.session_id, rows, 1, "me", 1.0)
+    sql = pg_fused.fast_statement(place.journal_schema, place.store_schema)
+
+    async def explain(conn: Any) -> Any:
+        return await conn.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
+
+    plan = await place.journal.database.run(explain)
+    scans = scans_by_table((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
+    assert (scans["decisions"], scans["writes"], scans["session_writes"]) == (1, 1, 2), scans
+
+
 # -- refusals record nothing -------------------------------------------------------------------
 
 
@@ -441,6 +460,38 @@ async def test_a_head_conflict_records_nothing_and_the_clearing_stands(place: Pl
     assert late.opened.write_count == 2  # opened and cleared: the refusal counted nothing
     assert await journal.pending(store.session_id) == []
     assert await journal.write_count(store.session_id, BACKEND) == 2
+    assert text(await store.get_items()) == ["first"]
+    assert [w.write_id for w in await store.writes_after(0)] == ["first"]
+
+
+@pytest.mark.parametrize(
+    ("intent_id", "clearing", "seen", "expected"),
+    [
+        pytest.param("second", "first", None, 0, id="head-not-expected"),
+        pytest.param("first", "first", None, 1, id="id-held"),
+        pytest.param("second", None, None, 1, id="intent-in-the-way"),
+        pytest.param("second", "first", 0, 1, id="count-past-the-runs"),
+    ],
+)
+async def test_the_fast_path_writes_nothing_when_a_check_fails(
+    place: Place, intent_id: str, clearing: str | None, seen: int | None, expected: int
+) -> None:
+    """The fast statement alone, each of its checks failing in turn: no row back, and nothing
+    written (no count moved, no intent cleared or opened, nothing appended)."""
+    store, journal = place.store(), place.journal
+    await fused_call(place, store, intent_for(store, "first", 0))
+    intent = intent_for(store, intent_id, expected)
+    rows = (await pg_fused.store_arguments(store, [user(intent_id)]))["rows"]
+    row = intent_args(intent, IntentState.IN_FLIGHT, current_owner())
+    args = (*row, clearing, seen, store.session_id, rows, expected, "me", 1.0)
+    sql = pg_fused.fast_statement(place.journal_schema, place.store_schema)
+
+    async def send(conn: Any) -> Any:
+        return await conn.fetch(sql, *args)
+
+    assert await journal.database.run(send) == []
+    assert [e.intent.intent_id for e in await journal.pending(store.session_id)] == ["first"]
+    assert await journal.write_count(store.session_id, BACKEND) == 1
     assert text(await store.get_items()) == ["first"]
     assert [w.write_id for w in await store.writes_after(0)] == ["first"]
 

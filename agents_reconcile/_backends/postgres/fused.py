@@ -39,6 +39,12 @@ An id another transaction takes after the snapshot (an intent's id, the store's 
 fails the whole statement on its unique index: nothing is done, and the call asks again, in
 a new snapshot that shows it. The clearing of an intent claimed by another after the
 snapshot (``again``) is decided under the lock too.
+
+Each call first sends ``fast_statement``, the common case alone: the same checks made in the
+snapshot and held as the conditions of the count's ``UPDATE`` (checked again on the row it
+locks), every other write hanging off that row, in the same lock order. It writes all of it
+or nothing; when it wrote nothing (something to answer: a refusal, an intent in the way; or
+something moved meanwhile), the statement above answers, one round trip more.
 """
 
 from __future__ import annotations
@@ -278,6 +284,7 @@ async def open_and_append(
     ``seen_write_count``: refuse (record nothing) when the session's count is past it, as a
     stale run's append is refused.
 
+    The fast path first (``fast_statement``); the full statement only when it wrote nothing.
     A session this process has not written yet gets its two rows first (the journal's count
     at the floor, the store's head at revision 0, each unless there), on the same connection:
     one more round trip, once. A count pruned after that is made again by the locked run."""
