@@ -120,12 +120,18 @@ def user(content: str) -> Any:
     return {"role": "user", "content": content}
 
 
-# How the fused statement starts (the server shows only the start of a long statement).
-STATEMENT = 'WITH locked AS MATERIALIZED (SELECT write_count FROM "{}".session_writes'
+# How the fused statement's fast path starts (the server shows only the start of a long
+# statement), and how the full statement starts.
+STATEMENT = 'WITH seen AS MATERIALIZED (SELECT c.write_count, EXISTS (SELECT 1 FROM "{}".intents'
+FULL = "WITH locked AS"
 
 
 def fused_statements(wire: Wire) -> list[str]:
-    return [sql for sql in wire.statements if sql.startswith("WITH locked AS")]
+    return [sql for sql in wire.statements if sql.startswith((STATEMENT[:30], FULL))]
+
+
+def full_statements(wire: Wire) -> list[str]:
+    return [sql for sql in wire.statements if sql.startswith(FULL)]
 
 
 def store_backend(session: ReconcilingSession) -> Any:
@@ -177,8 +183,9 @@ async def test_each_append_is_one_statement_in_one_round_trip(place: Place, wire
     assert flushes == [1] * appends
     await wire.settled()
     assert len(fused_statements(wire)) == appends
+    assert full_statements(wire) == []  # each the fast path, nothing in its way
     # Besides, at most the last intent's clearing in the background (the loop turned since).
-    others = [sql for sql in wire.statements if not sql.startswith("WITH locked AS")]
+    others = [sql for sql in wire.statements if sql not in fused_statements(wire)]
     assert len(others) <= 1, others
     assert await session.pending() == []
     assert len(text(await store.get_items())) == 3 + 2 * appends
@@ -393,6 +400,25 @@ async def test_the_statement_reads_each_of_the_sessions_rows_once(place: Place) 
     assert scans["session_writes"] == 3, scans
 
 
+async def test_the_fast_path_reads_and_locks_the_count_row_once_each(place: Place) -> None:
+    """The fast statement reads what the snapshot shows once (each a subquery of the plan's
+    own), and the count row twice: the snapshot's read and the update that locks it."""
+    store = place.store()
+    await fused_call(place, store, intent_for(store, "first", 0))
+    intent = intent_for(store, "second", 1)
+    rows = (await pg_fused.store_arguments(store, [user("second")]))["rows"]
+    row = intent_args(intent, IntentState.IN_FLIGHT, current_owner())
+    args = (*row, "first", None, store.session_id, rows, 1, "me", 1.0)
+    sql = pg_fused.fast_statement(place.journal_schema, place.store_schema)
+
+    async def explain(conn: Any) -> Any:
+        return await conn.fetchval("EXPLAIN (FORMAT JSON) " + sql, *args)
+
+    plan = await place.journal.database.run(explain)
+    scans = scans_by_table((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
+    assert (scans["decisions"], scans["writes"], scans["session_writes"]) == (1, 1, 2), scans
+
+
 # -- refusals record nothing -------------------------------------------------------------------
 
 
@@ -434,6 +460,38 @@ async def test_a_head_conflict_records_nothing_and_the_clearing_stands(place: Pl
     assert late.opened.write_count == 2  # opened and cleared: the refusal counted nothing
     assert await journal.pending(store.session_id) == []
     assert await journal.write_count(store.session_id, BACKEND) == 2
+    assert text(await store.get_items()) == ["first"]
+    assert [w.write_id for w in await store.writes_after(0)] == ["first"]
+
+
+@pytest.mark.parametrize(
+    ("intent_id", "clearing", "seen", "expected"),
+    [
+        pytest.param("second", "first", None, 0, id="head-not-expected"),
+        pytest.param("first", "first", None, 1, id="id-held"),
+        pytest.param("second", None, None, 1, id="intent-in-the-way"),
+        pytest.param("second", "first", 0, 1, id="count-past-the-runs"),
+    ],
+)
+async def test_the_fast_path_writes_nothing_when_a_check_fails(
+    place: Place, intent_id: str, clearing: str | None, seen: int | None, expected: int
+) -> None:
+    """The fast statement alone, each of its checks failing in turn: no row back, and nothing
+    written (no count moved, no intent cleared or opened, nothing appended)."""
+    store, journal = place.store(), place.journal
+    await fused_call(place, store, intent_for(store, "first", 0))
+    intent = intent_for(store, intent_id, expected)
+    rows = (await pg_fused.store_arguments(store, [user(intent_id)]))["rows"]
+    row = intent_args(intent, IntentState.IN_FLIGHT, current_owner())
+    args = (*row, clearing, seen, store.session_id, rows, expected, "me", 1.0)
+    sql = pg_fused.fast_statement(place.journal_schema, place.store_schema)
+
+    async def send(conn: Any) -> Any:
+        return await conn.fetch(sql, *args)
+
+    assert await journal.database.run(send) == []
+    assert [e.intent.intent_id for e in await journal.pending(store.session_id)] == ["first"]
+    assert await journal.write_count(store.session_id, BACKEND) == 1
     assert text(await store.get_items()) == ["first"]
     assert [w.write_id for w in await store.writes_after(0)] == ["first"]
 
@@ -905,6 +963,40 @@ async def test_a_write_between_snapshot_and_lock_is_decided_under_the_lock(
         assert pending == ["mine"]
         assert text(await store.get_items()) == ["first", "mine"]
         assert await journal.write_count(store.session_id, BACKEND) == 4
+
+
+async def test_a_head_moved_after_the_snapshot_keeps_nothing_of_the_fast_path(
+    place: Place,
+) -> None:
+    """A write of the store alone (the journal's count untouched) moves the head while the
+    fast path waits for the store's row, after it counted and cleared: nothing of it is kept,
+    and the full statement refuses the append on the head, its clearing standing."""
+    store, journal = place.store(), place.journal
+    await fused_call(place, store, intent_for(store, "first", 0))
+    admin = await asyncpg.connect(place.url)
+    watcher = await asyncpg.connect(place.url)
+    try:
+        async with admin.transaction():
+            await admin.execute(
+                f'UPDATE "{place.store_schema}".sessions SET revision = revision + 1'
+                " WHERE session_id = $1",
+                store.session_id,
+            )
+            task = asyncio.create_task(
+                fused_call(place, store, intent_for(store, "mine", 1), clearing="first")
+            )
+            await waiting_pid(watcher, STATEMENT.format(place.journal_schema), task)
+        answer = await asyncio.wait_for(task, 10)
+    finally:
+        await admin.close()
+        await watcher.close()
+    assert (answer.refused, answer.head, answer.opened.recorded) == ("head", 2, False)
+    assert await journal.pending(store.session_id) == []
+    assert await journal.get("mine") is None
+    assert text(await store.get_items()) == ["first"]
+    assert await store.writes_after(1) == []
+    # Opened (1), then only the full statement's clearing (2): the fast path's count is gone.
+    assert await journal.write_count(store.session_id, BACKEND) == 2
 
 
 async def test_a_clearing_claimed_meanwhile_is_decided_under_the_lock(place: Place) -> None:

@@ -39,6 +39,12 @@ An id another transaction takes after the snapshot (an intent's id, the store's 
 fails the whole statement on its unique index: nothing is done, and the call asks again, in
 a new snapshot that shows it. The clearing of an intent claimed by another after the
 snapshot (``again``) is decided under the lock too.
+
+Each call first sends ``fast_statement``, the common case alone: the same checks made in the
+snapshot and held as the conditions of the count's ``UPDATE`` (checked again on the row it
+locks), every other write hanging off that row, in the same lock order. It writes all of it
+or nothing; when it wrote nothing (something to answer: a refusal, an intent in the way; or
+something moved meanwhile), the statement above answers, one round trip more.
 """
 
 from __future__ import annotations
@@ -65,7 +71,14 @@ if TYPE_CHECKING:
 
     from .store import RevisionedPostgresSession
 
-__all__ = ["Fused", "open_and_append", "record_failed", "same_database", "store_arguments"]
+__all__ = [
+    "Fused",
+    "fast_statement",
+    "open_and_append",
+    "record_failed",
+    "same_database",
+    "store_arguments",
+]
 
 _ATTEMPTS: Final = 4
 # Unique indexes that fail the statement when another transaction took an id after its snapshot.
@@ -165,6 +178,73 @@ def statement(journal_schema: str, store_schema: str) -> str:
     )
 
 
+@functools.lru_cache(maxsize=64)
+def fast_statement(journal_schema: str, store_schema: str) -> str:
+    """The fused statement's fast path, taking the arguments of ``statement``: the common case
+    (nothing blocks the intent, the head is the one expected) written, or nothing written.
+
+    ``seen`` reads, in the statement's snapshot, what ``statement`` decides by: the count, the
+    intent to clear, and that the intent may be opened (no intent holds its id, none of the
+    session blocks, the id was not settled), the run is not stale, the head is the one expected
+    and the write id is not recorded. Only then does ``counted`` move the count, and only while
+    the count, on the row it locks (its newest version: READ COMMITTED checks an ``UPDATE``'s
+    conditions on the row again once a concurrent writer of it has committed), is the one the
+    snapshot read: every transaction that inserts or removes an intent of the session counts a
+    write under that lock, so the snapshot shows the session's intents as they stand, as the
+    full statement's ``fell`` check makes sure. Everything else hangs off ``counted``'s row,
+    taking its locks in the full statement's order (the count, the intent cleared, the head):
+    ``gone`` clears the acknowledged intent (checked again on its newest version), ``head`` is
+    the store's compare-and-swap, checked again on its newest version (a write of the store
+    alone moves the head without the count), and the intent, the items and the write record
+    read ``head``'s ``RETURNING``. When the count was moved but the clearing or the head then
+    failed (another changed them after the snapshot), the statement raises a division by zero,
+    so that nothing of it is kept; no row (``counted`` is 0) when a check of ``seen`` or the
+    count failed, nothing written. Either way the full statement answers."""
+    j, t = quote(journal_schema), quote(store_schema)
+    clearing = "intent_id = $9 AND session_id = $2 AND backend = $3 AND state = $4 AND owner = $5"
+    return (
+        "WITH seen AS MATERIALIZED (SELECT c.write_count,"
+        f" EXISTS (SELECT 1 FROM {j}.intents WHERE {clearing})::int AS clears"
+        f" FROM {j}.session_writes AS c WHERE c.session_id = $2 AND c.backend = $3"
+        f" AND NOT EXISTS (SELECT 1 FROM {j}.intents WHERE intent_id = $1)"
+        f" AND NOT EXISTS (SELECT 1 FROM {j}.intents WHERE session_id = $2 AND backend = $3"
+        " AND (intent_id IS DISTINCT FROM $9 OR state <> $4 OR owner <> $5))"
+        f" AND NOT EXISTS (SELECT 1 FROM {j}.decisions WHERE intent_id = $1"
+        f" AND action IN {SETTLING})"
+        f" AND EXISTS (SELECT 1 FROM {t}.sessions WHERE session_id = $11::text"
+        " AND revision = $13::bigint)"
+        f" AND NOT EXISTS (SELECT 1 FROM {t}.writes WHERE session_id = $11::text"
+        " AND write_id = $1)),"
+        f" counted AS (UPDATE {j}.session_writes AS w"
+        f" SET write_count = w.write_count + s.clears + 1, counted_at = {_NOW}"
+        " FROM seen AS s WHERE w.session_id = $2 AND w.backend = $3"
+        " AND w.write_count = s.write_count"
+        " AND ($10::bigint IS NULL OR s.write_count + s.clears <= $10::bigint)"
+        " RETURNING w.write_count - 1 AS fence, s.clears),"
+        f" gone AS (DELETE FROM {j}.intents WHERE {clearing}"
+        " AND EXISTS (SELECT 1 FROM counted) RETURNING intent_id),"
+        f" head AS (UPDATE {t}.sessions AS r SET revision = r.revision + 1,"
+        " next_seq = r.next_seq + cardinality($12::text[])"
+        " WHERE r.session_id = $11::text AND r.revision = $13::bigint"
+        " AND (SELECT clears FROM counted) = (SELECT count(*) FROM gone)"
+        " RETURNING r.revision, r.next_seq - cardinality($12::text[]) AS first_seq),"
+        f" added AS (INSERT INTO {j}.intents (intent_id, session_id, backend, state, owner,"
+        " created_at, updated_at, record, fence)"
+        " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::float8,"
+        f" coalesce({_NOW}, $7::float8), $8::bytea, c.fence FROM counted AS c, head),"
+        f" items AS (INSERT INTO {t}.items (session_id, seq, revision, item)"
+        " SELECT $11::text, head.first_seq + batch.ord - 1, head.revision, batch.item"
+        " FROM head, unnest($12::text[]) WITH ORDINALITY AS batch(item, ord)),"
+        f" recorded AS (INSERT INTO {t}.writes"
+        " (session_id, revision, write_id, writer, kind, count, at)"
+        " SELECT $11::text, head.revision, $1, $14::text, 'append', cardinality($12::text[]),"
+        " $15::float8 FROM head)"
+        " SELECT c.fence AS write_count, h.revision,"
+        " CASE WHEN h.revision IS NULL THEN 1 / (c.clears - c.clears) END AS undone"
+        " FROM counted AS c LEFT JOIN head AS h ON true"
+    )
+
+
 async def same_database(journal: PostgresJournal, store: RevisionedPostgresSession) -> bool:
     """Whether the journal's pool and the store's reach one database as one role, as the
     server itself reports it (``backend.ServerIdentity``), so that one statement on the
@@ -204,12 +284,15 @@ async def open_and_append(
     ``seen_write_count``: refuse (record nothing) when the session's count is past it, as a
     stale run's append is refused.
 
+    The fast path first (``fast_statement``); the full statement only when it wrote nothing.
     A session this process has not written yet gets its two rows first (the journal's count
     at the floor, the store's head at revision 0, each unless there), on the same connection:
     one more round trip, once. A count pruned after that is made again by the locked run."""
     assert intent.expected_revision is not None
     state = IntentState.IN_FLIGHT
     sql = statement(journal.schema, store.schema)
+    quick = fast_statement(journal.schema, store.schema)
+    undone = journal.database.driver.DivisionByZeroError
     asked = _Asked(intent, state, owner, None, journal.keyring)
     taken = journal.database.driver.UniqueViolationError
     lock = journal.database.sql.lock_session
@@ -218,13 +301,18 @@ async def open_and_append(
     counted = (journal.location, journal.schema, *key)
     fixed = (clearing, seen_write_count, store.session_id, rows, intent.expected_revision, writer)
 
-    async def send(conn: Connection, locked: bool) -> list[Any] | None:
+    async def send(conn: Connection, locked: bool, fast: bool = False) -> list[Any] | None:
         args = (*intent_args(intent, state, owner), *fixed, time.time())
         if not (_row_known(place, store.session_id) and row_known(counted)):
             await conn.execute(rows_statement(journal.schema, store.schema), *key, store.session_id)
             _remember_row(place, store.session_id)
             row_known(counted, made=True)
         try:
+            if fast:
+                try:
+                    return await conn.fetch(quick, *args)
+                except undone:
+                    return None  # the head or the clearing moved meanwhile: nothing was kept
             if not locked:
                 return await conn.fetch(sql, *args)
             async with conn.transaction():
@@ -235,6 +323,12 @@ async def open_and_append(
                 raise
             return None  # nothing was done; a new snapshot shows who took it
 
+    found = await journal.database.run(functools.partial(send, locked=False, fast=True))
+    if found:
+        write_count, revision = _count(found[0]["write_count"]), found[0]["revision"]
+        return Fused(Opened(recorded=True, write_count=write_count), revision=revision)
+    # A check failed (or an id was taken meanwhile): nothing was written; the full statement
+    # answers why, or appends in a snapshot that shows what changed.
     locked = made_again = False
     for _ in range(_ATTEMPTS):
         found = await journal.database.run(functools.partial(send, locked=locked))
