@@ -44,10 +44,16 @@ class Owner:
     pid: int
     started: str
     lease: float | None = field(default=None, compare=False)
+    _text: str | None = field(default=None, init=False, repr=False, compare=False)
+    """``str()`` of it, made on first use: a journal writes its owner with every intent."""
 
     def __str__(self) -> str:
-        base = f"{self.host}/{self.pid}/{self.started}"
-        return base if self.lease is None else f"{base}~{self.lease:g}"
+        text = self._text
+        if text is None:
+            base = f"{self.host}/{self.pid}/{self.started}"
+            text = base if self.lease is None else f"{base}~{self.lease:g}"
+            object.__setattr__(self, "_text", text)
+        return text
 
     @classmethod
     def parse(cls, text: str) -> Owner:

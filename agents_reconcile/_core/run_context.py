@@ -19,7 +19,11 @@ GATE_MARK: Final = "__agents_reconcile_session__"
 
 def context_of(wrapper: Any) -> MutableMapping[str, Any] | None:
     """The run's context when it is a mutable mapping (the only kind a copy can live in)."""
+    if wrapper is None:
+        return None  # called on every append: the common cases skip the ABC check
     context = getattr(wrapper, "context", None)
+    if type(context) is dict:
+        return context
     return context if isinstance(context, MutableMapping) else None
 
 

@@ -318,9 +318,7 @@ class Renewal:
     def __enter__(self) -> Renewal:
         self._confirmed = time.monotonic()
         loop = asyncio.get_running_loop()
-        keeper = _KEEPERS.get(loop)
-        if keeper is None:
-            keeper = _KEEPERS[loop] = _Keeper(loop)
+        keeper = _keeper_of(loop)
         self._keeper = keeper
         self.due = loop.time() + self._lease / 3
         keeper.hold(self)
@@ -397,13 +395,24 @@ class _Keeper:
     armed for the earliest renewal due when it was set, and when it fires it renews what is
     due and is armed again only while leases are held."""
 
-    __slots__ = ("_at", "_timer", "held", "loop")
+    __slots__ = ("_armed", "_at", "_loop", "held")
 
     def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
-        self.loop = loop
+        # Neither the loop nor its timer (which holds the loop) is referenced here: the keeper
+        # is the value of its loop's entry in ``_KEEPERS``, and a value that held its key would
+        # keep every loop that ever held a lease alive.
+        self._loop = weakref.ref(loop)
         self.held: dict[Renewal, None] = {}
-        self._timer: asyncio.TimerHandle | None = None
+        self._armed = 0
+        """How often the timer was armed: a timer armed before the last one fires for nothing."""
         self._at = math.inf
+
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The keeper's loop (alive while anything runs on it: only then is this asked)."""
+        loop = self._loop()
+        assert loop is not None
+        return loop
 
     def hold(self, lease: Renewal) -> None:
         self.held[lease] = None
@@ -414,13 +423,14 @@ class _Keeper:
         self.held.pop(lease, None)
 
     def _arm(self, at: float) -> None:
-        if self._timer is not None:
-            self._timer.cancel()
         self._at = at
-        self._timer = self.loop.call_at(at, self._tick)
+        self._armed += 1
+        self.loop.call_at(at, self._tick, self._armed)
 
-    def _tick(self) -> None:
-        self._timer, self._at = None, math.inf
+    def _tick(self, armed: int) -> None:
+        if armed != self._armed:
+            return  # a timer armed later, for an earlier renewal, took over from this one
+        self._at = math.inf
         now = self.loop.time()
         following = math.inf
         for lease in list(self.held):
@@ -435,3 +445,19 @@ class _Keeper:
 _KEEPERS: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, _Keeper] = (
     weakref.WeakKeyDictionary()
 )
+_last_keeper: _Keeper | None = None
+"""The keeper looked up last: every lease of a process with one loop finds it here, without
+a weak dictionary's lookup (it holds its loop weakly, so keeping it keeps no loop alive)."""
+
+
+def _keeper_of(loop: asyncio.AbstractEventLoop) -> _Keeper:
+    """The keeper of the leases held on ``loop``."""
+    global _last_keeper
+    keeper = _last_keeper
+    if keeper is not None and keeper._loop() is loop:
+        return keeper
+    keeper = _KEEPERS.get(loop)
+    if keeper is None:
+        keeper = _KEEPERS[loop] = _Keeper(loop)
+    _last_keeper = keeper
+    return keeper

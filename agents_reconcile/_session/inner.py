@@ -124,5 +124,6 @@ class InnerSession:
             result = self.session.add_items(items, wrapper=wrapper)
         else:
             result = self.session.add_items(items)
-        if inspect.isawaitable(result):
+        # A coroutine (every async session) is told apart without the ABC check.
+        if inspect.iscoroutine(result) or inspect.isawaitable(result):
             await result

@@ -122,7 +122,7 @@ def built_intent(
     # tail of repeating content still reads one way only), else the newest len+1.
     whole = view.whole
     before = tuple(view.digests) if whole else tuple(view.digests[-(len(batch) + 1) :])
-    return PendingWrite(
+    return PendingWrite.fresh(
         intent_id=new_write_id(),
         session_id=client.session_id,
         backend=client.backend,

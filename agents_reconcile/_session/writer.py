@@ -198,7 +198,8 @@ class Writer:
         capabilities = client.capabilities
         client.prune_when_due()
         # The intent is sealed where the session seals: the journal says so first.
-        await client.mark_sealed()
+        if not client.sealing_marked:
+            await client.mark_sealed()
         # The previous append's acknowledged intent goes in the same commit, where the
         # journal can fold it (else it is being cleared in the background).
         clearing = self._clearing.take() if capabilities.folds_clearing else None
@@ -215,7 +216,6 @@ class Writer:
                 expect_write_count=expect_write_count,
                 **folding,
             )
-            afterwards = partial(self._opening_outlived, intent, clearing, context)
             try:
                 answer: Opened | None = None
                 rest: Awaitable[Opened] | None = None
@@ -225,6 +225,7 @@ class Writer:
                 else:
                     rest = client.call(opening)
                 if rest is not None:
+                    afterwards = partial(self._opening_outlived, intent, clearing, context)
                     answer = await outliving_cancellation(rest, self._in_flight, afterwards)
                 assert answer is not None
                 opened = answer
@@ -620,8 +621,12 @@ class FingerprintWriter(Writer):
                 None if context is None else await self._carried.seen_write_count(context)
             )
             while True:
-                await self.settle_first(context, wrapper)
-                if await self.retries_a_write_settled_elsewhere(digests):
+                # Both asked first, without a call to await: most appends have neither.
+                if self.has_local_work(context):
+                    await self._settler.settle_pending(context, wrapper, locked=True)
+                if self._held.settled_elsewhere and await self.retries_a_write_settled_elsewhere(
+                    digests
+                ):
                     self._tail.forget()
                     return
                 wanted = self._tail.wanted(len(items) + 1)

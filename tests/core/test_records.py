@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import copy
+import dataclasses
 import enum
+import inspect
 import json
 import math
 
@@ -107,6 +109,20 @@ def test_pending_write_round_trips(overrides):
     assert PendingWrite.decode(record.encode()) == record
     assert PendingWrite.decode(record.encode().decode()) == record
     assert PendingWrite.decode(record.to_mapping()) == record
+
+
+def test_a_fresh_pending_write_is_the_record_its_constructor_makes():
+    """``PendingWrite.fresh`` (the append's cheaper way to make one) takes every field and
+    makes the very record ``PendingWrite(...)`` makes: equal, with the same attributes and
+    the same bytes."""
+    record = make_pending(before_is_whole=False, persisted_count=None, chunk=2)
+    fields = {field.name: getattr(record, field.name) for field in dataclasses.fields(record)}
+    assert set(inspect.signature(PendingWrite.fresh).parameters) == set(fields)
+    fresh = PendingWrite.fresh(**fields)
+    assert fresh == record
+    assert vars(fresh) == vars(record)
+    assert fresh.encode() == record.encode()
+    assert str(fresh.backend) == str(record.backend)
 
 
 def test_pending_write_defaults_bind_the_current_scheme_and_version():

@@ -4,7 +4,9 @@ worker follows before taking over another worker's intent."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import time
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -260,6 +262,26 @@ async def test_leases_held_at_once_share_one_timer_and_each_is_renewed(tmp_path:
                 entry = await journal.get(intent_id)
                 assert entry is not None and time.time() - entry.updated_at < seconds
         lease.check()
+
+
+def test_a_loop_that_held_a_lease_is_not_kept_alive_by_it(tmp_path: Path) -> None:
+    """The leases held on an event loop share a keeper, which must not outlive its loop: a
+    process that runs each request on a loop of its own (``Runner.run_sync``) would otherwise
+    keep every loop it ever appended on."""
+    loops: list[weakref.ref[asyncio.AbstractEventLoop]] = []
+
+    async def append_once() -> None:
+        loops.append(weakref.ref(asyncio.get_running_loop()))
+        session = ReconcilingSession(
+            SQLiteSession("s", tmp_path / "chat.db"),
+            config=ReconcileConfig(journal=tmp_path / "journal.db"),
+        )
+        await session.add_items([USER])
+
+    for _ in range(3):
+        asyncio.run(append_once())
+    gc.collect()
+    assert [loop() for loop in loops] == [None, None, None]
 
 
 async def test_a_lost_lease_stops_the_holder_before_it_writes(tmp_path: Path) -> None:
