@@ -161,13 +161,7 @@ def statement(journal_schema: str, store_schema: str) -> str:
         " SET write_count = w.write_count + d.cleared + (SELECT count(*) FROM head),"
         f" counted_at = {_NOW} FROM decided AS d WHERE w.session_id = $2 AND w.backend = $3"
         " AND d.cleared + (SELECT count(*) FROM head) > 0),"
-        f" items AS (INSERT INTO {t}.items (session_id, seq, revision, item)"
-        " SELECT $11::text, head.first_seq + batch.ord - 1, head.revision, batch.item"
-        " FROM head, unnest($12::text[]) WITH ORDINALITY AS batch(item, ord)),"
-        f" recorded AS (INSERT INTO {t}.writes"
-        " (session_id, revision, write_id, writer, kind, count, at)"
-        " SELECT $11::text, head.revision, $1, $14::text, 'append', cardinality($12::text[]),"
-        " $15::float8 FROM head)"
+        f"{_batch_writes(t)}"
         " SELECT EXISTS (SELECT 1 FROM added) AS added, d.settled,"
         " d.write_count + d.cleared AS write_count, d.prior, d.prior_session, d.prior_backend,"
         " d.prior_state, d.prior_owner, d.prior_updated, d.prior_seq,"
@@ -175,6 +169,20 @@ def statement(journal_schema: str, store_schema: str) -> str:
         " d.word, coalesce((SELECT revision FROM head), d.head) AS revision"
         " FROM decided AS d LEFT JOIN blocking AS b ON d.word = 'open'"
         " ORDER BY b.created_at, b.intent_id"
+    )
+
+
+def _batch_writes(store: str) -> str:
+    """The store's part of both statements, after ``head`` moved the store's head: the items
+    (``items``) and the write's record (``recorded``), each reading ``head``'s ``RETURNING``."""
+    return (
+        f" items AS (INSERT INTO {store}.items (session_id, seq, revision, item)"
+        " SELECT $11::text, head.first_seq + batch.ord - 1, head.revision, batch.item"
+        " FROM head, unnest($12::text[]) WITH ORDINALITY AS batch(item, ord)),"
+        f" recorded AS (INSERT INTO {store}.writes"
+        " (session_id, revision, write_id, writer, kind, count, at)"
+        " SELECT $11::text, head.revision, $1, $14::text, 'append', cardinality($12::text[]),"
+        " $15::float8 FROM head)"
     )
 
 
@@ -232,13 +240,7 @@ def fast_statement(journal_schema: str, store_schema: str) -> str:
         " created_at, updated_at, record, fence)"
         " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::float8,"
         f" coalesce({_NOW}, $7::float8), $8::bytea, c.fence FROM counted AS c, head),"
-        f" items AS (INSERT INTO {t}.items (session_id, seq, revision, item)"
-        " SELECT $11::text, head.first_seq + batch.ord - 1, head.revision, batch.item"
-        " FROM head, unnest($12::text[]) WITH ORDINALITY AS batch(item, ord)),"
-        f" recorded AS (INSERT INTO {t}.writes"
-        " (session_id, revision, write_id, writer, kind, count, at)"
-        " SELECT $11::text, head.revision, $1, $14::text, 'append', cardinality($12::text[]),"
-        " $15::float8 FROM head)"
+        f"{_batch_writes(t)}"
         " SELECT c.fence AS write_count, h.revision,"
         " CASE WHEN h.revision IS NULL THEN 1 / (c.clears - c.clears) END AS undone"
         " FROM counted AS c LEFT JOIN head AS h ON true"
