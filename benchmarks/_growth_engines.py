@@ -145,7 +145,7 @@ class SQLiteEngine(Engine):
             try:
                 return {
                     kind: conn.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
-                    for kind, table in zip(KINDS, _TABLES, strict=True)
+                    for kind, table in zip(KINDS, _SQLITE_TABLES, strict=True)
                 }
             finally:
                 conn.close()
@@ -153,8 +153,10 @@ class SQLiteEngine(Engine):
         return await asyncio.to_thread(read)
 
 
-_TABLES: Final = ("live", "decisions", "effects WHERE state = 'done'", "unresolved")
-"""Where each of ``KINDS`` is, in SQL."""
+_TABLES: Final = ("session_writes", "decisions", "effects WHERE state = 'done'", "intents")
+"""Where each of ``KINDS`` is, in SQL (PostgreSQL's journal)."""
+_SQLITE_TABLES: Final = ("live", "decisions", "effects WHERE state = 'done'", "unresolved")
+"""The same in the SQLite journal, whose counts and live intents share a row (schema 4)."""
 
 
 class PostgresEngine(Engine):
