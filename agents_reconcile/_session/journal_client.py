@@ -160,17 +160,11 @@ class JournalClient:
             return None, self.after_failure(failure, opening)
         return None, self._rest_of(call, pending, opening)
 
-    @property
-    def sealing_marked(self) -> bool:
-        """Whether the journal is marked sealed under every payload key of this session (or
-        the session does not seal): ``mark_sealed`` has nothing to do."""
-        return not self.keyring or self._sealing_marked == len(self.keyring)
-
     async def mark_sealed(self) -> None:
         """Mark the journal sealed under this session's payload keys before it writes a
         record sealed under one (``sealing_marks``): once per journal and key in a process;
         nothing for a session that does not seal."""
-        if not self.sealing_marked:
+        if self.keyring and self._sealing_marked != len(self.keyring):
             await self.call(mark_sealed, self.journal, self.keyring)
             # Done for these keys: an append after it costs a comparison, no lookup.
             self._sealing_marked = len(self.keyring)

@@ -198,8 +198,7 @@ class Writer:
         capabilities = client.capabilities
         client.prune_when_due()
         # The intent is sealed where the session seals: the journal says so first.
-        if not client.sealing_marked:
-            await client.mark_sealed()
+        await client.mark_sealed()
         # The previous append's acknowledged intent goes in the same commit, where the
         # journal can fold it (else it is being cleared in the background).
         clearing = self._clearing.take() if capabilities.folds_clearing else None
@@ -621,12 +620,8 @@ class FingerprintWriter(Writer):
                 None if context is None else await self._carried.seen_write_count(context)
             )
             while True:
-                # Both asked first, without a call to await: most appends have neither.
-                if self.has_local_work(context):
-                    await self._settler.settle_pending(context, wrapper, locked=True)
-                if self._held.settled_elsewhere and await self.retries_a_write_settled_elsewhere(
-                    digests
-                ):
+                await self.settle_first(context, wrapper)
+                if await self.retries_a_write_settled_elsewhere(digests):
                     self._tail.forget()
                     return
                 wanted = self._tail.wanted(len(items) + 1)
