@@ -26,6 +26,7 @@ from ..addresses import user_of
 from ..connections import Opener
 from ..registry import check_address
 from ..schema import MIGRATE_HINT, Schema
+from .lane import LanedPool
 
 __all__ = [
     "SCHEMES",
@@ -239,10 +240,11 @@ async def keep_session_state(connection: object) -> None:
 
 
 def pool_opener(driver: Any, url: str, options: dict[str, Any]) -> Opener[Any]:
-    """How to open, close and abandon an asyncpg pool on ``url``."""
+    """How to open, close and abandon an asyncpg pool on ``url`` (kept with a lane for
+    back-to-back operations, ``lane.LanedPool``)."""
 
     async def open_pool() -> Any:
-        return await driver.create_pool(url, **options)
+        return LanedPool(await driver.create_pool(url, **options))
 
     async def close_pool(pool: Any) -> None:
         await pool.close()
