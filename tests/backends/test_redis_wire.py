@@ -157,6 +157,35 @@ async def test_a_kept_connection_the_server_closed_is_opened_again(
     assert await made.pending("session-a") == []
 
 
+async def test_the_kept_connection_is_checked_without_a_timer(
+    journal: tuple[RedisJournal, aioredis.Redis], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """redis-py's own RESP2 parser is asked nothing to check the kept connection: what its
+    ``can_read_destructive`` would say (bytes no reply took, or the server's close) is read
+    without the zero-length timer it sets; and bytes left in it still have the connection
+    opened again before the next script."""
+    made, client = journal
+    await open_and_discard(made, "i-0")
+    kept = wire._KEPT[client.connection_pool].connection
+    asked: list[object] = []
+
+    async def ask(self: Any) -> bool:
+        asked.append(self)
+        return False
+
+    monkeypatch.setattr(Connection, "can_read_destructive", ask)
+    await open_and_discard(made, "i-1")
+    assert asked == []
+    await kept.send_command("CLIENT", "ID")
+    before = await kept.read_response()
+    kept._parser._buffer = b"+PONG\r\n"  # a reply nobody took
+    await open_and_discard(made, "i-2")
+    assert wire._KEPT[client.connection_pool].connection is kept
+    await kept.send_command("CLIENT", "ID")
+    assert await kept.read_response() != before
+    assert await made.pending("session-a") == []
+
+
 async def test_a_kept_connection_marked_for_reconnecting_is_opened_anew(
     journal: tuple[RedisJournal, aioredis.Redis],
 ) -> None:

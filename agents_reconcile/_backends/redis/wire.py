@@ -31,6 +31,7 @@ import weakref
 from collections.abc import Sequence
 from typing import Any, Final
 
+from redis._parsers import _AsyncRESP2Parser
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -166,15 +167,34 @@ async def _checked(connection: Any) -> None:
     marked = getattr(connection, "should_reconnect", None)
     if marked is not None and marked():
         await connection.disconnect()
-    await connection.connect()
+    if not connection.is_connected:
+        await connection.connect()
     try:
-        if await connection.can_read_destructive():
+        waiting = _waiting(connection)
+        if waiting is None:
+            waiting = await connection.can_read_destructive()
+        if waiting:
             raise RedisConnectionError("Connection has data")
     except (RedisConnectionError, RedisTimeoutError, OSError):
         await connection.disconnect()
         await connection.connect()
         if await connection.can_read_destructive():
             raise RedisConnectionError("Connection not ready") from None
+
+
+def _waiting(connection: Any) -> bool | None:
+    """What ``can_read_destructive`` answers for a connection read by redis-py's own RESP2
+    parser, without its zero-length timer (the parser's check never awaits anything): whether
+    the parser holds bytes no reply has taken, or the server closed the stream. None for any
+    other parser, or one that is not connected, which is asked itself."""
+    parser = getattr(connection, "_parser", None)
+    if type(parser) is not _AsyncRESP2Parser or not getattr(parser, "_connected", False):
+        return None
+    stream = getattr(parser, "_stream", None)
+    buffer = getattr(parser, "_buffer", None)
+    if stream is None or buffer is None:
+        return None
+    return bool(buffer) or bool(stream.at_eof())
 
 
 async def _script(

@@ -107,9 +107,11 @@ local function packed(r)
     .. ' ' .. #r.owner .. '\n' .. r.backend .. r.owner .. r.record
 end
 
--- A stored row as a table of its parts (packed undone); nil for none. A value that is not a
--- row reads as a row of empty parts holding it all as its record, for the reader to judge.
-local function unpacked(value)
+-- A stored row as a table of its parts but its record (nil for none): `value` the row, and
+-- `record_at` where the record starts in it, so that a reader of the header alone (try_open(),
+-- on every append) copies no record. A value that is not a row reads as a row of empty parts
+-- holding it all as its record, for the reader to judge.
+local function header(value)
   if not value then
     return nil
   end
@@ -117,7 +119,7 @@ local function unpacked(value)
     string.match(value, '^(%S*) (%S*) (%S*) (%S*) (%d+) (%d+)\n()')
   if not state then
     return {state = '', fence = '', updated = '', created = '', backend = '', owner = '',
-      record = value}
+      value = value, record_at = 1}
   end
   local owner_at = at + tonumber(backend)
   local record_at = owner_at + tonumber(owner)
@@ -128,8 +130,26 @@ local function unpacked(value)
     created = created,
     backend = string.sub(value, at, owner_at - 1),
     owner = string.sub(value, owner_at, record_at - 1),
-    record = string.sub(value, record_at),
+    value = value,
+    record_at = record_at,
   }
+end
+
+-- A row's record, cut from its value once (a header() gets it when first asked).
+local function record_of(r)
+  if not r.record then
+    r.record = string.sub(r.value, r.record_at)
+  end
+  return r.record
+end
+
+-- A stored row as a table of its parts, its record too (packed undone); nil for none.
+local function unpacked(value)
+  local r = header(value)
+  if r then
+    record_of(r)
+  end
+  return r
 end
 
 -- The row of a session's unresolved intent (nil: the session holds no such intent).
@@ -149,12 +169,14 @@ local function bytes_before(a, b)
 end
 
 -- A session's unresolved intents, oldest first (by created_at, then id in byte order, as a
--- sorted set would have them), each a row with its id.
-local function held(s)
+-- sorted set would have them), each a row with its id; `headers`: rows without their records
+-- cut (record_of() cuts one).
+local function held(s, headers)
   local flat = redis.call('HGETALL', s.intents)
+  local read = headers and header or unpacked
   local rows = {}
   for i = 1, #flat, 2 do
-    local r = unpacked(flat[i + 1])
+    local r = read(flat[i + 1])
     r.id = flat[i]
     r.at = tonumber(r.created) or 0
     rows[#rows + 1] = r
@@ -177,41 +199,51 @@ local function intent_row(id, r)
   if updated then
     age = string.format('%.6f', tonumber(now()) - updated)
   end
-  return {id, r.backend, r.state, r.owner, r.updated, r.record, r.fence, age}
+  return {id, r.backend, r.state, r.owner, r.updated, record_of(r), r.fence, age}
 end
 
--- An unresolved intent's member of GLOBAL.listing (LISTING in layout.py): its session id with
--- every byte 0 written 1 1 and every byte 1 written 1 2, a byte 0, then its id. One member
--- per (session, id), so the listing's byte order is a total order of them.
-local function listing_member(session, id)
-  return (string.gsub(session, '[%z\1]', {['\0'] = '\1\1', ['\1'] = '\1\2'})) .. '\0' .. id
-end
+-- GLOBAL.listing (LISTING in layout.py) holds, score 0, the id of every session that holds at
+-- least one unresolved intent (its intents hash exists), so that an append, which clears a
+-- session's intent and opens its next, leaves it as it is.
 
--- Removes the unresolved intent `id` of `session` (whose keys are s) from its session, the
--- index and the listing.
-local function remove_intent(s, session, id)
-  redis.call('ZREM', GLOBAL.listing, listing_member(session, id))
+-- Removes the unresolved intent `id` from its session (whose keys are s) and the index, not
+-- from the listing (unlisted_if_empty() does that).
+local function unheld(s, id)
   redis.call('HDEL', s.intents, id)
   redis.call('HDEL', GLOBAL.index, id)
+end
+
+-- Takes `session` (whose keys are s) off the listing once it holds no unresolved intent.
+local function unlisted_if_empty(s, session)
+  if redis.call('EXISTS', s.intents) == 0 then
+    redis.call('ZREM', GLOBAL.listing, session)
+  end
+end
+
+-- Removes the unresolved intent `id` of `session` (whose keys are s) from its session and the
+-- index, and the session from the listing when it held no other.
+local function remove_intent(s, session, id)
+  unheld(s, id)
+  unlisted_if_empty(s, session)
 end
 
 -- ARGV (record and open_intent): version, intent id, session id, backend, state, owner,
 -- created_at, (unused: the update time is the server's, now()), record. Stores the intent with
 -- its fencing token (fence: the session's count when open_intent opened it; '' for record());
--- the caller counts the write.
-local function store_intent(s, fence)
+-- the caller counts the write. `indexed`: the index already names the session for the id
+-- (try_open() claimed it); `listed`: the session is listed already (it held an intent).
+local function store_intent(s, fence, indexed, listed)
   local id = ARGV[2]
-  redis.call('HSET', s.intents, id, packed({
-    state = ARGV[5],
-    fence = fence,
-    updated = now(),
-    created = ARGV[7],
-    backend = ARGV[4],
-    owner = ARGV[6],
-    record = ARGV[9],
-  }))
-  redis.call('HSET', GLOBAL.index, id, ARGV[3])
-  redis.call('ZADD', GLOBAL.listing, 0, listing_member(ARGV[3], id))
+  local backend, owner = ARGV[4], ARGV[6]
+  -- As packed() makes it, without the table.
+  redis.call('HSET', s.intents, id, ARGV[5] .. ' ' .. fence .. ' ' .. now() .. ' ' .. ARGV[7]
+    .. ' ' .. #backend .. ' ' .. #owner .. '\n' .. backend .. owner .. ARGV[9])
+  if not indexed then
+    redis.call('HSET', GLOBAL.index, id, ARGV[3])
+  end
+  if not listed then
+    redis.call('ZADD', GLOBAL.listing, 0, ARGV[3])
+  end
 end
 
 -- Stores the intent of ARGV (as above), counting a write of its session, unless its id is
@@ -282,10 +314,12 @@ local function try_open()
   -- One read of the session's intents: the one to clear, this id's own, and those that block.
   local mine = nil
   local blocking = {}
-  for _, r in ipairs(held(s)) do
+  local rows = held(s, true)
+  for _, r in ipairs(rows) do
     if r.id == clearing and r.backend == backend and r.state == 'in_flight'
         and r.owner == ARGV[6] then
-      remove_intent(s, session, clearing)
+      -- The listing waits for finish_open(): the session stays listed when an intent is opened.
+      unheld(s, clearing)
       cleared = true
     elseif r.id == id then
       mine = r
@@ -297,17 +331,21 @@ local function try_open()
   if cleared then
     count = count + 1
   end
-  local opening = {s = s, backend = backend, count = count}
+  -- `held`: how many intents the session held (it was listed when any).
+  local opening = {s = s, backend = backend, count = count, held = #rows}
   local write_count = string.format('%d', count)
   -- Before the blocking ones, which would list the intent itself: a call retried after its
   -- reply was lost finds what its first attempt recorded.
   if mine then
     return opening, {'held', write_count, mine.fence, intent_row(id, mine)}
   end
-  -- Not this session's: another's, if the index names one.
-  if redis.call('HEXISTS', GLOBAL.index, id) == 1 then
+  -- Not this session's: another's, if the index names one. Else the index entry is claimed
+  -- for this session in the same command (the entry the intent needs when it is stored), and
+  -- given up by finish_open() when it is not (`opening.claimed`).
+  if redis.call('HSETNX', GLOBAL.index, id, session) == 0 then
     return opening, {'taken'}
   end
+  opening.claimed = true
   if #blocking > 0 then
     local rows = {}
     for i, r in ipairs(blocking) do
@@ -325,13 +363,23 @@ local function try_open()
 end
 
 -- Ends what try_open() began: with `store`, stores the intent of ARGV, its fencing token the
--- session's count, and counts it; else keeps the count the clearing raised, if any. The count
--- is written once either way.
+-- session's count, and counts it (listing the session unless it was); else gives up the index
+-- entry try_open() claimed, if it did, and keeps the count the clearing raised, if any (taking
+-- the session off the listing when the cleared intent was its only one). The count is written
+-- once either way.
 local function finish_open(opening, store)
   if store then
-    store_intent(opening.s, string.format('%d', opening.count))
+    store_intent(opening.s, string.format('%d', opening.count), true, opening.held > 0)
     set_count(opening.s, opening.backend, opening.count + 1)
-  elseif cleared then
+    return
+  end
+  if opening.claimed then
+    redis.call('HDEL', GLOBAL.index, ARGV[2])
+  end
+  if cleared then
+    if opening.held == 1 then
+      redis.call('ZREM', GLOBAL.listing, ARGV[3])
+    end
     set_count(opening.s, opening.backend, opening.count)
   end
 end
