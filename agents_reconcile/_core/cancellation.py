@@ -24,6 +24,9 @@ __all__ = [
 
 _T = TypeVar("_T")
 
+_EAGER_START: bool = sys.version_info >= (3, 12)
+"""Whether ``asyncio.Task`` takes ``eager_start`` (3.12 on)."""
+
 
 class Keeps(Protocol):
     """What keeps a task running on in the background referenced until it ends (the session
@@ -81,6 +84,7 @@ async def outliving_cancellation(
             never.cancel()
             in_flight.keep(asyncio.ensure_future(afterwards(never)))
             raise
+    ended: asyncio.Future[None] | None = None
     if eager and inspect.iscoroutine(awaitable):
         try:
             pending = awaitable.send(None)
@@ -88,10 +92,22 @@ async def outliving_cancellation(
             answer: _T = done.value
             return answer
         call: asyncio.Future[_T] = asyncio.ensure_future(resumed(awaitable, pending))
+    elif inspect.iscoroutine(awaitable):
+        loop = asyncio.get_running_loop()
+        ended = loop.create_future()
+        call = _own_task(loop, _telling(awaitable, ended))
     else:
         call = asyncio.ensure_future(awaitable)
     try:
-        return await asyncio.shield(call)
+        if ended is None:
+            return await asyncio.shield(call)
+        if not call.done():
+            # What the caller awaits is ``ended``, not the call: a cancellation of the caller
+            # cancels that, and the call runs on (``asyncio.shield``'s guarantee, one turn of
+            # the loop sooner, since the call itself says when it ends).
+            await ended
+            if not call.done():  # its coroutine went on after it ended (it cannot, normally)
+                await asyncio.shield(call)
     except asyncio.CancelledError:
         if caller_cancelled():
 
@@ -109,6 +125,8 @@ async def outliving_cancellation(
     except BaseException:
         if not call.done():
             raise  # raised in the caller (an interrupt), not by the call
+    if ended is not None and not call.cancelled() and call.exception() is None:
+        return call.result()
     # The call failed (a cancellation of its own included: a store that raised it): its own
     # exception, raised as if it had been awaited here, chained to what the caller was
     # handling (the call ran in a task of its own, which handled nothing).
@@ -118,6 +136,28 @@ async def outliving_cancellation(
         if failure.__context__ is None and handling is not None and handling is not failure:
             failure.__context__ = handling
         raise
+
+
+def _own_task(
+    loop: asyncio.AbstractEventLoop, coroutine: Coroutine[Any, Any, _T]
+) -> asyncio.Task[_T]:
+    """A task of its own for ``coroutine``, started at once where asyncio can (3.12 on): its
+    first step runs now, as that task, so a call that does not suspend ends before this
+    returns, at the cost of no turn of the loop; elsewhere its first step comes at the next."""
+    if _EAGER_START:
+        return asyncio.Task(coroutine, loop=loop, eager_start=True)  # type: ignore[call-arg,unused-ignore]
+    return loop.create_task(coroutine)
+
+
+async def _telling(awaitable: Awaitable[_T], ended: asyncio.Future[None]) -> _T:
+    """``awaitable``'s result, with ``ended`` set once it has one (or raised), from the task
+    that runs it: the caller waiting on ``ended`` wakes at the next turn of the loop, where a
+    callback on the task (``asyncio.shield``'s way) would take one turn more."""
+    try:
+        return await awaitable
+    finally:
+        if not ended.done():
+            ended.set_result(None)
 
 
 async def not_if_cancelled(awaitable: Awaitable[Any] | None = None) -> None:

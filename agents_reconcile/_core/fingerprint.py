@@ -170,6 +170,26 @@ def journal_batch(
     batch: list[Any] = []
     digests: list[str] = []
     for index, item in enumerate(items):
+        if (
+            type(item) is dict
+            and not view
+            and not (ignore_ids and "id" in item)
+            and "_agents_tool_description" not in item
+            and "_agents_tool_title" not in item
+            and "created_by" not in item
+        ):
+            # The common item, a plain dict that is its own canonical form: the steps below,
+            # inline. Anything else they would look at (a value orjson refuses, one not made
+            # of JSON's own types) takes them.
+            try:
+                data = orjson.dumps(item, option=_OPTIONS)
+            except (TypeError, ValueError):
+                pass
+            else:
+                if _plain(item) == _PLAIN:
+                    batch.append(item)
+                    digests.append(blake3(data).digest().hex())
+                    continue
         try:
             element = item if isinstance(item, dict) else canonical_item(item)
             canon = canonical_item(element, ignore_ids=ignore_ids, view=view)

@@ -6,7 +6,6 @@ store's record of writes.
 
 from __future__ import annotations
 
-import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -89,12 +88,8 @@ class RevisionWriter(Writer):
                         client.session_id,
                     )
                     return
-                intent = dataclasses.replace(
-                    self.new_intent(batch, digests, _NO_TAIL),
-                    before_digests=(),
-                    persisted_count=None,
-                    expected_revision=known.head,
-                )
+                # No tail before it: the store's compare-and-swap judges what came first.
+                intent = self.new_intent(batch, digests, _NO_TAIL, expected_revision=known.head)
                 if crashpoints.ARMED:
                     crashpoints.reached(CrashPoint.BEFORE_INTENT_RECORDED)
                 self._in_flight.busy.add(intent.intent_id)

@@ -115,9 +115,12 @@ def built_intent(
     view: TailView,
     ignore_ids: bool,
     inner: InnerSession,
+    expected_revision: int | None = None,
 ) -> PendingWrite:
     """The intent of an append of ``batch`` on the tail ``view`` (digests made by the session's
-    scheme, ``inner.scheme``; requests of ``inner.chunk`` items)."""
+    scheme, ``inner.scheme``; requests of ``inner.chunk`` items); on a revisioned store, the
+    compare-and-swap against ``expected_revision`` (then ``view`` holds no tail: the store
+    itself judges what came before)."""
     # The items before the batch: the whole history when the view holds all of it (then a
     # tail of repeating content still reads one way only), else the newest len+1.
     whole = view.whole
@@ -135,6 +138,7 @@ def built_intent(
         ignore_ids=ignore_ids,
         scheme=inner.scheme,
         chunk=inner.chunk,
+        expected_revision=expected_revision,
         seal_key=client.keyring.current,
         sign_key=client.keyring.signer.current if client.keyring.signer else None,
     )

@@ -177,9 +177,16 @@ class Writer:
         return False
 
     def new_intent(
-        self, batch: tuple[Any, ...], digests: tuple[str, ...], view: TailView
+        self,
+        batch: tuple[Any, ...],
+        digests: tuple[str, ...],
+        view: TailView,
+        *,
+        expected_revision: int | None = None,
     ) -> PendingWrite:
-        return built_intent(self._client, batch, digests, view, self.ignore_ids, self._inner)
+        return built_intent(
+            self._client, batch, digests, view, self.ignore_ids, self._inner, expected_revision
+        )
 
     async def open_intent(
         self,

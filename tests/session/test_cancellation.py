@@ -7,6 +7,7 @@ bare session's result is the measure."""
 from __future__ import annotations
 
 import asyncio
+import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any, ClassVar
@@ -245,6 +246,64 @@ async def test_a_call_outlives_its_cancelled_caller_and_is_put_right_after(eager
     assert probe.started and not probe.finished
     await asyncio.gather(*in_flight.background)
     assert probe.finished and after == ["answer"]
+
+
+async def test_a_call_in_a_task_of_its_own_costs_few_turns_of_the_loop() -> None:
+    """A call that answers at once (a store's append that does not suspend) costs no turn of
+    the loop where asyncio starts tasks eagerly (3.12 on), else the two its task needs (its
+    first step, then the caller's); ``asyncio.shield`` around it took one more."""
+    from agents_reconcile._core.cancellation import outliving_cancellation
+    from agents_reconcile._session.claims import InFlight
+
+    async def nothing(_: Any) -> None:
+        raise AssertionError("nobody was cancelled")
+
+    loop = asyncio.get_running_loop()
+    turns = 0
+    ticking = True
+
+    def tick() -> None:
+        nonlocal turns
+        if ticking:
+            turns += 1
+            loop.call_soon(tick)
+
+    loop.call_soon(tick)
+    await asyncio.sleep(0)  # the ticker runs once per turn from here
+    before = turns
+    assert await outliving_cancellation(Probe().at_once(), InFlight(), nothing) == "answer"
+    used = turns - before
+    ticking = False
+    assert used <= (0 if sys.version_info >= (3, 12) else 2)
+
+
+@pytest.mark.parametrize("fast", [True, False], ids=["at_once", "suspending"])
+async def test_a_call_runs_as_a_task_of_its_own(fast: bool) -> None:
+    """Whether it answers at once or suspends, the call runs as a task of its own from its
+    first step, never as its caller: what it arms against its own task (a timeout) reaches
+    it and not the caller."""
+    from agents_reconcile._core.cancellation import outliving_cancellation
+    from agents_reconcile._session.claims import InFlight
+
+    async def nothing(_: Any) -> None:
+        raise AssertionError("nobody was cancelled")
+
+    caller = asyncio.current_task()
+
+    async def call() -> asyncio.Task[Any] | None:
+        running = asyncio.current_task()
+        if not fast:
+            async with asyncio.timeout(0.01):
+                await asyncio.sleep(1)
+        return running
+
+    if fast:
+        running = await outliving_cancellation(call(), InFlight(), nothing)
+        assert running is not None and running is not caller
+    else:
+        with pytest.raises(TimeoutError):
+            await outliving_cancellation(call(), InFlight(), nothing)
+        assert caller is not None and not caller.cancelling()
 
 
 async def test_a_call_whose_caller_is_already_cancelled_never_starts() -> None:

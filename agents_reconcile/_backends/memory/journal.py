@@ -155,9 +155,11 @@ class MemoryJournal(Unversioned):
             )
         if expect_write_count is not None and write_count != expect_write_count:
             return Opened(recorded=False, write_count=write_count)
-        await self.record(intent, state=state, owner=owner)
-        opened = replace(self._rows.entries[intent.intent_id], fence=write_count)
-        self._rows.entries[intent.intent_id] = opened
+        # ``record``'s entry, made with its fence at once (neither settled nor held: checked).
+        self._rows.entries[intent.intent_id] = JournalEntry(
+            intent, state, owner, time.time(), write_count
+        )
+        await self.count_write(intent.session_id, intent.backend)
         self._rows.opened_at[intent.intent_id] = write_count
         return Opened(recorded=True, write_count=write_count)
 
