@@ -79,6 +79,7 @@ NonFinite: TypeAlias = tuple[Path, str]
 # that kept them would differ between the batch we wrote and the same batch read back through a
 # path that strips them.
 _SESSION_ONLY_KEYS: Final = ("_agents_tool_description", "_agents_tool_title", "created_by")
+_SESSION_ONLY: Final = frozenset(_SESSION_ONLY_KEYS)
 _OPTIONS: Final = orjson.OPT_SORT_KEYS
 _MARKER: Final = b"\xff"
 _ESCAPED: Final = b"\xfe"
@@ -110,12 +111,7 @@ def canonical_item(item: Any, *, ignore_ids: bool = False, view: int = 0) -> Any
             payload = item.model_dump(exclude_unset=True)
     else:
         return item
-    if isinstance(payload, dict) and (
-        (ignore_ids and "id" in payload)
-        or "_agents_tool_description" in payload
-        or "_agents_tool_title" in payload
-        or "created_by" in payload
-    ):
+    if isinstance(payload, dict) and _reshaped(payload, ignore_ids):
         payload = {
             key: value
             for key, value in payload.items()
@@ -124,6 +120,12 @@ def canonical_item(item: Any, *, ignore_ids: bool = False, view: int = 0) -> Any
     if view and isinstance(payload, dict):
         payload = conversation_view(payload, version=view)
     return payload
+
+
+def _reshaped(payload: dict[str, Any], ignore_ids: bool) -> bool:
+    """Whether ``canonical_item`` leaves keys of ``payload`` out (the session-only ones, and
+    ``id`` under ``ignore_ids``): a dict without them is its own canonical form."""
+    return (ignore_ids and "id" in payload) or not _SESSION_ONLY.isdisjoint(payload)
 
 
 def canonical_bytes(
@@ -170,14 +172,7 @@ def journal_batch(
     batch: list[Any] = []
     digests: list[str] = []
     for index, item in enumerate(items):
-        if (
-            type(item) is dict
-            and not view
-            and not (ignore_ids and "id" in item)
-            and "_agents_tool_description" not in item
-            and "_agents_tool_title" not in item
-            and "created_by" not in item
-        ):
+        if type(item) is dict and not view and not _reshaped(item, ignore_ids):
             # The common item, a plain dict that is its own canonical form: the steps below,
             # inline. Anything else they would look at (a value orjson refuses, one not made
             # of JSON's own types) takes them.
