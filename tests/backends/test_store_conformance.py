@@ -24,6 +24,7 @@ from agents_reconcile._backends.store_items import decode_item, encode_item
 from agents_reconcile.errors import FingerprintError, SchemaMismatch
 
 from ..support.backends import Place, closed_port, registered
+from ..support.strategies import surrogate_text
 
 Opener = Callable[[str], Awaitable[Any]]
 
@@ -230,17 +231,6 @@ async def test_a_surrogate_pair_as_two_code_points_is_refused(opener: Opener) ->
     assert await store.head() == 0
     await store.add_items([item("\ud83d")])
     assert await store.get_items() == [item("\ud83d")]
-
-
-# st.text() and a plain st.characters() leave surrogates out: they are asked for by name, and
-# only low ones, since a high one before a low one is a pair no JSON text keeps apart.
-surrogate_text = st.lists(
-    st.one_of(
-        st.characters(),
-        st.characters(min_codepoint=0xDC00, max_codepoint=0xDFFF, categories=["Cs"]),
-    ),
-    max_size=8,
-).map("".join)
 
 
 @given(

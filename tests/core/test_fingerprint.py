@@ -32,6 +32,8 @@ from agents_reconcile._core.fingerprint import (
 )
 from agents_reconcile.errors import FingerprintError, ReconcileError, UnsupportedRecordVersion
 
+from ..support.strategies import surrogate_text
+
 HEX64 = re.compile(r"[0-9a-f]{64}")
 
 
@@ -750,16 +752,6 @@ def test_journal_batch_checks_surrogates_in_the_id_the_digest_leaves_out():
     assert '["id"]' in str(refused.value)
 
 
-# Surrogates are asked for by name, and only low ones, since a high one before a low one is a
-# pair no JSON text keeps apart (the plain characters leave every surrogate out explicitly:
-# st.characters() alone may draw a high one).
-surrogate_text = st.lists(
-    st.one_of(
-        st.characters(exclude_categories=["Cs"]),
-        st.characters(min_codepoint=0xDC00, max_codepoint=0xDFFF, categories=["Cs"]),
-    ),
-    max_size=8,
-).map("".join)
 surrogate_values = st.recursive(
     st.one_of(st.none(), st.booleans(), st.floats(), surrogate_text),
     lambda inner: st.one_of(
