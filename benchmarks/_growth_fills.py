@@ -259,6 +259,7 @@ async def redis_fill(url: str, prefix: str, chunks: Iterable[list[Left]]) -> Non
         LISTING,
         STAMP,
         JournalKeys,
+        listed,
         packed_row,
     )
 
@@ -290,7 +291,7 @@ async def redis_fill(url: str, prefix: str, chunks: Iterable[list[Left]]) -> Non
                     )
                     pipe.hset(intents, ident, row)
                     pipe.hset(names["index"], ident, left.session_id)
-                    pipe.zadd(names[LISTING], {left.session_id.encode("utf-8", "surrogatepass"): 0})
+                    pipe.zadd(names[LISTING], {listed(left.session_id, ident): 0})
                 if left.decision is not None:
                     # What store_decision and settle keep of a settling decision.
                     seq += 1

@@ -20,12 +20,12 @@ holding the intent and the call is made again there.
 
 Keys, each under ``{prefix}:`` (``layout.py`` builds their names)::
 
-    schema            string   layout version (5); refused when not this release's
+    schema            string   layout version (4); refused when not this release's
     floor             string   the highest write count pruned: a session without a count
                                reads as it (absent: 0)
     index             hash     unresolved intent id -> its session id
-    listing           zset     the id of every session holding an unresolved intent, score 0:
-                               status pages them by ZRANGEBYLEX from a cursor, in byte order
+    listing           zset     every unresolved intent as ``layout.listed(session, id)``, score
+                               0: status pages it by ZRANGEBYLEX from a cursor, in byte order
     settled           set      ids of settled intents
     seq               string   counter numbering decisions
     log               list     every decision's number, oldest first
@@ -53,17 +53,15 @@ intents are few (one per backend at most, while no operator is needed): a script
 all with one ``HGETALL``, and sorts them by ``created_at``, then id.
 
 The cost of an append (``open_intent``, the previous intent of the session cleared in the same
-script): one round trip, a script of ten commands: the version read, the session's intents
-read, the cleared one's row and index entry removed, the count read, the id's index entry
-claimed (``HSETNX``: it fails when another session holds the id) and the id looked up in
-``settled``, the server's time read, the new row and the count written with its stamp. The
-session stays listed throughout: it is listed while it holds an intent, so only its first
-opening lists it and only the removal of its last intent takes it off.
+script): one round trip, a script of about a dozen commands: the version read, the session's
+intents read, the cleared one's row, listing member and index entry removed, the count read,
+the id looked up in ``index`` and ``settled``, the new row, index entry and listing member
+written, the server's time read and the count written with its stamp.
 
 The layout version is only a number: ``migrate`` (and the first use of a journal object, a
 read or a write) stores it in an empty journal (``link.py``), and a journal holding any other
-version is refused; one of the layouts before 5 (never released) is refused as such, with what
-to do.
+version is refused; one of the layouts before 4 (a hash per field of an intent, never
+released) is refused as such, with what to do.
 
 An address may ask every writing script to wait for replicas (``?replicas=N``): the script is
 then sent once, and ``WAIT`` follows it on the same connection (``replicas.py``).

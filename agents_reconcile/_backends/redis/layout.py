@@ -40,7 +40,9 @@ __all__ = [
     "IntentHomes",
     "JournalKeys",
     "KeyLayout",
+    "listed",
     "packed_row",
+    "unlisted",
     "unpacked_row",
 ]
 
@@ -56,10 +58,8 @@ GLOBAL_KEYS: Final = (
     "listing",
 )
 LISTING: Final = "listing"
-"""A sorted set, every score 0: the id of each session holding an unresolved intent (layout
-5), so that a page of them all starts with one ``ZRANGEBYLEX`` from the cursor's session on,
-however many there are; an append, which clears a session's intent and opens its next, leaves
-it as it is."""
+"""A sorted set, every score 0: each unresolved intent as ``listed(session, id)``, so that a
+page of all of them is one ``ZRANGEBYLEX`` from the cursor on, however many there are."""
 INTENTS: Final = "intents"
 """The session key holding its unresolved intents: a hash from intent id to the intent's row,
 all of it in one value (``ROW``), so that opening an intent is one ``HSET`` and removing it one
@@ -138,6 +138,22 @@ def unpacked_row(value: bytes) -> dict[str, Any] | None:
         "owner": value[owner_at:record_at].decode("utf-8", "surrogatepass"),
         "record": value[record_at:],
     }
+
+
+def listed(session_id: str, intent_id: str) -> bytes:
+    """An unresolved intent's member of the listing (``listing_member`` in ``prelude.lua``):
+    the session id with each byte 0 written as 1 1 and each byte 1 as 1 2, a byte 0, then the
+    intent id; so each (session, id) is one member, and the first byte 0 ends the session."""
+    session = session_id.encode("utf-8", "surrogatepass")
+    escaped = session.replace(b"\x01", b"\x01\x02").replace(b"\x00", b"\x01\x01")
+    return escaped + b"\x00" + intent_id.encode("utf-8", "surrogatepass")
+
+
+def unlisted(member: bytes) -> tuple[str, str]:
+    """The (session, intent id) of a listing member (``listed`` undone)."""
+    escaped, _, ident = member.partition(b"\x00")
+    session = escaped.replace(b"\x01\x01", b"\x00").replace(b"\x01\x02", b"\x01")
+    return session.decode("utf-8", "surrogatepass"), ident.decode("utf-8", "surrogatepass")
 
 
 class KeyLayout(Protocol):

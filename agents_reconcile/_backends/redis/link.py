@@ -19,14 +19,12 @@ first use of a journal object (a read checks first; a writing script refuses any
 before it runs anything) store the version in an empty journal, in one script per bucket
 (``scripts/schema_version.lua``); any other version is refused, before anything touches it.
 Layout 4 (``0004_intent_rows``) keeps each unresolved intent as one row of its session's
-``intents`` (``layout.ROW``) where the layouts before it kept a hash per field of an intent;
-layout 5 (``0005_session_listing``) lists sessions holding an unresolved intent where layouts
-3 and 4 listed each intent (``layout.LISTING``). None of those before 5 was released, so a
-journal of one is refused as such (``RetiringSchema``), with what to do, never upgraded. On a
-cluster every bucket keeps its own version (a bucket gets it with its first write, as a server
-does): ``check`` and ``schema_version`` read them all at once and report the worst
-(unreadable, then newer, then the oldest), and the first use stores the version where it is
-missing once none is newer, older or unreadable.
+``intents`` (``layout.ROW``) where the layouts before it kept a hash per field of an intent:
+those were never released, so a journal of one is refused as such (``RetiringSchema``), with
+what to do, never upgraded. On a cluster every bucket keeps its own version (a bucket gets it
+with its first write, as a server does): ``check`` and ``schema_version`` read them all at once
+and report the worst (unreadable, then newer, then the oldest), and the first use stores the
+version where it is missing once none is newer, older or unreadable.
 """
 
 from __future__ import annotations
@@ -55,37 +53,29 @@ __all__ = ["SCHEMA", "SCHEMA_VERSION", "VERSION", "RedisLink", "RetiringSchema"]
 
 @dataclass(frozen=True)
 class RetiringSchema(Schema):
-    """A schema whose first versions were laid out in a way no release wrote: a journal holding
-    one is refused as such, saying how it was laid out and what to do, never upgraded.
-    ``retired``: how each was laid out, version 1 first."""
+    """A schema whose versions up to ``retired`` were laid out in a way no release wrote: a
+    journal holding one is refused as such, with what to do, never upgraded."""
 
-    retired: tuple[str, ...] = ()
+    retired: int = 0
 
     def problem(self, where: str, found: int | None) -> str | None:
-        if found is not None and 0 < found <= len(self.retired):
+        if found is not None and 0 < found <= self.retired:
             return (
                 f"{where} has {self.noun} version {found}, a layout from before this release's "
-                f"{self.version} that no release wrote ({self.retired[found - 1]}); "
+                f"{self.version} that no release wrote (each intent kept as a hash per field); "
                 "this release neither reads nor upgrades it: delete the journal's keys "
                 "(RedisJournal.drop()) or give it another prefix"
             )
         return super().problem(where, found)
 
 
-_PER_FIELD: Final = "each intent kept as a hash per field"
 SCHEMA: Final = RetiringSchema(
     "journal",
-    (
-        "0001_initial",
-        "0002_retention",
-        "0003_listing",
-        "0004_intent_rows",
-        "0005_session_listing",
-    ),
+    ("0001_initial", "0002_retention", "0003_listing", "0004_intent_rows"),
     JournalCorrupt,
-    retired=(_PER_FIELD, _PER_FIELD, _PER_FIELD, "each unresolved intent listed on its own"),
+    retired=3,
 )
-"""The journal's layout steps, oldest first; layouts 1 to 4 are refused (``retired``)."""
+"""The journal's layout steps, oldest first; layouts 1 to 3 are refused (``retired``)."""
 SCHEMA_VERSION: Final = SCHEMA.version
 VERSION: Final = str(SCHEMA_VERSION).encode()
 """The version every writing script is given (it refuses a journal holding another)."""

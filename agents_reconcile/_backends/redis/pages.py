@@ -3,24 +3,21 @@ and started effects a page at a time, on a server or a cluster alike.
 
 A script can read only the keys it is given, and a session's keys carry a hash tag (blake3 of
 the session id) that a script cannot compute: so a page is two round trips. The first finds
-the sessions: for intents one ``ZRANGEBYLEX`` of the listing (every session holding an
-unresolved intent, in byte order) from the cursor's session on, as many sessions as the page
-and the ``COUNT_LIMIT`` of those that follow could need (each listed session holds one intent
-at least); for effects ``started_order.lua`` (``effect_started`` by begin time, then key). The
-second, ``pending_page.lua`` or ``started_rows.lua``, reads the page's rows with the newest
-decision of each from the sessions' keys; for intents it goes through those sessions' ids in
-byte order from the cursor on, and stops once it has the page and what follows it, judging of
-each of those whether it waits for an operator. Both are read only; the server's work grows
-with the page (and the count's bound) and the intents of the sessions they hold, never with
-the number of sessions or of pending intents.
+the page's ids and their sessions: for intents one ``ZRANGEBYLEX`` of the listing (every
+unresolved intent as its session and id, in byte order) from the cursor on, the page and up to
+``COUNT_LIMIT`` of those that follow; for effects ``started_order.lua`` (``effect_started`` by
+begin time, then key). The second, ``pending_page.lua`` or ``started_rows.lua``, reads the
+page's rows with the newest decision of each from the sessions' keys, and for intents counts
+which of those that follow the page wait for an operator. Both are read only; the server's work
+grows with the page (and the count's bound), never with the number of sessions or of pending
+intents.
 
 On a cluster each step asks every bucket at once (one pipeline per node: ``link.fan``): each
-bucket's listing from the cursor's session on, merged in byte order as on one server, then in
-each bucket holding one of the sessions kept its first intents after the cursor (the rows of
-its first ``limit``, a superset of its part of the page), merged again and cut as on one
-server; each bucket's first ``limit`` started effects after the cursor, the page the first
-``limit`` of them all, and what follows it counted over every bucket. On one server the same
-steps are one command each.
+bucket's listing from the cursor on, merged in byte order as on one server, then the rows in
+each bucket holding a session of the page or an intent after it (whose newest decision it
+judges: that decision is in the same bucket); each bucket's first ``limit`` started effects
+after the cursor, the page the first ``limit`` of them all, and what follows it counted over
+every bucket. On one server the same steps are one command each.
 """
 
 from __future__ import annotations
@@ -48,6 +45,8 @@ from .layout import (
     SESSION_KEYS,
     JournalKeys,
     KeyLayout,
+    listed,
+    unlisted,
 )
 from .link import RedisLink
 
@@ -64,36 +63,17 @@ PAGE_SCRIPTS: Final = {
     for name in ("pending_page", "started_order", "started_rows")
 }
 INTENT_CURSOR: Final = (str, str)
-"""An intent's sort key on Redis: its session, its id (each in byte order)."""
+"""An intent's sort key on Redis: its session, its id (in the listing: ``layout.listed``)."""
 
 
 def listing_range(
-    key: str | bytes, start: tuple[str, str] | None, count: int
+    key: str | bytes, start: tuple[str, str] | None, limit: int
 ) -> tuple[str | bytes, ...]:
-    """The command that reads up to ``count`` sessions from the listing (``layout.LISTING``)
-    in byte order: from the session of ``start`` (a cursor's session and id) on, that one
-    included (it may hold intents after the cursor's)."""
-    low = b"-" if start is None else b"[" + start[0].encode("utf-8", "surrogatepass")
-    return ("ZRANGEBYLEX", key, low, b"+", b"LIMIT", b"0", b"%d" % count)
-
-
-def _sort_key(session: str, ident: str) -> tuple[bytes, bytes]:
-    """An intent's place in a page: its session, then its id, in byte order (the listing's
-    and ``pending_page.lua``'s)."""
-    return session.encode("utf-8", "surrogatepass"), ident.encode("utf-8", "surrogatepass")
-
-
-def _following(value: object) -> tuple[str, str, bool]:
-    """A {session, id, waits} triple of ``pending_page.lua``: an intent after its bucket's
-    rows, and whether it waits for an operator."""
-    parts = replies.as_list(value, "pending_page")
-    if len(parts) != 3:
-        raise replies.unexpected("pending_page", value)
-    return (
-        replies.text(parts[0], "a session id"),
-        replies.text(parts[1], "an intent id"),
-        replies.count(parts[2], "pending_page") == 1,
-    )
+    """The command that reads the page's intents from the listing (``layout.LISTING``) and up
+    to ``COUNT_LIMIT`` of those that follow: those after ``start`` (a cursor's session and
+    id), in the listing's byte order."""
+    low = b"-" if start is None else b"(" + listed(*start)
+    return ("ZRANGEBYLEX", key, low, b"+", b"LIMIT", b"0", b"%d" % (limit + COUNT_LIMIT))
 
 
 def by_session(ids: Iterable[tuple[str, str]]) -> list[tuple[str, list[str]]]:
@@ -193,59 +173,48 @@ class RedisPages:
         layout = self._layout
         if session_id is not None:
             return await self._one_session(session_id, limit, start)
-        wanted = limit + COUNT_LIMIT
-        # Each listed session holds an intent at least, and the cursor's own may hold none
-        # after it: the first ``wanted + 1`` sessions hold the first ``wanted`` intents.
-        ranges = [
-            listing_range(bucket.names[LISTING], start, wanted + 1) for bucket in layout.buckets()
-        ]
+        ranges = [listing_range(bucket.names[LISTING], start, limit) for bucket in layout.buckets()]
         members: list[bytes] = []
         for reply in await self._link.fan("pending_page", ranges):
             members += [
-                replies.blob(m, "a listed session") for m in replies.as_list(reply, "pending_page")
+                replies.blob(m, "a listed intent") for m in replies.as_list(reply, "pending_page")
             ]
         members.sort()
-        groups: dict[int, list[str]] = {}
-        for member in members[: wanted + 1]:
-            session = member.decode("utf-8", "surrogatepass")
-            groups.setdefault(layout.number(session), []).append(session)
-        if not groups:
-            return Page(rows=[], more=0, after=None)
+        chosen = [unlisted(member) for member in members]
+        shown, rest = chosen[:limit], chosen[limit : limit + COUNT_LIMIT]
+        if not shown:
+            return Page(rows=[], more=len(rest), after=None)
+        # The page ends where the listings said, whether or not its last intent is still
+        # there when its row is read.
+        last = shown[-1]
+        groups: dict[int, list[tuple[str, list[str]]]] = {}
+        following: dict[int, list[str]] = {}
+        for session, ids in by_session(shown):
+            groups.setdefault(layout.number(session), []).append((session, ids))
+        for session, ident in rest:
+            following.setdefault(layout.number(session), []).append(ident)
         script = PAGE_SCRIPTS["pending_page"]
-        cursor: list[str | bytes] = ["0", "", ""] if start is None else ["1", *start]
         calls = []
-        for number, sessions in sorted(groups.items()):
+        for number in sorted(set(groups) | set(following)):
             bucket = layout.bucket(number)
             keys = list(bucket.globals)
-            for session in sessions:
+            args: list[str | bytes] = [str(len(groups.get(number, [])))]
+            for session, ids in groups.get(number, []):
                 keys += bucket.session(session)
-            calls.append((script, keys, ["page", *cursor, str(limit), str(wanted), *sessions]))
-        # Every intent the buckets went through, by (session, id) in byte order: with its row
-        # (each bucket's first ``limit``, a superset of its part of the page) or whether it
-        # waits for an operator (the bucket's others).
-        named: list[tuple[bytes, bytes, str, str, replies.Row | None, bool]] = []
+                args += [session, str(len(ids)), *ids]
+            calls.append((script, keys, [*args, *following.get(number, [])]))
+        found: list[tuple[str, replies.Row]] = []
         decided: list[object] = []
+        waiting = 0
         for reply in await self._link.fan_scripts("pending_page", calls):
             parts = replies.as_list(reply, "pending_page")
             if len(parts) != 2:
                 raise replies.unexpected("pending_page", reply)
             for session, rows, triples_found in session_replies(parts[0], "pending_page"):
-                for row in replies.rows(rows, "pending_page"):
-                    named.append((*_sort_key(session, row[0]), session, row[0], row, False))
+                found += [(session, row) for row in replies.rows(rows, "pending_page")]
                 decided += replies.as_list(triples_found, "pending_page")
-            for value in replies.as_list(parts[1], "pending_page"):
-                session, ident, waits = _following(value)
-                named.append((*_sort_key(session, ident), session, ident, None, waits))
-        named.sort(key=lambda each_one: each_one[:2])
-        shown, rest = named[:limit], named[limit:wanted]
-        found = [(session, row) for _, _, session, _, row, _ in shown if row is not None]
-        known = {str(each_one[0]): each_one for each_one in map(_triple, decided)}
-        waiting = sum(
-            1
-            for _, _, _, ident, row, waits in rest
-            if (waits if row is None else ident in known and waits_raw(known[ident][2]))
-        )
-        last = (shown[-1][2], shown[-1][3]) if shown else None
+            waiting += replies.count(parts[1], "pending_page")
+        found.sort(key=lambda pair: (pair[0], pair[1][0]))
         return self._intent_page(found, decided, more=len(rest), waiting=waiting, last=last)
 
     async def _one_session(

@@ -1,19 +1,13 @@
--- Reads unresolved intents with the newest decision of each (pending_page). Read only.
+-- Reads a page of unresolved intents (pending_page) with the newest decision of each, and
+-- counts which of the intents that follow the page wait for an operator. Read only.
 --
 -- KEYS: the global keys, then SESSION_WIDTH keys for each session named in ARGV, in order.
---
--- ARGV[1] 'page': a page of the listing, from the sessions its first step found (in byte
--- order); ARGV[2] '1' when there is a cursor, ARGV[3] and ARGV[4] its session and intent id,
--- ARGV[5] how many rows (limit), ARGV[6] how many intents in all (the page and those that
--- follow it that are counted), then the session ids. Goes through the sessions' intents after
--- the cursor in (session, id) byte order, up to ARGV[6] of them: the first ARGV[5] as rows,
--- the others only named, with whether each waits for an operator (its newest decision denied
--- it or left it pending, or cannot be read: a person should look at it). Replies {sessions,
--- following}: sessions as below for the rows; following {session, id, 1 or 0} triples.
---
--- Else ARGV[1] is how many sessions; then for each, its id and 'all' (every intent it holds).
--- Replies {sessions, 0}: for each session {id, rows, newest}, rows as entries.lua gives them,
--- newest {intent id, number, record} triples.
+-- ARGV[1]: how many sessions; then for each, its id, how many of its intents are asked for
+-- ('all': every one it holds) and their ids; then the ids of the intents that follow the page.
+-- Replies {sessions, waiting}: for each session {id, rows, newest}, rows as entries.lua gives
+-- them (an intent no longer the session's is left out), newest {intent id, number, record}
+-- triples; waiting, how many of the following intents have a newest decision that denied
+-- them or left them pending (or one that cannot be read: a person should look at it).
 local function newest_of(id)
   local listed = redis.call('HGET', GLOBAL.decided, id)
   if not listed then
@@ -26,21 +20,26 @@ local function newest_of(id)
   return seq, redis.call('HGET', GLOBAL.decision, seq) or ''
 end
 
-local function waits(id)
-  local seq, record = newest_of(id)
-  if not seq then
-    return 0
+local sessions = {}
+local at = 2
+for n = 1, tonumber(ARGV[1]) do
+  local s = session_keys(SESSION_AT + (n - 1) * SESSION_WIDTH)
+  local session, asked = ARGV[at], ARGV[at + 1]
+  local found = {}
+  if asked == 'all' then
+    found = held(s)
+    at = at + 2
+  else
+    for i = 1, tonumber(asked) do
+      local id = ARGV[at + 1 + i]
+      local r = intent_of(s, id)
+      if r then
+        r.id = id
+        found[#found + 1] = r
+      end
+    end
+    at = at + 2 + tonumber(asked)
   end
-  local ok, body = pcall(cjson.decode, record)
-  if not ok or type(body) ~= 'table' or body.action == 'denied'
-      or body.action == 'left_pending' then
-    return 1
-  end
-  return 0
-end
-
--- One session's reply: {id, rows, newest} for the rows found.
-local function session_reply(session, found)
   local rows, newest = {}, {}
   for _, r in ipairs(found) do
     local id = r.id
@@ -50,50 +49,18 @@ local function session_reply(session, found)
       newest[#newest + 1] = {id, seq, record}
     end
   end
-  return {session, rows, newest}
+  sessions[#sessions + 1] = {session, rows, newest}
 end
 
-if ARGV[1] ~= 'page' then
-  local sessions = {}
-  for n = 1, tonumber(ARGV[1]) do
-    local s = session_keys(SESSION_AT + (n - 1) * SESSION_WIDTH)
-    sessions[#sessions + 1] = session_reply(ARGV[2 * n], held(s))
-  end
-  return {sessions, 0}
-end
-
-local has_cursor, after_session, after_id = ARGV[2] == '1', ARGV[3], ARGV[4]
-local limit, wanted = tonumber(ARGV[5]), tonumber(ARGV[6])
-local sessions, following = {}, {}
-local seen = 0
-for n = 7, #ARGV do
-  if seen >= wanted then
-    break
-  end
-  local session = ARGV[n]
-  local s = session_keys(SESSION_AT + (n - 7) * SESSION_WIDTH)
-  local ids = redis.call('HKEYS', s.intents)
-  if #ids > 1 then
-    table.sort(ids, bytes_before)
-  end
-  local found = {}
-  for _, id in ipairs(ids) do
-    if seen >= wanted then
-      break
-    end
-    if not (has_cursor and session == after_session and not bytes_before(after_id, id)) then
-      seen = seen + 1
-      if seen <= limit then
-        local r = intent_of(s, id)
-        r.id = id
-        found[#found + 1] = r
-      else
-        following[#following + 1] = {session, id, waits(id)}
-      end
+local waiting = 0
+for i = at, #ARGV do
+  local seq, record = newest_of(ARGV[i])
+  if seq then
+    local ok, body = pcall(cjson.decode, record)
+    if not ok or type(body) ~= 'table' or body.action == 'denied'
+        or body.action == 'left_pending' then
+      waiting = waiting + 1
     end
   end
-  if #found > 0 then
-    sessions[#sessions + 1] = session_reply(session, found)
-  end
 end
-return {sessions, following}
+return {sessions, waiting}

@@ -202,37 +202,27 @@ local function intent_row(id, r)
   return {id, r.backend, r.state, r.owner, r.updated, record_of(r), r.fence, age}
 end
 
--- GLOBAL.listing (LISTING in layout.py) holds, score 0, the id of every session that holds at
--- least one unresolved intent (its intents hash exists), so that an append, which clears a
--- session's intent and opens its next, leaves it as it is.
+-- An unresolved intent's member of GLOBAL.listing (LISTING in layout.py): its session id with
+-- every byte 0 written 1 1 and every byte 1 written 1 2, a byte 0, then its id. One member
+-- per (session, id), so the listing's byte order is a total order of them.
+local function listing_member(session, id)
+  return (string.gsub(session, '[%z\1]', {['\0'] = '\1\1', ['\1'] = '\1\2'})) .. '\0' .. id
+end
 
--- Removes the unresolved intent `id` from its session (whose keys are s) and the index, not
--- from the listing (unlisted_if_empty() does that).
-local function unheld(s, id)
+-- Removes the unresolved intent `id` of `session` (whose keys are s) from its session, the
+-- index and the listing.
+local function remove_intent(s, session, id)
+  redis.call('ZREM', GLOBAL.listing, listing_member(session, id))
   redis.call('HDEL', s.intents, id)
   redis.call('HDEL', GLOBAL.index, id)
-end
-
--- Takes `session` (whose keys are s) off the listing once it holds no unresolved intent.
-local function unlisted_if_empty(s, session)
-  if redis.call('EXISTS', s.intents) == 0 then
-    redis.call('ZREM', GLOBAL.listing, session)
-  end
-end
-
--- Removes the unresolved intent `id` of `session` (whose keys are s) from its session and the
--- index, and the session from the listing when it held no other.
-local function remove_intent(s, session, id)
-  unheld(s, id)
-  unlisted_if_empty(s, session)
 end
 
 -- ARGV (record and open_intent): version, intent id, session id, backend, state, owner,
 -- created_at, (unused: the update time is the server's, now()), record. Stores the intent with
 -- its fencing token (fence: the session's count when open_intent opened it; '' for record());
 -- the caller counts the write. `indexed`: the index already names the session for the id
--- (try_open() claimed it); `listed`: the session is listed already (it held an intent).
-local function store_intent(s, fence, indexed, listed)
+-- (try_open() claimed it).
+local function store_intent(s, fence, indexed)
   local id = ARGV[2]
   local backend, owner = ARGV[4], ARGV[6]
   -- As packed() makes it, without the table.
@@ -241,9 +231,7 @@ local function store_intent(s, fence, indexed, listed)
   if not indexed then
     redis.call('HSET', GLOBAL.index, id, ARGV[3])
   end
-  if not listed then
-    redis.call('ZADD', GLOBAL.listing, 0, ARGV[3])
-  end
+  redis.call('ZADD', GLOBAL.listing, 0, listing_member(ARGV[3], id))
 end
 
 -- Stores the intent of ARGV (as above), counting a write of its session, unless its id is
@@ -314,12 +302,10 @@ local function try_open()
   -- One read of the session's intents: the one to clear, this id's own, and those that block.
   local mine = nil
   local blocking = {}
-  local rows = held(s, true)
-  for _, r in ipairs(rows) do
+  for _, r in ipairs(held(s, true)) do
     if r.id == clearing and r.backend == backend and r.state == 'in_flight'
         and r.owner == ARGV[6] then
-      -- The listing waits for finish_open(): the session stays listed when an intent is opened.
-      unheld(s, clearing)
+      remove_intent(s, session, clearing)
       cleared = true
     elseif r.id == id then
       mine = r
@@ -331,8 +317,7 @@ local function try_open()
   if cleared then
     count = count + 1
   end
-  -- `held`: how many intents the session held (it was listed when any).
-  local opening = {s = s, backend = backend, count = count, held = #rows}
+  local opening = {s = s, backend = backend, count = count}
   local write_count = string.format('%d', count)
   -- Before the blocking ones, which would list the intent itself: a call retried after its
   -- reply was lost finds what its first attempt recorded.
@@ -363,13 +348,11 @@ local function try_open()
 end
 
 -- Ends what try_open() began: with `store`, stores the intent of ARGV, its fencing token the
--- session's count, and counts it (listing the session unless it was); else gives up the index
--- entry try_open() claimed, if it did, and keeps the count the clearing raised, if any (taking
--- the session off the listing when the cleared intent was its only one). The count is written
--- once either way.
+-- session's count, and counts it; else gives up the index entry try_open() claimed, if it did,
+-- and keeps the count the clearing raised, if any. The count is written once either way.
 local function finish_open(opening, store)
   if store then
-    store_intent(opening.s, string.format('%d', opening.count), true, opening.held > 0)
+    store_intent(opening.s, string.format('%d', opening.count), true)
     set_count(opening.s, opening.backend, opening.count + 1)
     return
   end
@@ -377,9 +360,6 @@ local function finish_open(opening, store)
     redis.call('HDEL', GLOBAL.index, ARGV[2])
   end
   if cleared then
-    if opening.held == 1 then
-      redis.call('ZREM', GLOBAL.listing, ARGV[3])
-    end
     set_count(opening.s, opening.backend, opening.count)
   end
 end
