@@ -104,10 +104,9 @@ async def outliving_cancellation(
         if not call.done():
             # What the caller awaits is ``ended``, not the call: a cancellation of the caller
             # cancels that, and the call runs on (``asyncio.shield``'s guarantee, one turn of
-            # the loop sooner, since the call itself says when it ends).
+            # the loop sooner, since the call itself says when it ends). Its task ends in the
+            # step that sets ``ended``, so it is done by the time the caller wakes.
             await ended
-            if not call.done():  # its coroutine went on after it ended (it cannot, normally)
-                await asyncio.shield(call)
     except asyncio.CancelledError:
         if caller_cancelled():
 

@@ -112,7 +112,15 @@ class MemoryJournal(Unversioned):
                     intent_id=intent.intent_id,
                 )
             return
-        self._rows.entries[intent.intent_id] = JournalEntry(intent, state, owner, time.time())
+        await self._enter(intent, state, owner)
+
+    async def _enter(
+        self, intent: PendingWrite, state: IntentState, owner: Owner, fence: int = 0
+    ) -> None:
+        """Store ``intent`` (checked: neither settled nor held) and count the write."""
+        self._rows.entries[intent.intent_id] = JournalEntry(
+            intent, state, owner, time.time(), fence
+        )
         await self.count_write(intent.session_id, intent.backend)
 
     async def open_intent(
@@ -155,11 +163,7 @@ class MemoryJournal(Unversioned):
             )
         if expect_write_count is not None and write_count != expect_write_count:
             return Opened(recorded=False, write_count=write_count)
-        # ``record``'s entry, made with its fence at once (neither settled nor held: checked).
-        self._rows.entries[intent.intent_id] = JournalEntry(
-            intent, state, owner, time.time(), write_count
-        )
-        await self.count_write(intent.session_id, intent.backend)
+        await self._enter(intent, state, owner, fence=write_count)
         self._rows.opened_at[intent.intent_id] = write_count
         return Opened(recorded=True, write_count=write_count)
 

@@ -27,11 +27,11 @@ commands), gets the command through ``execute_command`` as before. A script the 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import weakref
 from collections.abc import Sequence
 from typing import Any, Final
 
-from redis._parsers import _AsyncRESP2Parser
 from redis.asyncio import ConnectionPool, Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -41,6 +41,12 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from ..lua import LuaScript
 
 __all__ = ["give_back", "packed", "run"]
+
+_RESP2: Final[type | None] = getattr(
+    importlib.import_module("redis._parsers"), "_AsyncRESP2Parser", None
+)
+"""redis-py's own RESP2 parser, whose check for unread bytes ``_waiting`` reads directly
+(None in a redis-py without it: every kept connection then asks its parser itself)."""
 
 _STOCK_PACK: Final = AbstractConnection.pack_command
 _UNBOUNDED: Final = 2**31
@@ -188,7 +194,7 @@ def _waiting(connection: Any) -> bool | None:
     the parser holds bytes no reply has taken, or the server closed the stream. None for any
     other parser, or one that is not connected, which is asked itself."""
     parser = getattr(connection, "_parser", None)
-    if type(parser) is not _AsyncRESP2Parser or not getattr(parser, "_connected", False):
+    if _RESP2 is None or type(parser) is not _RESP2 or not getattr(parser, "_connected", False):
         return None
     stream = getattr(parser, "_stream", None)
     buffer = getattr(parser, "_buffer", None)
