@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
+import asyncpg
 import pytest
 from agents import Agent, Runner
 from agents.run_context import RunContextWrapper
@@ -402,7 +403,9 @@ async def test_the_statement_reads_each_of_the_sessions_rows_once(place: Place) 
 
 async def test_the_fast_path_reads_and_locks_the_count_row_once_each(place: Place) -> None:
     """The fast statement reads what the snapshot shows once (each a subquery of the plan's
-    own), and the count row twice: the snapshot's read and the update that locks it."""
+    own), the count row twice (the snapshot's read and the update that locks it), and never
+    the ids a unique index guards (the intent's, the store's write id): one already taken
+    fails the statement whole."""
     store = place.store()
     await fused_call(place, store, intent_for(store, "first", 0))
     intent = intent_for(store, "second", 1)
@@ -416,7 +419,7 @@ async def test_the_fast_path_reads_and_locks_the_count_row_once_each(place: Plac
 
     plan = await place.journal.database.run(explain)
     scans = scans_by_table((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
-    assert (scans["decisions"], scans["writes"], scans["session_writes"]) == (1, 1, 2), scans
+    assert (scans["decisions"], scans.get("writes", 0), scans["session_writes"]) == (1, 0, 2), scans
 
 
 # -- refusals record nothing -------------------------------------------------------------------
@@ -476,8 +479,9 @@ async def test_a_head_conflict_records_nothing_and_the_clearing_stands(place: Pl
 async def test_the_fast_path_writes_nothing_when_a_check_fails(
     place: Place, intent_id: str, clearing: str | None, seen: int | None, expected: int
 ) -> None:
-    """The fast statement alone, each of its checks failing in turn: no row back, and nothing
-    written (no count moved, no intent cleared or opened, nothing appended)."""
+    """The fast statement alone, each of its checks failing in turn: no row back (or, for an
+    id already held, the statement refused whole by the store's unique index of write ids),
+    and nothing written (no count moved, no intent cleared or opened, nothing appended)."""
     store, journal = place.store(), place.journal
     await fused_call(place, store, intent_for(store, "first", 0))
     intent = intent_for(store, intent_id, expected)
@@ -487,9 +491,13 @@ async def test_the_fast_path_writes_nothing_when_a_check_fails(
     sql = pg_fused.fast_statement(place.journal_schema, place.store_schema)
 
     async def send(conn: Any) -> Any:
-        return await conn.fetch(sql, *args)
+        try:
+            return await conn.fetch(sql, *args)
+        except asyncpg.UniqueViolationError as exc:
+            return exc.constraint_name
 
-    assert await journal.database.run(send) == []
+    answer = await journal.database.run(send)
+    assert answer == ("writes_write_id_key" if intent_id == "first" else [])
     assert [e.intent.intent_id for e in await journal.pending(store.session_id)] == ["first"]
     assert await journal.write_count(store.session_id, BACKEND) == 1
     assert text(await store.get_items()) == ["first"]

@@ -41,7 +41,7 @@ a new snapshot that shows it. The clearing of an intent claimed by another after
 snapshot (``again``) is decided under the lock too.
 
 Each call first sends ``fast_statement``, the common case alone: the same checks made in the
-snapshot and held as the conditions of the count's ``UPDATE`` (checked again on the row it
+snapshot (the ids left to their unique indexes) and held as the conditions of the count's ``UPDATE`` (checked again on the row it
 locks), every other write hanging off that row, in the same lock order. It writes all of it
 or nothing; when it wrote nothing (something to answer: a refusal, an intent in the way; or
 something moved meanwhile), the statement above answers, one round trip more.
@@ -192,9 +192,11 @@ def fast_statement(journal_schema: str, store_schema: str) -> str:
     (nothing blocks the intent, the head is the one expected) written, or nothing written.
 
     ``seen`` reads, in the statement's snapshot, what ``statement`` decides by: the count, the
-    intent to clear, and that the intent may be opened (no intent holds its id, none of the
-    session blocks, the id was not settled), the run is not stale, the head is the one expected
-    and the write id is not recorded. Only then does ``counted`` move the count, and only while
+    intent to clear, and that the intent may be opened (none of the session blocks, the id was
+    not settled), the run is not stale and the head is the one expected. It does not look up
+    the two ids a unique index guards (the intent's, the store's write id): one already taken
+    fails the statement whole on its index, which is the answer the full statement gives when
+    another transaction takes one after the snapshot. Only then does ``counted`` move the count, and only while
     the count, on the row it locks (its newest version: READ COMMITTED checks an ``UPDATE``'s
     conditions on the row again once a concurrent writer of it has committed), is the one the
     snapshot read: every transaction that inserts or removes an intent of the session counts a
@@ -214,15 +216,12 @@ def fast_statement(journal_schema: str, store_schema: str) -> str:
         "WITH seen AS MATERIALIZED (SELECT c.write_count,"
         f" EXISTS (SELECT 1 FROM {j}.intents WHERE {clearing})::int AS clears"
         f" FROM {j}.session_writes AS c WHERE c.session_id = $2 AND c.backend = $3"
-        f" AND NOT EXISTS (SELECT 1 FROM {j}.intents WHERE intent_id = $1)"
         f" AND NOT EXISTS (SELECT 1 FROM {j}.intents WHERE session_id = $2 AND backend = $3"
         " AND (intent_id IS DISTINCT FROM $9 OR state <> $4 OR owner <> $5))"
         f" AND NOT EXISTS (SELECT 1 FROM {j}.decisions WHERE intent_id = $1"
         f" AND action IN {SETTLING})"
         f" AND EXISTS (SELECT 1 FROM {t}.sessions WHERE session_id = $11::text"
-        " AND revision = $13::bigint)"
-        f" AND NOT EXISTS (SELECT 1 FROM {t}.writes WHERE session_id = $11::text"
-        " AND write_id = $1)),"
+        " AND revision = $13::bigint)),"
         f" counted AS (UPDATE {j}.session_writes AS w"
         f" SET write_count = w.write_count + s.clears + 1, counted_at = {_NOW}"
         " FROM seen AS s WHERE w.session_id = $2 AND w.backend = $3"
