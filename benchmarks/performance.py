@@ -14,7 +14,9 @@
       wrapped, its journal in the same database. Ratios against the SDK's session.
 (b) Throughput, appends per second with 1, 4 and 16 sessions appending at once (one task per
     session, back to back), the SDK's session against the wrapped one on each engine; on SQLite
-    the floor's too at 1 session (the same floor as in (a)).
+    the floor's too at 1 session (the same floor as in (a)), and the bare session with
+    ``BUSY_US`` of pure CPU before each append (a busy loop, no I/O): what the machine charges
+    for work done between one append's fsync and the next, which is the price of any wrapper.
 (c) The journal's growth (``journal_growth.py``), when ``--growth`` is given (it fills large
     journals: minutes): the p50 and p99 of append, gate, reconcile, ``status`` and ``show`` with
     0 to 1M other sessions in the journal, and the journal's rows and bytes after 1M sessions
@@ -72,6 +74,8 @@ SERVER_AIMS = {"redis": 0.45, "postgres": 0.20}
 POSTGRES_BARE_AIM = 1.8
 """PostgreSQL wrapped over our revisioned store bare, p50 of (a)."""
 CONCURRENCY = (1, 4, 16)
+BUSY_US = 100
+"""The busy variant of (b): microseconds of CPU before each append of the bare session."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +127,23 @@ class SQLiteFloor:
     def close(self) -> None:
         self._conn.close()
         self.inner.close()
+
+
+class BusyFirst:
+    """The bare session with ``BUSY_US`` of CPU spent before each append (no I/O, no await):
+    the throughput any wrapper doing that much work per append would get, at best."""
+
+    def __init__(self, inner: SQLiteSession) -> None:
+        self.inner = inner
+
+    async def get_items(self) -> list[Any]:
+        return await self.inner.get_items()
+
+    async def add_items(self, items: list[Any]) -> None:
+        until = time.perf_counter() + BUSY_US / 1e6
+        while time.perf_counter() < until:
+            pass
+        await self.inner.add_items(items)
 
 
 class RedisFloor:
@@ -309,12 +330,13 @@ async def appends_per_second(open_session: Opener, sessions: int, appends: int) 
 
 @dataclass(frozen=True)
 class Openers:
-    """How (b) opens an engine's sessions: the reference, the wrapped, and the floor (None:
-    none; run at 1 session only, the throughput aim's case)."""
+    """How (b) opens an engine's sessions: the reference, the wrapped, the floor and the busy
+    reference (None: none; both run at 1 session only, the throughput aim's case)."""
 
     reference: Opener
     wrapped: Opener
     floor: Opener | None = None
+    busy: Opener | None = None
 
 
 @dataclass(frozen=True)
@@ -324,20 +346,29 @@ class Flow:
     reference: float
     wrapped: float
     floor: float | None
+    busy: float | None = None
 
 
 async def throughput(
     openers: dict[str, Openers], settings: Settings
 ) -> dict[tuple[str, int], Flow]:
-    """Per engine and count of sessions: the reference's, the wrapped and the floor's appends
-    per second, medians of the trials, the variants' order reversed every other trial."""
+    """Per engine and count of sessions: the reference's, the wrapped, the floor's and the
+    busy reference's appends per second, medians of the trials, the variants' order reversed
+    every other trial."""
     results: dict[tuple[str, int], Flow] = {}
     for engine, ways in openers.items():
         for sessions in CONCURRENCY:
-            samples: dict[str, list[float]] = {"reference": [], "wrapped": [], "floor": []}
+            samples: dict[str, list[float]] = {
+                "reference": [],
+                "wrapped": [],
+                "floor": [],
+                "busy": [],
+            }
             order = [("reference", ways.reference), ("wrapped", ways.wrapped)]
             if ways.floor is not None and sessions == 1:
                 order.append(("floor", ways.floor))
+            if ways.busy is not None and sessions == 1:
+                order.append(("busy", ways.busy))
             for trial in range(settings.throughput_trials):
                 for name, open_session in order if trial % 2 == 0 else order[::-1]:
                     samples[name].append(
@@ -349,6 +380,7 @@ async def throughput(
                 statistics.median(samples["reference"]),
                 statistics.median(samples["wrapped"]),
                 statistics.median(samples["floor"]) if samples["floor"] else None,
+                statistics.median(samples["busy"]) if samples["busy"] else None,
             )
     rows = [
         [
@@ -440,6 +472,7 @@ async def run(argv: Sequence[str] | None = None) -> int:
                 lambda sid: engines_sqlite_bare(workdir, sid),
                 lambda sid: engines_sqlite_wrapped(workdir, sid),
                 lambda sid: engines_sqlite_floor(workdir, sid),
+                lambda sid: engines_sqlite_busy(workdir, sid),
             )
         }
         for engine in servers:
@@ -474,6 +507,14 @@ async def run(argv: Sequence[str] | None = None) -> int:
         f"  {verdict(measured >= SQLITE_THROUGHPUT_AIM)}: SQLite wrapped throughput at least "
         f"{SQLITE_THROUGHPUT_AIM}x bare, 1 session back to back (measured {measured:.2f}x{floor})"
     )
+    if alone.busy is not None:
+        # Each append's time, per second of throughput: what the busy loop added to it.
+        charged = (1 / alone.busy - 1 / alone.reference) * 1e6
+        print(
+            f"    the bare session with {BUSY_US} us of CPU before each append: "
+            f"{alone.busy / alone.reference:.2f}x bare; {BUSY_US} us of work between appends "
+            f"cost {charged:.0f} us per append here"
+        )
     for engine in servers:
         aim = SERVER_AIMS[engine.name]
         print(
@@ -501,6 +542,10 @@ async def run(argv: Sequence[str] | None = None) -> int:
 
 async def engines_sqlite_bare(workdir: Path, session_id: str) -> Any:
     return SQLiteSession(session_id, workdir / "throughput-bare.db")
+
+
+async def engines_sqlite_busy(workdir: Path, session_id: str) -> Any:
+    return BusyFirst(SQLiteSession(session_id, workdir / "throughput-busy.db"))
 
 
 async def engines_sqlite_floor(workdir: Path, session_id: str) -> Any:
