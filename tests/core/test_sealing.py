@@ -344,7 +344,7 @@ async def test_a_wrong_key_is_a_typed_refusal_that_loses_nothing(tmp_path: Path)
     assert texts == [f"charge {marker}", "next"]
 
 
-def sealed_intent(key: PayloadKey, text: str = "card 4111") -> PendingWrite:
+def sealed_intent(key: PayloadKey, text: str) -> PendingWrite:
     batch = ({"role": "user", "content": text},)
     return PendingWrite(
         intent_id=uuid.uuid4().hex,
@@ -362,9 +362,11 @@ def sealed_intent(key: PayloadKey, text: str = "card 4111") -> PendingWrite:
 
 def test_sealed_records_round_trip_and_keep_their_digest() -> None:
     key = PayloadKey(os.urandom(32))
-    intent = sealed_intent(key)
+    # A marker long enough that no random id, digest or ciphertext holds it by chance.
+    marker = card()
+    intent = sealed_intent(key, f"card {marker}")
     encoded = intent.encode()
-    assert b"4111" not in encoded and encoded == intent.encode()
+    assert marker.encode() not in encoded and encoded == intent.encode()
     plain = dataclasses.replace(intent, seal_key=None)
     assert orjson.loads(encoded)["digest"] == plain.to_mapping()["digest"]
     opened = PendingWrite.decode(encoded, Keyring([key]))
