@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
-import asyncpg
 import pytest
 from agents import Agent, Runner
 from agents.run_context import RunContextWrapper

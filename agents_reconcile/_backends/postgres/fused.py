@@ -41,8 +41,9 @@ a new snapshot that shows it. The clearing of an intent claimed by another after
 snapshot (``again``) is decided under the lock too.
 
 Each call first sends ``fast_statement``, the common case alone: the same checks made in the
-snapshot (the ids left to their unique indexes) and held as the conditions of the count's ``UPDATE`` (checked again on the row it
-locks), every other write hanging off that row, in the same lock order. It writes all of it
+snapshot (the ids left to their unique indexes) and held as the conditions of the count's
+``UPDATE`` (checked again on the row it locks), every other write hanging off that row, in the
+same lock order. It writes all of it
 or nothing; when it wrote nothing (something to answer: a refusal, an intent in the way; or
 something moved meanwhile), the statement above answers, one round trip more.
 """
@@ -193,23 +194,23 @@ def fast_statement(journal_schema: str, store_schema: str) -> str:
 
     ``seen`` reads, in the statement's snapshot, what ``statement`` decides by: the count, the
     intent to clear, and that the intent may be opened (none of the session blocks, the id was
-    not settled), the run is not stale and the head is the one expected. It does not look up
-    the two ids a unique index guards (the intent's, the store's write id): one already taken
-    fails the statement whole on its index, which is the answer the full statement gives when
-    another transaction takes one after the snapshot. Only then does ``counted`` move the count, and only while
-    the count, on the row it locks (its newest version: READ COMMITTED checks an ``UPDATE``'s
-    conditions on the row again once a concurrent writer of it has committed), is the one the
-    snapshot read: every transaction that inserts or removes an intent of the session counts a
-    write under that lock, so the snapshot shows the session's intents as they stand, as the
-    full statement's ``fell`` check makes sure. Everything else hangs off ``counted``'s row,
-    taking its locks in the full statement's order (the count, the intent cleared, the head):
-    ``gone`` clears the acknowledged intent (checked again on its newest version), ``head`` is
-    the store's compare-and-swap, checked again on its newest version (a write of the store
-    alone moves the head without the count), and the intent, the items and the write record
-    read ``head``'s ``RETURNING``. When the count was moved but the clearing or the head then
-    failed (another changed them after the snapshot), the statement raises a division by zero,
-    so that nothing of it is kept; no row (``counted`` is 0) when a check of ``seen`` or the
-    count failed, nothing written. Either way the full statement answers."""
+    not settled), the run is not stale and the head is the one expected. It does not look up the
+    two ids a unique index guards (the intent's, the store's write id): one already taken fails
+    the statement whole on its index, which is the answer the full statement gives when another
+    transaction takes one after the snapshot. Only then does ``counted`` move the count, and
+    only while the count, on the row it locks (its newest version: READ COMMITTED checks an
+    ``UPDATE``'s conditions on the row again once a concurrent writer of it has committed), is
+    the one the snapshot read: every transaction that inserts or removes an intent of the
+    session counts a write under that lock, so the snapshot shows the session's intents as they
+    stand, as the full statement's ``fell`` check makes sure. Everything else hangs off
+    ``counted``'s row, taking its locks in the full statement's order (the count, the intent
+    cleared, the head): ``gone`` clears the acknowledged intent (checked again on its newest
+    version), ``head`` is the store's compare-and-swap, checked again on its newest version (a
+    write of the store alone moves the head without the count), and the intent, the items and
+    the write record read ``head``'s ``RETURNING``. When the count was moved but the clearing or
+    the head then failed (another changed them after the snapshot), the statement raises a
+    division by zero, so that nothing of it is kept; no row (``counted`` is 0) when a check of
+    ``seen`` or the count failed, nothing written. Either way the full statement answers."""
     j, t = quote(journal_schema), quote(store_schema)
     clearing = "intent_id = $9 AND session_id = $2 AND backend = $3 AND state = $4 AND owner = $5"
     return (
