@@ -419,6 +419,9 @@ async def test_the_fast_path_reads_and_locks_the_count_row_once_each(place: Plac
     plan = await place.journal.database.run(explain)
     scans = scans_by_table((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
     assert (scans["decisions"], scans.get("writes", 0), scans["session_writes"]) == (1, 0, 2), scans
+    # The session's intents: the clearing's check, the blocking ones' and the clearing itself;
+    # no lookup of the new intent's id.
+    assert scans["intents"] == 3, scans
 
 
 # -- refusals record nothing -------------------------------------------------------------------
