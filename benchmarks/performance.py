@@ -358,17 +358,11 @@ async def throughput(
     results: dict[tuple[str, int], Flow] = {}
     for engine, ways in openers.items():
         for sessions in CONCURRENCY:
-            samples: dict[str, list[float]] = {
-                "reference": [],
-                "wrapped": [],
-                "floor": [],
-                "busy": [],
-            }
             order = [("reference", ways.reference), ("wrapped", ways.wrapped)]
-            if ways.floor is not None and sessions == 1:
-                order.append(("floor", ways.floor))
-            if ways.busy is not None and sessions == 1:
-                order.append(("busy", ways.busy))
+            if sessions == 1:
+                extras = [("floor", ways.floor), ("busy", ways.busy)]
+                order += [(name, opener) for name, opener in extras if opener is not None]
+            samples: dict[str, list[float]] = {name: [] for name, _ in order}
             for trial in range(settings.throughput_trials):
                 for name, open_session in order if trial % 2 == 0 else order[::-1]:
                     samples[name].append(
@@ -376,11 +370,12 @@ async def throughput(
                             open_session, sessions, settings.throughput_appends
                         )
                     )
+            medians = {name: statistics.median(runs) for name, runs in samples.items()}
             results[engine, sessions] = Flow(
-                statistics.median(samples["reference"]),
-                statistics.median(samples["wrapped"]),
-                statistics.median(samples["floor"]) if samples["floor"] else None,
-                statistics.median(samples["busy"]) if samples["busy"] else None,
+                medians["reference"],
+                medians["wrapped"],
+                medians.get("floor"),
+                medians.get("busy"),
             )
     rows = [
         [
@@ -508,7 +503,7 @@ async def run(argv: Sequence[str] | None = None) -> int:
         f"{SQLITE_THROUGHPUT_AIM}x bare, 1 session back to back (measured {measured:.2f}x{floor})"
     )
     if alone.busy is not None:
-        # Each append's time, per second of throughput: what the busy loop added to it.
+        # The busy loop's cost per append: the difference of the two times per append.
         charged = (1 / alone.busy - 1 / alone.reference) * 1e6
         print(
             f"    the bare session with {BUSY_US} us of CPU before each append: "

@@ -43,9 +43,9 @@ snapshot (``again``) is decided under the lock too.
 Each call first sends ``fast_statement``, the common case alone: the same checks made in the
 snapshot (the ids left to their unique indexes) and held as the conditions of the count's
 ``UPDATE`` (checked again on the row it locks), every other write hanging off that row, in the
-same lock order. It writes all of it
-or nothing; when it wrote nothing (something to answer: a refusal, an intent in the way; or
-something moved meanwhile), the statement above answers, one round trip more.
+same lock order. It writes all of it or nothing; when it wrote nothing (something to answer:
+a refusal, an intent in the way; or something moved meanwhile), the statement above answers,
+one round trip more.
 """
 
 from __future__ import annotations
