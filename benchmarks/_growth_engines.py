@@ -153,8 +153,9 @@ class SQLiteEngine(Engine):
         return await asyncio.to_thread(read)
 
 
-_TABLES: Final = ("session_writes", "decisions", "effects WHERE state = 'done'", "intents")
-"""Where each of ``KINDS`` is, in SQL (PostgreSQL's journal)."""
+_TABLES: Final = ("slots WHERE slot = 0", "decisions", "effects WHERE state = 'done'", "intents")
+"""Where each of ``KINDS`` is, in SQL (PostgreSQL's journal, whose counts and live intents
+share a row too: a session's slot 0, schema 4)."""
 _SQLITE_TABLES: Final = ("live", "decisions", "effects WHERE state = 'done'", "unresolved")
 """The same in the SQLite journal, whose counts and live intents share a row (schema 4)."""
 

@@ -198,10 +198,9 @@ def _effect_row(receipt: Effect) -> tuple[Any, ...]:
 # The columns open_intent, settle, count_write and the effects' statements write (the
 # decisions' in decision_args' order).
 _PG_COLUMNS: Final = {
-    "session_writes": ["session_id", "backend", "write_count", "counted_at"],
-    "intents": [
-        "intent_id", "session_id", "backend", "state", "owner", "created_at", "updated_at",
-        "fence", "record",
+    "slots": [
+        "session_id", "backend", "slot", "write_count", "counted_at", "intent_id", "state",
+        "owner", "created_at", "updated_at", "fence", "record",
     ],
     "decisions": [
         "intent_id", "session_id", "backend", "outcome", "reason", "action", "decided_at",
@@ -211,15 +210,17 @@ _PG_COLUMNS: Final = {
 }  # fmt: skip
 
 
-def _pg_intent(left: Left) -> tuple[Any, ...]:
-    """An unresolved intent's row, in ``_PG_COLUMNS`` order: opened at its creation and never
-    moved since, its token the count before it."""
+def _pg_slot(left: Left) -> tuple[Any, ...]:
+    """A session's slot 0, in ``_PG_COLUMNS`` order: its count, and its unresolved intent when
+    it has one, opened at its creation and never moved since, its token the count before it."""
     intent = left.intent
-    assert intent is not None
-    return (
-        intent.intent_id, left.session_id, str(BACKEND), IntentState.IN_FLIGHT.value, str(GONE),
-        intent.created_at, intent.created_at, left.writes - 1, intent.encode(),
-    )  # fmt: skip
+    live: tuple[Any, ...] = (None,) * 7
+    if intent is not None:
+        live = (
+            intent.intent_id, IntentState.IN_FLIGHT.value, str(GONE), intent.created_at,
+            intent.created_at, left.writes - 1, intent.encode(),
+        )  # fmt: skip
+    return (left.session_id, str(BACKEND), 0, left.writes, left.counted_at, *live)
 
 
 async def postgres_fill(url: str, schema: str, chunks: Iterable[list[Left]]) -> None:
@@ -232,8 +233,7 @@ async def postgres_fill(url: str, schema: str, chunks: Iterable[list[Left]]) -> 
     try:
         for chunk in chunks:
             rows: dict[str, list[tuple[Any, ...]]] = {
-                "session_writes": [_count_row(left, left.writes) for left in chunk],
-                "intents": [_pg_intent(left) for left in chunk if left.intent is not None],
+                "slots": [_pg_slot(left) for left in chunk],
                 "decisions": [
                     decision_args(left.decision) for left in chunk if left.decision is not None
                 ],

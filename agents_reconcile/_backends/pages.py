@@ -40,7 +40,8 @@ WAITING_ACTIONS: Final = (Action.DENIED.value, Action.LEFT_PENDING.value)
 """The actions of a newest decision that leave an intent to an operator."""
 INTENT_CURSOR: Final = (str, str, float, str)
 """An intent's sort key in the SQL journals and in memory: session, backend, creation time,
-id (the order of the index ``intents_by_session``, whose entries end with the id)."""
+id (the order of the SQL journals' indexes of unresolved intents, whose entries end with the
+id)."""
 EFFECT_CURSOR: Final = (float, str)
 """A started effect's sort key in memory (and on PostgreSQL): when it began, its key."""
 

@@ -68,7 +68,7 @@ nearness before five are named, so a database with many journal schemas still na
 a misspelling meant (with 100 read in name order, it could be left out)."""
 _SCAN_BUDGET: Final = 10_000
 """Redis keys a ``SCAN`` looks at while looking for a prefix, or for journals."""
-_JOURNAL_TABLES: Final = frozenset({"intents", "decisions", "session_writes", "effects"})
+_JOURNAL_TABLES: Final = frozenset({"intents", "decisions", "session_writes", "slots", "effects"})
 _STORE_VERSION_TABLE: Final = "store_schema_version"
 """The version table of the revisioned PostgreSQL store."""
 _STORE_VERSION_KEY: Final = "store-schema"

@@ -51,14 +51,13 @@ Factory = Callable[..., PostgresJournal]
 JOURNAL_TABLES = {
     "decisions",
     "effects",
-    "intents",
     "schema_version",
     "sealing_keys",
-    "session_writes",
     "set_aside",
+    "slots",
     "write_floor",
 }
-CURRENT = [(1, "0001_initial"), (2, "0002_pruning"), (3, "0003_sealing")]
+CURRENT = [(1, "0001_initial"), (2, "0002_pruning"), (3, "0003_sealing"), (4, "0004_slots")]
 """The steps a journal of this release has applied."""
 
 
@@ -179,7 +178,7 @@ async def test_connection_killed_mid_operation(journals: Factory, admin: Any, sc
         async with admin.transaction():
             # Hold the session's lock so the operation is certainly running on the server.
             await admin.execute(
-                f'SELECT 1 FROM "{schema}".session_writes WHERE session_id = $1 FOR UPDATE',
+                f'SELECT 1 FROM "{schema}".slots WHERE session_id = $1 AND slot = 0 FOR UPDATE',
                 "session-a",
             )
             task = asyncio.create_task(
@@ -340,9 +339,11 @@ async def waiting_pid(watcher: Any, schema: str, task: asyncio.Task[Any]) -> int
 
 
 INSERT_INTENT = (
-    'INSERT INTO "{}".intents (intent_id, session_id, backend, state, owner, created_at,'
-    " updated_at, record) VALUES ($1, $2, $3, 'failed', $4, $5, $6, $7)"
+    'INSERT INTO "{0}".slots (intent_id, session_id, backend, slot, state, owner, created_at,'
+    " updated_at, record, fence) VALUES ($1, $2, $3, (SELECT coalesce(max(slot), 0) + 1"
+    " FROM \"{0}\".slots WHERE session_id = $2 AND backend = $3), 'failed', $4, $5, $6, $7, 0)"
 )
+"""An intent recorded beside its session's live one, as another transaction would."""
 
 
 def intent_row(intent: Any) -> tuple[object, ...]:
@@ -377,7 +378,7 @@ async def test_a_write_between_snapshot_and_lock_moves_the_fence(
         async with admin.transaction():
             # Hold the session's row, as a transaction recording an intent would.
             await admin.execute(
-                f'SELECT 1 FROM "{schema}".session_writes WHERE session_id = $1 FOR UPDATE',
+                f'SELECT 1 FROM "{schema}".slots WHERE session_id = $1 AND slot = 0 FOR UPDATE',
                 "session-a",
             )
             task = asyncio.create_task(
@@ -392,8 +393,8 @@ async def test_a_write_between_snapshot_and_lock_moves_the_fence(
             if inserted:
                 await admin.execute(INSERT_INTENT.format(schema), *intent_row(theirs))
             await admin.execute(
-                f'UPDATE "{schema}".session_writes SET write_count = write_count + 1'
-                " WHERE session_id = $1",
+                f'UPDATE "{schema}".slots SET write_count = write_count + 1'
+                " WHERE session_id = $1 AND slot = 0",
                 "session-a",
             )
         opened = await asyncio.wait_for(task, 10)
@@ -471,7 +472,7 @@ async def test_first_use_migrates_and_check_creates_nothing(
     assert await journal.pending(None) == []
 
     assert await versions(admin, schema) == CURRENT
-    assert SCHEMA_VERSION == len(MIGRATIONS) == 3
+    assert SCHEMA_VERSION == len(MIGRATIONS) == 4
     tables = await admin.fetch("SELECT tablename FROM pg_tables WHERE schemaname = $1", schema)
     assert {row["tablename"] for row in tables} == JOURNAL_TABLES
     assert await journal.check() is None
@@ -517,7 +518,7 @@ async def test_migrate_false_refuses_a_schema_missing_or_with_no_step(
         await journal.pending(None)
     assert await versions(admin, schema) == []
 
-    assert await journal.migrate() == ["journal schema 1", "journal schema 2", "journal schema 3"]
+    assert await journal.migrate() == [f"journal schema {n}" for n in range(1, 5)]
     await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
     assert ids(await journal.pending(None)) == ["i-1"]
 
@@ -531,13 +532,92 @@ async def test_migrated_schema_is_used_with_migrate_false(journals: Factory) -> 
     assert ids(await reader.pending(None)) == ["i-1"]
 
 
+async def test_a_version_3_journal_moves_its_counts_and_intents_to_slots(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """A journal at schema version 3 is upgraded to slots as it stands: each count moves to its
+    session's slot 0, every unresolved intent is recorded beside it (so each still blocks its
+    session's next opening, and is listed, cleared and settled as before), a session with
+    intents but no count reads as the floor, and once its intents are gone the session opens
+    its next intent on slot 0."""
+    from agents_reconcile._backends.postgres.backend import PostgresSchema
+    from agents_reconcile._backends.postgres.database import SCHEMA
+    from agents_reconcile._backends.schema import Schema
+
+    three = Schema("journal", SCHEMA.steps[:3], JournalCorrupt, SCHEMA.package, SCHEMA.folder)
+    version_3 = PostgresSchema(
+        three, schema, version_table="schema_version", tables=("intents",), location="test"
+    )
+    assert await version_3.apply(admin) == [f"journal schema {n}" for n in range(1, 4)]
+    await admin.execute(f'UPDATE "{schema}".write_floor SET write_count = 7')
+    await admin.executemany(
+        f'INSERT INTO "{schema}".session_writes (session_id, backend, write_count)'
+        " VALUES ($1, $2, $3)",
+        [("session-a", str(BACKEND), 9), ("session-b", str(BACKEND), 8)],
+    )
+    owner = current_owner()
+    old = [
+        (make_intent("a-1", created_at=2.0), "in_flight", 8),
+        (make_intent("a-2", created_at=1.0, text="second"), "failed", 0),
+        (make_intent("c-1", session_id="session-c"), "failed", 0),
+    ]
+    await admin.executemany(
+        f'INSERT INTO "{schema}".intents (intent_id, session_id, backend, state, owner,'
+        " created_at, updated_at, record, fence) VALUES ($1, $2, $3, $4, $5, $6, $6, $7, $8)",
+        [
+            (
+                i.intent_id,
+                i.session_id,
+                str(i.backend),
+                state,
+                str(owner),
+                i.created_at,
+                i.encode(),
+                fence,
+            )
+            for i, state, fence in old
+        ],
+    )
+
+    journal = journals()
+    assert await journal.migrate() == ["journal schema 4"]
+    assert await journal.check() is None
+    assert [await journal.write_count(s, BACKEND) for s in ("session-a", "session-b")] == [9, 8]
+    assert await journal.write_count("session-c", BACKEND) == 7  # the floor
+    assert ids(await journal.pending("session-a")) == ["a-2", "a-1"]
+    assert ids(await journal.pending("session-c")) == ["c-1"]
+    slots = await admin.fetch(
+        f'SELECT intent_id, slot FROM "{schema}".slots WHERE intent_id IS NOT NULL'
+        " ORDER BY intent_id"
+    )
+    assert [(row["intent_id"], row["slot"]) for row in slots] == [
+        ("a-1", 2),
+        ("a-2", 1),
+        ("c-1", 1),
+    ]
+    assert (await journal.get("a-1")).fence == 8  # type: ignore[union-attr]
+
+    mine = make_intent("a-3", text="third")
+    opened = await journal.open_intent(mine, state=IntentState.IN_FLIGHT, owner=owner)
+    assert not opened.recorded and ids(opened.blocking) == ["a-2", "a-1"]
+    await journal.discard("a-1", owner=owner)
+    await journal.settle(make_decision(make_intent("a-2", created_at=1.0, text="second")))
+    assert await journal.write_count("session-a", BACKEND) == 11
+    opened = await journal.open_intent(mine, state=IntentState.IN_FLIGHT, owner=owner)
+    assert opened == Opened(recorded=True, write_count=11)
+    live = await admin.fetchrow(
+        f'SELECT slot, write_count FROM "{schema}".slots WHERE intent_id = $1', "a-3"
+    )
+    assert (live["slot"], live["write_count"]) == (0, 12)
+
+
 async def test_workers_starting_together_migrate_once(
     journals: Factory, admin: Any, schema: str
 ) -> None:
     """Journals migrating one schema at the same moment apply each step once: one returns it,
     the others nothing; on another schema, journals whose first operations race all work."""
     results = await asyncio.gather(*(journals().migrate() for _ in range(4)))
-    every = ["journal schema 1", "journal schema 2", "journal schema 3"]
+    every = [f"journal schema {n}" for n in range(1, 5)]
     assert sorted(results) == [[], [], [], every]
     assert await versions(admin, schema) == CURRENT
 
@@ -820,7 +900,7 @@ async def test_two_clearings_of_one_intent_at_once_count_one_write(
     assert (await journal.open_intent(intent, state=IntentState.IN_FLIGHT, owner=me)).recorded
     before = await journal.write_count(intent.session_id, intent.backend)
     async with admin.transaction():
-        await admin.execute(f'SELECT write_count FROM "{schema}".session_writes FOR UPDATE')
+        await admin.execute(f'SELECT write_count FROM "{schema}".slots WHERE slot = 0 FOR UPDATE')
         both = asyncio.gather(
             journal.discard(intent.intent_id, owner=me),
             journal.discard(intent.intent_id, owner=me),

@@ -122,7 +122,10 @@ def user(content: str) -> Any:
 
 # How the fused statement's fast path starts (the server shows only the start of a long
 # statement), and how the full statement starts.
-STATEMENT = 'WITH seen AS MATERIALIZED (SELECT c.write_count, EXISTS (SELECT 1 FROM "{}".intents'
+STATEMENT = (
+    "WITH seen AS MATERIALIZED (SELECT c.write_count, (c.intent_id IS NOT NULL)::int AS clears"
+    ' FROM "{}".slots'
+)
 FULL = "WITH locked AS"
 
 
@@ -396,13 +399,15 @@ async def test_the_statement_reads_each_of_the_sessions_rows_once(place: Place) 
     assert scans["decisions"] == 1, scans
     assert scans["write_floor"] == 1, scans
     assert scans["writes"] == 1, scans
-    # The session's count: its lock, the snapshot's read, and the count's own update.
-    assert scans["session_writes"] == 3, scans
+    # The session's slots: slot 0's lock, the snapshot's count, the clearing, the blocking
+    # intents, the intent holding the id, and the two updates of slot 0 (taking the intent,
+    # or giving up the one cleared).
+    assert scans["slots"] == 7, scans
 
 
 async def test_the_fast_path_reads_and_locks_the_count_row_once_each(place: Place) -> None:
     """The fast statement reads what the snapshot shows once (each a subquery of the plan's
-    own), the count row twice (the snapshot's read and the update that locks it), and never
+    own), the session's slot 0 twice (the snapshot's read and the update that locks it), and never
     the ids a unique index guards (the intent's, the store's write id): one already taken
     fails the statement whole."""
     store = place.store()
@@ -418,10 +423,10 @@ async def test_the_fast_path_reads_and_locks_the_count_row_once_each(place: Plac
 
     plan = await place.journal.database.run(explain)
     scans = scans_by_table((json.loads(plan) if isinstance(plan, str) else plan)[0]["Plan"])
-    assert (scans["decisions"], scans.get("writes", 0), scans["session_writes"]) == (1, 0, 2), scans
-    # The session's intents: the clearing's check, the blocking ones' and the clearing itself;
-    # no lookup of the new intent's id.
-    assert scans["intents"] == 3, scans
+    assert (scans["decisions"], scans.get("writes", 0)) == (1, 0), scans
+    # The session's slots: slot 0 in the snapshot (its count and the clearing), whether any
+    # intent is recorded beside, and the update of slot 0; no lookup of the new intent's id.
+    assert scans["slots"] == 3, scans
 
 
 # -- refusals record nothing -------------------------------------------------------------------
@@ -740,20 +745,20 @@ async def test_a_failed_statement_meets_an_intent_recorded_while_it_waited(place
         await journal.discard("warm", owner=current_owner())
         async with admin.transaction():
             await admin.execute(
-                f'SELECT 1 FROM "{place.journal_schema}".session_writes WHERE session_id = $1'
+                f'SELECT 1 FROM "{place.journal_schema}".slots WHERE session_id = $1 AND slot = 0'
                 " FOR UPDATE",
                 store.session_id,
             )
             task = asyncio.create_task(record_failed(place, intent_for(store, "mine", 1)))
-            await waiting_pid(watcher, f'"{place.journal_schema}".session_writes', task)
+            await waiting_pid(watcher, f'"{place.journal_schema}".slots', task)
             row = (theirs.intent_id, theirs.session_id, str(theirs.backend))
             owner, record = str(STRANGER), theirs.encode()
             await admin.execute(
                 INSERT_INTENT.format(place.journal_schema), *row, owner, 1.0, record
             )
             await admin.execute(
-                f'UPDATE "{place.journal_schema}".session_writes'
-                " SET write_count = write_count + 1 WHERE session_id = $1",
+                f'UPDATE "{place.journal_schema}".slots'
+                " SET write_count = write_count + 1 WHERE session_id = $1 AND slot = 0",
                 store.session_id,
             )
         assert await asyncio.wait_for(task, 10) is FailedAppend.REFUSED
@@ -917,9 +922,11 @@ async def test_sigkill_around_the_statement_leaves_both_or_neither(
 
 
 INSERT_INTENT = (
-    'INSERT INTO "{}".intents (intent_id, session_id, backend, state, owner, created_at,'
-    " updated_at, record) VALUES ($1, $2, $3, 'failed', $4, $5, $5, $6)"
+    'INSERT INTO "{0}".slots (intent_id, session_id, backend, slot, state, owner, created_at,'
+    " updated_at, record, fence) VALUES ($1, $2, $3, (SELECT coalesce(max(slot), 0) + 1"
+    " FROM \"{0}\".slots WHERE session_id = $2 AND backend = $3), 'failed', $4, $5, $5, $6, 0)"
 )
+"""An intent recorded beside its session's live one, as another transaction would."""
 
 
 @pytest.mark.parametrize("inserted", [True, False], ids=["intent-and-count", "count-only"])
@@ -938,14 +945,14 @@ async def test_a_write_between_snapshot_and_lock_is_decided_under_the_lock(
     try:
         async with admin.transaction():
             await admin.execute(
-                f'SELECT 1 FROM "{place.journal_schema}".session_writes WHERE session_id = $1'
+                f'SELECT 1 FROM "{place.journal_schema}".slots WHERE session_id = $1 AND slot = 0'
                 " FOR UPDATE",
                 store.session_id,
             )
             task = asyncio.create_task(
                 fused_call(place, store, intent_for(store, "mine", 1), clearing="first")
             )
-            await waiting_pid(watcher, f'"{place.journal_schema}".session_writes', task)
+            await waiting_pid(watcher, f'"{place.journal_schema}".slots', task)
             if inserted:
                 row = (theirs.intent_id, theirs.session_id, str(theirs.backend))
                 owner, record = str(current_owner()), theirs.encode()
@@ -953,8 +960,8 @@ async def test_a_write_between_snapshot_and_lock_is_decided_under_the_lock(
                     INSERT_INTENT.format(place.journal_schema), *row, owner, 1.0, record
                 )
             await admin.execute(
-                f'UPDATE "{place.journal_schema}".session_writes'
-                " SET write_count = write_count + 1 WHERE session_id = $1",
+                f'UPDATE "{place.journal_schema}".slots'
+                " SET write_count = write_count + 1 WHERE session_id = $1 AND slot = 0",
                 store.session_id,
             )
         answer = await asyncio.wait_for(task, 10)
@@ -1011,8 +1018,9 @@ async def test_a_head_moved_after_the_snapshot_keeps_nothing_of_the_fast_path(
 
 async def test_a_clearing_claimed_meanwhile_is_decided_under_the_lock(place: Place) -> None:
     """The intent to clear is claimed by another (no count moves) while the statement waits
-    for the session's row: the clearing finds it no longer in flight, the statement records
-    nothing, and under the lock the claimed intent is what blocks the opening."""
+    for the session's row: the clearing finds it no longer in flight on the row's newest
+    version, the statement records nothing, and under the lock the claimed intent is what
+    blocks the opening."""
     store, journal = place.store(), place.journal
     await fused_call(place, store, intent_for(store, "first", 0))
     admin = await asyncpg.connect(place.url)
@@ -1020,7 +1028,7 @@ async def test_a_clearing_claimed_meanwhile_is_decided_under_the_lock(place: Pla
     try:
         async with admin.transaction():
             await admin.execute(
-                f'SELECT 1 FROM "{place.journal_schema}".session_writes WHERE session_id = $1'
+                f'SELECT 1 FROM "{place.journal_schema}".slots WHERE session_id = $1 AND slot = 0'
                 " FOR UPDATE",
                 store.session_id,
             )
@@ -1028,7 +1036,9 @@ async def test_a_clearing_claimed_meanwhile_is_decided_under_the_lock(place: Pla
                 fused_call(place, store, intent_for(store, "mine", 1), clearing="first")
             )
             await waiting_pid(watcher, STATEMENT.format(place.journal_schema), task)
-            await watcher.execute(
+            # The live intent's claim is an update of its session's slot 0: made by the
+            # transaction holding it, committed while the statement waits.
+            await admin.execute(
                 f'UPDATE "{place.journal_schema}".intents SET state = $1, owner = $2'
                 " WHERE intent_id = 'first'",
                 IntentState.RECONCILING.value,
@@ -1091,7 +1101,9 @@ async def test_an_append_after_its_count_was_pruned_counts_above_the_floor(place
     assert await journal.write_count(store.session_id, BACKEND) == 5  # the floor
 
     admin = await asyncpg.connect(place.url)
-    stamp = f'SELECT counted_at FROM "{place.journal_schema}".session_writes WHERE session_id = $1'
+    stamp = (
+        f'SELECT counted_at FROM "{place.journal_schema}".slots WHERE session_id = $1 AND slot = 0'
+    )
     try:
         before = await admin.fetchval("SELECT extract(epoch FROM clock_timestamp())::float8")
         second = await fused_call(place, store, intent_for(store, "second", 1))

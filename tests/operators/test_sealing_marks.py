@@ -272,7 +272,6 @@ async def test_migrate_marks_a_journal_sealed_before_the_mark_existed(
     key = PayloadKey(PAYLOAD_KEY)
     from dataclasses import replace
 
-    from agents_reconcile._backends.journal import IntentState
     from agents_reconcile._core.ownership import current_owner
 
     intent = replace(make_intent("sealed-1", text=SECRET), seal_key=key)
@@ -293,14 +292,33 @@ async def test_migrate_marks_a_journal_sealed_before_the_mark_existed(
                 (intent.intent_id, intent.session_id, str(intent.backend), intent.encode()),
             )
     else:
-        await journal.open_intent(intent, state=IntentState.FAILED, owner=current_owner())
-        await journal.close()
+        # A schema of version 2, as that release wrote it: the intent in its intents table.
+        await journal.close()  # never used: no schema yet
         import asyncpg
 
+        from agents_reconcile._backends.postgres.backend import PostgresSchema
+        from agents_reconcile._backends.postgres.database import SCHEMA as POSTGRES_SCHEMA
+
+        version_2 = Schema(
+            "journal", POSTGRES_SCHEMA.steps[:2], POSTGRES_SCHEMA.error,
+            package=POSTGRES_SCHEMA.package, folder=POSTGRES_SCHEMA.folder,
+        )  # fmt: skip
         conn = await asyncpg.connect(place.address)
         try:
-            await conn.execute(f'DROP TABLE "{place.space}".sealing_keys')
-            await conn.execute(f'DELETE FROM "{place.space}".schema_version WHERE version = 3')
+            older_schema = PostgresSchema(
+                version_2, place.space, version_table="schema_version", tables=(), location=""
+            )
+            await older_schema.apply(conn)
+            await conn.execute(
+                f'INSERT INTO "{place.space}".intents (intent_id, session_id, backend, state,'
+                " owner, created_at, updated_at, record) VALUES ($1, $2, $3, 'failed', $4, 0, 0,"
+                " $5)",
+                intent.intent_id,
+                intent.session_id,
+                str(intent.backend),
+                str(current_owner()),
+                intent.encode(),
+            )
         finally:
             await conn.close()
     if place.backend.name == "sqlite":

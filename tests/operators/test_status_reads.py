@@ -153,8 +153,8 @@ POSTGRES_URL = os.environ.get("AGENTS_RECONCILE_TEST_POSTGRES_URL")
 @pytest.mark.skipif(POSTGRES_URL is None, reason="AGENTS_RECONCILE_TEST_POSTGRES_URL is not set")
 async def test_a_status_page_on_postgresql_finds_its_rows_through_an_index() -> None:
     """With thousands of pending intents and started effects, EXPLAIN shows each page's rows
-    found by an index scan from the cursor (``intents_by_session``, ``effects_started``),
-    never a scan of the table sorted afterwards."""
+    found by an index scan from the cursor (``slots_unresolved``, ``effects_started``), never
+    a scan of the table sorted afterwards, beside as many idle sessions (counts alone)."""
     import asyncpg
 
     from agents_reconcile._backends.postgres.journal import PostgresJournal
@@ -169,14 +169,20 @@ async def test_a_status_page_on_postgresql_finds_its_rows_through_an_index() -> 
         rows = []
         for n in range(4000):
             intent = make_intent(f"i-{n:05d}", session_id=f"user-{n:05d}", created_at=1e9 + n)
-            row = (intent.intent_id, intent.session_id, str(intent.backend), "failed")
+            row = (intent.intent_id, intent.session_id, str(intent.backend), 1, "failed")
             rows.append(
-                (*row, str(STRANGER), intent.created_at, intent.created_at, intent.encode())
+                (*row, str(STRANGER), intent.created_at, intent.created_at, intent.encode(), 0)
             )
-        columns = ["intent_id", "session_id", "backend", "state", "owner", "created_at"]
-        columns += ["updated_at", "record"]
+        columns = ["intent_id", "session_id", "backend", "slot", "state", "owner", "created_at"]
+        columns += ["updated_at", "record", "fence"]
+        await conn.copy_records_to_table("slots", records=rows, columns=columns, schema_name=schema)
+        # As many idle sessions, their counts alone: in no listing's index.
+        idle = [(f"user-{n:05d}", "b", 0, 1, 1e9) for n in range(8000)]
         await conn.copy_records_to_table(
-            "intents", records=rows, columns=columns, schema_name=schema
+            "slots",
+            records=idle,
+            columns=["session_id", "backend", "slot", "write_count", "counted_at"],
+            schema_name=schema,
         )
         effects = [
             (f"k-{n:05d}", f"user-{n:05d}", "started", "gone/1/1", 1e9 + n, 1e9 + n, b"{}")
@@ -188,7 +194,7 @@ async def test_a_status_page_on_postgresql_finds_its_rows_through_an_index() -> 
             columns=["key", "session_id", "state", "owner", "created_at", "updated_at", "record"],
             schema_name=schema,
         )
-        await conn.execute(f"ANALYZE {schema}.intents; ANALYZE {schema}.effects")
+        await conn.execute(f"ANALYZE {schema}.slots; ANALYZE {schema}.effects")
         sql = page_statements(f'"{schema}"')
         # (A session's own intents are few: sorting them after the index found them is fine.)
         cases = [

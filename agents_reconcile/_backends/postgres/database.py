@@ -42,7 +42,7 @@ __all__ = [
 
 SCHEMA: Final = Schema(
     "journal",
-    ("0001_initial", "0002_pruning", "0003_sealing"),
+    ("0001_initial", "0002_pruning", "0003_sealing", "0004_slots"),
     JournalCorrupt,
     package="agents_reconcile._backends.postgres",
     folder="journal_schema",
@@ -57,10 +57,9 @@ _T = TypeVar("_T")
 _TABLES: Final = (
     "decisions",
     "effects",
-    "intents",
     "sealing_keys",
-    "session_writes",
     "set_aside",
+    "slots",
     "write_floor",
 )
 # What a schema holds: one row per table (the schema alone, a NULL name, when it is empty); no
@@ -259,12 +258,14 @@ class JournalDatabase:
         return await self.run(work, prepare=False)
 
     async def journal_schemas(self, *, most: int = 20) -> list[str]:
-        """The schemas of this database holding a journal (its intents table and its version
-        table), sorted, up to ``most``. Only reads."""
+        """The schemas of this database holding a journal (its decisions table, which every
+        version has, and its version table), sorted, up to ``most``. Only reads."""
 
         async def work(conn: Connection) -> list[str]:
             async with conn.transaction(readonly=True):
-                rows = await conn.fetch(SCHEMAS_HOLDING, "intents", self._steps.version_table, most)
+                rows = await conn.fetch(
+                    SCHEMAS_HOLDING, "decisions", self._steps.version_table, most
+                )
             return [str(row[0]) for row in rows]
 
         return await self.run(work, prepare=False)

@@ -5,40 +5,41 @@ as one role. The intent is recorded exactly when its batch is appended, in one r
 
 What the statement does, in order (each step a CTE; the order is forced by what each reads):
 
-1. ``locked``: the session's row in ``session_writes``, ``FOR UPDATE``. In READ COMMITTED a
-   locking read waits for a concurrent writer and returns the newest version of the row, so
-   this is the session's count as it stands, and nothing of the session can be opened,
-   recorded, settled or counted until the statement commits.
-2. ``gone``: the acknowledged intent to clear, deleted once the lock is held, its conditions
-   (session, backend, in flight, this owner) checked again on the newest version of its row.
-3. ``seen``: what the statement's snapshot shows: the count, the intent holding the id, the
-   session's unresolved intents (the one being cleared left out), whether the id was settled.
-   The count is the fence of ``journal.py``: every transaction that inserts or removes an
-   intent of the session counts a write under the same lock, so a snapshot count equal to the
-   locked one means the snapshot shows the session's intents as they stand. When they differ
-   (or the session has no row: not made yet, or its idle count pruned since, ``retention.py``),
-   nothing but the clearing is done and the statement says ``fell``; the call then runs it
-   again in a transaction that takes the lock first (making the row at the journal's floor
-   when there is none), whose snapshot is taken after the lock was granted. Materialized, so
-   each of these reads runs once: inlined into ``decided``, every column it reads twice (the
-   count, the clearing) would be a subquery of its own, run again.
-4. ``store``: the store's session row, ``FOR UPDATE`` (after the journal's lock: every fused
+1. ``locked``: the session's row (its slot 0 in ``slots``), ``FOR UPDATE``. In READ COMMITTED
+   a locking read waits for a concurrent writer and returns the newest version of the row, so
+   this is the session's count as it stands, and whether its live intent is still the one to
+   clear, in flight under this owner; nothing of the session can be opened, recorded, settled
+   or counted until the statement commits.
+2. ``seen``: what the statement's snapshot shows: the count, whether slot 0 holds the intent
+   to clear, the session's unresolved intents (the one being cleared left out), whether the id
+   was settled, the intent holding the id. The count is the fence of ``journal.py``: every
+   transaction that gives the session an intent or takes one away counts a write under the
+   same lock, so a snapshot count equal to the locked one means the snapshot shows the
+   session's intents as they stand. When they differ (or the session has no row: not made
+   yet, or its idle count pruned since, ``retention.py``), nothing but the clearing is done
+   and the statement says ``fell``; the call then runs it again in a transaction that takes
+   the lock first (making the row at the journal's floor when there is none), whose snapshot
+   is taken after the lock was granted. Materialized, so each of these reads runs once:
+   inlined into ``decided``, every column it reads twice would be a subquery of its own, run
+   again.
+3. ``store``: the store's session row, ``FOR UPDATE`` (after the journal's lock: every fused
    statement takes the two in this order, and no other statement takes both), its head as it
    stands.
-5. ``decided``: the answer, in the order ``open_and_append.lua`` checks: the intent is not to
-   be opened (``open``: held, blocked or settled), the count is past the run's
-   (``stale_state``), the store's head is not the one expected (``head``), the write id is
-   recorded (``known``); else ``go``.
-6. ``head``: the store's compare-and-swap ``UPDATE``, only on ``go``; the intent's ``INSERT``,
-   the items and the write record all read its ``RETURNING``, so the intent is recorded
-   exactly when the batch is appended; the count moves once, by the clearing and the
-   opening together (a row is changed at most once per statement), and is stamped with the
-   journal's clock (``counted_at``, by which pruning judges a session idle).
+4. ``decided``: the answer, in the order ``open_and_append.lua`` checks: the clearing was
+   claimed meanwhile (``again``), the intent is not to be opened (``open``: held, blocked or
+   settled), the count is past the run's (``stale_state``), the store's head is not the one
+   expected (``head``), the write id is recorded (``known``); else ``go``.
+5. ``head``: the store's compare-and-swap ``UPDATE``, only on ``go``; slot 0 takes the intent
+   (``opened``, replacing the one cleared) from its ``RETURNING``, as the items and the write
+   record do, so the intent is recorded exactly when the batch is appended; without it, slot
+   0 only gives up the intent cleared (``emptied``). Slot 0 changes once either way (a row is
+   changed at most once per statement), its count moved by the clearing and the opening
+   together and stamped with the journal's clock (``counted_at``, by which pruning judges a
+   session idle).
 
 An id another transaction takes after the snapshot (an intent's id, the store's write id)
 fails the whole statement on its unique index: nothing is done, and the call asks again, in
-a new snapshot that shows it. The clearing of an intent claimed by another after the
-snapshot (``again``) is decided under the lock too.
+a new snapshot that shows it.
 
 Each call first sends ``fast_statement``, the common case alone: the same checks made in the
 snapshot (the ids left to their unique indexes) and held as the conditions of the count's
@@ -64,7 +65,7 @@ from .answers import _Asked, _compare, _count, _other_content
 from .backend import Connection, quote
 from .journal import PostgresJournal
 from .retention import row_known
-from .statements import _NOW, SETTLING, floor_of, intent_args, made_at_floor
+from .statements import _NOW, EMPTY_SLOT, SETTLING, TAKEN, floor_of, intent_args, made_at_floor
 from .store import _forget_rows, _remember_row, _row_known
 
 if TYPE_CHECKING:
@@ -83,8 +84,13 @@ __all__ = [
 
 _ATTEMPTS: Final = 4
 # Unique indexes that fail the statement when another transaction took an id after its snapshot.
-_TAKEN: Final = frozenset({"intents_pkey", "writes_write_id_key"})
+_TAKEN: Final = TAKEN | {"writes_write_id_key"}
 _REFUSALS: Final = frozenset({"stale_state", "head", "known"})
+_LIVE_INTENT: Final = (
+    "intent_id = $1, state = $4, owner = $5, created_at = $6,"
+    f" updated_at = coalesce({_NOW}, $7::float8), record = $8"
+)
+"""The session's slot 0 takes the intent ($1..$8, its columns as ``open_intent`` takes them)."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -96,10 +102,11 @@ def rows_statement(journal_schema: str, store_schema: str) -> str:
     return (
         f"WITH head AS (INSERT INTO {t}.sessions (session_id, revision, next_seq)"
         " VALUES ($3, 0, 0) ON CONFLICT (session_id) DO NOTHING),"
-        f" present AS (SELECT 1 FROM {j}.session_writes WHERE session_id = $1 AND backend = $2)"
-        f" INSERT INTO {j}.session_writes (session_id, backend, write_count, counted_at)"
+        f" present AS (SELECT 1 FROM {j}.slots WHERE session_id = $1 AND backend = $2"
+        " AND slot = 0)"
+        f" INSERT INTO {j}.slots (session_id, backend, slot, write_count, counted_at)"
         f" {made_at_floor(j, '$1::text', '$2::text', 0)}"
-        " ON CONFLICT (session_id, backend) DO NOTHING"
+        " ON CONFLICT (session_id, backend, slot) DO NOTHING"
     )
 
 
@@ -115,19 +122,18 @@ def statement(journal_schema: str, store_schema: str) -> str:
     intent_columns = "intent_id, session_id, backend, state, owner, updated_at, record"
     clearing = "intent_id = $9 AND session_id = $2 AND backend = $3 AND state = $4 AND owner = $5"
     return (
-        f"WITH locked AS MATERIALIZED (SELECT write_count FROM {j}.session_writes"
-        " WHERE session_id = $2 AND backend = $3 FOR UPDATE),"
-        f" gone AS (DELETE FROM {j}.intents WHERE {clearing}"
-        " AND EXISTS (SELECT 1 FROM locked) RETURNING intent_id),"
+        f"WITH locked AS MATERIALIZED (SELECT write_count,"
+        " intent_id = $9 AND state = $4 AND owner = $5 AS clearable FROM"
+        f" {j}.slots WHERE session_id = $2 AND backend = $3 AND slot = 0 FOR UPDATE),"
         f" blocking AS (SELECT {intent_columns}, created_at FROM {j}.intents"
         " WHERE session_id = $2 AND backend = $3"
-        " AND (intent_id IS DISTINCT FROM $9 OR state <> $4 OR owner <> $5)),"
+        " AND (slot <> 0 OR intent_id IS DISTINCT FROM $9 OR state <> $4 OR owner <> $5)),"
         " seen AS MATERIALIZED (SELECT coalesce((SELECT write_count FROM"
-        f" {j}.session_writes WHERE session_id = $2 AND backend = $3), {floor_of(j)})"
+        f" {j}.slots WHERE session_id = $2 AND backend = $3 AND slot = 0), {floor_of(j)})"
         " AS write_count,"
         " (SELECT write_count FROM locked) AS newest,"
-        f" EXISTS (SELECT 1 FROM {j}.intents WHERE {clearing}) AS clears,"
-        " (SELECT count(*) FROM gone) AS cleared,"
+        f" EXISTS (SELECT 1 FROM {j}.slots WHERE slot = 0 AND {clearing}) AS clears,"
+        " coalesce((SELECT clearable FROM locked), false) AS clearable,"
         " EXISTS (SELECT 1 FROM blocking) AS blocked,"
         f" EXISTS (SELECT 1 FROM {j}.decisions WHERE intent_id = $1 AND action IN {SETTLING})"
         " AS settled,"
@@ -137,12 +143,15 @@ def statement(journal_schema: str, store_schema: str) -> str:
         f" FROM (SELECT 1) AS one LEFT JOIN {j}.intents AS p ON p.intent_id = $1),"
         f" store AS MATERIALIZED (SELECT revision FROM {t}.sessions"
         " WHERE session_id = $11::text AND EXISTS (SELECT 1 FROM locked) FOR UPDATE),"
-        " decided AS (SELECT s.*, h.revision AS head, CASE"
+        # The clearing is cleared when the snapshot shows it on slot 0 and the newest version
+        # (``locked``) still holds it in flight under its owner.
+        " decided AS (SELECT s.*, (s.clears AND s.clearable)::int AS cleared,"
+        " h.revision AS head, CASE"
         " WHEN s.newest IS DISTINCT FROM s.write_count THEN 'fell'"
-        " WHEN s.clears AND s.cleared = 0 THEN 'again'"
+        " WHEN s.clears AND NOT s.clearable THEN 'again'"
         " WHEN s.prior IS NOT NULL OR s.blocked OR s.settled THEN 'open'"
-        " WHEN $10::bigint IS NOT NULL AND s.write_count + s.cleared > $10::bigint"
-        " THEN 'stale_state'"
+        " WHEN $10::bigint IS NOT NULL"
+        " AND s.write_count + (s.clears AND s.clearable)::int > $10::bigint THEN 'stale_state'"
         " WHEN h.revision IS NULL THEN 'missing'"
         " WHEN h.revision <> $13::bigint THEN 'head'"
         f" WHEN EXISTS (SELECT 1 FROM {t}.writes WHERE session_id = $11::text"
@@ -153,17 +162,18 @@ def statement(journal_schema: str, store_schema: str) -> str:
         " WHERE r.session_id = $11::text AND r.revision = $13::bigint"
         " AND EXISTS (SELECT 1 FROM decided WHERE word = 'go')"
         " RETURNING r.revision, r.next_seq - cardinality($12::text[]) AS first_seq),"
-        f" added AS (INSERT INTO {j}.intents (intent_id, session_id, backend, state, owner,"
-        " created_at, updated_at, record, fence)"
-        " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::float8,"
-        f" coalesce({_NOW}, $7::float8), $8::bytea, d.write_count + d.cleared"
-        " FROM decided AS d, head RETURNING intent_id),"
-        f" counted AS (UPDATE {j}.session_writes AS w"
-        " SET write_count = w.write_count + d.cleared + (SELECT count(*) FROM head),"
-        f" counted_at = {_NOW} FROM decided AS d WHERE w.session_id = $2 AND w.backend = $3"
-        " AND d.cleared + (SELECT count(*) FROM head) > 0),"
+        # The session's slot 0 changes once: it takes the intent (replacing the one cleared)
+        # when the batch is appended, else it gives up the one cleared; its count moves with.
+        f" opened AS (UPDATE {j}.slots AS w SET {_LIVE_INTENT},"
+        " fence = d.write_count + d.cleared, write_count = w.write_count + d.cleared + 1,"
+        f" counted_at = {_NOW} FROM decided AS d, head"
+        " WHERE w.session_id = $2 AND w.backend = $3 AND w.slot = 0 RETURNING w.intent_id),"
+        f" emptied AS (UPDATE {j}.slots AS w SET {EMPTY_SLOT},"
+        f" write_count = w.write_count + 1, counted_at = {_NOW} FROM decided AS d"
+        " WHERE w.session_id = $2 AND w.backend = $3 AND w.slot = 0 AND d.cleared = 1"
+        " AND NOT EXISTS (SELECT 1 FROM head)),"
         f"{_batch_writes(t)}"
-        " SELECT EXISTS (SELECT 1 FROM added) AS added, d.settled,"
+        " SELECT EXISTS (SELECT 1 FROM opened) AS added, d.settled,"
         " d.write_count + d.cleared AS write_count, d.prior, d.prior_session, d.prior_backend,"
         " d.prior_state, d.prior_owner, d.prior_updated, d.prior_seq,"
         " b.intent_id, b.session_id, b.backend, b.state, b.owner, b.updated_at, b.record,"
@@ -192,57 +202,53 @@ def fast_statement(journal_schema: str, store_schema: str) -> str:
     """The fused statement's fast path, taking the arguments of ``statement``: the common case
     (nothing blocks the intent, the head is the one expected) written, or nothing written.
 
-    ``seen`` reads, in the statement's snapshot, what ``statement`` decides by: the count, the
-    intent to clear, and that the intent may be opened (none of the session blocks, the id was
-    not settled), the run is not stale and the head is the one expected. It does not look up the
-    two ids a unique index guards (the intent's, the store's write id): one already taken fails
-    the statement whole on its index, which is the answer the full statement gives when another
-    transaction takes one after the snapshot. Only then does ``counted`` move the count, and
-    only while the count, on the row it locks (its newest version: READ COMMITTED checks an
-    ``UPDATE``'s conditions on the row again once a concurrent writer of it has committed), is
-    the one the snapshot read: every transaction that inserts or removes an intent of the
-    session counts a write under that lock, so the snapshot shows the session's intents as they
-    stand, as the full statement's ``fell`` check makes sure. Everything else hangs off
-    ``counted``'s row, taking its locks in the full statement's order (the count, the intent
-    cleared, the head): ``gone`` clears the acknowledged intent (checked again on its newest
-    version), ``head`` is the store's compare-and-swap, checked again on its newest version (a
-    write of the store alone moves the head without the count), and the intent, the items and
-    the write record read ``head``'s ``RETURNING``. When the count was moved but the clearing or
-    the head then failed (another changed them after the snapshot), the statement raises a
-    division by zero, so that nothing of it is kept; no row (``counted`` is 0) when a check of
-    ``seen`` or the count failed, nothing written. Either way the full statement answers."""
+    ``seen`` reads, in the statement's snapshot, what ``statement`` decides by: the count, and
+    that slot 0 is empty or holds the intent to clear, nothing is recorded beside it, the id
+    was not settled and the head is the one expected. It does not look up the two ids a unique
+    index guards (the intent's, the store's write id): one already taken fails the statement
+    whole on its index, which is the answer the full statement gives when another transaction
+    takes one after the snapshot. Only then does ``counted`` give slot 0 the intent and move
+    the count, and only while, on the row it locks (its newest version: READ COMMITTED checks
+    an ``UPDATE``'s conditions on the row again once a concurrent writer of it has committed),
+    the count is the one the snapshot read and slot 0 is still empty or holds the intent to
+    clear in flight under this owner (a claim moves no count): every transaction that gives
+    the session an intent or takes one away counts a write under that lock, so the snapshot
+    shows the session's intents as they stand, as the full statement's ``fell`` check makes
+    sure. Everything else hangs off ``counted``'s row, taking its locks in the full statement's
+    order (the count, the head): ``head`` is the store's compare-and-swap, checked again on its
+    newest version (a write of the store alone moves the head without the count), and the
+    items and the write record read its ``RETURNING``. When slot 0 was written but the head
+    then failed (another moved it after the snapshot), the statement raises a division by
+    zero, so that nothing of it is kept; no row (``counted`` is 0) when a check of ``seen`` or
+    of slot 0 failed, nothing written. Either way the full statement answers."""
     j, t = quote(journal_schema), quote(store_schema)
-    clearing = "intent_id = $9 AND session_id = $2 AND backend = $3 AND state = $4 AND owner = $5"
+    empty_or_clearing = (
+        "(c.intent_id IS NULL OR (c.intent_id = $9 AND c.state = $4 AND c.owner = $5))"
+    )
     return (
-        "WITH seen AS MATERIALIZED (SELECT c.write_count,"
-        f" EXISTS (SELECT 1 FROM {j}.intents WHERE {clearing})::int AS clears"
-        f" FROM {j}.session_writes AS c WHERE c.session_id = $2 AND c.backend = $3"
-        f" AND NOT EXISTS (SELECT 1 FROM {j}.intents WHERE session_id = $2 AND backend = $3"
-        " AND (intent_id IS DISTINCT FROM $9 OR state <> $4 OR owner <> $5))"
+        "WITH seen AS MATERIALIZED (SELECT c.write_count, (c.intent_id IS NOT NULL)::int AS clears"
+        f" FROM {j}.slots AS c WHERE c.session_id = $2 AND c.backend = $3 AND c.slot = 0"
+        f" AND {empty_or_clearing}"
+        f" AND NOT EXISTS (SELECT 1 FROM {j}.slots WHERE session_id = $2 AND backend = $3"
+        " AND slot > 0)"
         f" AND NOT EXISTS (SELECT 1 FROM {j}.decisions WHERE intent_id = $1"
         f" AND action IN {SETTLING})"
         f" AND EXISTS (SELECT 1 FROM {t}.sessions WHERE session_id = $11::text"
         " AND revision = $13::bigint)),"
-        f" counted AS (UPDATE {j}.session_writes AS w"
-        f" SET write_count = w.write_count + s.clears + 1, counted_at = {_NOW}"
-        " FROM seen AS s WHERE w.session_id = $2 AND w.backend = $3"
-        " AND w.write_count = s.write_count"
+        f" counted AS (UPDATE {j}.slots AS c SET {_LIVE_INTENT},"
+        " fence = c.write_count + s.clears, write_count = c.write_count + s.clears + 1,"
+        f" counted_at = {_NOW} FROM seen AS s WHERE c.session_id = $2 AND c.backend = $3"
+        f" AND c.slot = 0 AND c.write_count = s.write_count AND {empty_or_clearing}"
         " AND ($10::bigint IS NULL OR s.write_count + s.clears <= $10::bigint)"
-        " RETURNING w.write_count - 1 AS fence, s.clears),"
-        f" gone AS (DELETE FROM {j}.intents WHERE {clearing}"
-        " AND EXISTS (SELECT 1 FROM counted) RETURNING intent_id),"
+        " RETURNING c.fence),"
         f" head AS (UPDATE {t}.sessions AS r SET revision = r.revision + 1,"
         " next_seq = r.next_seq + cardinality($12::text[])"
         " WHERE r.session_id = $11::text AND r.revision = $13::bigint"
-        " AND (SELECT clears FROM counted) = (SELECT count(*) FROM gone)"
+        " AND EXISTS (SELECT 1 FROM counted)"
         " RETURNING r.revision, r.next_seq - cardinality($12::text[]) AS first_seq),"
-        f" added AS (INSERT INTO {j}.intents (intent_id, session_id, backend, state, owner,"
-        " created_at, updated_at, record, fence)"
-        " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::float8,"
-        f" coalesce({_NOW}, $7::float8), $8::bytea, c.fence FROM counted AS c, head),"
         f"{_batch_writes(t)}"
         " SELECT c.fence AS write_count, h.revision,"
-        " CASE WHEN h.revision IS NULL THEN 1 / (c.clears - c.clears) END AS undone"
+        " CASE WHEN h.revision IS NULL THEN 1 / (c.fence - c.fence) END AS undone"
         " FROM counted AS c LEFT JOIN head AS h ON true"
     )
 

@@ -7,13 +7,19 @@ a journal that runs the same dozen statements all day; it is the fastest Python 
 PostgreSQL; and it is what the Agents SDK's own SQLAlchemy session runs on for PostgreSQL,
 so an application that keeps its sessions there has it installed already.
 
-Layout. A journal lives in a schema of its own (``agents_reconcile`` unless told otherwise):
-``intents`` holds the unresolved intents, ``decisions`` the decisions, ``session_writes``
-each session and backend's write count and when it was last raised, ``write_floor`` the
-highest count pruned (``retention.py``), ``effects`` tools' external effects (``effects.py``),
-``set_aside`` damaged intents set aside (``aside.py``), ``schema_version`` the migration steps
-applied. Records are the bytes of ``PendingWrite.encode()``, ``Decision.encode()`` and
-``Effect.encode()`` (as the SQLite journal's), digest included, checked on every read.
+Layout. A journal lives in a schema of its own (``agents_reconcile`` unless told otherwise).
+``slots`` holds each session and backend's rows: slot 0 its write count, when the count was
+last raised and its live intent (the one ``open_intent`` opened, none once it is cleared or
+settled); slots 1 and up the intents recorded beside it (``record``: a copy from a RunState,
+a failed append). An append writes one row, slot 0, where an older layout deleted an
+intent's row, inserted another and updated a count's. One unique index over the slots' ids
+keeps an intent id unique across sessions. The view ``intents`` shows every unresolved
+intent, live or beside, as one row each: what every reader reads. ``decisions`` holds the
+decisions, ``write_floor`` the highest count pruned (``retention.py``), ``effects`` tools'
+external effects (``effects.py``), ``set_aside`` damaged intents set aside (``aside.py``),
+``schema_version`` the migration steps applied. Records are the bytes of
+``PendingWrite.encode()``, ``Decision.encode()`` and ``Effect.encode()`` (as the SQLite
+journal's), digest included, checked on every read.
 
 Migrations. ``MIGRATIONS`` names SQL files shipped in ``journal_schema/``; version N is the
 first N of them. On first use the journal applies what is missing (a new journal gets its
@@ -32,15 +38,15 @@ Why not a unique index. "At most one unresolved intent per session and backend" 
 ``open_intent`` checks, not an invariant of the journal: ``record`` stores an intent
 whatever else is pending for its session (a copy found in a RunState, one this process kept
 in memory while the journal was failing), and the conformance suite records several for one
-session and backend. An index on ``intents (session_id, backend)`` would refuse
-states the contract allows. A plpgsql function (take the lock, then check in a fresh
+session and backend. A unique index on the sessions' intents would refuse states the
+contract allows. A plpgsql function (take the lock, then check in a fresh
 snapshot) would also give one round trip, but would move the journal's logic into the
 schema, behind a migration, for nothing the statement below cannot do.
 
 The fence. A READ COMMITTED statement reads from one snapshot, taken before any lock it then
 waits for, so it cannot check and insert by reading alone. The session's write count serves
-as a fence: every transaction that inserts an intent takes the lock on its session's
-``session_writes`` row before inserting and counts a write there in the same transaction
+as a fence: every transaction that gives the session an intent or takes one away takes the
+lock on its session's row (slot 0) first and counts a write there in the same transaction
 (every path in this module does), and the count only grows (a session without a row reads
 as the journal's floor, at least every count pruned). The fenced statement reads, in its
 snapshot, the count, the session's unresolved intents, whether the id was settled and
@@ -50,15 +56,16 @@ with ``UPDATE ... WHERE write_count = seen``, which PostgreSQL evaluates on the 
 of the row once its lock is granted (a row deleted meanwhile, its count pruned, is not
 updated); a session seen without a row gets one at the floor plus one, only while the floor
 read ``FOR SHARE`` is still the one seen, by an upsert whose ``WHERE`` does the same for a
-row made meanwhile. The intent is inserted only from the count's ``RETURNING``. A count
-still at ``seen`` (the floor, for a session without a row) means no intent of the session was
-inserted or settled after the snapshot, and the lock, held until the statement commits, keeps
-it so; the intent is inserted exactly when the locked check would have inserted it. If the
-count moved, the statement changes nothing, and the operation runs the locked path: a
-transaction whose first statement locks the session's row (made at the floor if missing) and
-whose second, with a snapshot taken after the lock was granted, checks and writes. The same
-happens when another transaction takes the intent's id after the snapshot: the plain
-``INSERT`` fails the whole statement on the primary key, count included. When the snapshot
+row made meanwhile. An opening's intent is written by that very update (slot 0 takes it),
+one recorded beside is inserted only from its ``RETURNING``. A count still at ``seen`` (the
+floor, for a session without a row) means no intent of the session was recorded, opened or
+settled after the snapshot, and the lock, held until the statement commits, keeps it so; the
+intent is written exactly when the locked check would have written it. If the count moved,
+the statement changes nothing, and the operation runs the locked path: a transaction whose
+first statement locks the session's row (made at the floor if missing) and whose second,
+with a snapshot taken after the lock was granted, checks and writes. The same happens when
+another transaction takes the intent's id after the snapshot: the id's unique index
+(``slots_intent_id``) fails the whole statement, count included. When the snapshot
 shows the id held (by this very intent, opened by an attempt whose reply was lost, or by
 another), an intent in the way, the id settled, or a count other than the one expected, the
 statement writes nothing and its answer, read from one snapshot, describes a state the
@@ -101,7 +108,7 @@ from .effects import PostgresEffects
 from .pages import PostgresPages
 from .retention import PostgresRetention, row_known
 from .sealing import PostgresSealing
-from .statements import decision_args, intent_args
+from .statements import TAKEN, decision_args, intent_args
 
 __all__ = ["DEFAULT_SCHEMA", "MIGRATIONS", "SCHEMA", "SCHEMA_VERSION", "PostgresJournal"]
 
@@ -308,23 +315,28 @@ class PostgresJournal:
                 if opened is not None:
                     return opened
             # The fence fell or the id was taken meanwhile: decide under the session's lock.
-            async with conn.transaction():
-                # The session's lock, and its count as of now: nothing of this session can
-                # be opened, recorded, settled or counted until this transaction ends.
-                write_count = _count(await conn.fetchval(self._db.sql.lock_session, *key))
-                rows = await conn.fetch(
-                    self._db.sql.open_locked, *row, write_count, expect_write_count
-                )
-                opened = asked.answer(rows[0], rows, write_count)
-                if opened is not None:
-                    return opened
-                # Not inserted, and nothing in the snapshot said why: another transaction
-                # took the id after it (only another session's can, this one's lock held).
-                held = await conn.fetchrow(self._db.sql.held, intent.intent_id)
-                opened = None if held is None else asked.holding(held, write_count)
-                if opened is None:
-                    raise _other_content(intent)
-                return opened
+            taken = self._db.driver.UniqueViolationError
+            try:
+                async with conn.transaction():
+                    # The session's lock, and its count as of now: nothing of this session
+                    # can be opened, recorded, settled or counted until this transaction ends.
+                    write_count = _count(await conn.fetchval(self._db.sql.lock_session, *key))
+                    rows = await conn.fetch(
+                        self._db.sql.open_locked, *row, write_count, expect_write_count
+                    )
+                    opened = asked.answer(rows[0], rows, write_count)
+                    if opened is not None:
+                        return opened
+            except taken as exc:
+                if getattr(exc, "constraint_name", None) not in TAKEN:
+                    raise
+            # Nothing was opened, and the snapshot did not say why: another transaction took
+            # the id after it (only another session's can, this one's lock held).
+            held = await conn.fetchrow(self._db.sql.held, intent.intent_id)
+            opened = None if held is None else asked.holding(held, write_count)
+            if opened is None:
+                raise _other_content(intent)
+            return opened
 
         return await self._db.run(work)
 
@@ -342,7 +354,7 @@ class PostgresJournal:
         try:
             found = await run(sql[row_known(counted)], *row)
         except self._db.driver.UniqueViolationError as exc:
-            if getattr(exc, "constraint_name", None) != "intents_pkey":
+            if getattr(exc, "constraint_name", None) not in TAKEN:
                 raise
             return None
         row_known(counted, made=True)

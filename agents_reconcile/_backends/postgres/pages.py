@@ -3,7 +3,7 @@ intents and started effects a page at a time, one statement per page, built once
 variant, run on the journal's database (``database.JournalDatabase``); records are decoded,
 and so checked, with the journal's keyring.
 
-A page's statement finds its rows through an index from the cursor on (``intents_by_session``,
+A page's statement finds its rows through an index from the cursor on (``slots_unresolved``,
 whose order is the listing's: session, backend, creation time, then the id to break ties;
 ``effects_started`` for started effects, by begin time and key), joins the newest decision of
 each row through ``decisions_by_intent``, and counts the rows that follow the page (at most
@@ -211,7 +211,7 @@ class PostgresPages:
 
     async def counts_writes_of(self, session_id: str) -> bool:
         schema = self._statements.schema
-        sql = f"SELECT 1 FROM {schema}.session_writes WHERE session_id = $1 LIMIT 1"
+        sql = f"SELECT 1 FROM {schema}.slots WHERE session_id = $1 AND slot = 0 LIMIT 1"
 
         async def work(conn: Connection) -> object:
             return await conn.fetchval(sql, session_id)

@@ -101,6 +101,8 @@ class _Kind:
     size: str
     same: tuple[tuple[str, str], ...] = ()
     """Columns that must still hold what was read for the row to go (a count: its value)."""
+    rows: str = "true"
+    """Which rows of the table are of this kind (an SQL condition on ``r``)."""
     raises_floor: bool = False
     """Deleted under the rows' locks, raising the floor to the highest (a count)."""
     locks_sessions: bool = False
@@ -145,13 +147,16 @@ _KINDS: Final = (
     _Kind(
         "write_counts",
         "idle_sessions",
-        "session_writes",
+        "slots",
         (("session_id", "text"), ("backend", "text")),
-        f"r.counted_at < {_CUTOFF} AND NOT EXISTS (SELECT 1 FROM {{s}}.intents AS i"
-        " WHERE i.session_id = r.session_id AND i.backend = r.backend)",
+        # A session's slot 0 without a live intent, and nothing recorded beside it.
+        f"r.counted_at < {_CUTOFF} AND r.intent_id IS NULL AND NOT EXISTS (SELECT 1 FROM"
+        " {s}.slots AS i WHERE i.session_id = r.session_id AND i.backend = r.backend"
+        " AND i.slot > 0)",
         _size("session_id", "backend"),
         same=(("write_count", "bigint"),),
         raises_floor=True,
+        rows="r.slot = 0",
     ),
 )
 
@@ -167,10 +172,10 @@ class _Statements:
         Rows: the columns a row is deleted by, whether it is due, its size, and for a
         decision its session and backend."""
         key = ", ".join(f"r.{column}" for column, _ in kind.key)
-        after = ""
+        after = f" WHERE {kind.rows}"
         if from_cursor:
             values = ", ".join(f"${n}" for n in range(2, len(kind.key) + 2))
-            after = f" WHERE ({key}) > ({values})"
+            after += f" AND ({key}) > ({values})"
         sessions = ", r.session_id AS of_session, r.backend AS of_backend"
         return (
             f"SELECT {', '.join(f'r.{column}' for column in kind.columns)},"
@@ -189,6 +194,7 @@ class _Statements:
         arrays = ", ".join(f"${n}::{kind_type}[]" for n, (_, kind_type) in enumerate(columns, 2))
         names = ", ".join(column for column, _ in columns)
         match = " AND ".join(f"r.{column} = c.{column}" for column, _ in columns)
+        match += f" AND {kind.rows}"
         due = f"{match} AND {kind.due.format(s=s)}"
         if kind.locks_sessions:
             held = len(columns) + 2
@@ -196,8 +202,8 @@ class _Statements:
             # made while the floor is held).
             due += (
                 f" AND ((r.session_id, r.backend) IN (SELECT * FROM unnest(${held}::text[],"
-                f" ${held + 1}::text[])) OR NOT EXISTS (SELECT 1 FROM {s}.session_writes AS w"
-                " WHERE w.session_id = r.session_id AND w.backend = r.backend))"
+                f" ${held + 1}::text[])) OR NOT EXISTS (SELECT 1 FROM {s}.slots AS w"
+                " WHERE w.session_id = r.session_id AND w.backend = r.backend AND w.slot = 0))"
             )
         if not kind.raises_floor:
             return (
@@ -232,9 +238,9 @@ class _Statements:
             "'idle_in_transaction_session_timeout', $3::text, true)),"
             f" floor AS MATERIALIZED (SELECT 1 FROM {s}.write_floor WHERE id = 0"
             " AND EXISTS (SELECT 1 FROM bounded) FOR UPDATE NOWAIT)"
-            f" SELECT w.session_id, w.backend FROM {s}.session_writes AS w,"
+            f" SELECT w.session_id, w.backend FROM {s}.slots AS w,"
             " unnest($1::text[], $2::text[]) AS c(session_id, backend)"
-            " WHERE w.session_id = c.session_id AND w.backend = c.backend"
+            " WHERE w.session_id = c.session_id AND w.backend = c.backend AND w.slot = 0"
             " AND EXISTS (SELECT 1 FROM floor) FOR SHARE OF w SKIP LOCKED"
         )
 

@@ -16,7 +16,9 @@ if TYPE_CHECKING:
     from ..journal import IntentState
 
 __all__ = [
+    "EMPTY_SLOT",
     "SETTLING",
+    "TAKEN",
     "EffectStatements",
     "JournalStatements",
     "decision_args",
@@ -28,6 +30,14 @@ __all__ = [
 SETTLING: Final = "('settled', 'replayed', 'dropped')"
 _NOW: Final = "extract(epoch FROM clock_timestamp())::float8"
 """The journal's clock: the server's time, in seconds."""
+EMPTY_SLOT: Final = (
+    "intent_id = NULL, state = NULL, owner = NULL, created_at = NULL, updated_at = NULL,"
+    " fence = NULL, record = NULL"
+)
+"""The assignments that take the intent off its slot (slot 0 then holds the count alone)."""
+TAKEN: Final = frozenset({"slots_intent_id", "slots_pkey"})
+"""The unique indexes that fail a statement whose intent id, or the slot it gives an intent
+recorded beside, another transaction took after its snapshot: nothing of it is kept."""
 
 
 def floor_of(schema: str) -> str:
@@ -37,14 +47,16 @@ def floor_of(schema: str) -> str:
 
 
 def made_at_floor(schema: str, session: str, backend: str, more: int) -> str:
-    """The ``SELECT`` that makes a session's row (``session``, ``backend``: SQL expressions)
-    at the floor plus ``more``, stamped now, when the CTE ``present`` returned no row. It
-    reads the floor ``FOR SHARE``: the newest version, once a prune that holds it committed,
-    kept from being raised until this statement's transaction ends, so a row is never made
-    below a floor raised meanwhile. Nothing is locked when ``present`` found the row."""
+    """The ``SELECT`` that makes a session's row, its slot 0 (``session``, ``backend``: SQL
+    expressions), at the floor plus ``more``, stamped now, when the CTE ``present`` returned no
+    row: the columns ``session_id, backend, slot, write_count, counted_at``. It reads the floor
+    ``FOR SHARE``: the newest version, once a prune that holds it committed, kept from being
+    raised until this statement's transaction ends, so a row is never made below a floor raised
+    meanwhile. Nothing is locked when ``present`` found the row."""
     return (
-        f"SELECT {session}, {backend}, f.write_count + {more}, {_NOW} FROM {schema}.write_floor"
-        " AS f WHERE f.id = 0 AND NOT EXISTS (SELECT 1 FROM present) FOR SHARE OF f"
+        f"SELECT {session}, {backend}, 0, f.write_count + {more}, {_NOW}"
+        f" FROM {schema}.write_floor AS f WHERE f.id = 0 AND NOT EXISTS (SELECT 1 FROM present)"
+        " FOR SHARE OF f"
     )
 
 
@@ -141,7 +153,9 @@ class JournalStatements(EffectStatements):
             f"SELECT {intent_columns}, fence, {_NOW} - updated_at AS age FROM {s}.intents"
         )
         floor = floor_of(s)
-        writes = f"{s}.session_writes"
+        slots = f"{s}.slots"
+        # A session's row: its slot 0, which holds its count (and its live intent).
+        self.session_row = f"{slots} WHERE session_id = $1 AND backend = $2 AND slot = 0"
 
         def on_session_row(more: int) -> str:
             # Takes the session's row lock and returns its count, raised by `more` (and then
@@ -150,11 +164,11 @@ class JournalStatements(EffectStatements):
             # locks a row another transaction made meanwhile, the newest version of it too.
             stamp = f", counted_at = {_NOW}" if more else ""
             return (
-                f"WITH present AS (UPDATE {writes} SET write_count = write_count + {more}{stamp}"
-                " WHERE session_id = $1 AND backend = $2 RETURNING write_count),"
-                f" made AS (INSERT INTO {writes} AS w (session_id, backend, write_count,"
+                f"WITH present AS (UPDATE {slots} SET write_count = write_count + {more}{stamp}"
+                " WHERE session_id = $1 AND backend = $2 AND slot = 0 RETURNING write_count),"
+                f" made AS (INSERT INTO {slots} AS w (session_id, backend, slot, write_count,"
                 f" counted_at) {made_at_floor(s, '$1::text', '$2::text', more)}"
-                " ON CONFLICT (session_id, backend)"
+                " ON CONFLICT (session_id, backend, slot)"
                 f" DO UPDATE SET write_count = w.write_count + {more}{stamp}"
                 " RETURNING w.write_count)"
                 " SELECT write_count FROM present UNION ALL SELECT write_count FROM made"
@@ -162,28 +176,41 @@ class JournalStatements(EffectStatements):
 
         # The lock alone, nothing counted: a session without a row gets one at the floor.
         self.lock_session = on_session_row(0)
-        self.write_count = (
-            f"SELECT coalesce((SELECT write_count FROM {writes} WHERE session_id = $1"
-            f" AND backend = $2), {floor})"
-        )
+        self.write_count = f"SELECT coalesce((SELECT write_count FROM {self.session_row}), {floor})"
         self.count_write = on_session_row(1)
         settled_check = (
             f"SELECT EXISTS (SELECT 1 FROM {s}.decisions"
             f" WHERE intent_id = $1 AND action IN {SETTLING}) AS settled"
         )
 
+        # An intent recorded beside its session's live one takes the slot after the session's
+        # last; read in the statement's snapshot, which shows the session's slots as they stand
+        # (the session's lock is held, or its count still stands once locked).
+        next_slot = (
+            f"(SELECT coalesce(max(slot), 0) + 1 FROM {slots}"
+            " WHERE session_id = $2 AND backend = $3)"
+        )
+
         def insert_intent(fence: str) -> str:
             return (
-                f"INSERT INTO {s}.intents (intent_id, session_id, backend, state, owner,"
+                f"INSERT INTO {slots} (intent_id, session_id, backend, slot, state, owner,"
                 " created_at, updated_at, record, fence)"
-                " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::float8,"
+                f" SELECT $1::text, $2::text, $3::text, {next_slot}, $4::text, $5::text,"
                 # The server's clock stamps it; the writer's time ($7) only if it had none.
-                f" coalesce({_NOW}, $7::float8), $8::bytea, {fence}"
+                f" $6::float8, coalesce({_NOW}, $7::float8), $8::bytea, {fence}"
             )
 
+        # An intent id is unique across the slots that hold one (the index slots_intent_id).
+        id_free = "ON CONFLICT (intent_id) WHERE intent_id IS NOT NULL DO NOTHING"
         count_added = (
-            f"UPDATE {writes} SET write_count = write_count + 1, counted_at = {_NOW}"
-            " WHERE session_id = $2 AND backend = $3 AND EXISTS (SELECT 1 FROM added)"
+            f"UPDATE {slots} SET write_count = write_count + 1, counted_at = {_NOW}"
+            " WHERE session_id = $2 AND backend = $3 AND slot = 0"
+            " AND EXISTS (SELECT 1 FROM added)"
+        )
+        # The intent opened on its session's slot 0 ($1..$8 its columns), with ``fence``.
+        live_intent = (
+            "intent_id = $1, state = $4, owner = $5, created_at = $6,"
+            f" updated_at = coalesce({_NOW}, $7::float8), record = $8"
         )
         # The locked paths: run after lock_session, so the snapshot is fresh and the settled
         # check and the prior copy are what the last holder of the lock left.
@@ -192,7 +219,7 @@ class JournalStatements(EffectStatements):
             f" prior AS (SELECT record FROM {s}.intents WHERE intent_id = $1),"
             f" added AS ({insert_intent('0')}"
             " WHERE NOT (SELECT settled FROM done) AND NOT EXISTS (SELECT 1 FROM prior)"
-            " ON CONFLICT (intent_id) DO NOTHING RETURNING intent_id),"
+            f" {id_free} RETURNING intent_id),"
             f" counted AS ({count_added})"
             " SELECT (SELECT settled FROM done) AS settled,"
             " EXISTS (SELECT 1 FROM added) AS added,"
@@ -213,7 +240,7 @@ class JournalStatements(EffectStatements):
             f" added AS ({insert_intent('0')}"
             " WHERE NOT (SELECT settled FROM done) AND NOT EXISTS (SELECT 1 FROM prior)"
             " AND NOT EXISTS (SELECT 1 FROM blocking)"
-            " ON CONFLICT (intent_id) DO NOTHING RETURNING intent_id),"
+            f" {id_free} RETURNING intent_id),"
             f" counted AS ({count_added})"
             " SELECT (SELECT settled FROM done) AS settled,"
             " EXISTS (SELECT 1 FROM added) AS added,"
@@ -232,20 +259,23 @@ class JournalStatements(EffectStatements):
         blocking_columns = (
             "b.intent_id, b.session_id, b.backend, b.state, b.owner, b.updated_at, b.record"
         )
-        # Inserts only when the id is free, the session and backend have no unresolved intent,
-        # the id was never settled and the count ($9, read under the lock) is the one
-        # expected ($10, NULL for any).
+        # Opens the intent on the session's slot 0 (made by lock_session), its count moved in
+        # the same UPDATE, only when the id is free, the session and backend have no
+        # unresolved intent, the id was never settled and the count ($9, read under the lock)
+        # is the one expected ($10, NULL for any). An id another session takes after the
+        # snapshot fails the statement on slots_intent_id.
         self.open_locked = (
             f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
             " WHERE session_id = $2 AND backend = $3),"
             f" done AS ({settled_check}),"
             " prior AS (SELECT record, session_id, backend, state, owner, updated_at, fence"
             f" FROM {s}.intents WHERE intent_id = $1),"
-            f" added AS ({insert_intent('$9::bigint')}"
-            " WHERE NOT EXISTS (SELECT 1 FROM blocking) AND NOT (SELECT settled FROM done)"
+            f" added AS (UPDATE {slots} SET {live_intent}, fence = $9::bigint,"
+            f" write_count = write_count + 1, counted_at = {_NOW}"
+            " WHERE session_id = $2 AND backend = $3 AND slot = 0"
+            " AND NOT EXISTS (SELECT 1 FROM blocking) AND NOT (SELECT settled FROM done)"
             " AND NOT EXISTS (SELECT 1 FROM prior) AND coalesce($10::bigint, $9::bigint) = $9"
-            " ON CONFLICT (intent_id) DO NOTHING RETURNING intent_id),"
-            f" counted AS ({count_added})"
+            " RETURNING intent_id)"
             " SELECT f.*, " + blocking_columns + " FROM (SELECT EXISTS (SELECT 1 FROM added)"
             " AS added, (SELECT settled FROM done) AS settled, $9::bigint AS write_count,"
             f" {prior_columns} FROM (SELECT 1) AS one LEFT JOIN prior AS p ON true) AS f"
@@ -268,31 +298,46 @@ class JournalStatements(EffectStatements):
                 f"seen AS (SELECT coalesce(c.write_count, {floor}) AS write_count,"
                 f" c.write_count IS NOT NULL AS present, {blocked} AS blocked,"
                 f" ({settled_check}) AS settled, {prior_columns} FROM (SELECT 1) AS one"
-                f" LEFT JOIN {writes} AS c ON c.session_id = $2 AND c.backend = $3"
-                f" LEFT JOIN {s}.intents AS p ON p.intent_id = $1)"
+                f" LEFT JOIN {slots} AS c ON c.session_id = $2 AND c.backend = $3"
+                f" AND c.slot = 0 LEFT JOIN {s}.intents AS p ON p.intent_id = $1)"
             )
 
         # `known`: the session's row is taken to be there (``retention.row_known``), and the
         # statement leaves out making it (the INSERT costs each opening some microseconds);
-        # a row pruned since is found missing and made on the locked path.
-        def fence(expected: str, known: bool) -> str:
+        # a row pruned since is found missing and made on the locked path. `opens`: the
+        # count's row takes the intent (its slot 0, an opening) in the same UPDATE, fenced
+        # by the count before it; else the intent goes beside (``fenced_insert``).
+        def fence(expected: str, known: bool, opens: bool) -> str:
             free = f"NOT v.blocked AND NOT v.settled AND v.prior IS NULL{expected}"
+            takes = f", {live_intent}, fence = v.write_count" if opens else ""
             bumped = (
-                f"UPDATE {writes} AS w SET write_count = v.write_count + 1,"
-                f" counted_at = {_NOW} FROM seen AS v WHERE w.session_id = $2 AND w.backend = $3"
+                f"UPDATE {slots} AS w SET write_count = v.write_count + 1,"
+                f" counted_at = {_NOW}{takes} FROM seen AS v"
+                " WHERE w.session_id = $2 AND w.backend = $3 AND w.slot = 0"
                 f" AND v.present AND w.write_count = v.write_count AND {free}"
                 " RETURNING w.write_count"
             )
             if known:
                 return f"fence AS ({bumped})"
+            columns, values, assigned = "", "", ""
+            if opens:
+                columns = ", intent_id, state, owner, created_at, updated_at, record, fence"
+                values = (
+                    f", $1::text, $4::text, $5::text, $6::float8, coalesce({_NOW}, $7::float8),"
+                    " $8::bytea, v.write_count"
+                )
+                assigned = "".join(
+                    f", {column} = excluded.{column}"
+                    for column in columns.removeprefix(", ").split(", ")
+                )
             return (
                 f"bumped AS ({bumped}),"
-                f" made AS (INSERT INTO {writes} AS w (session_id, backend, write_count,"
-                f" counted_at) SELECT $2::text, $3::text, v.write_count + 1, {_NOW}"
-                f" FROM seen AS v, {s}.write_floor AS f WHERE f.id = 0 AND NOT v.present"
+                f" made AS (INSERT INTO {slots} AS w (session_id, backend, slot, write_count,"
+                f" counted_at{columns}) SELECT $2::text, $3::text, 0, v.write_count + 1, {_NOW}"
+                f"{values} FROM seen AS v, {s}.write_floor AS f WHERE f.id = 0 AND NOT v.present"
                 f" AND f.write_count = v.write_count AND {free} FOR SHARE OF f"
-                " ON CONFLICT (session_id, backend) DO UPDATE SET write_count ="
-                " excluded.write_count, counted_at = excluded.counted_at"
+                " ON CONFLICT (session_id, backend, slot) DO UPDATE SET write_count ="
+                f" excluded.write_count, counted_at = excluded.counted_at{assigned}"
                 " WHERE w.write_count = excluded.write_count - 1 RETURNING w.write_count),"
                 " fence AS (SELECT write_count FROM bumped UNION ALL SELECT write_count FROM made)"
             )
@@ -300,19 +345,21 @@ class JournalStatements(EffectStatements):
         def fenced_insert(fence: str) -> str:
             return f"added AS ({insert_intent(fence)} FROM fence RETURNING intent_id)"
 
-        # Each by whether the session's row is known to be there.
+        # Each by whether the session's row is known to be there. An intent recorded goes
+        # beside the live one.
         self.record = {
-            known: f"WITH {seen('false')}, {fence('', known)}, {fenced_insert('0')}"
+            known: f"WITH {seen('false')}, {fence('', known, False)}, {fenced_insert('0')}"
             " SELECT EXISTS (SELECT 1 FROM added) AS added, settled, prior FROM seen"
             for known in (False, True)
         }
-        # $9: the count expected, NULL for any; a snapshot count that is not it refuses.
+        # $9: the count expected, NULL for any; a snapshot count that is not it refuses. The
+        # intent opened is the session's live one: its slot 0 takes it with the count.
         self.open_intent = {
             known: f"WITH blocking AS (SELECT {intent_columns}, created_at FROM {s}.intents"
             " WHERE session_id = $2 AND backend = $3),"
             f" {seen('EXISTS (SELECT 1 FROM blocking)')},"
-            f" {fence(' AND coalesce($9::bigint, v.write_count) = v.write_count', known)},"
-            f" {fenced_insert('write_count - 1')}"
+            f" {fence(' AND coalesce($9::bigint, v.write_count) = v.write_count', known, True)},"
+            " added AS (SELECT 1 FROM fence)"
             " SELECT EXISTS (SELECT 1 FROM added) AS added, v.settled, v.write_count, v.prior,"
             " v.prior_session, v.prior_backend, v.prior_state, v.prior_owner, v.prior_updated,"
             f" v.prior_seq, {blocking_columns}"
@@ -326,26 +373,39 @@ class JournalStatements(EffectStatements):
         )
         self.intent_record = f"SELECT record FROM {s}.intents WHERE intent_id = $1"
 
-        # The session's count moves with the delete, its row locked first (the order every
+        # Taking an intent off the journal, with ``only`` its conditions (checked on the
+        # newest version of its row): a live one leaves its slot 0 empty, its count moved in
+        # the same UPDATE; one beside is deleted, its session's count moved. Exactly one of
+        # them runs (an id is in one slot), so slot 0 is changed at most once.
+        def removed(only: str, when: str) -> str:
+            return (
+                f"emptied AS (UPDATE {slots} SET {EMPTY_SLOT},"
+                f" write_count = write_count + 1, counted_at = {_NOW}"
+                f" WHERE intent_id = $1 AND slot = 0{only} AND {when}"
+                " RETURNING session_id, backend),"
+                f" gone AS (DELETE FROM {slots} WHERE intent_id = $1 AND slot > 0{only}"
+                f" AND {when} RETURNING session_id, backend),"
+                f" counted AS (UPDATE {slots} AS w SET write_count = w.write_count + 1,"
+                f" counted_at = {_NOW} FROM gone AS g"
+                " WHERE w.session_id = g.session_id AND w.backend = g.backend AND w.slot = 0)"
+            )
+
+        # The session's count moves with the removal, its row locked first (the order every
         # path takes): a tail read while the write was in flight is out of date once it lands.
-        # It is counted only when this statement deleted the intent: two clearings of one
+        # It is counted only when this statement removed the intent: two clearings of one
         # intent at once (the background one and a reader's) both see it in their snapshots,
         # and the one that waited for the lock finds it gone and counts nothing.
         def forget(only: str) -> str:
             return (
                 f"WITH target AS (SELECT session_id, backend FROM {s}.intents"
                 f" WHERE intent_id = $1{only}),"
-                f" locked AS (SELECT w.write_count FROM {s}.session_writes AS w, target AS t"
-                " WHERE w.session_id = t.session_id AND w.backend = t.backend FOR UPDATE OF w),"
+                f" locked AS (SELECT w.write_count FROM {slots} AS w, target AS t"
+                " WHERE w.session_id = t.session_id AND w.backend = t.backend AND w.slot = 0"
+                " FOR UPDATE OF w),"
                 # The conditions again: checked on the newest version of the row once its
                 # lock is granted (a claim committed after this statement's snapshot).
-                f" gone AS (DELETE FROM {s}.intents WHERE intent_id = $1{only}"
-                " AND EXISTS (SELECT 1 FROM locked) RETURNING session_id, backend),"
-                f" counted AS (UPDATE {writes} AS w SET write_count = w.write_count + 1,"
-                f" counted_at = {_NOW} FROM gone AS g"
-                " WHERE w.session_id = g.session_id AND w.backend = g.backend"
-                " RETURNING w.write_count)"
-                " SELECT count(*) FROM gone"
+                f" {removed(only, 'EXISTS (SELECT 1 FROM locked)')}"
+                " SELECT (SELECT count(*) FROM emptied) + (SELECT count(*) FROM gone)"
             )
 
         self.discard = forget("")
@@ -364,9 +424,16 @@ class JournalStatements(EffectStatements):
             f"SELECT {intent_columns}, {_NOW} - updated_at AS age FROM {s}.intents"
             " WHERE intent_id = $1"
         )
+        # (Its write is counted by the caller, count_write, in the same transaction.)
+        held_raw = (
+            " AND record = $2 AND state = $3 AND owner = $4 AND updated_at IS NOT DISTINCT FROM $5"
+        )
         self.remove_raw = (
-            f"DELETE FROM {s}.intents WHERE intent_id = $1 AND record = $2 AND state = $3"
-            " AND owner = $4 AND updated_at IS NOT DISTINCT FROM $5 RETURNING intent_id"
+            f"WITH emptied AS (UPDATE {slots} SET {EMPTY_SLOT}"
+            f" WHERE intent_id = $1 AND slot = 0{held_raw} RETURNING slot),"
+            f" gone AS (DELETE FROM {slots} WHERE intent_id = $1 AND slot > 0{held_raw}"
+            " RETURNING slot)"
+            " SELECT true FROM emptied UNION ALL SELECT true FROM gone"
         )
         self.keep_aside = (
             f"INSERT INTO {s}.set_aside (intent_id, session_id, set_aside_at, meta, record)"
@@ -418,17 +485,23 @@ class JournalStatements(EffectStatements):
             f"WITH done AS ({settled_check}),"
             f" again AS (SELECT EXISTS (SELECT 1 FROM {s}.decisions WHERE intent_id = $1"
             f" AND action IN {SETTLING} AND record = $8::bytea) AS again),"
-            f" claim AS (SELECT state, owner, fence FROM {s}.intents WHERE intent_id = $1"
+            f" claim AS (SELECT state, owner, fence, slot FROM {slots} WHERE intent_id = $1"
             " FOR UPDATE),"
             " verdict AS (SELECT NOT (SELECT settled FROM done) AND ($9::text IS NULL"
             " OR NOT EXISTS (SELECT 1 FROM claim)"
             " OR EXISTS (SELECT 1 FROM claim WHERE state = 'reconciling' AND owner = $9::text"
             " AND ($10::bigint IS NULL OR fence = $10::bigint))) AS allowed),"
-            f" gone AS (DELETE FROM {s}.intents"
-            " WHERE intent_id = $1 AND (SELECT allowed FROM verdict)),"
-            f" counted AS (UPDATE {writes} SET write_count = write_count + 1,"
+            # Settled, the intent leaves the journal and its session's count moves once: with
+            # the emptying of its slot 0 when it is live there, else by itself.
+            f" emptied AS (UPDATE {slots} SET {EMPTY_SLOT}, write_count = write_count + 1,"
+            f" counted_at = {_NOW} WHERE intent_id = $1 AND slot = 0"
+            " AND (SELECT allowed FROM verdict)),"
+            f" gone AS (DELETE FROM {slots}"
+            " WHERE intent_id = $1 AND slot > 0 AND (SELECT allowed FROM verdict)),"
+            f" counted AS (UPDATE {slots} SET write_count = write_count + 1,"
             f" counted_at = {_NOW}"
-            " WHERE session_id = $2 AND backend = $3 AND (SELECT allowed FROM verdict)),"
+            " WHERE session_id = $2 AND backend = $3 AND slot = 0 AND (SELECT allowed FROM verdict)"
+            " AND NOT EXISTS (SELECT 1 FROM claim WHERE slot = 0)),"
             f" stored AS (INSERT INTO {s}.decisions ({decision_columns})"
             " SELECT $1::text, $2::text, $3::text, $4::text, $5::text, $6::text, $7::float8,"
             " $8::bytea WHERE (SELECT allowed FROM verdict))"
@@ -485,12 +558,14 @@ def _transition(
         if wanted:
             where += f" AND {column} = ${number}{cast}"
             number += 1
-    update = f"UPDATE {s}.intents SET state = $1, owner = $2, updated_at = {_NOW}"
+    update = f"UPDATE {s}.slots AS i SET state = $1, owner = $2, updated_at = {_NOW}"
     if claim:
+        # The count: the row's own on a live intent (its newest version), its slot 0's on one
+        # recorded beside.
         update += (
-            ", fence = greatest(fence + 1, coalesce((SELECT w.write_count FROM"
-            f" {s}.session_writes AS w WHERE w.session_id = intents.session_id"
-            f" AND w.backend = intents.backend), {floor_of(s)}))"
+            ", fence = greatest(i.fence + 1, coalesce(i.write_count, (SELECT w.write_count FROM"
+            f" {s}.slots AS w WHERE w.session_id = i.session_id AND w.backend = i.backend"
+            f" AND w.slot = 0), {floor_of(s)}))"
         )
     return f"{update}{where} RETURNING 1"
 
