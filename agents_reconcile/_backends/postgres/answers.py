@@ -113,9 +113,13 @@ class _Asked:
 def _entry(row: Sequence[Any], keyring: Keyring) -> JournalEntry:
     """An intent's row: its seven columns, then its token and age where selected."""
     intent_id, session_id, backend, state, owner, updated_at, record, *held = tuple(row)
-    fence, age = held if len(held) == 2 else (None, None)
+    fence, age = held if len(held) == 2 else (0, None)
     texts = (intent_id, session_id, backend, state, owner)
-    if not all(isinstance(value, str) for value in texts) or not isinstance(updated_at, float):
+    if (
+        not all(isinstance(value, str) for value in texts)
+        or not isinstance(updated_at, float)
+        or not isinstance(fence, int)
+    ):
         raise JournalCorrupt(f"intent {intent_id!r}: the journal row has unexpected types")
     return checked_entry(
         intent_id,
