@@ -242,8 +242,8 @@ async def test_idle_connections_killed_by_the_server_are_replaced(admin: Any, sc
 async def test_rows_moved_or_reshaped_are_refused(
     journals: Factory, admin: Any, schema: str
 ) -> None:
-    """A row moved to another session, a decision row whose record names another intent, and
-    an unreadable state are refused with typed errors."""
+    """A row moved to another session, a decision row whose record names another intent, an
+    unreadable state, and a slot with a column missing are refused with typed errors."""
     journal = journals()
     intent, other = make_intent("i-1"), make_intent("i-2", text="other")
     await journal.record(intent, state=IntentState.FAILED, owner=current_owner())
@@ -257,6 +257,16 @@ async def test_rows_moved_or_reshaped_are_refused(
     await admin.execute(f"""UPDATE "{schema}".intents SET state = 'levitating'""")
     with pytest.raises(JournalCorrupt):
         await journal.get("i-1")
+    # No constraint of the table keeps a slot whole: its readers refuse one with a column
+    # missing, an intent's or a count's.
+    await admin.execute(f"""UPDATE "{schema}".intents SET state = 'failed', fence = NULL""")
+    with pytest.raises(JournalCorrupt):
+        await journal.get("i-1")
+    await admin.execute(f'UPDATE "{schema}".slots SET write_count = NULL WHERE slot = 0')
+    with pytest.raises(JournalCorrupt):
+        await journal.write_count("session-a", BACKEND)
+    with pytest.raises(JournalCorrupt):
+        await journal.count_write("session-a", BACKEND)
 
     await admin.execute(f"""UPDATE "{schema}".decisions SET intent_id = 'i-1'""")
     with pytest.raises(RecordTampered):

@@ -154,8 +154,7 @@ class JournalStatements(EffectStatements):
         )
         floor = floor_of(s)
         slots = f"{s}.slots"
-        # A session's row: its slot 0, which holds its count (and its live intent).
-        self.session_row = f"{slots} WHERE session_id = $1 AND backend = $2 AND slot = 0"
+        # A session's row is its slot 0, which holds its count (and its live intent).
 
         def on_session_row(more: int) -> str:
             # Takes the session's row lock and returns its count, raised by `more` (and then
@@ -176,7 +175,13 @@ class JournalStatements(EffectStatements):
 
         # The lock alone, nothing counted: a session without a row gets one at the floor.
         self.lock_session = on_session_row(0)
-        self.write_count = f"SELECT coalesce((SELECT write_count FROM {self.session_row}), {floor})"
+        # The floor only for a session without a row: a row without its count is damaged,
+        # and reads as NULL (refused).
+        self.write_count = (
+            f"SELECT CASE WHEN c.slot IS NULL THEN {floor} ELSE c.write_count END"
+            f" FROM (SELECT 1) AS one LEFT JOIN {slots} AS c ON c.session_id = $1"
+            " AND c.backend = $2 AND c.slot = 0"
+        )
         self.count_write = on_session_row(1)
         settled_check = (
             f"SELECT EXISTS (SELECT 1 FROM {s}.decisions"
