@@ -214,7 +214,7 @@ def _pg_slot(left: Left) -> tuple[Any, ...]:
     """A session's slot 0, in ``_PG_COLUMNS`` order: its count, and its unresolved intent when
     it has one, opened at its creation and never moved since, its token the count before it."""
     intent = left.intent
-    live: tuple[Any, ...] = (None,) * 7
+    live: tuple[Any, ...] = (None, None, None, 0.0, None, None, None)
     if intent is not None:
         live = (
             intent.intent_id, IntentState.IN_FLIGHT.value, str(GONE), intent.created_at,

@@ -41,6 +41,8 @@ def as_bytes(record: object) -> bytes:
     type held), unchanged: what a set-aside entry's digest and size describe."""
     if isinstance(record, (bytes, bytearray, memoryview)):
         return bytes(record)
+    if record is None:
+        return b""  # a row without its record holds no bytes
     return str(record).encode("utf-8", "surrogatepass")
 
 

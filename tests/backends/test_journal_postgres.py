@@ -28,6 +28,7 @@ from agents_reconcile._backends.opening import open_journal
 from agents_reconcile._backends.rows import collecting_damage
 from agents_reconcile._core.effect_records import Effect
 from agents_reconcile._core.ownership import current_owner
+from agents_reconcile.conformance._aside import _aside
 from agents_reconcile.errors import (
     ConfigurationError,
     IntentConflict,
@@ -271,6 +272,77 @@ async def test_rows_moved_or_reshaped_are_refused(
     await admin.execute(f"""UPDATE "{schema}".decisions SET intent_id = 'i-1'""")
     with pytest.raises(RecordTampered):
         await journal.decisions()
+
+
+@pytest.mark.parametrize("count", [None, -5], ids=["count-missing", "count-negative"])
+async def test_a_session_row_without_a_count_is_refused_before_anything_is_written(
+    journals: Factory, admin: Any, schema: str, count: int | None
+) -> None:
+    """A session whose row lost its count is damaged: opening, recording and settling raise
+    ``JournalCorrupt`` and write nothing, never reading it as the floor (a stale run refused)
+    nor counting on top of it."""
+    journal = journals()
+    owner = current_owner()
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=owner)
+    await admin.execute(f'UPDATE "{schema}".slots SET write_count = $1 WHERE slot = 0', count)
+    with pytest.raises(JournalCorrupt):
+        await journal.open_intent(
+            make_intent("i-2", text="second"), state=IntentState.IN_FLIGHT, owner=owner
+        )
+    with pytest.raises(JournalCorrupt):
+        await journal.open_intent(
+            make_intent("i-2", text="second"),
+            state=IntentState.IN_FLIGHT,
+            owner=owner,
+            expect_write_count=3,
+        )
+    with pytest.raises(JournalCorrupt):
+        await journal.record(
+            make_intent("i-3", text="third"), state=IntentState.FAILED, owner=owner
+        )
+    with pytest.raises(JournalCorrupt):
+        await journal.settle(make_decision(make_intent("i-1")))
+    rows = await admin.fetch(
+        f'SELECT slot, write_count, intent_id FROM "{schema}".slots ORDER BY slot'
+    )
+    assert [tuple(row) for row in rows] == [(0, count, None), (1, None, "i-1")]
+
+
+async def test_a_slot_with_a_column_missing_is_set_aside_and_listed_as_damaged(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """An intent whose slot lost a column is refused when read, named as damage in a listing
+    (whose next page goes on past it), and an operator can still set it aside as it was read:
+    the row leaves the journal, its session's count moved once. Its creation time, the
+    listings' order, cannot be lost (a listing would skip the row)."""
+    journal = journals()
+    owner = current_owner()
+    for n in (1, 2):
+        await journal.record(
+            make_intent(f"i-{n}", created_at=float(n), text=str(n)),
+            state=IntentState.FAILED,
+            owner=owner,
+        )
+    await admin.execute(f"UPDATE \"{schema}\".slots SET state = NULL WHERE intent_id = 'i-1'")
+    with collecting_damage() as damaged:
+        first = await journal.pages.intents(limit=1)
+    assert first.rows == [] and [(d.kind, d.ident) for d in damaged] == [("intent", "i-1")]
+    assert first.after is not None
+    second = await journal.pages.intents(limit=1, after=first.after)
+    assert ids(second.rows) == ["i-2"]
+    with pytest.raises(JournalCorrupt):
+        await journal.get("i-1")
+
+    raw = await journal.aside.raw("i-1")
+    assert raw is not None
+    aside, decision = _aside(raw, time.time())
+    before = await journal.write_count("session-a", BACKEND)
+    assert await journal.aside.set_aside(raw, aside, decision) is True
+    assert await journal.write_count("session-a", BACKEND) == before + 1
+    assert await journal.get("i-1") is None
+    assert ids(await journal.pending("session-a")) == ["i-2"]
+    with pytest.raises(asyncpg.NotNullViolationError):
+        await admin.execute(f'UPDATE "{schema}".slots SET created_at = NULL')
 
 
 # -- round trips and the fence ----------------------------------------------------------------

@@ -29,7 +29,12 @@ from agents_reconcile._core.ownership import current_owner
 from agents_reconcile._core.records import Action, Outcome, PendingWrite, Reason
 from agents_reconcile._core.retention import Retention
 from agents_reconcile._session.fused import FusedAppend, fused_append
-from agents_reconcile.errors import ContinuationDenied, IntentConflict, JournalUnavailable
+from agents_reconcile.errors import (
+    ContinuationDenied,
+    IntentConflict,
+    JournalCorrupt,
+    JournalUnavailable,
+)
 from agents_reconcile.testing import FaultInjectingSession, FaultProxy
 
 from ..support.fused_support import killed_child, left_both_or_neither, text
@@ -399,10 +404,10 @@ async def test_the_statement_reads_each_of_the_sessions_rows_once(place: Place) 
     assert scans["decisions"] == 1, scans
     assert scans["write_floor"] == 1, scans
     assert scans["writes"] == 1, scans
-    # The session's slots: slot 0's lock, the snapshot's count, the clearing, the blocking
-    # intents, the intent holding the id, and the two updates of slot 0 (taking the intent,
-    # or giving up the one cleared).
-    assert scans["slots"] == 7, scans
+    # The session's slots: slot 0's lock, slot 0 in the snapshot (its count and the clearing),
+    # the blocking intents, the intent holding the id, and the two updates of slot 0 (taking
+    # the intent, or giving up the one cleared).
+    assert scans["slots"] == 6, scans
 
 
 async def test_the_fast_path_reads_and_locks_the_count_row_once_each(place: Place) -> None:
@@ -584,6 +589,66 @@ async def test_a_stale_run_is_refused_with_nothing_written(place: Place, fused: 
     assert denied.value.decision.reason is Reason.STALE_STATE
     assert text(await store.get_items()) == ["one", "elsewhere"]
     assert await session.pending() == []
+
+
+# -- damaged rows -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("count", [None, -5], ids=["count-missing", "count-negative"])
+async def test_a_session_row_without_a_count_refuses_the_append_and_writes_nothing(
+    place: Place, count: int | None
+) -> None:
+    """A session whose journal row lost its count (no constraint of the table keeps it) is
+    damaged: both statements refuse it before they write, so the append raises
+    ``JournalCorrupt`` having recorded and appended nothing, never taking the damage for the
+    floor nor committing on top of it."""
+    store, journal = place.store(), place.journal
+    await fused_call(place, store, intent_for(store, "first", 0))
+    await journal.discard("first", owner=current_owner())
+    admin = await asyncpg.connect(place.url)
+    try:
+        await admin.execute(
+            f'UPDATE "{place.journal_schema}".slots SET write_count = $2'
+            " WHERE session_id = $1 AND slot = 0",
+            store.session_id,
+            count,
+        )
+        with pytest.raises(JournalCorrupt):
+            await fused_call(place, store, intent_for(store, "second", 1))
+        row = await admin.fetchrow(
+            f'SELECT write_count, intent_id FROM "{place.journal_schema}".slots'
+            " WHERE session_id = $1",
+            store.session_id,
+        )
+    finally:
+        await admin.close()
+    assert (row["write_count"], row["intent_id"]) == (count, None)
+    assert await store.head() == 1 and text(await store.get_items()) == ["first"]
+
+
+async def test_a_damaged_intent_to_clear_is_never_replaced(place: Place) -> None:
+    """The acknowledged intent to clear, damaged on its slot (its state missing), is neither
+    cleared nor replaced by the next intent: it is what blocks the opening, and reading it
+    refuses it as damaged; the slot keeps it as it was and nothing is appended."""
+    store = place.store()
+    await fused_call(place, store, intent_for(store, "first", 0))
+    admin = await asyncpg.connect(place.url)
+    try:
+        await admin.execute(
+            f'UPDATE "{place.journal_schema}".slots SET state = NULL WHERE intent_id = $1',
+            "first",
+        )
+        with pytest.raises(JournalCorrupt):
+            await fused_call(place, store, intent_for(store, "second", 1), clearing="first")
+        row = await admin.fetchrow(
+            f'SELECT intent_id, state, write_count FROM "{place.journal_schema}".slots'
+            " WHERE session_id = $1",
+            store.session_id,
+        )
+    finally:
+        await admin.close()
+    assert (row["intent_id"], row["state"], row["write_count"]) == ("first", None, 1)
+    assert await store.head() == 1 and text(await store.get_items()) == ["first"]
 
 
 # -- lost replies and lost connections ---------------------------------------------------------

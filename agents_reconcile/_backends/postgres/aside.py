@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from ..._core.records import Decision
 from ..aside import RawIntent, SetAside
 from ..journal import require_limit, require_settling
+from .answers import _count
 from .statements import decision_args
 
 if TYPE_CHECKING:
@@ -38,7 +39,7 @@ class PostgresAside:
 
         async def work(conn: Connection) -> bool:
             async with conn.transaction():
-                await conn.fetchval(sql.lock_session, raw.session_id, raw.backend)
+                _count(await conn.fetchval(sql.lock_session, raw.session_id, raw.backend))
                 gone = await conn.fetchval(sql.remove_raw, raw.intent_id, *raw.stored)
                 if gone is None:
                     return False

@@ -57,7 +57,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from ..._core.ownership import Owner
 from ..._core.records import PendingWrite
-from ...errors import JournalUnavailable
+from ...errors import JournalCorrupt, JournalUnavailable
 from ..fused import FailedAppend, Fused
 from ..journal import IntentState, Opened
 from ..store_items import encode_item
@@ -120,19 +120,18 @@ def statement(journal_schema: str, store_schema: str) -> str:
     writer, $15 the time of the write record."""
     j, t = quote(journal_schema), quote(store_schema)
     intent_columns = "intent_id, session_id, backend, state, owner, updated_at, record"
-    clearing = "intent_id = $9 AND session_id = $2 AND backend = $3 AND state = $4 AND owner = $5"
     return (
         f"WITH locked AS MATERIALIZED (SELECT write_count,"
         " intent_id = $9 AND state = $4 AND owner = $5 AS clearable FROM"
         f" {j}.slots WHERE session_id = $2 AND backend = $3 AND slot = 0 FOR UPDATE),"
         f" blocking AS (SELECT {intent_columns}, created_at FROM {j}.intents"
-        " WHERE session_id = $2 AND backend = $3"
-        " AND (slot <> 0 OR intent_id IS DISTINCT FROM $9 OR state <> $4 OR owner <> $5)),"
-        " seen AS MATERIALIZED (SELECT coalesce((SELECT write_count FROM"
-        f" {j}.slots WHERE session_id = $2 AND backend = $3 AND slot = 0), {floor_of(j)})"
-        " AS write_count,"
+        " WHERE session_id = $2 AND backend = $3 AND (slot <> 0 OR intent_id IS DISTINCT FROM $9"
+        " OR state IS DISTINCT FROM $4 OR owner IS DISTINCT FROM $5)),"
+        # The floor for a session without a row; NULL for a row without its count (damaged).
+        " seen AS MATERIALIZED (SELECT CASE WHEN c.slot IS NULL THEN"
+        f" {floor_of(j)} ELSE c.write_count END AS write_count,"
         " (SELECT write_count FROM locked) AS newest,"
-        f" EXISTS (SELECT 1 FROM {j}.slots WHERE slot = 0 AND {clearing}) AS clears,"
+        " coalesce(c.intent_id = $9 AND c.state = $4 AND c.owner = $5, false) AS clears,"
         " coalesce((SELECT clearable FROM locked), false) AS clearable,"
         " EXISTS (SELECT 1 FROM blocking) AS blocked,"
         f" EXISTS (SELECT 1 FROM {j}.decisions WHERE intent_id = $1 AND action IN {SETTLING})"
@@ -140,13 +139,15 @@ def statement(journal_schema: str, store_schema: str) -> str:
         " p.record AS prior, p.session_id AS prior_session, p.backend AS prior_backend,"
         " p.state AS prior_state, p.owner AS prior_owner, p.updated_at AS prior_updated,"
         " p.fence AS prior_seq"
-        f" FROM (SELECT 1) AS one LEFT JOIN {j}.intents AS p ON p.intent_id = $1),"
+        f" FROM (SELECT 1) AS one LEFT JOIN {j}.slots AS c ON c.session_id = $2"
+        f" AND c.backend = $3 AND c.slot = 0 LEFT JOIN {j}.intents AS p ON p.intent_id = $1),"
         f" store AS MATERIALIZED (SELECT revision FROM {t}.sessions"
         " WHERE session_id = $11::text AND EXISTS (SELECT 1 FROM locked) FOR UPDATE),"
         # The clearing is cleared when the snapshot shows it on slot 0 and the newest version
         # (``locked``) still holds it in flight under its owner.
         " decided AS (SELECT s.*, (s.clears AND s.clearable)::int AS cleared,"
         " h.revision AS head, CASE"
+        " WHEN s.write_count IS NULL OR s.write_count < 0 OR s.newest < 0 THEN 'damaged'"
         " WHEN s.newest IS DISTINCT FROM s.write_count THEN 'fell'"
         " WHEN s.clears AND NOT s.clearable THEN 'again'"
         " WHEN s.prior IS NOT NULL OR s.blocked OR s.settled THEN 'open'"
@@ -171,7 +172,7 @@ def statement(journal_schema: str, store_schema: str) -> str:
         f" emptied AS (UPDATE {j}.slots AS w SET {EMPTY_SLOT},"
         f" write_count = w.write_count + 1, counted_at = {_NOW} FROM decided AS d"
         " WHERE w.session_id = $2 AND w.backend = $3 AND w.slot = 0 AND d.cleared = 1"
-        " AND NOT EXISTS (SELECT 1 FROM head)),"
+        " AND d.word <> 'damaged' AND NOT EXISTS (SELECT 1 FROM head)),"
         f"{_batch_writes(t)}"
         " SELECT EXISTS (SELECT 1 FROM opened) AS added, d.settled,"
         " d.write_count + d.cleared AS write_count, d.prior, d.prior_session, d.prior_backend,"
@@ -228,7 +229,7 @@ def fast_statement(journal_schema: str, store_schema: str) -> str:
     return (
         "WITH seen AS MATERIALIZED (SELECT c.write_count, (c.intent_id IS NOT NULL)::int AS clears"
         f" FROM {j}.slots AS c WHERE c.session_id = $2 AND c.backend = $3 AND c.slot = 0"
-        f" AND {empty_or_clearing}"
+        f" AND c.write_count >= 0 AND {empty_or_clearing}"
         f" AND NOT EXISTS (SELECT 1 FROM {j}.slots WHERE session_id = $2 AND backend = $3"
         " AND slot > 0)"
         f" AND NOT EXISTS (SELECT 1 FROM {j}.decisions WHERE intent_id = $1"
@@ -343,7 +344,13 @@ async def open_and_append(
         if found is None:
             continue
         head = found[0]
-        word, write_count = head["word"], _count(head["write_count"])
+        word = head["word"]
+        if word == "damaged":
+            raise JournalCorrupt(
+                f"session {intent.session_id!r}: its row in the journal holds no write count"
+                f" ({head['write_count']!r}); nothing was recorded or appended"
+            )
+        write_count = _count(head["write_count"])
         if head["added"]:
             return Fused(Opened(recorded=True, write_count=write_count), revision=head["revision"])
         if word == "open":
@@ -403,7 +410,7 @@ async def record_failed(
 
     async def work(conn: Connection) -> FailedAppend:
         async with conn.transaction():
-            await conn.fetchval(sql.lock_session, *key)
+            _count(await conn.fetchval(sql.lock_session, *key))
             found = await conn.fetchrow(sql.record_alone, *row, clearing)
             if found["added"]:
                 return FailedAppend.RECORDED

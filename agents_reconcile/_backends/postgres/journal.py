@@ -272,7 +272,7 @@ class PostgresJournal:
             # The fence fell (the session changed since the snapshot) or the id was taken
             # meanwhile: decide under the session's lock.
             async with conn.transaction():
-                await conn.fetchval(self._db.sql.lock_session, *key)
+                _count(await conn.fetchval(self._db.sql.lock_session, *key))
                 found = await conn.fetchrow(self._db.sql.record_locked, *row)
                 if found["settled"]:
                     raise _already_settled(intent.intent_id)
@@ -470,7 +470,7 @@ class PostgresJournal:
         async def work(conn: Connection) -> None:
             try:
                 async with conn.transaction():
-                    await conn.fetchval(self._db.sql.lock_session, *key)
+                    _count(await conn.fetchval(self._db.sql.lock_session, *key))
                     found = await conn.fetchrow(self._db.sql.settle, *args)
             except unique_violation as exc:
                 if getattr(exc, "constraint_name", None) != "decisions_settle_once":

@@ -31,10 +31,10 @@ SETTLING: Final = "('settled', 'replayed', 'dropped')"
 _NOW: Final = "extract(epoch FROM clock_timestamp())::float8"
 """The journal's clock: the server's time, in seconds."""
 EMPTY_SLOT: Final = (
-    "intent_id = NULL, state = NULL, owner = NULL, created_at = NULL, updated_at = NULL,"
-    " fence = NULL, record = NULL"
+    "intent_id = NULL, state = NULL, owner = NULL, updated_at = NULL, fence = NULL, record = NULL"
 )
-"""The assignments that take the intent off its slot (slot 0 then holds the count alone)."""
+"""The assignments that take the intent off its slot (slot 0 then holds the count alone; its
+``created_at``, the listings' order, is never NULL and stays as it was)."""
 TAKEN: Final = frozenset({"slots_intent_id", "slots_pkey"})
 """The unique indexes that fail a statement whose intent id, or the slot it gives an intent
 recorded beside, another transaction took after its snapshot: nothing of it is kept."""
@@ -240,8 +240,8 @@ class JournalStatements(EffectStatements):
             f"WITH done AS ({settled_check}),"
             f" prior AS (SELECT record, state, owner FROM {s}.intents WHERE intent_id = $1),"
             f" blocking AS (SELECT 1 FROM {s}.intents WHERE session_id = $2 AND backend = $3"
-            " AND intent_id <> $1"
-            " AND (intent_id IS DISTINCT FROM $9 OR state <> 'in_flight' OR owner <> $5)),"
+            " AND intent_id <> $1 AND (intent_id IS DISTINCT FROM $9"
+            " OR state IS DISTINCT FROM 'in_flight' OR owner IS DISTINCT FROM $5)),"
             f" added AS ({insert_intent('0')}"
             " WHERE NOT (SELECT settled FROM done) AND NOT EXISTS (SELECT 1 FROM prior)"
             " AND NOT EXISTS (SELECT 1 FROM blocking)"
@@ -300,8 +300,10 @@ class JournalStatements(EffectStatements):
         # fails the whole statement.
         def seen(blocked: str) -> str:
             return (
-                f"seen AS (SELECT coalesce(c.write_count, {floor}) AS write_count,"
-                f" c.write_count IS NOT NULL AS present, {blocked} AS blocked,"
+                # A session without a row reads as the floor; one whose row lost its count
+                # reads as NULL, which nothing is fenced by and the answer refuses.
+                f"seen AS (SELECT CASE WHEN c.slot IS NULL THEN {floor} ELSE c.write_count END"
+                f" AS write_count, c.slot IS NOT NULL AS present, {blocked} AS blocked,"
                 f" ({settled_check}) AS settled, {prior_columns} FROM (SELECT 1) AS one"
                 f" LEFT JOIN {slots} AS c ON c.session_id = $2 AND c.backend = $3"
                 f" AND c.slot = 0 LEFT JOIN {s}.intents AS p ON p.intent_id = $1)"
@@ -313,7 +315,10 @@ class JournalStatements(EffectStatements):
         # count's row takes the intent (its slot 0, an opening) in the same UPDATE, fenced
         # by the count before it; else the intent goes beside (``fenced_insert``).
         def fence(expected: str, known: bool, opens: bool) -> str:
-            free = f"NOT v.blocked AND NOT v.settled AND v.prior IS NULL{expected}"
+            free = (
+                "v.write_count >= 0 AND NOT v.blocked AND NOT v.settled AND v.prior IS NULL"
+                f"{expected}"
+            )
             takes = f", {live_intent}, fence = v.write_count" if opens else ""
             bumped = (
                 f"UPDATE {slots} AS w SET write_count = v.write_count + 1,"
@@ -430,8 +435,10 @@ class JournalStatements(EffectStatements):
             " WHERE intent_id = $1"
         )
         # (Its write is counted by the caller, count_write, in the same transaction.)
+        # NULL-safe: a row with a column missing is set aside as it was read.
         held_raw = (
-            " AND record = $2 AND state = $3 AND owner = $4 AND updated_at IS NOT DISTINCT FROM $5"
+            " AND record IS NOT DISTINCT FROM $2 AND state IS NOT DISTINCT FROM $3"
+            " AND owner IS NOT DISTINCT FROM $4 AND updated_at IS NOT DISTINCT FROM $5"
         )
         self.remove_raw = (
             f"WITH emptied AS (UPDATE {slots} SET {EMPTY_SLOT}"

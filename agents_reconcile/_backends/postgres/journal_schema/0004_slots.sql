@@ -14,6 +14,9 @@
 -- unique across sessions, even when two sessions take one id at the same instant (each under
 -- its own session's lock, which two tables' indexes could not).
 
+-- No writer of the schema before may commit between the copies below and the drops.
+LOCK TABLE session_writes, intents IN ACCESS EXCLUSIVE MODE;
+
 -- No CHECK constraints: each is evaluated on every update of slot 0, one per append, and
 -- together they cost an append about a sixth of its statement's time. Every reader checks
 -- what it reads instead (a count that is not a count, an intent's row with a column missing,
@@ -27,11 +30,13 @@ CREATE TABLE slots (
     -- raised on the journal's clock (pruning judges a session idle by it); NULL beside.
     write_count bigint,
     counted_at  double precision,
-    -- The intent (all NULL on a slot 0 without one), as the rows of ``intents`` held them.
+    -- The intent (NULL on a slot 0 without one), as the rows of ``intents`` held them.
     intent_id   text,
     state       text,
     owner       text,
-    created_at  double precision,
+    -- When the intent was created: the listings' order, so never NULL (a NULL would drop the
+    -- row from a listing's page): on a slot 0 without an intent, its last one's, or 0.
+    created_at  double precision NOT NULL DEFAULT 0,
     updated_at  double precision,
     fence       bigint,
     record      bytea,
