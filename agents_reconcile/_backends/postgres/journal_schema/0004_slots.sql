@@ -18,9 +18,9 @@
 LOCK TABLE session_writes, intents IN ACCESS EXCLUSIVE MODE;
 
 -- No CHECK constraints: each is evaluated on every update of slot 0, one per append, and
--- together they cost an append about a sixth of its statement's time. Every reader checks
+-- those that kept each slot whole cost the append's statement measurably. Every reader checks
 -- what it reads instead (a count that is not a count, an intent's row with a column missing,
--- is refused as damaged).
+-- is refused as damaged), and every writer refuses a session whose count is not one.
 CREATE TABLE slots (
     session_id  text NOT NULL,
     backend     text NOT NULL,
