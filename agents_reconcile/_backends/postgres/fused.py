@@ -65,7 +65,16 @@ from .answers import _Asked, _compare, _count, _other_content
 from .backend import Connection, quote
 from .journal import PostgresJournal
 from .retention import row_known
-from .statements import _NOW, EMPTY_SLOT, SETTLING, TAKEN, floor_of, intent_args, made_at_floor
+from .statements import (
+    _NOW,
+    EMPTY_SLOT,
+    LIVE_INTENT,
+    SETTLING,
+    TAKEN,
+    floor_of,
+    intent_args,
+    made_at_floor,
+)
 from .store import _forget_rows, _remember_row, _row_known
 
 if TYPE_CHECKING:
@@ -86,11 +95,6 @@ _ATTEMPTS: Final = 4
 # Unique indexes that fail the statement when another transaction took an id after its snapshot.
 _TAKEN: Final = TAKEN | {"writes_write_id_key"}
 _REFUSALS: Final = frozenset({"stale_state", "head", "known"})
-_LIVE_INTENT: Final = (
-    "intent_id = $1, state = $4, owner = $5, created_at = $6,"
-    f" updated_at = coalesce({_NOW}, $7::float8), record = $8"
-)
-"""The session's slot 0 takes the intent ($1..$8, its columns as ``open_intent`` takes them)."""
 
 
 @functools.lru_cache(maxsize=64)
@@ -165,7 +169,7 @@ def statement(journal_schema: str, store_schema: str) -> str:
         " RETURNING r.revision, r.next_seq - cardinality($12::text[]) AS first_seq),"
         # The session's slot 0 changes once: it takes the intent (replacing the one cleared)
         # when the batch is appended, else it gives up the one cleared; its count moves with.
-        f" opened AS (UPDATE {j}.slots AS w SET {_LIVE_INTENT},"
+        f" opened AS (UPDATE {j}.slots AS w SET {LIVE_INTENT},"
         " fence = d.write_count + d.cleared, write_count = w.write_count + d.cleared + 1,"
         f" counted_at = {_NOW} FROM decided AS d, head"
         " WHERE w.session_id = $2 AND w.backend = $3 AND w.slot = 0 RETURNING w.intent_id),"
@@ -236,7 +240,7 @@ def fast_statement(journal_schema: str, store_schema: str) -> str:
         f" AND action IN {SETTLING})"
         f" AND EXISTS (SELECT 1 FROM {t}.sessions WHERE session_id = $11::text"
         " AND revision = $13::bigint)),"
-        f" counted AS (UPDATE {j}.slots AS c SET {_LIVE_INTENT},"
+        f" counted AS (UPDATE {j}.slots AS c SET {LIVE_INTENT},"
         " fence = c.write_count + s.clears, write_count = c.write_count + s.clears + 1,"
         f" counted_at = {_NOW} FROM seen AS s WHERE c.session_id = $2 AND c.backend = $3"
         f" AND c.slot = 0 AND c.write_count = s.write_count AND {empty_or_clearing}"

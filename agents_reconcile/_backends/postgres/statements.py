@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "EMPTY_SLOT",
+    "LIVE_INTENT",
     "SETTLING",
     "TAKEN",
     "EffectStatements",
@@ -35,6 +36,13 @@ EMPTY_SLOT: Final = (
 )
 """The assignments that take the intent off its slot (slot 0 then holds the count alone; its
 ``created_at``, the listings' order, is never NULL and stays as it was)."""
+LIVE_INTENT: Final = (
+    "intent_id = $1, state = $4, owner = $5, created_at = $6,"
+    f" updated_at = coalesce({_NOW}, $7::float8), record = $8"
+)
+"""The assignments that give slot 0 the intent being opened ($1..$8, its columns as
+``intent_args`` gives them; the server's clock stamps it, the writer's time only if it had
+none); its ``fence`` is the caller's."""
 TAKEN: Final = frozenset({"slots_intent_id", "slots_pkey"})
 """The unique indexes that fail a statement whose intent id, or the slot it gives an intent
 recorded beside, another transaction took after its snapshot: nothing of it is kept."""
@@ -212,11 +220,6 @@ class JournalStatements(EffectStatements):
             " WHERE session_id = $2 AND backend = $3 AND slot = 0"
             " AND EXISTS (SELECT 1 FROM added)"
         )
-        # The intent opened on its session's slot 0 ($1..$8 its columns), with ``fence``.
-        live_intent = (
-            "intent_id = $1, state = $4, owner = $5, created_at = $6,"
-            f" updated_at = coalesce({_NOW}, $7::float8), record = $8"
-        )
         # The locked paths: run after lock_session, so the snapshot is fresh and the settled
         # check and the prior copy are what the last holder of the lock left.
         self.record_locked = (
@@ -275,7 +278,7 @@ class JournalStatements(EffectStatements):
             f" done AS ({settled_check}),"
             " prior AS (SELECT record, session_id, backend, state, owner, updated_at, fence"
             f" FROM {s}.intents WHERE intent_id = $1),"
-            f" added AS (UPDATE {slots} SET {live_intent}, fence = $9::bigint,"
+            f" added AS (UPDATE {slots} SET {LIVE_INTENT}, fence = $9::bigint,"
             f" write_count = write_count + 1, counted_at = {_NOW}"
             " WHERE session_id = $2 AND backend = $3 AND slot = 0"
             " AND NOT EXISTS (SELECT 1 FROM blocking) AND NOT (SELECT settled FROM done)"
@@ -319,7 +322,7 @@ class JournalStatements(EffectStatements):
                 "v.write_count >= 0 AND NOT v.blocked AND NOT v.settled AND v.prior IS NULL"
                 f"{expected}"
             )
-            takes = f", {live_intent}, fence = v.write_count" if opens else ""
+            takes = f", {LIVE_INTENT}, fence = v.write_count" if opens else ""
             bumped = (
                 f"UPDATE {slots} AS w SET write_count = v.write_count + 1,"
                 f" counted_at = {_NOW}{takes} FROM seen AS v"
