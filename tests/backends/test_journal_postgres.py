@@ -719,6 +719,38 @@ async def test_drop_removes_the_schema(journals: Factory, admin: Any, schema: st
     assert await versions(admin, schema) == CURRENT
 
 
+async def test_a_drop_the_server_ends_as_a_deadlock_is_made_again(
+    journals: Factory, admin: Any, schema: str
+) -> None:
+    """A statement still running while the schema is dropped (a clearing left in the
+    background) holds the newest table and then asks for the oldest, which the drop locked
+    first: the server ends the drop as a deadlock, and drop() makes it again once the other
+    transaction has gone on."""
+    journal = journals()
+    await journal.record(make_intent("i-1"), state=IntentState.FAILED, owner=current_owner())
+    tables = await admin.fetch(
+        "SELECT c.relname FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname = $1 AND c.relkind = 'r' ORDER BY c.oid",
+        schema,
+    )
+    oldest, newest = tables[0]["relname"], tables[-1]["relname"]
+    writer = await asyncpg.connect(postgres_url())
+    try:
+        async with writer.transaction():
+            await writer.execute(f'LOCK TABLE "{schema}".{newest} IN ROW EXCLUSIVE MODE')
+            dropping = asyncio.ensure_future(journal.drop())
+            for _ in range(250):  # until the drop waits for the newest table
+                await asyncio.sleep(0.02)
+                if await admin.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted"):
+                    break
+            # The drop waited first, so its deadlock check fires first: the server ends it.
+            await writer.execute(f'LOCK TABLE "{schema}".{oldest} IN ROW SHARE MODE')
+        await dropping
+    finally:
+        await writer.close()
+    assert not await schema_exists(admin, schema)
+
+
 # -- effects ----------------------------------------------------------------------------------
 
 

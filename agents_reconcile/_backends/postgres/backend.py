@@ -52,6 +52,8 @@ INSTALL_HINT: Final = "pip install 'agents-reconcile[postgres]'"
 _IDENTIFIER: Final = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Connection parameters that say where the database is (and nothing secret).
 _PLACE_PARAMETERS: Final = ("host", "port", "dbname", "database")
+DROP_ATTEMPTS: Final = 5
+"""How many times a drop the server ended as a deadlock is made (see ``PostgresSchema.drop``)."""
 
 
 class Connection(Protocol):
@@ -405,10 +407,23 @@ class PostgresSchema:
         return applied
 
     async def drop(self, pool: Any, verified: set[Any]) -> None:
-        """Drop the schema and everything in it (for tests and operators)."""
-        async with pool.acquire(timeout=self.acquire_timeout) as conn, conn.transaction():
-            await conn.execute("SELECT pg_advisory_xact_lock($1)", advisory_key(self.name))
-            await conn.execute(f"DROP SCHEMA IF EXISTS {self.quoted} CASCADE")
+        """Drop the schema and everything in it (for tests and operators).
+
+        The drop locks the schema's tables one at a time. A statement still running on them
+        (another worker's, or a clearing this process left in the background) may hold one it
+        has not reached yet while it waits for one the drop holds: the server then ends one of
+        the two as a deadlock. When it ends the drop, nothing was dropped, and the drop is
+        made again once the other has gone on (at most ``DROP_ATTEMPTS`` times)."""
+        deadlock = load_driver("dropping a PostgreSQL schema").exceptions.DeadlockDetectedError
+        for attempt in range(1, DROP_ATTEMPTS + 1):
+            try:
+                async with pool.acquire(timeout=self.acquire_timeout) as conn, conn.transaction():
+                    await conn.execute("SELECT pg_advisory_xact_lock($1)", advisory_key(self.name))
+                    await conn.execute(f"DROP SCHEMA IF EXISTS {self.quoted} CASCADE")
+                break
+            except deadlock:
+                if attempt == DROP_ATTEMPTS:
+                    raise
         verified.discard(self.key)
         # Statements prepared against the dropped tables must not be reused.
         await pool.expire_connections()
