@@ -297,54 +297,125 @@ async def open_and_append(
     ``seen_write_count``: refuse (record nothing) when the session's count is past it, as a
     stale run's append is refused.
 
-    The fast path first (``fast_statement``); the full statement only when it wrote nothing.
-    A session this process has not written yet gets its two rows first (the journal's count
-    at the floor, the store's head at revision 0, each unless there), on the same connection:
-    one more round trip, once. A count pruned after that is made again by the locked run."""
+    The fast path first (``fast_statement``); the full statement (``_answered``) only when it
+    wrote nothing. A session this process has not written yet gets its two rows first (the
+    journal's count at the floor, the store's head at revision 0, each unless there), on the
+    same connection: one more round trip, once. A count pruned after that is made again by the
+    locked run."""
     assert intent.expected_revision is not None
-    state = IntentState.IN_FLIGHT
-    sql = statement(journal.schema, store.schema)
-    quick = fast_statement(journal.schema, store.schema)
-    undone = journal.database.driver.DivisionByZeroError
-    asked = _Asked(intent, state, owner, None, journal.keyring)
-    taken = journal.database.driver.UniqueViolationError
-    lock = journal.database.sql.lock_session
-    key = (intent.session_id, str(intent.backend))
-    place = store.backend_namespace
-    counted = (journal.location, journal.schema, *key)
-    fixed = (clearing, seen_write_count, store.session_id, rows, intent.expected_revision, writer)
-
-    async def send(conn: Connection, locked: bool, fast: bool = False) -> list[Any] | None:
-        args = (*intent_args(intent, state, owner), *fixed, time.time())
-        if not (_row_known(place, store.session_id) and row_known(counted)):
-            await conn.execute(rows_statement(journal.schema, store.schema), *key, store.session_id)
-            _remember_row(place, store.session_id)
-            row_known(counted, made=True)
-        try:
-            if fast:
-                try:
-                    return await conn.fetch(quick, *args)
-                except undone:
-                    return None  # the head or the clearing moved meanwhile: nothing was kept
-            if not locked:
-                return await conn.fetch(sql, *args)
-            async with conn.transaction():
-                await conn.fetchval(lock, *key)
-                return await conn.fetch(sql, *args)
-        except taken as exc:
-            if getattr(exc, "constraint_name", None) not in _TAKEN:
-                raise
-            return None  # nothing was done; a new snapshot shows who took it
-
-    found = await journal.database.run(functools.partial(send, locked=False, fast=True))
+    sending = _Sending(
+        journal,
+        store,
+        intent,
+        (
+            *intent_args(intent, IntentState.IN_FLIGHT, owner),
+            clearing,
+            seen_write_count,
+            store.session_id,
+            rows,
+            intent.expected_revision,
+            writer,
+        ),
+    )
+    found = await journal.database.run(sending.fast)
     if found:
         write_count, revision = _count(found[0]["write_count"]), found[0]["revision"]
         return Fused(Opened(recorded=True, write_count=write_count), revision=revision)
     # A check failed (or an id was taken meanwhile): nothing was written; the full statement
     # answers why, or appends in a snapshot that shows what changed.
+    return await _answered(sending, owner)
+
+
+class _Sending:
+    """One fused append's statements, sent on a connection: the fast one (``fast``), the full
+    one (``full``) and the full one under the session's lock (``locked``), each with the
+    intent's arguments and the time of its write record."""
+
+    __slots__ = ("args", "intent", "journal", "store")
+
+    def __init__(
+        self,
+        journal: PostgresJournal,
+        store: RevisionedPostgresSession,
+        intent: PendingWrite,
+        args: tuple[object, ...],
+    ) -> None:
+        self.journal, self.store, self.intent, self.args = journal, store, intent, args
+
+    async def fast(self, conn: Connection) -> list[Any] | None:
+        """The fast statement's rows: one when it wrote, none when it wrote nothing, None when
+        an id was taken or the head or the clearing moved meanwhile (nothing was kept)."""
+        journal = self.journal
+        await self._rows_made(conn)
+        try:
+            return await conn.fetch(
+                fast_statement(journal.schema, self.store.schema), *self.args, time.time()
+            )
+        except journal.database.driver.DivisionByZeroError:
+            return None  # the head or the clearing moved meanwhile: nothing was kept
+        except journal.database.driver.UniqueViolationError as exc:
+            if not _an_id_taken(exc):
+                raise
+            return None  # nothing was done; a new snapshot shows who took the id
+
+    async def full(self, conn: Connection) -> list[Any] | None:
+        """The full statement's rows; None when an id was taken after its snapshot."""
+        await self._rows_made(conn)
+        try:
+            return await conn.fetch(self._statement(), *self.args, time.time())
+        except self.journal.database.driver.UniqueViolationError as exc:
+            if not _an_id_taken(exc):
+                raise
+            return None  # nothing was done; a new snapshot shows who took the id
+
+    async def locked(self, conn: Connection) -> list[Any] | None:
+        """``full``, in a transaction that takes the session's lock first (making its row at
+        the floor when there is none), so that its snapshot is taken after the lock was
+        granted."""
+        journal, intent = self.journal, self.intent
+        await self._rows_made(conn)
+        try:
+            async with conn.transaction():
+                await conn.fetchval(
+                    journal.database.sql.lock_session, intent.session_id, str(intent.backend)
+                )
+                return await conn.fetch(self._statement(), *self.args, time.time())
+        except journal.database.driver.UniqueViolationError as exc:
+            if not _an_id_taken(exc):
+                raise
+            return None  # nothing was done; a new snapshot shows who took the id
+
+    def _statement(self) -> str:
+        return statement(self.journal.schema, self.store.schema)
+
+    async def _rows_made(self, conn: Connection) -> None:
+        """The session's two rows, made unless this process made or met them lately."""
+        journal, store, intent = self.journal, self.store, self.intent
+        place = store.backend_namespace
+        counted = (journal.location, journal.schema, intent.session_id, str(intent.backend))
+        if _row_known(place, store.session_id) and row_known(counted):
+            return
+        await conn.execute(
+            rows_statement(journal.schema, store.schema), *counted[2:], store.session_id
+        )
+        _remember_row(place, store.session_id)
+        row_known(counted, made=True)
+
+
+def _an_id_taken(exc: BaseException) -> bool:
+    """Whether a unique violation is on an index that guards an id (``_TAKEN``)."""
+    return getattr(exc, "constraint_name", None) in _TAKEN
+
+
+async def _answered(sending: _Sending, owner: Owner) -> Fused:
+    """The full statement's answer, for an append its fast path did not write: run again
+    under the session's lock while the fence fell or the clearing was claimed meanwhile."""
+    journal, store, intent = sending.journal, sending.store, sending.intent
+    asked = _Asked(intent, IntentState.IN_FLIGHT, owner, None, journal.keyring)
+    run = journal.database.run
     locked = made_again = False
     for _ in range(_ATTEMPTS):
-        found = await journal.database.run(functools.partial(send, locked=locked))
+        found = await run(sending.locked if locked else sending.full)
         if found is None:
             continue
         head = found[0]
@@ -371,7 +442,7 @@ async def open_and_append(
                     Opened(recorded=False, write_count=write_count), refused="head", head=0
                 )
             made_again = True
-            _forget_rows(place, store.session_id)
+            _forget_rows(store.backend_namespace, store.session_id)
             continue
         if word == "again" and locked:
             # Claimed by another between the snapshot and the clearing: build it again.
