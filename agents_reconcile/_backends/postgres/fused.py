@@ -41,10 +41,9 @@ An id another transaction takes after the snapshot (an intent's id, the store's 
 fails the whole statement on its unique index: nothing is done, and the call asks again, in
 a new snapshot that shows it.
 
-Each call first sends ``fast_statement``, the common case alone: the same checks made in the
-snapshot (the ids left to their unique indexes) and held as the conditions of the count's
-``UPDATE`` (checked again on the row it locks), every other write hanging off that row, in the
-same lock order. It writes all of it or nothing; when it wrote nothing (something to answer:
+Each call first sends ``fast_statement``, the common case alone: the same checks (the ids
+left to their unique indexes), as conditions of the count's ``UPDATE`` (those of slot 0 checked
+again on the row it locks), every other write hanging off that row, in the same lock order. It writes all of it or nothing; when it wrote nothing (something to answer:
 a refusal, an intent in the way; or something moved meanwhile), the statement above answers,
 one round trip more.
 """
@@ -207,44 +206,44 @@ def fast_statement(journal_schema: str, store_schema: str) -> str:
     """The fused statement's fast path, taking the arguments of ``statement``: the common case
     (nothing blocks the intent, the head is the one expected) written, or nothing written.
 
-    ``seen`` reads, in the statement's snapshot, what ``statement`` decides by: the count, and
-    that slot 0 is empty or holds the intent to clear, nothing is recorded beside it, the id
-    was not settled and the head is the one expected. It does not look up the two ids a unique
-    index guards (the intent's, the store's write id): one already taken fails the statement
-    whole on its index, which is the answer the full statement gives when another transaction
-    takes one after the snapshot. Only then does ``counted`` give slot 0 the intent and move
-    the count, and only while, on the row it locks (its newest version: READ COMMITTED checks
-    an ``UPDATE``'s conditions on the row again once a concurrent writer of it has committed),
-    the count is the one the snapshot read and slot 0 is still empty or holds the intent to
-    clear in flight under this owner (a claim moves no count): every transaction that gives
-    the session an intent or takes one away counts a write under that lock, so the snapshot
-    shows the session's intents as they stand, as the full statement's ``fell`` check makes
-    sure. Everything else hangs off ``counted``'s row, taking its locks in the full statement's
-    order (the count, the head): ``head`` is the store's compare-and-swap, checked again on its
-    newest version (a write of the store alone moves the head without the count), and the
-    items and the write record read its ``RETURNING``. When slot 0 was written but the head
-    then failed (another moved it after the snapshot), the statement raises a division by
-    zero, so that nothing of it is kept; no row (``counted`` is 0) when a check of ``seen`` or
-    of slot 0 failed, nothing written. Either way the full statement answers."""
+    ``counted`` gives slot 0 the intent and moves the count, and only when what ``statement``
+    decides by holds: slot 0 is empty or holds the intent to clear in flight under this owner,
+    nothing is recorded beside it, the id was not settled, the head is the one expected, the
+    count is not past the run's, and the count is the one the statement's snapshot shows. The
+    conditions that read other rows are subqueries of the parameters alone, run once, in the
+    snapshot; those of slot 0 are checked on the row the ``UPDATE`` locks, and again on its
+    newest version when a concurrent writer of it committed meanwhile (READ COMMITTED). So a
+    count that moved after the snapshot (every transaction that gives the session an intent or
+    takes one away counts a write under that lock; a claim moves none) writes nothing: the
+    snapshot shows the session's intents as they stand, as the full statement's ``fell`` check
+    makes sure. It does not look up the two ids a unique index guards (the intent's, the
+    store's write id): one already taken fails the statement whole on its index, which is the
+    answer the full statement gives when another transaction takes one after the snapshot.
+
+    Everything else hangs off ``counted``'s row, taking its locks in the full statement's order
+    (the count, the head): ``head`` is the store's compare-and-swap, checked again on its newest
+    version (a write of the store alone moves the head without the count), and the items and
+    the write record read its ``RETURNING``. When slot 0 was written but the head then failed
+    (another moved it after the snapshot), the statement raises a division by zero, so that
+    nothing of it is kept; no row (``counted`` is 0) when a condition failed, nothing written.
+    Either way the full statement answers."""
     j, t = quote(journal_schema), quote(store_schema)
-    empty_or_clearing = (
-        "(c.intent_id IS NULL OR (c.intent_id = $9 AND c.state = $4 AND c.owner = $5))"
-    )
+    clears = "(c.intent_id IS NOT NULL)::int"
     return (
-        "WITH seen AS MATERIALIZED (SELECT c.write_count, (c.intent_id IS NOT NULL)::int AS clears"
-        f" FROM {j}.slots AS c WHERE c.session_id = $2 AND c.backend = $3 AND c.slot = 0"
-        f" AND c.write_count >= 0 AND {empty_or_clearing}"
+        f"WITH counted AS (UPDATE {j}.slots AS c SET {LIVE_INTENT},"
+        f" fence = c.write_count + {clears}, write_count = c.write_count + {clears} + 1,"
+        f" counted_at = {_NOW} WHERE c.session_id = $2 AND c.backend = $3 AND c.slot = 0"
+        " AND c.write_count >= 0"
+        " AND (c.intent_id IS NULL OR (c.intent_id = $9 AND c.state = $4 AND c.owner = $5))"
+        f" AND ($10::bigint IS NULL OR c.write_count + {clears} <= $10::bigint)"
+        f" AND c.write_count = (SELECT write_count FROM {j}.slots WHERE session_id = $2"
+        " AND backend = $3 AND slot = 0)"
         f" AND NOT EXISTS (SELECT 1 FROM {j}.slots WHERE session_id = $2 AND backend = $3"
         " AND slot > 0)"
         f" AND NOT EXISTS (SELECT 1 FROM {j}.decisions WHERE intent_id = $1"
         f" AND action IN {SETTLING})"
         f" AND EXISTS (SELECT 1 FROM {t}.sessions WHERE session_id = $11::text"
-        " AND revision = $13::bigint)),"
-        f" counted AS (UPDATE {j}.slots AS c SET {LIVE_INTENT},"
-        " fence = c.write_count + s.clears, write_count = c.write_count + s.clears + 1,"
-        f" counted_at = {_NOW} FROM seen AS s WHERE c.session_id = $2 AND c.backend = $3"
-        f" AND c.slot = 0 AND c.write_count = s.write_count AND {empty_or_clearing}"
-        " AND ($10::bigint IS NULL OR s.write_count + s.clears <= $10::bigint)"
+        " AND revision = $13::bigint)"
         " RETURNING c.fence),"
         f" head AS (UPDATE {t}.sessions AS r SET revision = r.revision + 1,"
         " next_seq = r.next_seq + cardinality($12::text[])"
