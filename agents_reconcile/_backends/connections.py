@@ -128,17 +128,24 @@ class Connections(Generic[_C]):
 
     async def get(self) -> _C:
         """The client to use in the running event loop (opened on first use)."""
+        client = self.current()
+        if client is not None:
+            return client
+        return await self._take_share()
+
+    def current(self) -> _C | None:
+        """The client ``get`` gives in the running event loop when it is open already (None
+        when ``get`` would open or take one): every operation asks, and most need no await."""
         if self.given is not None:
             return self.given
         shared = self._shared
         if (
             shared is not None
-            and self._client is not None
             and shared.loop is asyncio.get_running_loop()
             and shared.pid == os.getpid()
         ):
             return self._client
-        return await self._take_share()
+        return None
 
     async def _take_share(self) -> _C:
         assert self._opener is not None

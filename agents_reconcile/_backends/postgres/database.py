@@ -28,6 +28,7 @@ from .backend import (
     quote,
     server_identity,
 )
+from .lane import run_on
 from .statements import JournalStatements
 
 __all__ = [
@@ -176,11 +177,12 @@ class JournalDatabase:
         """Run ``work`` on a pooled connection (the schema checked or migrated first, unless
         not ``prepare``), with the driver's errors translated."""
         try:
-            pool = await self.connections.get()
-            if prepare:
+            pool = self.connections.current()
+            if pool is None:
+                pool = await self.connections.get()
+            if prepare and self._steps.key not in self.verified:
                 await self._steps.ensure(pool, self.verified, migrate=self.migrate_on_use)
-            async with pool.acquire(timeout=self.connect_timeout) as conn:
-                return await work(conn)
+            return await run_on(pool, work, acquire_timeout=self.connect_timeout)
         except self._errors as exc:
             raise self.translate(exc) from exc
 

@@ -43,9 +43,10 @@ a new snapshot that shows it.
 
 Each call first sends ``fast_statement``, the common case alone: the same checks (the ids
 left to their unique indexes), as conditions of the count's ``UPDATE`` (those of slot 0 checked
-again on the row it locks), every other write hanging off that row, in the same lock order. It writes all of it or nothing; when it wrote nothing (something to answer:
-a refusal, an intent in the way; or something moved meanwhile), the statement above answers,
-one round trip more.
+again on the row it locks), every other write hanging off that row, in the same lock order.
+It writes all of it or nothing; when it wrote nothing (something to answer: a refusal, an
+intent in the way; or something moved meanwhile), the statement above answers, one round
+trip more.
 """
 
 from __future__ import annotations

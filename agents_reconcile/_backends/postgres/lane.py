@@ -25,10 +25,25 @@ What the pool did on the way back is kept:
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
-__all__ = ["LanedPool"]
+__all__ = ["LanedPool", "run_on"]
+
+_T = TypeVar("_T")
+
+
+async def run_on(
+    pool: Any, work: Callable[[Any], Awaitable[_T]], *, acquire_timeout: float | None = None
+) -> _T:
+    """``work(conn)`` on a connection of ``pool`` (a ``LanedPool``: its lane when free; any
+    other pool: one acquired within ``acquire_timeout``), given back afterwards."""
+    if isinstance(pool, LanedPool):
+        return await pool.run(work, acquire_timeout=acquire_timeout)
+    async with pool.acquire(timeout=acquire_timeout) as conn:
+        result: _T = await work(conn)
+    return result
 
 
 class LanedPool:
@@ -45,23 +60,35 @@ class LanedPool:
         """A connection for one ``async with`` block: the lane when free, else the pool's."""
         return _Acquired(self, timeout)
 
+    async def run(
+        self, work: Callable[[Any], Awaitable[_T]], *, acquire_timeout: float | None = None
+    ) -> _T:
+        """``work(conn)`` as in an ``acquire`` block, the lane taken and kept without one."""
+        lane = self._take_lane()
+        if lane is None:
+            async with self.acquire(timeout=acquire_timeout) as conn:
+                return await work(conn)
+        try:
+            result = await work(lane)
+        except BaseException:
+            await self._ended(lane, on_lane=True, clean=False)
+            raise
+        await self._ended(lane, on_lane=True, clean=True)
+        return result
+
     # The pool's own shortcuts, the stores use them: each one operation, on the lane when free.
 
     async def fetch(self, query: str, *args: Any) -> Any:
-        async with self.acquire() as conn:
-            return await conn.fetch(query, *args)
+        return await self.run(lambda conn: conn.fetch(query, *args))
 
     async def fetchrow(self, query: str, *args: Any) -> Any:
-        async with self.acquire() as conn:
-            return await conn.fetchrow(query, *args)
+        return await self.run(lambda conn: conn.fetchrow(query, *args))
 
     async def fetchval(self, query: str, *args: Any, column: int = 0) -> Any:
-        async with self.acquire() as conn:
-            return await conn.fetchval(query, *args, column=column)
+        return await self.run(lambda conn: conn.fetchval(query, *args, column=column))
 
     async def execute(self, query: str, *args: Any) -> Any:
-        async with self.acquire() as conn:
-            return await conn.execute(query, *args)
+        return await self.run(lambda conn: conn.execute(query, *args))
 
     async def expire_connections(self) -> None:
         await self._give_back_lane()

@@ -236,7 +236,9 @@ class RevisionedPostgresSession:
         """Make the store usable: its pool open and its schema checked (or migrated, as
         configured) once per pool. Every operation does it first; a statement that writes the
         store's tables from elsewhere (the fused append) calls it before."""
-        await self._ready()
+        connections = self._connections
+        if connections.current() is None or self._schema.key not in connections.verified:
+            await self._ready()
 
     async def _ready(self) -> Any:
         """The pool, with the schema checked (or migrated) once per pool."""
