@@ -35,50 +35,25 @@ from .._core.records import PendingWrite
 
 __all__ = ["FusedAppend", "fused_append"]
 
-StoreArguments = Callable[[Any, Sequence[Any]], Awaitable[dict[str, Any]]]
-"""What the backend's ``open_and_append`` needs of the store for ``items`` (keyword arguments)."""
+Append = Callable[..., Awaitable[Any]]
+"""The backend's one step: ``append(intent, items, *, owner, clearing, seen_write_count)``,
+answering a ``_backends.fused.Fused``."""
 RecordFailed = Callable[..., Awaitable[FailedAppend]]
-"""The backend's ``record_failed(journal, intent, *, state, owner, clearing)``."""
+"""The backend's ``record_failed(intent, *, state, owner, clearing)`` for the pair."""
 
 
 class FusedAppend:
-    """Opens an intent and appends its batch in one step (``run``, the backend's
-    ``open_and_append``; ``arguments`` prepares the store's part); ``record_failed``, where
-    the backend has one, leaves the intent of a step that raised in the journal."""
+    """Opens an intent and appends its batch in one step (``append``, the backend's, for one
+    journal and store); ``record_failed``, where the backend has one, leaves the intent of a
+    step that raised in the journal."""
 
-    def __init__(
-        self,
-        journal: Any,
-        store: Any,
-        run: Callable[..., Awaitable[Any]],
-        arguments: StoreArguments,
-        record_failed: RecordFailed | None = None,
-    ) -> None:
-        self._journal = journal
-        self._store = store
-        self._run = run
-        self._arguments = arguments
+    __slots__ = ("_record_failed", "append")
+
+    def __init__(self, append: Append, record_failed: RecordFailed | None = None) -> None:
+        self.append = append
+        """``append(intent, items, *, owner, clearing, seen_write_count)``: the backend's
+        ``open_and_append`` of ``items``, answering a ``_backends.fused.Fused``."""
         self._record_failed = record_failed
-
-    async def __call__(
-        self,
-        intent: PendingWrite,
-        items: Sequence[Any],
-        *,
-        owner: Owner,
-        clearing: str | None,
-        seen_write_count: int | None,
-    ) -> Any:
-        """The backend's ``open_and_append``'s answer (a ``_backends.fused.Fused``)."""
-        return await self._run(
-            self._journal,
-            intent,
-            owner=owner,
-            clearing=clearing,
-            seen_write_count=seen_write_count,
-            writer=str(owner),
-            **await self._arguments(self._store, items),
-        )
 
     def failed_recording(
         self, intent: PendingWrite, *, owner: Owner, clearing: str | None
@@ -89,17 +64,38 @@ class FusedAppend:
         record_failed = self._record_failed
         if record_failed is None:
             return None
-        journal = self._journal
 
         async def recording(state: IntentState) -> FailedAppend:
-            return await record_failed(journal, intent, state=state, owner=owner, clearing=clearing)
+            return await record_failed(intent, state=state, owner=owner, clearing=clearing)
 
         return recording
 
 
-async def _redis_arguments(store: Any, items: Sequence[Any]) -> dict[str, Any]:
-    keys = await store.prepared()
-    return {"store_keys": keys, "rows": [encode_item(item, i) for i, item in enumerate(items)]}
+def _redis_append(journal: Any, store: Any) -> Append:
+    """The Redis one step for ``journal`` and ``store``: the script, given the store's keys
+    and the items as it keeps them."""
+    from .._backends.redis.fused import open_and_append
+
+    async def append(
+        intent: PendingWrite,
+        items: Sequence[Any],
+        *,
+        owner: Owner,
+        clearing: str | None,
+        seen_write_count: int | None,
+    ) -> Any:
+        return await open_and_append(
+            journal,
+            intent,
+            owner=owner,
+            clearing=clearing,
+            seen_write_count=seen_write_count,
+            store_keys=await store.prepared(),
+            writer=str(owner),
+            rows=[encode_item(item, i) for i, item in enumerate(items)],
+        )
+
+    return append
 
 
 def _pair(journal: Any, store: Any, backend: str, journal_type: str, store_type: str) -> bool:
@@ -125,15 +121,12 @@ async def fused_append(journal: Any, store: Any) -> FusedAppend | None:
             return None
         if journal.replica_wait != store.replica_wait:
             return None  # one script, one wait: the store's writes wait as their own ask
-        from .._backends.redis.fused import open_and_append
-
-        return FusedAppend(journal, store, open_and_append, _redis_arguments)
+        return FusedAppend(_redis_append(journal, store))
     if _pair(journal, store, "postgres", "PostgresJournal", "RevisionedPostgresSession"):
         from .._backends.postgres import fused
 
         if not await fused.same_database(journal, store):
             return None
-        return FusedAppend(
-            journal, store, fused.open_and_append, fused.store_arguments, fused.record_failed
-        )
+        pair = fused.Pair(journal, store)
+        return FusedAppend(pair.append, pair.record_failed)
     return None

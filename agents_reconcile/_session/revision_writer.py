@@ -221,7 +221,7 @@ class RevisionWriter(Writer):
         clearing = self._clearing.take()
         progress.started = True
         try:
-            answer = await fused(
+            answer = await fused.append(
                 intent,
                 items,
                 owner=self._client.owner,

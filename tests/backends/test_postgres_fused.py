@@ -206,7 +206,7 @@ async def test_runner_turns_take_the_fused_path_only(place: Place) -> None:
     """Through the SDK's runner, every save of a turn is a fused append; the journal's own
     opening is never called, and nothing is left pending or decided."""
     calls = {"fused": 0, "open_intent": 0}
-    fused, opening = pg_fused.open_and_append, place.journal.open_intent
+    fused, opening = pg_fused.Pair.open_and_append, place.journal.open_intent
 
     async def count_fused(*args: Any, **kwargs: Any) -> Any:
         calls["fused"] += 1
@@ -217,7 +217,7 @@ async def test_runner_turns_take_the_fused_path_only(place: Place) -> None:
         return await opening(*args, **kwargs)
 
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(pg_fused, "open_and_append", count_fused)
+        patch.setattr(pg_fused.Pair, "open_and_append", count_fused)
         patch.setattr(place.journal, "open_intent", count_open)
         store = place.store()
         session = place.wrapped(store)
@@ -463,6 +463,41 @@ async def fused_call(
     )
 
 
+async def test_a_pair_makes_the_store_row_again_once_it_is_gone(place: Place) -> None:
+    """A pair remembers that it made the session's two rows; when the store's row is gone
+    since (its schema made anew, an operator), the append makes it again and is written,
+    rather than refused as if the head had moved."""
+    store = place.store()
+    pair = pg_fused.Pair(place.journal, store)
+    owner = current_owner()
+    first = await pair.append(
+        intent_for(store, "first", 0),
+        [user("one")],
+        owner=owner,
+        clearing=None,
+        seen_write_count=None,
+    )
+    assert first.revision == 1
+    admin = await asyncpg.connect(place.url)
+    try:
+        for table in ("items", "writes", "sessions"):
+            await admin.execute(
+                f'DELETE FROM "{place.store_schema}".{table} WHERE session_id = $1',
+                store.session_id,
+            )
+    finally:
+        await admin.close()
+    again = await pair.append(
+        intent_for(store, "again", 0),
+        [user("two")],
+        owner=owner,
+        clearing="first",
+        seen_write_count=None,
+    )
+    assert (again.refused, again.revision) == (None, 1), again
+    assert text(await store.get_items()) == ["two"]
+
+
 async def test_a_head_conflict_records_nothing_and_the_clearing_stands(place: Place) -> None:
     store, journal = place.store(), place.journal
     first = await fused_call(place, store, intent_for(store, "first", 0))
@@ -658,7 +693,7 @@ async def test_a_lost_reply_is_judged_committed(
 ) -> None:
     """The statement committed, its reply was lost: the intent is pending, its write is in
     the record of writes, and reconciling settles it as committed without writing it again."""
-    original, losing = pg_fused.open_and_append, [True]
+    original, losing = pg_fused.Pair.open_and_append, [True]
 
     async def lost(*args: Any, **kwargs: Any) -> Any:
         answer = await original(*args, **kwargs)
@@ -666,7 +701,7 @@ async def test_a_lost_reply_is_judged_committed(
             raise JournalUnavailable("injected: the reply was lost")
         return answer
 
-    monkeypatch.setattr(pg_fused, "open_and_append", lost)
+    monkeypatch.setattr(pg_fused.Pair, "open_and_append", lost)
     store = place.store()
     session = place.wrapped(store)
     with pytest.raises(JournalUnavailable):
@@ -859,7 +894,7 @@ async def statements_through_a_proxy(
     proxy, proxied = await proxy_to(place.url)
     journal = PostgresJournal.from_url(proxied, schema=place.journal_schema)
     store = RevisionedPostgresSession.from_url(place.session_id, proxied, schema=place.store_schema)
-    statement, record = pg_fused.open_and_append, pg_fused.record_failed
+    statement, record = pg_fused.Pair.open_and_append, pg_fused.record_failed
     at_record: list[str | None] = []
 
     def arm(fault: str | None) -> None:
@@ -878,7 +913,7 @@ async def statements_through_a_proxy(
         arm(at_record.pop() if at_record else None)
         return await record(*args, **kwargs)
 
-    monkeypatch.setattr(pg_fused, "open_and_append", at_the_statement)
+    monkeypatch.setattr(pg_fused.Pair, "open_and_append", at_the_statement)
     monkeypatch.setattr(pg_fused, "record_failed", at_the_record)
     try:
         assert await fused_append(journal, store) is not None

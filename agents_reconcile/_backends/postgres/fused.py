@@ -84,6 +84,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "Fused",
+    "Pair",
     "fast_statement",
     "open_and_append",
     "record_failed",
@@ -276,8 +277,11 @@ async def store_arguments(store: RevisionedPostgresSession, items: Sequence[Any]
     """What ``open_and_append`` needs of the store: the store itself (its schema checked) and
     the items as it keeps them."""
     await store.ready()
-    rows = [encode_item(item, index).decode() for index, item in enumerate(items)]
-    return {"store": store, "rows": rows}
+    return {"store": store, "rows": _rows(items)}
+
+
+def _rows(items: Sequence[Any]) -> list[str]:
+    return [encode_item(item, index).decode() for index, item in enumerate(items)]
 
 
 async def open_and_append(
@@ -293,166 +297,208 @@ async def open_and_append(
 ) -> Fused:
     """``open_intent`` (in flight, under ``owner``, clearing ``clearing``) and the store's
     compare-and-swap append of ``rows`` at ``intent.expected_revision`` under the intent's id,
-    as one statement. Nothing is recorded unless the append is made, and the reverse.
-    ``seen_write_count``: refuse (record nothing) when the session's count is past it, as a
-    stale run's append is refused.
-
-    The fast path first (``fast_statement``); the full statement (``_answered``) only when it
-    wrote nothing. A session this process has not written yet gets its two rows first (the
-    journal's count at the floor, the store's head at revision 0, each unless there), on the
-    same connection: one more round trip, once. A count pruned after that is made again by the
-    locked run."""
-    assert intent.expected_revision is not None
-    sending = _Sending(
-        journal,
-        store,
+    as one statement: ``Pair.open_and_append`` for this journal and store."""
+    return await Pair(journal, store).open_and_append(
         intent,
-        (
+        owner=owner,
+        clearing=clearing,
+        seen_write_count=seen_write_count,
+        writer=writer,
+        rows=rows,
+    )
+
+
+class Pair:
+    """A journal and a revisioned store in one database reached as one role
+    (``same_database``), prepared once for their fused appends: the statements for their two
+    schemas, and whether this pair made or met the session's two rows already."""
+
+    __slots__ = ("fast", "full", "journal", "made", "store")
+
+    def __init__(self, journal: PostgresJournal, store: RevisionedPostgresSession) -> None:
+        self.journal = journal
+        self.store = store
+        self.fast = fast_statement(journal.schema, store.schema)
+        self.full = statement(journal.schema, store.schema)
+        self.made = False
+
+    async def append(
+        self,
+        intent: PendingWrite,
+        items: Sequence[Any],
+        *,
+        owner: Owner,
+        clearing: str | None,
+        seen_write_count: int | None,
+    ) -> Fused:
+        """``open_and_append`` of ``items`` as the store keeps them (its schema checked first),
+        written by ``owner``."""
+        await self.store.ready()
+        return await self.open_and_append(
+            intent,
+            owner=owner,
+            clearing=clearing,
+            seen_write_count=seen_write_count,
+            writer=str(owner),
+            rows=_rows(items),
+        )
+
+    async def open_and_append(
+        self,
+        intent: PendingWrite,
+        *,
+        owner: Owner,
+        clearing: str | None,
+        seen_write_count: int | None,
+        writer: str,
+        rows: list[str],
+    ) -> Fused:
+        """``open_intent`` (in flight, under ``owner``, clearing ``clearing``) and the store's
+        compare-and-swap append of ``rows`` at ``intent.expected_revision`` under the intent's
+        id, as one statement. Nothing is recorded unless the append is made, and the reverse.
+        ``seen_write_count``: refuse (record nothing) when the session's count is past it, as
+        a stale run's append is refused.
+
+        The fast path first (``fast_statement``); the full statement (``_answered``) only when
+        it wrote nothing. A session this pair has not written yet gets its two rows first (the
+        journal's count at the floor, the store's head at revision 0, each unless there), on
+        the same connection: one more round trip, once. A count pruned after that is made
+        again by the locked run."""
+        assert intent.expected_revision is not None
+        args = (
             *intent_args(intent, IntentState.IN_FLIGHT, owner),
             clearing,
             seen_write_count,
-            store.session_id,
+            self.store.session_id,
             rows,
             intent.expected_revision,
             writer,
-        ),
-    )
-    found = await journal.database.run(sending.fast)
-    if found:
-        write_count, revision = _count(found[0]["write_count"]), found[0]["revision"]
-        return Fused(Opened(recorded=True, write_count=write_count), revision=revision)
-    # A check failed (or an id was taken meanwhile): nothing was written; the full statement
-    # answers why, or appends in a snapshot that shows what changed.
-    return await _answered(sending, owner)
+        )
+        found = await self.journal.database.run(functools.partial(self._fast, intent, args))
+        if found:
+            write_count, revision = _count(found[0]["write_count"]), found[0]["revision"]
+            return Fused(Opened(recorded=True, write_count=write_count), revision=revision)
+        # A check failed (or an id was taken meanwhile): nothing was written; the full
+        # statement answers why, or appends in a snapshot that shows what changed.
+        return await self._answered(intent, args, owner)
 
-
-class _Sending:
-    """One fused append's statements, sent on a connection: the fast one (``fast``), the full
-    one (``full``) and the full one under the session's lock (``locked``), each with the
-    intent's arguments and the time of its write record."""
-
-    __slots__ = ("args", "intent", "journal", "store")
-
-    def __init__(
-        self,
-        journal: PostgresJournal,
-        store: RevisionedPostgresSession,
-        intent: PendingWrite,
-        args: tuple[object, ...],
-    ) -> None:
-        self.journal, self.store, self.intent, self.args = journal, store, intent, args
-
-    async def fast(self, conn: Connection) -> list[Any] | None:
+    async def _fast(
+        self, intent: PendingWrite, args: tuple[object, ...], conn: Connection
+    ) -> list[Any] | None:
         """The fast statement's rows: one when it wrote, none when it wrote nothing, None when
         an id was taken or the head or the clearing moved meanwhile (nothing was kept)."""
-        journal = self.journal
-        await self._rows_made(conn)
+        driver = self.journal.database.driver
+        await self._rows_made(intent, conn)
         try:
-            return await conn.fetch(
-                fast_statement(journal.schema, self.store.schema), *self.args, time.time()
-            )
-        except journal.database.driver.DivisionByZeroError:
+            return await conn.fetch(self.fast, *args, time.time())
+        except driver.DivisionByZeroError:
             return None  # the head or the clearing moved meanwhile: nothing was kept
-        except journal.database.driver.UniqueViolationError as exc:
+        except driver.UniqueViolationError as exc:
             if not _an_id_taken(exc):
                 raise
             return None  # nothing was done; a new snapshot shows who took the id
 
-    async def full(self, conn: Connection) -> list[Any] | None:
-        """The full statement's rows; None when an id was taken after its snapshot."""
-        await self._rows_made(conn)
+    async def _full(
+        self, intent: PendingWrite, args: tuple[object, ...], locked: bool, conn: Connection
+    ) -> list[Any] | None:
+        """The full statement's rows (``locked``: in a transaction that takes the session's
+        lock first, making its row at the floor when there is none, so that its snapshot is
+        taken after the lock was granted); None when an id was taken after its snapshot."""
+        database = self.journal.database
+        await self._rows_made(intent, conn)
         try:
-            return await conn.fetch(self._statement(), *self.args, time.time())
-        except self.journal.database.driver.UniqueViolationError as exc:
-            if not _an_id_taken(exc):
-                raise
-            return None  # nothing was done; a new snapshot shows who took the id
-
-    async def locked(self, conn: Connection) -> list[Any] | None:
-        """``full``, in a transaction that takes the session's lock first (making its row at
-        the floor when there is none), so that its snapshot is taken after the lock was
-        granted."""
-        journal, intent = self.journal, self.intent
-        await self._rows_made(conn)
-        try:
+            if not locked:
+                return await conn.fetch(self.full, *args, time.time())
             async with conn.transaction():
-                await conn.fetchval(
-                    journal.database.sql.lock_session, intent.session_id, str(intent.backend)
-                )
-                return await conn.fetch(self._statement(), *self.args, time.time())
-        except journal.database.driver.UniqueViolationError as exc:
+                key = (intent.session_id, str(intent.backend))
+                await conn.fetchval(database.sql.lock_session, *key)
+                return await conn.fetch(self.full, *args, time.time())
+        except database.driver.UniqueViolationError as exc:
             if not _an_id_taken(exc):
                 raise
             return None  # nothing was done; a new snapshot shows who took the id
 
-    def _statement(self) -> str:
-        return statement(self.journal.schema, self.store.schema)
-
-    async def _rows_made(self, conn: Connection) -> None:
-        """The session's two rows, made unless this process made or met them lately."""
-        journal, store, intent = self.journal, self.store, self.intent
+    async def _rows_made(self, intent: PendingWrite, conn: Connection) -> None:
+        """The session's two rows, made unless this pair, or lately this process, made or met
+        them. A hint only: a row gone since (pruned, its schema made anew) sends the append
+        down the full statement, which makes it again."""
+        if self.made:
+            return
+        journal, store = self.journal, self.store
         place = store.backend_namespace
         counted = (journal.location, journal.schema, intent.session_id, str(intent.backend))
-        if _row_known(place, store.session_id) and row_known(counted):
-            return
-        await conn.execute(
-            rows_statement(journal.schema, store.schema), *counted[2:], store.session_id
+        if not (_row_known(place, store.session_id) and row_known(counted)):
+            sql = rows_statement(journal.schema, store.schema)
+            await conn.execute(sql, *counted[2:], store.session_id)
+            _remember_row(place, store.session_id)
+            row_known(counted, made=True)
+        self.made = True
+
+    async def _answered(
+        self, intent: PendingWrite, args: tuple[object, ...], owner: Owner
+    ) -> Fused:
+        """The full statement's answer, for an append its fast path did not write: run again
+        under the session's lock while the fence fell or the clearing was claimed meanwhile."""
+        journal, store = self.journal, self.store
+        asked = _Asked(intent, IntentState.IN_FLIGHT, owner, None, journal.keyring)
+        run = journal.database.run
+        locked = made_again = False
+        for _ in range(_ATTEMPTS):
+            found = await run(functools.partial(self._full, intent, args, locked))
+            if found is None:
+                continue
+            head = found[0]
+            word = head["word"]
+            if word == "damaged":
+                raise JournalCorrupt(
+                    f"session {intent.session_id!r}: its row in the journal holds no write"
+                    f" count ({head['write_count']!r}); nothing was recorded or appended"
+                )
+            write_count = _count(head["write_count"])
+            if head["added"]:
+                opened = Opened(recorded=True, write_count=write_count)
+                return Fused(opened, revision=head["revision"])
+            if word == "open":
+                answer = asked.answer(head, found, write_count)
+                assert answer is not None  # held, blocked or settled: each has its answer
+                return Fused(answer)
+            if word in _REFUSALS:
+                refused = Opened(recorded=False, write_count=write_count)
+                return Fused(refused, refused=word, head=head["revision"] or 0)
+            if word == "missing":
+                # The store's row went (its schema made anew, an operator): made again, once.
+                if made_again:
+                    return Fused(
+                        Opened(recorded=False, write_count=write_count), refused="head", head=0
+                    )
+                made_again = True
+                _forget_rows(store.backend_namespace, store.session_id)
+                self.made = False
+                continue
+            if word == "again" and locked:
+                # Claimed by another between the snapshot and the clearing: build it again.
+                return Fused(Opened(recorded=False, write_count=write_count))
+            if word not in ("fell", "again"):
+                raise JournalUnavailable(
+                    f"a fused append of intent {intent.intent_id} answered {word}"
+                )
+            locked = True
+        raise JournalUnavailable(
+            f"intent {intent.intent_id}: its ids kept being taken meanwhile; nothing was recorded"
         )
-        _remember_row(place, store.session_id)
-        row_known(counted, made=True)
+
+    async def record_failed(
+        self, intent: PendingWrite, *, state: IntentState, owner: Owner, clearing: str | None
+    ) -> FailedAppend:
+        """``record_failed`` for this pair's journal."""
+        return await record_failed(
+            self.journal, intent, state=state, owner=owner, clearing=clearing
+        )
 
 
 def _an_id_taken(exc: BaseException) -> bool:
     """Whether a unique violation is on an index that guards an id (``_TAKEN``)."""
     return getattr(exc, "constraint_name", None) in _TAKEN
-
-
-async def _answered(sending: _Sending, owner: Owner) -> Fused:
-    """The full statement's answer, for an append its fast path did not write: run again
-    under the session's lock while the fence fell or the clearing was claimed meanwhile."""
-    journal, store, intent = sending.journal, sending.store, sending.intent
-    asked = _Asked(intent, IntentState.IN_FLIGHT, owner, None, journal.keyring)
-    run = journal.database.run
-    locked = made_again = False
-    for _ in range(_ATTEMPTS):
-        found = await run(sending.locked if locked else sending.full)
-        if found is None:
-            continue
-        head = found[0]
-        word = head["word"]
-        if word == "damaged":
-            raise JournalCorrupt(
-                f"session {intent.session_id!r}: its row in the journal holds no write count"
-                f" ({head['write_count']!r}); nothing was recorded or appended"
-            )
-        write_count = _count(head["write_count"])
-        if head["added"]:
-            return Fused(Opened(recorded=True, write_count=write_count), revision=head["revision"])
-        if word == "open":
-            opened = asked.answer(head, found, write_count)
-            assert opened is not None  # held, blocked or settled: each has its answer
-            return Fused(opened)
-        if word in _REFUSALS:
-            refused = Opened(recorded=False, write_count=write_count)
-            return Fused(refused, refused=word, head=head["revision"] or 0)
-        if word == "missing":
-            # The store's row went (its schema made anew, an operator): make it again, once.
-            if made_again:
-                return Fused(
-                    Opened(recorded=False, write_count=write_count), refused="head", head=0
-                )
-            made_again = True
-            _forget_rows(store.backend_namespace, store.session_id)
-            continue
-        if word == "again" and locked:
-            # Claimed by another between the snapshot and the clearing: build it again.
-            return Fused(Opened(recorded=False, write_count=write_count))
-        if word not in ("fell", "again"):
-            raise JournalUnavailable(f"a fused append of intent {intent.intent_id} answered {word}")
-        locked = True
-    raise JournalUnavailable(
-        f"intent {intent.intent_id}: its ids kept being taken meanwhile; nothing was recorded"
-    )
 
 
 async def record_failed(
