@@ -735,6 +735,9 @@ async def test_a_drop_the_server_ends_as_a_deadlock_is_made_again(
     )
     oldest, newest = tables[0]["relname"], tables[-1]["relname"]
     writer = await asyncpg.connect(postgres_url())
+    # The server checks for a deadlock in the session that has waited deadlock_timeout: the
+    # writer's is longer, so the drop's check always finds the cycle first.
+    await writer.execute("SET deadlock_timeout = '10s'")
     try:
         async with writer.transaction():
             await writer.execute(f'LOCK TABLE "{schema}".{newest} IN ROW EXCLUSIVE MODE')
@@ -743,7 +746,7 @@ async def test_a_drop_the_server_ends_as_a_deadlock_is_made_again(
                 await asyncio.sleep(0.02)
                 if await admin.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted"):
                     break
-            # The drop waited first, so its deadlock check fires first: the server ends it.
+            # The drop's deadlock check fires first: the server ends the drop.
             await writer.execute(f'LOCK TABLE "{schema}".{oldest} IN ROW SHARE MODE')
         await dropping
     finally:
