@@ -744,7 +744,14 @@ async def test_a_drop_the_server_ends_as_a_deadlock_is_made_again(
             dropping = asyncio.ensure_future(journal.drop())
             for _ in range(250):  # until the drop waits for the newest table
                 await asyncio.sleep(0.02)
-                if await admin.fetchval("SELECT count(*) FROM pg_locks WHERE NOT granted"):
+                waiting = await admin.fetchval(
+                    "SELECT count(*) FROM pg_locks l JOIN pg_class c ON c.oid = l.relation"
+                    " JOIN pg_namespace n ON n.oid = c.relnamespace"
+                    " WHERE NOT l.granted AND n.nspname = $1 AND c.relname = $2",
+                    schema,
+                    newest,
+                )
+                if waiting:
                     break
             # The drop's deadlock check fires first: the server ends the drop.
             await writer.execute(f'LOCK TABLE "{schema}".{oldest} IN ROW SHARE MODE')
