@@ -4,7 +4,8 @@ A write-ahead append to a revisioned store is two steps: open the intent in the 
 the store's compare-and-swap append under the intent's id. When both live on one server, the
 backend that holds them does both in one step: on Redis (the same host, port and database,
 plain clients) ``_backends.redis.fused.open_and_append``, one script; on PostgreSQL (one
-database reached as one role, ``_backends.postgres.fused``) one statement. The intent is
+database reached as one role, ``_backends.postgres.fused``) one statement; each backend's
+``Pair`` of the two is made once per writer. The intent is
 recorded exactly when its batch is appended. Nothing changes for a reader of either: the
 journal holds an intent in flight (cleared like any other once acknowledged), the store a
 write record under the intent's id. A reply lost on the way back leaves both or neither, and
@@ -24,12 +25,11 @@ append does, so its appends go the two-step way.
 from __future__ import annotations
 
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from .._backends.fused import FailedAppend
 from .._backends.journal import IntentState
-from .._backends.store_items import encode_item
 from .._core.ownership import Owner
 from .._core.records import PendingWrite
 
@@ -71,33 +71,6 @@ class FusedAppend:
         return recording
 
 
-def _redis_append(journal: Any, store: Any) -> Append:
-    """The Redis one step for ``journal`` and ``store``: the script, given the store's keys
-    and the items as it keeps them."""
-    from .._backends.redis.fused import open_and_append
-
-    async def append(
-        intent: PendingWrite,
-        items: Sequence[Any],
-        *,
-        owner: Owner,
-        clearing: str | None,
-        seen_write_count: int | None,
-    ) -> Any:
-        return await open_and_append(
-            journal,
-            intent,
-            owner=owner,
-            clearing=clearing,
-            seen_write_count=seen_write_count,
-            store_keys=await store.prepared(),
-            writer=str(owner),
-            rows=[encode_item(item, i) for i, item in enumerate(items)],
-        )
-
-    return append
-
-
 def _pair(journal: Any, store: Any, backend: str, journal_type: str, store_type: str) -> bool:
     # Both modules are loaded already when such objects exist: nothing imports a driver here.
     journals = sys.modules.get(f"agents_reconcile._backends.{backend}.journal")
@@ -121,7 +94,9 @@ async def fused_append(journal: Any, store: Any) -> FusedAppend | None:
             return None
         if journal.replica_wait != store.replica_wait:
             return None  # one script, one wait: the store's writes wait as their own ask
-        return FusedAppend(_redis_append(journal, store))
+        from .._backends.redis import fused as redis_fused
+
+        return FusedAppend(redis_fused.Pair(journal, store).append)
     if _pair(journal, store, "postgres", "PostgresJournal", "RevisionedPostgresSession"):
         from .._backends.postgres import fused
 

@@ -1107,7 +1107,7 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
     later = make_intent("later", session_id=store.session_id)
     decision = make_decision(make_intent("held"), action=Action.DROPPED)
     denial = make_decision(make_intent("held"), action=Action.DENIED)
-    arguments = await fused.store_arguments(store, [{"role": "user", "content": "x"}])
+    await store.ready()  # the store's schema checked while the connections still work
     later = dataclasses.replace(later, expected_revision=await store.head())
     return {
         "effects.begin": lambda: journal.effects.begin(make_effect("other-call")),
@@ -1151,14 +1151,12 @@ async def every_operation(journal: PostgresJournal, store: Any) -> dict[str, Any
         "pages.counts_writes_of": lambda: journal.pages.counts_writes_of("session-a"),
         "transition": lambda: journal.transition("held", state=IntentState.FAILED, owner=owner),
         "write_count": lambda: journal.write_count("session-a", BACKEND),
-        "one-step append": lambda: fused.open_and_append(
-            journal,
+        "one-step append": lambda: fused.Pair(journal, store).append(
             later,
+            [{"role": "user", "content": "x"}],
             owner=owner,
             clearing=None,
             seen_write_count=None,
-            writer="me",
-            **arguments,
         ),
         "record of a failed one-step append": lambda: fused.record_failed(
             journal, later, state=IntentState.FAILED, owner=owner, clearing=None

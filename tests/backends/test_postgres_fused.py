@@ -24,6 +24,7 @@ from agents.testing import ScriptedModel, assistant_message
 from agents_reconcile import ReconcileConfig, ReconcilingSession
 from agents_reconcile._backends.fused import FailedAppend
 from agents_reconcile._backends.journal import IntentState, Opened
+from agents_reconcile._backends.store_items import encode_item
 from agents_reconcile._core.identity import derive_identity
 from agents_reconcile._core.ownership import current_owner
 from agents_reconcile._core.records import Action, Outcome, PendingWrite, Reason
@@ -388,7 +389,7 @@ async def test_the_statement_reads_each_of_the_sessions_rows_once(place: Place) 
     store = place.store()
     await fused_call(place, store, intent_for(store, "first", 0))
     intent = intent_for(store, "second", 1)
-    rows = (await pg_fused.store_arguments(store, [user("second")]))["rows"]
+    rows = await store_rows(store, [user("second")])
     row = intent_args(intent, IntentState.IN_FLIGHT, current_owner())
     args = (*row, "first", None, store.session_id, rows, 1, "me", 1.0)
     sql = pg_fused.statement(place.journal_schema, place.store_schema)
@@ -416,7 +417,7 @@ async def test_the_fast_path_reads_and_locks_the_count_row_once_each(place: Plac
     store = place.store()
     await fused_call(place, store, intent_for(store, "first", 0))
     intent = intent_for(store, "second", 1)
-    rows = (await pg_fused.store_arguments(store, [user("second")]))["rows"]
+    rows = await store_rows(store, [user("second")])
     row = intent_args(intent, IntentState.IN_FLIGHT, current_owner())
     args = (*row, "first", None, store.session_id, rows, 1, "me", 1.0)
     sql = pg_fused.fast_statement(place.journal_schema, place.store_schema)
@@ -452,15 +453,20 @@ async def fused_call(
     clearing: str | None = None,
     seen_write_count: int | None = None,
 ) -> Any:
-    return await pg_fused.open_and_append(
-        place.journal,
+    return await pg_fused.Pair(place.journal, store).open_and_append(
         intent,
         owner=current_owner(),
         clearing=clearing,
         seen_write_count=seen_write_count,
         writer="me",
-        **await pg_fused.store_arguments(store, [user(intent.intent_id)]),
+        rows=await store_rows(store, [user(intent.intent_id)]),
     )
+
+
+async def store_rows(store: RevisionedPostgresSession, items: list[Any]) -> list[str]:
+    """``items`` as the store keeps them, its schema checked first."""
+    await store.ready()
+    return [encode_item(item, index).decode() for index, item in enumerate(items)]
 
 
 async def test_a_pair_makes_the_store_row_again_once_it_is_gone(place: Place) -> None:
@@ -531,7 +537,7 @@ async def test_the_fast_path_writes_nothing_when_a_check_fails(
     store, journal = place.store(), place.journal
     await fused_call(place, store, intent_for(store, "first", 0))
     intent = intent_for(store, intent_id, expected)
-    rows = (await pg_fused.store_arguments(store, [user(intent_id)]))["rows"]
+    rows = await store_rows(store, [user(intent_id)])
     row = intent_args(intent, IntentState.IN_FLIGHT, current_owner())
     args = (*row, clearing, seen, store.session_id, rows, expected, "me", 1.0)
     sql = pg_fused.fast_statement(place.journal_schema, place.store_schema)

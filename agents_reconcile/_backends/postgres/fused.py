@@ -86,10 +86,8 @@ __all__ = [
     "Fused",
     "Pair",
     "fast_statement",
-    "open_and_append",
     "record_failed",
     "same_database",
-    "store_arguments",
 ]
 
 _ATTEMPTS: Final = 4
@@ -273,39 +271,9 @@ async def same_database(journal: PostgresJournal, store: RevisionedPostgresSessi
     return here is not None and here == there
 
 
-async def store_arguments(store: RevisionedPostgresSession, items: Sequence[Any]) -> dict[str, Any]:
-    """What ``open_and_append`` needs of the store: the store itself (its schema checked) and
-    the items as it keeps them."""
-    await store.ready()
-    return {"store": store, "rows": _rows(items)}
-
-
 def _rows(items: Sequence[Any]) -> list[str]:
+    """The items as the store keeps them."""
     return [encode_item(item, index).decode() for index, item in enumerate(items)]
-
-
-async def open_and_append(
-    journal: PostgresJournal,
-    intent: PendingWrite,
-    *,
-    owner: Owner,
-    clearing: str | None,
-    seen_write_count: int | None,
-    store: RevisionedPostgresSession,
-    writer: str,
-    rows: list[str],
-) -> Fused:
-    """``open_intent`` (in flight, under ``owner``, clearing ``clearing``) and the store's
-    compare-and-swap append of ``rows`` at ``intent.expected_revision`` under the intent's id,
-    as one statement: ``Pair.open_and_append`` for this journal and store."""
-    return await Pair(journal, store).open_and_append(
-        intent,
-        owner=owner,
-        clearing=clearing,
-        seen_write_count=seen_write_count,
-        writer=writer,
-        rows=rows,
-    )
 
 
 class Pair:

@@ -9,16 +9,21 @@ what it answers.
 
 from __future__ import annotations
 
-from typing import Final
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any, Final
 
 from ..._core.ownership import Owner
 from ..._core.records import PendingWrite
 from ..fused import Fused
 from ..journal import IntentState, Opened
+from ..store_items import encode_item
 from . import replies
 from .journal import RedisJournal
 
-__all__ = ["Fused", "open_and_append"]
+if TYPE_CHECKING:
+    from .store import RevisionedRedisSession
+
+__all__ = ["Fused", "Pair", "open_and_append"]
 
 _SCRIPT = "open_and_append"
 _ANSWERS: Final = frozenset({"recorded", "head", "known", "stale_state"})
@@ -65,3 +70,35 @@ async def open_and_append(
     return await journal.open_by_script(
         _SCRIPT, intent, state=state, owner=owner, args=args, keys=store_keys, answer=answer
     )
+
+
+class Pair:
+    """A journal and a revisioned store on one Redis server (one database, one replica wait),
+    for their fused appends."""
+
+    __slots__ = ("journal", "store")
+
+    def __init__(self, journal: RedisJournal, store: RevisionedRedisSession) -> None:
+        self.journal = journal
+        self.store = store
+
+    async def append(
+        self,
+        intent: PendingWrite,
+        items: Sequence[Any],
+        *,
+        owner: Owner,
+        clearing: str | None,
+        seen_write_count: int | None,
+    ) -> Fused:
+        """``open_and_append`` of ``items`` as the store keeps them, written by ``owner``."""
+        return await open_and_append(
+            self.journal,
+            intent,
+            owner=owner,
+            clearing=clearing,
+            seen_write_count=seen_write_count,
+            store_keys=await self.store.prepared(),
+            writer=str(owner),
+            rows=[encode_item(item, index) for index, item in enumerate(items)],
+        )
